@@ -1,0 +1,35 @@
+// linattn-bench subcommands register themselves here; each bench/*.cpp adds one.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace linattn::bench {
+
+struct Command {
+  std::string name;
+  std::string help;
+  std::function<int(int argc, char** argv)> run;  // argv[0] is the subcommand's name
+};
+
+bool add_command(Command command);
+
+// Best wall time in milliseconds of `reps` runs of fn after one warm-up run.
+inline double best_ms(const std::function<void()>& fn, int reps = 5) {
+  fn();
+  double best = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    auto t1 = std::chrono::steady_clock::now();
+    best = std::min(best, std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  return best;
+}
+
+// Achieved float32 GFLOP/s of a square 1024^3 oneDNN product with the current thread count:
+// the machine's reference figure that the other benchmarks print beside their own.
+double gemm_peak_gflops();
+
+}  // namespace linattn::bench

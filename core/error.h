@@ -1,0 +1,33 @@
+// Errors a person can act on: every check carries file and line and says what went wrong.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace linattn {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+template <class... Args>
+[[noreturn]] void fail(const char* file, int line, Args&&... args) {
+  std::ostringstream os;
+  os << file << ":" << line << ": ";
+  (os << ... << args);
+  throw Error(os.str());
+}
+}  // namespace detail
+
+}  // namespace linattn
+
+// LINATTN_CHECK(cond, "message parts", ...): throws linattn::Error("file:line: message") when cond is false.
+#define LINATTN_CHECK(cond, ...)                                          \
+  do {                                                                    \
+    if (!(cond)) ::linattn::detail::fail(__FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)
+
+#define LINATTN_FAIL(...) ::linattn::detail::fail(__FILE__, __LINE__, __VA_ARGS__)

@@ -1,0 +1,114 @@
+#include "core/tensor.h"
+
+#include <cstring>
+
+namespace linattn {
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, size_t byte_offset, const Shape& shape, DType dtype)
+    : storage_(std::move(storage)), offset_(byte_offset), shape_(shape), dtype_(dtype) {
+  LINATTN_CHECK(offset_ + nbytes() <= storage_->bytes, "a ", str(), " view at byte ", offset_,
+                " does not fit in a storage of ", storage_->bytes, " bytes");
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  size_t bytes = size_t(shape.numel()) * dtype_size(dtype);
+  return Tensor(std::make_shared<Storage>(bytes, device), 0, shape, dtype);
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  t.zero_();
+  return t;
+}
+
+Tensor Tensor::scratch(const Shape& shape, DType dtype, Device device) {
+  Arena* arena = current_arena();
+  if (!arena || arena->device() != device) return empty(shape, dtype, device);
+  auto [storage, offset] = arena->allocate(size_t(shape.numel()) * dtype_size(dtype));
+  return Tensor(std::move(storage), offset, shape, dtype);
+}
+
+Tensor Tensor::scratch_zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = scratch(shape, dtype, device);
+  t.zero_();
+  return t;
+}
+
+Tensor Tensor::view(const Shape& shape) const {
+  LINATTN_CHECK(shape.numel() == numel(), "cannot view ", str(), " as ", shape.str(), ": ", numel(),
+                " elements vs ", shape.numel());
+  return Tensor(storage_, offset_, shape, dtype_);
+}
+
+Tensor Tensor::narrow(int64_t begin, int64_t end) const {
+  LINATTN_CHECK(ndim() >= 1 && 0 <= begin && begin <= end && end <= size(0), "narrow(", begin, ", ", end,
+                ") out of range for ", str());
+  Shape s = shape_;
+  s[0] = end - begin;
+  size_t row_bytes = size(0) ? nbytes() / size_t(size(0)) : 0;
+  return Tensor(storage_, offset_ + size_t(begin) * row_bytes, s, dtype_);
+}
+
+Tensor Tensor::clone() const {
+  LINATTN_CHECK(device() == Device::cpu, "clone() of a ", device_name(device()), " tensor is not supported yet");
+  Tensor t = empty(shape_, dtype_, device());
+  std::memcpy(t.raw(), raw(), nbytes());
+  return t;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  LINATTN_CHECK(device() == Device::cpu, "to() needs a CPU tensor, got ", device_name(device()));
+  if (dtype == dtype_) return clone();
+  Tensor t = empty(shape_, dtype, device());
+  int64_t n = numel();
+  auto convert = [&](auto* dst, const auto* src) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<std::remove_pointer_t<decltype(dst)>>(src[i]);
+  };
+  auto from = [&](auto* dst) {
+    switch (dtype_) {
+      case DType::f32: convert(dst, data<float>()); break;
+      case DType::f64: convert(dst, data<double>()); break;
+      case DType::i32: convert(dst, data<int32_t>()); break;
+    }
+  };
+  switch (dtype) {
+    case DType::f32: from(t.data<float>()); break;
+    case DType::f64: from(t.data<double>()); break;
+    case DType::i32: from(t.data<int32_t>()); break;
+  }
+  return t;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  check_same_shape(*this, src, "copy_from");
+  check_same_dtype(*this, src, "copy_from");
+  LINATTN_CHECK(device() == Device::cpu && src.device() == Device::cpu, "copy_from supports CPU tensors only");
+  std::memcpy(raw(), src.raw(), nbytes());
+}
+
+void Tensor::zero_() {
+  LINATTN_CHECK(device() == Device::cpu, "zero_() supports CPU tensors only");
+  std::memset(raw(), 0, nbytes());
+}
+
+void Tensor::fill_(double value) {
+  LINATTN_CHECK(device() == Device::cpu, "fill_() supports CPU tensors only");
+  int64_t n = numel();
+  switch (dtype_) {
+    case DType::f32: std::fill_n(data<float>(), n, float(value)); break;
+    case DType::f64: std::fill_n(data<double>(), n, value); break;
+    case DType::i32: std::fill_n(data<int32_t>(), n, int32_t(value)); break;
+  }
+}
+
+std::string Tensor::str() const { return std::string(dtype_name(dtype_)) + shape_.str(); }
+
+void check_same_shape(const Tensor& a, const Tensor& b, const char* where) {
+  LINATTN_CHECK(a.shape() == b.shape(), where, ": shape mismatch, ", a.str(), " vs ", b.str());
+}
+
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* where) {
+  LINATTN_CHECK(a.dtype() == b.dtype(), where, ": dtype mismatch, ", a.str(), " vs ", b.str());
+}
+
+}  // namespace linattn
