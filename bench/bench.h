@@ -33,3 +33,18 @@ inline double best_ms(const std::function<void()>& fn, int reps = 5) {
 double gemm_peak_gflops();
 
 }  // namespace linattn::bench
+
+namespace linattn::bench {
+
+// A token mixer as `linattn-bench mixers` measures it. prepare() allocates float32 inputs of the
+// given sizes and returns a function that runs one forward + backward; flops() is the work of
+// that forward + backward for one (batch, head) sequence of T tokens, used for GFLOP/s.
+struct MixerBench {
+  std::string name;
+  std::function<std::function<void()>(int64_t B, int64_t T, int64_t H, int64_t dk, int64_t dv)> prepare;
+  std::function<double(int64_t T, int64_t dk, int64_t dv)> flops;
+};
+
+bool add_mixer_bench(MixerBench mixer);
+
+}  // namespace linattn::bench

@@ -1,0 +1,60 @@
+// linattn-bench mixers: forward+backward time, tokens/s and GFLOP/s of every registered mixer.
+#include <omp.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench/bench.h"
+
+namespace linattn::bench {
+
+static std::vector<MixerBench>& mixers() {
+  static std::vector<MixerBench> all;
+  return all;
+}
+
+bool add_mixer_bench(MixerBench mixer) {
+  mixers().push_back(std::move(mixer));
+  return true;
+}
+
+static int run_mixers(int argc, char** argv) {
+  int64_t B = 4, H = 4, dk = 64, dv = 64;
+  std::vector<int64_t> lengths = {512, 1024, 2048, 4096, 8192, 16384};
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--max-t" && i + 1 < argc) {
+      int64_t max_t = std::atoll(argv[++i]);
+      std::erase_if(lengths, [&](int64_t t) { return t > max_t; });
+    } else {
+      std::printf("usage: linattn-bench mixers [--only NAME] [--max-t T]\n");
+      return a == "--help" ? 0 : 1;
+    }
+  }
+  std::printf("mixers, float32, forward+backward, B=%ld H=%ld dk=%ld dv=%ld, %d threads, best of 3\n", long(B), long(H),
+              long(dk), long(dv), omp_get_max_threads());
+  std::printf("GEMM peak here (1024^3): %.1f GFLOP/s\n", gemm_peak_gflops());
+  std::printf("%-16s %7s %10s %12s %10s %12s\n", "mixer", "T", "ms", "tokens/s", "GFLOP/s", "ns/token");
+  for (const MixerBench& m : mixers()) {
+    if (!only.empty() && m.name != only) continue;
+    for (int64_t T : lengths) {
+      auto run = m.prepare(B, T, H, dk, dv);
+      double ms = best_ms(run, 3);
+      double tokens = double(B * T);
+      double gflops = m.flops(T, dk, dv) * double(B * H) / (ms * 1e6);
+      std::printf("%-16s %7ld %10.2f %12.0f %10.1f %12.1f\n", m.name.c_str(), long(T), ms, tokens / (ms * 1e-3), gflops,
+                  ms * 1e6 / tokens);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+static bool registered =
+    add_command({"mixers", "forward+backward time, tokens/s and GFLOP/s of each token mixer", run_mixers});
+
+}  // namespace linattn::bench
