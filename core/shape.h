@@ -35,6 +35,14 @@ class Shape {
   int64_t rows() const { return ndim_ == 0 ? 1 : numel() / (dims_[ndim_ - 1] ? dims_[ndim_ - 1] : 1); }
   int64_t last() const { return ndim_ == 0 ? 1 : dims_[ndim_ - 1]; }
 
+  // This shape with one more trailing dim.
+  Shape appended(int64_t d) const {
+    LINATTN_CHECK(ndim_ < kMaxDims, "cannot append a dim to ", str(), ": at most ", kMaxDims, " dims");
+    Shape s = *this;
+    s.dims_[s.ndim_++] = d;
+    return s;
+  }
+
   bool operator==(const Shape& o) const {
     if (ndim_ != o.ndim_) return false;
     for (int i = 0; i < ndim_; ++i)

@@ -79,19 +79,19 @@ Tensor Tensor::to(DType dtype) const {
   return t;
 }
 
-void Tensor::copy_from(const Tensor& src) {
+void Tensor::copy_from(const Tensor& src) const {
   check_same_shape(*this, src, "copy_from");
   check_same_dtype(*this, src, "copy_from");
   LINATTN_CHECK(device() == Device::cpu && src.device() == Device::cpu, "copy_from supports CPU tensors only");
   std::memcpy(raw(), src.raw(), nbytes());
 }
 
-void Tensor::zero_() {
+void Tensor::zero_() const {
   LINATTN_CHECK(device() == Device::cpu, "zero_() supports CPU tensors only");
   std::memset(raw(), 0, nbytes());
 }
 
-void Tensor::fill_(double value) {
+void Tensor::fill_(double value) const {
   LINATTN_CHECK(device() == Device::cpu, "fill_() supports CPU tensors only");
   int64_t n = numel();
   switch (dtype_) {

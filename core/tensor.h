@@ -46,9 +46,9 @@ class Tensor {
 
   Tensor clone() const;
   Tensor to(DType dtype) const;  // a converted copy (CPU)
-  void copy_from(const Tensor& src);
-  void zero_();
-  void fill_(double value);
+  void copy_from(const Tensor& src) const;  // the handle is const, the data it views is not
+  void zero_() const;
+  void fill_(double value) const;
 
   std::string str() const;  // e.g. "f32[2, 3]"
 

@@ -1,0 +1,42 @@
+// Differentiable ops: each records one tape node whose backward calls a hand-derived kernel.
+// Inputs of one op share dtype and device; shape errors name the op and both shapes.
+#pragma once
+
+#include <cstdint>
+
+#include "autograd/variable.h"
+#include "kernels/cpu/elementwise.h"
+
+namespace linattn::ops {
+
+Variable add(const Variable& a, const Variable& b);
+Variable mul(const Variable& a, const Variable& b);
+Variable activation(cpu::Activation f, const Variable& x);
+inline Variable silu(const Variable& x) { return activation(cpu::Activation::silu, x); }
+inline Variable sigmoid(const Variable& x) { return activation(cpu::Activation::sigmoid, x); }
+inline Variable logsigmoid(const Variable& x) { return activation(cpu::Activation::logsigmoid, x); }
+inline Variable elu1(const Variable& x) { return activation(cpu::Activation::elu1, x); }
+// silu(gate) * up, one node.
+Variable swiglu(const Variable& gate, const Variable& up);
+// Same storage, another shape (same element count).
+Variable view(const Variable& x, const Shape& shape);
+
+// y = x W^T (+ b): x [..., in], weight [out, in], bias [out] (optional); y [..., out].
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias = {});
+
+// RMSNorm over the last dim: x [..., D], weight [D].
+Variable rmsnorm(const Variable& x, const Variable& weight, double eps);
+// x / sqrt(sum(x^2) + eps) over the last dim.
+Variable l2norm(const Variable& x, double eps = 1e-6);
+
+// Rows of table [V, D] for ids (i32, any shape [...]): output [..., D]. Ids outside [0, V) throw.
+Variable embedding(const Tensor& ids, const Variable& table);
+
+// Causal depthwise convolution along time: x [B, T, C], weight [C, W], bias [C] (optional).
+Variable short_conv(const Variable& x, const Variable& weight, const Variable& bias = {});
+
+// Mean cross-entropy of logits [..., V] against targets (i32, [...]) over the targets that are not
+// ignore_index; a one-element result. Non-finite losses and out-of-range targets throw.
+Variable cross_entropy(const Variable& logits, const Tensor& targets, int32_t ignore_index = -100);
+
+}  // namespace linattn::ops

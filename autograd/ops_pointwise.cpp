@@ -1,0 +1,104 @@
+// Pointwise ops and views.
+#include "autograd/op_support.h"
+#include "autograd/ops.h"
+
+namespace linattn::ops {
+
+using detail::accumulate;
+using detail::check_inputs;
+using detail::grad_or_null;
+
+Variable add(const Variable& a, const Variable& b) {
+  check_inputs("add", {&a, &b});
+  check_same_shape(a.value(), b.value(), "add");
+  Tensor y = Tensor::scratch(a.shape(), a.dtype());
+  dispatch_float(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    cpu::add_forward(y.data<T>(), a.value().data<T>(), b.value().data<T>(), y.numel());
+  });
+  Variable out(y, needs_grad({&a, &b}));
+  if (out.requires_grad())
+    record([a, b, out] {
+      if (!out.grad().defined()) return;
+      accumulate(a, out.grad());  // forward: y = a + b  =>  da += dy, db += dy
+      accumulate(b, out.grad());
+    });
+  return out;
+}
+
+Variable mul(const Variable& a, const Variable& b) {
+  check_inputs("mul", {&a, &b});
+  check_same_shape(a.value(), b.value(), "mul");
+  Tensor y = Tensor::scratch(a.shape(), a.dtype());
+  dispatch_float(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    cpu::mul_forward(y.data<T>(), a.value().data<T>(), b.value().data<T>(), y.numel());
+  });
+  Variable out(y, needs_grad({&a, &b}));
+  if (out.requires_grad())
+    record([a, b, out] {
+      if (!out.grad().defined()) return;
+      dispatch_float(a.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        cpu::mul_backward(grad_or_null<T>(a), grad_or_null<T>(b), a.value().data<T>(), b.value().data<T>(),
+                          out.grad().data<T>(), out.value().numel());
+      });
+    });
+  return out;
+}
+
+Variable activation(cpu::Activation f, const Variable& x) {
+  check_inputs(cpu::activation_name(f), {&x});
+  Tensor y = Tensor::scratch(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    cpu::activation_forward(f, y.data<T>(), x.value().data<T>(), y.numel());
+  });
+  Variable out(y, needs_grad({&x}));
+  if (out.requires_grad())
+    record([f, x, out] {
+      if (!out.grad().defined()) return;
+      dispatch_float(x.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        cpu::activation_backward(f, x.ensure_grad().data<T>(), x.value().data<T>(), out.grad().data<T>(),
+                                 x.value().numel());
+      });
+    });
+  return out;
+}
+
+Variable swiglu(const Variable& gate, const Variable& up) {
+  check_inputs("swiglu", {&gate, &up});
+  check_same_shape(gate.value(), up.value(), "swiglu");
+  Tensor y = Tensor::scratch(gate.shape(), gate.dtype());
+  dispatch_float(gate.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    cpu::swiglu_forward(y.data<T>(), gate.value().data<T>(), up.value().data<T>(), y.numel());
+  });
+  Variable out(y, needs_grad({&gate, &up}));
+  if (out.requires_grad())
+    record([gate, up, out] {
+      if (!out.grad().defined()) return;
+      dispatch_float(gate.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        // The kernel writes both gradients; route a gradient nobody needs into scratch.
+        Tensor dgate = gate.requires_grad() ? gate.ensure_grad() : Tensor::scratch_zeros(gate.shape(), gate.dtype());
+        Tensor dup = up.requires_grad() ? up.ensure_grad() : Tensor::scratch_zeros(up.shape(), up.dtype());
+        cpu::swiglu_backward(dgate.data<T>(), dup.data<T>(), gate.value().data<T>(), up.value().data<T>(),
+                             out.grad().data<T>(), out.value().numel());
+      });
+    });
+  return out;
+}
+
+Variable view(const Variable& x, const Shape& shape) {
+  Variable out(x.value().view(shape), needs_grad({&x}));
+  if (out.requires_grad())
+    record([x, out] {
+      if (!out.grad().defined()) return;
+      accumulate(x, out.grad().view(x.shape()));  // forward: y = x reshaped  =>  dx += dy reshaped back
+    });
+  return out;
+}
+
+}  // namespace linattn::ops

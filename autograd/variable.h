@@ -1,0 +1,70 @@
+// The tape: Variables hold a value and a gradient; each differentiable op records one node whose
+// backward calls a hand-derived backward kernel. backward() walks the tape once in reverse.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace linattn {
+
+class Variable {
+ public:
+  Variable() = default;
+  // A leaf: an input (requires_grad false) or something to differentiate with respect to.
+  explicit Variable(Tensor value, bool requires_grad = false);
+  // A parameter whose gradient is a preallocated view (into the flat gradient buffer).
+  static Variable parameter(Tensor value, Tensor grad);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Tensor& value() const { return impl_->value; }
+  const Shape& shape() const { return impl_->value.shape(); }
+  DType dtype() const { return impl_->value.dtype(); }
+  Device device() const { return impl_->value.device(); }
+  bool requires_grad() const { return impl_ && impl_->requires_grad; }
+
+  // The gradient; undefined until something flows into it.
+  const Tensor& grad() const { return impl_->grad; }
+  // The gradient, allocated (zero-filled, as activation scratch) if it was not yet.
+  const Tensor& ensure_grad() const;
+
+ private:
+  struct Impl {
+    Tensor value;
+    Tensor grad;
+    bool requires_grad = false;
+  };
+  std::shared_ptr<Impl> impl_;
+};
+
+// Recording is on by default; a NoGrad scope records nothing (evaluation, optimizer updates).
+bool grad_enabled();
+class NoGrad {
+ public:
+  NoGrad();
+  ~NoGrad();
+  NoGrad(const NoGrad&) = delete;
+  NoGrad& operator=(const NoGrad&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// True when an op on these inputs must record a node: recording is on and some input needs a gradient.
+bool needs_grad(std::initializer_list<const Variable*> inputs);
+
+// Records a backward step on the current thread's tape.
+void record(std::function<void()> backward);
+
+// Seeds d(root) = 1 (root must have one element), runs the tape in reverse and frees it.
+void backward(const Variable& root);
+// Seeds each output's gradient with the given tensor (same shape), runs the tape and frees it.
+void backward(const std::vector<Variable>& outputs, const std::vector<Tensor>& grads);
+// Drops the tape without running it (e.g. after a forward pass whose loss was not finite).
+void clear_tape();
+size_t tape_size();
+
+}  // namespace linattn

@@ -1,0 +1,146 @@
+#include "kernels/cpu/elementwise.h"
+
+#include <cmath>
+
+namespace linattn::cpu {
+
+// Pointwise loops are memory-bound: thread them only when there is enough work to amortize a fork.
+constexpr int64_t kParallelMin = 1 << 15;
+
+template <class T>
+void add_forward(T* y, const T* a, const T* b, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+template <class T>
+void add_inplace(T* y, const T* x, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+template <class T>
+void mul_forward(T* y, const T* a, const T* b, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+
+template <class T>
+void mul_backward(T* da, T* db, const T* a, const T* b, const T* dy, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    if (da) da[i] += dy[i] * b[i];
+    if (db) db[i] += dy[i] * a[i];
+  }
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::silu: return "silu";
+    case Activation::sigmoid: return "sigmoid";
+    case Activation::logsigmoid: return "logsigmoid";
+    case Activation::elu1: return "elu1";
+    case Activation::relu: return "relu";
+  }
+  return "?";
+}
+
+template <class T>
+static inline T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+
+// log(sigmoid(x)) = -log(1 + e^-x), written so that neither branch overflows.
+template <class T>
+static inline T logsigmoid(T x) {
+  return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x));
+}
+
+template <class T>
+void activation_forward(Activation f, T* y, const T* x, int64_t n) {
+  switch (f) {
+    case Activation::silu:
+#pragma omp parallel for if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sigmoid(x[i]);
+      break;
+    case Activation::sigmoid:
+#pragma omp parallel for if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) y[i] = sigmoid(x[i]);
+      break;
+    case Activation::logsigmoid:
+#pragma omp parallel for if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) y[i] = logsigmoid(x[i]);
+      break;
+    case Activation::elu1:  // elu(x) + 1: x + 1 for x > 0, e^x otherwise
+#pragma omp parallel for if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] + T(1) : std::exp(x[i]);
+      break;
+    case Activation::relu:
+#pragma omp parallel for simd if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : T(0);
+      break;
+  }
+}
+
+template <class T>
+void activation_backward(Activation f, T* dx, const T* x, const T* dy, int64_t n) {
+  switch (f) {
+    case Activation::silu:  // forward: y = x s(x)  =>  dx += dy (s + x s (1 - s))
+#pragma omp parallel for if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) {
+        T s = sigmoid(x[i]);
+        dx[i] += dy[i] * s * (T(1) + x[i] * (T(1) - s));
+      }
+      break;
+    case Activation::sigmoid:  // forward: y = s(x)  =>  dx += dy s (1 - s)
+#pragma omp parallel for if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) {
+        T s = sigmoid(x[i]);
+        dx[i] += dy[i] * s * (T(1) - s);
+      }
+      break;
+    case Activation::logsigmoid:  // forward: y = log s(x)  =>  dx += dy (1 - s(x)) = dy s(-x)
+#pragma omp parallel for if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * sigmoid(-x[i]);
+      break;
+    case Activation::elu1:  // forward: y = x + 1 (x > 0), e^x (x <= 0)  =>  dx += dy (1 or e^x)
+#pragma omp parallel for if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) dx[i] += x[i] > 0 ? dy[i] : dy[i] * std::exp(x[i]);
+      break;
+    case Activation::relu:  // forward: y = max(x, 0)  =>  dx += dy [x > 0]
+#pragma omp parallel for simd if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) dx[i] += x[i] > 0 ? dy[i] : T(0);
+      break;
+  }
+}
+
+template <class T>
+void swiglu_forward(T* y, const T* gate, const T* up, int64_t n) {
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = gate[i] * sigmoid(gate[i]) * up[i];
+}
+
+template <class T>
+void swiglu_backward(T* dgate, T* dup, const T* gate, const T* up, const T* dy, int64_t n) {
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    T s = sigmoid(gate[i]);
+    T silu = gate[i] * s;
+    dgate[i] += dy[i] * up[i] * s * (T(1) + gate[i] * (T(1) - s));
+    dup[i] += dy[i] * silu;
+  }
+}
+
+#define INSTANTIATE(T)                                                                      \
+  template void add_forward<T>(T*, const T*, const T*, int64_t);                           \
+  template void add_inplace<T>(T*, const T*, int64_t);                                     \
+  template void mul_forward<T>(T*, const T*, const T*, int64_t);                           \
+  template void mul_backward<T>(T*, T*, const T*, const T*, const T*, int64_t);            \
+  template void activation_forward<T>(Activation, T*, const T*, int64_t);                  \
+  template void activation_backward<T>(Activation, T*, const T*, const T*, int64_t);       \
+  template void swiglu_forward<T>(T*, const T*, const T*, int64_t);                        \
+  template void swiglu_backward<T>(T*, T*, const T*, const T*, const T*, int64_t);
+INSTANTIATE(float)
+INSTANTIATE(double)
+
+}  // namespace linattn::cpu

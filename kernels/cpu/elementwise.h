@@ -1,0 +1,30 @@
+// Pointwise kernels: add, mul, activations and SwiGLU, forward and backward side by side.
+// All arrays are n contiguous elements. Backward kernels accumulate (+=) into their gradients.
+#pragma once
+
+#include <cstdint>
+
+namespace linattn::cpu {
+
+// forward: y = a + b  =>  da += dy, db += dy (the caller does the accumulation with add_inplace)
+template <class T> void add_forward(T* y, const T* a, const T* b, int64_t n);
+// y += x
+template <class T> void add_inplace(T* y, const T* x, int64_t n);
+
+// forward: y = a * b  =>  da += dy * b, db += dy * a
+template <class T> void mul_forward(T* y, const T* a, const T* b, int64_t n);
+template <class T> void mul_backward(T* da, T* db, const T* a, const T* b, const T* dy, int64_t n);
+
+enum class Activation { silu, sigmoid, logsigmoid, elu1, relu };
+const char* activation_name(Activation a);
+
+// y = f(x) for the activation; backward: dx += f'(x) dy (computed from x).
+template <class T> void activation_forward(Activation f, T* y, const T* x, int64_t n);
+template <class T> void activation_backward(Activation f, T* dx, const T* x, const T* dy, int64_t n);
+
+// SwiGLU: y = silu(gate) * up
+// forward: y = silu(g) u  =>  dg += dy u silu'(g), du += dy silu(g)
+template <class T> void swiglu_forward(T* y, const T* gate, const T* up, int64_t n);
+template <class T> void swiglu_backward(T* dgate, T* dup, const T* gate, const T* up, const T* dy, int64_t n);
+
+}  // namespace linattn::cpu

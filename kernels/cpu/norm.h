@@ -1,0 +1,21 @@
+// Row normalizations over the last dim: RMSNorm and L2 normalization. x is [N, D] row-major.
+#pragma once
+
+#include <cstdint>
+
+namespace linattn::cpu {
+
+// y = x * rstd * w, rstd = (mean(x^2) + eps)^-1/2 per row.
+// y: [N, D]; rstd (saved): [N]; x: [N, D]; w: [D]
+template <class T> void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t D, T eps);
+// dx: [N, D] (+=); dw: [D] (+=, may be null); dy: [N, D]
+template <class T>
+void rmsnorm_backward(T* dx, T* dw, const T* x, const T* w, const T* rstd, const T* dy, int64_t N, int64_t D);
+
+// y = x * r, r = (sum(x^2) + eps)^-1/2 per row (fla's l2norm; the sums run in float32 or better).
+// y: [N, D]; r (saved): [N]; x: [N, D]
+template <class T> void l2norm_forward(T* y, T* r, const T* x, int64_t N, int64_t D, T eps);
+// dx: [N, D] (+=); y: the forward output; dy: [N, D]
+template <class T> void l2norm_backward(T* dx, const T* y, const T* r, const T* dy, int64_t N, int64_t D);
+
+}  // namespace linattn::cpu

@@ -1,0 +1,136 @@
+// Every op's hand-derived backward against float64 central finite differences.
+#include "autograd/ops.h"
+#include "gradcheck.h"
+
+namespace linattn {
+namespace {
+
+using testing::expect_gradients_match;
+using testing::random_tensor;
+using V = std::vector<Variable>;
+
+TEST(GradCheck, Add) {
+  Rng rng(1);
+  expect_gradients_match([](const V& x) { return ops::add(x[0], x[1]); },
+                         {random_tensor({3, 5}, rng), random_tensor({3, 5}, rng)}, rng);
+}
+
+TEST(GradCheck, Mul) {
+  Rng rng(2);
+  expect_gradients_match([](const V& x) { return ops::mul(x[0], x[1]); },
+                         {random_tensor({2, 3, 4}, rng), random_tensor({2, 3, 4}, rng)}, rng);
+}
+
+TEST(GradCheck, Activations) {
+  for (cpu::Activation f : {cpu::Activation::silu, cpu::Activation::sigmoid, cpu::Activation::logsigmoid,
+                            cpu::Activation::elu1, cpu::Activation::relu}) {
+    SCOPED_TRACE(cpu::activation_name(f));
+    Rng rng(3);
+    // Inputs on both sides of 0 but away from relu's and elu's kink, where the derivative jumps.
+    Tensor x = random_tensor({4, 7}, rng, -3, 3);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      if (std::abs(x.data<double>()[i]) < 0.05) x.data<double>()[i] = 0.5;
+    expect_gradients_match([f](const V& v) { return ops::activation(f, v[0]); }, {x}, rng);
+  }
+}
+
+TEST(GradCheck, SwiGLU) {
+  Rng rng(4);
+  expect_gradients_match([](const V& x) { return ops::swiglu(x[0], x[1]); },
+                         {random_tensor({5, 6}, rng, -3, 3), random_tensor({5, 6}, rng)}, rng);
+}
+
+TEST(GradCheck, LinearWithAndWithoutBias) {
+  Rng rng(5);
+  expect_gradients_match([](const V& x) { return ops::linear(x[0], x[1], x[2]); },
+                         {random_tensor({2, 3, 5}, rng), random_tensor({4, 5}, rng), random_tensor({4}, rng)}, rng);
+  expect_gradients_match([](const V& x) { return ops::linear(x[0], x[1]); },
+                         {random_tensor({7, 5}, rng), random_tensor({3, 5}, rng)}, rng);
+}
+
+TEST(GradCheck, View) {
+  Rng rng(6);
+  expect_gradients_match([](const V& x) { return ops::mul(ops::view(x[0], {3, 4}), x[1]); },
+                         {random_tensor({2, 6}, rng), random_tensor({3, 4}, rng)}, rng);
+}
+
+TEST(GradCheck, RMSNorm) {
+  Rng rng(7);
+  expect_gradients_match([](const V& x) { return ops::rmsnorm(x[0], x[1], 1e-5); },
+                         {random_tensor({2, 3, 8}, rng), random_tensor({8}, rng, 0.5, 1.5)}, rng);
+}
+
+TEST(GradCheck, L2Norm) {
+  Rng rng(8);
+  expect_gradients_match([](const V& x) { return ops::l2norm(x[0], 1e-6); }, {random_tensor({6, 5}, rng)}, rng);
+}
+
+TEST(GradCheck, Embedding) {
+  Rng rng(9);
+  Tensor ids = Tensor::empty({2, 5}, DType::i32);
+  const int32_t values[] = {0, 3, 3, 1, 4, 4, 4, 2, 0, 3};  // repeats: gradients must add up
+  std::copy(values, values + 10, ids.data<int32_t>());
+  expect_gradients_match([ids](const V& x) { return ops::embedding(ids, x[0]); }, {random_tensor({5, 3}, rng)}, rng);
+}
+
+TEST(GradCheck, ShortConvolution) {
+  Rng rng(10);
+  expect_gradients_match([](const V& x) { return ops::short_conv(x[0], x[1], x[2]); },
+                         {random_tensor({2, 9, 3}, rng), random_tensor({3, 4}, rng), random_tensor({3}, rng)}, rng);
+  // fewer steps than taps
+  expect_gradients_match([](const V& x) { return ops::short_conv(x[0], x[1]); },
+                         {random_tensor({1, 2, 3}, rng), random_tensor({3, 4}, rng)}, rng);
+}
+
+TEST(GradCheck, CrossEntropyWithIgnoredRows) {
+  Rng rng(11);
+  Tensor targets = Tensor::empty({2, 3}, DType::i32);
+  const int32_t values[] = {1, -100, 4, 0, 6, -100};
+  std::copy(values, values + 6, targets.data<int32_t>());
+  expect_gradients_match([targets](const V& x) { return ops::cross_entropy(x[0], targets); },
+                         {random_tensor({2, 3, 7}, rng, -2, 2)}, rng);
+}
+
+TEST(GradCheck, ChainOfOpsLikeAnMLPBlock) {
+  // rmsnorm -> gate/up projections -> swiglu -> down projection -> residual add -> loss
+  Rng rng(12);
+  Tensor targets = Tensor::empty({4}, DType::i32);
+  const int32_t values[] = {0, 2, 1, 2};
+  std::copy(values, values + 4, targets.data<int32_t>());
+  expect_gradients_match(
+      [targets](const V& p) {
+        Variable h = ops::rmsnorm(p[0], p[1], 1e-6);
+        Variable mlp = ops::linear(ops::swiglu(ops::linear(h, p[2]), ops::linear(h, p[3])), p[4]);
+        return ops::cross_entropy(ops::add(p[0], mlp), targets);
+      },
+      {random_tensor({4, 3}, rng), random_tensor({3}, rng, 0.5, 1.5), random_tensor({5, 3}, rng),
+       random_tensor({5, 3}, rng), random_tensor({3, 5}, rng)},
+      rng);
+}
+
+// The check has teeth: a backward that is off by 1% in one entry fails it.
+TEST(GradCheck, PerturbedGradientFails) {
+  Rng rng(13);
+  auto grads = testing::tape_and_numeric_gradients([](const V& x) { return ops::rmsnorm(x[0], x[1], 1e-5); },
+                                                   {random_tensor({3, 4}, rng), random_tensor({4}, rng, 0.5, 1.5)},
+                                                   rng);
+  Tensor wrong = grads[0].first.clone();
+  double* g = wrong.data<double>();
+  g[5] += 0.01 * testing::max_abs(wrong);
+  EXPECT_LE(testing::compare(grads[0].first, grads[0].second).relative, testing::kGradTolerance);
+  EXPECT_GT(testing::compare(wrong, grads[0].second).relative, testing::kGradTolerance);
+}
+
+// The float32 instantiations compute the same function as the float64 ones.
+TEST(Float32, MatchesFloat64) {
+  Rng rng(14);
+  Tensor x = random_tensor({4, 6}, rng), w = random_tensor({6}, rng, 0.5, 1.5), m = random_tensor({5, 6}, rng);
+  auto run = [&](DType t) {
+    Variable h = ops::rmsnorm(Variable(x.to(t)), Variable(w.to(t)), 1e-6);
+    return ops::silu(ops::linear(h, Variable(m.to(t)))).value();
+  };
+  EXPECT_CLOSE(run(DType::f32), run(DType::f64), 1e-5);  // float32 rounding, ~1e-7 per op, a few ops deep
+}
+
+}  // namespace
+}  // namespace linattn

@@ -1,0 +1,97 @@
+// Tape semantics: accumulation, no-grad scopes, freeing, errors that name shapes.
+#include "autograd/ops.h"
+#include "testing.h"
+
+namespace linattn {
+namespace {
+
+using testing::random_tensor;
+
+TEST(Tape, VariableUsedTwiceAccumulates) {
+  Rng rng(1);
+  Variable x(random_tensor({3}, rng), true);
+  Tensor ones = Tensor::empty({3}, DType::f64);
+  ones.fill_(1.0);
+  backward({ops::mul(x, x)}, {ones});  // d(sum(x*x))/dx = 2x: both uses add into one gradient
+  for (int i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(x.grad().data<double>()[i], 2 * x.value().data<double>()[i]);
+}
+
+TEST(Tape, ParameterGradientsAccumulateAcrossBackwardCalls) {
+  Rng rng(2);
+  Tensor w = random_tensor({4}, rng), gw = Tensor::zeros({4}, DType::f64);
+  Variable p = Variable::parameter(w, gw);
+  Tensor ones = Tensor::empty({4}, DType::f64);
+  ones.fill_(1.0);
+  Variable c(random_tensor({4}, rng));
+  for (int step = 0; step < 2; ++step) backward({ops::mul(p, c)}, {ones});
+  for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(gw.data<double>()[i], 2 * c.value().data<double>()[i]);
+}
+
+TEST(Tape, NoGradRecordsNothingAndBackwardFreesTheTape) {
+  Rng rng(3);
+  Variable x(random_tensor({2, 2}, rng), true);
+  {
+    NoGrad no_grad;
+    Variable y = ops::silu(x);
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_EQ(tape_size(), 0u);
+  }
+  Variable y = ops::silu(ops::sigmoid(x));
+  EXPECT_EQ(tape_size(), 2u);
+  backward({y}, {random_tensor({2, 2}, rng)});
+  EXPECT_EQ(tape_size(), 0u);
+  EXPECT_TRUE(x.grad().defined());
+}
+
+TEST(Tape, ScalarBackwardNeedsOneElement) {
+  Rng rng(4);
+  Variable x(random_tensor({2}, rng), true);
+  Variable y = ops::silu(x);
+  EXPECT_THROW(backward(y), Error);
+  clear_tape();
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Errors, ShapeMismatchNamesBothShapes) {
+  Rng rng(5);
+  Variable a(random_tensor({2, 3}, rng)), b(random_tensor({3, 2}, rng));
+  std::string msg = error_of([&] { ops::add(a, b); });
+  EXPECT_NE(msg.find("add"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[2, 3]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[3, 2]"), std::string::npos) << msg;
+  msg = error_of([&] { ops::linear(a, Variable(random_tensor({4, 2}, rng))); });
+  EXPECT_NE(msg.find("linear"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[4, 2]"), std::string::npos) << msg;
+}
+
+TEST(Errors, TokenIdOutsideVocabularyNamesPositionAndId) {
+  Rng rng(6);
+  Tensor ids = Tensor::zeros({4}, DType::i32);
+  ids.data<int32_t>()[2] = 9;
+  std::string msg = error_of([&] { ops::embedding(ids, Variable(random_tensor({5, 3}, rng))); });
+  EXPECT_NE(msg.find("token id 9 at position 2"), std::string::npos) << msg;
+  msg = error_of([&] { ops::cross_entropy(Variable(random_tensor({4, 5}, rng)), ids); });
+  EXPECT_NE(msg.find("target id 9 at row 2"), std::string::npos) << msg;
+}
+
+TEST(Errors, NonFiniteLogitsNameTheRow) {
+  Rng rng(7);
+  for (double bad : {NAN, INFINITY}) {
+    Tensor logits = random_tensor({3, 4}, rng);
+    logits.data<double>()[1 * 4 + 2] = bad;
+    std::string msg = error_of([&] { ops::cross_entropy(Variable(logits), Tensor::zeros({3}, DType::i32)); });
+    EXPECT_NE(msg.find("non-finite loss at row 1"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace linattn
