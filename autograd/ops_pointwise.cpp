@@ -9,13 +9,18 @@ using detail::check_inputs;
 using detail::grad_or_null;
 
 Variable add(const Variable& a, const Variable& b) {
-  check_inputs("add", {&a, &b});
+  check_inputs("add", {&a, &b}, /*cuda_ok=*/true);
   check_same_shape(a.value(), b.value(), "add");
-  Tensor y = Tensor::scratch(a.shape(), a.dtype());
-  dispatch_float(a.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    cpu::add_forward(y.data<T>(), a.value().data<T>(), b.value().data<T>(), y.numel());
-  });
+  Tensor y = Tensor::scratch(a.shape(), a.dtype(), a.device());
+  if (a.device() == Device::cuda) {
+    LINATTN_CHECK(a.dtype() == DType::f32, "add: CUDA kernels are float32 only, got ", a.value().str());
+    cuda::add_forward(y.data<float>(), a.value().data<float>(), b.value().data<float>(), y.numel());
+  } else {
+    dispatch_float(a.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      cpu::add_forward(y.data<T>(), a.value().data<T>(), b.value().data<T>(), y.numel());
+    });
+  }
   Variable out(y, needs_grad({&a, &b}));
   if (out.requires_grad())
     record([a, b, out] {

@@ -1,6 +1,6 @@
 #include "autograd/variable.h"
 
-#include "kernels/cpu/elementwise.h"
+#include "autograd/op_support.h"
 
 namespace linattn {
 
@@ -63,11 +63,7 @@ void backward(const std::vector<Variable>& outputs, const std::vector<Tensor>& g
                   " does not depend on anything that requires a gradient");
     check_same_shape(outputs[i].value(), grads[i], "backward: output gradient");
     check_same_dtype(outputs[i].value(), grads[i], "backward: output gradient");
-    const Tensor& g = outputs[i].ensure_grad();
-    dispatch_float(g.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      cpu::add_inplace(g.data<T>(), grads[i].data<T>(), g.numel());
-    });
+    ops::detail::accumulate(outputs[i], grads[i]);
   }
   run_tape();
 }

@@ -2,6 +2,10 @@
 
 #include <cstring>
 
+#ifdef LINATTN_CUDA
+#include <cuda_runtime.h>
+#endif
+
 namespace linattn {
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, size_t byte_offset, const Shape& shape, DType dtype)
@@ -79,6 +83,20 @@ Tensor Tensor::to(DType dtype) const {
   return t;
 }
 
+Tensor Tensor::to(Device target) const {
+  Tensor t = empty(shape_, dtype_, target);
+  if (device() == Device::cpu && target == Device::cpu) {
+    std::memcpy(t.raw(), raw(), nbytes());
+    return t;
+  }
+#ifdef LINATTN_CUDA
+  cudaError_t err = cudaMemcpy(t.raw(), raw(), nbytes(), cudaMemcpyDefault);
+  LINATTN_CHECK(err == cudaSuccess, "copying ", str(), " from ", device_name(device()), " to ", device_name(target),
+                " failed: ", cudaGetErrorString(err));
+#endif
+  return t;
+}
+
 void Tensor::copy_from(const Tensor& src) const {
   check_same_shape(*this, src, "copy_from");
   check_same_dtype(*this, src, "copy_from");
@@ -87,8 +105,14 @@ void Tensor::copy_from(const Tensor& src) const {
 }
 
 void Tensor::zero_() const {
-  LINATTN_CHECK(device() == Device::cpu, "zero_() supports CPU tensors only");
-  std::memset(raw(), 0, nbytes());
+  if (device() == Device::cpu) {
+    std::memset(raw(), 0, nbytes());
+    return;
+  }
+#ifdef LINATTN_CUDA
+  cudaError_t err = cudaMemset(raw(), 0, nbytes());
+  LINATTN_CHECK(err == cudaSuccess, "zeroing ", str(), " on the device failed: ", cudaGetErrorString(err));
+#endif
 }
 
 void Tensor::fill_(double value) const {

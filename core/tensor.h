@@ -45,7 +45,8 @@ class Tensor {
   Tensor narrow(int64_t begin, int64_t end) const;
 
   Tensor clone() const;
-  Tensor to(DType dtype) const;  // a converted copy (CPU)
+  Tensor to(DType dtype) const;      // a converted copy (CPU)
+  Tensor to(Device device) const;    // a copy on another device (needs the CUDA backend for cuda)
   void copy_from(const Tensor& src) const;  // the handle is const, the data it views is not
   void zero_() const;
   void fill_(double value) const;
