@@ -1,0 +1,187 @@
+#include "core/hdf5.h"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <filesystem>
+
+namespace linattn {
+
+namespace {
+
+// Silence HDF5's stack printing once; errors surface as exceptions instead.
+void quiet_hdf5() {
+  static bool done = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)done;
+}
+
+hid_t mem_type(DType t) {
+  switch (t) {
+    case DType::f32: return H5T_NATIVE_FLOAT;
+    case DType::f64: return H5T_NATIVE_DOUBLE;
+    case DType::i32: return H5T_NATIVE_INT32;
+  }
+  return H5T_NATIVE_DOUBLE;
+}
+
+// Closes an HDF5 handle at scope exit.
+struct Handle {
+  hid_t id;
+  herr_t (*close)(hid_t);
+  ~Handle() {
+    if (id >= 0) close(id);
+  }
+};
+
+}  // namespace
+
+H5File::H5File(const std::string& path, Mode mode) : path_(path) {
+  quiet_hdf5();
+  if (mode == Mode::read) {
+    LINATTN_CHECK(std::filesystem::exists(path), "cannot open '", path, "': no such file");
+    LINATTN_CHECK(H5Fis_hdf5(path.c_str()) > 0, "cannot open '", path,
+                  "': not an HDF5 file (or its header is damaged)");
+    file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  } else {
+    file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  }
+  LINATTN_CHECK(file_ >= 0, "cannot ", mode == Mode::read ? "open" : "create", " the HDF5 file '", path,
+                "' (check the path and permissions)");
+}
+
+H5File::~H5File() {
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+bool H5File::has(const std::string& name) const {
+  return H5Lexists(file_, name.c_str(), H5P_DEFAULT) > 0;
+}
+
+std::vector<std::string> H5File::dataset_names() const {
+  std::vector<std::string> names;
+  H5Literate(
+      file_, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+      [](hid_t group, const char* name, const H5L_info_t*, void* out) -> herr_t {
+        H5O_info_t info;
+        if (H5Oget_info_by_name(group, name, &info, H5P_DEFAULT) >= 0 && info.type == H5O_TYPE_DATASET)
+          static_cast<std::vector<std::string>*>(out)->push_back(name);
+        return 0;
+      },
+      &names);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Shape H5File::shape(const std::string& name) const {
+  LINATTN_CHECK(has(name), "'", path_, "' has no dataset '", name, "'");
+  Handle ds{H5Dopen2(file_, name.c_str(), H5P_DEFAULT), H5Dclose};
+  LINATTN_CHECK(ds.id >= 0, "cannot open dataset '", name, "' in '", path_, "'");
+  Handle space{H5Dget_space(ds.id), H5Sclose};
+  int rank = H5Sget_simple_extent_ndims(space.id);
+  LINATTN_CHECK(rank >= 0 && rank <= Shape::kMaxDims, "dataset '", name, "' in '", path_, "' has rank ", rank,
+                " (at most ", Shape::kMaxDims, " supported)");
+  hsize_t dims[Shape::kMaxDims];
+  H5Sget_simple_extent_dims(space.id, dims, nullptr);
+  Shape s;
+  for (int i = 0; i < rank; ++i) s = s.appended(int64_t(dims[i]));
+  return s;
+}
+
+Tensor H5File::read(const std::string& name, DType dtype) const {
+  Shape s = shape(name);
+  Tensor t = Tensor::empty(s, dtype);
+  Handle ds{H5Dopen2(file_, name.c_str(), H5P_DEFAULT), H5Dclose};
+  herr_t status = H5Dread(ds.id, mem_type(dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw());
+  LINATTN_CHECK(status >= 0, "cannot read dataset '", name, "' from '", path_,
+                "': the data is corrupt (checksum mismatch) or not numeric");
+  return t;
+}
+
+Tensor H5File::read(const std::string& name, DType dtype, const Shape& expected) const {
+  Shape s = shape(name);
+  LINATTN_CHECK(s == expected, "dataset '", name, "' in '", path_, "' has shape ", s.str(), ", expected ",
+                expected.str());
+  return read(name, dtype);
+}
+
+void H5File::write(const std::string& name, const Tensor& t, bool checksum) {
+  LINATTN_CHECK(t.device() == Device::cpu, "write '", name, "': copy the tensor to the CPU first");
+  hsize_t dims[Shape::kMaxDims];
+  for (int i = 0; i < t.ndim(); ++i) dims[i] = hsize_t(t.size(i));
+  Handle space{t.ndim() == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(t.ndim(), dims, nullptr), H5Sclose};
+  Handle props{H5Pcreate(H5P_DATASET_CREATE), H5Pclose};
+  if (checksum && t.numel() > 0 && t.ndim() > 0) {
+    // Chunk along the first dim (about 1 MiB a chunk) so the Fletcher-32 filter can apply.
+    hsize_t chunk[Shape::kMaxDims];
+    size_t row_bytes = t.nbytes() / size_t(t.size(0));
+    chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(dims[0], (1 << 20) / std::max<size_t>(row_bytes, 1)));
+    for (int i = 1; i < t.ndim(); ++i) chunk[i] = dims[i];
+    H5Pset_chunk(props.id, t.ndim(), chunk);
+    H5Pset_fletcher32(props.id);
+  }
+  Handle ds{H5Dcreate2(file_, name.c_str(), mem_type(t.dtype()), space.id, H5P_DEFAULT, props.id, H5P_DEFAULT),
+            H5Dclose};
+  LINATTN_CHECK(ds.id >= 0, "cannot create dataset '", name, "' in '", path_, "' (does it exist already?)");
+  LINATTN_CHECK(H5Dwrite(ds.id, mem_type(t.dtype()), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()) >= 0,
+                "cannot write dataset '", name, "' to '", path_, "' (is the disk full?)");
+}
+
+static void write_attr(hid_t file, const std::string& name, hid_t type, const void* value) {
+  if (H5Aexists(file, name.c_str()) > 0) H5Adelete(file, name.c_str());
+  Handle space{H5Screate(H5S_SCALAR), H5Sclose};
+  Handle attr{H5Acreate2(file, name.c_str(), type, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
+  LINATTN_CHECK(attr.id >= 0 && H5Awrite(attr.id, type, value) >= 0, "cannot write attribute '", name, "'");
+}
+
+void H5File::set_attr(const std::string& name, double value) { write_attr(file_, name, H5T_NATIVE_DOUBLE, &value); }
+void H5File::set_attr(const std::string& name, int64_t value) { write_attr(file_, name, H5T_NATIVE_INT64, &value); }
+void H5File::set_attr(const std::string& name, const std::string& value) {
+  Handle type{H5Tcopy(H5T_C_S1), H5Tclose};
+  H5Tset_size(type.id, std::max<size_t>(1, value.size()));
+  H5Tset_strpad(type.id, H5T_STR_NULLPAD);
+  write_attr(file_, name, type.id, value.data());
+}
+
+std::optional<double> H5File::attr_double(const std::string& name) const {
+  if (H5Aexists(file_, name.c_str()) <= 0) return std::nullopt;
+  Handle attr{H5Aopen(file_, name.c_str(), H5P_DEFAULT), H5Aclose};
+  double v = 0;
+  LINATTN_CHECK(H5Aread(attr.id, H5T_NATIVE_DOUBLE, &v) >= 0, "attribute '", name, "' in '", path_,
+                "' is not a number");
+  return v;
+}
+
+std::optional<int64_t> H5File::attr_int(const std::string& name) const {
+  if (H5Aexists(file_, name.c_str()) <= 0) return std::nullopt;
+  Handle attr{H5Aopen(file_, name.c_str(), H5P_DEFAULT), H5Aclose};
+  int64_t v = 0;
+  LINATTN_CHECK(H5Aread(attr.id, H5T_NATIVE_INT64, &v) >= 0, "attribute '", name, "' in '", path_,
+                "' is not an integer");
+  return v;
+}
+
+std::optional<std::string> H5File::attr_string(const std::string& name) const {
+  if (H5Aexists(file_, name.c_str()) <= 0) return std::nullopt;
+  Handle attr{H5Aopen(file_, name.c_str(), H5P_DEFAULT), H5Aclose};
+  Handle type{H5Aget_type(attr.id), H5Tclose};
+  LINATTN_CHECK(H5Tget_class(type.id) == H5T_STRING, "attribute '", name, "' in '", path_, "' is not a string");
+  if (H5Tis_variable_str(type.id) > 0) {
+    char* s = nullptr;
+    Handle mem{H5Tget_native_type(type.id, H5T_DIR_ASCEND), H5Tclose};
+    LINATTN_CHECK(H5Aread(attr.id, mem.id, &s) >= 0, "cannot read attribute '", name, "'");
+    std::string out = s ? s : "";
+    H5free_memory(s);
+    return out;
+  }
+  std::string out(H5Tget_size(type.id), '\0');
+  LINATTN_CHECK(H5Aread(attr.id, type.id, out.data()) >= 0, "cannot read attribute '", name, "'");
+  out.erase(std::find(out.begin(), out.end(), '\0'), out.end());
+  return out;
+}
+
+void H5File::flush() { H5Fflush(file_, H5F_SCOPE_GLOBAL); }
+
+}  // namespace linattn

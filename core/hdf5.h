@@ -1,0 +1,50 @@
+// Tensors in HDF5 files: one dataset per tensor, attributes on the root group. Used by the
+// conformance tool, checkpoints and export. HDF5's own error printing is silenced; every failure
+// throws linattn::Error naming the file and the dataset.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace linattn {
+
+class H5File {
+ public:
+  enum class Mode { read, create };  // create truncates an existing file
+
+  H5File(const std::string& path, Mode mode);
+  ~H5File();
+  H5File(const H5File&) = delete;
+  H5File& operator=(const H5File&) = delete;
+
+  const std::string& path() const { return path_; }
+  bool has(const std::string& name) const;
+  std::vector<std::string> dataset_names() const;  // root-level datasets, sorted
+  Shape shape(const std::string& name) const;
+
+  // Reads a floating or integer dataset and converts it to `dtype`.
+  Tensor read(const std::string& name, DType dtype) const;
+  // Reads a dataset and checks its shape, naming the dataset and both shapes when they differ.
+  Tensor read(const std::string& name, DType dtype, const Shape& expected) const;
+  // Writes t (CPU) as a dataset of t's dtype (or `as`); with checksum, chunked with Fletcher-32.
+  void write(const std::string& name, const Tensor& t, bool checksum = false);
+
+  void set_attr(const std::string& name, double value);
+  void set_attr(const std::string& name, int64_t value);
+  void set_attr(const std::string& name, const std::string& value);
+  std::optional<double> attr_double(const std::string& name) const;
+  std::optional<int64_t> attr_int(const std::string& name) const;
+  std::optional<std::string> attr_string(const std::string& name) const;
+
+  void flush();
+
+ private:
+  std::string path_;
+  int64_t file_ = -1;  // hid_t
+};
+
+}  // namespace linattn
