@@ -1,0 +1,526 @@
+#include "train/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace linattn {
+
+const char* mixer_name(MixerKind m) {
+  switch (m) {
+    case MixerKind::linear_attn: return "linear_attn";
+    case MixerKind::gla: return "gla";
+    case MixerKind::retnet: return "retnet";
+    case MixerKind::deltanet: return "deltanet";
+    case MixerKind::gated_deltanet: return "gated_deltanet";
+    case MixerKind::attention: return "attention";
+  }
+  return "?";
+}
+
+int64_t ModelConfig::resolved_intermediate_size() const {
+  if (intermediate_size > 0) return intermediate_size;
+  int64_t raw = int64_t(std::ceil(hidden_ratio * double(hidden_size) * 2.0 / 3.0));
+  return (raw + 255) / 256 * 256;
+}
+
+double ModelConfig::resolved_expand_k(MixerKind m) const {
+  if (expand_k > 0) return expand_k;
+  return m == MixerKind::gla ? 0.5 : 1.0;
+}
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_d = 4;
+  for (const std::string& k : known) {
+    size_t d = edit_distance(key, k);
+    if (d < best_d) best_d = d, best = k;
+  }
+  if (!best.empty()) return " (did you mean '" + best + "'?)";
+  std::string all;
+  for (const std::string& k : known) all += (all.empty() ? "" : ", ") + k;
+  return " (known keys: " + all + ")";
+}
+
+// Reads one YAML mapping, checking keys and types, and reporting FILE:LINE:COL or the --set flag.
+class Reader {
+ public:
+  Reader(const std::string& source, const std::set<std::string>& overridden)
+      : source_(source), overridden_(overridden) {}
+
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& path, const std::string& msg) const {
+    if (overridden_.count(path)) LINATTN_FAIL("--set ", path, ": ", msg);
+    YAML::Mark m = node.Mark();
+    std::ostringstream os;
+    os << source_;
+    if (m.line >= 0) os << ":" << m.line + 1 << ":" << m.column + 1;
+    throw Error(os.str() + ": " + msg);
+  }
+
+  void check_keys(const YAML::Node& map, const std::string& path, const std::vector<std::string>& known) const {
+    if (!map || map.IsNull()) return;
+    if (!map.IsMap()) fail(map, path, "'" + path + "' must be a mapping of keys to values");
+    for (const auto& kv : map) {
+      std::string key = kv.first.as<std::string>();
+      if (std::find(known.begin(), known.end(), key) == known.end())
+        fail(kv.first, path.empty() ? key : path + "." + key,
+             "unknown key '" + key + "'" + (path.empty() ? "" : " in '" + path + "'") + did_you_mean(key, known));
+    }
+  }
+
+  template <class T>
+  void get(const YAML::Node& map, const std::string& path, const std::string& key, T& out) const {
+    if (!map || !map.IsMap() || !map[key]) return;
+    YAML::Node n = map[key];
+    std::string full = path + "." + key;
+    try {
+      if constexpr (std::is_same_v<T, bool>) {
+        out = n.as<bool>();
+      } else if constexpr (std::is_integral_v<T>) {
+        double d = n.as<double>();
+        if (d != std::floor(d)) fail(n, full, "'" + key + "' must be a whole number, got " + n.as<std::string>());
+        out = T(d);
+      } else {
+        out = n.as<T>();
+      }
+    } catch (const YAML::Exception&) {
+      fail(n, full, "'" + key + "' has the wrong type: expected " + type_name<T>() + ", got '" +
+                        (n.IsScalar() ? n.as<std::string>() : std::string("a list or mapping")) + "'");
+    }
+  }
+
+  template <class T>
+  static std::string type_name() {
+    if constexpr (std::is_same_v<T, bool>) return "true or false";
+    if constexpr (std::is_integral_v<T>) return "an integer";
+    if constexpr (std::is_floating_point_v<T>) return "a number";
+    return "a string";
+  }
+
+  // Range checks report at the key's value when present, else at the section.
+  void require(bool ok, const YAML::Node& map, const std::string& path, const std::string& key,
+               const std::string& msg) const {
+    if (ok) return;
+    YAML::Node at = map && map.IsMap() && map[key] ? map[key] : map;
+    fail(at, path + "." + key, msg);
+  }
+
+ private:
+  std::string source_;
+  const std::set<std::string>& overridden_;
+};
+
+MixerKind parse_mixer(const Reader& r, const YAML::Node& n, const std::string& path) {
+  static const std::map<std::string, MixerKind> names = {
+      {"linear_attn", MixerKind::linear_attn}, {"gla", MixerKind::gla},
+      {"retnet", MixerKind::retnet},           {"deltanet", MixerKind::deltanet},
+      {"gated_deltanet", MixerKind::gated_deltanet}, {"attention", MixerKind::attention}};
+  std::string s = n.IsScalar() ? n.as<std::string>() : "";
+  auto it = names.find(s);
+  if (it == names.end()) {
+    std::vector<std::string> known;
+    for (auto& [k, v] : names) known.push_back(k);
+    r.fail(n, path, "unknown mixer '" + s + "'" + did_you_mean(s, known));
+  }
+  return it->second;
+}
+
+// Applies "a.b.c=value" to the tree; the value is parsed as YAML (numbers, booleans, lists).
+void apply_override(YAML::Node root, const std::string& item, std::set<std::string>& overridden) {
+  size_t eq = item.find('=');
+  LINATTN_CHECK(eq != std::string::npos && eq > 0, "--set ", item, ": expected section.key=value");
+  std::string path = item.substr(0, eq);
+  YAML::Node value;
+  try {
+    value = YAML::Load(item.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    LINATTN_FAIL("--set ", item, ": cannot parse the value: ", e.msg);
+  }
+  std::vector<std::string> parts;
+  std::stringstream ss(path);
+  for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+  LINATTN_CHECK(parts.size() >= 2, "--set ", item, ": expected section.key=value (e.g. train.lr=1e-3)");
+  std::vector<YAML::Node> chain{root};
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = chain.back()[parts[i]];
+    if (!next.IsMap()) next = YAML::Node(YAML::NodeType::Map);
+    chain.back()[parts[i]] = next;
+    chain.push_back(chain.back()[parts[i]]);
+  }
+  chain.back()[parts.back()] = value;
+  overridden.insert(path);
+}
+
+std::string schedule_name(Schedule s) {
+  return s == Schedule::cosine ? "cosine" : s == Schedule::linear ? "linear" : "constant";
+}
+
+std::string emit(const Config& c) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  const ModelConfig& m = c.model;
+  out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "vocab_size" << YAML::Value << m.vocab_size;
+  out << YAML::Key << "hidden_size" << YAML::Value << m.hidden_size;
+  out << YAML::Key << "num_hidden_layers" << YAML::Value << m.num_hidden_layers;
+  out << YAML::Key << "num_heads" << YAML::Value << m.num_heads;
+  out << YAML::Key << "num_kv_heads" << YAML::Value << m.num_kv_heads;
+  out << YAML::Key << "expand_k" << YAML::Value << m.expand_k;
+  out << YAML::Key << "expand_v" << YAML::Value << m.expand_v;
+  out << YAML::Key << "hidden_ratio" << YAML::Value << m.hidden_ratio;
+  out << YAML::Key << "intermediate_size" << YAML::Value << m.resolved_intermediate_size();
+  out << YAML::Key << "norm_eps" << YAML::Value << m.norm_eps;
+  out << YAML::Key << "use_short_conv" << YAML::Value << m.use_short_conv;
+  out << YAML::Key << "conv_size" << YAML::Value << m.conv_size;
+  out << YAML::Key << "tie_word_embeddings" << YAML::Value << m.tie_word_embeddings;
+  out << YAML::Key << "initializer_range" << YAML::Value << m.initializer_range;
+  out << YAML::Key << "mixer" << YAML::Value << mixer_name(m.mixer);
+  out << YAML::Key << "feature_map" << YAML::Value << m.feature_map;
+  out << YAML::Key << "normalize" << YAML::Value << m.normalize;
+  out << YAML::Key << "chunk_size" << YAML::Value << m.chunk_size;
+  out << YAML::Key << "window_size" << YAML::Value << m.window_size;
+  out << YAML::Key << "rope_theta" << YAML::Value << m.rope_theta;
+  out << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
+  for (const LayerSpec& l : m.layers) {
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "mixer" << YAML::Value << mixer_name(l.mixer);
+    out << YAML::Key << "num_heads" << YAML::Value << l.num_heads;
+    if (l.mixer == MixerKind::attention) {
+      out << YAML::Key << "num_kv_heads" << YAML::Value << l.num_kv_heads;
+      out << YAML::Key << "window_size" << YAML::Value << l.window_size;
+      out << YAML::Key << "rope_theta" << YAML::Value << l.rope_theta;
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap;
+  const DataConfig& d = c.data;
+  out << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "path" << YAML::Value << d.path;
+  out << YAML::Key << "seq_len" << YAML::Value << d.seq_len;
+  out << YAML::Key << "val_tokens" << YAML::Value << d.val_tokens;
+  out << YAML::EndMap;
+  const TrainConfig& t = c.train;
+  out << YAML::Key << "train" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "batch_size" << YAML::Value << t.batch_size;
+  out << YAML::Key << "micro_batch_size" << YAML::Value << t.micro_batch_size;
+  out << YAML::Key << "lr" << YAML::Value << t.lr;
+  out << YAML::Key << "lr_min" << YAML::Value << t.lr_min;
+  out << YAML::Key << "warmup_steps" << YAML::Value << t.warmup_steps;
+  out << YAML::Key << "schedule" << YAML::Value << schedule_name(t.schedule);
+  out << YAML::Key << "weight_decay" << YAML::Value << t.weight_decay;
+  out << YAML::Key << "beta1" << YAML::Value << t.beta1;
+  out << YAML::Key << "beta2" << YAML::Value << t.beta2;
+  out << YAML::Key << "adam_eps" << YAML::Value << t.adam_eps;
+  out << YAML::Key << "grad_clip" << YAML::Value << t.grad_clip;
+  out << YAML::Key << "max_steps" << YAML::Value << t.max_steps;
+  out << YAML::Key << "max_tokens" << YAML::Value << t.max_tokens;
+  out << YAML::Key << "max_time" << YAML::Value << t.max_time;
+  out << YAML::Key << "seed" << YAML::Value << t.seed;
+  out << YAML::Key << "threads" << YAML::Value << t.threads;
+  out << YAML::Key << "eval_every" << YAML::Value << t.eval_every;
+  out << YAML::Key << "log_every" << YAML::Value << t.log_every;
+  out << YAML::Key << "dtype" << YAML::Value << t.dtype;
+  out << YAML::Key << "out_dir" << YAML::Value << t.out_dir;
+  out << YAML::Key << "max_bad_steps" << YAML::Value << t.max_bad_steps;
+  out << YAML::EndMap;
+  out << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "every" << YAML::Value << c.checkpoint.every;
+  out << YAML::Key << "keep_last" << YAML::Value << c.checkpoint.keep_last;
+  out << YAML::EndMap << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+// max_time accepts seconds or a string with a unit: "90s", "10m", "1.5h".
+double parse_duration(const Reader& r, const YAML::Node& train, const std::string& path) {
+  if (!train || !train.IsMap() || !train["max_time"]) return 0;
+  YAML::Node n = train["max_time"];
+  std::string s = n.as<std::string>();
+  double scale = 1;
+  if (!s.empty() && std::string("smh").find(s.back()) != std::string::npos) {
+    scale = s.back() == 's' ? 1 : s.back() == 'm' ? 60 : 3600;
+    s.pop_back();
+  }
+  try {
+    size_t used = 0;
+    double v = std::stod(s, &used) * scale;
+    if (used == s.size() && v >= 0) return v;
+  } catch (const std::exception&) {
+  }
+  r.fail(n, path + ".max_time", "'max_time' must be a duration like 600, \"90s\", \"10m\" or \"1.5h\", got '" +
+                                    n.as<std::string>() + "'");
+}
+
+}  // namespace
+
+Config parse_config(const std::string& yaml_text, const std::string& source, const std::vector<std::string>& overrides) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    throw Error(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                ": YAML syntax error: " + e.msg);
+  }
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  std::set<std::string> overridden;
+  for (const std::string& item : overrides) apply_override(root, item, overridden);
+
+  Reader r(source, overridden);
+  Config c;
+  c.source = source;
+  r.check_keys(root, "", {"model", "data", "train", "checkpoint"});
+
+  // ---- model
+  YAML::Node m = root["model"];
+  ModelConfig& mc = c.model;
+  r.check_keys(m, "model",
+               {"vocab_size", "hidden_size", "num_hidden_layers", "num_heads", "num_kv_heads", "expand_k", "expand_v",
+                "hidden_ratio", "intermediate_size", "norm_eps", "use_short_conv", "conv_size", "tie_word_embeddings",
+                "initializer_range", "mixer", "feature_map", "normalize", "chunk_size", "window_size", "rope_theta",
+                "attn", "layers"});
+  r.get(m, "model", "vocab_size", mc.vocab_size);
+  r.get(m, "model", "hidden_size", mc.hidden_size);
+  r.get(m, "model", "num_hidden_layers", mc.num_hidden_layers);
+  r.get(m, "model", "num_heads", mc.num_heads);
+  r.get(m, "model", "num_kv_heads", mc.num_kv_heads);
+  r.get(m, "model", "expand_k", mc.expand_k);
+  r.get(m, "model", "expand_v", mc.expand_v);
+  r.get(m, "model", "hidden_ratio", mc.hidden_ratio);
+  r.get(m, "model", "intermediate_size", mc.intermediate_size);
+  r.get(m, "model", "norm_eps", mc.norm_eps);
+  r.get(m, "model", "use_short_conv", mc.use_short_conv);
+  r.get(m, "model", "conv_size", mc.conv_size);
+  r.get(m, "model", "tie_word_embeddings", mc.tie_word_embeddings);
+  r.get(m, "model", "initializer_range", mc.initializer_range);
+  r.get(m, "model", "feature_map", mc.feature_map);
+  r.get(m, "model", "normalize", mc.normalize);
+  r.get(m, "model", "chunk_size", mc.chunk_size);
+  r.get(m, "model", "window_size", mc.window_size);
+  r.get(m, "model", "rope_theta", mc.rope_theta);
+  if (m && m.IsMap() && m["mixer"]) mc.mixer = parse_mixer(r, m["mixer"], "model.mixer");
+
+  r.require(mc.vocab_size >= 2, m, "model", "vocab_size", "'vocab_size' must be at least 2");
+  r.require(mc.hidden_size >= 1, m, "model", "hidden_size", "'hidden_size' must be positive");
+  r.require(mc.num_hidden_layers >= 1, m, "model", "num_hidden_layers", "'num_hidden_layers' must be at least 1");
+  r.require(mc.num_heads >= 1, m, "model", "num_heads", "'num_heads' must be at least 1");
+  r.require(mc.hidden_size % mc.num_heads == 0, m, "model", "num_heads",
+            "'hidden_size' (" + std::to_string(mc.hidden_size) + ") is not divisible by 'num_heads' (" +
+                std::to_string(mc.num_heads) + ")");
+  if (mc.num_kv_heads == 0) mc.num_kv_heads = mc.num_heads;
+  r.require(mc.num_kv_heads >= 1 && mc.num_heads % mc.num_kv_heads == 0, m, "model", "num_kv_heads",
+            "'num_heads' (" + std::to_string(mc.num_heads) + ") must be a multiple of 'num_kv_heads' (" +
+                std::to_string(mc.num_kv_heads) + ")");
+  r.require(mc.expand_k == -1 || mc.expand_k > 0, m, "model", "expand_k", "'expand_k' must be positive");
+  r.require(mc.expand_v > 0, m, "model", "expand_v", "'expand_v' must be positive");
+  r.require(mc.hidden_ratio > 0, m, "model", "hidden_ratio", "'hidden_ratio' must be positive");
+  r.require(mc.intermediate_size >= 0, m, "model", "intermediate_size", "'intermediate_size' must be >= 0");
+  r.require(mc.norm_eps > 0, m, "model", "norm_eps", "'norm_eps' must be positive");
+  r.require(mc.conv_size >= 1 && mc.conv_size <= 16, m, "model", "conv_size", "'conv_size' must be in [1, 16]");
+  r.require(mc.initializer_range > 0, m, "model", "initializer_range", "'initializer_range' must be positive");
+  r.require(mc.feature_map == "identity" || mc.feature_map == "elu1" || mc.feature_map == "relu", m, "model",
+            "feature_map", "'feature_map' must be identity, elu1 or relu, got '" + mc.feature_map + "'");
+  r.require(mc.chunk_size >= 1 && mc.chunk_size <= 256, m, "model", "chunk_size",
+            "'chunk_size' must be in [1, 256] (16, 32 or 64 are the usual choices)");
+  r.require(mc.window_size >= 0, m, "model", "window_size", "'window_size' must be >= 0 (0 = global attention)");
+  r.require(mc.rope_theta > 0, m, "model", "rope_theta", "'rope_theta' must be positive");
+
+  // ---- the layer schedule: default mixer, then the attn block, then explicit layers
+  const int64_t L = mc.num_hidden_layers;
+  LayerSpec base;
+  base.mixer = mc.mixer;
+  base.num_heads = mc.num_heads;
+  base.num_kv_heads = mc.num_kv_heads;
+  base.window_size = mc.window_size;
+  base.rope_theta = mc.rope_theta;
+  mc.layers.assign(size_t(L), base);
+
+  auto read_attention_fields = [&](const YAML::Node& node, const std::string& path, LayerSpec& spec) {
+    r.get(node, path, "num_heads", spec.num_heads);
+    r.get(node, path, "num_kv_heads", spec.num_kv_heads);
+    r.get(node, path, "window_size", spec.window_size);
+    r.get(node, path, "rope_theta", spec.rope_theta);
+    r.require(spec.num_heads >= 1 && mc.hidden_size % spec.num_heads == 0, node, path, "num_heads",
+              "'num_heads' must divide hidden_size (" + std::to_string(mc.hidden_size) + ")");
+    r.require(spec.num_kv_heads >= 1 && spec.num_heads % spec.num_kv_heads == 0, node, path, "num_kv_heads",
+              "'num_heads' (" + std::to_string(spec.num_heads) + ") must be a multiple of 'num_kv_heads' (" +
+                  std::to_string(spec.num_kv_heads) + ")");
+    r.require(spec.window_size >= 0, node, path, "window_size", "'window_size' must be >= 0 (0 = global)");
+    r.require(spec.rope_theta > 0, node, path, "rope_theta", "'rope_theta' must be positive");
+  };
+
+  YAML::Node attn = m && m.IsMap() ? m["attn"] : YAML::Node();
+  if (attn) {
+    r.check_keys(attn, "model.attn", {"layers", "every", "num_heads", "num_kv_heads", "window_size", "rope_theta"});
+    LayerSpec spec = base;
+    spec.mixer = MixerKind::attention;
+    spec.window_size = 0;  // no window_size in the attn block = global
+    read_attention_fields(attn, "model.attn", spec);
+    std::vector<int64_t> picked;
+    if (attn["layers"]) {
+      YAML::Node list = attn["layers"];
+      if (!list.IsSequence()) r.fail(list, "model.attn.layers", "'layers' must be a list of layer indices, e.g. [1, 3]");
+      for (const auto& item : list) {
+        int64_t i = -1;
+        try {
+          i = item.as<int64_t>();
+        } catch (const YAML::Exception&) {
+          r.fail(item, "model.attn.layers", "layer indices must be integers, got '" + item.as<std::string>() + "'");
+        }
+        if (i < 0 || i >= L)
+          r.fail(item, "model.attn.layers",
+                 "layer index " + std::to_string(i) + " is out of range: num_hidden_layers is " + std::to_string(L) +
+                     " (indices 0.." + std::to_string(L - 1) + ")");
+        picked.push_back(i);
+      }
+    }
+    if (attn["every"]) {
+      int64_t every = 0;
+      r.get(attn, "model.attn", "every", every);
+      r.require(every >= 1, attn, "model.attn", "every", "'every' must be at least 1");
+      for (int64_t i = every - 1; i < L; i += every) picked.push_back(i);
+    }
+    if (!attn["layers"] && !attn["every"])
+      r.fail(attn, "model.attn", "the 'attn' block needs 'layers: [i, j, ...]' or 'every: N'");
+    for (int64_t i : picked) mc.layers[size_t(i)] = spec;
+  }
+
+  YAML::Node layers = m && m.IsMap() ? m["layers"] : YAML::Node();
+  if (layers) {
+    if (!layers.IsSequence()) r.fail(layers, "model.layers", "'layers' must be a list with one entry per layer");
+    if (int64_t(layers.size()) != L)
+      r.fail(layers, "model.layers",
+             "'layers' has " + std::to_string(layers.size()) + " entries but num_hidden_layers is " +
+                 std::to_string(L));
+    for (size_t i = 0; i < layers.size(); ++i) {
+      YAML::Node item = layers[i];
+      std::string path = "model.layers." + std::to_string(i);
+      LayerSpec spec = base;
+      if (item.IsScalar()) {
+        spec.mixer = parse_mixer(r, item, path);
+      } else {
+        r.check_keys(item, path, {"mixer", "num_heads", "num_kv_heads", "window_size", "rope_theta"});
+        if (!item["mixer"]) r.fail(item, path, "each entry of 'layers' needs a 'mixer'");
+        spec.mixer = parse_mixer(r, item["mixer"], path + ".mixer");
+        read_attention_fields(item, path, spec);
+      }
+      mc.layers[i] = spec;
+    }
+  }
+  for (const LayerSpec& l : mc.layers) {
+    double ek = mc.resolved_expand_k(l.mixer);
+    int64_t key_dim = int64_t(std::llround(ek * double(mc.hidden_size)));
+    int64_t value_dim = int64_t(std::llround(mc.expand_v * double(mc.hidden_size)));
+    if (key_dim % l.num_heads || value_dim % l.num_heads)
+      r.fail(m, "model", std::string("the ") + mixer_name(l.mixer) + " layers' key dim (" + std::to_string(key_dim) +
+                             ") and value dim (" + std::to_string(value_dim) + ") must be divisible by num_heads (" +
+                             std::to_string(l.num_heads) + "): adjust expand_k / expand_v or num_heads");
+  }
+
+  // ---- data
+  YAML::Node d = root["data"];
+  r.check_keys(d, "data", {"path", "seq_len", "val_tokens"});
+  r.get(d, "data", "path", c.data.path);
+  r.get(d, "data", "seq_len", c.data.seq_len);
+  r.get(d, "data", "val_tokens", c.data.val_tokens);
+  r.require(c.data.seq_len >= 1, d, "data", "seq_len", "'seq_len' must be at least 1");
+  r.require(c.data.val_tokens >= 0, d, "data", "val_tokens", "'val_tokens' must be >= 0 (0 = the whole split)");
+
+  // ---- train
+  YAML::Node t = root["train"];
+  TrainConfig& tc = c.train;
+  r.check_keys(t, "train",
+               {"batch_size", "micro_batch_size", "lr", "lr_min", "warmup_steps", "schedule", "weight_decay", "beta1",
+                "beta2", "adam_eps", "grad_clip", "max_steps", "max_tokens", "max_time", "seed", "threads",
+                "eval_every", "log_every", "dtype", "out_dir", "max_bad_steps"});
+  r.get(t, "train", "batch_size", tc.batch_size);
+  r.get(t, "train", "micro_batch_size", tc.micro_batch_size);
+  r.get(t, "train", "lr", tc.lr);
+  r.get(t, "train", "lr_min", tc.lr_min);
+  r.get(t, "train", "warmup_steps", tc.warmup_steps);
+  std::string schedule = schedule_name(tc.schedule);
+  r.get(t, "train", "schedule", schedule);
+  r.require(schedule == "cosine" || schedule == "linear" || schedule == "constant", t, "train", "schedule",
+            "'schedule' must be cosine, linear or constant, got '" + schedule + "'");
+  tc.schedule = schedule == "cosine" ? Schedule::cosine : schedule == "linear" ? Schedule::linear : Schedule::constant;
+  r.get(t, "train", "weight_decay", tc.weight_decay);
+  r.get(t, "train", "beta1", tc.beta1);
+  r.get(t, "train", "beta2", tc.beta2);
+  r.get(t, "train", "adam_eps", tc.adam_eps);
+  r.get(t, "train", "grad_clip", tc.grad_clip);
+  r.get(t, "train", "max_steps", tc.max_steps);
+  r.get(t, "train", "max_tokens", tc.max_tokens);
+  tc.max_time = parse_duration(r, t, "train");
+  r.get(t, "train", "seed", tc.seed);
+  r.get(t, "train", "threads", tc.threads);
+  r.get(t, "train", "eval_every", tc.eval_every);
+  r.get(t, "train", "log_every", tc.log_every);
+  r.get(t, "train", "dtype", tc.dtype);
+  r.get(t, "train", "out_dir", tc.out_dir);
+  r.get(t, "train", "max_bad_steps", tc.max_bad_steps);
+  if (tc.micro_batch_size == 0) tc.micro_batch_size = tc.batch_size;
+  r.require(tc.batch_size >= 1, t, "train", "batch_size", "'batch_size' must be at least 1");
+  r.require(tc.micro_batch_size >= 1 && tc.batch_size % tc.micro_batch_size == 0, t, "train", "micro_batch_size",
+            "'batch_size' (" + std::to_string(tc.batch_size) + ") must be a multiple of 'micro_batch_size' (" +
+                std::to_string(tc.micro_batch_size) + ")");
+  r.require(tc.lr > 0, t, "train", "lr", "'lr' must be positive");
+  r.require(tc.lr_min >= 0 && tc.lr_min <= tc.lr, t, "train", "lr_min", "'lr_min' must be in [0, lr]");
+  r.require(tc.warmup_steps >= 0, t, "train", "warmup_steps", "'warmup_steps' must be >= 0");
+  r.require(tc.weight_decay >= 0, t, "train", "weight_decay", "'weight_decay' must be >= 0");
+  r.require(tc.beta1 >= 0 && tc.beta1 < 1, t, "train", "beta1", "'beta1' must be in [0, 1)");
+  r.require(tc.beta2 >= 0 && tc.beta2 < 1, t, "train", "beta2", "'beta2' must be in [0, 1)");
+  r.require(tc.adam_eps > 0, t, "train", "adam_eps", "'adam_eps' must be positive");
+  r.require(tc.grad_clip >= 0, t, "train", "grad_clip", "'grad_clip' must be >= 0 (0 = no clipping)");
+  r.require(tc.max_steps >= 0, t, "train", "max_steps", "'max_steps' must be >= 0");
+  r.require(tc.max_tokens >= 0, t, "train", "max_tokens", "'max_tokens' must be >= 0");
+  r.require(tc.max_steps > 0 || tc.max_tokens > 0 || tc.max_time > 0, t, "train", "max_steps",
+            "the run has no bound: set 'max_steps', 'max_tokens' or 'max_time'");
+  r.require(tc.threads >= 0, t, "train", "threads", "'threads' must be >= 0 (0 = all cores)");
+  r.require(tc.eval_every >= 0, t, "train", "eval_every", "'eval_every' must be >= 0 (0 = only at the end)");
+  r.require(tc.log_every >= 1, t, "train", "log_every", "'log_every' must be at least 1");
+  r.require(tc.dtype == "f32" || tc.dtype == "f64", t, "train", "dtype", "'dtype' must be f32 or f64");
+  r.require(tc.max_bad_steps >= 1, t, "train", "max_bad_steps", "'max_bad_steps' must be at least 1");
+
+  // ---- checkpoint
+  YAML::Node k = root["checkpoint"];
+  r.check_keys(k, "checkpoint", {"every", "keep_last"});
+  r.get(k, "checkpoint", "every", c.checkpoint.every);
+  r.get(k, "checkpoint", "keep_last", c.checkpoint.keep_last);
+  r.require(c.checkpoint.every >= 0, k, "checkpoint", "every", "'every' must be >= 0 (0 = only at the end)");
+  r.require(c.checkpoint.keep_last >= 1, k, "checkpoint", "keep_last", "'keep_last' must be at least 1");
+
+  c.text = emit(c);
+  return c;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  LINATTN_CHECK(in, "cannot read the config file '", path, "' (check the path)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path, overrides);
+}
+
+}  // namespace linattn

@@ -1,0 +1,104 @@
+// The run configuration: one YAML file with sections model, data, train, checkpoint.
+// Every key, its default and its meaning are listed in README.md ("Config reference").
+// Errors are reported as FILE:LINE:COL: message, before anything is allocated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace linattn {
+
+// The mixers a layer can use.
+enum class MixerKind { linear_attn, gla, retnet, deltanet, gated_deltanet, attention };
+const char* mixer_name(MixerKind m);
+
+// One layer's token mixer, resolved from the default mixer, the `attn` block and `layers`.
+struct LayerSpec {
+  MixerKind mixer = MixerKind::gla;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;  // attention only
+  int64_t window_size = 0;   // attention only; 0 = global
+  double rope_theta = 10000.0;
+};
+
+struct ModelConfig {
+  int64_t vocab_size = 257;
+  int64_t hidden_size = 256;
+  int64_t num_hidden_layers = 4;
+  int64_t num_heads = 4;
+  int64_t num_kv_heads = 0;   // 0 = num_heads
+  double expand_k = -1;       // -1 = the mixer's default (GLA 0.5, others 1)
+  double expand_v = 1.0;
+  double hidden_ratio = 4.0;
+  int64_t intermediate_size = 0;  // 0 = hidden_ratio * hidden_size * 2/3 rounded up to a multiple of 256
+  double norm_eps = 1e-6;
+  bool use_short_conv = true;  // DeltaNet / Gated DeltaNet
+  int64_t conv_size = 4;
+  bool tie_word_embeddings = false;
+  double initializer_range = 0.02;
+  MixerKind mixer = MixerKind::gla;       // the default mixer of every layer
+  std::string feature_map = "elu1";       // linear_attn: identity | elu1 | relu
+  bool normalize = false;                 // linear_attn: the normalized form
+  int64_t chunk_size = 64;                // linear mixers' training chunk
+  int64_t window_size = 0;                // attention mixer default; 0 = global
+  double rope_theta = 10000.0;
+  std::vector<LayerSpec> layers;  // resolved, one per layer
+
+  int64_t resolved_intermediate_size() const;
+  double resolved_expand_k(MixerKind m) const;
+};
+
+struct DataConfig {
+  std::string path = "data/cache/sotu-bytes";  // a folder written by `linattn-data prepare`
+  int64_t seq_len = 256;
+  int64_t val_tokens = 0;  // 0 = the whole validation split
+};
+
+enum class Schedule { cosine, linear, constant };
+
+struct TrainConfig {
+  int64_t batch_size = 16;        // global batch, in sequences of seq_len tokens
+  int64_t micro_batch_size = 0;   // 0 = batch_size (no gradient accumulation)
+  double lr = 3e-3;
+  double lr_min = 3e-4;
+  int64_t warmup_steps = 100;
+  Schedule schedule = Schedule::cosine;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double adam_eps = 1e-8;
+  double grad_clip = 1.0;  // 0 = off
+  int64_t max_steps = 0;   // 0 = no bound by steps
+  int64_t max_tokens = 0;  // 0 = no bound by tokens
+  double max_time = 0;     // seconds; 0 = no bound by time
+  uint64_t seed = 1234;
+  int64_t threads = 0;     // 0 = all cores
+  int64_t eval_every = 200;
+  int64_t log_every = 10;
+  std::string dtype = "f32";  // f32 | f64
+  std::string out_dir = "runs/default";
+  int64_t max_bad_steps = 5;  // consecutive non-finite steps before the run stops
+};
+
+struct CheckpointConfig {
+  int64_t every = 0;     // steps; 0 = only at the end
+  int64_t keep_last = 3;
+};
+
+struct Config {
+  std::string source;  // the file's path
+  std::string text;    // the resolved config, as YAML
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  CheckpointConfig checkpoint;
+};
+
+// Loads and validates a config file; `overrides` are "section.key=value" strings (--set).
+// Throws linattn::Error with FILE:LINE:COL for the first problem found.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+Config parse_config(const std::string& yaml_text, const std::string& source,
+                    const std::vector<std::string>& overrides = {});
+
+}  // namespace linattn
