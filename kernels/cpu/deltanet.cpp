@@ -1,0 +1,660 @@
+// DeltaNet and Gated DeltaNet: recurrent and chunkwise (WY) forward and backward.
+// One implementation serves both mixers: a == nullptr is plain DeltaNet (every gate factor is 1).
+#include "kernels/cpu/deltanet.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/matmul.h"
+
+namespace linattn::cpu {
+namespace {
+
+// Sizes of one call, and the pointer offsets of one (batch, head) sequence in [B, T, H, D] tensors.
+struct Dims {
+  int64_t B, T, H, dk, dv;
+  int64_t ldk() const { return H * dk; }  // stride between tokens of q, k
+  int64_t ldv() const { return H * dv; }  // stride between tokens of v, o
+  int64_t qk_offset(int64_t bh) const { return (bh / H) * T * H * dk + (bh % H) * dk; }
+  int64_t v_offset(int64_t bh) const { return (bh / H) * T * H * dv + (bh % H) * dv; }
+  int64_t gate_offset(int64_t bh) const { return (bh / H) * T * H + (bh % H); }  // beta, a: stride H
+};
+
+void check_dims(const Dims& d, int64_t chunk_size, const char* where) {
+  LINATTN_CHECK(d.B >= 0 && d.T >= 0 && d.H >= 0 && d.dk > 0 && d.dv > 0, where, ": bad sizes B=", d.B, " T=", d.T,
+                " H=", d.H, " dk=", d.dk, " dv=", d.dv);
+  LINATTN_CHECK(chunk_size >= 1, where, ": chunk_size must be >= 1, got ", chunk_size);
+}
+
+// ---- Recurrent form ---------------------------------------------------------------------------
+// One step, in place on the state S [dk, dv]:
+//   decay = exp(a)  (1 without gates);   v_old = decay S^T k;   u = beta (v - v_old)
+//   S <- decay S + k u^T
+// v_old and u are returned (dv entries each) for the backward.
+template <class T>
+void delta_step(T* S, T* v_old, T* u, const T* k, const T* v, T beta, T decay, int64_t dk, int64_t dv) {
+  std::fill(v_old, v_old + dv, T(0));
+  for (int64_t i = 0; i < dk; ++i) {
+    const T ki = k[i];
+    const T* s = S + i * dv;
+    for (int64_t j = 0; j < dv; ++j) v_old[j] += ki * s[j];
+  }
+  for (int64_t j = 0; j < dv; ++j) {
+    v_old[j] *= decay;
+    u[j] = beta * (v[j] - v_old[j]);
+  }
+  for (int64_t i = 0; i < dk; ++i) {
+    const T ki = k[i];
+    T* s = S + i * dv;
+    for (int64_t j = 0; j < dv; ++j) s[j] = decay * s[j] + ki * u[j];
+  }
+}
+
+// o = scale S^T q  (o: [dv], q: [dk], S: [dk, dv])
+template <class T>
+void read_out(T* o, const T* S, const T* q, T scale, int64_t dk, int64_t dv) {
+  std::fill(o, o + dv, T(0));
+  for (int64_t i = 0; i < dk; ++i) {
+    const T qi = scale * q[i];
+    const T* s = S + i * dv;
+    for (int64_t j = 0; j < dv; ++j) o[j] += qi * s[j];
+  }
+}
+
+template <class T>
+void recurrent_forward(T* o, T* ht, const T* q, const T* k, const T* v, const T* beta, const T* a, const T* h0,
+                       const Dims& d, T scale) {
+  check_dims(d, 1, "deltanet_recurrent_forward");
+  const int64_t dk = d.dk, dv = d.dv, H = d.H, state = dk * dv;
+#pragma omp parallel
+  {
+    std::vector<T> S(state), v_old(dv), u(dv);
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
+      if (h0) std::copy(h0 + bh * state, h0 + (bh + 1) * state, S.begin());
+      else std::fill(S.begin(), S.end(), T(0));
+      const int64_t oq = d.qk_offset(bh), ov = d.v_offset(bh), og = d.gate_offset(bh);
+      for (int64_t t = 0; t < d.T; ++t) {
+        const T* kt = k + oq + t * d.ldk();
+        const T decay = a ? std::exp(a[og + t * H]) : T(1);
+        delta_step(S.data(), v_old.data(), u.data(), kt, v + ov + t * d.ldv(), beta[og + t * H], decay, dk, dv);
+        read_out(o + ov + t * d.ldv(), S.data(), q + oq + t * d.ldk(), scale, dk, dv);
+      }
+      if (ht) std::copy(S.begin(), S.end(), ht + bh * state);
+    }
+  }
+}
+
+// Backward of the recurrence, last token first, carrying dS = dLoss/dS_t. The states are
+// recomputed segment by segment from checkpoints taken every `kSegment` tokens.
+constexpr int64_t kSegment = 64;
+
+template <class T>
+void recurrent_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* q, const T* k, const T* v,
+                        const T* beta, const T* a, const T* h0, const T* do_, const T* dht, const Dims& d, T scale) {
+  check_dims(d, 1, "deltanet_recurrent_backward");
+  const int64_t Dk = d.dk, Dv = d.dv, H = d.H, state = Dk * Dv;
+  const int64_t nseg = (d.T + kSegment - 1) / kSegment;
+#pragma omp parallel
+  {
+    std::vector<T> checkpoints(std::max<int64_t>(nseg, 1) * state), states((kSegment + 1) * state), dS(state);
+    std::vector<T> v_old(Dv), u(Dv), du(Dv), dv_old(Dv);
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
+      const int64_t oq = d.qk_offset(bh), ov = d.v_offset(bh), og = d.gate_offset(bh);
+      auto decay_at = [&](int64_t t) { return a ? std::exp(a[og + t * H]) : T(1); };
+      // Forward sweep: the state at the start of every segment.
+      T* S = states.data();
+      if (h0) std::copy(h0 + bh * state, h0 + (bh + 1) * state, S);
+      else std::fill(S, S + state, T(0));
+      for (int64_t s = 0; s < nseg; ++s) {
+        std::copy(S, S + state, checkpoints.data() + s * state);
+        for (int64_t t = s * kSegment; t < std::min(d.T, (s + 1) * kSegment); ++t)
+          delta_step(S, v_old.data(), u.data(), k + oq + t * d.ldk(), v + ov + t * d.ldv(), beta[og + t * H],
+                     decay_at(t), Dk, Dv);
+      }
+      if (dht) std::copy(dht + bh * state, dht + (bh + 1) * state, dS.begin());
+      else std::fill(dS.begin(), dS.end(), T(0));
+      for (int64_t s = nseg - 1; s >= 0; --s) {
+        const int64_t t0 = s * kSegment, t1 = std::min(d.T, t0 + kSegment);
+        // states[i] = S_{t0 + i - 1}: the state before token t0 + i.
+        std::copy(checkpoints.data() + s * state, checkpoints.data() + (s + 1) * state, states.data());
+        for (int64_t t = t0; t < t1; ++t) {
+          T* next = states.data() + (t - t0 + 1) * state;
+          std::copy(next - state, next, next);
+          delta_step(next, v_old.data(), u.data(), k + oq + t * d.ldk(), v + ov + t * d.ldv(), beta[og + t * H],
+                     decay_at(t), Dk, Dv);
+        }
+        for (int64_t t = t1 - 1; t >= t0; --t) {
+          const T* prev = states.data() + (t - t0) * state;  // S_{t-1}
+          const T* cur = prev + state;                         // S_t
+          const T* qt = q + oq + t * d.ldk();
+          const T* kt = k + oq + t * d.ldk();
+          const T* vt = v + ov + t * d.ldv();
+          const T* dot = do_ + ov + t * d.ldv();
+          T* dqt = dq + oq + t * d.ldk();
+          T* dkt = dk + oq + t * d.ldk();
+          T* dvt = dv + ov + t * d.ldv();
+          const T bt = beta[og + t * H], decay = decay_at(t);
+          // Recompute v_old = decay S_{t-1}^T k and u = beta (v - v_old).
+          std::fill(v_old.begin(), v_old.end(), T(0));
+          for (int64_t i = 0; i < Dk; ++i)
+            for (int64_t j = 0; j < Dv; ++j) v_old[j] += kt[i] * prev[i * Dv + j];
+          for (int64_t j = 0; j < Dv; ++j) {
+            v_old[j] *= decay;
+            u[j] = bt * (vt[j] - v_old[j]);
+          }
+          // forward: o_t = scale S_t^T q_t  =>  dq_t += scale S_t do_t, dS_t += scale q_t do_t^T
+          for (int64_t i = 0; i < Dk; ++i) {
+            T acc = 0;
+            for (int64_t j = 0; j < Dv; ++j) {
+              acc += cur[i * Dv + j] * dot[j];
+              dS[i * Dv + j] += scale * qt[i] * dot[j];
+            }
+            dqt[i] += scale * acc;
+          }
+          // forward: S_t = S~ + k u^T  =>  du = dS_t^T k, dk += dS_t u, dS~ = dS_t
+          std::fill(du.begin(), du.end(), T(0));
+          for (int64_t i = 0; i < Dk; ++i) {
+            T acc = 0;
+            for (int64_t j = 0; j < Dv; ++j) {
+              du[j] += dS[i * Dv + j] * kt[i];
+              acc += dS[i * Dv + j] * u[j];
+            }
+            dkt[i] += acc;
+          }
+          // forward: u = beta (v - v_old)  =>  dv += beta du, dbeta += du . (v - v_old), dv_old = -beta du
+          T db = 0;
+          for (int64_t j = 0; j < Dv; ++j) {
+            dvt[j] += bt * du[j];
+            db += du[j] * (vt[j] - v_old[j]);
+            dv_old[j] = -bt * du[j];
+          }
+          dbeta[og + t * H] += db;
+          // forward: v_old = S~^T k with S~ = decay S_{t-1}
+          //   =>  dS~ += k dv_old^T, dk += S~ dv_old
+          // forward: S~ = exp(a) S_{t-1}  =>  da += <dS~, S~>, dS_{t-1} = decay dS~
+          T dgate = 0;
+          for (int64_t i = 0; i < Dk; ++i) {
+            T acc = 0;
+            for (int64_t j = 0; j < Dv; ++j) {
+              T& g = dS[i * Dv + j];
+              g += kt[i] * dv_old[j];
+              acc += prev[i * Dv + j] * dv_old[j];
+              dgate += g * prev[i * Dv + j];
+              g *= decay;
+            }
+            dkt[i] += decay * acc;
+          }
+          if (da) da[og + t * H] += decay * dgate;
+        }
+      }
+      if (dh0)
+        for (int64_t i = 0; i < state; ++i) dh0[bh * state + i] += dS[i];
+    }
+  }
+}
+
+// ---- Chunkwise form ---------------------------------------------------------------------------
+
+int64_t saved_block(int64_t dk, int64_t dv, int64_t C) { return dk * dv + C * C + C * dv; }
+
+int64_t saved_size(int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv, int64_t C) {
+  LINATTN_CHECK(C >= 1, "deltanet_chunk_saved_size: chunk_size must be >= 1, got ", C);
+  return B * H * ((T_ + C - 1) / C) * saved_block(dk, dv, C);
+}
+
+// Gates of one chunk of n tokens (log-decays a, stride H): G = inclusive cumulative sum of a,
+// gamma_i = exp(G_i), lambda_i = exp(G_{n-1} - G_i), D_ij = exp(G_i - G_j) for j <= i, 0 above.
+// Every exponent is <= 0, so nothing overflows.
+template <class T>
+void chunk_gates(T* G, T* gamma, T* lambda, T* D, const T* a, int64_t H, int64_t n, int64_t C) {
+  T acc = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    acc += a[i * H];
+    G[i] = acc;
+    gamma[i] = std::exp(acc);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    lambda[i] = std::exp(G[n - 1] - G[i]);
+    T* row = D + i * C;
+    for (int64_t j = 0; j <= i; ++j) row[j] = std::exp(G[i] - G[j]);
+    std::fill(row + i + 1, row + n, T(0));
+  }
+}
+
+// Ainv = (I + L)^-1 with L_ij = beta_i (k_i . k_j) D_ij for j < i (D = 1 without gates), by forward
+// substitution: row i of Ainv = e_i - sum_{j<i} L_ij (row j of Ainv). gram: [n, n] = K K^T (ld C).
+template <class T>
+void invert_unit_lower(T* ainv, const T* gram, const T* D, const T* beta, int64_t H, int64_t n, int64_t C) {
+  for (int64_t i = 0; i < n; ++i) {
+    T* row = ainv + i * C;
+    std::fill(row, row + n, T(0));
+    row[i] = 1;
+    const T bi = beta[i * H];
+    for (int64_t j = 0; j < i; ++j) {
+      const T l = bi * gram[i * C + j] * (D ? D[i * C + j] : T(1));
+      const T* rj = ainv + j * C;
+      for (int64_t m = 0; m <= j; ++m) row[m] -= l * rj[m];
+    }
+  }
+}
+
+// Per-thread scratch of the chunkwise kernels, allocated once per call.
+template <class T>
+struct ChunkScratch {
+  int64_t C;
+  std::vector<T> gram, P, dP, D, r, ks0, ul, du, x, dr, y, z, dog, G, gamma, lambda, dgamma, dlambda, dG, S, own;
+  ChunkScratch(int64_t C_, int64_t dk, int64_t dv, bool backward, bool own_blocks)
+      : C(C_), gram(C * C), P(C * C), D(C * C), r(C * dv), ks0(C * dv), ul(C * dv), G(C), gamma(C), lambda(C),
+        S(dk * dv) {
+    if (backward) {
+      dP.resize(C * C);
+      du.resize(C * dv);
+      x.resize(C * dv);
+      dr.resize(C * dv);
+      y.resize(C * dv);
+      z.resize(C * dk);
+      dog.resize(C * dv);
+      dgamma.resize(C);
+      dlambda.resize(C);
+      dG.resize(C);
+    }
+    if (own_blocks) own.resize(2 * saved_block(dk, dv, C));  // forward without `saved`: two blocks in turn
+  }
+};
+
+template <class T>
+void chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, const T* beta, const T* a,
+                   const T* h0, const Dims& d, T scale, int64_t C) {
+  check_dims(d, C, "deltanet_chunk_forward");
+  const int64_t dk = d.dk, dv = d.dv, H = d.H, state = dk * dv, block = saved_block(dk, dv, C);
+  const int64_t nc = (d.T + C - 1) / C, ldk = d.ldk(), ldv = d.ldv();
+#pragma omp parallel
+  {
+    ChunkScratch<T> s(C, dk, dv, false, saved == nullptr);
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
+      const int64_t oq = d.qk_offset(bh), ov = d.v_offset(bh), og = d.gate_offset(bh);
+      auto block_of = [&](int64_t c) {
+        return saved ? saved + (bh * nc + c) * block : s.own.data() + (c % 2) * block;
+      };
+      if (nc == 0) {  // T == 0: the final state is the initial one
+        if (ht) {
+          for (int64_t i = 0; i < state; ++i) ht[bh * state + i] = h0 ? h0[bh * state + i] : T(0);
+        }
+        continue;
+      }
+      if (h0) std::copy(h0 + bh * state, h0 + (bh + 1) * state, block_of(0));
+      else std::fill(block_of(0), block_of(0) + state, T(0));
+      for (int64_t c = 0; c < nc; ++c) {
+        const int64_t t0 = c * C, n = std::min(C, d.T - t0);
+        const bool zero_state = c == 0 && !h0;
+        T* S0 = block_of(c);
+        T* ainv = S0 + state;
+        T* u = ainv + C * C;
+        T* S1 = c + 1 < nc ? block_of(c + 1) : s.S.data();
+        const T* qc = q + oq + t0 * ldk;
+        const T* kc = k + oq + t0 * ldk;
+        const T* vc = v + ov + t0 * ldv;
+        const T* bc = beta + og + t0 * H;
+        T* oc = o + ov + t0 * ldv;
+        const T* D = nullptr;
+        if (a) {
+          chunk_gates(s.G.data(), s.gamma.data(), s.lambda.data(), s.D.data(), a + og + t0 * H, H, n, C);
+          D = s.D.data();
+        }
+        // A^-1, A = I + tril(diag(beta) (K K^T . D), -1)
+        gemm<T>(false, true, n, n, dk, T(1), kc, ldk, kc, ldk, T(0), s.gram.data(), C);
+        invert_unit_lower(ainv, s.gram.data(), D, bc, H, n, C);
+        // R = V - diag(gamma) K S0, then diag(beta) R (into r)
+        T* r = s.r.data();
+        if (zero_state) {
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < dv; ++j) r[i * dv + j] = bc[i * H] * vc[i * ldv + j];
+        } else {
+          gemm<T>(false, false, n, dv, dk, T(1), kc, ldk, S0, dv, T(0), r, dv);
+          for (int64_t i = 0; i < n; ++i) {
+            const T g = a ? s.gamma[i] : T(1), b = bc[i * H];
+            for (int64_t j = 0; j < dv; ++j) r[i * dv + j] = b * (vc[i * ldv + j] - g * r[i * dv + j]);
+          }
+        }
+        // U' = A^-1 diag(beta) R
+        gemm<T>(false, false, n, dv, n, T(1), ainv, C, r, dv, T(0), u, dv);
+        // P = tril(Q K^T) . D
+        T* P = s.P.data();
+        gemm<T>(false, true, n, n, dk, T(1), qc, ldk, kc, ldk, T(0), P, C);
+        for (int64_t i = 0; i < n; ++i) {
+          if (D)
+            for (int64_t j = 0; j <= i; ++j) P[i * C + j] *= D[i * C + j];
+          std::fill(P + i * C + i + 1, P + i * C + n, T(0));
+        }
+        // O = scale diag(gamma) Q S0 + scale P U'
+        if (!zero_state) {
+          gemm<T>(false, false, n, dv, dk, scale, qc, ldk, S0, dv, T(0), oc, ldv);
+          if (a)
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t j = 0; j < dv; ++j) oc[i * ldv + j] *= s.gamma[i];
+        }
+        gemm<T>(false, false, n, dv, n, scale, P, C, u, dv, zero_state ? T(0) : T(1), oc, ldv);
+        // S1 = gamma_last S0 + K^T diag(lambda) U'
+        const T g_last = a ? s.gamma[n - 1] : T(1);
+        for (int64_t i = 0; i < state; ++i) S1[i] = g_last * S0[i];
+        const T* ul = u;
+        if (a) {
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < dv; ++j) s.ul[i * dv + j] = s.lambda[i] * u[i * dv + j];
+          ul = s.ul.data();
+        }
+        gemm<T>(true, false, dk, dv, n, T(1), kc, ldk, ul, dv, T(1), S1, dv);
+      }
+      if (ht) std::copy(s.S.begin(), s.S.end(), ht + bh * state);
+    }
+  }
+}
+
+// Backward of one chunk, given dO and dS = dS1 (replaced by dS0). With X = A^-T dU':
+//   U' = A^-1 Rb (Rb = diag(beta) R)  =>  dRb = X,  dA = -A^-T dU' Rb^T A^-T = -X U'^T
+// so neither T nor W is ever formed; everything else differentiates the forward lines one by one.
+template <class T>
+void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved, const T* q, const T* k,
+                    const T* v, const T* beta, const T* a, const T* h0, const T* do_, const T* dht, const Dims& d,
+                    T scale, int64_t C) {
+  check_dims(d, C, "deltanet_chunk_backward");
+  const int64_t Dk = d.dk, Dv = d.dv, H = d.H, state = Dk * Dv, block = saved_block(Dk, Dv, C);
+  const int64_t nc = (d.T + C - 1) / C, ldk = d.ldk(), ldv = d.ldv();
+#pragma omp parallel
+  {
+    ChunkScratch<T> s(C, Dk, Dv, true, false);
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
+      const int64_t oq = d.qk_offset(bh), ov = d.v_offset(bh), og = d.gate_offset(bh);
+      T* dS = s.S.data();
+      if (dht) std::copy(dht + bh * state, dht + (bh + 1) * state, dS);
+      else std::fill(dS, dS + state, T(0));
+      for (int64_t c = nc - 1; c >= 0; --c) {
+        const int64_t t0 = c * C, n = std::min(C, d.T - t0);
+        const bool zero_state = c == 0 && !h0;
+        const T* S0 = saved + (bh * nc + c) * block;
+        const T* ainv = S0 + state;
+        const T* u = ainv + C * C;
+        const T* qc = q + oq + t0 * ldk;
+        const T* kc = k + oq + t0 * ldk;
+        const T* vc = v + ov + t0 * ldv;
+        const T* bc = beta + og + t0 * H;
+        const T* doc = do_ + ov + t0 * ldv;
+        T* dqc = dq + oq + t0 * ldk;
+        T* dkc = dk + oq + t0 * ldk;
+        T* dvc = dv + ov + t0 * ldv;
+        T* dbc = dbeta + og + t0 * H;
+        const T* D = nullptr;
+        const T* gamma = s.gamma.data();
+        const T* lambda = s.lambda.data();
+        if (a) {
+          chunk_gates(s.G.data(), s.gamma.data(), s.lambda.data(), s.D.data(), a + og + t0 * H, H, n, C);
+          D = s.D.data();
+          std::fill(s.dgamma.begin(), s.dgamma.end(), T(0));
+          std::fill(s.dG.begin(), s.dG.end(), T(0));
+        }
+        // Recompute K K^T, R = V - diag(gamma) K S0 and P = tril(Q K^T) . D.
+        T* gram = s.gram.data();
+        gemm<T>(false, true, n, n, Dk, T(1), kc, ldk, kc, ldk, T(0), gram, C);
+        T* ks0 = s.ks0.data();
+        T* r = s.r.data();
+        if (!zero_state) gemm<T>(false, false, n, Dv, Dk, T(1), kc, ldk, S0, Dv, T(0), ks0, Dv);
+        for (int64_t i = 0; i < n; ++i) {
+          const T g = a ? gamma[i] : T(1);
+          for (int64_t j = 0; j < Dv; ++j)
+            r[i * Dv + j] = vc[i * ldv + j] - (zero_state ? T(0) : g * ks0[i * Dv + j]);
+        }
+        T* P = s.P.data();
+        gemm<T>(false, true, n, n, Dk, T(1), qc, ldk, kc, ldk, T(0), P, C);
+        for (int64_t i = 0; i < n; ++i) {
+          if (D)
+            for (int64_t j = 0; j <= i; ++j) P[i * C + j] *= D[i * C + j];
+          std::fill(P + i * C + i + 1, P + i * C + n, T(0));
+        }
+
+        // forward: O += scale P U'  =>  dU' = scale P^T dO
+        T* du = s.du.data();
+        gemm<T>(true, false, n, Dv, n, scale, P, C, doc, ldv, T(0), du, Dv);
+        // forward: S1 = gamma_last S0 + K^T diag(lambda) U'
+        //   =>  dU' += diag(lambda) K dS1,  dK += diag(lambda) U' dS1^T,  dlambda_j = (K dS1)_j . U'_j
+        const T* ul = u;
+        if (a) {
+          T* y = s.y.data();
+          gemm<T>(false, false, n, Dv, Dk, T(1), kc, ldk, dS, Dv, T(0), y, Dv);
+          for (int64_t i = 0; i < n; ++i) {
+            T acc = 0;
+            for (int64_t j = 0; j < Dv; ++j) {
+              acc += y[i * Dv + j] * u[i * Dv + j];
+              du[i * Dv + j] += lambda[i] * y[i * Dv + j];
+              s.ul[i * Dv + j] = lambda[i] * u[i * Dv + j];
+            }
+            s.dlambda[i] = acc;
+          }
+          ul = s.ul.data();
+        } else {
+          gemm<T>(false, false, n, Dv, Dk, T(1), kc, ldk, dS, Dv, T(1), du, Dv);
+        }
+        gemm<T>(false, true, n, Dk, Dv, T(1), ul, Dv, dS, Dv, T(1), dkc, ldk);
+        // forward: U' = A^-1 diag(beta) R  =>  X = A^-T dU',  dR = diag(beta) X,  dbeta_i += R_i . X_i
+        T* x = s.x.data();
+        gemm<T>(true, false, n, Dv, n, T(1), ainv, C, du, Dv, T(0), x, Dv);
+        // forward: R = V - diag(gamma) K S0
+        //   =>  dV += dR,  dK -= diag(gamma) dR S0^T,  dS0 -= K^T diag(gamma) dR,  dgamma_i -= dR_i . (K S0)_i
+        // (dr holds diag(gamma) dR, the form both products use)
+        T* dr = s.dr.data();
+        for (int64_t i = 0; i < n; ++i) {
+          const T b = bc[i * H], g = a ? gamma[i] : T(1);
+          T acc_beta = 0, acc_gamma = 0;
+          for (int64_t j = 0; j < Dv; ++j) {
+            const T xij = x[i * Dv + j], drij = b * xij;
+            acc_beta += r[i * Dv + j] * xij;
+            dvc[i * ldv + j] += drij;
+            if (a && !zero_state) acc_gamma += drij * ks0[i * Dv + j];
+            dr[i * Dv + j] = g * drij;
+          }
+          dbc[i * H] += acc_beta;
+          if (a) s.dgamma[i] -= acc_gamma;
+        }
+        if (!zero_state) gemm<T>(false, true, n, Dk, Dv, T(-1), dr, Dv, S0, Dv, T(1), dkc, ldk);
+        // forward: P = tril(Q K^T) . D  with  O += scale P U'
+        //   =>  dP = scale tril(dO U'^T);  dQ += (dP . D) K,  dK += (dP . D)^T Q;
+        //       dD_ij D_ij = dP_ij P_ij feeds dG_i (+) and dG_j (-)
+        T* dP = s.dP.data();
+        gemm<T>(false, true, n, n, Dv, scale, doc, ldv, u, Dv, T(0), dP, C);
+        for (int64_t i = 0; i < n; ++i) {
+          T* row = dP + i * C;
+          if (D) {
+            for (int64_t j = 0; j < i; ++j) {
+              const T e = row[j] * P[i * C + j];
+              s.dG[i] += e;
+              s.dG[j] -= e;
+              row[j] *= D[i * C + j];
+            }
+          }
+          std::fill(row + i + 1, row + n, T(0));
+        }
+        gemm<T>(false, false, n, Dk, n, T(1), dP, C, kc, ldk, T(1), dqc, ldk);
+        gemm<T>(true, false, n, Dk, n, T(1), dP, C, qc, ldk, T(1), dkc, ldk);
+        // forward: O = scale diag(gamma) Q S0 (+ ...)
+        //   =>  dQ += scale diag(gamma) dO S0^T,  dgamma_i += scale q_i . (S0 do_i)  (dS0 below)
+        if (!zero_state) {
+          if (a) {
+            T* z = s.z.data();
+            gemm<T>(false, true, n, Dk, Dv, T(1), doc, ldv, S0, Dv, T(0), z, Dk);
+            for (int64_t i = 0; i < n; ++i) {
+              T acc = 0;
+              for (int64_t j = 0; j < Dk; ++j) {
+                acc += z[i * Dk + j] * qc[i * ldk + j];
+                dqc[i * ldk + j] += scale * gamma[i] * z[i * Dk + j];
+              }
+              s.dgamma[i] += scale * acc;
+            }
+          } else {
+            gemm<T>(false, true, n, Dk, Dv, scale, doc, ldv, S0, Dv, T(1), dqc, ldk);
+          }
+        }
+        // forward: A = I + L, dA = -X U'^T, dL = tril(dA, -1), with L_ij = beta_i (k_i . k_j) D_ij
+        //   =>  dbeta_i += sum_j dL_ij (k_i . k_j) D_ij,  dK += (F + F^T) K with F_ij = beta_i dL_ij D_ij,
+        //       dD_ij D_ij = dL_ij L_ij feeds dG_i (+) and dG_j (-)
+        T* dL = s.dP.data();  // dP is no longer needed
+        gemm<T>(false, true, n, n, Dv, T(-1), x, Dv, u, Dv, T(0), dL, C);
+        T* F = s.P.data();  // nor is P: F + F^T goes there
+        for (int64_t i = 0; i < n; ++i) {
+          const T b = bc[i * H];
+          T acc = 0;
+          for (int64_t j = 0; j < i; ++j) {
+            const T dl = dL[i * C + j], gd = gram[i * C + j] * (D ? D[i * C + j] : T(1));
+            acc += dl * gd;
+            if (D) {
+              const T e = dl * b * gd;
+              s.dG[i] += e;
+              s.dG[j] -= e;
+            }
+            F[i * C + j] = b * dl * (D ? D[i * C + j] : T(1));
+          }
+          dbc[i * H] += acc;
+          F[i * C + i] = 0;
+        }
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = i + 1; j < n; ++j) F[i * C + j] = F[j * C + i];
+        gemm<T>(false, false, n, Dk, n, T(1), F, C, kc, ldk, T(1), dkc, ldk);
+        // dS0 = gamma_last dS1 + scale Q^T diag(gamma) dO - K^T diag(gamma) dR;  dgamma_last += <dS1, S0>
+        if (a) {
+          T acc = 0;
+          for (int64_t i = 0; i < state; ++i) acc += dS[i] * S0[i];
+          s.dgamma[n - 1] += acc;
+          const T g_last = gamma[n - 1];
+          for (int64_t i = 0; i < state; ++i) dS[i] *= g_last;
+          T* dog = s.dog.data();
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < Dv; ++j) dog[i * Dv + j] = gamma[i] * doc[i * ldv + j];
+          gemm<T>(true, false, Dk, Dv, n, scale, qc, ldk, dog, Dv, T(1), dS, Dv);
+        } else {
+          gemm<T>(true, false, Dk, Dv, n, scale, qc, ldk, doc, ldv, T(1), dS, Dv);
+        }
+        gemm<T>(true, false, Dk, Dv, n, T(-1), kc, ldk, dr, Dv, T(1), dS, Dv);
+        if (a) {
+          // gamma_i = exp(G_i), lambda_j = exp(G_last - G_j), G_i = sum_{t <= i} a_t (within the chunk)
+          T* dG = s.dG.data();
+          for (int64_t i = 0; i < n; ++i) {
+            dG[i] += gamma[i] * s.dgamma[i] - lambda[i] * s.dlambda[i];
+            dG[n - 1] += lambda[i] * s.dlambda[i];
+          }
+          T acc = 0;
+          for (int64_t i = n - 1; i >= 0; --i) {
+            acc += dG[i];
+            da[og + (t0 + i) * H] += acc;
+          }
+        }
+      }
+      if (dh0)
+        for (int64_t i = 0; i < state; ++i) dh0[bh * state + i] += dS[i];
+    }
+  }
+}
+
+}  // namespace
+
+// ---- Public entry points ----------------------------------------------------------------------
+
+int64_t deltanet_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv, int64_t chunk_size) {
+  return saved_size(B, T_, H, dk, dv, chunk_size);
+}
+
+int64_t gated_deltanet_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv,
+                                        int64_t chunk_size) {
+  return saved_size(B, T_, H, dk, dv, chunk_size);
+}
+
+template <class T>
+void deltanet_recurrent_forward(T* o, T* ht, const T* q, const T* k, const T* v, const T* beta, const T* h0,
+                                int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv, T scale) {
+  recurrent_forward<T>(o, ht, q, k, v, beta, nullptr, h0, Dims{B, T_, H, dk, dv}, scale);
+}
+
+template <class T>
+void deltanet_recurrent_backward(T* dq, T* dk, T* dv, T* dbeta, T* dh0, const T* q, const T* k, const T* v,
+                                 const T* beta, const T* h0, const T* do_, const T* dht, int64_t B, int64_t T_,
+                                 int64_t H, int64_t dk_, int64_t dv_, T scale) {
+  recurrent_backward<T>(dq, dk, dv, dbeta, nullptr, dh0, q, k, v, beta, nullptr, h0, do_, dht,
+                        Dims{B, T_, H, dk_, dv_}, scale);
+}
+
+template <class T>
+void deltanet_chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, const T* beta, const T* h0,
+                            int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv, T scale, int64_t chunk_size) {
+  chunk_forward<T>(o, ht, saved, q, k, v, beta, nullptr, h0, Dims{B, T_, H, dk, dv}, scale, chunk_size);
+}
+
+template <class T>
+void deltanet_chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* dh0, const T* saved, const T* q, const T* k,
+                             const T* v, const T* beta, const T* h0, const T* do_, const T* dht, int64_t B,
+                             int64_t T_, int64_t H, int64_t dk_, int64_t dv_, T scale, int64_t chunk_size) {
+  chunk_backward<T>(dq, dk, dv, dbeta, nullptr, dh0, saved, q, k, v, beta, nullptr, h0, do_, dht,
+                    Dims{B, T_, H, dk_, dv_}, scale, chunk_size);
+}
+
+template <class T>
+void gated_deltanet_recurrent_forward(T* o, T* ht, const T* q, const T* k, const T* v, const T* beta, const T* a,
+                                      const T* h0, int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv,
+                                      T scale) {
+  recurrent_forward<T>(o, ht, q, k, v, beta, a, h0, Dims{B, T_, H, dk, dv}, scale);
+}
+
+template <class T>
+void gated_deltanet_recurrent_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* q, const T* k,
+                                       const T* v, const T* beta, const T* a, const T* h0, const T* do_,
+                                       const T* dht, int64_t B, int64_t T_, int64_t H, int64_t dk_, int64_t dv_,
+                                       T scale) {
+  recurrent_backward<T>(dq, dk, dv, dbeta, da, dh0, q, k, v, beta, a, h0, do_, dht, Dims{B, T_, H, dk_, dv_},
+                        scale);
+}
+
+template <class T>
+void gated_deltanet_chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, const T* beta,
+                                  const T* a, const T* h0, int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv,
+                                  T scale, int64_t chunk_size) {
+  chunk_forward<T>(o, ht, saved, q, k, v, beta, a, h0, Dims{B, T_, H, dk, dv}, scale, chunk_size);
+}
+
+template <class T>
+void gated_deltanet_chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved, const T* q,
+                                   const T* k, const T* v, const T* beta, const T* a, const T* h0, const T* do_,
+                                   const T* dht, int64_t B, int64_t T_, int64_t H, int64_t dk_, int64_t dv_, T scale,
+                                   int64_t chunk_size) {
+  chunk_backward<T>(dq, dk, dv, dbeta, da, dh0, saved, q, k, v, beta, a, h0, do_, dht, Dims{B, T_, H, dk_, dv_},
+                    scale, chunk_size);
+}
+
+#define LINATTN_INSTANTIATE(T)                                                                                      \
+  template void deltanet_recurrent_forward<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t,     \
+                                              int64_t, int64_t, int64_t, int64_t, T);                               \
+  template void deltanet_recurrent_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,          \
+                                               const T*, const T*, const T*, int64_t, int64_t, int64_t, int64_t,    \
+                                               int64_t, T);                                                         \
+  template void deltanet_chunk_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t,    \
+                                          int64_t, int64_t, int64_t, int64_t, T, int64_t);                          \
+  template void deltanet_chunk_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,    \
+                                           const T*, const T*, const T*, int64_t, int64_t, int64_t, int64_t,        \
+                                           int64_t, T, int64_t);                                                    \
+  template void gated_deltanet_recurrent_forward<T>(T*, T*, const T*, const T*, const T*, const T*, const T*,       \
+                                                    const T*, int64_t, int64_t, int64_t, int64_t, int64_t, T);      \
+  template void gated_deltanet_recurrent_backward<T>(T*, T*, T*, T*, T*, T*, const T*, const T*, const T*,          \
+                                                     const T*, const T*, const T*, const T*, const T*, int64_t,     \
+                                                     int64_t, int64_t, int64_t, int64_t, T);                        \
+  template void gated_deltanet_chunk_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*,       \
+                                                const T*, int64_t, int64_t, int64_t, int64_t, int64_t, T, int64_t); \
+  template void gated_deltanet_chunk_backward<T>(T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,    \
+                                                 const T*, const T*, const T*, const T*, const T*, int64_t,         \
+                                                 int64_t, int64_t, int64_t, int64_t, T, int64_t);
+
+LINATTN_INSTANTIATE(float)
+LINATTN_INSTANTIATE(double)
+#undef LINATTN_INSTANTIATE
+
+}  // namespace linattn::cpu
