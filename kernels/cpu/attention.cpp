@@ -1,0 +1,272 @@
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/matmul.h"
+
+namespace linattn::cpu {
+
+namespace {
+
+constexpr int64_t BQ = kAttentionBlockQ;
+constexpr int64_t BK = kAttentionBlockK;
+
+// exp() of the probability blocks. double calls std::exp (the float64 checks compare to 1e-10).
+// float: exp(x) = 2^n exp(r) with n = round(x / ln 2) and |r| <= ln(2) / 2, exp(r) by its
+// degree-7 Taylor polynomial (truncation error < 6e-9 relative, below float rounding), ln 2 split
+// in two parts so that r is exact. Branch-free so that the loops calling it vectorize. Arguments
+// below -87 give 0 (exp(-87) ~ 1.6e-38 is at the bottom of the normal floats); NaN stays NaN.
+inline double exp_block(double x) { return std::exp(x); }
+inline float exp_block(float x) {
+  const float xc = std::min(std::max(x, -87.0f), 88.0f);
+  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;  // 0.693359375 - 2.12194440e-4 = ln 2
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  return x < -87.0f ? 0.0f : p * two_n;
+}
+
+// The window actually applied: window <= 0 and window >= T both mean every earlier position, and
+// map to the same value so that they run the same code and give the same bits.
+int64_t effective_window(int64_t window, int64_t T_) {
+  return window <= 0 || window > T_ ? std::max<int64_t>(T_, 1) : window;
+}
+
+// Tiny problems (decoding one token, the gradient checks) stay on one thread: starting a parallel
+// region costs microseconds, and much more when the machine is oversubscribed.
+inline bool worth_threads(int64_t flops) { return flops > (int64_t(1) << 18); }
+
+// Row i of a query block against key columns [j0, j1) sees the columns [lo, hi) relative to j0
+// (causal: j <= i; window: j >= i - W + 1), with 0 <= lo <= hi <= j1 - j0; lo == hi means none.
+struct Visible {
+  int64_t lo, hi;
+};
+inline Visible visible(int64_t i, int64_t j0, int64_t j1, int64_t W) {
+  const int64_t lo = std::clamp(i - W + 1 - j0, int64_t(0), j1 - j0);
+  const int64_t hi = std::clamp(i + 1 - j0, lo, j1 - j0);
+  return {lo, hi};
+}
+
+// p[c] = exp(s[c] - shift) for c in [lo, hi), 0 elsewhere in [0, n); returns the sum of p.
+template <class T>
+T exp_row(T* p, const T* s, int64_t n, Visible vis, T shift) {
+  T sum = 0;
+  for (int64_t c = 0; c < vis.lo; ++c) p[c] = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = vis.lo; c < vis.hi; ++c) {
+    p[c] = exp_block(s[c] - shift);
+    sum += p[c];
+  }
+  for (int64_t c = vis.hi; c < n; ++c) p[c] = 0;
+  return sum;
+}
+
+}  // namespace
+
+size_t attention_workspace_bytes_per_thread(size_t scalar_bytes) {
+  // forward: s [BQ, BK], m [BQ], l [BQ]; backward: p [BQ, BK], ds [BQ, BK], D [BQ]
+  return scalar_bytes * size_t(2 * BQ * BK + 2 * BQ);
+}
+
+template <class T>
+void attention_forward(T* o, T* lse, const T* q, const T* k, const T* v, int64_t B, int64_t T_, int64_t H,
+                       int64_t Hkv, int64_t dk, int64_t dv, int64_t window, T scale) {
+  const int64_t W = effective_window(window, T_);
+  const int64_t G = H / Hkv;  // query heads per kv head
+  const int64_t n_qblocks = (T_ + BQ - 1) / BQ;
+  const int64_t ldq = H * dk, ldk = Hkv * dk, ldv = Hkv * dv, ldo = H * dv;  // row strides along time
+#pragma omp parallel if (worth_threads(B * H * T_ * W * (dk + dv)))
+  {
+    std::vector<T> s(BQ * BK), m(BQ), l(BQ);  // s: [BQ, BK] scores, then probabilities
+    // The last query blocks see the most keys (global attention): start them first.
+#pragma omp for collapse(3) schedule(dynamic)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t qb = n_qblocks - 1; qb >= 0; --qb) {
+          const int64_t i0 = qb * BQ, i1 = std::min(i0 + BQ, T_), rows = i1 - i0;
+          const T* qi = q + (b * T_ + i0) * ldq + h * dk;  // [rows, dk], stride ldq
+          const T* kb = k + b * T_ * ldk + (h / G) * dk;   // [T, dk], stride ldk
+          const T* vb = v + b * T_ * ldv + (h / G) * dv;   // [T, dv], stride ldv
+          T* oi = o + (b * T_ + i0) * ldo + h * dv;        // [rows, dv], stride ldo: the running sum P V
+          for (int64_t r = 0; r < rows; ++r) {
+            m[r] = -std::numeric_limits<T>::infinity();
+            l[r] = 0;
+            std::fill(oi + r * ldo, oi + r * ldo + dv, T(0));
+          }
+          for (int64_t j0 = std::max<int64_t>(0, i0 - W + 1); j0 < i1; j0 += BK) {
+            const int64_t j1 = std::min(j0 + BK, i1), cols = j1 - j0;
+            // S = scale Q K^T for this block
+            gemm<T>(false, true, rows, cols, dk, scale, qi, ldq, kb + j0 * ldk, ldk, T(0), s.data(), BK);
+            for (int64_t r = 0; r < rows; ++r) {
+              T* sr = s.data() + r * BK;
+              const Visible vis = visible(i0 + r, j0, j1, W);
+              if (vis.lo == vis.hi) {  // this row sees none of these keys: P row = 0, statistics unchanged
+                std::fill(sr, sr + cols, T(0));
+                continue;
+              }
+              T row_max = m[r];
+#pragma omp simd reduction(max : row_max)
+              for (int64_t c = vis.lo; c < vis.hi; ++c) row_max = std::max(row_max, sr[c]);
+              const T rescale = exp_block(m[r] - row_max);  // 0 on the row's first block (m = -inf)
+              const T sum = exp_row(sr, sr, cols, vis, row_max);
+              l[r] = l[r] * rescale + sum;
+              m[r] = row_max;
+              if (rescale != T(1))
+                for (int64_t c = 0; c < dv; ++c) oi[r * ldo + c] *= rescale;
+            }
+            // O += P V
+            gemm<T>(false, false, rows, dv, cols, T(1), s.data(), BK, vb + j0 * ldv, ldv, T(1), oi, ldo);
+          }
+          T* lse_i = lse + (b * H + h) * T_ + i0;
+          for (int64_t r = 0; r < rows; ++r) {
+            const T inv = T(1) / l[r];
+            for (int64_t c = 0; c < dv; ++c) oi[r * ldo + c] *= inv;
+            lse_i[r] = m[r] + std::log(l[r]);
+          }
+        }
+  }
+}
+
+template <class T>
+void attention_backward(T* dq, T* dk, T* dv, const T* q, const T* k, const T* v, const T* o, const T* lse,
+                        const T* do_, int64_t B, int64_t T_, int64_t H, int64_t Hkv, int64_t dk_, int64_t dv_,
+                        int64_t window, T scale) {
+  const int64_t W = effective_window(window, T_);
+  const int64_t G = H / Hkv;
+  const int64_t n_qblocks = (T_ + BQ - 1) / BQ;
+  const int64_t ldq = H * dk_, ldk = Hkv * dk_, ldv = Hkv * dv_, ldo = H * dv_;
+  // One task per (batch, kv head): it owns dk and dv of that kv head and dq of the G query heads
+  // that read it, so every gradient is accumulated by exactly one thread, in a fixed order.
+#pragma omp parallel if (worth_threads(B * H * T_ * W * (dk_ + dv_)))
+  {
+    std::vector<T> p(BQ * BK), ds(BQ * BK), D(BQ);  // p: [BQ, BK], ds: [BQ, BK] (dP, then dS)
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t hk = 0; hk < Hkv; ++hk) {
+        const T* kb = k + b * T_ * ldk + hk * dk_;  // [T, dk], stride ldk
+        const T* vb = v + b * T_ * ldv + hk * dv_;  // [T, dv], stride ldv
+        T* dkb = dk + b * T_ * ldk + hk * dk_;
+        T* dvb = dv + b * T_ * ldv + hk * dv_;
+        for (int64_t h = hk * G; h < (hk + 1) * G; ++h)
+          for (int64_t qb = 0; qb < n_qblocks; ++qb) {
+            const int64_t i0 = qb * BQ, i1 = std::min(i0 + BQ, T_), rows = i1 - i0;
+            const T* qi = q + (b * T_ + i0) * ldq + h * dk_;     // [rows, dk], stride ldq
+            const T* oi = o + (b * T_ + i0) * ldo + h * dv_;     // [rows, dv], stride ldo
+            const T* doi = do_ + (b * T_ + i0) * ldo + h * dv_;  // [rows, dv], stride ldo
+            T* dqi = dq + (b * T_ + i0) * ldq + h * dk_;
+            const T* lse_i = lse + (b * H + h) * T_ + i0;  // [rows]
+            // D_i = do_i . o_i = sum_j P_ij dP_ij
+            for (int64_t r = 0; r < rows; ++r) {
+              T d = 0;
+              for (int64_t c = 0; c < dv_; ++c) d += doi[r * ldo + c] * oi[r * ldo + c];
+              D[r] = d;
+            }
+            for (int64_t j0 = std::max<int64_t>(0, i0 - W + 1); j0 < i1; j0 += BK) {
+              const int64_t j1 = std::min(j0 + BK, i1), cols = j1 - j0;
+              // recompute P = exp(scale Q K^T - lse), 0 outside the causal window
+              gemm<T>(false, true, rows, cols, dk_, scale, qi, ldq, kb + j0 * ldk, ldk, T(0), p.data(), BK);
+              for (int64_t r = 0; r < rows; ++r)
+                exp_row(p.data() + r * BK, p.data() + r * BK, cols, visible(i0 + r, j0, j1, W), lse_i[r]);
+              // forward: O = P V  =>  dV += P^T dO, dP = dO V^T
+              gemm<T>(true, false, cols, dv_, rows, T(1), p.data(), BK, doi, ldo, T(1), dvb + j0 * ldv, ldv);
+              gemm<T>(false, true, rows, cols, dv_, T(1), doi, ldo, vb + j0 * ldv, ldv, T(0), ds.data(), BK);
+              // forward: P_ij = exp(S_ij - lse_i), a softmax over j  =>  dS_ij = P_ij (dP_ij - D_i)
+              for (int64_t r = 0; r < rows; ++r) {
+                const T* pr = p.data() + r * BK;
+                T* dsr = ds.data() + r * BK;
+                const T Dr = D[r];
+#pragma omp simd
+                for (int64_t c = 0; c < cols; ++c) dsr[c] = pr[c] * (dsr[c] - Dr);
+              }
+              // forward: S = scale Q K^T  =>  dQ += scale dS K, dK += scale dS^T Q
+              gemm<T>(false, false, rows, dk_, cols, scale, ds.data(), BK, kb + j0 * ldk, ldk, T(1), dqi, ldq);
+              gemm<T>(true, false, cols, dk_, rows, scale, ds.data(), BK, qi, ldq, T(1), dkb + j0 * ldk, ldk);
+            }
+          }
+      }
+  }
+}
+
+template <class T>
+void kv_cache_write(T* k_cache, T* v_cache, const T* k, const T* v, int64_t B, int64_t Tq, int64_t Hkv, int64_t dk,
+                    int64_t dv, int64_t C, int64_t pos0) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = std::max<int64_t>(0, Tq - C); t < Tq; ++t) {  // only the last C positions fit
+      const int64_t slot = (pos0 + t) % C;
+      std::copy_n(k + (b * Tq + t) * Hkv * dk, Hkv * dk, k_cache + (b * C + slot) * Hkv * dk);
+      std::copy_n(v + (b * Tq + t) * Hkv * dv, Hkv * dv, v_cache + (b * C + slot) * Hkv * dv);
+    }
+}
+
+template <class T>
+void attention_decode(T* o, const T* q, const T* k_cache, const T* v_cache, int64_t B, int64_t Tq, int64_t H,
+                      int64_t Hkv, int64_t dk, int64_t dv, int64_t C, int64_t pos0, int64_t window, T scale) {
+  if (Tq <= 0) return;
+  const bool global = window <= 0;
+  const int64_t first_needed = global ? 0 : std::max<int64_t>(0, pos0 - window + 1);
+  const int64_t last = pos0 + Tq - 1;
+  LINATTN_CHECK(last - first_needed + 1 <= C, "attention_decode: positions ", first_needed, "..", last,
+                " must all be in the key/value cache, but it holds only C=", C,
+                " positions; allocate C >= window + (new positions per call) - 1 for a windowed layer, or C >= the "
+                "longest sequence for a global one");
+  const int64_t G = H / Hkv;
+#pragma omp parallel if (worth_threads(B * Tq * H * std::min(C, last + 1) * (dk + dv)))
+  {
+    std::vector<T> s(std::min(C, last + 1));  // scores of one query row
+#pragma omp for collapse(3) schedule(static)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < Tq; ++t)
+        for (int64_t h = 0; h < H; ++h) {
+          const int64_t i = pos0 + t;
+          const int64_t lo = global ? 0 : std::max<int64_t>(0, i - window + 1);
+          const T* qi = q + ((b * Tq + t) * H + h) * dk;
+          T* oi = o + ((b * Tq + t) * H + h) * dv;
+          const int64_t hk = h / G;
+          T row_max = -std::numeric_limits<T>::infinity();
+          for (int64_t j = lo; j <= i; ++j) {
+            const T* kj = k_cache + ((b * C + j % C) * Hkv + hk) * dk;
+            T dot = 0;
+            for (int64_t c = 0; c < dk; ++c) dot += qi[c] * kj[c];
+            s[j - lo] = scale * dot;
+            row_max = std::max(row_max, s[j - lo]);
+          }
+          T sum = 0;
+          std::fill(oi, oi + dv, T(0));
+          for (int64_t j = lo; j <= i; ++j) {
+            const T pj = std::exp(s[j - lo] - row_max);
+            sum += pj;
+            const T* vj = v_cache + ((b * C + j % C) * Hkv + hk) * dv;
+            for (int64_t c = 0; c < dv; ++c) oi[c] += pj * vj[c];
+          }
+          for (int64_t c = 0; c < dv; ++c) oi[c] /= sum;
+        }
+  }
+}
+
+#define LINATTN_INSTANTIATE(T)                                                                                    \
+  template void attention_forward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, int64_t,    \
+                                     int64_t, int64_t, int64_t, T);                                               \
+  template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,     \
+                                      int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, T);          \
+  template void kv_cache_write<T>(T*, T*, const T*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t,        \
+                                  int64_t, int64_t);                                                              \
+  template void attention_decode<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t, \
+                                    int64_t, int64_t, int64_t, int64_t, T);
+LINATTN_INSTANTIATE(float)
+LINATTN_INSTANTIATE(double)
+#undef LINATTN_INSTANTIATE
+
+}  // namespace linattn::cpu
