@@ -1,0 +1,435 @@
+#include "kernels/cpu/linear_attn.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/exp_nonpos.h"
+#include "kernels/cpu/matmul.h"
+
+namespace linattn::cpu {
+namespace {
+
+// dst[i, :] = phi(src[i * ld, :]) for n rows of d entries; dst is contiguous [n, d].
+template <class T>
+void gather_feature(T* dst, const T* src, int64_t n, int64_t d, int64_t ld, FeatureMap phi) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T* x = src + i * ld;
+    T* y = dst + i * d;
+    switch (phi) {
+      case FeatureMap::identity:
+        std::copy(x, x + d, y);
+        break;
+      case FeatureMap::elu1:
+#pragma omp simd
+        for (int64_t j = 0; j < d; ++j) {
+          const T e = exp_nonpos(x[j]);  // both branches computed, then selected: keeps the loop vectorized
+          y[j] = x[j] > T(0) ? x[j] + T(1) : e;
+        }
+        break;
+      case FeatureMap::relu:
+#pragma omp simd
+        for (int64_t j = 0; j < d; ++j) y[j] = x[j] > T(0) ? x[j] : T(0);
+        break;
+    }
+  }
+}
+
+// dx[i * ld, :] += dy[i, :] * phi'(x[i * ld, :]): the chain rule through the feature map.
+template <class T>
+void scatter_feature_grad(T* dx, const T* dy, const T* x, int64_t n, int64_t d, int64_t ld, FeatureMap phi) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T* xi = x + i * ld;
+    const T* g = dy + i * d;
+    T* out = dx + i * ld;
+    switch (phi) {
+      case FeatureMap::identity:
+#pragma omp simd
+        for (int64_t j = 0; j < d; ++j) out[j] += g[j];
+        break;
+      case FeatureMap::elu1:  // d/dx (elu(x) + 1) = 1 for x > 0, e^x otherwise
+#pragma omp simd
+        for (int64_t j = 0; j < d; ++j) {
+          const T e = exp_nonpos(xi[j]);
+          out[j] += g[j] * (xi[j] > T(0) ? T(1) : e);
+        }
+        break;
+      case FeatureMap::relu:
+#pragma omp simd
+        for (int64_t j = 0; j < d; ++j) out[j] += xi[j] > T(0) ? g[j] : T(0);
+        break;
+    }
+  }
+}
+
+template <class T>
+T feature(FeatureMap phi, T x) {
+  switch (phi) {
+    case FeatureMap::identity: return x;
+    case FeatureMap::elu1: return x > T(0) ? x + T(1) : exp_nonpos(x);
+    case FeatureMap::relu: return x > T(0) ? x : T(0);
+  }
+  return x;
+}
+
+template <class T>
+T feature_grad(FeatureMap phi, T x) {
+  switch (phi) {
+    case FeatureMap::identity: return T(1);
+    case FeatureMap::elu1: return x > T(0) ? T(1) : exp_nonpos(x);
+    case FeatureMap::relu: return x > T(0) ? T(1) : T(0);
+  }
+  return T(1);
+}
+
+int64_t num_chunks(int64_t T_, int64_t C) { return (T_ + C - 1) / C; }
+
+// Spread (batch, head) pairs over threads only when there is enough work to pay for waking them.
+bool worth_threads(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv) { return B * H > 1 && B * H * T_ * Dk * Dv >= (1 << 16); }
+
+// Zero the strictly upper triangle of the n x n block P (leading dimension ld): the causal mask M.
+template <class T>
+void mask_upper(T* P, int64_t n, int64_t ld) {
+  for (int64_t i = 0; i < n; ++i) std::fill(P + i * ld + i + 1, P + i * ld + n, T(0));
+}
+
+// The augmented state [S | z] of (batch, head) bh as a [Dk, W] matrix, W = Dv + normalize:
+// load from (s, z) (either may be nullptr = zeros) or add into them.
+template <class T>
+void load_state(T* Sz, const T* s, const T* z, int64_t bh, int64_t Dk, int64_t Dv, int64_t W) {
+  for (int64_t i = 0; i < Dk; ++i) {
+    for (int64_t j = 0; j < Dv; ++j) Sz[i * W + j] = s ? s[(bh * Dk + i) * Dv + j] : T(0);
+    if (W > Dv) Sz[i * W + Dv] = z ? z[bh * Dk + i] : T(0);
+  }
+}
+
+template <class T>
+void store_state(T* s, T* z, const T* Sz, int64_t bh, int64_t Dk, int64_t Dv, int64_t W, bool accumulate) {
+  for (int64_t i = 0; i < Dk; ++i) {
+    if (s)
+      for (int64_t j = 0; j < Dv; ++j) {
+        T& out = s[(bh * Dk + i) * Dv + j];
+        out = (accumulate ? out : T(0)) + Sz[i * W + j];
+      }
+    if (z && W > Dv) z[bh * Dk + i] = (accumulate ? z[bh * Dk + i] : T(0)) + Sz[i * W + Dv];
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Recurrent form: the reference.
+
+template <class T>
+void linear_attn_recurrent_forward(T* o, T* ht, T* zT, const T* q, const T* k, const T* v, const T* h0, const T* z0,
+                                   int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale,
+                                   FeatureMap phi, bool normalize) {
+  const int64_t W = Dv + (normalize ? 1 : 0);
+#pragma omp parallel for schedule(static) if (worth_threads(B, T_, H, Dk, Dv))
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const int64_t b = bh / H, h = bh % H;
+    std::vector<T> Sz(Dk * W), pq(Dk), pk(Dk);  // [S | z]: [Dk, W]
+    load_state(Sz.data(), h0, normalize ? z0 : nullptr, bh, Dk, Dv, W);
+    for (int64_t t = 0; t < T_; ++t) {
+      const int64_t row = (b * T_ + t) * H + h;
+      for (int64_t i = 0; i < Dk; ++i) {
+        pq[i] = feature(phi, q[row * Dk + i]);
+        pk[i] = feature(phi, k[row * Dk + i]);
+      }
+      // S_t = S_{t-1} + phi(k_t) v_t^T,  z_t = z_{t-1} + phi(k_t)
+      for (int64_t i = 0; i < Dk; ++i) {
+        for (int64_t j = 0; j < Dv; ++j) Sz[i * W + j] += pk[i] * v[row * Dv + j];
+        if (normalize) Sz[i * W + Dv] += pk[i];
+      }
+      // o_t = scale S_t^T phi(q_t)   or   S_t^T phi(q_t) / (phi(q_t)^T z_t + eps)
+      T den = T(kLinearAttnEps);
+      if (normalize)
+        for (int64_t i = 0; i < Dk; ++i) den += pq[i] * Sz[i * W + Dv];
+      for (int64_t j = 0; j < Dv; ++j) {
+        T num = 0;
+        for (int64_t i = 0; i < Dk; ++i) num += Sz[i * W + j] * pq[i];
+        o[row * Dv + j] = normalize ? num / den : scale * num;
+      }
+    }
+    store_state(ht, normalize ? zT : nullptr, Sz.data(), bh, Dk, Dv, W, false);
+  }
+}
+
+template <class T>
+void linear_attn_recurrent_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T* q, const T* k, const T* v,
+                                    const T* h0, const T* z0, const T* do_, const T* dht, const T* dzT, int64_t B,
+                                    int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale, FeatureMap phi,
+                                    bool normalize) {
+  const int64_t W = Dv + (normalize ? 1 : 0);
+#pragma omp parallel for schedule(static) if (worth_threads(B, T_, H, Dk, Dv))
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const int64_t b = bh / H, h = bh % H;
+    // Every state [S_t | z_t] of the forward, t = 0..T-1 (after token t).
+    std::vector<T> states(T_ * Dk * W), Sz(Dk * W), dSz(Dk * W), pq(Dk), pk(Dk), dnum(W);
+    load_state(Sz.data(), h0, normalize ? z0 : nullptr, bh, Dk, Dv, W);
+    for (int64_t t = 0; t < T_; ++t) {
+      const int64_t row = (b * T_ + t) * H + h;
+      for (int64_t i = 0; i < Dk; ++i) {
+        const T p = feature(phi, k[row * Dk + i]);
+        for (int64_t j = 0; j < Dv; ++j) Sz[i * W + j] += p * v[row * Dv + j];
+        if (normalize) Sz[i * W + Dv] += p;
+      }
+      std::copy(Sz.begin(), Sz.end(), states.begin() + t * Dk * W);
+    }
+    load_state(dSz.data(), dht, normalize ? dzT : nullptr, bh, Dk, Dv, W);
+    for (int64_t t = T_ - 1; t >= 0; --t) {
+      const int64_t row = (b * T_ + t) * H + h;
+      const T* St = states.data() + t * Dk * W;
+      for (int64_t i = 0; i < Dk; ++i) {
+        pq[i] = feature(phi, q[row * Dk + i]);
+        pk[i] = feature(phi, k[row * Dk + i]);
+      }
+      // Gradient of the output's numerator S_t^T phi(q_t) (dnum[0..Dv)) and of its denominator (dnum[Dv]).
+      if (normalize) {
+        // forward: o = num / den  =>  dnum = do / den,  dden = -(do . num) / den^2
+        T den = T(kLinearAttnEps), do_num = 0;
+        for (int64_t i = 0; i < Dk; ++i) den += pq[i] * St[i * W + Dv];
+        for (int64_t j = 0; j < Dv; ++j) {
+          T num = 0;
+          for (int64_t i = 0; i < Dk; ++i) num += St[i * W + j] * pq[i];
+          dnum[j] = do_[row * Dv + j] / den;
+          do_num += do_[row * Dv + j] * num;
+        }
+        dnum[Dv] = -do_num / (den * den);
+      } else {
+        for (int64_t j = 0; j < Dv; ++j) dnum[j] = scale * do_[row * Dv + j];
+      }
+      // forward: num = S_t^T pq, den = pq . z_t + eps
+      //   =>  dpq = S_t dnum + z_t dden,  dS_t += pq dnum^T,  dz_t += pq dden
+      for (int64_t i = 0; i < Dk; ++i) {
+        T dpq = 0;
+        for (int64_t j = 0; j < W; ++j) {
+          dpq += St[i * W + j] * dnum[j];
+          dSz[i * W + j] += pq[i] * dnum[j];
+        }
+        dq[row * Dk + i] += dpq * feature_grad(phi, q[row * Dk + i]);
+      }
+      // forward: S_t = S_{t-1} + pk v^T, z_t = z_{t-1} + pk  =>  dpk = dS_t v + dz_t,  dv += dS_t^T pk
+      for (int64_t i = 0; i < Dk; ++i) {
+        T dpk = normalize ? dSz[i * W + Dv] : T(0);
+        for (int64_t j = 0; j < Dv; ++j) dpk += dSz[i * W + j] * v[row * Dv + j];
+        dk[row * Dk + i] += dpk * feature_grad(phi, k[row * Dk + i]);
+      }
+      for (int64_t j = 0; j < Dv; ++j) {
+        T s = 0;
+        for (int64_t i = 0; i < Dk; ++i) s += dSz[i * W + j] * pk[i];
+        dv[row * Dv + j] += s;
+      }
+    }
+    store_state(dh0, normalize ? dz0 : nullptr, dSz.data(), bh, Dk, Dv, W, true);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chunkwise form. Per (batch, head) and chunk of n <= C tokens, with Q = phi(q), K = phi(k) [n, Dk],
+// the augmented values V' = [V | 1] [n, W] and state S' = [S | z] [Dk, W] (W = Dv + 1 when
+// normalized, else V' = V, S' = S), P = M ⊙ Q K^T:
+//   O' = s (Q S0' + P V'),   S1' = S0' + K^T V'
+// with s = scale (unnormalized: o = O') or s = 1 (normalized: o = O'[:, :Dv] / (O'[:, Dv] + eps)).
+
+int64_t linear_attn_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
+                                     int64_t chunk_size) {
+  LINATTN_CHECK(chunk_size >= 1, "linear attention: chunk_size must be >= 1, got ", chunk_size);
+  return B * H * num_chunks(T_, chunk_size) * Dk * (Dv + (normalize ? 1 : 0));
+}
+
+template <class T>
+void linear_attn_chunk_forward(T* o, T* ht, T* zT, T* saved, const T* q, const T* k, const T* v, const T* h0,
+                               const T* z0, int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale,
+                               FeatureMap phi, bool normalize, int64_t chunk_size) {
+  LINATTN_CHECK(chunk_size >= 1, "linear attention: chunk_size must be >= 1, got ", chunk_size);
+  const int64_t C = chunk_size, NC = num_chunks(T_, C), W = Dv + (normalize ? 1 : 0);
+  const int64_t ldk = H * Dk, ldv = H * Dv;  // row strides of q/k and v/o
+  const bool gather_qk = phi != FeatureMap::identity;
+  const T s = normalize ? T(1) : scale;
+#pragma omp parallel if (worth_threads(B, T_, H, Dk, Dv))
+  {
+    std::vector<T> buf(2 * C * Dk + C * C + 2 * C * W + Dk * W);  // per-thread scratch, once per call
+    T* Qc = buf.data();         // [C, Dk] phi(q)
+    T* Kc = Qc + C * Dk;        // [C, Dk] phi(k)
+    T* P = Kc + C * Dk;         // [C, C]
+    T* Vc = P + C * C;          // [C, W] [v | 1] (normalized)
+    T* Oc = Vc + C * W;         // [C, W] numerator | denominator (normalized)
+    T* S = Oc + C * W;          // [Dk, W] running state [S | z]
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      load_state(S, h0, normalize ? z0 : nullptr, bh, Dk, Dv, W);
+      for (int64_t c = 0; c < NC; ++c) {
+        const int64_t t0 = c * C, n = std::min(C, T_ - t0);
+        const int64_t row = (b * T_ + t0) * H + h;  // first token's (b, t, h) row
+        std::copy(S, S + Dk * W, saved + (bh * NC + c) * Dk * W);
+
+        const T* Qp = q + row * Dk;
+        const T* Kp = k + row * Dk;
+        int64_t ldq = ldk;
+        if (gather_qk) {
+          gather_feature(Qc, Qp, n, Dk, ldk, phi);
+          gather_feature(Kc, Kp, n, Dk, ldk, phi);
+          Qp = Qc, Kp = Kc, ldq = Dk;
+        }
+        const T* Vp = v + row * Dv;
+        int64_t ldvp = ldv;
+        T* Op = o + row * Dv;
+        int64_t ldo = ldv;
+        if (normalize) {
+          for (int64_t i = 0; i < n; ++i) {
+            std::copy(Vp + i * ldv, Vp + i * ldv + Dv, Vc + i * W);
+            Vc[i * W + Dv] = T(1);
+          }
+          Vp = Vc, ldvp = W, Op = Oc, ldo = W;
+        }
+        // P = M ⊙ Q K^T
+        gemm<T>(false, true, n, n, Dk, T(1), Qp, ldq, Kp, ldq, T(0), P, C);
+        mask_upper(P, n, C);
+        // O' = s (Q S0' + P V')
+        gemm<T>(false, false, n, W, Dk, s, Qp, ldq, S, W, T(0), Op, ldo);
+        gemm<T>(false, false, n, W, n, s, P, C, Vp, ldvp, T(1), Op, ldo);
+        if (normalize)
+          for (int64_t i = 0; i < n; ++i) {
+            const T inv = T(1) / (Oc[i * W + Dv] + T(kLinearAttnEps));
+            for (int64_t j = 0; j < Dv; ++j) o[(row + i * H) * Dv + j] = Oc[i * W + j] * inv;
+          }
+        // S1' = S0' + K^T V'
+        gemm<T>(true, false, Dk, W, n, T(1), Kp, ldq, Vp, ldvp, T(1), S, W);
+      }
+      store_state(ht, normalize ? zT : nullptr, S, bh, Dk, Dv, W, false);
+    }
+  }
+}
+
+template <class T>
+void linear_attn_chunk_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T* saved, const T* q, const T* k,
+                                const T* v, const T* do_, const T* dht, const T* dzT, int64_t B, int64_t T_,
+                                int64_t H, int64_t Dk, int64_t Dv, T scale, FeatureMap phi, bool normalize,
+                                int64_t chunk_size) {
+  LINATTN_CHECK(chunk_size >= 1, "linear attention: chunk_size must be >= 1, got ", chunk_size);
+  const int64_t C = chunk_size, NC = num_chunks(T_, C), W = Dv + (normalize ? 1 : 0);
+  const int64_t ldk = H * Dk, ldv = H * Dv;
+  const bool gather_qk = phi != FeatureMap::identity;
+  const T s = normalize ? T(1) : scale;
+#pragma omp parallel if (worth_threads(B, T_, H, Dk, Dv))
+  {
+    std::vector<T> buf(4 * C * Dk + 2 * C * C + 4 * C * W + Dk * W);  // per-thread scratch, once per call
+    T* Qc = buf.data();    // [C, Dk] phi(q)
+    T* Kc = Qc + C * Dk;   // [C, Dk] phi(k)
+    T* dQc = Kc + C * Dk;  // [C, Dk] gradient wrt phi(q)
+    T* dKc = dQc + C * Dk; // [C, Dk] gradient wrt phi(k)
+    T* P = dKc + C * Dk;   // [C, C]
+    T* dP = P + C * C;     // [C, C]
+    T* Vc = dP + C * C;    // [C, W] [v | 1] (normalized)
+    T* Oc = Vc + C * W;    // [C, W] numerator | denominator (normalized)
+    T* dOc = Oc + C * W;   // [C, W] their gradients (normalized)
+    T* dVc = dOc + C * W;  // [C, W] gradient wrt [v | 1] (normalized)
+    T* dS = dVc + C * W;   // [Dk, W] gradient wrt the state after the current chunk
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      load_state(dS, dht, normalize ? dzT : nullptr, bh, Dk, Dv, W);
+      for (int64_t c = NC - 1; c >= 0; --c) {
+        const int64_t t0 = c * C, n = std::min(C, T_ - t0);
+        const int64_t row = (b * T_ + t0) * H + h;
+        const T* S0 = saved + (bh * NC + c) * Dk * W;  // [Dk, W]
+
+        // Operands as in the forward; with the identity map the gradients of Q and K go straight into
+        // dq, dk (accumulating), otherwise into scratch and then through phi'.
+        const T* Qp = q + row * Dk;
+        const T* Kp = k + row * Dk;
+        int64_t ldq = ldk;
+        T* dQp = dq + row * Dk;
+        T* dKp = dk + row * Dk;
+        int64_t lddq = ldk;
+        T beta_dqk = T(1);
+        if (gather_qk) {
+          gather_feature(Qc, Qp, n, Dk, ldk, phi);
+          gather_feature(Kc, Kp, n, Dk, ldk, phi);
+          Qp = Qc, Kp = Kc, ldq = Dk;
+          dQp = dQc, dKp = dKc, lddq = Dk, beta_dqk = T(0);
+        }
+        const T* Vp = v + row * Dv;
+        int64_t ldvp = ldv;
+        const T* dOp = do_ + row * Dv;
+        int64_t lddo = ldv;
+        T* dVp = dv + row * Dv;
+        int64_t lddv = ldv;
+        T beta_dv = T(1);
+
+        // P = M ⊙ Q K^T (recomputed)
+        gemm<T>(false, true, n, n, Dk, T(1), Qp, ldq, Kp, ldq, T(0), P, C);
+        mask_upper(P, n, C);
+        if (normalize) {
+          for (int64_t i = 0; i < n; ++i) {
+            std::copy(Vp + i * ldv, Vp + i * ldv + Dv, Vc + i * W);
+            Vc[i * W + Dv] = T(1);
+          }
+          Vp = Vc, ldvp = W;
+          // Recompute O' = Q S0' + P V' (numerator | denominator), then
+          // forward: o = num / den  =>  dnum = do / den,  dden = -(do . num) / den^2
+          gemm<T>(false, false, n, W, Dk, T(1), Qp, ldq, S0, W, T(0), Oc, W);
+          gemm<T>(false, false, n, W, n, T(1), P, C, Vc, W, T(1), Oc, W);
+          for (int64_t i = 0; i < n; ++i) {
+            const T* doi = do_ + (row + i * H) * Dv;
+            const T inv = T(1) / (Oc[i * W + Dv] + T(kLinearAttnEps));
+            T do_num = 0;
+            for (int64_t j = 0; j < Dv; ++j) {
+              dOc[i * W + j] = doi[j] * inv;
+              do_num += doi[j] * Oc[i * W + j];
+            }
+            dOc[i * W + Dv] = -do_num * inv * inv;
+          }
+          dOp = dOc, lddo = W, dVp = dVc, lddv = W, beta_dv = T(0);
+        }
+
+        // forward: O' = s (Q S0' + P V'), P = M ⊙ Q K^T, S1' = S0' + K^T V'
+        // dP = s M ⊙ (dO' V'^T)
+        gemm<T>(false, true, n, n, W, s, dOp, lddo, Vp, ldvp, T(0), dP, C);
+        mask_upper(dP, n, C);
+        // dV' = s P^T dO' + K dS1'
+        gemm<T>(true, false, n, W, n, s, P, C, dOp, lddo, beta_dv, dVp, lddv);
+        gemm<T>(false, false, n, W, Dk, T(1), Kp, ldq, dS, W, T(1), dVp, lddv);
+        // dQ = s dO' S0'^T + dP K
+        gemm<T>(false, true, n, Dk, W, s, dOp, lddo, S0, W, beta_dqk, dQp, lddq);
+        gemm<T>(false, false, n, Dk, n, T(1), dP, C, Kp, ldq, T(1), dQp, lddq);
+        // dK = dP^T Q + V' dS1'^T
+        gemm<T>(true, false, n, Dk, n, T(1), dP, C, Qp, ldq, beta_dqk, dKp, lddq);
+        gemm<T>(false, true, n, Dk, W, T(1), Vp, ldvp, dS, W, T(1), dKp, lddq);
+        // dS0' = s Q^T dO' + dS1'
+        gemm<T>(true, false, Dk, W, n, s, Qp, ldq, dOp, lddo, T(1), dS, W);
+
+        if (normalize)  // the ones column of V' is a constant: drop its gradient
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < Dv; ++j) dv[(row + i * H) * Dv + j] += dVc[i * W + j];
+        if (gather_qk) {  // forward: Q = phi(q), K = phi(k)
+          scatter_feature_grad(dq + row * Dk, dQc, q + row * Dk, n, Dk, ldk, phi);
+          scatter_feature_grad(dk + row * Dk, dKc, k + row * Dk, n, Dk, ldk, phi);
+        }
+      }
+      store_state(dh0, normalize ? dz0 : nullptr, dS, bh, Dk, Dv, W, true);
+    }
+  }
+}
+
+#define LINATTN_INSTANTIATE(T)                                                                                     \
+  template void linear_attn_recurrent_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*,      \
+                                                 int64_t, int64_t, int64_t, int64_t, int64_t, T, FeatureMap, bool); \
+  template void linear_attn_recurrent_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,       \
+                                                  const T*, const T*, const T*, const T*, int64_t, int64_t,        \
+                                                  int64_t, int64_t, int64_t, T, FeatureMap, bool);                  \
+  template void linear_attn_chunk_forward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,      \
+                                             int64_t, int64_t, int64_t, int64_t, int64_t, T, FeatureMap, bool,      \
+                                             int64_t);                                                              \
+  template void linear_attn_chunk_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,           \
+                                              const T*, const T*, const T*, int64_t, int64_t, int64_t, int64_t,     \
+                                              int64_t, T, FeatureMap, bool, int64_t);
+LINATTN_INSTANTIATE(float)
+LINATTN_INSTANTIATE(double)
+#undef LINATTN_INSTANTIATE
+
+}  // namespace linattn::cpu
