@@ -1,0 +1,291 @@
+#include "autograd/mixers.h"
+
+#include <cmath>
+
+#include "autograd/op_support.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/deltanet.h"
+#include "kernels/cpu/rope.h"
+
+namespace linattn::ops {
+
+using detail::check_inputs;
+using detail::data_or_null;
+using detail::grad_or_null;
+
+namespace {
+
+struct Sizes {
+  int64_t B, T, H, dk, dv;
+};
+
+std::string shape_list(std::initializer_list<std::pair<const char*, const Variable*>> named) {
+  std::string s;
+  for (auto& [name, v] : named)
+    if (v->defined()) s += std::string(s.empty() ? "" : ", ") + name + " " + v->value().str();
+  return s;
+}
+
+// q, k [B, T, H, dk], v [B, T, H, dv], h0 [B, H, dk, dv] (optional).
+Sizes check_qkv(const char* op, const Variable& q, const Variable& k, const Variable& v, const Variable& h0) {
+  auto shapes = [&] { return shape_list({{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}); };
+  LINATTN_CHECK(q.shape().ndim() == 4 && k.shape() == q.shape() && v.shape().ndim() == 4 &&
+                    v.shape()[0] == q.shape()[0] && v.shape()[1] == q.shape()[1] && v.shape()[2] == q.shape()[2],
+                op, ": expected q, k [B, T, H, dk] and v [B, T, H, dv], got ", shapes());
+  Sizes s{q.shape()[0], q.shape()[1], q.shape()[2], q.shape()[3], v.shape()[3]};
+  if (h0.defined())
+    LINATTN_CHECK(h0.shape() == (Shape{s.B, s.H, s.dk, s.dv}), op, ": initial state h0 should be [", s.B, ", ", s.H,
+                  ", ", s.dk, ", ", s.dv, "], got ", shapes());
+  return s;
+}
+
+// Throws naming the op, the input and the first bad entry when a value is NaN or outside [lo, hi].
+void check_values(const char* op, const char* name, const Variable& x, double lo, double hi, const char* range) {
+  if (!x.defined()) return;
+  dispatch_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* p = x.value().data<T>();
+    const int64_t n = x.value().numel();
+    int64_t bad = n;
+#pragma omp parallel for reduction(min : bad) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i)
+      if (!(p[i] >= lo && p[i] <= hi)) bad = std::min(bad, i);
+    if (bad < n)
+      LINATTN_FAIL(op, ": ", name, " ", x.value().str(), " has the value ", double(p[bad]), " at flat index ", bad,
+                   "; ", name, " must be ", range);
+  });
+}
+
+void check_finite(const char* op, const char* name, const Variable& x) {
+  check_values(op, name, x, -INFINITY, INFINITY, "finite (a NaN or Inf reached the mixer)");
+}
+
+double resolve_scale(const MixerOptions& o, int64_t dk) { return o.scale != 0 ? o.scale : 1.0 / std::sqrt(double(dk)); }
+
+// The gradient buffer of v: its real gradient when it needs one, else throw-away zeros.
+template <class T>
+T* grad_or_scratch(const Variable& v) {
+  if (v.requires_grad()) return v.ensure_grad().template data<T>();
+  return Tensor::scratch_zeros(v.shape(), v.dtype()).template data<T>();
+}
+
+template <class T>
+const T* grad_data_or_null(const Variable& v) {
+  return v.defined() && v.grad().defined() ? v.grad().template data<T>() : nullptr;
+}
+
+// The upstream gradient of the output o: zeros when nothing used o.
+template <class T>
+const T* grad_or_zeros(const Variable& o) {
+  if (o.grad().defined()) return o.grad().template data<T>();
+  return Tensor::scratch_zeros(o.shape(), o.dtype()).template data<T>();
+}
+
+}  // namespace
+
+MixerOutput linear_attention(const Variable& q, const Variable& k, const Variable& v, const Variable& h0,
+                             cpu::FeatureMap phi, bool normalize, const MixerOptions& options, const Variable& z0) {
+  const char* op = "linear_attention";
+  check_inputs(op, {&q, &k, &v, &h0, &z0});
+  Sizes s = check_qkv(op, q, k, v, h0);
+  if (z0.defined()) {
+    LINATTN_CHECK(normalize, op, ": z0 is the normalizer state of the normalized form; pass normalize = true");
+    LINATTN_CHECK(z0.shape() == (Shape{s.B, s.H, s.dk}), op, ": z0 should be [", s.B, ", ", s.H, ", ", s.dk, "], got ",
+                  z0.value().str());
+  }
+  for (auto [name, x] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}}) check_finite(op, name, *x);
+  const double scale = resolve_scale(options, s.dk);
+  const bool chunk = options.form == MixerForm::chunk;
+  DType dt = q.dtype();
+  Tensor o = Tensor::scratch({s.B, s.T, s.H, s.dv}, dt);
+  Tensor ht = Tensor::scratch({s.B, s.H, s.dk, s.dv}, dt);
+  Tensor zt = normalize ? Tensor::scratch({s.B, s.H, s.dk}, dt) : Tensor();
+  Tensor saved;
+  if (chunk)
+    saved = Tensor::scratch({cpu::linear_attn_chunk_saved_size(s.B, s.T, s.H, s.dk, s.dv, normalize, options.chunk_size)},
+                            dt);
+  dispatch_float(dt, [&](auto zero) {
+    using T = decltype(zero);
+    T* zt_p = normalize ? zt.data<T>() : nullptr;
+    if (chunk)
+      cpu::linear_attn_chunk_forward<T>(o.data<T>(), ht.data<T>(), zt_p, saved.data<T>(), q.value().data<T>(),
+                                        k.value().data<T>(), v.value().data<T>(), data_or_null<T>(h0),
+                                        data_or_null<T>(z0), s.B, s.T, s.H, s.dk, s.dv, T(scale), phi, normalize,
+                                        options.chunk_size);
+    else
+      cpu::linear_attn_recurrent_forward<T>(o.data<T>(), ht.data<T>(), zt_p, q.value().data<T>(), k.value().data<T>(),
+                                            v.value().data<T>(), data_or_null<T>(h0), data_or_null<T>(z0), s.B, s.T,
+                                            s.H, s.dk, s.dv, T(scale), phi, normalize);
+  });
+  const bool rg = needs_grad({&q, &k, &v, &h0, &z0});
+  MixerOutput out{Variable(o, rg), Variable(ht, rg), normalize ? Variable(zt, rg) : Variable()};
+  if (rg)
+    record([q, k, v, h0, z0, out, saved, s, scale, phi, normalize, options, chunk] {
+      dispatch_float(q.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        T* dz0 = normalize ? grad_or_null<T>(z0) : nullptr;
+        const T* dzt = normalize ? grad_data_or_null<T>(out.zt) : nullptr;
+        if (chunk)
+          cpu::linear_attn_chunk_backward<T>(grad_or_scratch<T>(q), grad_or_scratch<T>(k), grad_or_scratch<T>(v),
+                                             grad_or_null<T>(h0), dz0, saved.data<T>(), q.value().data<T>(),
+                                             k.value().data<T>(), v.value().data<T>(), grad_or_zeros<T>(out.o),
+                                             grad_data_or_null<T>(out.ht), dzt, s.B, s.T, s.H, s.dk, s.dv, T(scale),
+                                             phi, normalize, options.chunk_size);
+        else
+          cpu::linear_attn_recurrent_backward<T>(grad_or_scratch<T>(q), grad_or_scratch<T>(k), grad_or_scratch<T>(v),
+                                                 grad_or_null<T>(h0), dz0, q.value().data<T>(), k.value().data<T>(),
+                                                 v.value().data<T>(), data_or_null<T>(h0), data_or_null<T>(z0),
+                                                 grad_or_zeros<T>(out.o), grad_data_or_null<T>(out.ht), dzt, s.B, s.T,
+                                                 s.H, s.dk, s.dv, T(scale), phi, normalize);
+      });
+    });
+  return out;
+}
+
+// DeltaNet and Gated DeltaNet share everything but the decay input.
+static MixerOutput delta_rule(const char* op, const Variable& q, const Variable& k, const Variable& v,
+                              const Variable& beta, const Variable& a, const Variable& h0,
+                              const MixerOptions& options) {
+  const bool gated = a.defined();
+  check_inputs(op, {&q, &k, &v, &beta, &a, &h0});
+  Sizes s = check_qkv(op, q, k, v, h0);
+  LINATTN_CHECK(beta.shape() == (Shape{s.B, s.T, s.H}), op, ": beta should be [B, T, H] = [", s.B, ", ", s.T, ", ",
+                s.H, "], got ", beta.value().str());
+  if (gated)
+    LINATTN_CHECK(a.shape() == (Shape{s.B, s.T, s.H}), op, ": the log-decay a should be [B, T, H] = [", s.B, ", ", s.T,
+                  ", ", s.H, "], got ", a.value().str());
+  for (auto [name, x] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}) check_finite(op, name, *x);
+  // [0, 1] rather than (0, 1): a float32 sigmoid rounds to exactly 1 for inputs above ~17, and the
+  // delta rule is well defined there.
+  check_values(op, "beta", beta, 0.0, 1.0, "in [0, 1] (make it with a sigmoid)");
+  if (gated) check_values(op, "a", a, -INFINITY, 0.0, "a finite log-decay <= 0");
+  const double scale = resolve_scale(options, s.dk);
+  const bool chunk = options.form == MixerForm::chunk;
+  DType dt = q.dtype();
+  Tensor o = Tensor::scratch({s.B, s.T, s.H, s.dv}, dt);
+  Tensor ht = Tensor::scratch({s.B, s.H, s.dk, s.dv}, dt);
+  Tensor saved;
+  if (chunk) saved = Tensor::scratch({cpu::deltanet_chunk_saved_size(s.B, s.T, s.H, s.dk, s.dv, options.chunk_size)}, dt);
+  dispatch_float(dt, [&](auto zero) {
+    using T = decltype(zero);
+    const T *Q = q.value().data<T>(), *K = k.value().data<T>(), *V = v.value().data<T>();
+    const T* Bt = beta.value().data<T>();
+    if (gated && chunk)
+      cpu::gated_deltanet_chunk_forward<T>(o.data<T>(), ht.data<T>(), saved.data<T>(), Q, K, V, Bt, a.value().data<T>(),
+                                           data_or_null<T>(h0), s.B, s.T, s.H, s.dk, s.dv, T(scale), options.chunk_size);
+    else if (gated)
+      cpu::gated_deltanet_recurrent_forward<T>(o.data<T>(), ht.data<T>(), Q, K, V, Bt, a.value().data<T>(),
+                                               data_or_null<T>(h0), s.B, s.T, s.H, s.dk, s.dv, T(scale));
+    else if (chunk)
+      cpu::deltanet_chunk_forward<T>(o.data<T>(), ht.data<T>(), saved.data<T>(), Q, K, V, Bt, data_or_null<T>(h0), s.B,
+                                     s.T, s.H, s.dk, s.dv, T(scale), options.chunk_size);
+    else
+      cpu::deltanet_recurrent_forward<T>(o.data<T>(), ht.data<T>(), Q, K, V, Bt, data_or_null<T>(h0), s.B, s.T, s.H,
+                                         s.dk, s.dv, T(scale));
+  });
+  const bool rg = needs_grad({&q, &k, &v, &beta, &a, &h0});
+  MixerOutput out{Variable(o, rg), Variable(ht, rg), {}};
+  if (rg)
+    record([q, k, v, beta, a, h0, out, saved, s, scale, options, chunk, gated] {
+      dispatch_float(q.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        T *dq = grad_or_scratch<T>(q), *dk = grad_or_scratch<T>(k), *dv = grad_or_scratch<T>(v);
+        T* dbeta = grad_or_scratch<T>(beta);
+        T* dh0 = grad_or_null<T>(h0);
+        const T *Q = q.value().data<T>(), *K = k.value().data<T>(), *V = v.value().data<T>();
+        const T* Bt = beta.value().data<T>();
+        const T* dO = grad_or_zeros<T>(out.o);
+        const T* dHt = grad_data_or_null<T>(out.ht);
+        if (gated && chunk)
+          cpu::gated_deltanet_chunk_backward<T>(dq, dk, dv, dbeta, grad_or_scratch<T>(a), dh0, saved.data<T>(), Q, K, V,
+                                                Bt, a.value().data<T>(), data_or_null<T>(h0), dO, dHt, s.B, s.T, s.H,
+                                                s.dk, s.dv, T(scale), options.chunk_size);
+        else if (gated)
+          cpu::gated_deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, grad_or_scratch<T>(a), dh0, Q, K, V, Bt,
+                                                    a.value().data<T>(), data_or_null<T>(h0), dO, dHt, s.B, s.T, s.H,
+                                                    s.dk, s.dv, T(scale));
+        else if (chunk)
+          cpu::deltanet_chunk_backward<T>(dq, dk, dv, dbeta, dh0, saved.data<T>(), Q, K, V, Bt, data_or_null<T>(h0), dO,
+                                          dHt, s.B, s.T, s.H, s.dk, s.dv, T(scale), options.chunk_size);
+        else
+          cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, dh0, Q, K, V, Bt, data_or_null<T>(h0), dO, dHt, s.B,
+                                              s.T, s.H, s.dk, s.dv, T(scale));
+      });
+    });
+  return out;
+}
+
+MixerOutput deltanet(const Variable& q, const Variable& k, const Variable& v, const Variable& beta,
+                     const Variable& h0, const MixerOptions& options) {
+  return delta_rule("deltanet", q, k, v, beta, Variable(), h0, options);
+}
+
+MixerOutput gated_deltanet(const Variable& q, const Variable& k, const Variable& v, const Variable& beta,
+                           const Variable& a, const Variable& h0, const MixerOptions& options) {
+  LINATTN_CHECK(a.defined(), "gated_deltanet: the log-decay a is required");
+  return delta_rule("gated_deltanet", q, k, v, beta, a, h0, options);
+}
+
+Variable attention(const Variable& q, const Variable& k, const Variable& v, int64_t window, double scale) {
+  const char* op = "attention";
+  check_inputs(op, {&q, &k, &v});
+  auto shapes = [&] { return shape_list({{"q", &q}, {"k", &k}, {"v", &v}}); };
+  LINATTN_CHECK(q.shape().ndim() == 4 && k.shape().ndim() == 4 && v.shape().ndim() == 4, op,
+                ": expected q [B, T, H, dk], k [B, T, Hkv, dk], v [B, T, Hkv, dv], got ", shapes());
+  const int64_t B = q.shape()[0], T_ = q.shape()[1], H = q.shape()[2], dk = q.shape()[3];
+  const int64_t Hkv = k.shape()[2], dv = v.shape()[3];
+  LINATTN_CHECK(k.shape()[0] == B && k.shape()[1] == T_ && k.shape()[3] == dk && v.shape()[0] == B &&
+                    v.shape()[1] == T_ && v.shape()[2] == Hkv,
+                op, ": mismatched shapes ", shapes());
+  LINATTN_CHECK(Hkv >= 1 && H % Hkv == 0, op, ": the query heads (", H, ") must be a multiple of the key/value heads (",
+                Hkv, ")");
+  LINATTN_CHECK(window >= 0, op, ": window_size ", window, " must be positive (or 0 for global attention)");
+  for (auto [name, x] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}}) check_finite(op, name, *x);
+  const double sc = scale != 0 ? scale : 1.0 / std::sqrt(double(dk));
+  DType dt = q.dtype();
+  Tensor o = Tensor::scratch({B, T_, H, dv}, dt);
+  Tensor lse = Tensor::scratch({B, H, T_}, dt);
+  dispatch_float(dt, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::attention_forward<T>(o.data<T>(), lse.data<T>(), q.value().data<T>(), k.value().data<T>(),
+                              v.value().data<T>(), B, T_, H, Hkv, dk, dv, window, T(sc));
+  });
+  Variable out(o, needs_grad({&q, &k, &v}));
+  if (out.requires_grad())
+    record([q, k, v, out, lse, B, T_, H, Hkv, dk, dv, window, sc] {
+      if (!out.grad().defined()) return;
+      dispatch_float(q.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        cpu::attention_backward<T>(grad_or_scratch<T>(q), grad_or_scratch<T>(k), grad_or_scratch<T>(v),
+                                   q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
+                                   out.value().data<T>(), lse.data<T>(), out.grad().data<T>(), B, T_, H, Hkv, dk, dv,
+                                   window, T(sc));
+      });
+    });
+  return out;
+}
+
+Variable rope(const Variable& x, double theta, int64_t offset) {
+  check_inputs("rope", {&x});
+  LINATTN_CHECK(x.shape().ndim() == 4 && x.shape()[3] % 2 == 0, "rope: expected x [B, T, H, d] with d even, got ",
+                x.value().str());
+  LINATTN_CHECK(theta > 0, "rope: theta must be positive, got ", theta);
+  const int64_t B = x.shape()[0], T_ = x.shape()[1], H = x.shape()[2], d = x.shape()[3];
+  Tensor y = Tensor::scratch(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    cpu::rope_forward<T>(y.data<T>(), x.value().data<T>(), B, T_, H, d, offset, theta);
+  });
+  Variable out(y, needs_grad({&x}));
+  if (out.requires_grad())
+    record([x, out, B, T_, H, d, offset, theta] {
+      if (!out.grad().defined()) return;
+      dispatch_float(x.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        cpu::rope_backward<T>(x.ensure_grad().data<T>(), out.grad().data<T>(), B, T_, H, d, offset, theta);
+      });
+    });
+  return out;
+}
+
+}  // namespace linattn::ops
