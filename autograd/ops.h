@@ -11,6 +11,7 @@ namespace linattn::ops {
 
 Variable add(const Variable& a, const Variable& b);
 Variable mul(const Variable& a, const Variable& b);
+Variable scale(const Variable& x, double c);  // c * x
 Variable activation(cpu::Activation f, const Variable& x);
 inline Variable silu(const Variable& x) { return activation(cpu::Activation::silu, x); }
 inline Variable sigmoid(const Variable& x) { return activation(cpu::Activation::sigmoid, x); }

@@ -52,6 +52,25 @@ Variable mul(const Variable& a, const Variable& b) {
   return out;
 }
 
+Variable scale(const Variable& x, double c) {
+  check_inputs("scale", {&x});
+  Tensor y = Tensor::scratch(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    cpu::scale_forward(y.data<T>(), x.value().data<T>(), T(c), y.numel());
+  });
+  Variable out(y, needs_grad({&x}));
+  if (out.requires_grad())
+    record([x, out, c] {
+      if (!out.grad().defined()) return;
+      dispatch_float(x.dtype(), [&](auto zero) {  // forward: y = c x  =>  dx += c dy
+        using T = decltype(zero);
+        cpu::axpy(x.ensure_grad().data<T>(), T(c), out.grad().data<T>(), x.value().numel());
+      });
+    });
+  return out;
+}
+
 Variable activation(cpu::Activation f, const Variable& x) {
   check_inputs(cpu::activation_name(f), {&x});
   Tensor y = Tensor::scratch(x.shape(), x.dtype());

@@ -34,6 +34,18 @@ void mul_backward(T* da, T* db, const T* a, const T* b, const T* dy, int64_t n) 
   }
 }
 
+template <class T>
+void scale_forward(T* y, const T* x, T c, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = c * x[i];
+}
+
+template <class T>
+void axpy(T* y, T c, const T* x, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] += c * x[i];
+}
+
 const char* activation_name(Activation a) {
   switch (a) {
     case Activation::silu: return "silu";
@@ -135,6 +147,8 @@ void swiglu_backward(T* dgate, T* dup, const T* gate, const T* up, const T* dy, 
   template void add_forward<T>(T*, const T*, const T*, int64_t);                           \
   template void add_inplace<T>(T*, const T*, int64_t);                                     \
   template void mul_forward<T>(T*, const T*, const T*, int64_t);                           \
+  template void scale_forward<T>(T*, const T*, T, int64_t);                                \
+  template void axpy<T>(T*, T, const T*, int64_t);                                         \
   template void mul_backward<T>(T*, T*, const T*, const T*, const T*, int64_t);            \
   template void activation_forward<T>(Activation, T*, const T*, int64_t);                  \
   template void activation_backward<T>(Activation, T*, const T*, const T*, int64_t);       \

@@ -15,6 +15,11 @@ template <class T> void add_inplace(T* y, const T* x, int64_t n);
 template <class T> void mul_forward(T* y, const T* a, const T* b, int64_t n);
 template <class T> void mul_backward(T* da, T* db, const T* a, const T* b, const T* dy, int64_t n);
 
+// forward: y = c x  =>  dx += c dy (the backward is scale_forward into a buffer, then add; or axpy)
+template <class T> void scale_forward(T* y, const T* x, T c, int64_t n);
+// y += c x
+template <class T> void axpy(T* y, T c, const T* x, int64_t n);
+
 enum class Activation { silu, sigmoid, logsigmoid, elu1, relu };
 const char* activation_name(Activation a);
 

@@ -21,6 +21,11 @@ TEST(GradCheck, Mul) {
                          {random_tensor({2, 3, 4}, rng), random_tensor({2, 3, 4}, rng)}, rng);
 }
 
+TEST(GradCheck, Scale) {
+  Rng rng(15);
+  expect_gradients_match([](const V& x) { return ops::scale(x[0], -0.0625); }, {random_tensor({3, 4}, rng)}, rng);
+}
+
 TEST(GradCheck, Activations) {
   for (cpu::Activation f : {cpu::Activation::silu, cpu::Activation::sigmoid, cpu::Activation::logsigmoid,
                             cpu::Activation::elu1, cpu::Activation::relu}) {

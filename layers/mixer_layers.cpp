@@ -1,0 +1,238 @@
+#include "layers/mixer_layers.h"
+
+#include <cmath>
+
+#include "autograd/mixers.h"
+
+namespace linattn {
+
+namespace {
+
+// [B, T, H*d] -> [B, T, H, d]
+Variable heads(const Variable& x, int64_t H) {
+  const Shape& s = x.shape();
+  return ops::view(x, {s[0], s[1], H, s[2] / H});
+}
+// [B, T, H, d] -> [B, T, H*d]
+Variable merge_heads(const Variable& x) {
+  const Shape& s = x.shape();
+  return ops::view(x, {s[0], s[1], s[2] * s[3]});
+}
+
+int64_t scaled_dim(double expand, int64_t hidden) { return int64_t(std::llround(expand * double(hidden))); }
+
+// Chunkwise linear mixers: per head and token, the forward does C (hk + hv) multiply-adds within the
+// chunk and 2 hk hv against the state; backward about twice the forward.
+double chunk_mixing_flops(int64_t H, int64_t hk, int64_t hv, int64_t C) {
+  return 3.0 * 2.0 * double(H) * (double(C) * double(hk + hv) + 2.0 * double(hk * hv));
+}
+
+ops::MixerOptions chunk_options(const ModelConfig& c) {
+  ops::MixerOptions o;
+  o.chunk_size = c.chunk_size;
+  return o;
+}
+
+class LinearAttentionLayer : public MixerLayer {
+ public:
+  LinearAttentionLayer(Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec,
+                       double std, double out_std)
+      : H_(spec.num_heads), C_(c.chunk_size), options_(chunk_options(c)), normalize_(c.normalize) {
+    key_dim_ = scaled_dim(c.resolved_expand_k(spec.mixer), c.hidden_size);
+    value_dim_ = scaled_dim(c.expand_v, c.hidden_size);
+    phi_ = c.feature_map == "identity" ? cpu::FeatureMap::identity
+           : c.feature_map == "relu"   ? cpu::FeatureMap::relu
+                                       : cpu::FeatureMap::elu1;
+    q_proj_ = Linear(p, prefix + ".q_proj", c.hidden_size, key_dim_, std);
+    k_proj_ = Linear(p, prefix + ".k_proj", c.hidden_size, key_dim_, std);
+    v_proj_ = Linear(p, prefix + ".v_proj", c.hidden_size, value_dim_, std);
+    norm_ = RMSNorm(p, prefix + ".norm", value_dim_ / H_, c.norm_eps);
+    o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
+  }
+  Variable forward(const Parameters& p, const Variable& x) const override {
+    Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
+    Variable o = ops::linear_attention(q, k, v, {}, phi_, normalize_, options_).o;
+    return o_proj_(p, merge_heads(norm_(p, o)));
+  }
+  double mixing_flops_per_token(int64_t) const override {
+    return chunk_mixing_flops(H_, key_dim_ / H_, value_dim_ / H_, C_);
+  }
+
+ private:
+  int64_t H_, C_, key_dim_ = 0, value_dim_ = 0;
+  ops::MixerOptions options_;
+  bool normalize_;
+  cpu::FeatureMap phi_;
+  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  RMSNorm norm_;
+};
+
+// GLA and RetNet share the output path o_proj(RMSNorm(o) * silu(g_proj(x))); they differ in the gate.
+class GatedLayer : public MixerLayer {
+ public:
+  GatedLayer(Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
+             double out_std, bool retnet)
+      : H_(spec.num_heads), C_(c.chunk_size), options_(chunk_options(c)), retnet_(retnet) {
+    key_dim_ = scaled_dim(c.resolved_expand_k(spec.mixer), c.hidden_size);
+    value_dim_ = scaled_dim(c.expand_v, c.hidden_size);
+    q_proj_ = Linear(p, prefix + ".q_proj", c.hidden_size, key_dim_, std);
+    k_proj_ = Linear(p, prefix + ".k_proj", c.hidden_size, key_dim_, std);
+    v_proj_ = Linear(p, prefix + ".v_proj", c.hidden_size, value_dim_, std);
+    g_proj_ = Linear(p, prefix + ".g_proj", c.hidden_size, value_dim_, std);
+    if (!retnet_) {
+      gk_low_ = Linear(p, prefix + ".gk_proj.0", c.hidden_size, kGateLowRank, std);
+      gk_up_ = Linear(p, prefix + ".gk_proj.1", kGateLowRank, key_dim_, std, /*with_bias=*/true);
+    }
+    g_norm_ = RMSNorm(p, prefix + ".g_norm_swish_gate", value_dim_ / H_, c.norm_eps);
+    o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
+  }
+  Variable forward(const Parameters& p, const Variable& x) const override {
+    Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
+    Variable g = retnet_ ? Variable(retnet_gate(q.shape(), x.dtype()))
+                         : heads(ops::scale(ops::logsigmoid(gk_up_(p, gk_low_(p, x))), 1.0 / kGateNormalizer), H_);
+    Variable o = ops::gla(q, k, v, g, {}, options_).o;
+    Variable gated = ops::swiglu(heads(g_proj_(p, x), H_), g_norm_(p, o));  // silu(g_proj(x)) * RMSNorm(o)
+    return o_proj_(p, merge_heads(gated));
+  }
+  double mixing_flops_per_token(int64_t) const override {
+    // GLA's gated products cost about twice the plain ones (the decays enter every product).
+    return (retnet_ ? 1.0 : 2.0) * chunk_mixing_flops(H_, key_dim_ / H_, value_dim_ / H_, C_);
+  }
+
+ private:
+  static constexpr int64_t kGateLowRank = 16;
+  static constexpr double kGateNormalizer = 16;  // fla's gate_logit_normalizer
+
+  // RetNet's fixed decay per head, gamma_h = 1 - 2^(-5-h), as a constant log-gate.
+  Tensor retnet_gate(const Shape& s, DType dtype) const {
+    Tensor g = Tensor::scratch(s, dtype);
+    dispatch_float(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      T* p = g.data<T>();
+      const int64_t rows = s[0] * s[1], Hh = s[2], d = s[3];
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t h = 0; h < Hh; ++h) {
+          T value = T(std::log1p(-std::exp2(-5.0 - double(h))));
+          for (int64_t j = 0; j < d; ++j) p[(r * Hh + h) * d + j] = value;
+        }
+    });
+    return g;
+  }
+
+  int64_t H_, C_, key_dim_ = 0, value_dim_ = 0;
+  ops::MixerOptions options_;
+  bool retnet_;
+  Linear q_proj_, k_proj_, v_proj_, g_proj_, gk_low_, gk_up_, o_proj_;
+  RMSNorm g_norm_;
+};
+
+// DeltaNet and Gated DeltaNet: projections -> short convolution -> SiLU -> L2-normalized q, k;
+// beta = sigmoid(b_proj(x)); per-head RMSNorm of the output (gated by silu(g_proj(x)) in the gated form).
+class DeltaLayer : public MixerLayer {
+ public:
+  DeltaLayer(Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
+             double out_std, bool gated)
+      : H_(spec.num_heads), C_(c.chunk_size), options_(chunk_options(c)), gated_(gated),
+        short_conv_(c.use_short_conv) {
+    key_dim_ = scaled_dim(c.resolved_expand_k(spec.mixer), c.hidden_size);
+    value_dim_ = scaled_dim(c.expand_v, c.hidden_size);
+    q_proj_ = Linear(p, prefix + ".q_proj", c.hidden_size, key_dim_, std);
+    k_proj_ = Linear(p, prefix + ".k_proj", c.hidden_size, key_dim_, std);
+    v_proj_ = Linear(p, prefix + ".v_proj", c.hidden_size, value_dim_, std);
+    b_proj_ = Linear(p, prefix + ".b_proj", c.hidden_size, H_, std);
+    if (short_conv_) {
+      // PyTorch's default Conv1d init: uniform(+-1/sqrt(fan_in)), fan_in = the kernel width.
+      Init conv = Init::Uniform(1.0 / std::sqrt(double(c.conv_size)));
+      q_conv_ = p.add(prefix + ".q_conv1d.weight", {key_dim_, c.conv_size}, conv, false);
+      k_conv_ = p.add(prefix + ".k_conv1d.weight", {key_dim_, c.conv_size}, conv, false);
+      v_conv_ = p.add(prefix + ".v_conv1d.weight", {value_dim_, c.conv_size}, conv, false);
+    }
+    if (gated_) {
+      // The decay a = logsigmoid(a_proj(x)); the bias spreads the heads' initial decays from
+      // sigmoid(2) = 0.88 to sigmoid(6) = 0.998 per step (memories of ~8 to ~400 tokens).
+      a_proj_ = Linear(p, prefix + ".a_proj", c.hidden_size, H_, std);
+      p_a_bias_ = p.add(prefix + ".a_proj.bias", {H_}, Init::Range(2.0, 6.0), false);
+      g_proj_ = Linear(p, prefix + ".g_proj", c.hidden_size, value_dim_, std);
+    }
+    o_norm_ = RMSNorm(p, prefix + ".o_norm", value_dim_ / H_, c.norm_eps);
+    o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
+  }
+  Variable forward(const Parameters& p, const Variable& x) const override {
+    Variable q = feature(p, q_proj_(p, x), q_conv_), k = feature(p, k_proj_(p, x), k_conv_);
+    Variable v = feature(p, v_proj_(p, x), v_conv_);
+    q = ops::l2norm(heads(q, H_), 1e-6);
+    k = ops::l2norm(heads(k, H_), 1e-6);
+    v = heads(v, H_);
+    Variable beta = ops::sigmoid(b_proj_(p, x));  // [B, T, H]
+    Variable o;
+    if (gated_) {
+      Variable a = ops::logsigmoid(ops::linear(x, p[a_proj_.weight], p[p_a_bias_]));
+      o = ops::gated_deltanet(q, k, v, beta, a, {}, options_).o;
+      o = ops::swiglu(heads(g_proj_(p, x), H_), o_norm_(p, o));
+    } else {
+      o = o_norm_(p, ops::deltanet(q, k, v, beta, {}, options_).o);
+    }
+    return o_proj_(p, merge_heads(o));
+  }
+  double mixing_flops_per_token(int64_t) const override {
+    // The WY form adds K K^T, the triangular solve and W, U, W S0 to the linear-attention products.
+    return 2.0 * chunk_mixing_flops(H_, key_dim_ / H_, value_dim_ / H_, C_);
+  }
+
+ private:
+  Variable feature(const Parameters& p, const Variable& x, int conv) const {
+    return ops::silu(short_conv_ ? ops::short_conv(x, p[conv]) : x);
+  }
+  int64_t H_, C_, key_dim_ = 0, value_dim_ = 0;
+  ops::MixerOptions options_;
+  bool gated_, short_conv_;
+  Linear q_proj_, k_proj_, v_proj_, b_proj_, a_proj_, g_proj_, o_proj_;
+  int q_conv_ = -1, k_conv_ = -1, v_conv_ = -1, p_a_bias_ = -1;
+  RMSNorm o_norm_;
+};
+
+class AttentionLayer : public MixerLayer {
+ public:
+  AttentionLayer(Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
+                 double out_std)
+      : H_(spec.num_heads), Hkv_(spec.num_kv_heads), window_(spec.window_size), theta_(spec.rope_theta) {
+    head_dim_ = c.hidden_size / H_;
+    q_proj_ = Linear(p, prefix + ".q_proj", c.hidden_size, H_ * head_dim_, std);
+    k_proj_ = Linear(p, prefix + ".k_proj", c.hidden_size, Hkv_ * head_dim_, std);
+    v_proj_ = Linear(p, prefix + ".v_proj", c.hidden_size, Hkv_ * head_dim_, std);
+    o_proj_ = Linear(p, prefix + ".o_proj", H_ * head_dim_, c.hidden_size, out_std);
+  }
+  Variable forward(const Parameters& p, const Variable& x) const override {
+    Variable q = ops::rope(heads(q_proj_(p, x), H_), theta_);
+    Variable k = ops::rope(heads(k_proj_(p, x), Hkv_), theta_);
+    Variable v = heads(v_proj_(p, x), Hkv_);
+    return o_proj_(p, merge_heads(ops::attention(q, k, v, window_)));
+  }
+  double mixing_flops_per_token(int64_t T) const override {
+    // Each query meets (T + 1) / 2 keys on average (global) or at most W; q.k and p.v per key.
+    double keys = window_ > 0 ? std::min<double>(double(window_), (double(T) + 1) / 2) : (double(T) + 1) / 2;
+    return 3.0 * 2.0 * double(H_) * keys * 2.0 * double(head_dim_);
+  }
+
+ private:
+  int64_t H_, Hkv_, window_, head_dim_ = 0;
+  double theta_;
+  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+};
+
+}  // namespace
+
+std::unique_ptr<MixerLayer> make_mixer(Parameters& p, const std::string& prefix, const ModelConfig& c,
+                                       const LayerSpec& spec, double std, double out_std) {
+  switch (spec.mixer) {
+    case MixerKind::linear_attn: return std::make_unique<LinearAttentionLayer>(p, prefix, c, spec, std, out_std);
+    case MixerKind::gla: return std::make_unique<GatedLayer>(p, prefix, c, spec, std, out_std, false);
+    case MixerKind::retnet: return std::make_unique<GatedLayer>(p, prefix, c, spec, std, out_std, true);
+    case MixerKind::deltanet: return std::make_unique<DeltaLayer>(p, prefix, c, spec, std, out_std, false);
+    case MixerKind::gated_deltanet: return std::make_unique<DeltaLayer>(p, prefix, c, spec, std, out_std, true);
+    case MixerKind::attention: return std::make_unique<AttentionLayer>(p, prefix, c, spec, std, out_std);
+  }
+  LINATTN_FAIL("unknown mixer");
+}
+
+}  // namespace linattn

@@ -1,0 +1,36 @@
+// Basic modules built from autograd ops: Linear, RMSNorm, the SwiGLU MLP.
+// A module holds parameter ids; its forward takes the Parameters that own them.
+#pragma once
+
+#include "autograd/ops.h"
+#include "layers/parameters.h"
+
+namespace linattn {
+
+struct Linear {
+  int weight = -1, bias = -1;
+  int64_t in = 0, out = 0;
+  Linear() = default;
+  // weight [out, in] drawn from normal(0, std); bias zero.
+  Linear(Parameters& p, const std::string& name, int64_t in, int64_t out, double std, bool with_bias = false);
+  Variable operator()(const Parameters& p, const Variable& x) const;
+  double flops_per_row() const { return 2.0 * double(in) * double(out); }  // forward
+};
+
+struct RMSNorm {
+  int weight = -1;
+  double eps = 1e-6;
+  RMSNorm() = default;
+  RMSNorm(Parameters& p, const std::string& name, int64_t dim, double eps);
+  Variable operator()(const Parameters& p, const Variable& x) const;
+};
+
+// down(silu(gate(x)) * up(x))
+struct MLP {
+  Linear gate_proj, up_proj, down_proj;
+  MLP() = default;
+  MLP(Parameters& p, const std::string& prefix, int64_t hidden, int64_t intermediate, double std, double out_std);
+  Variable operator()(const Parameters& p, const Variable& x) const;
+};
+
+}  // namespace linattn

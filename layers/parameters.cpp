@@ -1,0 +1,43 @@
+#include "layers/parameters.h"
+
+namespace linattn {
+
+int Parameters::add(const std::string& name, const Shape& shape, Init init, bool weight_decay) {
+  LINATTN_CHECK(!allocated(), "parameter '", name, "' declared after the parameters were allocated");
+  inits_.push_back(init);
+  decay_.push_back(weight_decay);
+  return layout_.add(name, shape);
+}
+
+void Parameters::allocate(DType dtype) {
+  values_ = FlatBuffer(layout_, dtype);
+  grads_ = FlatBuffer(layout_, dtype);
+  vars_.clear();
+  for (size_t i = 0; i < values_.size(); ++i) vars_.push_back(Variable::parameter(values_[int(i)], grads_[int(i)]));
+}
+
+void Parameters::initialize(uint64_t seed) {
+  LINATTN_CHECK(allocated(), "initialize() before allocate()");
+  Rng rng(seed);
+  for (size_t i = 0; i < values_.size(); ++i) {
+    const Tensor& t = values_[int(i)];
+    const Init& init = inits_[i];
+    switch (init.kind) {
+      case Init::normal: rng.fill_normal(t, 0.0, init.a); break;
+      case Init::uniform: rng.fill_uniform(t, -init.a, init.a); break;
+      case Init::constant: t.fill_(init.a); break;
+      case Init::range:
+        dispatch_float(t.dtype(), [&](auto zero) {
+          using T = decltype(zero);
+          int64_t n = t.numel();
+          for (int64_t j = 0; j < n; ++j)
+            t.data<T>()[j] = T(n == 1 ? init.a : init.a + (init.b - init.a) * double(j) / double(n - 1));
+        });
+        break;
+    }
+  }
+}
+
+void Parameters::zero_grad() { grads_.all().zero_(); }
+
+}  // namespace linattn

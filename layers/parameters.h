@@ -1,0 +1,53 @@
+// The model's parameters: declared by name while the model is built, then laid out in one flat
+// value buffer and one flat gradient buffer (each parameter a view into both).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "core/flat_buffer.h"
+#include "core/rng.h"
+
+namespace linattn {
+
+struct Init {
+  enum Kind { normal, uniform, constant, range } kind = normal;
+  double a = 0.02;  // normal: stddev; uniform: bound (+-a); constant: the value; range: first value
+  double b = 0;     // range: last value (entries evenly spaced from a to b)
+  static Init Normal(double std) { return {normal, std, 0}; }
+  static Init Uniform(double bound) { return {uniform, bound, 0}; }
+  static Init Constant(double v) { return {constant, v, 0}; }
+  static Init Range(double first, double last) { return {range, first, last}; }
+};
+
+class Parameters {
+ public:
+  // Declares a parameter (before allocate). weight_decay: whether AdamW decays it.
+  int add(const std::string& name, const Shape& shape, Init init, bool weight_decay);
+  // Lays every declared parameter out in one value and one gradient buffer.
+  void allocate(DType dtype);
+  // Draws every parameter from its init, in declaration order, from one seeded stream.
+  void initialize(uint64_t seed);
+  void zero_grad();
+
+  const Variable& operator[](int id) const { return vars_.at(size_t(id)); }
+  size_t size() const { return layout_.entries().size(); }
+  const std::string& name(int id) const { return layout_.entries().at(size_t(id)).name; }
+  bool weight_decay(int id) const { return decay_.at(size_t(id)); }
+  int64_t count() const { return layout_.count(); }  // number of scalars
+
+  const FlatLayout& layout() const { return layout_; }
+  const FlatBuffer& values() const { return values_; }
+  const FlatBuffer& grads() const { return grads_; }
+  bool allocated() const { return values_.size() > 0; }
+
+ private:
+  FlatLayout layout_;
+  std::vector<Init> inits_;
+  std::vector<bool> decay_;
+  FlatBuffer values_, grads_;
+  std::vector<Variable> vars_;
+};
+
+}  // namespace linattn
