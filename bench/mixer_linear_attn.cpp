@@ -1,0 +1,58 @@
+// `linattn-bench mixers` entry: chunkwise linear attention (identity feature map, unnormalized,
+// chunk 64), float32 forward + backward.
+#include <cmath>
+#include <memory>
+
+#include "bench/bench.h"
+#include "core/rng.h"
+#include "kernels/cpu/linear_attn.h"
+
+namespace linattn::bench {
+namespace {
+
+struct LinearAttnBuffers {
+  Tensor q, k, v, o, ht, saved, dq, dk, dv, do_, dht, dh0;
+};
+
+constexpr int64_t kChunk = cpu::kDefaultChunkSize;
+
+std::function<void()> prepare(int64_t B, int64_t T, int64_t H, int64_t dk, int64_t dv) {
+  auto t = std::make_shared<LinearAttnBuffers>();
+  Rng rng(1);
+  auto rand = [&](const Shape& s) {
+    Tensor x = Tensor::empty(s, DType::f32);
+    rng.fill_uniform(x, -1, 1);
+    return x;
+  };
+  t->q = rand({B, T, H, dk}), t->k = rand({B, T, H, dk}), t->v = rand({B, T, H, dv});
+  t->do_ = rand({B, T, H, dv}), t->dht = rand({B, H, dk, dv});
+  t->o = Tensor::zeros({B, T, H, dv}, DType::f32), t->ht = Tensor::zeros({B, H, dk, dv}, DType::f32);
+  t->saved = Tensor::zeros({cpu::linear_attn_chunk_saved_size(B, T, H, dk, dv, false, kChunk)}, DType::f32);
+  t->dq = Tensor::zeros(t->q.shape(), DType::f32), t->dk = Tensor::zeros(t->k.shape(), DType::f32);
+  t->dv = Tensor::zeros(t->v.shape(), DType::f32), t->dh0 = Tensor::zeros({B, H, dk, dv}, DType::f32);
+  const float scale = 1.0f / std::sqrt(float(dk));
+  // Gradients accumulate across repetitions (the caller would zero them): harmless for timing.
+  return [t, B, T, H, dk, dv, scale] {
+    cpu::linear_attn_chunk_forward<float>(t->o.data<float>(), t->ht.data<float>(), nullptr, t->saved.data<float>(),
+                                          t->q.data<float>(), t->k.data<float>(), t->v.data<float>(), nullptr, nullptr,
+                                          B, T, H, dk, dv, scale, cpu::FeatureMap::identity, false, kChunk);
+    cpu::linear_attn_chunk_backward<float>(t->dq.data<float>(), t->dk.data<float>(), t->dv.data<float>(),
+                                           t->dh0.data<float>(), nullptr, t->saved.data<float>(), t->q.data<float>(),
+                                           t->k.data<float>(), t->v.data<float>(), t->do_.data<float>(),
+                                           t->dht.data<float>(), nullptr, B, T, H, dk, dv, scale,
+                                           cpu::FeatureMap::identity, false, kChunk);
+  };
+}
+
+// Dense products of the chunkwise forward + backward per (batch, head), per chunk of C tokens:
+// products with a C x C factor (Q K^T twice, dP K, dP^T Q: 2 C^2 dk each; P V, dO V^T, P^T dO: 2 C^2 dv each)
+// and the six state products (Q S, K^T V, K dS, dO S^T, V dS^T, Q^T dO: 2 C dk dv each).
+double flops(int64_t T, int64_t dk, int64_t dv) {
+  const double C = double(kChunk);
+  return double(T) * (2.0 * C * double(4 * dk + 3 * dv) + 12.0 * double(dk) * double(dv));
+}
+
+bool registered = add_mixer_bench({"linear_attn", prepare, flops});
+
+}  // namespace
+}  // namespace linattn::bench

@@ -1,0 +1,429 @@
+#include "kernels/cpu/gla.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/exp_nonpos.h"
+#include "kernels/cpu/matmul.h"
+
+namespace linattn::cpu {
+namespace {
+
+constexpr int64_t kSub = 16;  // sub-chunk length: the diagonal blocks computed pairwise
+
+int64_t num_chunks(int64_t T_, int64_t C) { return (T_ + C - 1) / C; }
+
+// Spread (batch, head) pairs over threads only when there is enough work to pay for waking them.
+bool worth_threads(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv) {
+  return B * H > 1 && B * H * T_ * Dk * Dv >= (1 << 16);
+}
+
+template <class T>
+void load_state(T* S, const T* s, int64_t bh, int64_t Dk, int64_t Dv) {
+  if (s) std::copy(s + bh * Dk * Dv, s + (bh + 1) * Dk * Dv, S);
+  else std::fill(S, S + Dk * Dv, T(0));
+}
+
+// The log-gates of one chunk of n tokens, in log space.
+// G [n, Dk]: inclusive cumulative sum of g from the chunk's start (<= 0, non-increasing down the chunk).
+// Qg = Q ⊙ e^G and Kg = K ⊙ e^(G_last - G) [n, Dk] (both exponents <= 0), e_last = e^(G_last) [Dk].
+// EG, EL (optional, [n, Dk]) keep the factors e^G and e^(G_last - G) themselves.
+template <class T>
+void chunk_gates(T* G, T* Qg, T* Kg, T* e_last, T* EG, T* EL, const T* q, const T* k, const T* g, int64_t ld,
+                 int64_t n, int64_t Dk) {
+  std::copy(g, g + Dk, G);
+  for (int64_t i = 1; i < n; ++i) {
+    const T* gi = g + i * ld;
+    const T* prev = G + (i - 1) * Dk;
+    T* Gi = G + i * Dk;
+#pragma omp simd
+    for (int64_t d = 0; d < Dk; ++d) Gi[d] = prev[d] + gi[d];
+  }
+  const T* Gl = G + (n - 1) * Dk;
+#pragma omp simd
+  for (int64_t d = 0; d < Dk; ++d) e_last[d] = exp_nonpos(Gl[d]);
+  for (int64_t i = 0; i < n; ++i) {
+    const T* Gi = G + i * Dk;
+    const T* qi = q + i * ld;
+    const T* ki = k + i * ld;
+#pragma omp simd
+    for (int64_t d = 0; d < Dk; ++d) {
+      const T eg = exp_nonpos(Gi[d]), el = exp_nonpos(Gl[d] - Gi[d]);
+      Qg[i * Dk + d] = qi[d] * eg;
+      Kg[i * Dk + d] = ki[d] * el;
+      if (EG) EG[i * Dk + d] = eg;
+      if (EL) EL[i * Dk + d] = el;
+    }
+  }
+}
+
+// Off-diagonal block of the intra-chunk scores: rows r0..n-1 against the sub-chunk columns s..s+m-1
+// (all rows after it). Anchor a = G at the sub-chunk's last position s+m-1; then
+//   A[r, j] = Σ_d (q_rd e^(G_rd - a_d)) (k_jd e^(a_d - G_jd))  with both exponents <= 0.
+// Writes Qa [n - r0, Dk], Ka [m, Dk], and their factors FQ, FK when given (the backward needs them).
+template <class T>
+void anchored_operands(T* Qa, T* Ka, T* FQ, T* FK, const T* q, const T* k, int64_t ld, const T* G, int64_t s,
+                       int64_t m, int64_t n, int64_t Dk) {
+  const T* a = G + (s + m - 1) * Dk;
+  for (int64_t jj = 0; jj < m; ++jj) {
+    const T* Gj = G + (s + jj) * Dk;
+    const T* kj = k + (s + jj) * ld;
+#pragma omp simd
+    for (int64_t d = 0; d < Dk; ++d) {
+      const T f = exp_nonpos(a[d] - Gj[d]);
+      Ka[jj * Dk + d] = kj[d] * f;
+      if (FK) FK[jj * Dk + d] = f;
+    }
+  }
+  for (int64_t r = s + m; r < n; ++r) {
+    const T* Gr = G + r * Dk;
+    const T* qr = q + r * ld;
+    T* out = Qa + (r - s - m) * Dk;
+#pragma omp simd
+    for (int64_t d = 0; d < Dk; ++d) {
+      const T f = exp_nonpos(Gr[d] - a[d]);
+      out[d] = qr[d] * f;
+      if (FQ) FQ[(r - s - m) * Dk + d] = f;
+    }
+  }
+}
+
+// Intra-chunk scores A [n, n] (leading dimension C), A_ij = Σ_d q_id k_jd e^(G_id - G_jd) for j <= i,
+// zero above the diagonal. q, k are the chunk's rows (row stride ld); Qa, Ka are scratch.
+template <class T>
+void intra_scores(T* A, T* Qa, T* Ka, const T* q, const T* k, int64_t ld, const T* G, int64_t n, int64_t C,
+                  int64_t Dk) {
+  for (int64_t i = 0; i < n; ++i) std::fill(A + i * C, A + i * C + n, T(0));
+  for (int64_t s = 0; s < n; s += kSub) {
+    const int64_t m = std::min(kSub, n - s);
+    // Diagonal block, pairwise from the differences G_i - G_j <= 0.
+    for (int64_t i = s; i < s + m; ++i) {
+      const T* qi = q + i * ld;
+      const T* Gi = G + i * Dk;
+      for (int64_t j = s; j <= i; ++j) {
+        const T* kj = k + j * ld;
+        const T* Gj = G + j * Dk;
+        T acc = 0;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t d = 0; d < Dk; ++d) acc += qi[d] * kj[d] * exp_nonpos(Gi[d] - Gj[d]);
+        A[i * C + j] = acc;
+      }
+    }
+    if (s + m < n) {
+      anchored_operands<T>(Qa, Ka, nullptr, nullptr, q, k, ld, G, s, m, n, Dk);
+      gemm<T>(false, true, n - s - m, m, Dk, T(1), Qa, Dk, Ka, Dk, T(0), A + (s + m) * C + s, C);
+    }
+  }
+}
+
+// Backward of intra_scores given dA [n, n] (only j <= i read): recomputes A (needed for dV) and
+// accumulates dQ, dK [n, Dk] (gradients wrt the chunk's q and k rows through A):
+//   forward: A_ij = Σ_d q_id k_jd e^(G_id - G_jd)
+//   =>  dq_id += Σ_j dA_ij k_jd e^(G_id - G_jd),   dk_jd += Σ_i dA_ij q_id e^(G_id - G_jd)
+// (the gate's own gradient comes later from dq and dk, see gla_chunk_backward).
+template <class T>
+void intra_scores_backward(T* A, T* dQ, T* dK, T* Qa, T* Ka, T* FQ, T* FK, T* tmp, const T* q, const T* k,
+                           int64_t ld, const T* G, const T* dA, int64_t n, int64_t C, int64_t Dk) {
+  for (int64_t i = 0; i < n; ++i) std::fill(A + i * C, A + i * C + n, T(0));
+  for (int64_t s = 0; s < n; s += kSub) {
+    const int64_t m = std::min(kSub, n - s);
+    for (int64_t i = s; i < s + m; ++i) {
+      const T* qi = q + i * ld;
+      const T* Gi = G + i * Dk;
+      T* dQi = dQ + i * Dk;
+      for (int64_t j = s; j <= i; ++j) {
+        const T* kj = k + j * ld;
+        const T* Gj = G + j * Dk;
+        T* dKj = dK + j * Dk;
+        const T w = dA[i * C + j];
+        T acc = 0;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t d = 0; d < Dk; ++d) {
+          const T e = exp_nonpos(Gi[d] - Gj[d]);
+          const T ke = kj[d] * e, qe = qi[d] * e;
+          acc += qi[d] * ke;
+          dQi[d] += w * ke;
+          dKj[d] += w * qe;
+        }
+        A[i * C + j] = acc;
+      }
+    }
+    if (s + m < n) {
+      const int64_t rows = n - s - m;
+      const T* dAb = dA + (s + m) * C + s;  // [rows, m] block, leading dimension C
+      anchored_operands<T>(Qa, Ka, FQ, FK, q, k, ld, G, s, m, n, Dk);
+      // forward: A_b = Qa Ka^T  =>  dQa = dA_b Ka,  dKa = dA_b^T Qa; then through the anchor factors
+      gemm<T>(false, true, rows, m, Dk, T(1), Qa, Dk, Ka, Dk, T(0), A + (s + m) * C + s, C);
+      gemm<T>(false, false, rows, Dk, m, T(1), dAb, C, Ka, Dk, T(0), tmp, Dk);
+      for (int64_t r = 0; r < rows; ++r) {
+        T* out = dQ + (s + m + r) * Dk;
+#pragma omp simd
+        for (int64_t d = 0; d < Dk; ++d) out[d] += tmp[r * Dk + d] * FQ[r * Dk + d];
+      }
+      gemm<T>(true, false, m, Dk, rows, T(1), dAb, C, Qa, Dk, T(0), tmp, Dk);
+      for (int64_t jj = 0; jj < m; ++jj) {
+        T* out = dK + (s + jj) * Dk;
+#pragma omp simd
+        for (int64_t d = 0; d < Dk; ++d) out[d] += tmp[jj * Dk + d] * FK[jj * Dk + d];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Recurrent form: the reference.
+
+template <class T>
+void gla_recurrent_forward(T* o, T* ht, const T* q, const T* k, const T* v, const T* g, const T* h0, int64_t B,
+                           int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale) {
+#pragma omp parallel for schedule(static) if (worth_threads(B, T_, H, Dk, Dv))
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const int64_t b = bh / H, h = bh % H;
+    std::vector<T> S(Dk * Dv);
+    load_state(S.data(), h0, bh, Dk, Dv);
+    for (int64_t t = 0; t < T_; ++t) {
+      const int64_t row = (b * T_ + t) * H + h;
+      // S_t = diag(exp(g_t)) S_{t-1} + k_t v_t^T
+      for (int64_t i = 0; i < Dk; ++i) {
+        const T a = std::exp(g[row * Dk + i]), ki = k[row * Dk + i];
+        for (int64_t j = 0; j < Dv; ++j) S[i * Dv + j] = a * S[i * Dv + j] + ki * v[row * Dv + j];
+      }
+      // o_t = scale S_t^T q_t
+      for (int64_t j = 0; j < Dv; ++j) {
+        T acc = 0;
+        for (int64_t i = 0; i < Dk; ++i) acc += S[i * Dv + j] * q[row * Dk + i];
+        o[row * Dv + j] = scale * acc;
+      }
+    }
+    if (ht) std::copy(S.begin(), S.end(), ht + bh * Dk * Dv);
+  }
+}
+
+template <class T>
+void gla_recurrent_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* q, const T* k, const T* v, const T* g,
+                            const T* h0, const T* do_, const T* dht, int64_t B, int64_t T_, int64_t H, int64_t Dk,
+                            int64_t Dv, T scale) {
+#pragma omp parallel for schedule(static) if (worth_threads(B, T_, H, Dk, Dv))
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const int64_t b = bh / H, h = bh % H;
+    // states[t + 1] = S_t, states[0] = h0.
+    std::vector<T> states((T_ + 1) * Dk * Dv), dS(Dk * Dv);
+    load_state(states.data(), h0, bh, Dk, Dv);
+    for (int64_t t = 0; t < T_; ++t) {
+      const int64_t row = (b * T_ + t) * H + h;
+      const T* prev = states.data() + t * Dk * Dv;
+      T* S = states.data() + (t + 1) * Dk * Dv;
+      for (int64_t i = 0; i < Dk; ++i) {
+        const T a = std::exp(g[row * Dk + i]), ki = k[row * Dk + i];
+        for (int64_t j = 0; j < Dv; ++j) S[i * Dv + j] = a * prev[i * Dv + j] + ki * v[row * Dv + j];
+      }
+    }
+    load_state(dS.data(), dht, bh, Dk, Dv);
+    for (int64_t t = T_ - 1; t >= 0; --t) {
+      const int64_t row = (b * T_ + t) * H + h;
+      const T* prev = states.data() + t * Dk * Dv;
+      const T* S = states.data() + (t + 1) * Dk * Dv;
+      // forward: o_t = scale S_t^T q_t  =>  dq_t += scale S_t do_t,  dS_t += scale q_t do_t^T
+      for (int64_t i = 0; i < Dk; ++i) {
+        T acc = 0;
+        for (int64_t j = 0; j < Dv; ++j) {
+          acc += S[i * Dv + j] * do_[row * Dv + j];
+          dS[i * Dv + j] += scale * q[row * Dk + i] * do_[row * Dv + j];
+        }
+        dq[row * Dk + i] += scale * acc;
+      }
+      // forward: S_t = diag(a_t) S_{t-1} + k_t v_t^T, a_t = exp(g_t)
+      //   =>  dk_t += dS_t v_t,  dv_t += dS_t^T k_t,  dg_t += a_t ⊙ rowsum(dS_t ⊙ S_{t-1}),  dS_{t-1} = diag(a_t) dS_t
+      for (int64_t j = 0; j < Dv; ++j) {
+        T acc = 0;
+        for (int64_t i = 0; i < Dk; ++i) acc += dS[i * Dv + j] * k[row * Dk + i];
+        dv[row * Dv + j] += acc;
+      }
+      for (int64_t i = 0; i < Dk; ++i) {
+        const T a = std::exp(g[row * Dk + i]);
+        T dki = 0, dgi = 0;
+        for (int64_t j = 0; j < Dv; ++j) {
+          dki += dS[i * Dv + j] * v[row * Dv + j];
+          dgi += dS[i * Dv + j] * prev[i * Dv + j];
+          dS[i * Dv + j] *= a;
+        }
+        dk[row * Dk + i] += dki;
+        dg[row * Dk + i] += a * dgi;
+      }
+    }
+    if (dh0)
+      for (int64_t i = 0; i < Dk * Dv; ++i) dh0[bh * Dk * Dv + i] += dS[i];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chunkwise form. Per (batch, head) and chunk of n <= C tokens with start state S0 (derivations.md):
+//   O  = scale ((Q ⊙ e^G) S0 + A V),  A_ij = Σ_d q_id k_jd e^(G_id - G_jd) (j <= i)
+//   S1 = diag(e^(G_last)) S0 + (K ⊙ e^(G_last - G))^T V
+
+int64_t gla_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk_size) {
+  LINATTN_CHECK(chunk_size >= 1, "GLA: chunk_size must be >= 1, got ", chunk_size);
+  return B * H * (num_chunks(T_, chunk_size) + 1) * Dk * Dv;
+}
+
+template <class T>
+void gla_chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, const T* g, const T* h0,
+                       int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale, int64_t chunk_size) {
+  LINATTN_CHECK(chunk_size >= 1, "GLA: chunk_size must be >= 1, got ", chunk_size);
+  const int64_t C = chunk_size, NC = num_chunks(T_, C);
+  const int64_t ldk = H * Dk, ldv = H * Dv;  // row strides of q/k/g and v/o
+#pragma omp parallel if (worth_threads(B, T_, H, Dk, Dv))
+  {
+    std::vector<T> buf(4 * C * Dk + kSub * Dk + C * C + Dk);  // per-thread scratch, once per call
+    T* G = buf.data();      // [C, Dk] cumulative log-gates
+    T* Qg = G + C * Dk;     // [C, Dk] Q ⊙ e^G
+    T* Kg = Qg + C * Dk;    // [C, Dk] K ⊙ e^(G_last - G)
+    T* Qa = Kg + C * Dk;    // [C, Dk] anchored Q rows
+    T* Ka = Qa + C * Dk;    // [kSub, Dk] anchored K rows
+    T* A = Ka + kSub * Dk;  // [C, C] intra-chunk scores
+    T* e_last = A + C * C;  // [Dk] e^(G_last)
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      T* S = saved + bh * (NC + 1) * Dk * Dv;  // [NC + 1, Dk, Dv]: chunk c starts from S + c Dk Dv
+      load_state(S, h0, bh, Dk, Dv);
+      for (int64_t c = 0; c < NC; ++c, S += Dk * Dv) {
+        const int64_t t0 = c * C, n = std::min(C, T_ - t0);
+        const int64_t row = (b * T_ + t0) * H + h;
+        const T* qc = q + row * Dk;
+        const T* kc = k + row * Dk;
+        const T* vc = v + row * Dv;
+        T* oc = o + row * Dv;
+        chunk_gates<T>(G, Qg, Kg, e_last, nullptr, nullptr, qc, kc, g + row * Dk, ldk, n, Dk);
+        intra_scores<T>(A, Qa, Ka, qc, kc, ldk, G, n, C, Dk);
+        // O = scale ((Q ⊙ e^G) S0 + A V)
+        gemm<T>(false, false, n, Dv, Dk, scale, Qg, Dk, S, Dv, T(0), oc, ldv);
+        gemm<T>(false, false, n, Dv, n, scale, A, C, vc, ldv, T(1), oc, ldv);
+        // S1 = diag(e^(G_last)) S0 + (K ⊙ e^(G_last - G))^T V
+        T* S1 = S + Dk * Dv;
+        for (int64_t i = 0; i < Dk; ++i)
+#pragma omp simd
+          for (int64_t j = 0; j < Dv; ++j) S1[i * Dv + j] = e_last[i] * S[i * Dv + j];
+        gemm<T>(true, false, Dk, Dv, n, T(1), Kg, Dk, vc, ldv, T(1), S1, Dv);
+      }
+      if (ht) std::copy(S, S + Dk * Dv, ht + bh * Dk * Dv);
+    }
+  }
+}
+
+// Backward per chunk, last to first, carrying dS (the gradient wrt the chunk's end state):
+//   dV  = scale A^T dO + (K ⊙ e^(G_last - G)) dS1
+//   dQ  = scale (dO S0^T) ⊙ e^G + [through A],   dK = (V dS1^T) ⊙ e^(G_last - G) + [through A]
+//   dS0 = diag(e^(G_last)) dS1 + scale (Q ⊙ e^G)^T dO
+// The gate gradient then needs only dq and dk of this op (derivations.md): with G cumulative from the
+// sequence's start, dG_t = q_t ⊙ dq_t - k_t ⊙ dk_t (+ rowsum(dht ⊙ S_T) at the last step), and
+// dg_t = Σ_{u >= t} dG_u: a reverse running sum, carried across chunks as they are visited.
+template <class T>
+void gla_chunk_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* saved, const T* q, const T* k, const T* v,
+                        const T* g, const T* do_, const T* dht, int64_t B, int64_t T_, int64_t H, int64_t Dk,
+                        int64_t Dv, T scale, int64_t chunk_size) {
+  LINATTN_CHECK(chunk_size >= 1, "GLA: chunk_size must be >= 1, got ", chunk_size);
+  const int64_t C = chunk_size, NC = num_chunks(T_, C);
+  const int64_t ldk = H * Dk, ldv = H * Dv;
+#pragma omp parallel if (worth_threads(B, T_, H, Dk, Dv))
+  {
+    std::vector<T> buf(11 * C * Dk + 2 * kSub * Dk + 2 * C * C + Dk * Dv + 2 * Dk);  // per-thread, once per call
+    T* G = buf.data();      // [C, Dk] cumulative log-gates
+    T* Qg = G + C * Dk;     // [C, Dk] Q ⊙ e^G
+    T* Kg = Qg + C * Dk;    // [C, Dk] K ⊙ e^(G_last - G)
+    T* EG = Kg + C * Dk;    // [C, Dk] e^G
+    T* EL = EG + C * Dk;    // [C, Dk] e^(G_last - G)
+    T* Qa = EL + C * Dk;    // [C, Dk] anchored Q rows
+    T* FQ = Qa + C * Dk;    // [C, Dk] their factors
+    T* dQ = FQ + C * Dk;    // [C, Dk] this op's gradient wrt the chunk's q
+    T* dK = dQ + C * Dk;    // [C, Dk] this op's gradient wrt the chunk's k
+    T* tmp = dK + C * Dk;   // [C, Dk]
+    T* Ka = tmp + C * Dk;   // [kSub, Dk] anchored K rows
+    T* FK = Ka + kSub * Dk; // [kSub, Dk] their factors
+    T* A = FK + kSub * Dk;  // [C, C] intra-chunk scores
+    T* dA = A + C * C;      // [C, C] their gradient
+    T* dS = dA + C * C;     // [Dk, Dv] gradient wrt the current chunk's end state
+    T* e_last = dS + Dk * Dv;  // [Dk]
+    T* r = e_last + Dk;        // [Dk] reverse running sum of dG
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      const T* states = saved + bh * (NC + 1) * Dk * Dv;
+      load_state(dS, dht, bh, Dk, Dv);
+      // forward: S_T (dht's consumer) = diag(e^(G_T)) (...)  =>  dG_T += rowsum(dht ⊙ S_T)
+      for (int64_t i = 0; i < Dk; ++i) {
+        T acc = 0;
+        if (dht)
+          for (int64_t j = 0; j < Dv; ++j) acc += dS[i * Dv + j] * states[NC * Dk * Dv + i * Dv + j];
+        r[i] = acc;
+      }
+      for (int64_t c = NC - 1; c >= 0; --c) {
+        const int64_t t0 = c * C, n = std::min(C, T_ - t0);
+        const int64_t row = (b * T_ + t0) * H + h;
+        const T* S0 = states + c * Dk * Dv;
+        const T* qc = q + row * Dk;
+        const T* kc = k + row * Dk;
+        const T* vc = v + row * Dv;
+        const T* doc = do_ + row * Dv;
+        chunk_gates<T>(G, Qg, Kg, e_last, EG, EL, qc, kc, g + row * Dk, ldk, n, Dk);
+        // forward: O = scale ((Q ⊙ e^G) S0 + A V)  =>  dA = scale dO V^T (read only on and below the diagonal)
+        gemm<T>(false, true, n, n, Dv, scale, doc, ldv, vc, ldv, T(0), dA, C);
+        //   dQ = scale (dO S0^T) ⊙ e^G
+        gemm<T>(false, true, n, Dk, Dv, scale, doc, ldv, S0, Dv, T(0), dQ, Dk);
+        // forward: S1 = diag(e^(G_last)) S0 + (K ⊙ e^(G_last - G))^T V  =>  dK = (V dS1^T) ⊙ e^(G_last - G)
+        gemm<T>(false, true, n, Dk, Dv, T(1), vc, ldv, dS, Dv, T(0), dK, Dk);
+        for (int64_t i = 0; i < n * Dk; ++i) {
+          dQ[i] *= EG[i];
+          dK[i] *= EL[i];
+        }
+        // A (recomputed) and the gradients through it
+        intra_scores_backward<T>(A, dQ, dK, Qa, Ka, FQ, FK, tmp, qc, kc, ldk, G, dA, n, C, Dk);
+        // dV = scale A^T dO + (K ⊙ e^(G_last - G)) dS1
+        T* dvc = dv + row * Dv;
+        gemm<T>(true, false, n, Dv, n, scale, A, C, doc, ldv, T(1), dvc, ldv);
+        gemm<T>(false, false, n, Dv, Dk, T(1), Kg, Dk, dS, Dv, T(1), dvc, ldv);
+        // dS0 = diag(e^(G_last)) dS1 + scale (Q ⊙ e^G)^T dO
+        for (int64_t i = 0; i < Dk; ++i)
+#pragma omp simd
+          for (int64_t j = 0; j < Dv; ++j) dS[i * Dv + j] *= e_last[i];
+        gemm<T>(true, false, Dk, Dv, n, scale, Qg, Dk, doc, ldv, T(1), dS, Dv);
+        // Accumulate dq, dk, and the gate: dg_t += Σ_{u >= t} (q_u ⊙ dq_u - k_u ⊙ dk_u) (+ the dht term in r).
+        for (int64_t i = n - 1; i >= 0; --i) {
+          const int64_t off = (row + i * H) * Dk;
+          const T* dQi = dQ + i * Dk;
+          const T* dKi = dK + i * Dk;
+#pragma omp simd
+          for (int64_t d = 0; d < Dk; ++d) {
+            dq[off + d] += dQi[d];
+            dk[off + d] += dKi[d];
+            r[d] += q[off + d] * dQi[d] - k[off + d] * dKi[d];
+            dg[off + d] += r[d];
+          }
+        }
+      }
+      if (dh0)
+        for (int64_t i = 0; i < Dk * Dv; ++i) dh0[bh * Dk * Dv + i] += dS[i];
+    }
+  }
+}
+
+#define LINATTN_INSTANTIATE(T)                                                                                     \
+  template void gla_recurrent_forward<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t,         \
+                                         int64_t, int64_t, int64_t, int64_t, T);                                   \
+  template void gla_recurrent_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,     \
+                                          const T*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t, T);      \
+  template void gla_chunk_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t,         \
+                                     int64_t, int64_t, int64_t, int64_t, T, int64_t);                              \
+  template void gla_chunk_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,         \
+                                      const T*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t, T, int64_t);
+LINATTN_INSTANTIATE(float)
+LINATTN_INSTANTIATE(double)
+#undef LINATTN_INSTANTIATE
+
+}  // namespace linattn::cpu
