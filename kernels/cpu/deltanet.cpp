@@ -199,57 +199,93 @@ void recurrent_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* q
 
 // ---- Chunkwise form ---------------------------------------------------------------------------
 
-int64_t saved_block(int64_t dk, int64_t dv, int64_t C) { return dk * dv + C * C + C * dv; }
+// One chunk's block of `saved` (see the header): S0 [dk, dv], Ainv [C, C], PG [C, C] (P on and
+// below the diagonal, K K^T . D strictly above it: symmetric, so row j holds (k_j . k_i) D_ij for
+// i > j), U' [C, dv], R [C, dv].
+int64_t saved_block(int64_t dk, int64_t dv, int64_t C) { return dk * dv + 2 * C * C + 2 * C * dv; }
 
 int64_t saved_size(int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv, int64_t C) {
   LINATTN_CHECK(C >= 1, "deltanet_chunk_saved_size: chunk_size must be >= 1, got ", C);
   return B * H * ((T_ + C - 1) / C) * saved_block(dk, dv, C);
 }
 
-// Gates of one chunk of n tokens (log-decays a, stride H): G = inclusive cumulative sum of a,
-// gamma_i = exp(G_i), lambda_i = exp(G_{n-1} - G_i), D_ij = exp(G_i - G_j) for j <= i, 0 above.
-// Every exponent is <= 0, so nothing overflows.
 template <class T>
-void chunk_gates(T* G, T* gamma, T* lambda, T* D, const T* a, int64_t H, int64_t n, int64_t C) {
+struct Block {
+  T *S0, *ainv, *pg, *u, *r;
+  Block(T* p, int64_t dk, int64_t dv, int64_t C)
+      : S0(p), ainv(p + dk * dv), pg(ainv + C * C), u(pg + C * C), r(u + C * dv) {}
+};
+
+// Gates of one chunk of n tokens (log-decays a, stride H): G = inclusive cumulative sum of a,
+// gamma_i = exp(G_i), lambda_i = exp(G_last - G_i), and the symmetric decay matrix
+// D_ij = exp(-|G_i - G_j|) (= exp(G_i - G_j) for j <= i, as G never increases). Every exponent is
+// <= 0, so nothing overflows. While G stays above -60 the ratios gamma_i / gamma_j are exact to a
+// few ulps and cost a multiply; below, D falls back to one exp per entry.
+template <class T>
+void chunk_gates(T* G, T* gamma, T* inv_gamma, T* lambda, T* D, const T* a, int64_t H, int64_t n, int64_t C) {
   T acc = 0;
   for (int64_t i = 0; i < n; ++i) {
     acc += a[i * H];
     G[i] = acc;
-    gamma[i] = std::exp(acc);
   }
+  const bool ratio = G[n - 1] >= T(-60);
   for (int64_t i = 0; i < n; ++i) {
+    gamma[i] = std::exp(G[i]);
     lambda[i] = std::exp(G[n - 1] - G[i]);
-    T* row = D + i * C;
-    for (int64_t j = 0; j <= i; ++j) row[j] = std::exp(G[i] - G[j]);
-    std::fill(row + i + 1, row + n, T(0));
+    inv_gamma[i] = ratio ? std::exp(-G[i]) : T(0);
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    T* row = D + r * C;
+    if (ratio) {
+      const T gr = gamma[r], ir = inv_gamma[r];
+      for (int64_t c = 0; c <= r; ++c) row[c] = gr * inv_gamma[c];
+      for (int64_t c = r + 1; c < n; ++c) row[c] = gamma[c] * ir;
+    } else {
+      for (int64_t c = 0; c < n; ++c) row[c] = std::exp(-std::abs(G[r] - G[c]));
+    }
   }
 }
 
-// Ainv = (I + L)^-1 with L_ij = beta_i (k_i . k_j) D_ij for j < i (D = 1 without gates), by forward
-// substitution: row i of Ainv = e_i - sum_{j<i} L_ij (row j of Ainv). gram: [n, n] = K K^T (ld C).
+// Ainv = (I + L)^-1 with L_ij = beta_i gd_ij for j < i (gd = K K^T . D, ld C), by forward
+// substitution: row i of Ainv = e_i - sum_{j<i} L_ij (row j of Ainv). Row j is zero right of
+// column j, so each block of kW columns starting at m0 only needs rows j >= m0; the block's sums
+// stay in registers. l: scratch [C].
 template <class T>
-void invert_unit_lower(T* ainv, const T* gram, const T* D, const T* beta, int64_t H, int64_t n, int64_t C) {
+void invert_unit_lower(T* ainv, const T* gd, const T* beta, int64_t H, int64_t n, int64_t C, T* l) {
+  constexpr int64_t kW = 64 / sizeof(T);  // two AVX2 registers of columns
   for (int64_t i = 0; i < n; ++i) {
     T* row = ainv + i * C;
-    std::fill(row, row + n, T(0));
-    row[i] = 1;
     const T bi = beta[i * H];
-    for (int64_t j = 0; j < i; ++j) {
-      const T l = bi * gram[i * C + j] * (D ? D[i * C + j] : T(1));
-      const T* rj = ainv + j * C;
-      for (int64_t m = 0; m <= j; ++m) row[m] -= l * rj[m];
+    for (int64_t j = 0; j < i; ++j) l[j] = bi * gd[i * C + j];
+    int64_t m0 = 0;
+    for (; m0 < n && m0 + kW <= C; m0 += kW) {
+      T acc[kW] = {};
+      for (int64_t j = m0; j < i; ++j) {
+        const T lj = l[j];
+        const T* rj = ainv + j * C + m0;
+#pragma omp simd
+        for (int64_t m = 0; m < kW; ++m) acc[m] -= lj * rj[m];
+      }
+      for (int64_t m = 0; m < kW; ++m) row[m0 + m] = acc[m];
     }
+    for (int64_t m = m0; m < n; ++m) {  // a last partial block when C is not a multiple of kW
+      T acc = 0;
+      for (int64_t j = m; j < i; ++j) acc -= l[j] * ainv[j * C + m];
+      row[m] = acc;
+    }
+    row[i] = 1;
   }
 }
 
 // Per-thread scratch of the chunkwise kernels, allocated once per call.
 template <class T>
 struct ChunkScratch {
-  int64_t C;
-  std::vector<T> gram, P, dP, D, r, ks0, ul, du, x, dr, y, z, dog, G, gamma, lambda, dgamma, dlambda, dG, S, own;
-  ChunkScratch(int64_t C_, int64_t dk, int64_t dv, bool backward, bool own_blocks)
-      : C(C_), gram(C * C), P(C * C), D(C * C), r(C * dv), ks0(C * dv), ul(C * dv), G(C), gamma(C), lambda(C),
-        S(dk * dv) {
+  std::vector<T> gram, P, dP, D, l, rb, ul, du, x, dr, y, z, dog, G, gamma, inv_gamma, lambda, gdg, dlambda, dG,
+      dbeta, S, own;
+  ChunkScratch(int64_t C, int64_t dk, int64_t dv, bool gated, bool backward, bool own_blocks)
+      : gram(C * C), P(C * C), D(C * C, T(1)), l(C), rb(C * dv), ul(C * dv), G(C), gamma(C), inv_gamma(C),
+        lambda(C), S(dk * dv) {
+    // Without gates D stays all ones, so the gated and plain paths share every line.
     if (backward) {
       dP.resize(C * C);
       du.resize(C * dv);
@@ -258,9 +294,10 @@ struct ChunkScratch {
       y.resize(C * dv);
       z.resize(C * dk);
       dog.resize(C * dv);
-      dgamma.resize(C);
+      gdg.resize(C);
       dlambda.resize(C);
       dG.resize(C);
+      dbeta.resize(C);
     }
     if (own_blocks) own.resize(2 * saved_block(dk, dv, C));  // forward without `saved`: two blocks in turn
   }
@@ -274,78 +311,80 @@ void chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, co
   const int64_t nc = (d.T + C - 1) / C, ldk = d.ldk(), ldv = d.ldv();
 #pragma omp parallel
   {
-    ChunkScratch<T> s(C, dk, dv, false, saved == nullptr);
+    ChunkScratch<T> s(C, dk, dv, a != nullptr, false, saved == nullptr);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
       const int64_t oq = d.qk_offset(bh), ov = d.v_offset(bh), og = d.gate_offset(bh);
       auto block_of = [&](int64_t c) {
-        return saved ? saved + (bh * nc + c) * block : s.own.data() + (c % 2) * block;
+        return Block<T>(saved ? saved + (bh * nc + c) * block : s.own.data() + (c % 2) * block, dk, dv, C);
       };
       if (nc == 0) {  // T == 0: the final state is the initial one
-        if (ht) {
+        if (ht)
           for (int64_t i = 0; i < state; ++i) ht[bh * state + i] = h0 ? h0[bh * state + i] : T(0);
-        }
         continue;
       }
-      if (h0) std::copy(h0 + bh * state, h0 + (bh + 1) * state, block_of(0));
-      else std::fill(block_of(0), block_of(0) + state, T(0));
+      if (h0) std::copy(h0 + bh * state, h0 + (bh + 1) * state, block_of(0).S0);
+      else std::fill(block_of(0).S0, block_of(0).S0 + state, T(0));
       for (int64_t c = 0; c < nc; ++c) {
         const int64_t t0 = c * C, n = std::min(C, d.T - t0);
         const bool zero_state = c == 0 && !h0;
-        T* S0 = block_of(c);
-        T* ainv = S0 + state;
-        T* u = ainv + C * C;
-        T* S1 = c + 1 < nc ? block_of(c + 1) : s.S.data();
+        Block<T> blk = block_of(c);
+        T* S1 = c + 1 < nc ? block_of(c + 1).S0 : s.S.data();
         const T* qc = q + oq + t0 * ldk;
         const T* kc = k + oq + t0 * ldk;
         const T* vc = v + ov + t0 * ldv;
         const T* bc = beta + og + t0 * H;
         T* oc = o + ov + t0 * ldv;
-        const T* D = nullptr;
-        if (a) {
-          chunk_gates(s.G.data(), s.gamma.data(), s.lambda.data(), s.D.data(), a + og + t0 * H, H, n, C);
-          D = s.D.data();
-        }
-        // A^-1, A = I + tril(diag(beta) (K K^T . D), -1)
-        gemm<T>(false, true, n, n, dk, T(1), kc, ldk, kc, ldk, T(0), s.gram.data(), C);
-        invert_unit_lower(ainv, s.gram.data(), D, bc, H, n, C);
-        // R = V - diag(gamma) K S0, then diag(beta) R (into r)
-        T* r = s.r.data();
-        if (zero_state) {
+        T* D = s.D.data();
+        if (a) chunk_gates(s.G.data(), s.gamma.data(), s.inv_gamma.data(), s.lambda.data(), D, a + og + t0 * H, H, n, C);
+        // gd = K K^T . D, and A^-1 with A = I + tril(diag(beta) gd, -1)
+        T* gd = s.gram.data();
+        gemm<T>(false, true, n, n, dk, T(1), kc, ldk, kc, ldk, T(0), gd, C);
+        if (a)
           for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < dv; ++j) r[i * dv + j] = bc[i * H] * vc[i * ldv + j];
-        } else {
-          gemm<T>(false, false, n, dv, dk, T(1), kc, ldk, S0, dv, T(0), r, dv);
-          for (int64_t i = 0; i < n; ++i) {
-            const T g = a ? s.gamma[i] : T(1), b = bc[i * H];
-            for (int64_t j = 0; j < dv; ++j) r[i * dv + j] = b * (vc[i * ldv + j] - g * r[i * dv + j]);
+            for (int64_t j = 0; j < n; ++j) gd[i * C + j] *= D[i * C + j];
+        invert_unit_lower(blk.ainv, gd, bc, H, n, C, s.l.data());
+        // R = V - diag(gamma) K S0 (saved), rb = diag(beta) R
+        T* r = blk.r;
+        T* rb = s.rb.data();
+        if (!zero_state) gemm<T>(false, false, n, dv, dk, T(1), kc, ldk, blk.S0, dv, T(0), r, dv);
+        for (int64_t i = 0; i < n; ++i) {
+          const T g = a ? s.gamma[i] : T(1), b = bc[i * H];
+          for (int64_t j = 0; j < dv; ++j) {
+            const T rij = vc[i * ldv + j] - (zero_state ? T(0) : g * r[i * dv + j]);
+            r[i * dv + j] = rij;
+            rb[i * dv + j] = b * rij;
           }
         }
-        // U' = A^-1 diag(beta) R
-        gemm<T>(false, false, n, dv, n, T(1), ainv, C, r, dv, T(0), u, dv);
-        // P = tril(Q K^T) . D
+        // U' = A^-1 diag(beta) R (saved)
+        gemm<T>(false, false, n, dv, n, T(1), blk.ainv, C, rb, dv, T(0), blk.u, dv);
+        // P = tril(Q K^T) . D, saved below the diagonal of PG with gd above it
         T* P = s.P.data();
         gemm<T>(false, true, n, n, dk, T(1), qc, ldk, kc, ldk, T(0), P, C);
         for (int64_t i = 0; i < n; ++i) {
-          if (D)
-            for (int64_t j = 0; j <= i; ++j) P[i * C + j] *= D[i * C + j];
-          std::fill(P + i * C + i + 1, P + i * C + n, T(0));
+          T* p = P + i * C;
+          T* pg = blk.pg + i * C;
+          for (int64_t j = 0; j <= i; ++j) pg[j] = p[j] *= D[i * C + j];
+          for (int64_t j = i + 1; j < n; ++j) {
+            p[j] = 0;
+            pg[j] = gd[i * C + j];
+          }
         }
         // O = scale diag(gamma) Q S0 + scale P U'
         if (!zero_state) {
-          gemm<T>(false, false, n, dv, dk, scale, qc, ldk, S0, dv, T(0), oc, ldv);
+          gemm<T>(false, false, n, dv, dk, scale, qc, ldk, blk.S0, dv, T(0), oc, ldv);
           if (a)
             for (int64_t i = 0; i < n; ++i)
               for (int64_t j = 0; j < dv; ++j) oc[i * ldv + j] *= s.gamma[i];
         }
-        gemm<T>(false, false, n, dv, n, scale, P, C, u, dv, zero_state ? T(0) : T(1), oc, ldv);
+        gemm<T>(false, false, n, dv, n, scale, P, C, blk.u, dv, zero_state ? T(0) : T(1), oc, ldv);
         // S1 = gamma_last S0 + K^T diag(lambda) U'
         const T g_last = a ? s.gamma[n - 1] : T(1);
-        for (int64_t i = 0; i < state; ++i) S1[i] = g_last * S0[i];
-        const T* ul = u;
+        for (int64_t i = 0; i < state; ++i) S1[i] = g_last * blk.S0[i];
+        const T* ul = blk.u;
         if (a) {
           for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < dv; ++j) s.ul[i * dv + j] = s.lambda[i] * u[i * dv + j];
+            for (int64_t j = 0; j < dv; ++j) s.ul[i * dv + j] = s.lambda[i] * blk.u[i * dv + j];
           ul = s.ul.data();
         }
         gemm<T>(true, false, dk, dv, n, T(1), kc, ldk, ul, dv, T(1), S1, dv);
@@ -357,7 +396,9 @@ void chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, co
 
 // Backward of one chunk, given dO and dS = dS1 (replaced by dS0). With X = A^-T dU':
 //   U' = A^-1 Rb (Rb = diag(beta) R)  =>  dRb = X,  dA = -A^-T dU' Rb^T A^-T = -X U'^T
-// so neither T nor W is ever formed; everything else differentiates the forward lines one by one.
+// so neither T = A^-1 diag(beta) nor W is ever formed, and nothing is recomputed: the products
+// below are all the work. Gate gradients are collected per position as dG_i (G = cumulative
+// log-decay) and turned into da by a reverse cumulative sum at the end of the chunk.
 template <class T>
 void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved, const T* q, const T* k,
                     const T* v, const T* beta, const T* a, const T* h0, const T* do_, const T* dht, const Dims& d,
@@ -367,7 +408,7 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
   const int64_t nc = (d.T + C - 1) / C, ldk = d.ldk(), ldv = d.ldv();
 #pragma omp parallel
   {
-    ChunkScratch<T> s(C, Dk, Dv, true, false);
+    ChunkScratch<T> s(C, Dk, Dv, a != nullptr, true, false);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
       const int64_t oq = d.qk_offset(bh), ov = d.v_offset(bh), og = d.gate_offset(bh);
@@ -377,9 +418,8 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
       for (int64_t c = nc - 1; c >= 0; --c) {
         const int64_t t0 = c * C, n = std::min(C, d.T - t0);
         const bool zero_state = c == 0 && !h0;
-        const T* S0 = saved + (bh * nc + c) * block;
-        const T* ainv = S0 + state;
-        const T* u = ainv + C * C;
+        const Block<T> blk(const_cast<T*>(saved) + (bh * nc + c) * block, Dk, Dv, C);
+        const T *S0 = blk.S0, *u = blk.u, *r = blk.r, *pg = blk.pg;
         const T* qc = q + oq + t0 * ldk;
         const T* kc = k + oq + t0 * ldk;
         const T* vc = v + ov + t0 * ldv;
@@ -388,32 +428,20 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
         T* dqc = dq + oq + t0 * ldk;
         T* dkc = dk + oq + t0 * ldk;
         T* dvc = dv + ov + t0 * ldv;
-        T* dbc = dbeta + og + t0 * H;
-        const T* D = nullptr;
-        const T* gamma = s.gamma.data();
-        const T* lambda = s.lambda.data();
+        const T* D = s.D.data();
+        const T *gamma = s.gamma.data(), *lambda = s.lambda.data();
+        T *gdg = s.gdg.data(), *dG = s.dG.data(), *db = s.dbeta.data();
         if (a) {
-          chunk_gates(s.G.data(), s.gamma.data(), s.lambda.data(), s.D.data(), a + og + t0 * H, H, n, C);
-          D = s.D.data();
-          std::fill(s.dgamma.begin(), s.dgamma.end(), T(0));
-          std::fill(s.dG.begin(), s.dG.end(), T(0));
+          chunk_gates(s.G.data(), s.gamma.data(), s.inv_gamma.data(), s.lambda.data(), s.D.data(), a + og + t0 * H,
+                      H, n, C);
+          std::fill(gdg, gdg + n, T(0));  // gamma_i dLoss/dgamma_i
+          std::fill(dG, dG + n, T(0));
         }
-        // Recompute K K^T, R = V - diag(gamma) K S0 and P = tril(Q K^T) . D.
-        T* gram = s.gram.data();
-        gemm<T>(false, true, n, n, Dk, T(1), kc, ldk, kc, ldk, T(0), gram, C);
-        T* ks0 = s.ks0.data();
-        T* r = s.r.data();
-        if (!zero_state) gemm<T>(false, false, n, Dv, Dk, T(1), kc, ldk, S0, Dv, T(0), ks0, Dv);
-        for (int64_t i = 0; i < n; ++i) {
-          const T g = a ? gamma[i] : T(1);
-          for (int64_t j = 0; j < Dv; ++j)
-            r[i * Dv + j] = vc[i * ldv + j] - (zero_state ? T(0) : g * ks0[i * Dv + j]);
-        }
+        std::fill(db, db + n, T(0));
+        // P from its saved lower triangle
         T* P = s.P.data();
-        gemm<T>(false, true, n, n, Dk, T(1), qc, ldk, kc, ldk, T(0), P, C);
         for (int64_t i = 0; i < n; ++i) {
-          if (D)
-            for (int64_t j = 0; j <= i; ++j) P[i * C + j] *= D[i * C + j];
+          std::copy(pg + i * C, pg + i * C + i + 1, P + i * C);
           std::fill(P + i * C + i + 1, P + i * C + n, T(0));
         }
 
@@ -421,7 +449,7 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
         T* du = s.du.data();
         gemm<T>(true, false, n, Dv, n, scale, P, C, doc, ldv, T(0), du, Dv);
         // forward: S1 = gamma_last S0 + K^T diag(lambda) U'
-        //   =>  dU' += diag(lambda) K dS1,  dK += diag(lambda) U' dS1^T,  dlambda_j = (K dS1)_j . U'_j
+        //   =>  dU' += diag(lambda) K dS1,  dK += diag(lambda) U' dS1^T,  dlambda_i = (K dS1)_i . U'_i
         const T* ul = u;
         if (a) {
           T* y = s.y.data();
@@ -442,93 +470,100 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
         gemm<T>(false, true, n, Dk, Dv, T(1), ul, Dv, dS, Dv, T(1), dkc, ldk);
         // forward: U' = A^-1 diag(beta) R  =>  X = A^-T dU',  dR = diag(beta) X,  dbeta_i += R_i . X_i
         T* x = s.x.data();
-        gemm<T>(true, false, n, Dv, n, T(1), ainv, C, du, Dv, T(0), x, Dv);
+        gemm<T>(true, false, n, Dv, n, T(1), blk.ainv, C, du, Dv, T(0), x, Dv);
         // forward: R = V - diag(gamma) K S0
-        //   =>  dV += dR,  dK -= diag(gamma) dR S0^T,  dS0 -= K^T diag(gamma) dR,  dgamma_i -= dR_i . (K S0)_i
+        //   =>  dV += dR,  dK -= diag(gamma) dR S0^T,  dS0 -= K^T diag(gamma) dR,
+        //       gamma_i dgamma_i -= dR_i . (gamma_i K S0)_i = dR_i . (R_i - V_i)
         // (dr holds diag(gamma) dR, the form both products use)
         T* dr = s.dr.data();
         for (int64_t i = 0; i < n; ++i) {
           const T b = bc[i * H], g = a ? gamma[i] : T(1);
           T acc_beta = 0, acc_gamma = 0;
           for (int64_t j = 0; j < Dv; ++j) {
-            const T xij = x[i * Dv + j], drij = b * xij;
-            acc_beta += r[i * Dv + j] * xij;
+            const T xij = x[i * Dv + j], drij = b * xij, rij = r[i * Dv + j];
+            acc_beta += rij * xij;
+            acc_gamma += drij * (rij - vc[i * ldv + j]);
             dvc[i * ldv + j] += drij;
-            if (a && !zero_state) acc_gamma += drij * ks0[i * Dv + j];
             dr[i * Dv + j] = g * drij;
           }
-          dbc[i * H] += acc_beta;
-          if (a) s.dgamma[i] -= acc_gamma;
+          db[i] += acc_beta;
+          if (a) gdg[i] += acc_gamma;
         }
         if (!zero_state) gemm<T>(false, true, n, Dk, Dv, T(-1), dr, Dv, S0, Dv, T(1), dkc, ldk);
         // forward: P = tril(Q K^T) . D  with  O += scale P U'
         //   =>  dP = scale tril(dO U'^T);  dQ += (dP . D) K,  dK += (dP . D)^T Q;
-        //       dD_ij D_ij = dP_ij P_ij feeds dG_i (+) and dG_j (-)
+        //       D_ij = exp(G_i - G_j): dG_i += dP_ij P_ij, dG_j -= dP_ij P_ij
         T* dP = s.dP.data();
         gemm<T>(false, true, n, n, Dv, scale, doc, ldv, u, Dv, T(0), dP, C);
         for (int64_t i = 0; i < n; ++i) {
           T* row = dP + i * C;
-          if (D) {
+          if (a) {
+            T acc = 0;
             for (int64_t j = 0; j < i; ++j) {
               const T e = row[j] * P[i * C + j];
-              s.dG[i] += e;
-              s.dG[j] -= e;
-              row[j] *= D[i * C + j];
+              acc += e;
+              dG[j] -= e;
             }
+            dG[i] += acc;
           }
+          for (int64_t j = 0; j <= i; ++j) row[j] *= D[i * C + j];
           std::fill(row + i + 1, row + n, T(0));
         }
         gemm<T>(false, false, n, Dk, n, T(1), dP, C, kc, ldk, T(1), dqc, ldk);
         gemm<T>(true, false, n, Dk, n, T(1), dP, C, qc, ldk, T(1), dkc, ldk);
         // forward: O = scale diag(gamma) Q S0 (+ ...)
-        //   =>  dQ += scale diag(gamma) dO S0^T,  dgamma_i += scale q_i . (S0 do_i)  (dS0 below)
+        //   =>  dQ += scale diag(gamma) dO S0^T,  gamma_i dgamma_i += scale gamma_i q_i . (S0 do_i)  (dS0 below)
         if (!zero_state) {
           if (a) {
             T* z = s.z.data();
             gemm<T>(false, true, n, Dk, Dv, T(1), doc, ldv, S0, Dv, T(0), z, Dk);
             for (int64_t i = 0; i < n; ++i) {
+              const T sg = scale * gamma[i];
               T acc = 0;
               for (int64_t j = 0; j < Dk; ++j) {
                 acc += z[i * Dk + j] * qc[i * ldk + j];
-                dqc[i * ldk + j] += scale * gamma[i] * z[i * Dk + j];
+                dqc[i * ldk + j] += sg * z[i * Dk + j];
               }
-              s.dgamma[i] += scale * acc;
+              gdg[i] += sg * acc;
             }
           } else {
             gemm<T>(false, true, n, Dk, Dv, scale, doc, ldv, S0, Dv, T(1), dqc, ldk);
           }
         }
-        // forward: A = I + L, dA = -X U'^T, dL = tril(dA, -1), with L_ij = beta_i (k_i . k_j) D_ij
-        //   =>  dbeta_i += sum_j dL_ij (k_i . k_j) D_ij,  dK += (F + F^T) K with F_ij = beta_i dL_ij D_ij,
-        //       dD_ij D_ij = dL_ij L_ij feeds dG_i (+) and dG_j (-)
-        T* dL = s.dP.data();  // dP is no longer needed
-        gemm<T>(false, true, n, n, Dv, T(-1), x, Dv, u, Dv, T(0), dL, C);
-        T* F = s.P.data();  // nor is P: F + F^T goes there
-        for (int64_t i = 0; i < n; ++i) {
-          const T b = bc[i * H];
+        // forward: A = I + L with L_ij = beta_i gd_ij (j < i, gd = K K^T . D, saved above the diagonal of PG)
+        //   dA = -X U'^T; its transpose dLT = -U' X^T puts dL_ij at row j, column i, beside gd_ij.
+        //   =>  dbeta_i += sum_j dL_ij gd_ij;  dK += (F + F^T) K with F_ij = beta_i dL_ij D_ij;
+        //       D_ij = exp(G_i - G_j): dG_i += dL_ij L_ij, dG_j -= dL_ij L_ij
+        T* dLT = s.dP.data();  // dP is no longer needed
+        gemm<T>(false, true, n, n, Dv, T(-1), u, Dv, x, Dv, T(0), dLT, C);
+        T* F = s.P.data();  // nor is P: the symmetric F + F^T goes there
+        for (int64_t j = 0; j < n; ++j) {
+          const T* t = dLT + j * C;
+          const T* g = pg + j * C;
+          const T* dj = D + j * C;
+          T* f = F + j * C;
           T acc = 0;
-          for (int64_t j = 0; j < i; ++j) {
-            const T dl = dL[i * C + j], gd = gram[i * C + j] * (D ? D[i * C + j] : T(1));
-            acc += dl * gd;
-            if (D) {
-              const T e = dl * b * gd;
-              s.dG[i] += e;
-              s.dG[j] -= e;
-            }
-            F[i * C + j] = b * dl * (D ? D[i * C + j] : T(1));
+          for (int64_t i = j + 1; i < n; ++i) {
+            const T b = bc[i * H], tg = t[i] * g[i];
+            db[i] += tg;
+            acc += b * tg;
+            f[i] = b * t[i] * dj[i];
           }
-          dbc[i * H] += acc;
-          F[i * C + i] = 0;
+          if (a) {
+            for (int64_t i = j + 1; i < n; ++i) dG[i] += bc[i * H] * t[i] * g[i];
+            dG[j] -= acc;
+          }
+          f[j] = 0;
         }
         for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = i + 1; j < n; ++j) F[i * C + j] = F[j * C + i];
+          for (int64_t j = 0; j < i; ++j) F[i * C + j] = F[j * C + i];
         gemm<T>(false, false, n, Dk, n, T(1), F, C, kc, ldk, T(1), dkc, ldk);
         // dS0 = gamma_last dS1 + scale Q^T diag(gamma) dO - K^T diag(gamma) dR;  dgamma_last += <dS1, S0>
         if (a) {
           T acc = 0;
           for (int64_t i = 0; i < state; ++i) acc += dS[i] * S0[i];
-          s.dgamma[n - 1] += acc;
           const T g_last = gamma[n - 1];
+          gdg[n - 1] += g_last * acc;
           for (int64_t i = 0; i < state; ++i) dS[i] *= g_last;
           T* dog = s.dog.data();
           for (int64_t i = 0; i < n; ++i)
@@ -538,13 +573,15 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
           gemm<T>(true, false, Dk, Dv, n, scale, qc, ldk, doc, ldv, T(1), dS, Dv);
         }
         gemm<T>(true, false, Dk, Dv, n, T(-1), kc, ldk, dr, Dv, T(1), dS, Dv);
+        for (int64_t i = 0; i < n; ++i) dbeta[og + (t0 + i) * H] += db[i];
         if (a) {
-          // gamma_i = exp(G_i), lambda_j = exp(G_last - G_j), G_i = sum_{t <= i} a_t (within the chunk)
-          T* dG = s.dG.data();
+          // gamma_i = exp(G_i), lambda_i = exp(G_last - G_i), G_i = sum_{t <= i} a_t (within the chunk)
+          T lam = 0;
           for (int64_t i = 0; i < n; ++i) {
-            dG[i] += gamma[i] * s.dgamma[i] - lambda[i] * s.dlambda[i];
-            dG[n - 1] += lambda[i] * s.dlambda[i];
+            dG[i] += gdg[i] - lambda[i] * s.dlambda[i];
+            lam += lambda[i] * s.dlambda[i];
           }
+          dG[n - 1] += lam;
           T acc = 0;
           for (int64_t i = n - 1; i >= 0; --i) {
             acc += dG[i];
