@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -17,17 +18,34 @@ namespace {
 constexpr int64_t BQ = kAttentionBlockQ;
 constexpr int64_t BK = kAttentionBlockK;
 
-// exp() of the probability blocks. double calls std::exp (the float64 checks compare to 1e-10).
-// float: exp(x) = 2^n exp(r) with n = round(x / ln 2) and |r| <= ln(2) / 2, exp(r) by its
-// degree-7 Taylor polynomial (truncation error < 6e-9 relative, below float rounding), ln 2 split
-// in two parts so that r is exact. Branch-free so that the loops calling it vectorize. Arguments
-// below -87 give 0 (exp(-87) ~ 1.6e-38 is at the bottom of the normal floats); NaN stays NaN.
-inline double exp_block(double x) { return std::exp(x); }
-inline float exp_block(float x) {
-  const float xc = std::min(std::max(x, -87.0f), 88.0f);
-  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
-  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;  // 0.693359375 - 2.12194440e-4 = ln 2
-  float p = 1.0f / 5040.0f;
+// Eight float lanes (a GCC/Clang vector extension: one AVX register here, lane-wise code on other
+// targets). The float exp and max loops are written on it because GCC vectorizes a comparison in
+// a plain loop only when told that float comparisons cannot trap (-fno-trapping-math).
+using f32x8 = float __attribute__((vector_size(32)));
+using i32x8 = int32_t __attribute__((vector_size(32)));
+
+inline f32x8 splat8(float x) { return f32x8{} + x; }
+inline f32x8 load8(const float* p, int64_t n = 8) {  // n < 8: the rest of the lanes are 0
+  f32x8 v{};
+  std::memcpy(&v, p, size_t(n) * sizeof(float));
+  return v;
+}
+inline void store8(float* p, f32x8 v, int64_t n = 8) { std::memcpy(p, &v, size_t(n) * sizeof(float)); }
+
+// exp of eight floats: exp(x) = 2^n exp(r) with n = round(x / ln 2) and |r| <= ln(2) / 2, exp(r) by
+// its degree-7 Taylor polynomial (truncation error < 6e-9 relative, below float rounding); ln 2 is
+// split in two parts so that r is exact, and n is rounded by adding and subtracting 1.5 * 2^23.
+// x < -87 gives 0 (exp(-87) ~ 1.6e-38 is at the bottom of the normal floats), x > 88 is clamped to
+// 88 (x <= ~0 here), NaN stays NaN.
+inline f32x8 exp8(f32x8 x) {
+  const f32x8 lo = splat8(-87.0f), hi = splat8(88.0f), round = splat8(12582912.0f);  // 1.5 * 2^23
+  f32x8 xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc;
+  const f32x8 shifted = xc * 1.44269504088896341f + round;  // 1.5 * 2^23 + n: n in the low mantissa bits
+  const f32x8 n = shifted - round;
+  const i32x8 n_int = std::bit_cast<i32x8>(shifted) - std::bit_cast<int32_t>(12582912.0f);
+  const f32x8 r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;  // 0.693359375 - 2.12194440e-4 = ln 2
+  f32x8 p = splat8(1.0f / 5040.0f);
   p = p * r + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
   p = p * r + 1.0f / 24.0f;
@@ -35,8 +53,8 @@ inline float exp_block(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return x < -87.0f ? 0.0f : p * two_n;
+  const f32x8 two_n = std::bit_cast<f32x8>((n_int + 127) << 23);
+  return x < lo ? splat8(0.0f) : p * two_n;
 }
 
 // The window actually applied: window <= 0 and window >= T both mean every earlier position, and
@@ -60,17 +78,53 @@ inline Visible visible(int64_t i, int64_t j0, int64_t j1, int64_t W) {
   return {lo, hi};
 }
 
+// max(init, s[lo..hi)).
+template <class T>
+T row_max(const T* s, Visible vis, T init) {
+  T m = init;
+  for (int64_t c = vis.lo; c < vis.hi; ++c) m = std::max(m, s[c]);
+  return m;
+}
+inline float row_max(const float* s, Visible vis, float init) {
+  f32x8 m8 = splat8(init);
+  int64_t c = vis.lo;
+  for (; c + 8 <= vis.hi; c += 8) {
+    const f32x8 x = load8(s + c);
+    m8 = x > m8 ? x : m8;
+  }
+  float m = init;
+  for (int k = 0; k < 8; ++k) m = std::max(m, m8[k]);
+  for (; c < vis.hi; ++c) m = std::max(m, s[c]);
+  return m;
+}
+
 // p[c] = exp(s[c] - shift) for c in [lo, hi), 0 elsewhere in [0, n); returns the sum of p.
+// p may be s.
 template <class T>
 T exp_row(T* p, const T* s, int64_t n, Visible vis, T shift) {
   T sum = 0;
-  for (int64_t c = 0; c < vis.lo; ++c) p[c] = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t c = vis.lo; c < vis.hi; ++c) {
-    p[c] = exp_block(s[c] - shift);
-    sum += p[c];
+  std::fill(p, p + vis.lo, T(0));
+  for (int64_t c = vis.lo; c < vis.hi; ++c) sum += (p[c] = std::exp(s[c] - shift));
+  std::fill(p + vis.hi, p + n, T(0));
+  return sum;
+}
+inline float exp_row(float* p, const float* s, int64_t n, Visible vis, float shift) {
+  std::fill(p, p + vis.lo, 0.0f);
+  f32x8 sum8 = splat8(0.0f);
+  int64_t c = vis.lo;
+  for (; c + 8 <= vis.hi; c += 8) {
+    const f32x8 e = exp8(load8(s + c) - shift);
+    store8(p + c, e);
+    sum8 += e;
   }
-  for (int64_t c = vis.hi; c < n; ++c) p[c] = 0;
+  float sum = 0;
+  if (const int64_t rest = vis.hi - c; rest > 0) {  // the last 1..7 columns
+    const f32x8 e = exp8(load8(s + c, rest) - shift);
+    store8(p + c, e, rest);
+    for (int64_t k = 0; k < rest; ++k) sum += e[k];
+  }
+  for (int k = 0; k < 8; ++k) sum += sum8[k];
+  std::fill(p + vis.hi, p + n, 0.0f);
   return sum;
 }
 
@@ -117,13 +171,11 @@ void attention_forward(T* o, T* lse, const T* q, const T* k, const T* v, int64_t
                 std::fill(sr, sr + cols, T(0));
                 continue;
               }
-              T row_max = m[r];
-#pragma omp simd reduction(max : row_max)
-              for (int64_t c = vis.lo; c < vis.hi; ++c) row_max = std::max(row_max, sr[c]);
-              const T rescale = exp_block(m[r] - row_max);  // 0 on the row's first block (m = -inf)
-              const T sum = exp_row(sr, sr, cols, vis, row_max);
+              const T new_max = row_max(sr, vis, m[r]);
+              const T rescale = std::exp(m[r] - new_max);  // 0 on the row's first block (m = -inf)
+              const T sum = exp_row(sr, sr, cols, vis, new_max);
               l[r] = l[r] * rescale + sum;
-              m[r] = row_max;
+              m[r] = new_max;
               if (rescale != T(1))
                 for (int64_t c = 0; c < dv; ++c) oi[r * ldo + c] *= rescale;
             }

@@ -1,0 +1,129 @@
+// linattn-bench attention: forward+backward time and memory of causal softmax attention, global and
+// sliding window, as T grows; also registers "attention" and "attention_w256" for linattn-bench mixers.
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench/bench.h"
+#include "core/rng.h"
+#include "kernels/cpu/attention.h"
+
+namespace linattn::bench {
+
+namespace {
+
+// Query-key pairs a causal window W (<= 0: global) scores in a sequence of T tokens.
+double attention_pairs(int64_t T, int64_t window) {
+  const int64_t W = window <= 0 ? T : std::min(window, T);
+  return double(W) * double(W + 1) / 2 + double(T - W) * double(W);
+}
+
+// FLOPs of the block products per (batch, head): forward S = Q K^T and P V, backward S again,
+// dV, dP, dQ, dK; 2 per multiply-add, only the pairs inside the causal window counted.
+double attention_flops(int64_t T, int64_t dk, int64_t dv, int64_t window) {
+  return 2 * attention_pairs(T, window) * double(4 * dk + 3 * dv);
+}
+
+// The tensors of one forward+backward in float32 (q, k, v with H = Hkv heads) and a function running it.
+struct Problem {
+  Tensor q, k, v, o, lse, dout, dq, dk, dv;
+  int64_t B, T, H, dk_, dv_, window;
+  Problem(int64_t B_, int64_t T_, int64_t H_, int64_t dk__, int64_t dv__, int64_t window_)
+      : B(B_), T(T_), H(H_), dk_(dk__), dv_(dv__), window(window_) {
+    Rng rng(0);
+    auto make = [&](int64_t d) {
+      Tensor t = Tensor::empty({B, T, H, d}, DType::f32);
+      rng.fill_uniform(t, -1, 1);
+      return t;
+    };
+    q = make(dk_), k = make(dk_), v = make(dv_), dout = make(dv_);
+    o = Tensor::empty({B, T, H, dv_}, DType::f32);
+    lse = Tensor::empty({B, H, T}, DType::f32);
+    dq = Tensor::zeros(q.shape(), DType::f32), dk = Tensor::zeros(k.shape(), DType::f32);
+    dv = Tensor::zeros(v.shape(), DType::f32);
+  }
+  void run() {
+    const float scale = 1.0f / std::sqrt(float(dk_));
+    cpu::attention_forward<float>(o.data<float>(), lse.data<float>(), q.data<float>(), k.data<float>(),
+                                  v.data<float>(), B, T, H, H, dk_, dv_, window, scale);
+    dq.zero_(), dk.zero_(), dv.zero_();
+    cpu::attention_backward<float>(dq.data<float>(), dk.data<float>(), dv.data<float>(), q.data<float>(),
+                                   k.data<float>(), v.data<float>(), o.data<float>(), lse.data<float>(),
+                                   dout.data<float>(), B, T, H, H, dk_, dv_, window, scale);
+  }
+  // What the op allocates: forward outputs o and lse, backward outputs dq, dk, dv, and the
+  // per-thread block workspace. The inputs q, k, v and dout belong to the caller.
+  size_t op_bytes() const {
+    return o.nbytes() + lse.nbytes() + dq.nbytes() + dk.nbytes() + dv.nbytes() +
+           size_t(omp_get_max_threads()) * cpu::attention_workspace_bytes_per_thread(sizeof(float));
+  }
+};
+
+MixerBench mixer(std::string name, int64_t window) {
+  return {std::move(name),
+          [window](int64_t B, int64_t T, int64_t H, int64_t dk, int64_t dv) -> std::function<void()> {
+            auto p = std::make_shared<Problem>(B, T, H, dk, dv, window);
+            return [p] { p->run(); };
+          },
+          [window](int64_t T, int64_t dk, int64_t dv) { return attention_flops(T, dk, dv, window); }};
+}
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+int run_attention(int argc, char** argv) {
+  int64_t B = 4, H = 4, d = 64, max_t = 16384, window = 256;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--max-t" && i + 1 < argc) max_t = std::atoll(argv[++i]);
+    else if (a == "--window" && i + 1 < argc) window = std::atoll(argv[++i]);
+    else {
+      std::printf("usage: linattn-bench attention [--max-t T] [--window W]\n"
+                  "  forward+backward of causal softmax attention, global and window W (default 256),\n"
+                  "  B=4 H=4 d=64, T = 512, 1024, ... up to --max-t (default 16384; global at 16384 takes\n"
+                  "  about a minute on 2 cores)\n");
+      return a == "--help" ? 0 : 1;
+    }
+  }
+  std::printf("causal softmax attention, float32, forward+backward, B=%ld H=%ld dk=dv=%ld, %d threads\n", long(B),
+              long(H), long(d), omp_get_max_threads());
+  std::printf("GEMM peak here (1024^3): %.1f GFLOP/s; PyTorch CPU reference at T=2048: global 1007 ms, window 256 "
+              "1009 ms\n",
+              gemm_peak_gflops());
+  std::printf("op MiB = o + lse + dq + dk + dv + per-thread workspace (%zu KiB per thread); a T x T score matrix "
+              "would be B*H*T*T*4 bytes\n",
+              cpu::attention_workspace_bytes_per_thread(sizeof(float)) / 1024);
+  std::printf("%-8s %6s %10s %10s %10s %10s %12s %12s\n", "window", "T", "ms", "ns/token", "GFLOP/s", "op MiB",
+              "TxT MiB", "peak RSS MiB");
+  for (int64_t w : {cpu::kGlobalWindow, window}) {
+    for (int64_t T = 512; T <= max_t; T *= 2) {
+      Problem p(B, T, H, d, d, w);
+      const double big = attention_flops(T, d, d, w) * double(B * H);
+      const int reps = big > 2e10 ? 1 : 3;  // long global runs: one timed run after the warm-up
+      const double ms = best_ms([&] { p.run(); }, reps);
+      std::printf("%-8s %6ld %10.1f %10.1f %10.1f %10.2f %12.0f %12.0f\n",
+                  w <= 0 ? "global" : std::to_string(w).c_str(), long(T), ms, ms * 1e6 / double(B * T),
+                  big / (ms * 1e6), double(p.op_bytes()) / (1 << 20), double(B * H) * double(T) * double(T) * 4 / (1 << 20),
+                  peak_rss_mib());
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+bool registered = add_command({"attention", "softmax attention (global, window) time and memory as T grows",
+                               run_attention}) &&
+                  add_mixer_bench(mixer("attention", cpu::kGlobalWindow)) && add_mixer_bench(mixer("attention_w256", 256));
+
+}  // namespace
+
+}  // namespace linattn::bench
