@@ -1,0 +1,154 @@
+#include "data/prepare.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "core/error.h"
+#include "data/mapped_file.h"
+#include "data/tokenizer.h"
+
+namespace linattn::data {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> split_patterns(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::vector<Document> list_documents(const std::vector<std::string>& inputs) {
+  LINATTN_CHECK(!inputs.empty(), "no input: give text files or folders of text files");
+  std::vector<Document> docs;
+  auto add_file = [&](const fs::path& p) {
+    const uint64_t bytes = fs::file_size(p);
+    LINATTN_CHECK(bytes > 0, p.string(), ": input file is empty");
+    docs.push_back(Document{p.string(), bytes, false});
+  };
+  for (const std::string& input : inputs) {
+    const fs::path p(input);
+    std::error_code ec;
+    const fs::file_status st = fs::status(p, ec);
+    LINATTN_CHECK(fs::exists(st), input, ": input does not exist");
+    if (fs::is_regular_file(st)) {
+      add_file(p);
+      continue;
+    }
+    LINATTN_CHECK(fs::is_directory(st), input, ": input is neither a file nor a folder");
+    std::vector<fs::path> files;
+    for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::follow_directory_symlink);
+         it != fs::recursive_directory_iterator(); ++it) {
+      const std::string name = it->path().filename().string();
+      if (!name.empty() && name[0] == '.') {  // hidden: skipped, and not entered
+        if (it->is_directory()) it.disable_recursion_pending();
+        continue;
+      }
+      if (it->is_regular_file()) files.push_back(it->path());
+    }
+    LINATTN_CHECK(!files.empty(), input, ": input folder holds no files");
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) add_file(f);
+  }
+  return docs;
+}
+
+void assign_validation(std::vector<Document>& docs, const std::vector<std::string>& val_globs, double val_fraction) {
+  LINATTN_CHECK(val_globs.empty() || val_fraction == 0, "give --val-glob or --val-fraction, not both");
+  LINATTN_CHECK(val_fraction >= 0 && val_fraction < 1, "--val-fraction ", val_fraction, " is not in [0, 1)");
+  for (Document& d : docs) d.val = false;
+  if (!val_globs.empty()) {
+    for (Document& d : docs) {
+      const std::string name = fs::path(d.path).filename().string();
+      for (const std::string& g : val_globs)
+        if (fnmatch(g.c_str(), name.c_str(), 0) == 0) d.val = true;
+    }
+    std::string joined;
+    for (const std::string& g : val_globs) joined += (joined.empty() ? "" : ",") + g;
+    const auto n_val = std::count_if(docs.begin(), docs.end(), [](const Document& d) { return d.val; });
+    LINATTN_CHECK(n_val > 0, "--val-glob '", joined, "' matches no input file name");
+    LINATTN_CHECK(size_t(n_val) < docs.size(), "--val-glob '", joined, "' matches every input file: nothing left to train on");
+  } else if (val_fraction > 0) {
+    LINATTN_CHECK(docs.size() >= 2, "--val-fraction needs at least 2 documents (the split is by document); got ",
+                  docs.size());
+    size_t n_val = size_t(std::ceil(val_fraction * double(docs.size())));
+    n_val = std::min(n_val, docs.size() - 1);
+    for (size_t k = docs.size() - n_val; k < docs.size(); ++k) docs[k].val = true;
+  }
+}
+
+PrepareResult prepare(const PrepareOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  LINATTN_CHECK(!options.out_dir.empty(), "no output folder (--out DIR)");
+
+  PrepareResult result;
+  result.documents = list_documents(options.inputs);
+  assign_validation(result.documents, options.val_globs, options.val_fraction);
+  const auto tokenizer =
+      make_tokenizer(options.tokenizer, options.gpt2_dir.empty() ? default_gpt2_dir() : options.gpt2_dir);
+
+  fs::create_directories(options.out_dir);
+  const std::string train_path = (fs::path(options.out_dir) / "train.bin").string();
+  const std::string val_path = (fs::path(options.out_dir) / "val.bin").string();
+  const bool any_val = std::any_of(result.documents.begin(), result.documents.end(), [](const Document& d) { return d.val; });
+  if (!any_val) fs::remove(val_path);  // a val.bin left from an earlier split must not be read as this one's
+
+  ShardWriter train(train_path, tokenizer->name(), tokenizer->vocab_size(), tokenizer->eot());
+  std::unique_ptr<ShardWriter> val;
+  if (any_val) val = std::make_unique<ShardWriter>(val_path, tokenizer->name(), tokenizer->vocab_size(), tokenizer->eot());
+
+  uint64_t total_bytes = 0, done_bytes = 0;
+  for (const Document& d : result.documents) total_bytes += d.bytes;
+  std::vector<uint64_t> doc_tokens;
+  std::vector<uint32_t> ids;
+  double last_report = 0;
+  for (size_t k = 0; k < result.documents.size(); ++k) {
+    const Document& d = result.documents[k];
+    const MappedFile file(d.path);
+    LINATTN_CHECK(file.size() == d.bytes, d.path, ": changed while being read (", d.bytes, " then ", file.size(),
+                  " bytes)");
+    ids.clear();
+    ids.push_back(tokenizer->eot());  // every document starts with end-of-text, as in llm.c's shards
+    tokenizer->encode(file.text(), ids, d.path);
+    (d.val ? *val : train).add_document(ids.data(), ids.size(), d.bytes);
+    doc_tokens.push_back(ids.size());
+    done_bytes += d.bytes;
+    if (options.progress && (elapsed() - last_report >= 1.0 || k + 1 == result.documents.size())) {
+      last_report = elapsed();
+      char line[256];
+      std::snprintf(line, sizeof line, "prepare: %zu/%zu documents, %.1f/%.1f MB, %llu tokens, %.1f s", k + 1,
+                    result.documents.size(), done_bytes / 1e6, total_bytes / 1e6,
+                    (unsigned long long)(train.token_count() + (val ? val->token_count() : 0)), last_report);
+      options.progress(line);
+    }
+  }
+  result.train = train.finish();
+  if (val) {
+    result.val = val->finish();
+    result.has_val = true;
+  }
+
+  const std::string listing = (fs::path(options.out_dir) / "documents.tsv").string();
+  std::ofstream out(listing);
+  out << "split\tbytes\ttokens\tpath\n";
+  for (size_t k = 0; k < result.documents.size(); ++k) {
+    const Document& d = result.documents[k];
+    out << (d.val ? "val" : "train") << '\t' << d.bytes << '\t' << doc_tokens[k] << '\t' << d.path << '\n';
+  }
+  LINATTN_CHECK(out.good(), listing, ": write failed");
+  result.seconds = elapsed();
+  return result;
+}
+
+}  // namespace linattn::data

