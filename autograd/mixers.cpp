@@ -5,6 +5,7 @@
 #include "autograd/op_support.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/deltanet.h"
+#include "kernels/cpu/gla.h"
 #include "kernels/cpu/rope.h"
 
 namespace linattn::ops {
@@ -137,6 +138,56 @@ MixerOutput linear_attention(const Variable& q, const Variable& k, const Variabl
                                                  v.value().data<T>(), data_or_null<T>(h0), data_or_null<T>(z0),
                                                  grad_or_zeros<T>(out.o), grad_data_or_null<T>(out.ht), dzt, s.B, s.T,
                                                  s.H, s.dk, s.dv, T(scale), phi, normalize);
+      });
+    });
+  return out;
+}
+
+MixerOutput gla(const Variable& q, const Variable& k, const Variable& v, const Variable& g, const Variable& h0,
+                const MixerOptions& options) {
+  const char* op = "gla";
+  check_inputs(op, {&q, &k, &v, &g, &h0});
+  Sizes s = check_qkv(op, q, k, v, h0);
+  LINATTN_CHECK(g.shape() == q.shape(), op, ": the log-gate g should have q's shape [B, T, H, dk] = ",
+                q.shape().str(), ", got ", g.value().str());
+  for (auto [name, x] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}) check_finite(op, name, *x);
+  check_values(op, "g", g, -INFINITY, 0.0, "a finite log-gate <= 0 (make it with logsigmoid)");
+  const double scale = resolve_scale(options, s.dk);
+  const bool chunk = options.form == MixerForm::chunk;
+  DType dt = q.dtype();
+  Tensor o = Tensor::scratch({s.B, s.T, s.H, s.dv}, dt);
+  Tensor ht = Tensor::scratch({s.B, s.H, s.dk, s.dv}, dt);
+  Tensor saved;
+  if (chunk) saved = Tensor::scratch({cpu::gla_chunk_saved_size(s.B, s.T, s.H, s.dk, s.dv, options.chunk_size)}, dt);
+  dispatch_float(dt, [&](auto zero) {
+    using T = decltype(zero);
+    if (chunk)
+      cpu::gla_chunk_forward<T>(o.data<T>(), ht.data<T>(), saved.data<T>(), q.value().data<T>(), k.value().data<T>(),
+                                v.value().data<T>(), g.value().data<T>(), data_or_null<T>(h0), s.B, s.T, s.H, s.dk,
+                                s.dv, T(scale), options.chunk_size);
+    else
+      cpu::gla_recurrent_forward<T>(o.data<T>(), ht.data<T>(), q.value().data<T>(), k.value().data<T>(),
+                                    v.value().data<T>(), g.value().data<T>(), data_or_null<T>(h0), s.B, s.T, s.H, s.dk,
+                                    s.dv, T(scale));
+  });
+  const bool rg = needs_grad({&q, &k, &v, &g, &h0});
+  MixerOutput out{Variable(o, rg), Variable(ht, rg), {}};
+  if (rg)
+    record([q, k, v, g, h0, out, saved, s, scale, options, chunk] {
+      dispatch_float(q.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        if (chunk)
+          cpu::gla_chunk_backward<T>(grad_or_scratch<T>(q), grad_or_scratch<T>(k), grad_or_scratch<T>(v),
+                                     grad_or_scratch<T>(g), grad_or_null<T>(h0), saved.data<T>(), q.value().data<T>(),
+                                     k.value().data<T>(), v.value().data<T>(), g.value().data<T>(),
+                                     grad_or_zeros<T>(out.o), grad_data_or_null<T>(out.ht), s.B, s.T, s.H, s.dk, s.dv,
+                                     T(scale), options.chunk_size);
+        else
+          cpu::gla_recurrent_backward<T>(grad_or_scratch<T>(q), grad_or_scratch<T>(k), grad_or_scratch<T>(v),
+                                         grad_or_scratch<T>(g), grad_or_null<T>(h0), q.value().data<T>(),
+                                         k.value().data<T>(), v.value().data<T>(), g.value().data<T>(),
+                                         data_or_null<T>(h0), grad_or_zeros<T>(out.o), grad_data_or_null<T>(out.ht),
+                                         s.B, s.T, s.H, s.dk, s.dv, T(scale));
       });
     });
   return out;

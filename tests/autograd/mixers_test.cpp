@@ -61,6 +61,20 @@ TEST(MixerOps, LinearAttentionBothForms) {
   }
 }
 
+TEST(MixerOps, GLABothFormsAndRetNetGate) {
+  for (ops::MixerForm form : {ops::MixerForm::chunk, ops::MixerForm::recurrent}) {
+    Rng rng(6);
+    ops::MixerOptions opt;
+    opt.form = form;
+    opt.chunk_size = 4;
+    expect_mixer_gradients_match([opt](const V& x) { return ops::gla(x[0], x[1], x[2], x[3], x[4], opt); },
+                                 {random_tensor({B, T, H, DK}, rng), random_tensor({B, T, H, DK}, rng),
+                                  random_tensor({B, T, H, DV}, rng), random_tensor({B, T, H, DK}, rng, -2.0, -0.01),
+                                  random_tensor({B, H, DK, DV}, rng)},
+                                 rng);
+  }
+}
+
 TEST(MixerOps, DeltaNetBothForms) {
   for (ops::MixerForm form : {ops::MixerForm::chunk, ops::MixerForm::recurrent}) {
     Rng rng(2);
@@ -110,7 +124,9 @@ std::string error_of(F&& f) {
 TEST(MixerOps, BadInputGetsAClearError) {
   Rng rng(5);
   Variable q(random_tensor({1, 4, 2, 4}, rng)), k(random_tensor({1, 4, 2, 4}, rng)), v(random_tensor({1, 4, 2, 3}, rng));
-  std::string msg = error_of([&] { ops::deltanet(q, k, v, Variable(random_tensor({1, 4, 2}, rng, 1.5, 2.0)), {}); });
+  std::string msg = error_of([&] { ops::gla(q, k, v, Variable(random_tensor({1, 4, 2, 4}, rng, 0.1, 1.0)), {}); });
+  EXPECT_NE(msg.find("g must be"), std::string::npos) << msg;
+  msg = error_of([&] { ops::deltanet(q, k, v, Variable(random_tensor({1, 4, 2}, rng, 1.5, 2.0)), {}); });
   EXPECT_NE(msg.find("beta"), std::string::npos) << msg;
   msg = error_of([&] { ops::deltanet(q, k, v, Variable(random_tensor({1, 4, 3}, rng, 0.1, 0.9)), {}); });
   EXPECT_NE(msg.find("[1, 4, 3]"), std::string::npos) << msg;
