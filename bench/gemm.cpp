@@ -24,7 +24,7 @@ static double gemm_gflops(int64_t M, int64_t N, int64_t K, int reps) {
   return 2.0 * double(M) * double(N) * double(K) / (ms * 1e6);
 }
 
-double gemm_peak_gflops() { return gemm_gflops(1024, 1024, 1024, 10); }
+double gemm_peak_gflops() { return cpu::measure_sgemm_gflops(1024, 10); }
 
 static int run_gemm(int argc, char** argv) {
   std::printf("float32 GEMM (oneDNN), %d threads, best of 10; the reference figure in "

@@ -70,16 +70,21 @@ std::string did_you_mean(const std::string& key, const std::vector<std::string>&
 // Reads one YAML mapping, checking keys and types, and reporting FILE:LINE:COL or the --set flag.
 class Reader {
  public:
-  Reader(const std::string& source, const std::set<std::string>& overridden)
-      : source_(source), overridden_(overridden) {}
+  Reader(const std::string& source, const std::set<std::string>& overridden,
+         std::map<std::string, std::string>& locations)
+      : source_(source), overridden_(overridden), locations_(locations) {}
 
-  [[noreturn]] void fail(const YAML::Node& node, const std::string& path, const std::string& msg) const {
-    if (overridden_.count(path)) LINATTN_FAIL("--set ", path, ": ", msg);
+  std::string location(const YAML::Node& node, const std::string& path) const {
+    if (overridden_.count(path)) return "--set " + path;
     YAML::Mark m = node.Mark();
     std::ostringstream os;
     os << source_;
     if (m.line >= 0) os << ":" << m.line + 1 << ":" << m.column + 1;
-    throw Error(os.str() + ": " + msg);
+    return os.str();
+  }
+
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& path, const std::string& msg) const {
+    throw Error(location(node, path) + ": " + msg);
   }
 
   void check_keys(const YAML::Node& map, const std::string& path, const std::vector<std::string>& known) const {
@@ -98,6 +103,7 @@ class Reader {
     if (!map || !map.IsMap() || !map[key]) return;
     YAML::Node n = map[key];
     std::string full = path + "." + key;
+    locations_[full] = location(n, full);
     try {
       if constexpr (std::is_same_v<T, bool>) {
         out = n.as<bool>();
@@ -133,6 +139,7 @@ class Reader {
  private:
   std::string source_;
   const std::set<std::string>& overridden_;
+  std::map<std::string, std::string>& locations_;
 };
 
 MixerKind parse_mixer(const Reader& r, const YAML::Node& n, const std::string& path) {
@@ -288,9 +295,9 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   std::set<std::string> overridden;
   for (const std::string& item : overrides) apply_override(root, item, overridden);
 
-  Reader r(source, overridden);
   Config c;
   c.source = source;
+  Reader r(source, overridden, c.locations);
   r.check_keys(root, "", {"model", "data", "train", "checkpoint"});
 
   // ---- model
@@ -513,6 +520,12 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
 
   c.text = emit(c);
   return c;
+}
+
+std::string Config::where(const std::string& path) const {
+  auto it = locations.find(path);
+  if (it != locations.end()) return it->second;
+  return source + " (" + path + " not set; default used)";
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,10 @@ struct Config {
   DataConfig data;
   TrainConfig train;
   CheckpointConfig checkpoint;
+  // "FILE:LINE:COL" (or "--set KEY") of every key given, by dotted path ("model.vocab_size"), so
+  // checks made after parsing (against the data, say) can point at the line to fix.
+  std::map<std::string, std::string> locations;
+  std::string where(const std::string& path) const;
 };
 
 // Loads and validates a config file; `overrides` are "section.key=value" strings (--set).

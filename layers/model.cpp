@@ -1,0 +1,83 @@
+#include "layers/model.h"
+
+#include <cmath>
+#include <map>
+#include <sstream>
+
+namespace linattn {
+
+Model::Model(const ModelConfig& c, DType dtype) : config_(c) {
+  const double std = c.initializer_range;
+  // Output projections of each residual branch are scaled down so the residual stream's variance
+  // does not grow with depth.
+  const double out_std = std / std::sqrt(2.0 * double(c.num_hidden_layers));
+  embeddings_ = params_.add("model.embeddings.weight", {c.vocab_size, c.hidden_size}, Init::Normal(std), true);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    std::string prefix = "model.layers." + std::to_string(i);
+    Block b;
+    b.attn_norm = RMSNorm(params_, prefix + ".attn_norm", c.hidden_size, c.norm_eps);
+    b.attn = make_mixer(params_, prefix + ".attn", c, c.layers[size_t(i)], std, out_std);
+    b.mlp_norm = RMSNorm(params_, prefix + ".mlp_norm", c.hidden_size, c.norm_eps);
+    b.mlp = MLP(params_, prefix + ".mlp", c.hidden_size, c.resolved_intermediate_size(), std, out_std);
+    blocks_.push_back(std::move(b));
+  }
+  norm_ = RMSNorm(params_, "model.norm", c.hidden_size, c.norm_eps);
+  lm_head_ = c.tie_word_embeddings ? embeddings_
+                                   : params_.add("lm_head.weight", {c.vocab_size, c.hidden_size}, Init::Normal(std), true);
+  params_.allocate(dtype);
+}
+
+Variable Model::logits(const Tensor& ids) const {
+  LINATTN_CHECK(ids.ndim() == 2, "Model::logits: ids must be [batch, seq_len], got ", ids.str());
+  Variable x = ops::embedding(ids, params_[embeddings_]);
+  for (const Block& b : blocks_) {
+    x = ops::add(x, b.attn->forward(params_, b.attn_norm(params_, x)));
+    x = ops::add(x, b.mlp(params_, b.mlp_norm(params_, x)));
+  }
+  return ops::linear(norm_(params_, x), params_[lm_head_]);
+}
+
+Variable Model::loss(const Tensor& ids, const Tensor& targets) const {
+  return ops::cross_entropy(logits(ids), targets);
+}
+
+int64_t Model::matmul_params() const {
+  int64_t n = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Shape& s = params_.layout().entries()[i].shape;
+    bool lookup_only = int(i) == embeddings_ && lm_head_ != embeddings_;
+    bool conv = params_.name(int(i)).find("conv1d") != std::string::npos;
+    if (s.ndim() == 2 && !lookup_only && !conv) n += s.numel();
+  }
+  return n;
+}
+
+double Model::flops_per_token(int64_t T) const {
+  double f = 6.0 * double(matmul_params());
+  for (const Block& b : blocks_) f += b.attn->mixing_flops_per_token(T);
+  return f;
+}
+
+std::string Model::summary() const {
+  std::map<std::string, int> kinds;
+  for (const LayerSpec& l : config_.layers) {
+    std::string k = mixer_name(l.mixer);
+    if (l.mixer == MixerKind::attention) k += l.window_size > 0 ? " (window " + std::to_string(l.window_size) + ")" : " (global)";
+    kinds[k]++;
+  }
+  std::ostringstream os;
+  os << "model: " << config_.num_hidden_layers << " layers, hidden " << config_.hidden_size << ", heads "
+     << config_.num_heads << ", vocab " << config_.vocab_size << ", mixers:";
+  std::string sep = " ";
+  for (auto& [k, n] : kinds) os << sep << n << "x " << k, sep = ", ";
+  os << "\nlayers:";
+  for (size_t i = 0; i < config_.layers.size(); ++i) {
+    const LayerSpec& l = config_.layers[i];
+    os << " " << i << ":" << mixer_name(l.mixer);
+    if (l.mixer == MixerKind::attention && l.window_size > 0) os << "/w" << l.window_size;
+  }
+  os << "\nparameters: " << params_.count() << " (" << matmul_params() << " in matrix products)";
+  return os.str();
+}
+
+}  // namespace linattn

@@ -1,0 +1,46 @@
+// The language model: embeddings, pre-norm blocks (mixer and SwiGLU MLP), final norm, LM head.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/mixer_layers.h"
+#include "layers/modules.h"
+
+namespace linattn {
+
+class Model {
+ public:
+  Model(const ModelConfig& config, DType dtype);
+
+  // ids: i32 [B, T] -> logits [B, T, vocab]
+  Variable logits(const Tensor& ids) const;
+  // Mean cross-entropy of next-token prediction: targets i32 [B, T].
+  Variable loss(const Tensor& ids, const Tensor& targets) const;
+
+  Parameters& params() { return params_; }
+  const Parameters& params() const { return params_; }
+  const ModelConfig& config() const { return config_; }
+
+  // Training FLOPs per token for sequences of T tokens: 6 x (parameters used in matrix products)
+  // as in llm.c, plus the mixers' own work.
+  double flops_per_token(int64_t T) const;
+  int64_t matmul_params() const;
+  std::string summary() const;  // one line per layer kind, the parameter count
+
+ private:
+  struct Block {
+    RMSNorm attn_norm, mlp_norm;
+    std::unique_ptr<MixerLayer> attn;
+    MLP mlp;
+  };
+  ModelConfig config_;
+  Parameters params_;
+  int embeddings_ = -1;
+  std::vector<Block> blocks_;
+  RMSNorm norm_;
+  int lm_head_ = -1;  // == embeddings_ when tied
+};
+
+}  // namespace linattn

@@ -1,0 +1,299 @@
+#include "train/trainer.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kernels/cpu/matmul.h"
+
+namespace linattn {
+
+namespace {
+
+std::atomic<int> g_interrupts{0};
+
+void on_signal(int) {
+  if (g_interrupts.fetch_add(1) >= 1) {
+    const char msg[] = "\nlinattn-train: second interrupt, exiting now\n";
+    ssize_t ignored = write(2, msg, sizeof(msg) - 1);
+    (void)ignored;
+    _exit(130);
+  }
+  const char msg[] = "\nlinattn-train: interrupt received, stopping after this step (press Ctrl-C again to exit now)\n";
+  ssize_t ignored = write(2, msg, sizeof(msg) - 1);
+  (void)ignored;
+}
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
+std::string duration(double seconds) {
+  char buf[32];
+  int s = int(std::max(0.0, seconds));
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", s / 3600, s / 60 % 60);
+  else if (s >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", s / 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%ds", s);
+  return buf;
+}
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+void install_interrupt_handlers() {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+}
+
+bool interrupt_requested() { return g_interrupts.load() > 0; }
+
+Trainer::Trainer(const Config& config) : config_(config) {
+  const TrainConfig& t = config_.train;
+  if (t.threads > 0) omp_set_num_threads(int(t.threads));
+  dtype_ = t.dtype == "f64" ? DType::f64 : DType::f32;
+
+  const std::string& dir = config_.data.path;
+  LINATTN_CHECK(std::filesystem::is_directory(dir), config_.where("data.path"), ": data folder '", dir,
+                "' does not exist. Prepare it with `linattn-data prepare TEXT... --out ", dir,
+                "` (./scripts/train prepares the default corpus)");
+  train_data_ = data::Dataset::open(dir, "train");
+  val_data_ = data::Dataset::open(dir, "val");
+  const ModelConfig& m = config_.model;
+  LINATTN_CHECK(int64_t(train_data_->vocab_size()) <= m.vocab_size, config_.where("model.vocab_size"),
+                ": vocab_size ", m.vocab_size, " is smaller than the data's vocabulary (", train_data_->vocab_size(),
+                " tokens, tokenizer '", train_data_->tokenizer(), "'): set model.vocab_size to at least ",
+                train_data_->vocab_size());
+  LINATTN_CHECK(train_data_->num_tokens() > uint64_t(config_.data.seq_len) + 1, "the training split in '", dir,
+                "' has only ", train_data_->num_tokens(), " tokens, fewer than one sequence of data.seq_len + 1 = ",
+                config_.data.seq_len + 1);
+
+  accumulation_ = t.batch_size / t.micro_batch_size;
+  model_ = std::make_unique<Model>(m, dtype_);
+  model_->params().initialize(t.seed);
+  optimizer_ = std::make_unique<AdamW>(model_->params(), t);
+  data::LoaderOptions lo;
+  lo.batch_size = t.micro_batch_size;
+  lo.seq_len = config_.data.seq_len;
+  lo.seed = t.seed + 1;
+  loader_ = std::make_unique<data::TrainLoader>(train_data_, lo);
+  gemm_peak_ = cpu::measure_sgemm_gflops(1024, 3);
+
+  std::printf("%s\n", model_->summary().c_str());
+  const double pbytes = double(model_->params().layout().total() * int64_t(dtype_size(dtype_)));
+  std::printf("memory: parameters %s, gradients %s, AdamW moments %s\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
+              mib(2 * pbytes).c_str());
+  std::printf("data: %s: %llu training tokens, %llu validation tokens, tokenizer %s (vocab %u)\n", dir.c_str(),
+              (unsigned long long)train_data_->num_tokens(), (unsigned long long)val_data_->num_tokens(),
+              train_data_->tokenizer().c_str(), train_data_->vocab_size());
+  std::printf("train: batch %lld x %lld tokens (micro-batch %lld, %lld accumulation steps), %d threads, %s, "
+              "GEMM peak here %.0f GFLOP/s\n",
+              (long long)t.batch_size, (long long)config_.data.seq_len, (long long)t.micro_batch_size,
+              (long long)accumulation_, omp_get_max_threads(), t.dtype.c_str(), gemm_peak_);
+  std::fflush(stdout);
+}
+
+size_t Trainer::measure_activation_bytes() {
+  Tensor ids = Tensor::zeros({config_.train.micro_batch_size, config_.data.seq_len}, DType::i32);
+  arena_.reset();
+  {
+    ArenaScope scope(arena_);
+    backward(model_->loss(ids, ids));
+  }
+  model_->params().zero_grad();
+  size_t bytes = arena_.high_water();
+  arena_.reset();
+  return bytes;
+}
+
+EvalResult Trainer::evaluate() {
+  data::LoaderOptions lo;
+  lo.batch_size = config_.train.micro_batch_size;
+  lo.seq_len = config_.data.seq_len;
+  lo.max_tokens = uint64_t(config_.data.val_tokens);
+  data::ValLoader val(val_data_, lo);
+  NoGrad no_grad;
+  double loss_sum = 0;
+  int64_t tokens = 0;
+  data::Batch batch;
+  while (val.next(batch)) {
+    if (batch.rows == 0) continue;
+    ArenaScope scope(arena_);
+    Variable loss = model_->loss(batch.inputs, batch.targets);
+    double l = dispatch_float(loss.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      return double(loss.value().data<T>()[0]);
+    });
+    int64_t n = batch.rows * config_.data.seq_len;
+    loss_sum += l * double(n);
+    tokens += n;
+    arena_.reset();
+  }
+  EvalResult r;
+  r.tokens = tokens;
+  r.loss = tokens ? loss_sum / double(tokens) : NAN;
+  r.perplexity = std::exp(r.loss);
+  r.bits_per_byte = val_data_->has_text_bytes() ? data::bits_per_byte(r.loss, val_data_->bytes_per_token()) : NAN;
+  return r;
+}
+
+void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bool& ok) {
+  Parameters& params = model_->params();
+  params.zero_grad();
+  loss = 0;
+  ok = true;
+  // Each micro-batch's loss is a mean over its tokens; seeding backward with 1 / accumulation makes
+  // the summed gradients those of the mean over the whole batch.
+  Tensor seed = Tensor::empty({1}, dtype_);
+  seed.fill_(1.0 / double(accumulation_));
+  for (int64_t micro = 0; micro < accumulation_; ++micro) {
+    data::Batch batch = loader_->next();
+    try {
+      ArenaScope scope(arena_);
+      Variable l = model_->loss(batch.inputs, batch.targets);
+      loss += dispatch_float(l.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        return double(l.value().data<T>()[0]);
+      }) / double(accumulation_);
+      backward({l}, {seed});
+    } catch (const Error& e) {
+      clear_tape();
+      std::printf("warning: step %lld: %s; skipping the step\n", (long long)step, e.what());
+      ok = false;
+    }
+    arena_.reset();
+  }
+  norm = grad_norm(params);
+  if (ok && !std::isfinite(norm)) {
+    std::printf("warning: step %lld: the gradient norm is %g; skipping the step\n", (long long)step, norm);
+    ok = false;
+  }
+  if (!ok) return;
+  if (config_.train.grad_clip > 0 && norm > config_.train.grad_clip) scale_grads(params, config_.train.grad_clip / norm);
+  optimizer_->step(lr);
+}
+
+void Trainer::log(const std::string& json_line) {
+  std::ofstream out(std::filesystem::path(config_.train.out_dir) / "metrics.jsonl", std::ios::app);
+  out << json_line << "\n";
+}
+
+TrainSummary Trainer::run() {
+  const TrainConfig& t = config_.train;
+  std::filesystem::create_directories(t.out_dir);
+  {
+    std::ofstream cfg(std::filesystem::path(t.out_dir) / "config.yaml");
+    cfg << "# resolved from " << config_.source << "\n" << config_.text;
+    std::ofstream(std::filesystem::path(t.out_dir) / "metrics.jsonl", std::ios::trunc);
+  }
+  size_t activations = measure_activation_bytes();
+  std::printf("memory: activations %s per micro-batch (measured)\n", mib(double(activations)).c_str());
+
+  const int64_t tokens_per_step = t.batch_size * config_.data.seq_len;
+  const double flops_per_token = model_->flops_per_token(config_.data.seq_len);
+  const bool tty = isatty(fileno(stdout));
+  std::printf("run: %s%s%s, out %s\n",
+              t.max_steps ? ("max_steps " + std::to_string(t.max_steps) + " ").c_str() : "",
+              t.max_tokens ? ("max_tokens " + std::to_string(t.max_tokens) + " ").c_str() : "",
+              t.max_time ? ("max_time " + duration(t.max_time)).c_str() : "", t.out_dir.c_str());
+  std::fflush(stdout);
+
+  TrainSummary summary;
+  summary.best.loss = INFINITY;
+  auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  int64_t bad_in_row = 0;
+  double window_seconds = 0, window_loss = 0;
+  int64_t window_steps = 0;
+
+  auto report_eval = [&](int64_t step) {
+    EvalResult r = evaluate();
+    if (tty) std::printf("\r\033[K");
+    std::printf("eval  step %6lld | val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens\n", (long long)step, r.loss,
+                r.perplexity, r.bits_per_byte, (long long)r.tokens);
+    std::fflush(stdout);
+    log("{\"step\": " + std::to_string(step) + ", \"val_loss\": " + json_number(r.loss) + ", \"val_ppl\": " +
+        json_number(r.perplexity) + ", \"val_bpb\": " + json_number(r.bits_per_byte) + "}");
+    summary.last = r;
+    if (r.loss < summary.best.loss) summary.best = r;
+  };
+
+  int64_t step = 0;
+  for (;; ++step) {
+    // Progress toward whichever bound comes first, in [0, 1].
+    double progress = 0;
+    const int64_t decay_steps = t.max_steps - t.warmup_steps;
+    if (t.max_steps) progress = std::max(progress, double(step - t.warmup_steps) / double(std::max<int64_t>(1, decay_steps)));
+    if (t.max_tokens) progress = std::max(progress, double(step * tokens_per_step) / double(t.max_tokens));
+    if (t.max_time) progress = std::max(progress, elapsed() / t.max_time);
+    bool done = (t.max_steps && step >= t.max_steps) || (t.max_tokens && step * tokens_per_step >= t.max_tokens) ||
+                (t.max_time && elapsed() >= t.max_time);
+    if (done || interrupt_requested()) {
+      summary.interrupted = !done;
+      break;
+    }
+    const double lr = learning_rate(t, step, progress);
+    auto t0 = std::chrono::steady_clock::now();
+    double loss = 0, norm = 0;
+    bool ok = true;
+    train_step(step, lr, loss, norm, ok);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!ok) {
+      LINATTN_CHECK(++bad_in_row < t.max_bad_steps, "stopping: ", bad_in_row,
+                    " steps in a row had a non-finite loss or gradient norm. The model diverged: lower train.lr (",
+                    config_.where("train.lr"), ") or raise train.warmup_steps, and check the data");
+      continue;
+    }
+    bad_in_row = 0;
+    summary.tokens += tokens_per_step;
+    window_seconds += seconds;
+    window_loss += loss;
+    ++window_steps;
+    const int64_t done_steps = step + 1;
+    if (done_steps % t.log_every == 0 || done_steps == 1) {
+      const double tok_s = double(tokens_per_step * window_steps) / window_seconds;
+      const double mfu = flops_per_token * tok_s / (gemm_peak_ * 1e9);
+      double eta = INFINITY;
+      if (t.max_steps) eta = std::min(eta, double(t.max_steps - done_steps) * window_seconds / double(window_steps));
+      if (t.max_tokens)
+        eta = std::min(eta, double(t.max_tokens - done_steps * tokens_per_step) / tok_s);
+      if (t.max_time) eta = std::min(eta, t.max_time - elapsed());
+      if (tty) std::printf("\r\033[K");
+      std::printf("step %6lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %7.1f ms/step | MFU %4.1f%% | ETA %s\n",
+                  (long long)done_steps, window_loss / double(window_steps), lr, norm, tok_s,
+                  1e3 * window_seconds / double(window_steps), 100 * mfu, duration(eta).c_str());
+      std::fflush(stdout);
+      log("{\"step\": " + std::to_string(done_steps) + ", \"loss\": " + json_number(window_loss / double(window_steps)) +
+          ", \"lr\": " + json_number(lr) + ", \"grad_norm\": " + json_number(norm) + ", \"tokens_per_s\": " +
+          json_number(tok_s) + ", \"ms_per_step\": " + json_number(1e3 * window_seconds / double(window_steps)) +
+          ", \"mfu\": " + json_number(mfu) + "}");
+      window_seconds = window_loss = 0;
+      window_steps = 0;
+    } else if (tty) {
+      std::printf("\r\033[Kstep %lld  loss %.4f", (long long)done_steps, loss);
+      std::fflush(stdout);
+    }
+    if (t.eval_every && done_steps % t.eval_every == 0) report_eval(done_steps);
+  }
+  summary.steps = step;
+  summary.seconds = elapsed();
+  if (summary.steps == 0 || !t.eval_every || summary.steps % t.eval_every != 0) report_eval(summary.steps);
+  return summary;
+}
+
+}  // namespace linattn

@@ -1,0 +1,64 @@
+// The training loop: AdamW with warmup and decay, gradient accumulation and clipping, validation
+// loss / perplexity / bits per byte as it trains, progress lines and metrics.jsonl.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "data/dataset.h"
+#include "layers/model.h"
+#include "train/config.h"
+#include "train/optimizer.h"
+
+namespace linattn {
+
+struct EvalResult {
+  double loss = 0;           // mean nats per token
+  double perplexity = 0;
+  double bits_per_byte = 0;  // NaN when the data does not record its text bytes
+  int64_t tokens = 0;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  int64_t tokens = 0;
+  double seconds = 0;
+  EvalResult last, best;
+  bool interrupted = false;
+};
+
+class Trainer {
+ public:
+  // Opens the data, builds the model and checks that they fit each other (errors point at the
+  // config line to fix). Prints the model summary and the memory budget.
+  explicit Trainer(const Config& config);
+
+  // One forward + backward on a zero batch: measures the activation memory, and proves the model runs.
+  size_t measure_activation_bytes();
+  TrainSummary run();
+  EvalResult evaluate();
+
+  const Model& model() const { return *model_; }
+  Model& model() { return *model_; }
+
+ private:
+  void train_step(int64_t step, double lr, double& loss, double& norm, bool& ok);
+  void log(const std::string& json_line);
+
+  Config config_;
+  DType dtype_;
+  std::shared_ptr<const data::Dataset> train_data_, val_data_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<data::TrainLoader> loader_;
+  Arena arena_;
+  double gemm_peak_ = 0;
+  int64_t accumulation_ = 1;
+};
+
+// Sets the SIGINT/SIGTERM handlers: the first signal asks the loop to stop after the current step,
+// the second exits at once.
+void install_interrupt_handlers();
+bool interrupt_requested();
+
+}  // namespace linattn
