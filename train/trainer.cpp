@@ -260,6 +260,7 @@ TrainSummary Trainer::run() {
       continue;
     }
     bad_in_row = 0;
+    summary.losses.push_back(loss);
     summary.tokens += tokens_per_step;
     window_seconds += seconds;
     window_loss += loss;

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "data/dataset.h"
 #include "layers/model.h"
@@ -25,6 +26,7 @@ struct TrainSummary {
   double seconds = 0;
   EvalResult last, best;
   bool interrupted = false;
+  std::vector<double> losses;  // training loss of every step taken
 };
 
 class Trainer {
