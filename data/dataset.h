@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/tensor.h"
@@ -63,7 +64,10 @@ struct SamplerState {
   uint64_t batches = 0;     // global batches drawn so far
   uint64_t num_tokens = 0;  // of the training split: restore() refuses another split
   uint64_t seq_len = 0;     // restore() refuses another sequence length
+
+  bool operator==(const SamplerState&) const = default;
 };
+static_assert(std::is_trivially_copyable_v<SamplerState> && std::is_standard_layout_v<SamplerState>);
 
 struct LoaderOptions {
   int64_t batch_size = 8;  // rows per rank; a global batch is batch_size * world_size rows
