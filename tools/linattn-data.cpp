@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -151,7 +152,19 @@ int cmd_stats(const Args& a) {
     const TokenShard shard(f);
     const ShardInfo& s = shard.info();
     std::vector<uint64_t> counts(s.vocab_size, 0);
-    for (uint64_t i = 0; i < shard.size(); ++i) ++counts[shard[i]];
+    const auto t0 = std::chrono::steady_clock::now();
+    double last = 0;
+    for (uint64_t i = 0; i < shard.size(); ++i) {
+      ++counts[shard[i]];
+      if ((i & 0xFFFFFF) == 0xFFFFFF) {  // progress on large shards, about once a second
+        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (t - last >= 1.0) {
+          last = t;
+          std::fprintf(stderr, "stats: %s: %.0f%% of %s tokens\n", f.c_str(), 100.0 * double(i) / double(shard.size()),
+                       with_commas(shard.size()).c_str());
+        }
+      }
+    }
     const auto used = std::count_if(counts.begin(), counts.end(), [](uint64_t c) { return c > 0; });
     std::printf("%s: %s shard v%u, tokenizer %s, vocabulary %u (%u-byte tokens)\n", f.c_str(),
                 s.format == ShardFormat::llmc ? "llm.c" : "linattn", s.version, s.tokenizer.c_str(), s.vocab_size,
@@ -174,10 +187,11 @@ int cmd_stats(const Args& a) {
     for (size_t k = 0; k < top && counts[order[k]] > 0; ++k)
       std::printf(" %u (%.1f%%)", order[k], 100.0 * double(counts[order[k]]) / double(std::max<uint64_t>(1, s.token_count)));
     std::printf("\n");
-    // The split a file belongs to: "train" or "val" as a word of its name, else the name itself.
+    // Totals are per folder and split ("train" or "val" as a word of the file name, else the name).
     std::string split = fs::path(f).stem().string();
     for (const char* name : {"train", "val"})
       if (shard_in_split(f, name)) split = name;
+    split = (fs::path(f).parent_path() / split).string();
     auto it = std::find_if(totals.begin(), totals.end(), [&](const auto& t) { return t.first == split; });
     if (it == totals.end()) it = totals.insert(totals.end(), {split, Total{}});
     it->second.tokens += s.token_count;
@@ -185,7 +199,7 @@ int cmd_stats(const Args& a) {
     it->second.docs += s.document_count;
     it->second.bytes_known = it->second.bytes_known && s.has_text_bytes;
   }
-  if (files.size() > 1) {
+  if (totals.size() < files.size()) {
     for (const auto& [split, t] : totals) {
       std::printf("%s total: %s tokens", split.c_str(), with_commas(t.tokens).c_str());
       if (t.bytes_known)
