@@ -227,7 +227,7 @@ TEST(FetchData, RefusesATarballWithTheWrongChecksum) {
   std::string out;
   ASSERT_EQ(run("tar -czf '" + (dir / "forged.tgz") + "' -C '" + (dir / "pkg") + "' package", out), 0) << out;
   const std::string script = (testing::repo_root() / "scripts/fetch-data").string();
-  const int status = run("LINATTN_DATA_DIR='" + (dir / "data") + "' LINATTN_SOTU_TARBALL='" + (dir / "forged.tgz") +
+  const int status = run("LINATTN_NO_DATA=0 LINATTN_DATA_DIR='" + (dir / "data") + "' LINATTN_SOTU_TARBALL='" + (dir / "forged.tgz") +
                              "' bash '" + script + "'",
                          out);
   EXPECT_NE(status, 0);

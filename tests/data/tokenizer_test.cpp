@@ -258,7 +258,10 @@ TEST(Gpt2Tokenizer, EqualsTheReferenceEncoderOnRandomUnicode) {
   const char* pieces[] = {"a", "Z", "the", " ", "  ", "\n", "\n\n", "\t", "\r\n", "'s", "'t", "'re", "'ve", "'m",
                           "'ll", "'d", "'", "'S", "!", ",", ".", "1", "42", "\u00e9", "\u00df", "\u0130", "\u01c5",
                           "e\u0301", "\u0301", "\u4e2d\u6587", "\u0663", "\u216b", "\u00b2", "\u3000", "\u00a0", "\u0085",
-                          "\u200b", "\ufeff", "\u2028", "\u2014", "\u201c", "\U0001F600", "\U00020000", "$", "_", "-"};
+                          "\u200b", "\ufeff", "\u2028", "\u2014", "\u201c", "\U0001F600", "\U00020000", "$", "_", "-",
+                          // commas next to brackets and quotes: the reference looks pairs up by the string
+                          // "left,right", where such tokens could be mistaken for one another
+                          "\"", ")", "]", "[", "}", ",\"", "),", "'"};
   const size_t n_pieces = sizeof(pieces) / sizeof(pieces[0]);
   Rng rng(7);
   std::vector<std::string> texts;
