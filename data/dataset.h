@@ -14,6 +14,7 @@
 
 #include "core/tensor.h"
 #include "data/shard.h"
+#include "data/tokenizer.h"
 
 namespace linattn::data {
 
@@ -52,6 +53,11 @@ class Dataset {
 // Whether a shard file belongs to `split`: its name ends in .bin and `split` is one of the words of its
 // stem, words being separated by '_', '-' or '.' ("fineweb_train_000001.bin" is in "train").
 bool shard_in_split(const std::string& path, const std::string& split);
+
+// Bytes of text the tokens [0, n) of a split decode to with `tokenizer` (end-of-text counts none): the
+// figure bits per byte needs, for shards that do not record it (llm.c's). The tokenizer must be the one
+// the shards were made with.
+uint64_t count_text_bytes(const Dataset& data, const Tokenizer& tokenizer);
 
 // Bits per byte from a mean cross-entropy in nats per token: loss / ln 2 / bytes_per_token.
 double bits_per_byte(double loss_nats_per_token, double bytes_per_token);

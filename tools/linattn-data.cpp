@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -41,10 +42,11 @@ Commands:
         --val-glob P1,P2    documents whose file name matches a pattern are the validation split
         --val-fraction F    the last fraction F of the documents (in input order) are validation
         --quiet, -q         print nothing but errors
-  stats PATH...
+  stats PATH... [--gpt2-dir DIR]
       For each shard (PATH is a shard file, or a folder whose *.bin are read): format, tokenizer,
       token count, documents, text bytes, bytes per token and vocabulary use; then totals per split.
-      Reads linattn shards and llm.c .bin shards.
+      Reads linattn shards and llm.c .bin shards (whose text bytes are counted by decoding
+      with GPT-2's vocabulary, when its files are found).
   encode [--tokenizer bytes|gpt2] [--gpt2-dir DIR] [FILE]
       Prints the token ids of FILE (default: standard input), space-separated.
   decode [--tokenizer bytes|gpt2] [--gpt2-dir DIR] [ID...]
@@ -153,6 +155,14 @@ int cmd_stats(const Args& a) {
     bool bytes_known = true;
   };
   std::vector<std::pair<std::string, Total>> totals;
+  // GPT-2's files, when at hand, count the text bytes of llm.c shards (which do not record them).
+  std::unique_ptr<Tokenizer> gpt2;
+  const std::string gpt2_dir = a.gpt2_dir.empty() ? default_gpt2_dir() : a.gpt2_dir;
+  auto load_gpt2 = [&]() -> const Tokenizer* {
+    if (!gpt2 && (!a.gpt2_dir.empty() || fs::exists(fs::path(gpt2_dir) / "encoder.json")))
+      gpt2 = make_tokenizer("gpt2", gpt2_dir);
+    return gpt2.get();
+  };
   for (const std::string& f : files) {
     const TokenShard shard(f);
     const ShardInfo& s = shard.info();
@@ -179,8 +189,12 @@ int cmd_stats(const Args& a) {
     if (s.has_text_bytes)
       std::printf(", text bytes %s, %.4f bytes/token\n", with_commas(s.text_bytes).c_str(),
                   double(s.text_bytes) / double(std::max<uint64_t>(1, s.token_count)));
-    else
-      std::printf(", text bytes not recorded (llm.c format)\n");
+    else if (const Tokenizer* tok = s.tokenizer == "gpt2" ? load_gpt2() : nullptr) {
+      const uint64_t bytes = count_text_bytes(Dataset({f}), *tok);
+      std::printf(", text bytes %s (decoded with GPT-2's vocabulary), %.4f bytes/token\n", with_commas(bytes).c_str(),
+                  double(bytes) / double(std::max<uint64_t>(1, s.token_count)));
+    } else
+      std::printf(", text bytes not recorded (llm.c format; give --gpt2-dir to count them)\n");
     std::printf("  vocabulary use: %lld of %u ids (%.1f%%)", (long long)used, s.vocab_size,
                 100.0 * double(used) / double(s.vocab_size));
     std::vector<uint32_t> order(s.vocab_size);

@@ -246,6 +246,33 @@ TEST(Dataset, ReadsAcrossShardsAndFindsSplitsByName) {
   EXPECT_EQ(has(error_of([&] { Dataset d({dir / "val.bin", dir / "gpt2.bin"}); }), "tokenizer gpt2 (vocabulary 50257) differs"), "");
 }
 
+TEST(Dataset, CountsTextBytesWithTheTokenizer) {
+  TempDir dir;
+  const ByteTokenizer bytes;
+  ShardWriter w(dir / "train.bin", "bytes", 257, 256);
+  const std::vector<uint32_t> ids = {256, 'a', 'b', 256, 'c'};
+  w.add_tokens(ids.data(), ids.size(), 3);
+  w.finish();
+  const Dataset data({dir / "train.bin"});
+  EXPECT_EQ(count_text_bytes(data, bytes), data.text_bytes());
+  EXPECT_EQ(data.text_bytes(), 3u);
+  write_file(dir / "llmc.bin", make_llmc_bytes({1, 2}));
+  EXPECT_EQ(has(error_of([&] { count_text_bytes(Dataset({dir / "llmc.bin"}), bytes); }), "did not make these shards"), "");
+}
+
+// llm.c's shards do not record text bytes; GPT-2's vocabulary recovers them exactly.
+TEST(Dataset, CountsTheTextBytesOfLlmcShardsWithGpt2) {
+  LINATTN_REQUIRE_DATA(testing::gpt2_dir() / "encoder.json");
+  const auto gpt2 = Gpt2Tokenizer::load(testing::gpt2_dir().string());
+  const std::string text = "Fellow-Citizens of the Senate \u2014 and \u00e9l\u00e8ves\n\n";
+  std::vector<uint16_t> tokens = {50256};
+  for (const uint32_t id : gpt2->encode(text)) tokens.push_back(uint16_t(id));
+  TempDir dir;
+  write_file(dir / "llmc_val.bin", make_llmc_bytes(tokens));
+  const Dataset data({dir / "llmc_val.bin"});
+  EXPECT_EQ(count_text_bytes(data, *gpt2), text.size());
+}
+
 TEST(Dataset, BitsPerByte) {
   // 2 nats per token at 4 bytes per token: 2 / ln 2 / 4 bits per byte.
   EXPECT_NEAR(bits_per_byte(2.0, 4.0), 2.0 / std::log(2.0) / 4.0, 1e-15);
