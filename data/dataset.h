@@ -54,7 +54,7 @@ class Dataset {
 // stem, words being separated by '_', '-' or '.' ("fineweb_train_000001.bin" is in "train").
 bool shard_in_split(const std::string& path, const std::string& split);
 
-// Bytes of text the tokens [0, n) of a split decode to with `tokenizer` (end-of-text counts none): the
+// Bytes of text all the tokens of a split decode to with `tokenizer` (end-of-text counts none): the
 // figure bits per byte needs, for shards that do not record it (llm.c's). The tokenizer must be the one
 // the shards were made with.
 uint64_t count_text_bytes(const Dataset& data, const Tokenizer& tokenizer);
