@@ -79,6 +79,18 @@ void Dataset::read(uint64_t begin, uint64_t count, int32_t* out) const {
   }
 }
 
+uint64_t count_text_bytes(const Dataset& data, const Tokenizer& tokenizer) {
+  LINATTN_CHECK(tokenizer.name() == data.tokenizer() && tokenizer.vocab_size() == data.vocab_size(), "the ",
+                tokenizer.name(), " tokenizer (vocabulary ", tokenizer.vocab_size(), ") did not make these shards (",
+                data.tokenizer(), ", vocabulary ", data.vocab_size(), ")");
+  std::vector<uint64_t> bytes_of(data.vocab_size());
+  for (uint32_t id = 0; id < data.vocab_size(); ++id) bytes_of[id] = tokenizer.text_bytes(id);
+  uint64_t total = 0;
+  for (const TokenShard& shard : data.shards())
+    for (uint64_t i = 0; i < shard.size(); ++i) total += bytes_of[shard[i]];
+  return total;
+}
+
 double bits_per_byte(double loss_nats_per_token, double bytes_per_token) {
   return loss_nats_per_token / std::log(2.0) / bytes_per_token;
 }

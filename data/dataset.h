@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/tensor.h"
 #include "data/shard.h"
+#include "data/tokenizer.h"
 
 namespace linattn::data {
 
@@ -52,6 +54,11 @@ class Dataset {
 // stem, words being separated by '_', '-' or '.' ("fineweb_train_000001.bin" is in "train").
 bool shard_in_split(const std::string& path, const std::string& split);
 
+// Bytes of text all the tokens of a split decode to with `tokenizer` (end-of-text counts none): the
+// figure bits per byte needs, for shards that do not record it (llm.c's). The tokenizer must be the one
+// the shards were made with.
+uint64_t count_text_bytes(const Dataset& data, const Tokenizer& tokenizer);
+
 // Bits per byte from a mean cross-entropy in nats per token: loss / ln 2 / bytes_per_token.
 double bits_per_byte(double loss_nats_per_token, double bytes_per_token);
 
@@ -63,7 +70,10 @@ struct SamplerState {
   uint64_t batches = 0;     // global batches drawn so far
   uint64_t num_tokens = 0;  // of the training split: restore() refuses another split
   uint64_t seq_len = 0;     // restore() refuses another sequence length
+
+  bool operator==(const SamplerState&) const = default;
 };
+static_assert(std::is_trivially_copyable_v<SamplerState> && std::is_standard_layout_v<SamplerState>);
 
 struct LoaderOptions {
   int64_t batch_size = 8;  // rows per rank; a global batch is batch_size * world_size rows

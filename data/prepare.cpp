@@ -47,7 +47,7 @@ std::vector<Document> list_documents(const std::vector<std::string>& inputs) {
     }
     LINATTN_CHECK(fs::is_directory(st), input, ": input is neither a file nor a folder");
     std::vector<fs::path> files;
-    for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::follow_directory_symlink);
+    for (auto it = fs::recursive_directory_iterator(p);
          it != fs::recursive_directory_iterator(); ++it) {
       const std::string name = it->path().filename().string();
       if (!name.empty() && name[0] == '.') {  // hidden: skipped, and not entered

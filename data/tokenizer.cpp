@@ -1,5 +1,6 @@
 #include "data/tokenizer.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -267,34 +268,52 @@ std::string_view Gpt2Tokenizer::token_bytes(uint32_t id) const {
   return vocab_[id];
 }
 
-// Merges the piece's bytes: repeatedly the adjacent pair of lowest rank, every occurrence of it from
-// left to right, until no adjacent pair has a merge.
+// Merges the piece's bytes as GPT-2 does: repeatedly the adjacent pair of lowest rank, its occurrences
+// from left to right, until no adjacent pair has a merge. Done with a heap of candidate pairs ordered by
+// (rank, position) over a linked list of tokens, so a long piece costs O(n log n), not O(n^2); a candidate
+// whose tokens changed after it was pushed is dropped when popped. Merging one occurrence at a time gives
+// GPT-2's result because a pair that a merge creates always ranks after that merge (the merges file is
+// learned in order: a token must exist before a merge can use it).
 void Gpt2Tokenizer::bpe(std::string_view piece, std::vector<uint32_t>& ids) const {
-  std::vector<uint32_t> word, next;
-  word.reserve(piece.size());
-  for (const char c : piece) word.push_back(byte_id_[static_cast<unsigned char>(c)]);
-  while (word.size() > 1) {
-    uint32_t best_rank = std::numeric_limits<uint32_t>::max(), left = 0, right = 0, merged = 0;
-    for (size_t k = 0; k + 1 < word.size(); ++k) {
-      const auto it = merges_.find(uint64_t(word[k]) << 32 | word[k + 1]);
-      if (it != merges_.end() && it->second.rank < best_rank) {
-        best_rank = it->second.rank;
-        left = word[k], right = word[k + 1], merged = it->second.merged;
-      }
-    }
-    if (best_rank == std::numeric_limits<uint32_t>::max()) break;
-    next.clear();
-    for (size_t k = 0; k < word.size(); ++k) {
-      if (k + 1 < word.size() && word[k] == left && word[k + 1] == right) {
-        next.push_back(merged);
-        ++k;
-      } else {
-        next.push_back(word[k]);
-      }
-    }
-    word.swap(next);
+  constexpr uint32_t gone = std::numeric_limits<uint32_t>::max();
+  struct Node {
+    uint32_t id;
+    int32_t prev, next;  // -1: none
+  };
+  struct Candidate {
+    uint32_t rank, pos, left, right, merged;
+  };
+  thread_local std::vector<Node> nodes;
+  thread_local std::vector<Candidate> heap;
+  const auto n = int32_t(piece.size());
+  nodes.resize(size_t(n));
+  heap.clear();
+  for (int32_t k = 0; k < n; ++k) nodes[k] = {byte_id_[static_cast<unsigned char>(piece[size_t(k)])], k - 1, k + 1 < n ? k + 1 : -1};
+  const auto later = [](const Candidate& a, const Candidate& b) { return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos; };
+  const auto offer = [&](int32_t pos) {  // the pair starting at node pos, if it has a merge
+    if (pos < 0 || nodes[pos].next < 0) return;
+    const uint32_t left = nodes[pos].id, right = nodes[nodes[pos].next].id;
+    const auto it = merges_.find(uint64_t(left) << 32 | right);
+    if (it == merges_.end()) return;
+    heap.push_back({it->second.rank, uint32_t(pos), left, right, it->second.merged});
+    std::push_heap(heap.begin(), heap.end(), later);
+  };
+  for (int32_t k = 0; k + 1 < n; ++k) offer(k);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const Candidate c = heap.back();
+    heap.pop_back();
+    Node& a = nodes[c.pos];
+    if (a.id != c.left || a.next < 0 || nodes[a.next].id != c.right) continue;  // stale
+    Node& b = nodes[a.next];
+    a.id = c.merged;
+    a.next = b.next;
+    if (b.next >= 0) nodes[b.next].prev = int32_t(c.pos);
+    b.id = gone;
+    offer(a.prev);
+    offer(int32_t(c.pos));
   }
-  ids.insert(ids.end(), word.begin(), word.end());
+  for (int32_t k = n > 0 ? 0 : -1; k >= 0; k = nodes[k].next) ids.push_back(nodes[k].id);
 }
 
 void Gpt2Tokenizer::encode(std::string_view text, std::vector<uint32_t>& ids, const std::string& source) const {

