@@ -1,0 +1,131 @@
+// linattn-ops, the conformance tool: its chunk and recurrent forms agree through the file interface,
+// and malformed inputs are rejected naming the dataset.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/hdf5.h"
+#include "testing.h"
+
+namespace linattn {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tool() {
+  const char* dir = std::getenv("LINATTN_BUILD_DIR");
+  return std::string(dir ? dir : "build") + "/linattn-ops";
+}
+
+struct ToolRun {
+  int status;
+  std::string stderr_text;
+};
+
+ToolRun run_tool(const std::string& args) {
+  std::string err = (fs::temp_directory_path() / ("ops-err-" + std::to_string(getpid()))).string();
+  int status = std::system((tool() + " " + args + " > /dev/null 2> " + err).c_str());
+  std::ifstream in(err);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  fs::remove(err);
+  return {WEXITSTATUS(status), ss.str()};
+}
+
+class LinattnOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("linattn-ops-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // Writes q, k, v (+ the op's extra inputs), h0, do, dht for a small problem.
+  void write_inputs(const std::string& op, const std::string& file, const std::vector<std::string>& skip = {}) {
+    Rng rng(3);
+    const int64_t B = 2, T = 37, H = 2, dk = 8, dv = 6;
+    H5File f(file, H5File::Mode::create);
+    auto put = [&](const std::string& name, Tensor t) {
+      if (std::find(skip.begin(), skip.end(), name) == skip.end()) f.write(name, t);
+    };
+    Tensor k = testing::random_tensor({B, T, H, dk}, rng);
+    if (op == "deltanet" || op == "gated_deltanet") {  // unit-norm keys, as the layer makes them
+      double* p = k.data<double>();
+      for (int64_t r = 0; r < B * T * H; ++r) {
+        double n = 0;
+        for (int64_t j = 0; j < dk; ++j) n += p[r * dk + j] * p[r * dk + j];
+        for (int64_t j = 0; j < dk; ++j) p[r * dk + j] /= std::sqrt(n);
+      }
+    }
+    put("q", testing::random_tensor({B, T, H, dk}, rng));
+    put("k", k);
+    put("v", testing::random_tensor({B, T, H, dv}, rng));
+    put("do", testing::random_tensor({B, T, H, dv}, rng));
+    if (op != "attention") {
+      put("h0", testing::random_tensor({B, H, dk, dv}, rng));
+      put("dht", testing::random_tensor({B, H, dk, dv}, rng));
+    }
+    if (op == "gla") put("g", testing::random_tensor({B, T, H, dk}, rng, -1.0, -0.01));
+    if (op == "deltanet" || op == "gated_deltanet") put("beta", testing::random_tensor({B, T, H}, rng, 0.1, 0.9));
+    if (op == "gated_deltanet") put("a", testing::random_tensor({B, T, H}, rng, -0.5, 0.0));
+    if (op == "linear_attn") f.set_attr("feature_map", std::string("elu1"));
+    if (op == "attention") f.set_attr("window_size", int64_t(8));
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(LinattnOps, ChunkAndRecurrentFormsAgreeThroughTheFiles) {
+  for (std::string op : {"linear_attn", "gla", "deltanet", "gated_deltanet"}) {
+    SCOPED_TRACE(op);
+    write_inputs(op, path("in.h5"));
+    ASSERT_EQ(run_tool(op + " " + path("in.h5") + " " + path("chunk.h5") + " --chunk-size 16").status, 0);
+    ASSERT_EQ(run_tool(op + " " + path("in.h5") + " " + path("rec.h5") + " --form recurrent").status, 0);
+    H5File chunk(path("chunk.h5"), H5File::Mode::read), rec(path("rec.h5"), H5File::Mode::read);
+    std::vector<std::string> names = chunk.dataset_names();
+    EXPECT_EQ(names, rec.dataset_names());
+    EXPECT_TRUE(std::find(names.begin(), names.end(), "dh0") != names.end());
+    for (const std::string& name : names) {
+      SCOPED_TRACE(name);
+      EXPECT_CLOSE(chunk.read(name, DType::f64), rec.read(name, DType::f64), 1e-10);
+    }
+  }
+}
+
+TEST_F(LinattnOps, AttentionWritesOutputAndGradients) {
+  write_inputs("attention", path("in.h5"));
+  ASSERT_EQ(run_tool("attention " + path("in.h5") + " " + path("out.h5") + " --dtype f32").status, 0);
+  H5File out(path("out.h5"), H5File::Mode::read);
+  EXPECT_EQ(out.dataset_names(), (std::vector<std::string>{"dk", "dq", "dv", "o"}));
+  EXPECT_GT(testing::max_abs(out.read("dq", DType::f64)), 0.0);
+}
+
+TEST_F(LinattnOps, MissingOrMisshapedDatasetsAreNamed) {
+  write_inputs("gla", path("in.h5"), {"g"});
+  ToolRun r = run_tool("gla " + path("in.h5") + " " + path("out.h5"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.stderr_text.find("missing dataset 'g' (gla needs q, k, v, g)"), std::string::npos) << r.stderr_text;
+
+  {
+    Rng rng(1);
+    H5File f(path("bad2.h5"), H5File::Mode::create);
+    f.write("q", testing::random_tensor({1, 5, 2, 4}, rng));
+    f.write("k", testing::random_tensor({1, 5, 2, 4}, rng));
+    f.write("v", testing::random_tensor({1, 5, 2, 4}, rng));
+    f.write("beta", testing::random_tensor({1, 5, 3}, rng, 0.1, 0.9));
+  }
+  r = run_tool("deltanet " + path("bad2.h5") + " " + path("out.h5"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.stderr_text.find("dataset 'beta' has shape [1, 5, 3], expected [1, 5, 2]"), std::string::npos)
+      << r.stderr_text;
+  r = run_tool("nonsense " + path("bad2.h5") + " " + path("out.h5"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.stderr_text.find("unknown op"), std::string::npos) << r.stderr_text;
+}
+
+}  // namespace
+}  // namespace linattn
