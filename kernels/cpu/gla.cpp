@@ -7,20 +7,13 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/exp_nonpos.h"
+#include "kernels/cpu/chunk_util.h"
 #include "kernels/cpu/matmul.h"
 
 namespace linattn::cpu {
 namespace {
 
 constexpr int64_t kSub = 16;  // sub-chunk length: the diagonal blocks computed pairwise
-
-int64_t num_chunks(int64_t T_, int64_t C) { return (T_ + C - 1) / C; }
-
-// Spread (batch, head) pairs over threads only when there is enough work to pay for waking them.
-bool worth_threads(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv) {
-  return B * H > 1 && B * H * T_ * Dk * Dv >= (1 << 16);
-}
 
 template <class T>
 void load_state(T* S, const T* s, int64_t bh, int64_t Dk, int64_t Dv) {
@@ -196,7 +189,7 @@ void intra_scores_backward(T* A, T* dQ, T* dK, T* Qa, T* Ka, T* FQ, T* FK, T* tm
 template <class T>
 void gla_recurrent_forward(T* o, T* ht, const T* q, const T* k, const T* v, const T* g, const T* h0, int64_t B,
                            int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale) {
-#pragma omp parallel for schedule(static) if (worth_threads(B, T_, H, Dk, Dv))
+#pragma omp parallel for schedule(static) if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t b = bh / H, h = bh % H;
     std::vector<T> S(Dk * Dv);
@@ -223,7 +216,7 @@ template <class T>
 void gla_recurrent_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* q, const T* k, const T* v, const T* g,
                             const T* h0, const T* do_, const T* dht, int64_t B, int64_t T_, int64_t H, int64_t Dk,
                             int64_t Dv, T scale) {
-#pragma omp parallel for schedule(static) if (worth_threads(B, T_, H, Dk, Dv))
+#pragma omp parallel for schedule(static) if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t b = bh / H, h = bh % H;
     // states[t + 1] = S_t, states[0] = h0.
@@ -292,7 +285,7 @@ void gla_chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v
   LINATTN_CHECK(chunk_size >= 1, "GLA: chunk_size must be >= 1, got ", chunk_size);
   const int64_t C = chunk_size, NC = num_chunks(T_, C);
   const int64_t ldk = H * Dk, ldv = H * Dv;  // row strides of q/k/g and v/o
-#pragma omp parallel if (worth_threads(B, T_, H, Dk, Dv))
+#pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   {
     std::vector<T> buf(7 * C * Dk + 2 * kSub * Dk + C * C + Dk);  // per-thread scratch, once per call
     T* G = buf.data();      // [C, Dk] cumulative log-gates
@@ -349,7 +342,7 @@ void gla_chunk_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* saved, cons
   LINATTN_CHECK(chunk_size >= 1, "GLA: chunk_size must be >= 1, got ", chunk_size);
   const int64_t C = chunk_size, NC = num_chunks(T_, C);
   const int64_t ldk = H * Dk, ldv = H * Dv;
-#pragma omp parallel if (worth_threads(B, T_, H, Dk, Dv))
+#pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   {
     std::vector<T> buf(11 * C * Dk + 2 * kSub * Dk + 2 * C * C + Dk * Dv + 2 * Dk);  // per-thread, once per call
     T* G = buf.data();      // [C, Dk] cumulative log-gates
