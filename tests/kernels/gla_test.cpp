@@ -108,7 +108,7 @@ TEST(Gla, ChunkMatchesRecurrent) {
   for (int64_t T : {1, 63, 64, 100, 1000}) {
     GlaProblem p(T, 200 + T);
     GlaResult want = gla_forward_backward(p, 0);
-    for (int64_t C : {16, 32, 64}) {
+    for (int64_t C : {16, 32, 64, 40}) {  // 40: sub-chunks 16 + 16 + 8
       SCOPED_TRACE("T=" + std::to_string(T) + " C=" + std::to_string(C));
       expect_all_close(gla_forward_backward(p, C, /*seed_value=*/0.5), want, 1e-10);
     }

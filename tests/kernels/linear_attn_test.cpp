@@ -125,7 +125,7 @@ TEST(LinearAttn, ChunkMatchesRecurrent) {
       for (int64_t T : {1, 63, 64, 100, 1000}) {
         Problem p(T, phi, normalize, 100 + T);
         Result want = forward_backward(p, 0);
-        for (int64_t C : {16, 32, 64}) {
+        for (int64_t C : {16, 32, 64, 40}) {
           SCOPED_TRACE(std::string(name(phi)) + (normalize ? " normalized" : "") + " T=" + std::to_string(T) +
                        " C=" + std::to_string(C));
           Result got = forward_backward(p, C, /*seed_value=*/0.5);
