@@ -14,7 +14,7 @@ struct LinearAttnBuffers {
   Tensor q, k, v, o, ht, saved, dq, dk, dv, do_, dht, dh0;
 };
 
-constexpr int64_t kChunk = cpu::kDefaultChunkSize;
+constexpr int64_t kChunk = cpu::kLinearAttnDefaultChunkSize;
 
 std::function<void()> prepare(int64_t B, int64_t T, int64_t H, int64_t dk, int64_t dv) {
   auto t = std::make_shared<LinearAttnBuffers>();

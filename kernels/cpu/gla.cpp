@@ -7,20 +7,13 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/exp_nonpos.h"
+#include "kernels/cpu/chunk_util.h"
 #include "kernels/cpu/matmul.h"
 
 namespace linattn::cpu {
 namespace {
 
 constexpr int64_t kSub = 16;  // sub-chunk length: the diagonal blocks computed pairwise
-
-int64_t num_chunks(int64_t T_, int64_t C) { return (T_ + C - 1) / C; }
-
-// Spread (batch, head) pairs over threads only when there is enough work to pay for waking them.
-bool worth_threads(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv) {
-  return B * H > 1 && B * H * T_ * Dk * Dv >= (1 << 16);
-}
 
 template <class T>
 void load_state(T* S, const T* s, int64_t bh, int64_t Dk, int64_t Dv) {
@@ -30,10 +23,10 @@ void load_state(T* S, const T* s, int64_t bh, int64_t Dk, int64_t Dv) {
 
 // The log-gates of one chunk of n tokens, in log space.
 // G [n, Dk]: inclusive cumulative sum of g from the chunk's start (<= 0, non-increasing down the chunk).
-// Qg = Q ⊙ e^G and Kg = K ⊙ e^(G_last - G) [n, Dk] (both exponents <= 0), e_last = e^(G_last) [Dk].
-// EG, EL (optional, [n, Dk]) keep the factors e^G and e^(G_last - G) themselves.
+// EG = e^G and EL = e^(G_last - G) [n, Dk] (both exponents <= 0), e_last = e^(G_last) [Dk],
+// Qg = Q ⊙ EG and Kg = K ⊙ EL [n, Dk].
 template <class T>
-void chunk_gates(T* G, T* Qg, T* Kg, T* e_last, T* EG, T* EL, const T* q, const T* k, const T* g, int64_t ld,
+void chunk_gates(T* G, T* EG, T* EL, T* Qg, T* Kg, T* e_last, const T* q, const T* k, const T* g, int64_t ld,
                  int64_t n, int64_t Dk) {
   std::copy(g, g + Dk, G);
   for (int64_t i = 1; i < n; ++i) {
@@ -55,8 +48,8 @@ void chunk_gates(T* G, T* Qg, T* Kg, T* e_last, T* EG, T* EL, const T* q, const 
       const T eg = exp_nonpos(Gi[d]), el = exp_nonpos(Gl[d] - Gi[d]);
       Qg[i * Dk + d] = qi[d] * eg;
       Kg[i * Dk + d] = ki[d] * el;
-      if (EG) EG[i * Dk + d] = eg;
-      if (EL) EL[i * Dk + d] = el;
+      EG[i * Dk + d] = eg;
+      EL[i * Dk + d] = el;
     }
   }
 }
@@ -64,7 +57,7 @@ void chunk_gates(T* G, T* Qg, T* Kg, T* e_last, T* EG, T* EL, const T* q, const 
 // Off-diagonal block of the intra-chunk scores: rows r0..n-1 against the sub-chunk columns s..s+m-1
 // (all rows after it). Anchor a = G at the sub-chunk's last position s+m-1; then
 //   A[r, j] = Σ_d (q_rd e^(G_rd - a_d)) (k_jd e^(a_d - G_jd))  with both exponents <= 0.
-// Writes Qa [n - r0, Dk], Ka [m, Dk], and their factors FQ, FK when given (the backward needs them).
+// Writes Qa [n - r0, Dk], Ka [m, Dk], and their factors FQ [n - r0, Dk], FK [m, Dk].
 template <class T>
 void anchored_operands(T* Qa, T* Ka, T* FQ, T* FK, const T* q, const T* k, int64_t ld, const T* G, int64_t s,
                        int64_t m, int64_t n, int64_t Dk) {
@@ -76,7 +69,7 @@ void anchored_operands(T* Qa, T* Ka, T* FQ, T* FK, const T* q, const T* k, int64
     for (int64_t d = 0; d < Dk; ++d) {
       const T f = exp_nonpos(a[d] - Gj[d]);
       Ka[jj * Dk + d] = kj[d] * f;
-      if (FK) FK[jj * Dk + d] = f;
+      FK[jj * Dk + d] = f;
     }
   }
   for (int64_t r = s + m; r < n; ++r) {
@@ -87,16 +80,43 @@ void anchored_operands(T* Qa, T* Ka, T* FQ, T* FK, const T* q, const T* k, int64
     for (int64_t d = 0; d < Dk; ++d) {
       const T f = exp_nonpos(Gr[d] - a[d]);
       out[d] = qr[d] * f;
-      if (FQ) FQ[(r - s - m) * Dk + d] = f;
+      FQ[(r - s - m) * Dk + d] = f;
     }
   }
 }
 
-// Intra-chunk scores A [n, n] (leading dimension C), A_ij = Σ_d q_id k_jd e^(G_id - G_jd) for j <= i,
-// zero above the diagonal. q, k are the chunk's rows (row stride ld); Qa, Ka are scratch.
+// Σ_d q_d k_d e^(Gq_d - Gk_d), with Gq <= Gk. Kept out of line: inlined into the loop nests below, GCC
+// stops vectorizing the simd reduction.
 template <class T>
-void intra_scores(T* A, T* Qa, T* Ka, const T* q, const T* k, int64_t ld, const T* G, int64_t n, int64_t C,
-                  int64_t Dk) {
+[[gnu::noinline]] T decayed_dot(const T* q, const T* k, const T* Gq, const T* Gk, int64_t Dk) {
+  T acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t d = 0; d < Dk; ++d) acc += q[d] * k[d] * exp_nonpos(Gq[d] - Gk[d]);
+  return acc;
+}
+
+// The same product, returned, and its backward for the upstream gradient w:
+// dq_d += w k_d e^(Gq_d - Gk_d), dk_d += w q_d e^(Gq_d - Gk_d).
+template <class T>
+[[gnu::noinline]] T decayed_dot_backward(T* __restrict dq, T* __restrict dk, const T* q, const T* k, const T* Gq,
+                                         const T* Gk, T w, int64_t Dk) {
+  T acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t d = 0; d < Dk; ++d) {
+    const T e = exp_nonpos(Gq[d] - Gk[d]);
+    const T ke = k[d] * e, qe = q[d] * e;
+    acc += q[d] * ke;
+    dq[d] += w * ke;
+    dk[d] += w * qe;
+  }
+  return acc;
+}
+
+// Intra-chunk scores A [n, n] (leading dimension C), A_ij = Σ_d q_id k_jd e^(G_id - G_jd) for j <= i,
+// zero above the diagonal. q, k are the chunk's rows (row stride ld); Qa, Ka, FQ, FK are scratch.
+template <class T>
+void intra_scores(T* A, T* Qa, T* Ka, T* FQ, T* FK, const T* q, const T* k, int64_t ld, const T* G, int64_t n,
+                  int64_t C, int64_t Dk) {
   for (int64_t i = 0; i < n; ++i) std::fill(A + i * C, A + i * C + n, T(0));
   for (int64_t s = 0; s < n; s += kSub) {
     const int64_t m = std::min(kSub, n - s);
@@ -107,14 +127,11 @@ void intra_scores(T* A, T* Qa, T* Ka, const T* q, const T* k, int64_t ld, const 
       for (int64_t j = s; j <= i; ++j) {
         const T* kj = k + j * ld;
         const T* Gj = G + j * Dk;
-        T acc = 0;
-#pragma omp simd reduction(+ : acc)
-        for (int64_t d = 0; d < Dk; ++d) acc += qi[d] * kj[d] * exp_nonpos(Gi[d] - Gj[d]);
-        A[i * C + j] = acc;
+        A[i * C + j] = decayed_dot(qi, kj, Gi, Gj, Dk);
       }
     }
     if (s + m < n) {
-      anchored_operands<T>(Qa, Ka, nullptr, nullptr, q, k, ld, G, s, m, n, Dk);
+      anchored_operands<T>(Qa, Ka, FQ, FK, q, k, ld, G, s, m, n, Dk);
       gemm<T>(false, true, n - s - m, m, Dk, T(1), Qa, Dk, Ka, Dk, T(0), A + (s + m) * C + s, C);
     }
   }
@@ -139,17 +156,7 @@ void intra_scores_backward(T* A, T* dQ, T* dK, T* Qa, T* Ka, T* FQ, T* FK, T* tm
         const T* kj = k + j * ld;
         const T* Gj = G + j * Dk;
         T* dKj = dK + j * Dk;
-        const T w = dA[i * C + j];
-        T acc = 0;
-#pragma omp simd reduction(+ : acc)
-        for (int64_t d = 0; d < Dk; ++d) {
-          const T e = exp_nonpos(Gi[d] - Gj[d]);
-          const T ke = kj[d] * e, qe = qi[d] * e;
-          acc += qi[d] * ke;
-          dQi[d] += w * ke;
-          dKj[d] += w * qe;
-        }
-        A[i * C + j] = acc;
+        A[i * C + j] = decayed_dot_backward(dQi, dKj, qi, kj, Gi, Gj, dA[i * C + j], Dk);
       }
     }
     if (s + m < n) {
@@ -182,7 +189,7 @@ void intra_scores_backward(T* A, T* dQ, T* dK, T* Qa, T* Ka, T* FQ, T* FK, T* tm
 template <class T>
 void gla_recurrent_forward(T* o, T* ht, const T* q, const T* k, const T* v, const T* g, const T* h0, int64_t B,
                            int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale) {
-#pragma omp parallel for schedule(static) if (worth_threads(B, T_, H, Dk, Dv))
+#pragma omp parallel for schedule(static) if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t b = bh / H, h = bh % H;
     std::vector<T> S(Dk * Dv);
@@ -209,7 +216,7 @@ template <class T>
 void gla_recurrent_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* q, const T* k, const T* v, const T* g,
                             const T* h0, const T* do_, const T* dht, int64_t B, int64_t T_, int64_t H, int64_t Dk,
                             int64_t Dv, T scale) {
-#pragma omp parallel for schedule(static) if (worth_threads(B, T_, H, Dk, Dv))
+#pragma omp parallel for schedule(static) if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t b = bh / H, h = bh % H;
     // states[t + 1] = S_t, states[0] = h0.
@@ -278,15 +285,19 @@ void gla_chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v
   LINATTN_CHECK(chunk_size >= 1, "GLA: chunk_size must be >= 1, got ", chunk_size);
   const int64_t C = chunk_size, NC = num_chunks(T_, C);
   const int64_t ldk = H * Dk, ldv = H * Dv;  // row strides of q/k/g and v/o
-#pragma omp parallel if (worth_threads(B, T_, H, Dk, Dv))
+#pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   {
-    std::vector<T> buf(4 * C * Dk + kSub * Dk + C * C + Dk);  // per-thread scratch, once per call
+    std::vector<T> buf(7 * C * Dk + 2 * kSub * Dk + C * C + Dk);  // per-thread scratch, once per call
     T* G = buf.data();      // [C, Dk] cumulative log-gates
-    T* Qg = G + C * Dk;     // [C, Dk] Q ⊙ e^G
+    T* EG = G + C * Dk;     // [C, Dk] e^G
+    T* EL = EG + C * Dk;    // [C, Dk] e^(G_last - G)
+    T* Qg = EL + C * Dk;    // [C, Dk] Q ⊙ e^G
     T* Kg = Qg + C * Dk;    // [C, Dk] K ⊙ e^(G_last - G)
     T* Qa = Kg + C * Dk;    // [C, Dk] anchored Q rows
-    T* Ka = Qa + C * Dk;    // [kSub, Dk] anchored K rows
-    T* A = Ka + kSub * Dk;  // [C, C] intra-chunk scores
+    T* FQ = Qa + C * Dk;    // [C, Dk] their factors
+    T* Ka = FQ + C * Dk;    // [kSub, Dk] anchored K rows
+    T* FK = Ka + kSub * Dk; // [kSub, Dk] their factors
+    T* A = FK + kSub * Dk;  // [C, C] intra-chunk scores
     T* e_last = A + C * C;  // [Dk] e^(G_last)
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < B * H; ++bh) {
@@ -300,8 +311,8 @@ void gla_chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v
         const T* kc = k + row * Dk;
         const T* vc = v + row * Dv;
         T* oc = o + row * Dv;
-        chunk_gates<T>(G, Qg, Kg, e_last, nullptr, nullptr, qc, kc, g + row * Dk, ldk, n, Dk);
-        intra_scores<T>(A, Qa, Ka, qc, kc, ldk, G, n, C, Dk);
+        chunk_gates<T>(G, EG, EL, Qg, Kg, e_last, qc, kc, g + row * Dk, ldk, n, Dk);
+        intra_scores<T>(A, Qa, Ka, FQ, FK, qc, kc, ldk, G, n, C, Dk);
         // O = scale ((Q ⊙ e^G) S0 + A V)
         gemm<T>(false, false, n, Dv, Dk, scale, Qg, Dk, S, Dv, T(0), oc, ldv);
         gemm<T>(false, false, n, Dv, n, scale, A, C, vc, ldv, T(1), oc, ldv);
@@ -331,7 +342,7 @@ void gla_chunk_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* saved, cons
   LINATTN_CHECK(chunk_size >= 1, "GLA: chunk_size must be >= 1, got ", chunk_size);
   const int64_t C = chunk_size, NC = num_chunks(T_, C);
   const int64_t ldk = H * Dk, ldv = H * Dv;
-#pragma omp parallel if (worth_threads(B, T_, H, Dk, Dv))
+#pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   {
     std::vector<T> buf(11 * C * Dk + 2 * kSub * Dk + 2 * C * C + Dk * Dv + 2 * Dk);  // per-thread, once per call
     T* G = buf.data();      // [C, Dk] cumulative log-gates
@@ -371,7 +382,7 @@ void gla_chunk_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* saved, cons
         const T* kc = k + row * Dk;
         const T* vc = v + row * Dv;
         const T* doc = do_ + row * Dv;
-        chunk_gates<T>(G, Qg, Kg, e_last, EG, EL, qc, kc, g + row * Dk, ldk, n, Dk);
+        chunk_gates<T>(G, EG, EL, Qg, Kg, e_last, qc, kc, g + row * Dk, ldk, n, Dk);
         // forward: O = scale ((Q ⊙ e^G) S0 + A V)  =>  dA = scale dO V^T (read only on and below the diagonal)
         gemm<T>(false, true, n, n, Dv, scale, doc, ldv, vc, ldv, T(0), dA, C);
         //   dQ = scale (dO S0^T) ⊙ e^G

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/exp_nonpos.h"
+#include "kernels/cpu/chunk_util.h"
 #include "kernels/cpu/matmul.h"
 
 namespace linattn::cpu {
@@ -84,11 +84,6 @@ T feature_grad(FeatureMap phi, T x) {
   return T(1);
 }
 
-int64_t num_chunks(int64_t T_, int64_t C) { return (T_ + C - 1) / C; }
-
-// Spread (batch, head) pairs over threads only when there is enough work to pay for waking them.
-bool worth_threads(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv) { return B * H > 1 && B * H * T_ * Dk * Dv >= (1 << 16); }
-
 // Zero the strictly upper triangle of the n x n block P (leading dimension ld): the causal mask M.
 template <class T>
 void mask_upper(T* P, int64_t n, int64_t ld) {
@@ -127,7 +122,7 @@ void linear_attn_recurrent_forward(T* o, T* ht, T* zT, const T* q, const T* k, c
                                    int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale,
                                    FeatureMap phi, bool normalize) {
   const int64_t W = Dv + (normalize ? 1 : 0);
-#pragma omp parallel for schedule(static) if (worth_threads(B, T_, H, Dk, Dv))
+#pragma omp parallel for schedule(static) if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t b = bh / H, h = bh % H;
     std::vector<T> Sz(Dk * W), pq(Dk), pk(Dk);  // [S | z]: [Dk, W]
@@ -163,7 +158,7 @@ void linear_attn_recurrent_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T
                                     int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale, FeatureMap phi,
                                     bool normalize) {
   const int64_t W = Dv + (normalize ? 1 : 0);
-#pragma omp parallel for schedule(static) if (worth_threads(B, T_, H, Dk, Dv))
+#pragma omp parallel for schedule(static) if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t b = bh / H, h = bh % H;
     // Every state [S_t | z_t] of the forward, t = 0..T-1 (after token t).
@@ -249,7 +244,7 @@ void linear_attn_chunk_forward(T* o, T* ht, T* zT, T* saved, const T* q, const T
   const int64_t ldk = H * Dk, ldv = H * Dv;  // row strides of q/k and v/o
   const bool gather_qk = phi != FeatureMap::identity;
   const T s = normalize ? T(1) : scale;
-#pragma omp parallel if (worth_threads(B, T_, H, Dk, Dv))
+#pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   {
     std::vector<T> buf(2 * C * Dk + C * C + 2 * C * W + Dk * W);  // per-thread scratch, once per call
     T* Qc = buf.data();         // [C, Dk] phi(q)
@@ -315,7 +310,7 @@ void linear_attn_chunk_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T* sa
   const int64_t ldk = H * Dk, ldv = H * Dv;
   const bool gather_qk = phi != FeatureMap::identity;
   const T s = normalize ? T(1) : scale;
-#pragma omp parallel if (worth_threads(B, T_, H, Dk, Dv))
+#pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   {
     std::vector<T> buf(4 * C * Dk + 2 * C * C + 4 * C * W + Dk * W);  // per-thread scratch, once per call
     T* Qc = buf.data();    // [C, Dk] phi(q)

@@ -23,7 +23,7 @@ namespace linattn::cpu {
 enum class FeatureMap { identity, elu1, relu };  // elu1(x) = elu(x) + 1
 
 constexpr double kLinearAttnEps = 1e-6;  // normalized form: o = S^T phi(q) / (phi(q)^T z + eps)
-constexpr int64_t kDefaultChunkSize = 64;
+constexpr int64_t kLinearAttnDefaultChunkSize = 64;
 
 template <class T>
 void linear_attn_recurrent_forward(T* o,         // [B, T, H, Dv]
@@ -57,7 +57,7 @@ void linear_attn_recurrent_backward(T* dq,         // [B, T, H, Dk]
 // Elements of `saved` the chunk forward writes and the chunk backward reads: the state at the start
 // of every chunk, [B, H, ceil(T / C), Dk, Dv + normalize] (z is stored as the state's last column).
 int64_t linear_attn_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
-                                     int64_t chunk_size = kDefaultChunkSize);
+                                     int64_t chunk_size = kLinearAttnDefaultChunkSize);
 
 // chunk_size: any C >= 1 (16, 32 or 64 in practice); T need not be a multiple of it.
 template <class T>
@@ -71,7 +71,7 @@ void linear_attn_chunk_forward(T* o,         // [B, T, H, Dv]
                                const T* h0,  // [B, H, Dk, Dv] or nullptr
                                const T* z0,  // [B, H, Dk] or nullptr (normalized only)
                                int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale, FeatureMap phi,
-                               bool normalize, int64_t chunk_size = kDefaultChunkSize);
+                               bool normalize, int64_t chunk_size = kLinearAttnDefaultChunkSize);
 
 template <class T>
 void linear_attn_chunk_backward(T* dq,           // [B, T, H, Dk]
@@ -87,6 +87,6 @@ void linear_attn_chunk_backward(T* dq,           // [B, T, H, Dk]
                                 const T* dht,    // [B, H, Dk, Dv] or nullptr
                                 const T* dzT,    // [B, H, Dk] or nullptr (normalized only)
                                 int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale, FeatureMap phi,
-                                bool normalize, int64_t chunk_size = kDefaultChunkSize);
+                                bool normalize, int64_t chunk_size = kLinearAttnDefaultChunkSize);
 
 }  // namespace linattn::cpu

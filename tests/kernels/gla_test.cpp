@@ -102,13 +102,13 @@ void expect_all_close(const GlaResult& got, const GlaResult& want, double tol) {
 }
 
 // Chunkwise vs recurrent in float64. The chunk form reorders sums and takes e^(a-b) where the recurrence
-// multiplies e^g step by step: both are exact to rounding, and agree to ~1e-14 even at T = 1000 (the gate
+// multiplies e^g step by step: both are exact to rounding, and agree to ~2e-15 even at T = 1000 (the gate
 // gradient is a reverse sum over T terms); 1e-10 leaves margin and still catches any missing term.
 TEST(Gla, ChunkMatchesRecurrent) {
   for (int64_t T : {1, 63, 64, 100, 1000}) {
     GlaProblem p(T, 200 + T);
     GlaResult want = gla_forward_backward(p, 0);
-    for (int64_t C : {16, 32, 64}) {
+    for (int64_t C : {16, 32, 64, 40}) {  // 40: sub-chunks 16 + 16 + 8
       SCOPED_TRACE("T=" + std::to_string(T) + " C=" + std::to_string(C));
       expect_all_close(gla_forward_backward(p, C, /*seed_value=*/0.5), want, 1e-10);
     }
@@ -186,9 +186,9 @@ TEST(Gla, StrongDecayStaysFiniteAndExact) {
     expect_all_close(gla_forward_backward(p, C), want, 1e-10);
     GlaResult f = gla_float32_chunk(p, C);
     for (const Tensor* t : {&f.o, &f.ht, &f.dq, &f.dk, &f.dv, &f.dg, &f.dh0}) EXPECT_TRUE(all_finite(*t)) << t->str();
-    // float32 cumulative gates near -320 carry an absolute error ~ulp(320) = 3e-5 into e^(G_i - G_j),
-    // a relative error of the same size: 1e-3 is the bar for this extreme case.
-    expect_all_close(f, want, 1e-3);
+    // float32: outputs and most gradients come out at ~2e-7 relative; the gate gradient, a difference
+    // q ⊙ dq - k ⊙ dk of terms that nearly cancel under such decays, at ~3e-5. 1e-4 covers both.
+    expect_all_close(f, want, 1e-4);
   }
   // Decays so strong that everything but the current token underflows (g ~ -50: e^-50 per step).
   GlaProblem extreme(100, 29, -60.0, -40.0);

@@ -1,11 +1,27 @@
-// e^x for x <= 0: every exponential the chunkwise linear-attention kernels take (decays, elu).
+// Helpers shared by the chunkwise token-mixer kernels (linear attention, GLA).
 #pragma once
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace linattn::cpu {
+
+inline int64_t num_chunks(int64_t T_, int64_t C) { return (T_ + C - 1) / C; }
+
+// Whether to spread the (batch, head) pairs of a chunkwise kernel over the OpenMP threads.
+// float: always, even for little work: inside an active parallel region every cpu::gemm<float> runs
+// single-threaded, while from a region of one thread oneDNN forks its own threads for each small
+// product (a 64^3 product measured ~30x slower that way).
+// double (the float64 checks, plain-loop products): only when the work pays for waking the threads.
+template <class T>
+bool parallel_over_heads(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv) {
+  if constexpr (std::is_same_v<T, float>) return true;
+  else return B * H > 1 && B * H * T_ * Dk * Dv >= (1 << 16);
+}
+
+// e^x for x <= 0: every exponential the chunkwise kernels take (decays, elu).
 
 // float: a branch-free polynomial that the compiler vectorizes inside `#pragma omp simd` loops
 // (glibc's expf is a scalar call without -ffast-math, ~10x slower in the chunk loops).
