@@ -282,7 +282,7 @@ template <class T>
 struct ChunkScratch {
   std::vector<T> gram, P, dP, D, l, rb, ul, du, x, dr, y, z, dog, G, gamma, inv_gamma, lambda, gdg, dlambda, dG,
       dbeta, bt, S, own;
-  ChunkScratch(int64_t C, int64_t dk, int64_t dv, bool gated, bool backward, bool own_blocks)
+  ChunkScratch(int64_t C, int64_t dk, int64_t dv, bool backward, bool own_blocks)
       : gram(C * C), P(C * C), D(C * C, T(1)), l(C), rb(C * dv), ul(C * dv), G(C), gamma(C), inv_gamma(C),
         lambda(C), S(dk * dv) {
     // Without gates D stays all ones, so the gated and plain paths share every line.
@@ -312,7 +312,7 @@ void chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, co
   const int64_t nc = (d.T + C - 1) / C, ldk = d.ldk(), ldv = d.ldv();
 #pragma omp parallel
   {
-    ChunkScratch<T> s(C, dk, dv, a != nullptr, false, saved == nullptr);
+    ChunkScratch<T> s(C, dk, dv, false, saved == nullptr);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
       const int64_t oq = d.qk_offset(bh), ov = d.v_offset(bh), og = d.gate_offset(bh);
@@ -409,11 +409,13 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
                     const T* v, const T* beta, const T* a, const T* h0, const T* do_, const T* dht, const Dims& d,
                     T scale, int64_t C) {
   check_dims(d, C, "deltanet_chunk_backward");
+  LINATTN_CHECK(saved != nullptr || d.T == 0, "deltanet_chunk_backward: `saved` is null; pass the buffer the chunk "
+                "forward filled (deltanet_chunk_saved_size elements)");
   const int64_t Dk = d.dk, Dv = d.dv, H = d.H, state = Dk * Dv, block = saved_block(Dk, Dv, C);
   const int64_t nc = (d.T + C - 1) / C, ldk = d.ldk(), ldv = d.ldv();
 #pragma omp parallel
   {
-    ChunkScratch<T> s(C, Dk, Dv, a != nullptr, true, false);
+    ChunkScratch<T> s(C, Dk, Dv, true, false);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
       const int64_t oq = d.qk_offset(bh), ov = d.v_offset(bh), og = d.gate_offset(bh);
@@ -423,7 +425,7 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
       for (int64_t c = nc - 1; c >= 0; --c) {
         const int64_t t0 = c * C, n = std::min(C, d.T - t0);
         const bool zero_state = c == 0 && !h0;
-        const Block<T> blk(const_cast<T*>(saved) + (bh * nc + c) * block, Dk, Dv, C);
+        const Block<const T> blk(saved + (bh * nc + c) * block, Dk, Dv, C);
         const T *S0 = blk.S0, *u = blk.u, *r = blk.r, *pg = blk.pg;
         const T* qc = q + oq + t0 * ldk;
         const T* kc = k + oq + t0 * ldk;
