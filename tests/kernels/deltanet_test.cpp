@@ -138,5 +138,9 @@ TEST(DeltaNet, Float32ChunkMatchesFloat64Recurrent) {
   worst.print("float32 chunk vs float64 recurrent");
 }
 
+TEST(DeltaNet, Float32AccurateOnCorrelatedKeysAndBetaNearOne) {
+  expect_float32_accurate_on_correlated_keys(kGated, 31);
+}
+
 }  // namespace
 }  // namespace linattn

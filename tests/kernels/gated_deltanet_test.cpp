@@ -119,5 +119,9 @@ TEST(GatedDeltaNet, Float32ChunkMatchesFloat64Recurrent) {
   worst.print("float32 chunk vs float64 recurrent");
 }
 
+TEST(GatedDeltaNet, Float32AccurateOnCorrelatedKeysAndBetaNearOne) {
+  expect_float32_accurate_on_correlated_keys(kGated, 32);
+}
+
 }  // namespace
 }  // namespace linattn
