@@ -482,7 +482,7 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
         gemm<T>(true, false, n, Dv, n, T(1), blk.ainv, C, du, Dv, T(0), x, Dv);
         // forward: R = V - diag(gamma) K S0
         //   =>  dV += dR,  dK -= diag(gamma) dR S0^T,  dS0 -= K^T diag(gamma) dR,
-        //       gamma_i dgamma_i -= dR_i . (gamma_i K S0)_i = dR_i . (R_i - V_i)
+        //       gamma_i dgamma_i -= dR_i . (gamma_i K S0)_i, i.e. += dR_i . (R_i - V_i)
         // (dr holds diag(gamma) dR, the form both products use)
         T* dr = s.dr.data();
         for (int64_t i = 0; i < n; ++i) {
