@@ -1,4 +1,5 @@
 // DeltaNet and Gated DeltaNet in `linattn-bench mixers`: chunkwise forward + backward, float32.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -82,17 +83,18 @@ std::function<void()> prepare(bool gated, int64_t B, int64_t T_, int64_t H, int6
   };
 }
 
-// FLOPs of the products the kernels run per (batch, head) and chunk of n tokens, forward + backward:
-// forward: K K^T, Q K^T, A^-1 (n^3/3), A^-1 R, P U' (n^2 d each) and K S0, Q S0, K^T U' (n dk dv each);
-// backward: 9 products of n^2 d and 7 of n dk dv (the gated form adds 1 of each shape).
-double flops(bool gated, int64_t T_, int64_t dk, int64_t dv) {
+// FLOPs of the products the kernels run per (batch, head) and chunk of n tokens, forward + backward
+// (the same for both mixers; the gates only add elementwise work):
+// forward: K K^T, Q K^T, A^-1 R, P U' (n^2 d each), K S0, Q S0, K^T U' (n dk dv each), and the
+// substitution for A^-1 (n^3 / 3); backward: 7 products of n^2 d and 6 of n dk dv.
+double flops(int64_t T_, int64_t dk, int64_t dv) {
   const int64_t C = chunk_size();
   double total = 0;
   for (int64_t t0 = 0; t0 < T_; t0 += C) {
     const double n = double(std::min(C, T_ - t0)), d = double(dk + dv) / 2;
     const double nnd = 2 * n * n * d, ndd = 2 * n * double(dk) * double(dv);
-    total += 5 * nnd + n * n * n / 3 + 3 * ndd;       // forward
-    total += (gated ? 10 : 9) * nnd + (gated ? 8 : 7) * ndd;  // backward
+    total += 4 * nnd + 3 * ndd + n * n * n / 3;  // forward
+    total += 7 * nnd + 6 * ndd;                  // backward
   }
   return total;
 }
@@ -101,12 +103,12 @@ bool registered_deltanet = add_mixer_bench({"deltanet",
                                             [](int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv) {
                                               return prepare(false, B, T_, H, dk, dv);
                                             },
-                                            [](int64_t T_, int64_t dk, int64_t dv) { return flops(false, T_, dk, dv); }});
+                                            [](int64_t T_, int64_t dk, int64_t dv) { return flops(T_, dk, dv); }});
 bool registered_gated = add_mixer_bench({"gated_deltanet",
                                          [](int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv) {
                                            return prepare(true, B, T_, H, dk, dv);
                                          },
-                                         [](int64_t T_, int64_t dk, int64_t dv) { return flops(true, T_, dk, dv); }});
+                                         [](int64_t T_, int64_t dk, int64_t dv) { return flops(T_, dk, dv); }});
 
 }  // namespace
 }  // namespace linattn::bench

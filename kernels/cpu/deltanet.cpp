@@ -281,8 +281,8 @@ void invert_unit_lower(T* ainv, const T* gd, const T* beta, int64_t H, int64_t n
 template <class T>
 struct ChunkScratch {
   std::vector<T> gram, P, dP, D, l, rb, ul, du, x, dr, y, z, dog, G, gamma, inv_gamma, lambda, gdg, dlambda, dG,
-      dbeta, S, own;
-  ChunkScratch(int64_t C, int64_t dk, int64_t dv, bool gated, bool backward, bool own_blocks)
+      dbeta, bt, S, own;
+  ChunkScratch(int64_t C, int64_t dk, int64_t dv, bool backward, bool own_blocks)
       : gram(C * C), P(C * C), D(C * C, T(1)), l(C), rb(C * dv), ul(C * dv), G(C), gamma(C), inv_gamma(C),
         lambda(C), S(dk * dv) {
     // Without gates D stays all ones, so the gated and plain paths share every line.
@@ -298,6 +298,7 @@ struct ChunkScratch {
       dlambda.resize(C);
       dG.resize(C);
       dbeta.resize(C);
+      bt.resize(C);
     }
     if (own_blocks) own.resize(2 * saved_block(dk, dv, C));  // forward without `saved`: two blocks in turn
   }
@@ -311,7 +312,7 @@ void chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, co
   const int64_t nc = (d.T + C - 1) / C, ldk = d.ldk(), ldv = d.ldv();
 #pragma omp parallel
   {
-    ChunkScratch<T> s(C, dk, dv, a != nullptr, false, saved == nullptr);
+    ChunkScratch<T> s(C, dk, dv, false, saved == nullptr);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
       const int64_t oq = d.qk_offset(bh), ov = d.v_offset(bh), og = d.gate_offset(bh);
@@ -349,11 +350,15 @@ void chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, co
         T* rb = s.rb.data();
         if (!zero_state) gemm<T>(false, false, n, dv, dk, T(1), kc, ldk, blk.S0, dv, T(0), r, dv);
         for (int64_t i = 0; i < n; ++i) {
-          const T g = a ? s.gamma[i] : T(1), b = bc[i * H];
+          const T g = zero_state ? T(0) : a ? s.gamma[i] : T(1), b = bc[i * H];
+          const T* vi = vc + i * ldv;
+          T* ri = r + i * dv;
+          T* rbi = rb + i * dv;
+          if (zero_state) std::fill(ri, ri + dv, T(0));  // no K S0 product was made
+#pragma omp simd
           for (int64_t j = 0; j < dv; ++j) {
-            const T rij = vc[i * ldv + j] - (zero_state ? T(0) : g * r[i * dv + j]);
-            r[i * dv + j] = rij;
-            rb[i * dv + j] = b * rij;
+            ri[j] = vi[j] - g * ri[j];
+            rbi[j] = b * ri[j];
           }
         }
         // U' = A^-1 diag(beta) R (saved)
@@ -404,11 +409,13 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
                     const T* v, const T* beta, const T* a, const T* h0, const T* do_, const T* dht, const Dims& d,
                     T scale, int64_t C) {
   check_dims(d, C, "deltanet_chunk_backward");
+  LINATTN_CHECK(saved != nullptr || d.T == 0, "deltanet_chunk_backward: `saved` is null; pass the buffer the chunk "
+                "forward filled (deltanet_chunk_saved_size elements)");
   const int64_t Dk = d.dk, Dv = d.dv, H = d.H, state = Dk * Dv, block = saved_block(Dk, Dv, C);
   const int64_t nc = (d.T + C - 1) / C, ldk = d.ldk(), ldv = d.ldv();
 #pragma omp parallel
   {
-    ChunkScratch<T> s(C, Dk, Dv, a != nullptr, true, false);
+    ChunkScratch<T> s(C, Dk, Dv, true, false);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
       const int64_t oq = d.qk_offset(bh), ov = d.v_offset(bh), og = d.gate_offset(bh);
@@ -418,7 +425,7 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
       for (int64_t c = nc - 1; c >= 0; --c) {
         const int64_t t0 = c * C, n = std::min(C, d.T - t0);
         const bool zero_state = c == 0 && !h0;
-        const Block<T> blk(const_cast<T*>(saved) + (bh * nc + c) * block, Dk, Dv, C);
+        const Block<const T> blk(saved + (bh * nc + c) * block, Dk, Dv, C);
         const T *S0 = blk.S0, *u = blk.u, *r = blk.r, *pg = blk.pg;
         const T* qc = q + oq + t0 * ldk;
         const T* kc = k + oq + t0 * ldk;
@@ -438,6 +445,7 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
           std::fill(dG, dG + n, T(0));
         }
         std::fill(db, db + n, T(0));
+        for (int64_t i = 0; i < n; ++i) s.bt[i] = bc[i * H];
         // P from its saved lower triangle
         T* P = s.P.data();
         for (int64_t i = 0; i < n; ++i) {
@@ -456,6 +464,7 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
           gemm<T>(false, false, n, Dv, Dk, T(1), kc, ldk, dS, Dv, T(0), y, Dv);
           for (int64_t i = 0; i < n; ++i) {
             T acc = 0;
+#pragma omp simd reduction(+ : acc)
             for (int64_t j = 0; j < Dv; ++j) {
               acc += y[i * Dv + j] * u[i * Dv + j];
               du[i * Dv + j] += lambda[i] * y[i * Dv + j];
@@ -473,21 +482,28 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
         gemm<T>(true, false, n, Dv, n, T(1), blk.ainv, C, du, Dv, T(0), x, Dv);
         // forward: R = V - diag(gamma) K S0
         //   =>  dV += dR,  dK -= diag(gamma) dR S0^T,  dS0 -= K^T diag(gamma) dR,
-        //       gamma_i dgamma_i -= dR_i . (gamma_i K S0)_i = dR_i . (R_i - V_i)
+        //       gamma_i dgamma_i -= dR_i . (gamma_i K S0)_i, i.e. += dR_i . (R_i - V_i)
         // (dr holds diag(gamma) dR, the form both products use)
         T* dr = s.dr.data();
         for (int64_t i = 0; i < n; ++i) {
           const T b = bc[i * H], g = a ? gamma[i] : T(1);
-          T acc_beta = 0, acc_gamma = 0;
+          const T *xi = x + i * Dv, *ri = r + i * Dv, *vi = vc + i * ldv;
+          T* dvi = dvc + i * ldv;
+          T* dri = dr + i * Dv;
+          T acc_beta = 0;
+#pragma omp simd reduction(+ : acc_beta)
           for (int64_t j = 0; j < Dv; ++j) {
-            const T xij = x[i * Dv + j], drij = b * xij, rij = r[i * Dv + j];
-            acc_beta += rij * xij;
-            acc_gamma += drij * (rij - vc[i * ldv + j]);
-            dvc[i * ldv + j] += drij;
-            dr[i * Dv + j] = g * drij;
+            acc_beta += ri[j] * xi[j];
+            dvi[j] += b * xi[j];
+            dri[j] = g * b * xi[j];
           }
           db[i] += acc_beta;
-          if (a) gdg[i] += acc_gamma;
+          if (a) {
+            T acc_gamma = 0;
+#pragma omp simd reduction(+ : acc_gamma)
+            for (int64_t j = 0; j < Dv; ++j) acc_gamma += xi[j] * (ri[j] - vi[j]);
+            gdg[i] += b * acc_gamma;
+          }
         }
         if (!zero_state) gemm<T>(false, true, n, Dk, Dv, T(-1), dr, Dv, S0, Dv, T(1), dkc, ldk);
         // forward: P = tril(Q K^T) . D  with  O += scale P U'
@@ -499,14 +515,16 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
           T* row = dP + i * C;
           if (a) {
             T acc = 0;
+#pragma omp simd reduction(+ : acc)
             for (int64_t j = 0; j < i; ++j) {
               const T e = row[j] * P[i * C + j];
               acc += e;
               dG[j] -= e;
             }
             dG[i] += acc;
+#pragma omp simd
+            for (int64_t j = 0; j <= i; ++j) row[j] *= D[i * C + j];
           }
-          for (int64_t j = 0; j <= i; ++j) row[j] *= D[i * C + j];
           std::fill(row + i + 1, row + n, T(0));
         }
         gemm<T>(false, false, n, Dk, n, T(1), dP, C, kc, ldk, T(1), dqc, ldk);
@@ -520,6 +538,7 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
             for (int64_t i = 0; i < n; ++i) {
               const T sg = scale * gamma[i];
               T acc = 0;
+#pragma omp simd reduction(+ : acc)
               for (int64_t j = 0; j < Dk; ++j) {
                 acc += z[i * Dk + j] * qc[i * ldk + j];
                 dqc[i * ldk + j] += sg * z[i * Dk + j];
@@ -542,15 +561,20 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
           const T* g = pg + j * C;
           const T* dj = D + j * C;
           T* f = F + j * C;
-          T acc = 0;
+          const T* bt = s.bt.data();
+#pragma omp simd
           for (int64_t i = j + 1; i < n; ++i) {
-            const T b = bc[i * H], tg = t[i] * g[i];
-            db[i] += tg;
-            acc += b * tg;
-            f[i] = b * t[i] * dj[i];
+            db[i] += t[i] * g[i];
+            f[i] = bt[i] * t[i] * dj[i];
           }
           if (a) {
-            for (int64_t i = j + 1; i < n; ++i) dG[i] += bc[i * H] * t[i] * g[i];
+            T acc = 0;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t i = j + 1; i < n; ++i) {
+              const T e = bt[i] * t[i] * g[i];
+              dG[i] += e;
+              acc += e;
+            }
             dG[j] -= acc;
           }
           f[j] = 0;
@@ -561,6 +585,7 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
         // dS0 = gamma_last dS1 + scale Q^T diag(gamma) dO - K^T diag(gamma) dR;  dgamma_last += <dS1, S0>
         if (a) {
           T acc = 0;
+#pragma omp simd reduction(+ : acc)
           for (int64_t i = 0; i < state; ++i) acc += dS[i] * S0[i];
           const T g_last = gamma[n - 1];
           gdg[n - 1] += g_last * acc;

@@ -42,14 +42,17 @@ void deltanet_recurrent_backward(T* dq, T* dk, T* dv, T* dbeta, T* dh0, const T*
                                  const T* beta, const T* h0, const T* do_, const T* dht, int64_t B, int64_t T_,
                                  int64_t H, int64_t dk_, int64_t dv_, T scale);
 
-// Elements of the `saved` buffer the chunkwise forward fills and the chunkwise backward reads.
-// Layout: for each (batch, head) [B*H], for each chunk [ceil(T/C)], one block of
+// Elements of the `saved` buffer the chunkwise forward fills and the chunkwise backward reads, so
+// that the backward recomputes nothing. Layout: for each (batch, head) [B*H], for each chunk
+// [ceil(T/C)], one block of
 //   S0   [dk, dv]  the state at the chunk's start,
-//   Ainv [C, C]    A^-1, unit lower-triangular (zeros above the diagonal),
-//   U'   [C, dv]   the chunk's state updates U' = A^-1 diag(beta) R,
-// i.e. B*H*ceil(T/C)*(dk*dv + C*C + C*dv) elements (a partial last chunk of n tokens uses the
-// first n rows/columns of its block). For dk = dv = C = 64 that is 3 elements per token and
-// head dimension: about three times the size of v.
+//   Ainv [C, C]    A^-1 (unit lower-triangular, zeros above the diagonal),
+//   PG   [C, C]    P = tril(Q K^T) . D on and below the diagonal; K K^T . D (symmetric) above it,
+//   U'   [C, dv]   the state updates U' = A^-1 diag(beta) R,
+//   R    [C, dv]   R = V - diag(gamma) K S0,
+// i.e. B*H*ceil(T/C)*(dk*dv + 2*C*C + 2*C*dv) elements (a partial last chunk of n tokens uses the
+// first n rows/columns of its block). For dk = dv = C = 64 that is 5 floats per token, head and
+// head dimension: five times the size of v (about 42 MB at B=4, H=4, T=2048).
 int64_t deltanet_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv, int64_t chunk_size);
 
 // Chunkwise WY forward. o: [B, T, H, dv] (written); ht: [B, H, dk, dv] (written, nullable);

@@ -26,6 +26,15 @@ TEST(DeltaNet, ChunkMatchesRecurrentWithoutStates) {
   worst.print("chunk vs recurrent, no states");
 }
 
+TEST(DeltaNet, OddChunkSizes) {
+  // Chunk sizes that are not multiples of the 16-column blocks of the triangular inverse.
+  Rng rng(19);
+  Inputs<double> in = make_inputs(rng, 1, 45, 2, 8, 6, kGated);
+  WorstError worst;
+  for (int64_t C : {1, 5, 20}) expect_chunk_matches_recurrent(in, C, worst);
+  worst.print("chunk vs recurrent, chunk sizes 1, 5, 20");
+}
+
 TEST(DeltaNet, RecurrentBackwardMatchesFiniteDifferences) {
   Rng rng(13);
   Inputs<double> in = make_inputs(rng, 2, 70, 2, 8, 6, kGated);  // 70 > 64: crosses a state checkpoint
@@ -127,6 +136,10 @@ TEST(DeltaNet, Float32ChunkMatchesFloat64Recurrent) {
     worst.add(gg.dh0, gw.dh0, 2e-5);
   }
   worst.print("float32 chunk vs float64 recurrent");
+}
+
+TEST(DeltaNet, Float32AccurateOnCorrelatedKeysAndBetaNearOne) {
+  expect_float32_accurate_on_correlated_keys(kGated, 31);
 }
 
 }  // namespace

@@ -44,6 +44,15 @@ TEST(GatedDeltaNet, StrongDecayStaysFiniteAndMatches) {
     for (int64_t i = 0; i < t->numel(); ++i) ASSERT_TRUE(std::isfinite(t->data<float>()[i])) << t->str() << " at " << i;
 }
 
+TEST(GatedDeltaNet, OddChunkSizes) {
+  // Chunk sizes that are not multiples of the 16-column blocks of the triangular inverse.
+  Rng rng(29);
+  Inputs<double> in = make_inputs(rng, 1, 45, 2, 8, 6, kGated);
+  WorstError worst;
+  for (int64_t C : {1, 5, 20}) expect_chunk_matches_recurrent(in, C, worst);
+  worst.print("chunk vs recurrent, chunk sizes 1, 5, 20");
+}
+
 TEST(GatedDeltaNet, RecurrentBackwardMatchesFiniteDifferences) {
   Rng rng(24);
   Inputs<double> in = make_inputs(rng, 2, 70, 2, 8, 6, kGated);  // 70 > 64: crosses a state checkpoint
@@ -108,6 +117,10 @@ TEST(GatedDeltaNet, Float32ChunkMatchesFloat64Recurrent) {
     worst.add(gg.dh0, gw.dh0, 2e-5);
   }
   worst.print("float32 chunk vs float64 recurrent");
+}
+
+TEST(GatedDeltaNet, Float32AccurateOnCorrelatedKeysAndBetaNearOne) {
+  expect_float32_accurate_on_correlated_keys(kGated, 32);
 }
 
 }  // namespace
