@@ -81,16 +81,17 @@ double peak_rss_mib() {
 }
 
 int run_attention(int argc, char** argv) {
-  int64_t B = 4, H = 4, d = 64, max_t = 16384, window = 256;
+  int64_t B = 4, H = 4, d = 64, max_t = 16384, global_max_t = -1, window = 256;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--max-t" && i + 1 < argc) max_t = std::atoll(argv[++i]);
+    else if (a == "--global-max-t" && i + 1 < argc) global_max_t = std::atoll(argv[++i]);
     else if (a == "--window" && i + 1 < argc) window = std::atoll(argv[++i]);
     else {
-      std::printf("usage: linattn-bench attention [--max-t T] [--window W]\n"
+      std::printf("usage: linattn-bench attention [--max-t T] [--global-max-t T] [--window W]\n"
                   "  forward+backward of causal softmax attention, global and window W (default 256),\n"
-                  "  B=4 H=4 d=64, T = 512, 1024, ... up to --max-t (default 16384; global at 16384 takes\n"
-                  "  about a minute on 2 cores)\n");
+                  "  B=4 H=4 d=64, T = 512, 1024, ... up to --max-t (default 16384); --global-max-t caps\n"
+                  "  the global runs only (global at T=16384 takes about a minute on 2 cores)\n");
       return a == "--help" ? 0 : 1;
     }
   }
@@ -104,8 +105,9 @@ int run_attention(int argc, char** argv) {
               cpu::attention_workspace_bytes_per_thread(sizeof(float)) / 1024);
   std::printf("%-8s %6s %10s %10s %10s %10s %12s %12s\n", "window", "T", "ms", "ns/token", "GFLOP/s", "op MiB",
               "TxT MiB", "peak RSS MiB");
+  if (global_max_t < 0) global_max_t = max_t;
   for (int64_t w : {cpu::kGlobalWindow, window}) {
-    for (int64_t T = 512; T <= max_t; T *= 2) {
+    for (int64_t T = 512; T <= (w <= 0 ? global_max_t : max_t); T *= 2) {
       Problem p(B, T, H, d, d, w);
       const double big = attention_flops(T, d, d, w) * double(B * H);
       const int reps = big > 2e10 ? 1 : 3;  // long global runs: one timed run after the warm-up
