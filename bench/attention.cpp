@@ -107,16 +107,24 @@ int run_attention(int argc, char** argv) {
               "TxT MiB", "peak RSS MiB");
   if (global_max_t < 0) global_max_t = max_t;
   for (int64_t w : {cpu::kGlobalWindow, window}) {
+    std::vector<std::pair<int64_t, size_t>> bytes;  // (T, op bytes)
     for (int64_t T = 512; T <= (w <= 0 ? global_max_t : max_t); T *= 2) {
       Problem p(B, T, H, d, d, w);
-      const double big = attention_flops(T, d, d, w) * double(B * H);
-      const int reps = big > 2e10 ? 1 : 3;  // long global runs: one timed run after the warm-up
+      const double flops = attention_flops(T, d, d, w) * double(B * H);
+      const int reps = flops > 1e11 ? 1 : 3;  // long global runs: one timed run after the warm-up
       const double ms = best_ms([&] { p.run(); }, reps);
+      bytes.emplace_back(T, p.op_bytes());
       std::printf("%-8s %6ld %10.1f %10.1f %10.1f %10.2f %12.0f %12.0f\n",
                   w <= 0 ? "global" : std::to_string(w).c_str(), long(T), ms, ms * 1e6 / double(B * T),
-                  big / (ms * 1e6), double(p.op_bytes()) / (1 << 20), double(B * H) * double(T) * double(T) * 4 / (1 << 20),
-                  peak_rss_mib());
+                  flops / (ms * 1e6), double(p.op_bytes()) / (1 << 20),
+                  double(B * H) * double(T) * double(T) * 4 / (1 << 20), peak_rss_mib());
       std::fflush(stdout);
+    }
+    if (bytes.size() >= 3) {  // memory linear in T: 4x the tokens, 4x the bytes
+      auto [t1, b1] = bytes[bytes.size() - 3];
+      auto [t2, b2] = bytes.back();
+      std::printf("op bytes at T=%ld / T=%ld: %.2f (T ratio %.0f)\n", long(t2), long(t1), double(b2) / double(b1),
+                  double(t2) / double(t1));
     }
   }
   return 0;
