@@ -27,7 +27,8 @@ size_t attention_workspace_bytes_per_thread(size_t scalar_bytes);
 
 // Forward. o and lse are overwritten.
 // o:   [B, T, H, dv]   output
-// lse: [B, H, T]       log-sum-exp of the scaled, masked scores of each row (saved for backward)
+// lse: [B, H, T]       log-sum-exp of the scaled, masked scores of each row (saved for backward;
+//                      may be nullptr when no backward follows, e.g. the prompt of a generation)
 // q:   [B, T, H, dk]
 // k:   [B, T, Hkv, dk]
 // v:   [B, T, Hkv, dv]

@@ -169,6 +169,18 @@ TEST(Attention, WindowAtLeastTIsGlobalBitForBit) {
   }
 }
 
+// Without the lse (inference), the output is the same.
+TEST(Attention, ForwardWithoutLse) {
+  Rng rng(20);
+  const Sizes s{2, 70, 2, 1, 4, 4, 30};
+  Inputs in = random_inputs(s, rng);
+  Result want = run_kernels(in, s);
+  Tensor o = Tensor::empty(want.o.shape(), DType::f64);
+  cpu::attention_forward<double>(o.data<double>(), nullptr, in.q.data<double>(), in.k.data<double>(),
+                                 in.v.data<double>(), s.B, s.T, s.H, s.Hkv, s.dk, s.dv, s.window, s.scale());
+  EXPECT_TRUE(same_bits(o, want.o)) << compare(o, want.o).str();
+}
+
 // Window 1: every position attends only to itself, so o = v (per group) and lse = scale q.k.
 TEST(Attention, WindowOneCopiesValues) {
   Rng rng(14);
