@@ -81,16 +81,17 @@ double peak_rss_mib() {
 }
 
 int run_attention(int argc, char** argv) {
-  int64_t B = 4, H = 4, d = 64, max_t = 16384, window = 256;
+  int64_t B = 4, H = 4, d = 64, max_t = 16384, global_max_t = -1, window = 256;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--max-t" && i + 1 < argc) max_t = std::atoll(argv[++i]);
+    else if (a == "--global-max-t" && i + 1 < argc) global_max_t = std::atoll(argv[++i]);
     else if (a == "--window" && i + 1 < argc) window = std::atoll(argv[++i]);
     else {
-      std::printf("usage: linattn-bench attention [--max-t T] [--window W]\n"
+      std::printf("usage: linattn-bench attention [--max-t T] [--global-max-t T] [--window W]\n"
                   "  forward+backward of causal softmax attention, global and window W (default 256),\n"
-                  "  B=4 H=4 d=64, T = 512, 1024, ... up to --max-t (default 16384; global at 16384 takes\n"
-                  "  about a minute on 2 cores)\n");
+                  "  B=4 H=4 d=64, T = 512, 1024, ... up to --max-t (default 16384); --global-max-t caps\n"
+                  "  the global runs only (global at T=16384 takes about a minute on 2 cores)\n");
       return a == "--help" ? 0 : 1;
     }
   }
@@ -104,17 +105,26 @@ int run_attention(int argc, char** argv) {
               cpu::attention_workspace_bytes_per_thread(sizeof(float)) / 1024);
   std::printf("%-8s %6s %10s %10s %10s %10s %12s %12s\n", "window", "T", "ms", "ns/token", "GFLOP/s", "op MiB",
               "TxT MiB", "peak RSS MiB");
+  if (global_max_t < 0) global_max_t = max_t;
   for (int64_t w : {cpu::kGlobalWindow, window}) {
-    for (int64_t T = 512; T <= max_t; T *= 2) {
+    std::vector<std::pair<int64_t, size_t>> bytes;  // (T, op bytes)
+    for (int64_t T = 512; T <= (w <= 0 ? global_max_t : max_t); T *= 2) {
       Problem p(B, T, H, d, d, w);
-      const double big = attention_flops(T, d, d, w) * double(B * H);
-      const int reps = big > 2e10 ? 1 : 3;  // long global runs: one timed run after the warm-up
+      const double flops = attention_flops(T, d, d, w) * double(B * H);
+      const int reps = flops > 1e11 ? 1 : 3;  // long global runs: one timed run after the warm-up
       const double ms = best_ms([&] { p.run(); }, reps);
+      bytes.emplace_back(T, p.op_bytes());
       std::printf("%-8s %6ld %10.1f %10.1f %10.1f %10.2f %12.0f %12.0f\n",
                   w <= 0 ? "global" : std::to_string(w).c_str(), long(T), ms, ms * 1e6 / double(B * T),
-                  big / (ms * 1e6), double(p.op_bytes()) / (1 << 20), double(B * H) * double(T) * double(T) * 4 / (1 << 20),
-                  peak_rss_mib());
+                  flops / (ms * 1e6), double(p.op_bytes()) / (1 << 20),
+                  double(B * H) * double(T) * double(T) * 4 / (1 << 20), peak_rss_mib());
       std::fflush(stdout);
+    }
+    if (bytes.size() >= 3) {  // memory linear in T: 4x the tokens, 4x the bytes
+      auto [t1, b1] = bytes[bytes.size() - 3];
+      auto [t2, b2] = bytes.back();
+      std::printf("op bytes at T=%ld / T=%ld: %.2f (T ratio %.0f)\n", long(t2), long(t1), double(b2) / double(b1),
+                  double(t2) / double(t1));
     }
   }
   return 0;

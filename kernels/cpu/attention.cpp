@@ -182,11 +182,10 @@ void attention_forward(T* o, T* lse, const T* q, const T* k, const T* v, int64_t
             // O += P V
             gemm<T>(false, false, rows, dv, cols, T(1), s.data(), BK, vb + j0 * ldv, ldv, T(1), oi, ldo);
           }
-          T* lse_i = lse + (b * H + h) * T_ + i0;
           for (int64_t r = 0; r < rows; ++r) {
             const T inv = T(1) / l[r];
             for (int64_t c = 0; c < dv; ++c) oi[r * ldo + c] *= inv;
-            lse_i[r] = m[r] + std::log(l[r]);
+            if (lse) lse[(b * H + h) * T_ + i0 + r] = m[r] + std::log(l[r]);
           }
         }
   }

@@ -6,9 +6,12 @@
 //   o_i = sum_j softmax_j(scale * q_i . k_j) v_j  over  j in [i - W + 1, i]  (causal, window W),
 //   query head h reads kv head h / (H / Hkv). window <= 0 (kGlobalWindow) means global; so does
 //   any window >= T, and the result is then bit-identical to the global one.
-// No T x T matrix is ever formed: the work is done in blocks of kBlockQ queries against kBlockK
-// keys, and a window skips the key blocks wholly outside it, so the cost is O(T W) and the memory
-// O(T) (outputs, lse and a per-thread workspace whose size depends on the block sizes only).
+// No T x T matrix is ever formed: the work is done in blocks of kAttentionBlockQ queries against
+// kAttentionBlockK keys, and a window skips the key blocks wholly outside it, so the cost is O(T W)
+// and the memory O(T) (outputs, lse and a per-thread workspace whose size depends on the block
+// sizes only). Threads: the forward splits (batch, head, query block); the backward splits
+// (batch, kv head), which owns all the gradients it writes, so it uses at most B * Hkv threads
+// and its sums come out in the same order (the same bits) on every run.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +30,8 @@ size_t attention_workspace_bytes_per_thread(size_t scalar_bytes);
 
 // Forward. o and lse are overwritten.
 // o:   [B, T, H, dv]   output
-// lse: [B, H, T]       log-sum-exp of the scaled, masked scores of each row (saved for backward)
+// lse: [B, H, T]       log-sum-exp of the scaled, masked scores of each row (saved for backward;
+//                      may be nullptr when no backward follows, e.g. the prompt of a generation)
 // q:   [B, T, H, dk]
 // k:   [B, T, Hkv, dk]
 // v:   [B, T, Hkv, dv]

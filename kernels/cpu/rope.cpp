@@ -7,29 +7,24 @@ namespace linattn::cpu {
 
 namespace {
 
-// cos and sin of the angles of position `pos` for the d/2 frequencies theta^(-2i/d), in float64.
-template <class T>
-void rope_angles(T* cos_a, T* sin_a, int64_t pos, int64_t d, double theta) {
-  const int64_t half = d / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    const double angle = double(pos) * std::pow(theta, -2.0 * double(i) / double(d));
-    cos_a[i] = T(std::cos(angle));
-    sin_a[i] = T(std::sin(angle));
-  }
-}
-
 // y = R(sign * a) x (or y += R(sign * a) x) for every row. Small tensors (decoding, tests) stay on
 // one thread: starting a parallel region costs more than rotating them.
 template <class T, bool Accumulate>
 void rotate(T* y, const T* x, int64_t B, int64_t T_, int64_t H, int64_t d, int64_t pos_offset, double theta,
             T sign) {
   const int64_t half = d / 2;
+  std::vector<double> inv_freq(half);  // theta^(-2i/d)
+  for (int64_t i = 0; i < half; ++i) inv_freq[i] = std::pow(theta, -2.0 * double(i) / double(d));
 #pragma omp parallel if (B * T_ * H * d > (1 << 15))
   {
-    std::vector<T> cos_a(half), sin_a(half);
+    std::vector<T> cos_a(half), sin_a(half);  // of the angles of one position, in float64 then rounded
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < T_; ++t) {
-      rope_angles(cos_a.data(), sin_a.data(), t + pos_offset, d, theta);
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = double(t + pos_offset) * inv_freq[i];
+        cos_a[i] = T(std::cos(angle));
+        sin_a[i] = T(std::sin(angle));
+      }
       for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < H; ++h) {
           const int64_t offset = ((b * T_ + t) * H + h) * d;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -158,12 +161,24 @@ TEST(Attention, WindowAtLeastTIsGlobalBitForBit) {
     s.window = W;
     Result got = run_kernels(in, s);
     SCOPED_TRACE("W=" + std::to_string(W));
-    EXPECT_TRUE(same_bits(got.o, want.o));
-    EXPECT_TRUE(same_bits(got.lse, want.lse));
-    EXPECT_TRUE(same_bits(got.dq, want.dq));
-    EXPECT_TRUE(same_bits(got.dk, want.dk));
-    EXPECT_TRUE(same_bits(got.dv, want.dv));
+    EXPECT_TRUE(same_bits(got.o, want.o)) << compare(got.o, want.o).str();
+    EXPECT_TRUE(same_bits(got.lse, want.lse)) << compare(got.lse, want.lse).str();
+    EXPECT_TRUE(same_bits(got.dq, want.dq)) << compare(got.dq, want.dq).str();
+    EXPECT_TRUE(same_bits(got.dk, want.dk)) << compare(got.dk, want.dk).str();
+    EXPECT_TRUE(same_bits(got.dv, want.dv)) << compare(got.dv, want.dv).str();
   }
+}
+
+// Without the lse (inference), the output is the same.
+TEST(Attention, ForwardWithoutLse) {
+  Rng rng(20);
+  const Sizes s{2, 70, 2, 1, 4, 4, 30};
+  Inputs in = random_inputs(s, rng);
+  Result want = run_kernels(in, s);
+  Tensor o = Tensor::empty(want.o.shape(), DType::f64);
+  cpu::attention_forward<double>(o.data<double>(), nullptr, in.q.data<double>(), in.k.data<double>(),
+                                 in.v.data<double>(), s.B, s.T, s.H, s.Hkv, s.dk, s.dv, s.window, s.scale());
+  EXPECT_TRUE(same_bits(o, want.o)) << compare(o, want.o).str();
 }
 
 // Window 1: every position attends only to itself, so o = v (per group) and lse = scale q.k.
@@ -202,7 +217,7 @@ TEST(Attention, GradientsMatchFiniteDifferences) {
       {2, 13, 2, 2, 4, 4, 4},                   // sliding window
       {1, 11, 4, 1, 4, 3, cpu::kGlobalWindow},  // GQA: four query heads share one kv head
       {2, 9, 4, 2, 3, 5, 3},                    // GQA and a window
-      {1, 150, 2, 1, 2, 2, 70},                 // several query and key blocks, window not block-aligned
+      {1, 100, 2, 1, 2, 2, 45},                 // several query and key blocks, window not block-aligned
   };
   Rng rng(15);
   for (const Sizes& s : cases) {
@@ -222,9 +237,9 @@ TEST(Attention, PerturbedGradientFailsTheCheck) {
   const Sizes s{1, 12, 2, 1, 4, 4, 5};
   Inputs in = random_inputs(s, rng);
   GradientCheck g = check_gradients(in, s);
-  for (Tensor* grad : {&g.analytic.dq, &g.analytic.dk, &g.analytic.dv}) {
+  EXPECT_CLOSE(g.analytic.dq, g.dq, 1e-6);  // passes as computed
+  for (Tensor* grad : {&g.analytic.dq, &g.analytic.dk, &g.analytic.dv})
     grad->data<double>()[7] += 1e-5 * testing::max_abs(*grad);
-  }
   EXPECT_GT(compare(g.analytic.dq, g.dq).relative, 1e-6);
   EXPECT_GT(compare(g.analytic.dk, g.dk).relative, 1e-6);
   EXPECT_GT(compare(g.analytic.dv, g.dv).relative, 1e-6);
@@ -249,13 +264,13 @@ TEST(Attention, BackwardAccumulates) {
   }
 }
 
-// The float32 path (oneDNN products, polynomial exp) against the float64 reference. float32 has
-// 6e-8 relative rounding; sums over up to 200 keys and d=64 products give ~1e-6, and the
-// gradient's dP - D cancellation a few times more: 2e-5 relative is the bar.
+// The float32 path (oneDNN products, polynomial exp) against the float64 reference. float32 rounds
+// at 6e-8 relative; sums over up to 200 keys and d=64 products, and the cancellation in dP - D of
+// the gradient, grow that to the ~5e-7 seen here: 5e-6 is the bar (the float64 kernels reach 1e-15).
 TEST(Attention, Float32MatchesFloat64) {
   Rng rng(18);
-  for (int64_t W : {cpu::kGlobalWindow, int64_t(48)}) {
-    const Sizes s{2, 200, 4, 2, 64, 64, W};
+  for (auto [T, W] : {std::pair<int64_t, int64_t>{200, cpu::kGlobalWindow}, {200, 48}, {1, cpu::kGlobalWindow}, {13, 5}}) {
+    const Sizes s{2, T, 4, 2, 64, 64, W};
     Inputs in = random_inputs(s, rng);
     Result want = reference(in, s);
     Tensor q = in.q.to(DType::f32), k = in.k.to(DType::f32), v = in.v.to(DType::f32), dout = in.dout.to(DType::f32);
@@ -268,12 +283,17 @@ TEST(Attention, Float32MatchesFloat64) {
     cpu::attention_backward<float>(dq.data<float>(), dk.data<float>(), dv.data<float>(), q.data<float>(),
                                    k.data<float>(), v.data<float>(), o.data<float>(), lse.data<float>(),
                                    dout.data<float>(), s.B, s.T, s.H, s.Hkv, s.dk, s.dv, s.window, scale);
-    SCOPED_TRACE("W=" + std::to_string(W));
-    EXPECT_CLOSE(o, want.o, 2e-5);
-    EXPECT_CLOSE(lse, want.lse, 2e-5);
-    EXPECT_CLOSE(dq, want.dq, 2e-5);
-    EXPECT_CLOSE(dk, want.dk, 2e-5);
-    EXPECT_CLOSE(dv, want.dv, 2e-5);
+    SCOPED_TRACE("T=" + std::to_string(T) + " W=" + std::to_string(W));
+    EXPECT_CLOSE(o, want.o, 5e-6);
+    EXPECT_CLOSE(lse, want.lse, 5e-6);
+    EXPECT_CLOSE(dv, want.dv, 5e-6);
+    if (T > 1) {
+      EXPECT_CLOSE(dq, want.dq, 5e-6);
+      EXPECT_CLOSE(dk, want.dk, 5e-6);
+    } else {  // one key: dq = dk = 0 up to the float32 rounding of dP - D
+      EXPECT_LE(testing::max_abs(dq), 1e-6);
+      EXPECT_LE(testing::max_abs(dk), 1e-6);
+    }
   }
 }
 

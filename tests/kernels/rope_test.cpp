@@ -1,6 +1,9 @@
 #include "kernels/cpu/rope.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "testing.h"
 
