@@ -61,6 +61,9 @@ void attention_backward(T* dq, T* dk, T* dv, const T* q, const T* k, const T* v,
 //   kv_cache_write(k_cache, v_cache, k_new, v_new, ...);   // store their keys and values
 //   attention_decode(o, q_new, k_cache, v_cache, ...);      // attend them to the cache
 // The result equals rows pos0 .. pos0 + Tq - 1 of attention_forward on the whole sequence.
+// A prompt can go either way: as one block through the two calls above (C large enough), or through
+// attention_forward (lse = nullptr) followed by kv_cache_write of its keys and values at pos0 = 0,
+// which keeps the last C of them. RoPE is applied to q and k before, with pos_offset = pos0.
 
 // Writes the keys and values of positions pos0 .. pos0 + Tq - 1 into their slots. When Tq > C only
 // the last C positions are kept (they are the only ones the cache can hold).
