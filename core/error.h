@@ -20,6 +20,12 @@ template <class... Args>
   (os << ... << args);
   throw Error(os.str());
 }
+template <class... Args>
+[[noreturn]] void fail_input(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  throw Error(os.str());
+}
 }  // namespace detail
 
 }  // namespace linattn
@@ -31,3 +37,10 @@ template <class... Args>
   } while (0)
 
 #define LINATTN_FAIL(...) ::linattn::detail::fail(__FILE__, __LINE__, __VA_ARGS__)
+
+// LINATTN_REQUIRE(cond, "message parts", ...): for checks on the user's input (config, data files)
+// whose message already says where in that input the problem is; no source location is added.
+#define LINATTN_REQUIRE(cond, ...)                                        \
+  do {                                                                    \
+    if (!(cond)) ::linattn::detail::fail_input(__VA_ARGS__);              \
+  } while (0)

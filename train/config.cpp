@@ -160,18 +160,18 @@ MixerKind parse_mixer(const Reader& r, const YAML::Node& n, const std::string& p
 // Applies "a.b.c=value" to the tree; the value is parsed as YAML (numbers, booleans, lists).
 void apply_override(YAML::Node root, const std::string& item, std::set<std::string>& overridden) {
   size_t eq = item.find('=');
-  LINATTN_CHECK(eq != std::string::npos && eq > 0, "--set ", item, ": expected section.key=value");
+  LINATTN_REQUIRE(eq != std::string::npos && eq > 0, "--set ", item, ": expected section.key=value");
   std::string path = item.substr(0, eq);
   YAML::Node value;
   try {
     value = YAML::Load(item.substr(eq + 1));
   } catch (const YAML::Exception& e) {
-    LINATTN_FAIL("--set ", item, ": cannot parse the value: ", e.msg);
+    LINATTN_REQUIRE(false, "--set ", item, ": cannot parse the value: ", e.msg);
   }
   std::vector<std::string> parts;
   std::stringstream ss(path);
   for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
-  LINATTN_CHECK(parts.size() >= 2, "--set ", item, ": expected section.key=value (e.g. train.lr=1e-3)");
+  LINATTN_REQUIRE(parts.size() >= 2, "--set ", item, ": expected section.key=value (e.g. train.lr=1e-3)");
   std::vector<YAML::Node> chain{root};
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     YAML::Node next = chain.back()[parts[i]];
@@ -530,7 +530,7 @@ std::string Config::where(const std::string& path) const {
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   std::ifstream in(path);
-  LINATTN_CHECK(in, "cannot read the config file '", path, "' (check the path)");
+  LINATTN_REQUIRE(in, "cannot read the config file '", path, "' (check the path)");
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_config(ss.str(), path, overrides);

@@ -69,17 +69,17 @@ Trainer::Trainer(const Config& config) : config_(config) {
   dtype_ = t.dtype == "f64" ? DType::f64 : DType::f32;
 
   const std::string& dir = config_.data.path;
-  LINATTN_CHECK(std::filesystem::is_directory(dir), config_.where("data.path"), ": data folder '", dir,
+  LINATTN_REQUIRE(std::filesystem::is_directory(dir), config_.where("data.path"), ": data folder '", dir,
                 "' does not exist. Prepare it with `linattn-data prepare TEXT... --out ", dir,
                 "` (./scripts/train prepares the default corpus)");
   train_data_ = data::Dataset::open(dir, "train");
   val_data_ = data::Dataset::open(dir, "val");
   const ModelConfig& m = config_.model;
-  LINATTN_CHECK(int64_t(train_data_->vocab_size()) <= m.vocab_size, config_.where("model.vocab_size"),
+  LINATTN_REQUIRE(int64_t(train_data_->vocab_size()) <= m.vocab_size, config_.where("model.vocab_size"),
                 ": vocab_size ", m.vocab_size, " is smaller than the data's vocabulary (", train_data_->vocab_size(),
                 " tokens, tokenizer '", train_data_->tokenizer(), "'): set model.vocab_size to at least ",
                 train_data_->vocab_size());
-  LINATTN_CHECK(train_data_->num_tokens() > uint64_t(config_.data.seq_len) + 1, "the training split in '", dir,
+  LINATTN_REQUIRE(train_data_->num_tokens() > uint64_t(config_.data.seq_len) + 1, "the training split in '", dir,
                 "' has only ", train_data_->num_tokens(), " tokens, fewer than one sequence of data.seq_len + 1 = ",
                 config_.data.seq_len + 1);
 
@@ -254,7 +254,7 @@ TrainSummary Trainer::run() {
     train_step(step, lr, loss, norm, ok);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!ok) {
-      LINATTN_CHECK(++bad_in_row < t.max_bad_steps, "stopping: ", bad_in_row,
+      LINATTN_REQUIRE(++bad_in_row < t.max_bad_steps, "stopping: ", bad_in_row,
                     " steps in a row had a non-finite loss or gradient norm. The model diverged: lower train.lr (",
                     config_.where("train.lr"), ") or raise train.warmup_steps, and check the data");
       continue;
