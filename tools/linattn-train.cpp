@@ -9,7 +9,7 @@
 
 namespace {
 
-const char* kUsage = R"(usage: linattn-train CONFIG.yaml [--set section.key=value ...] [--out DIR] [--dry-run]
+const char* kUsage = R"(usage: linattn-train CONFIG.yaml [--set section.key=value ...] [--out DIR] [--resume [CKPT.h5|latest]] [--dry-run]
 
 Trains the language model CONFIG.yaml describes on its data, evaluating validation loss,
 perplexity and bits per byte as it goes (README.md lists every config key and its default).
@@ -17,16 +17,19 @@ perplexity and bits per byte as it goes (README.md lists every config key and it
 options:
   --set KEY=VALUE   override one config value, e.g. --set train.max_steps=100 --set model.attn.window_size=64
   --out DIR         where metrics.jsonl and the resolved config go (train.out_dir)
+  --resume [CKPT]   continue from a checkpoint (default: the newest in the run folder's checkpoints/),
+                    exactly: the losses are those the uninterrupted run would have printed
   --dry-run         validate the config, build the model, print its summary and memory budget, then exit
   -h, --help        this help
 
-Ctrl-C stops after the current step and prints the summary; a second Ctrl-C exits at once.
+Ctrl-C (or SIGTERM) finishes the current step, writes a checkpoint and exits; a second Ctrl-C exits
+at once (the last complete checkpoint stays intact).
 )";
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_path, out_dir;
+  std::string config_path, out_dir, resume;
   std::vector<std::string> overrides;
   bool dry_run = false;
   for (int i = 1; i < argc; ++i) {
@@ -40,6 +43,12 @@ int main(int argc, char** argv) {
       overrides.push_back(a.substr(6));
     } else if (a == "--out" && i + 1 < argc) {
       out_dir = argv[++i];
+    } else if (a == "--resume") {
+      resume = "latest";
+      if (i + 1 < argc) {
+        std::string next = argv[i + 1];
+        if (next == "latest" || (next.size() > 3 && next.substr(next.size() - 3) == ".h5")) resume = argv[++i];
+      }
     } else if (a == "--dry-run") {
       dry_run = true;
     } else if (a.rfind("--", 0) == 0 || !config_path.empty()) {
@@ -56,7 +65,7 @@ int main(int argc, char** argv) {
   try {
     if (!out_dir.empty()) overrides.push_back("train.out_dir=" + out_dir);
     linattn::Config config = linattn::load_config(config_path, overrides);
-    linattn::Trainer trainer(config);
+    linattn::Trainer trainer(config, resume);
     if (dry_run) {
       std::printf("memory: activations %.1f MiB per micro-batch (measured)\n",
                   double(trainer.measure_activation_bytes()) / (1024.0 * 1024.0));

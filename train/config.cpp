@@ -189,6 +189,7 @@ std::string schedule_name(Schedule s) {
 
 std::string emit(const Config& c) {
   YAML::Emitter out;
+  out.SetDoublePrecision(15);  // every decimal written in a config round-trips, and 0.003 stays 0.003
   out << YAML::BeginMap;
   const ModelConfig& m = c.model;
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;

@@ -63,7 +63,7 @@ void install_interrupt_handlers() {
 
 bool interrupt_requested() { return g_interrupts.load() > 0; }
 
-Trainer::Trainer(const Config& config) : config_(config) {
+Trainer::Trainer(const Config& config, const std::string& resume) : config_(config) {
   const TrainConfig& t = config_.train;
   if (t.threads > 0) omp_set_num_threads(int(t.threads));
   dtype_ = t.dtype == "f64" ? DType::f64 : DType::f32;
@@ -92,7 +92,20 @@ Trainer::Trainer(const Config& config) : config_(config) {
   lo.seq_len = config_.data.seq_len;
   lo.seed = t.seed + 1;
   loader_ = std::make_unique<data::TrainLoader>(train_data_, lo);
-  gemm_peak_ = cpu::measure_sgemm_gflops(1024, 3);
+  start_.best_val_loss = NAN;
+  if (!resume.empty()) {
+    std::string path = resume == "latest" ? latest_checkpoint(t.out_dir) : resume;
+    LINATTN_REQUIRE(!path.empty(), "--resume latest: no checkpoint in '", t.out_dir,
+                    "/checkpoints'; train without --resume first, or give a checkpoint's path");
+    std::vector<std::string> warnings;
+    load_checkpoint(path, config_, *model_, optimizer_.get(), &start_, &warnings);
+    loader_->restore(start_.sampler);
+    resumed_ = true;
+    std::printf("resumed from %s at step %lld (%lld tokens)\n", path.c_str(), (long long)start_.step,
+                (long long)start_.tokens);
+    for (const std::string& w : warnings) std::printf("warning: the training settings changed since the checkpoint: %s\n", w.c_str());
+  }
+  gemm_peak_ = cpu::measure_sgemm_gflops(1024, 10);
 
   std::printf("%s\n", model_->summary().c_str());
   const double pbytes = double(model_->params().layout().total() * int64_t(dtype_size(dtype_)));
@@ -188,6 +201,16 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
   optimizer_->step(lr);
 }
 
+void Trainer::save(const TrainState& state) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::string path = checkpoint_path(config_.train.out_dir, state.step);
+  save_checkpoint(path, config_, *model_, optimizer_.get(), state);
+  prune_checkpoints(config_.train.out_dir, config_.checkpoint.keep_last);
+  std::printf("checkpoint: %s (%.2f s)\n", path.c_str(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  std::fflush(stdout);
+}
+
 void Trainer::log(const std::string& json_line) {
   std::ofstream out(std::filesystem::path(config_.train.out_dir) / "metrics.jsonl", std::ios::app);
   out << json_line << "\n";
@@ -199,7 +222,7 @@ TrainSummary Trainer::run() {
   {
     std::ofstream cfg(std::filesystem::path(t.out_dir) / "config.yaml");
     cfg << "# resolved from " << config_.source << "\n" << config_.text;
-    std::ofstream(std::filesystem::path(t.out_dir) / "metrics.jsonl", std::ios::trunc);
+    if (!resumed_) std::ofstream(std::filesystem::path(t.out_dir) / "metrics.jsonl", std::ios::trunc);
   }
   size_t activations = measure_activation_bytes();
   std::printf("memory: activations %s per micro-batch (measured)\n", mib(double(activations)).c_str());
@@ -214,9 +237,21 @@ TrainSummary Trainer::run() {
   std::fflush(stdout);
 
   TrainSummary summary;
-  summary.best.loss = INFINITY;
+  summary.best.loss = std::isnan(start_.best_val_loss) ? INFINITY : start_.best_val_loss;
+  summary.tokens = start_.tokens;
   auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  auto elapsed = [&] {
+    return start_.elapsed + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  auto state_now = [&](int64_t step) {
+    TrainState s;
+    s.step = step;
+    s.tokens = summary.tokens;
+    s.elapsed = elapsed();
+    s.best_val_loss = std::isfinite(summary.best.loss) ? summary.best.loss : NAN;
+    s.sampler = loader_->state();
+    return s;
+  };
   int64_t bad_in_row = 0;
   double window_seconds = 0, window_loss = 0;
   int64_t window_steps = 0;
@@ -233,15 +268,15 @@ TrainSummary Trainer::run() {
     if (r.loss < summary.best.loss) summary.best = r;
   };
 
-  int64_t step = 0;
+  int64_t step = start_.step;
   for (;; ++step) {
     // Progress toward whichever bound comes first, in [0, 1].
     double progress = 0;
     const int64_t decay_steps = t.max_steps - t.warmup_steps;
     if (t.max_steps) progress = std::max(progress, double(step - t.warmup_steps) / double(std::max<int64_t>(1, decay_steps)));
-    if (t.max_tokens) progress = std::max(progress, double(step * tokens_per_step) / double(t.max_tokens));
+    if (t.max_tokens) progress = std::max(progress, double(summary.tokens) / double(t.max_tokens));
     if (t.max_time) progress = std::max(progress, elapsed() / t.max_time);
-    bool done = (t.max_steps && step >= t.max_steps) || (t.max_tokens && step * tokens_per_step >= t.max_tokens) ||
+    bool done = (t.max_steps && step >= t.max_steps) || (t.max_tokens && summary.tokens >= t.max_tokens) ||
                 (t.max_time && elapsed() >= t.max_time);
     if (done || interrupt_requested()) {
       summary.interrupted = !done;
@@ -271,8 +306,7 @@ TrainSummary Trainer::run() {
       const double mfu = flops_per_token * tok_s / (gemm_peak_ * 1e9);
       double eta = INFINITY;
       if (t.max_steps) eta = std::min(eta, double(t.max_steps - done_steps) * window_seconds / double(window_steps));
-      if (t.max_tokens)
-        eta = std::min(eta, double(t.max_tokens - done_steps * tokens_per_step) / tok_s);
+      if (t.max_tokens) eta = std::min(eta, double(t.max_tokens - summary.tokens) / tok_s);
       if (t.max_time) eta = std::min(eta, t.max_time - elapsed());
       if (tty) std::printf("\r\033[K");
       std::printf("step %6lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %7.1f ms/step | MFU %4.1f%% | ETA %s\n",
@@ -290,10 +324,18 @@ TrainSummary Trainer::run() {
       std::fflush(stdout);
     }
     if (t.eval_every && done_steps % t.eval_every == 0) report_eval(done_steps);
+    if (config_.checkpoint.every && done_steps % config_.checkpoint.every == 0) save(state_now(done_steps));
   }
   summary.steps = step;
   summary.seconds = elapsed();
-  if (summary.steps == 0 || !t.eval_every || summary.steps % t.eval_every != 0) report_eval(summary.steps);
+  if (summary.interrupted) {
+    save(state_now(step));
+    std::printf("interrupted at step %lld; continue with: linattn-train %s --resume latest\n", (long long)step,
+                config_.source.c_str());
+    return summary;
+  }
+  if (step == 0 || !t.eval_every || step % t.eval_every != 0) report_eval(step);
+  if (!config_.checkpoint.every || step % config_.checkpoint.every != 0) save(state_now(step));
   return summary;
 }
 

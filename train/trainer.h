@@ -8,6 +8,7 @@
 
 #include "data/dataset.h"
 #include "layers/model.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/optimizer.h"
 
@@ -32,8 +33,10 @@ struct TrainSummary {
 class Trainer {
  public:
   // Opens the data, builds the model and checks that they fit each other (errors point at the
-  // config line to fix). Prints the model summary and the memory budget.
-  explicit Trainer(const Config& config);
+  // config line to fix). Prints the model summary and the memory budget. With `resume` (a
+  // checkpoint path, or "latest" for the newest in the run folder) the weights, optimizer moments,
+  // step and data position come from the checkpoint, so the run continues exactly.
+  explicit Trainer(const Config& config, const std::string& resume = "");
 
   // One forward + backward on a zero batch: measures the activation memory, and proves the model runs.
   size_t measure_activation_bytes();
@@ -46,6 +49,7 @@ class Trainer {
  private:
   void train_step(int64_t step, double lr, double& loss, double& norm, bool& ok);
   void log(const std::string& json_line);
+  void save(const TrainState& state);
 
   Config config_;
   DType dtype_;
@@ -56,6 +60,8 @@ class Trainer {
   Arena arena_;
   double gemm_peak_ = 0;
   int64_t accumulation_ = 1;
+  TrainState start_;       // where the run starts: zeros, or the resumed checkpoint's state
+  bool resumed_ = false;
 };
 
 // Sets the SIGINT/SIGTERM handlers: the first signal asks the loop to stop after the current step,

@@ -1,0 +1,211 @@
+// Checkpoints: exact resume, damaged and foreign files, model mismatches, interruption and kills.
+#include "train/checkpoint.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "core/hdf5.h"
+#include "testing.h"
+#include "train/trainer.h"
+#include "train_testing.h"
+
+namespace linattn {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Checkpoints : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (fs::temp_directory_path() / ("linattn-ckpt-" + std::to_string(getpid()))).string();
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_;
+};
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(Checkpoints, ResumeContinuesBitExactly) {
+  // Train 40 steps with a checkpoint at 20; then resume from step 20 in a new trainer and train to
+  // 40: every loss of the resumed half equals the uninterrupted run's.
+  Config c = testing::tiny_config(dir_, {"train.max_steps=40", "checkpoint.every=20", "checkpoint.keep_last=5"});
+  TrainSummary full = Trainer(c).run();
+  ASSERT_EQ(full.losses.size(), 40u);
+  std::string mid = checkpoint_path(dir_, 20);
+  ASSERT_TRUE(fs::exists(mid));
+  EXPECT_EQ(latest_checkpoint(dir_), checkpoint_path(dir_, 40));
+
+  Trainer resumed(c, mid);
+  TrainSummary rest = resumed.run();
+  ASSERT_EQ(rest.losses.size(), 20u);
+  for (size_t i = 0; i < 20; ++i) ASSERT_EQ(rest.losses[i], full.losses[20 + i]) << "step " << 20 + i;
+  EXPECT_EQ(rest.last.loss, full.last.loss);
+  EXPECT_EQ(rest.tokens, full.tokens);
+}
+
+TEST_F(Checkpoints, FlippedByteInAWeightFailsNamingTheDataset) {
+  Config c = testing::tiny_config(dir_, {"train.max_steps=2"});
+  Trainer(c).run();
+  std::string path = latest_checkpoint(dir_);
+  // Find the bytes of lm_head.weight's first row in the file and flip one.
+  Model m(c.model, DType::f32);
+  load_checkpoint(path, c, m, nullptr, nullptr);
+  const Tensor& w = m.params().values()[m.params().layout().find("lm_head.weight")];
+  std::string pattern(static_cast<const char*>(w.raw()), 64);
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  size_t at = bytes.find(pattern);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 10] ^= 0x04;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  std::string msg = error_of([&] { load_checkpoint(path, c, m, nullptr, nullptr); });
+  EXPECT_NE(msg.find("'lm_head.weight'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("checksum"), std::string::npos) << msg;
+}
+
+TEST_F(Checkpoints, TruncatedForeignAndNewerFilesAreClearErrors) {
+  Config c = testing::tiny_config(dir_, {"train.max_steps=1"});
+  Trainer(c).run();
+  std::string path = latest_checkpoint(dir_);
+  Model m(c.model, DType::f32);
+
+  std::string truncated = dir_ + "/truncated.h5";
+  fs::copy_file(path, truncated);
+  fs::resize_file(truncated, fs::file_size(path) / 2);
+  std::string msg = error_of([&] { load_checkpoint(truncated, c, m, nullptr, nullptr); });
+  EXPECT_NE(msg.find("truncated.h5"), std::string::npos) << msg;
+
+  std::string foreign = dir_ + "/foreign.h5";
+  {
+    H5File f(foreign, H5File::Mode::create);
+    f.set_attr("something", 1.0);
+  }
+  msg = error_of([&] { load_checkpoint(foreign, c, m, nullptr, nullptr); });
+  EXPECT_NE(msg.find("not a linattn checkpoint"), std::string::npos) << msg;
+
+  std::string newer = dir_ + "/newer.h5";
+  {
+    H5File f(newer, H5File::Mode::create);
+    f.set_attr("format", std::string("linattn-checkpoint"));
+    f.set_attr("format_version", int64_t(kCheckpointFormatVersion + 1));
+  }
+  msg = error_of([&] { load_checkpoint(newer, c, m, nullptr, nullptr); });
+  EXPECT_NE(msg.find("newer linattn"), std::string::npos) << msg;
+
+  msg = error_of([&] { load_checkpoint(dir_ + "/absent.h5", c, m, nullptr, nullptr); });
+  EXPECT_NE(msg.find("no such file"), std::string::npos) << msg;
+}
+
+TEST_F(Checkpoints, AnotherModelIsRefusedNamingTheFields) {
+  Config c = testing::tiny_config(dir_, {"train.max_steps=1"});
+  Trainer(c).run();
+  Config other = testing::tiny_config(dir_, {"train.max_steps=1", "model.hidden_size=32", "train.lr=1e-3"});
+  Model m(other.model, DType::f32);
+  std::string msg = error_of([&] { load_checkpoint(latest_checkpoint(dir_), other, m, nullptr, nullptr); });
+  EXPECT_NE(msg.find("model.hidden_size: 64 -> 32"), std::string::npos) << msg;
+
+  Config relr = testing::tiny_config(dir_, {"train.max_steps=1", "train.lr=1e-3"});
+  Model same(relr.model, DType::f32);
+  std::vector<std::string> warnings;
+  load_checkpoint(latest_checkpoint(dir_), relr, same, nullptr, nullptr, &warnings);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0], "train.lr: 0.003 -> 0.001");
+}
+
+// The binary under a real signal: Ctrl-C finishes the step, writes a checkpoint and says how to
+// resume; SIGKILL at random moments never leaves the newest checkpoint unreadable.
+class CheckpointsProcess : public Checkpoints {
+ protected:
+  pid_t start(const std::vector<std::string>& extra) {
+    std::string cfg = dir_ + "/tiny.yaml";
+    fs::create_directories(dir_);
+    std::ofstream(cfg) << testing::tiny_config(dir_ + "/run").text;
+    const char* build = std::getenv("LINATTN_BUILD_DIR");
+    std::string bin = std::string(build ? build : "build") + "/linattn-train";
+    std::vector<std::string> args{bin, cfg, "--set", "train.max_steps=100000", "--set", "train.log_every=1000"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::string log = dir_ + "/log.txt";
+      freopen(log.c_str(), "a", stdout);
+      freopen(log.c_str(), "a", stderr);
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(bin.c_str(), argv.data());
+      _exit(127);
+    }
+    return pid;
+  }
+  std::string log() {
+    std::ifstream in(dir_ + "/log.txt");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  // Waits until the run has written at least one checkpoint (or 60 s pass).
+  void wait_for_checkpoint() {
+    for (int i = 0; i < 600 && latest_checkpoint(dir_ + "/run").empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+};
+
+TEST_F(CheckpointsProcess, InterruptWritesACheckpointAndSaysHowToResume) {
+  pid_t pid = start({"--set", "checkpoint.every=1000"});
+  // The handlers are in place once the run has started ("run:" line); give it a few steps more.
+  for (int i = 0; i < 600 && log().find("run: ") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status)) << log();
+  EXPECT_EQ(WEXITSTATUS(status), 130) << log();
+  std::string out = log();
+  EXPECT_NE(out.find("--resume latest"), std::string::npos) << out;
+  std::string ckpt = latest_checkpoint(dir_ + "/run");
+  ASSERT_FALSE(ckpt.empty()) << out;
+  Config c = testing::tiny_config(dir_ + "/run", {"train.max_steps=100000", "train.log_every=1000", "checkpoint.every=1000"});
+  Model m(c.model, DType::f32);
+  TrainState s;
+  load_checkpoint(ckpt, c, m, nullptr, &s);
+  EXPECT_GT(s.step, 0);
+}
+
+TEST_F(CheckpointsProcess, KilledMidWriteLeavesALoadableLatestCheckpoint) {
+  Config c = testing::tiny_config(dir_ + "/run", {"train.max_steps=100000", "train.log_every=1000", "checkpoint.every=1"});
+  Rng rng(5);
+  for (int round = 0; round < 3; ++round) {
+    pid_t pid = start({"--set", "checkpoint.every=1", "--set", "checkpoint.keep_last=2"});
+    wait_for_checkpoint();
+    // A checkpoint is written after every step, so a random moment often lands inside a write.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng.below(1500)));
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    std::string ckpt = latest_checkpoint(dir_ + "/run");
+    ASSERT_FALSE(ckpt.empty()) << log();
+    Model m(c.model, DType::f32);
+    AdamW opt(m.params(), c.train);
+    TrainState s;
+    EXPECT_NO_THROW(load_checkpoint(ckpt, c, m, &opt, &s)) << ckpt;
+  }
+}
+
+}  // namespace
+}  // namespace linattn

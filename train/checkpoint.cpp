@@ -1,0 +1,220 @@
+#include "train/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/hdf5.h"
+
+namespace linattn {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kFormat = "linattn-checkpoint";
+
+void fsync_path(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  LINATTN_REQUIRE(fd >= 0, "cannot open '", path, "' to flush it to disk");
+  int rc = ::fsync(fd);
+  ::close(fd);
+  LINATTN_REQUIRE(rc == 0, "fsync of '", path, "' failed (is the disk full?)");
+}
+
+void write_sampler(H5File& f, const data::SamplerState& s) {
+  f.set_attr("data.seed", int64_t(s.seed));
+  f.set_attr("data.epoch", int64_t(s.epoch));
+  f.set_attr("data.position", int64_t(s.position));
+  f.set_attr("data.batches", int64_t(s.batches));
+  f.set_attr("data.num_tokens", int64_t(s.num_tokens));
+  f.set_attr("data.seq_len", int64_t(s.seq_len));
+}
+
+int64_t required_int(const H5File& f, const std::string& name) {
+  auto v = f.attr_int(name);
+  LINATTN_REQUIRE(v.has_value(), f.path(), ": the checkpoint has no attribute '", name, "' (the file is damaged)");
+  return *v;
+}
+
+data::SamplerState read_sampler(const H5File& f) {
+  data::SamplerState s;
+  s.seed = uint64_t(required_int(f, "data.seed"));
+  s.epoch = uint64_t(required_int(f, "data.epoch"));
+  s.position = uint64_t(required_int(f, "data.position"));
+  s.batches = uint64_t(required_int(f, "data.batches"));
+  s.num_tokens = uint64_t(required_int(f, "data.num_tokens"));
+  s.seq_len = uint64_t(required_int(f, "data.seq_len"));
+  return s;
+}
+
+void check_format(const H5File& f) {
+  auto format = f.attr_string("format");
+  LINATTN_REQUIRE(format && *format == kFormat, f.path(), ": not a linattn checkpoint (no 'format' attribute '",
+                  kFormat, "')");
+  int64_t version = required_int(f, "format_version");
+  LINATTN_REQUIRE(version <= kCheckpointFormatVersion, f.path(), ": checkpoint format version ", version,
+                  " was written by a newer linattn (", f.attr_string("linattn_version").value_or("?"),
+                  "); this build reads up to version ", kCheckpointFormatVersion, ": upgrade linattn");
+}
+
+// Scalar fields of a YAML section, flattened ("layers" compared as a whole).
+std::map<std::string, std::string> section_fields(const std::string& config_text, const std::string& section) {
+  std::map<std::string, std::string> out;
+  YAML::Node root = YAML::Load(config_text);
+  for (const auto& kv : root[section]) {
+    YAML::Emitter e;
+    e << YAML::Flow << kv.second;
+    out[kv.first.as<std::string>()] = e.c_str();
+  }
+  return out;
+}
+
+// "name: a -> b" for every field of `section` that differs.
+std::vector<std::string> differences(const std::string& saved, const std::string& now, const std::string& section) {
+  std::map<std::string, std::string> a = section_fields(saved, section), b = section_fields(now, section);
+  std::vector<std::string> diffs;
+  for (auto& [key, value] : b) {
+    auto it = a.find(key);
+    std::string old = it == a.end() ? "(absent)" : it->second;
+    if (old != value) diffs.push_back(section + "." + key + ": " + old + " -> " + value);
+  }
+  return diffs;
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& out_dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld.h5", (long long)step);
+  return (fs::path(out_dir) / "checkpoints" / name).string();
+}
+
+static std::vector<fs::path> list_checkpoints(const std::string& out_dir) {
+  std::vector<fs::path> found;
+  fs::path dir = fs::path(out_dir) / "checkpoints";
+  if (!fs::is_directory(dir)) return found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) == 0 && e.path().extension() == ".h5") found.push_back(e.path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::string latest_checkpoint(const std::string& out_dir) {
+  auto all = list_checkpoints(out_dir);
+  return all.empty() ? "" : all.back().string();
+}
+
+void prune_checkpoints(const std::string& out_dir, int64_t keep) {
+  auto all = list_checkpoints(out_dir);
+  for (size_t i = 0; i + size_t(keep) < all.size(); ++i) fs::remove(all[i]);
+  // Temporary files of writes that never finished (a killed run) are garbage.
+  fs::path dir = fs::path(out_dir) / "checkpoints";
+  const std::string mine = ".tmp-" + std::to_string(getpid());
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n.find(".h5.tmp-") != std::string::npos && n.find(mine) == std::string::npos) fs::remove(e.path());
+  }
+}
+
+void save_checkpoint(const std::string& path, const Config& config, const Model& model, const AdamW* optimizer,
+                     const TrainState& state) {
+  fs::path target(path);
+  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  // The temporary name is in the same folder, so the rename below is atomic.
+  std::string tmp = path + ".tmp-" + std::to_string(getpid());
+  try {
+    H5File f(tmp, H5File::Mode::create);
+    f.set_attr("format", std::string(kFormat));
+    f.set_attr("format_version", kCheckpointFormatVersion);
+    f.set_attr("linattn_version", std::string(LINATTN_VERSION));
+    f.set_attr("config", config.text);
+    f.set_attr("step", state.step);
+    f.set_attr("tokens", state.tokens);
+    f.set_attr("elapsed_seconds", state.elapsed);
+    f.set_attr("best_val_loss", state.best_val_loss);
+    f.set_attr("seed", int64_t(config.train.seed));
+    write_sampler(f, state.sampler);
+    const Parameters& p = model.params();
+    for (size_t i = 0; i < p.size(); ++i) f.write(p.name(int(i)), p.values()[int(i)], /*checksum=*/true);
+    if (optimizer) {
+      f.set_attr("optimizer.steps", optimizer->steps());
+      for (size_t i = 0; i < p.size(); ++i) {
+        f.write("optimizer.m." + p.name(int(i)), optimizer->m()[int(i)], true);
+        f.write("optimizer.v." + p.name(int(i)), optimizer->v()[int(i)], true);
+      }
+    }
+    f.flush();
+  } catch (...) {
+    fs::remove(tmp);
+    throw;
+  }
+  fsync_path(tmp, false);
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp);
+    LINATTN_REQUIRE(false, "cannot move the new checkpoint into place at '", path, "': ", ec.message());
+  }
+  fsync_path(target.has_parent_path() ? target.parent_path().string() : ".", true);
+}
+
+std::string checkpoint_config_text(const std::string& path) {
+  H5File f(path, H5File::Mode::read);
+  check_format(f);
+  auto text = f.attr_string("config");
+  LINATTN_REQUIRE(text.has_value(), path, ": the checkpoint has no 'config' attribute (the file is damaged)");
+  return *text;
+}
+
+void load_checkpoint(const std::string& path, const Config& config, Model& model, AdamW* optimizer, TrainState* state,
+                     std::vector<std::string>* warnings) {
+  H5File f(path, H5File::Mode::read);
+  check_format(f);
+  std::string saved = f.attr_string("config").value_or("");
+  std::vector<std::string> model_diffs = differences(saved, config.text, "model");
+  if (!model_diffs.empty()) {
+    std::string list;
+    for (const std::string& d : model_diffs) list += "\n  " + d;
+    LINATTN_REQUIRE(false, path, ": the checkpoint's model differs from the config's:", list,
+                    "\nuse the config the checkpoint was trained with (it is stored in the checkpoint and in the "
+                    "run's config.yaml)");
+  }
+  if (warnings)
+    for (const char* section : {"data", "train", "checkpoint"})
+      for (const std::string& d : differences(saved, config.text, section)) warnings->push_back(d);
+
+  const Parameters& p = model.params();
+  const DType dt = p.values().all().dtype();
+  for (size_t i = 0; i < p.size(); ++i) {
+    const std::string& name = p.name(int(i));
+    LINATTN_REQUIRE(f.has(name), path, ": missing parameter '", name, "'");
+    p.values()[int(i)].copy_from(f.read(name, dt, p.values()[int(i)].shape()));
+  }
+  if (optimizer) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      const std::string& name = p.name(int(i));
+      LINATTN_REQUIRE(f.has("optimizer.m." + name), path, ": no optimizer state for '", name,
+                      "' (an exported weights-only file cannot be resumed)");
+      optimizer->m()[int(i)].copy_from(f.read("optimizer.m." + name, dt, p.values()[int(i)].shape()));
+      optimizer->v()[int(i)].copy_from(f.read("optimizer.v." + name, dt, p.values()[int(i)].shape()));
+    }
+    optimizer->set_steps(required_int(f, "optimizer.steps"));
+  }
+  if (state) {
+    state->step = required_int(f, "step");
+    state->tokens = required_int(f, "tokens");
+    state->elapsed = f.attr_double("elapsed_seconds").value_or(0);
+    state->best_val_loss = f.attr_double("best_val_loss").value_or(NAN);
+    state->sampler = read_sampler(f);
+  }
+}
+
+}  // namespace linattn

@@ -1,0 +1,49 @@
+// Checkpoints: one HDF5 file per checkpoint holding every parameter under its HF/fla name, the
+// AdamW moments, the training position and the data sampler's state, and the resolved config.
+// The schema is docs/checkpoint-format.md. Writes are crash-safe (temporary file, fsync, rename).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "layers/model.h"
+#include "train/config.h"
+#include "train/optimizer.h"
+
+namespace linattn {
+
+constexpr int64_t kCheckpointFormatVersion = 1;
+
+// Where a run is: everything besides the weights and moments that an exact resume needs.
+struct TrainState {
+  int64_t step = 0;          // optimizer steps taken (including skipped ones)
+  int64_t tokens = 0;        // training tokens consumed
+  double elapsed = 0;        // seconds of training so far (for max_time)
+  double best_val_loss = 0;  // NaN when not evaluated yet
+  data::SamplerState sampler;
+};
+
+// Writes the checkpoint to `path` through a temporary file in the same folder: the old file at
+// `path` stays intact until the new one is complete and on disk.
+void save_checkpoint(const std::string& path, const Config& config, const Model& model, const AdamW* optimizer,
+                     const TrainState& state);
+
+// The config text stored in a checkpoint (to rebuild its model), after checking that `path` is a
+// linattn checkpoint of a format this build reads.
+std::string checkpoint_config_text(const std::string& path);
+
+// Reads a checkpoint into the model (and optimizer and state, when given). The model built from
+// `config` must match the checkpoint's: otherwise the error names the differing model fields.
+// Differing training settings are allowed and listed in `warnings`.
+void load_checkpoint(const std::string& path, const Config& config, Model& model, AdamW* optimizer, TrainState* state,
+                     std::vector<std::string>* warnings = nullptr);
+
+// RUN_DIR/checkpoints/step-NNNNNNNN.h5
+std::string checkpoint_path(const std::string& out_dir, int64_t step);
+// The newest checkpoint in RUN_DIR/checkpoints, or "" when there is none.
+std::string latest_checkpoint(const std::string& out_dir);
+// Deletes all but the newest `keep` checkpoints of the run.
+void prune_checkpoints(const std::string& out_dir, int64_t keep);
+
+}  // namespace linattn
