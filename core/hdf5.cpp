@@ -3,7 +3,10 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <vector>
 
 namespace linattn {
 
@@ -127,6 +130,62 @@ void H5File::write(const std::string& name, const Tensor& t, bool checksum) {
   LINATTN_CHECK(ds.id >= 0, "cannot create dataset '", name, "' in '", path_, "' (does it exist already?)");
   LINATTN_CHECK(H5Dwrite(ds.id, mem_type(t.dtype()), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()) >= 0,
                 "cannot write dataset '", name, "' to '", path_, "' (is the disk full?)");
+}
+
+// float32 bits -> IEEE half bits, rounded to nearest even; overflow gives infinity.
+static uint16_t float_to_half_bits(uint32_t x) {
+  const uint16_t sign = uint16_t((x >> 16) & 0x8000u);
+  uint32_t a = x & 0x7fffffffu;
+  if (a >= 0x7f800000u) return uint16_t(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u));  // inf, NaN
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: infinity
+  if (a < 0x38800000u) {                                  // below 2^-14: a subnormal half (or zero)
+    float f;
+    std::memcpy(&f, &a, 4);
+    return uint16_t(sign | uint16_t(std::nearbyint(f * 16777216.0f)));  // units of 2^-24
+  }
+  a += 0xfffu + ((a >> 13) & 1u);  // round the 13 dropped bits to nearest even (a carry bumps the exponent)
+  return uint16_t(sign | ((a - 0x38000000u) >> 13));  // rebias the exponent from 127 to 15
+}
+
+void H5File::write_half(const std::string& name, const Tensor& t, Half kind) {
+  Tensor f = t.to(DType::f32);
+  hsize_t dims[Shape::kMaxDims];
+  for (int i = 0; i < f.ndim(); ++i) dims[i] = hsize_t(f.size(i));
+  Handle space{f.ndim() == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(f.ndim(), dims, nullptr), H5Sclose};
+  if (kind == Half::f16) {
+    // IEEE binary16: sign bit 15, exponent bits 10-14 (bias 15), mantissa bits 0-9. The values are
+    // rounded here (to nearest even): HDF5 1.10's own float conversion loses the carry when rounding
+    // the mantissa up crosses a power of two (0.0624891 became 0.03125).
+    Handle half{H5Tcopy(H5T_IEEE_F32LE), H5Tclose};
+    H5Tset_fields(half.id, 15, 10, 5, 0, 10);
+    H5Tset_precision(half.id, 16);
+    H5Tset_ebias(half.id, 15);
+    H5Tset_size(half.id, 2);
+    std::vector<uint16_t> bits(size_t(f.numel()));
+    const uint32_t* src = static_cast<const uint32_t*>(f.raw());
+    for (size_t i = 0; i < bits.size(); ++i) bits[i] = float_to_half_bits(src[i]);
+    Handle ds{H5Dcreate2(file_, name.c_str(), half.id, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose};
+    LINATTN_CHECK(ds.id >= 0 && H5Dwrite(ds.id, half.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, bits.data()) >= 0,
+                  "cannot write dataset '", name, "' to '", path_, "'");
+    return;
+  }
+  // bfloat16: the top 16 bits of the float32, rounded to nearest even.
+  std::vector<uint16_t> bits(size_t(f.numel()));
+  const uint32_t* src = static_cast<const uint32_t*>(f.raw());
+  for (size_t i = 0; i < bits.size(); ++i) {
+    uint32_t x = src[i];
+    bool nan = (x & 0x7f800000u) == 0x7f800000u && (x & 0x007fffffu);
+    bits[i] = nan ? uint16_t((x >> 16) | 0x40) : uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+  }
+  Handle ds{H5Dcreate2(file_, name.c_str(), H5T_NATIVE_UINT16, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+            H5Dclose};
+  LINATTN_CHECK(ds.id >= 0 && H5Dwrite(ds.id, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, bits.data()) >= 0,
+                "cannot write dataset '", name, "' to '", path_, "'");
+  Handle tspace{H5Screate(H5S_SCALAR), H5Sclose};
+  Handle str{H5Tcopy(H5T_C_S1), H5Tclose};
+  H5Tset_size(str.id, 8);
+  Handle attr{H5Acreate2(ds.id, "dtype", str.id, tspace.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
+  LINATTN_CHECK(attr.id >= 0 && H5Awrite(attr.id, str.id, "bfloat16") >= 0, "cannot tag dataset '", name, "'");
 }
 
 static void write_attr(hid_t file, const std::string& name, hid_t type, const void* value) {

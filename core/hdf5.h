@@ -33,6 +33,12 @@ class H5File {
   // Writes t (CPU) as a dataset of t's dtype (or `as`); with checksum, chunked with Fletcher-32.
   void write(const std::string& name, const Tensor& t, bool checksum = false);
 
+  // Writes a float tensor stored at reduced precision: f16 as HDF5's IEEE half type (numpy's and
+  // h5py's float16), bf16 as its 16-bit patterns in a uint16 dataset with the attribute
+  // dtype = "bfloat16" (numpy has no bfloat16; shift the bits left by 16 to get float32).
+  enum class Half { f16, bf16 };
+  void write_half(const std::string& name, const Tensor& t, Half kind);
+
   void set_attr(const std::string& name, double value);
   void set_attr(const std::string& name, int64_t value);
   void set_attr(const std::string& name, const std::string& value);

@@ -75,6 +75,14 @@ std::map<std::string, std::string> section_fields(const std::string& config_text
   return out;
 }
 
+// Values compare as numbers when both are numbers (1e-06 == 9.9999999999999995e-07), else as text.
+bool same_value(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  char *end_a = nullptr, *end_b = nullptr;
+  double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
+  return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+}
+
 // "name: a -> b" for every field of `section` that differs.
 std::vector<std::string> differences(const std::string& saved, const std::string& now, const std::string& section) {
   std::map<std::string, std::string> a = section_fields(saved, section), b = section_fields(now, section);
@@ -82,7 +90,7 @@ std::vector<std::string> differences(const std::string& saved, const std::string
   for (auto& [key, value] : b) {
     auto it = a.find(key);
     std::string old = it == a.end() ? "(absent)" : it->second;
-    if (old != value) diffs.push_back(section + "." + key + ": " + old + " -> " + value);
+    if (!same_value(old, value)) diffs.push_back(section + "." + key + ": " + old + " -> " + value);
   }
   return diffs;
 }

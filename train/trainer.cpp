@@ -134,35 +134,43 @@ size_t Trainer::measure_activation_bytes() {
   return bytes;
 }
 
-EvalResult Trainer::evaluate() {
+EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val_data, int64_t seq_len,
+                    int64_t batch_rows, int64_t max_tokens, Arena& arena) {
   data::LoaderOptions lo;
-  lo.batch_size = config_.train.micro_batch_size;
-  lo.seq_len = config_.data.seq_len;
-  lo.max_tokens = uint64_t(config_.data.val_tokens);
-  data::ValLoader val(val_data_, lo);
+  lo.batch_size = batch_rows;
+  lo.seq_len = seq_len;
+  lo.max_tokens = uint64_t(max_tokens);
+  data::ValLoader val(val_data, lo);
   NoGrad no_grad;
   double loss_sum = 0;
   int64_t tokens = 0;
   data::Batch batch;
   while (val.next(batch)) {
     if (batch.rows == 0) continue;
-    ArenaScope scope(arena_);
-    Variable loss = model_->loss(batch.inputs, batch.targets);
-    double l = dispatch_float(loss.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      return double(loss.value().data<T>()[0]);
-    });
-    int64_t n = batch.rows * config_.data.seq_len;
-    loss_sum += l * double(n);
-    tokens += n;
-    arena_.reset();
+    {
+      ArenaScope scope(arena);
+      Variable loss = model.loss(batch.inputs, batch.targets);
+      double l = dispatch_float(loss.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        return double(loss.value().data<T>()[0]);
+      });
+      int64_t n = batch.rows * seq_len;
+      loss_sum += l * double(n);
+      tokens += n;
+    }
+    arena.reset();
   }
   EvalResult r;
   r.tokens = tokens;
   r.loss = tokens ? loss_sum / double(tokens) : NAN;
   r.perplexity = std::exp(r.loss);
-  r.bits_per_byte = val_data_->has_text_bytes() ? data::bits_per_byte(r.loss, val_data_->bytes_per_token()) : NAN;
+  r.bits_per_byte = val_data->has_text_bytes() ? data::bits_per_byte(r.loss, val_data->bytes_per_token()) : NAN;
   return r;
+}
+
+EvalResult Trainer::evaluate() {
+  return linattn::evaluate(*model_, val_data_, config_.data.seq_len, config_.train.micro_batch_size,
+                           config_.data.val_tokens, arena_);
 }
 
 void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bool& ok) {

@@ -21,6 +21,11 @@ struct EvalResult {
   int64_t tokens = 0;
 };
 
+// Mean validation loss of `model` over `val` (or its first max_tokens tokens, 0 = all) in windows of
+// seq_len tokens, batch rows at a time, without recording a tape. Activations use `arena`.
+EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val, int64_t seq_len, int64_t batch,
+                    int64_t max_tokens, Arena& arena);
+
 struct TrainSummary {
   int64_t steps = 0;
   int64_t tokens = 0;
