@@ -22,6 +22,8 @@ options:
   --dry-run         validate the config, build the model, print its summary and memory budget, then exit
   -h, --help        this help
 
+Data parallel: mpirun -np N linattn-train CONFIG.yaml (train.batch_size is the global batch).
+
 Ctrl-C (or SIGTERM) finishes the current step, writes a checkpoint and exits; a second Ctrl-C exits
 at once (the last complete checkpoint stays intact).
 )";
@@ -62,11 +64,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
+  // Under mpirun every rank runs this; rank 0 alone prints and writes.
+  std::unique_ptr<linattn::Communicator> comm = linattn::make_communicator(&argc, &argv);
   try {
     if (!out_dir.empty()) overrides.push_back("train.out_dir=" + out_dir);
     linattn::Config config = linattn::load_config(config_path, overrides);
-    linattn::Trainer trainer(config, resume);
+    linattn::Trainer trainer(config, resume, comm.get());
     if (dry_run) {
+      if (!comm->is_root()) return 0;
       std::printf("memory: activations %.1f MiB per micro-batch (measured)\n",
                   double(trainer.measure_activation_bytes()) / (1024.0 * 1024.0));
       std::printf("dry run: the config is valid and the model runs\n");
@@ -74,6 +79,7 @@ int main(int argc, char** argv) {
     }
     linattn::install_interrupt_handlers();
     linattn::TrainSummary s = trainer.run();
+    if (!comm->is_root()) return s.interrupted ? 130 : 0;
     std::printf("%s after %lld steps (%lld tokens, %.0f s)\n", s.interrupted ? "interrupted" : "done",
                 (long long)s.steps, (long long)s.tokens, s.seconds);
     std::printf("validation: last loss %.4f, perplexity %.3f, bits per byte %.4f | best loss %.4f, perplexity %.3f, "
@@ -82,7 +88,9 @@ int main(int argc, char** argv) {
                 s.best.bits_per_byte);
     return s.interrupted ? 130 : 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "linattn-train: error: %s\n", e.what());
+    std::fprintf(stderr, "linattn-train: error%s: %s\n",
+                 comm->world_size() > 1 ? (" on rank " + std::to_string(comm->rank())).c_str() : "", e.what());
+    if (comm->world_size() > 1) comm->abort(1);  // the other ranks must not wait for this one
     return 1;
   }
 }

@@ -488,9 +488,9 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.get(t, "train", "dtype", tc.dtype);
   r.get(t, "train", "out_dir", tc.out_dir);
   r.get(t, "train", "max_bad_steps", tc.max_bad_steps);
-  if (tc.micro_batch_size == 0) tc.micro_batch_size = tc.batch_size;
   r.require(tc.batch_size >= 1, t, "train", "batch_size", "'batch_size' must be at least 1");
-  r.require(tc.micro_batch_size >= 1 && tc.batch_size % tc.micro_batch_size == 0, t, "train", "micro_batch_size",
+  r.require(tc.micro_batch_size == 0 || (tc.micro_batch_size >= 1 && tc.batch_size % tc.micro_batch_size == 0), t,
+            "train", "micro_batch_size",
             "'batch_size' (" + std::to_string(tc.batch_size) + ") must be a multiple of 'micro_batch_size' (" +
                 std::to_string(tc.micro_batch_size) + ")");
   r.require(tc.lr > 0, t, "train", "lr", "'lr' must be positive");

@@ -60,7 +60,7 @@ enum class Schedule { cosine, linear, constant };
 
 struct TrainConfig {
   int64_t batch_size = 16;        // global batch, in sequences of seq_len tokens
-  int64_t micro_batch_size = 0;   // 0 = batch_size (no gradient accumulation)
+  int64_t micro_batch_size = 0;   // per rank; 0 = batch_size / world size (no gradient accumulation)
   double lr = 3e-3;
   double lr_min = 3e-4;
   int64_t warmup_steps = 100;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdarg>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -50,7 +51,7 @@ std::string duration(double seconds) {
 std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
+  std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
 }
 
@@ -63,9 +64,31 @@ void install_interrupt_handlers() {
 
 bool interrupt_requested() { return g_interrupts.load() > 0; }
 
-Trainer::Trainer(const Config& config, const std::string& resume) : config_(config) {
+void Trainer::say(const char* format, ...) const {
+  if (!comm_->is_root()) return;
+  va_list args;
+  va_start(args, format);
+  std::vprintf(format, args);
+  va_end(args);
+}
+
+Trainer::Trainer(const Config& config, const std::string& resume, Communicator* comm) : config_(config), comm_(comm) {
+  if (!comm_) {
+    single_ = make_single_communicator();
+    comm_ = single_.get();
+  }
   const TrainConfig& t = config_.train;
+  const int64_t world = comm_->world_size();
+  comm_->check_same(config_.text, "config");
   if (t.threads > 0) omp_set_num_threads(int(t.threads));
+  // Ranks sharing a machine share its cores.
+  else if (comm_->local_size() > 1) omp_set_num_threads(std::max(1, omp_get_num_procs() / comm_->local_size()));
+  LINATTN_REQUIRE(t.batch_size % world == 0, config_.where("train.batch_size"), ": batch_size ", t.batch_size,
+                  " (the global batch) must be divisible by the number of ranks, ", world);
+  micro_ = t.micro_batch_size ? t.micro_batch_size : t.batch_size / world;
+  LINATTN_REQUIRE((t.batch_size / world) % micro_ == 0, config_.where("train.micro_batch_size"),
+                  ": each of the ", world, " ranks gets ", t.batch_size / world,
+                  " sequences of the global batch, which is not a multiple of micro_batch_size ", micro_);
   dtype_ = t.dtype == "f64" ? DType::f64 : DType::f32;
 
   const std::string& dir = config_.data.path;
@@ -83,14 +106,16 @@ Trainer::Trainer(const Config& config, const std::string& resume) : config_(conf
                 "' has only ", train_data_->num_tokens(), " tokens, fewer than one sequence of data.seq_len + 1 = ",
                 config_.data.seq_len + 1);
 
-  accumulation_ = t.batch_size / t.micro_batch_size;
+  accumulation_ = t.batch_size / world / micro_;
   model_ = std::make_unique<Model>(m, dtype_);
   model_->params().initialize(t.seed);
   optimizer_ = std::make_unique<AdamW>(model_->params(), t);
   data::LoaderOptions lo;
-  lo.batch_size = t.micro_batch_size;
+  lo.batch_size = micro_;
   lo.seq_len = config_.data.seq_len;
   lo.seed = t.seed + 1;
+  lo.rank = comm_->rank();
+  lo.world_size = int(world);
   loader_ = std::make_unique<data::TrainLoader>(train_data_, lo);
   start_.best_val_loss = NAN;
   if (!resume.empty()) {
@@ -101,28 +126,28 @@ Trainer::Trainer(const Config& config, const std::string& resume) : config_(conf
     load_checkpoint(path, config_, *model_, optimizer_.get(), &start_, &warnings);
     loader_->restore(start_.sampler);
     resumed_ = true;
-    std::printf("resumed from %s at step %lld (%lld tokens)\n", path.c_str(), (long long)start_.step,
+    say("resumed from %s at step %lld (%lld tokens)\n", path.c_str(), (long long)start_.step,
                 (long long)start_.tokens);
-    for (const std::string& w : warnings) std::printf("warning: the training settings changed since the checkpoint: %s\n", w.c_str());
+    for (const std::string& w : warnings) say("warning: the training settings changed since the checkpoint: %s\n", w.c_str());
   }
   gemm_peak_ = cpu::measure_sgemm_gflops(1024, 10);
 
-  std::printf("%s\n", model_->summary().c_str());
+  say("%s\n", model_->summary().c_str());
   const double pbytes = double(model_->params().layout().total() * int64_t(dtype_size(dtype_)));
-  std::printf("memory: parameters %s, gradients %s, AdamW moments %s\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
+  say("memory: parameters %s, gradients %s, AdamW moments %s\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
               mib(2 * pbytes).c_str());
-  std::printf("data: %s: %llu training tokens, %llu validation tokens, tokenizer %s (vocab %u)\n", dir.c_str(),
+  say("data: %s: %llu training tokens, %llu validation tokens, tokenizer %s (vocab %u)\n", dir.c_str(),
               (unsigned long long)train_data_->num_tokens(), (unsigned long long)val_data_->num_tokens(),
               train_data_->tokenizer().c_str(), train_data_->vocab_size());
-  std::printf("train: batch %lld x %lld tokens (micro-batch %lld, %lld accumulation steps), %d threads, %s, "
-              "GEMM peak here %.0f GFLOP/s\n",
-              (long long)t.batch_size, (long long)config_.data.seq_len, (long long)t.micro_batch_size,
-              (long long)accumulation_, omp_get_max_threads(), t.dtype.c_str(), gemm_peak_);
+  say("train: batch %lld x %lld tokens (%d ranks (%s) x micro-batch %lld x %lld accumulation steps), %d threads "
+      "per rank, %s, GEMM peak here %.0f GFLOP/s\n",
+      (long long)t.batch_size, (long long)config_.data.seq_len, comm_->world_size(), comm_->backend(),
+      (long long)micro_, (long long)accumulation_, omp_get_max_threads(), t.dtype.c_str(), gemm_peak_);
   std::fflush(stdout);
 }
 
 size_t Trainer::measure_activation_bytes() {
-  Tensor ids = Tensor::zeros({config_.train.micro_batch_size, config_.data.seq_len}, DType::i32);
+  Tensor ids = Tensor::zeros({micro_, config_.data.seq_len}, DType::i32);
   arena_.reset();
   {
     ArenaScope scope(arena_);
@@ -135,9 +160,13 @@ size_t Trainer::measure_activation_bytes() {
 }
 
 EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val_data, int64_t seq_len,
-                    int64_t batch_rows, int64_t max_tokens, Arena& arena) {
+                    int64_t batch_rows, int64_t max_tokens, Arena& arena, Communicator* comm) {
   data::LoaderOptions lo;
   lo.batch_size = batch_rows;
+  if (comm) {
+    lo.rank = comm->rank();
+    lo.world_size = comm->world_size();
+  }
   lo.seq_len = seq_len;
   lo.max_tokens = uint64_t(max_tokens);
   data::ValLoader val(val_data, lo);
@@ -160,6 +189,10 @@ EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val
     }
     arena.reset();
   }
+  double sums[2] = {loss_sum, double(tokens)};
+  if (comm) comm->allreduce_sum(sums, 2);
+  loss_sum = sums[0];
+  tokens = int64_t(sums[1]);
   EvalResult r;
   r.tokens = tokens;
   r.loss = tokens ? loss_sum / double(tokens) : NAN;
@@ -169,8 +202,7 @@ EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val
 }
 
 EvalResult Trainer::evaluate() {
-  return linattn::evaluate(*model_, val_data_, config_.data.seq_len, config_.train.micro_batch_size,
-                           config_.data.val_tokens, arena_);
+  return linattn::evaluate(*model_, val_data_, config_.data.seq_len, micro_, config_.data.val_tokens, arena_, comm_);
 }
 
 void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bool& ok) {
@@ -194,14 +226,24 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
       backward({l}, {seed});
     } catch (const Error& e) {
       clear_tape();
-      std::printf("warning: step %lld: %s; skipping the step\n", (long long)step, e.what());
+      say("warning: step %lld: %s; skipping the step\n", (long long)step, e.what());
       ok = false;
     }
     arena_.reset();
   }
+  if (comm_->world_size() > 1) {
+    // Average the gradients (one loop over the flat buffer), the loss, and agree on skipping.
+    const double world = double(comm_->world_size());
+    comm_->allreduce_sum(params.grads().all());
+    scale_grads(params, 1.0 / world);
+    double v[2] = {loss, ok ? 0.0 : 1.0};
+    comm_->allreduce_sum(v, 2);
+    loss = v[0] / world;
+    ok = v[1] == 0;
+  }
   norm = grad_norm(params);
   if (ok && !std::isfinite(norm)) {
-    std::printf("warning: step %lld: the gradient norm is %g; skipping the step\n", (long long)step, norm);
+    say("warning: step %lld: the gradient norm is %g; skipping the step\n", (long long)step, norm);
     ok = false;
   }
   if (!ok) return;
@@ -210,35 +252,37 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
 }
 
 void Trainer::save(const TrainState& state) {
+  if (!comm_->is_root()) return;
   auto t0 = std::chrono::steady_clock::now();
   std::string path = checkpoint_path(config_.train.out_dir, state.step);
   save_checkpoint(path, config_, *model_, optimizer_.get(), state);
   prune_checkpoints(config_.train.out_dir, config_.checkpoint.keep_last);
-  std::printf("checkpoint: %s (%.2f s)\n", path.c_str(),
+  say("checkpoint: %s (%.2f s)\n", path.c_str(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   std::fflush(stdout);
 }
 
 void Trainer::log(const std::string& json_line) {
+  if (!comm_->is_root()) return;
   std::ofstream out(std::filesystem::path(config_.train.out_dir) / "metrics.jsonl", std::ios::app);
   out << json_line << "\n";
 }
 
 TrainSummary Trainer::run() {
   const TrainConfig& t = config_.train;
-  std::filesystem::create_directories(t.out_dir);
-  {
+  if (comm_->is_root()) {
+    std::filesystem::create_directories(t.out_dir);
     std::ofstream cfg(std::filesystem::path(t.out_dir) / "config.yaml");
     cfg << "# resolved from " << config_.source << "\n" << config_.text;
     if (!resumed_) std::ofstream(std::filesystem::path(t.out_dir) / "metrics.jsonl", std::ios::trunc);
   }
   size_t activations = measure_activation_bytes();
-  std::printf("memory: activations %s per micro-batch (measured)\n", mib(double(activations)).c_str());
+  say("memory: activations %s per micro-batch (measured)\n", mib(double(activations)).c_str());
 
   const int64_t tokens_per_step = t.batch_size * config_.data.seq_len;
   const double flops_per_token = model_->flops_per_token(config_.data.seq_len);
-  const bool tty = isatty(fileno(stdout));
-  std::printf("run: %s%s%s, out %s\n",
+  const bool tty = isatty(fileno(stdout)) && comm_->world_size() == 1;
+  say("run: %s%s%s, out %s\n",
               t.max_steps ? ("max_steps " + std::to_string(t.max_steps) + " ").c_str() : "",
               t.max_tokens ? ("max_tokens " + std::to_string(t.max_tokens) + " ").c_str() : "",
               t.max_time ? ("max_time " + duration(t.max_time)).c_str() : "", t.out_dir.c_str());
@@ -266,8 +310,8 @@ TrainSummary Trainer::run() {
 
   auto report_eval = [&](int64_t step) {
     EvalResult r = evaluate();
-    if (tty) std::printf("\r\033[K");
-    std::printf("eval  step %6lld | val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens\n", (long long)step, r.loss,
+    if (tty) say("\r\033[K");
+    say("eval  step %6lld | val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens\n", (long long)step, r.loss,
                 r.perplexity, r.bits_per_byte, (long long)r.tokens);
     std::fflush(stdout);
     log("{\"step\": " + std::to_string(step) + ", \"val_loss\": " + json_number(r.loss) + ", \"val_ppl\": " +
@@ -286,7 +330,17 @@ TrainSummary Trainer::run() {
     if (t.max_time) progress = std::max(progress, elapsed() / t.max_time);
     bool done = (t.max_steps && step >= t.max_steps) || (t.max_tokens && summary.tokens >= t.max_tokens) ||
                 (t.max_time && elapsed() >= t.max_time);
-    if (done || interrupt_requested()) {
+    bool interrupted = interrupt_requested();
+    if (comm_->world_size() > 1) {
+      // Every rank must take the same decisions: rank 0's clock decides the time bound and the
+      // schedule, and an interrupt on any rank stops all of them.
+      double v[3] = {comm_->is_root() ? double(done) : 0.0, double(interrupted), comm_->is_root() ? progress : 0.0};
+      comm_->allreduce_sum(v, 3);
+      done = v[0] > 0;
+      interrupted = v[1] > 0;
+      progress = v[2];
+    }
+    if (done || interrupted) {
       summary.interrupted = !done;
       break;
     }
@@ -311,13 +365,14 @@ TrainSummary Trainer::run() {
     const int64_t done_steps = step + 1;
     if (done_steps % t.log_every == 0 || done_steps == 1) {
       const double tok_s = double(tokens_per_step * window_steps) / window_seconds;
-      const double mfu = flops_per_token * tok_s / (gemm_peak_ * 1e9);
+      // Every rank has its share of the cores, and their peaks add up.
+      const double mfu = flops_per_token * tok_s / (gemm_peak_ * 1e9 * comm_->world_size());
       double eta = INFINITY;
       if (t.max_steps) eta = std::min(eta, double(t.max_steps - done_steps) * window_seconds / double(window_steps));
       if (t.max_tokens) eta = std::min(eta, double(t.max_tokens - summary.tokens) / tok_s);
       if (t.max_time) eta = std::min(eta, t.max_time - elapsed());
-      if (tty) std::printf("\r\033[K");
-      std::printf("step %6lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %7.1f ms/step | MFU %4.1f%% | ETA %s\n",
+      if (tty) say("\r\033[K");
+      say("step %6lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %7.1f ms/step | MFU %4.1f%% | ETA %s\n",
                   (long long)done_steps, window_loss / double(window_steps), lr, norm, tok_s,
                   1e3 * window_seconds / double(window_steps), 100 * mfu, duration(eta).c_str());
       std::fflush(stdout);
@@ -328,7 +383,7 @@ TrainSummary Trainer::run() {
       window_seconds = window_loss = 0;
       window_steps = 0;
     } else if (tty) {
-      std::printf("\r\033[Kstep %lld  loss %.4f", (long long)done_steps, loss);
+      say("\r\033[Kstep %lld  loss %.4f", (long long)done_steps, loss);
       std::fflush(stdout);
     }
     if (t.eval_every && done_steps % t.eval_every == 0) report_eval(done_steps);
@@ -338,7 +393,7 @@ TrainSummary Trainer::run() {
   summary.seconds = elapsed();
   if (summary.interrupted) {
     save(state_now(step));
-    std::printf("interrupted at step %lld; continue with: linattn-train %s --resume latest\n", (long long)step,
+    say("interrupted at step %lld; continue with: linattn-train %s --resume latest\n", (long long)step,
                 config_.source.c_str());
     return summary;
   }

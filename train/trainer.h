@@ -9,6 +9,7 @@
 #include "data/dataset.h"
 #include "layers/model.h"
 #include "train/checkpoint.h"
+#include "train/communicator.h"
 #include "train/config.h"
 #include "train/optimizer.h"
 
@@ -24,7 +25,7 @@ struct EvalResult {
 // Mean validation loss of `model` over `val` (or its first max_tokens tokens, 0 = all) in windows of
 // seq_len tokens, batch rows at a time, without recording a tape. Activations use `arena`.
 EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val, int64_t seq_len, int64_t batch,
-                    int64_t max_tokens, Arena& arena);
+                    int64_t max_tokens, Arena& arena, Communicator* comm = nullptr);
 
 struct TrainSummary {
   int64_t steps = 0;
@@ -41,7 +42,8 @@ class Trainer {
   // config line to fix). Prints the model summary and the memory budget. With `resume` (a
   // checkpoint path, or "latest" for the newest in the run folder) the weights, optimizer moments,
   // step and data position come from the checkpoint, so the run continues exactly.
-  explicit Trainer(const Config& config, const std::string& resume = "");
+  // `comm` spreads each global batch over data-parallel ranks (nullptr: a single process).
+  explicit Trainer(const Config& config, const std::string& resume = "", Communicator* comm = nullptr);
 
   // One forward + backward on a zero batch: measures the activation memory, and proves the model runs.
   size_t measure_activation_bytes();
@@ -55,6 +57,8 @@ class Trainer {
   void train_step(int64_t step, double lr, double& loss, double& norm, bool& ok);
   void log(const std::string& json_line);
   void save(const TrainState& state);
+  // printf on rank 0 only.
+  void say(const char* format, ...) const __attribute__((format(printf, 2, 3)));
 
   Config config_;
   DType dtype_;
@@ -65,6 +69,9 @@ class Trainer {
   Arena arena_;
   double gemm_peak_ = 0;
   int64_t accumulation_ = 1;
+  int64_t micro_ = 1;  // sequences per forward pass on this rank
+  std::unique_ptr<Communicator> single_;
+  Communicator* comm_ = nullptr;
   TrainState start_;       // where the run starts: zeros, or the resumed checkpoint's state
   bool resumed_ = false;
 };

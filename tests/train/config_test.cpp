@@ -33,7 +33,7 @@ TEST(Config, DefaultsAndDerivedValues) {
   for (const LayerSpec& l : c.model.layers) EXPECT_EQ(l.mixer, MixerKind::gla);
   EXPECT_EQ(c.model.resolved_intermediate_size(), 256);  // 4 * 64 * 2/3 = 170.7 -> 256
   EXPECT_EQ(c.model.resolved_expand_k(MixerKind::gla), 0.5);
-  EXPECT_EQ(c.train.micro_batch_size, c.train.batch_size);
+  EXPECT_EQ(c.train.micro_batch_size, 0);  // the trainer makes it batch_size / world size
   EXPECT_NE(c.text.find("hidden_size: 64"), std::string::npos);
 }
 

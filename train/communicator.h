@@ -1,0 +1,47 @@
+// Data-parallel communication. One Communicator per process: MPI across processes launched by
+// mpirun (host buffers, CPU training), NCCL across GPUs (device buffers; its unique id travels over
+// MPI), or a single process that talks to nobody. The trainer averages the flat gradient buffer
+// and reduces losses and validation sums through it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace linattn {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual int local_rank() const = 0;   // rank among the processes on this machine
+  virtual int local_size() const = 0;
+  virtual const char* backend() const = 0;
+
+  // In-place sum across ranks of a contiguous tensor (f32, f64 or i32).
+  virtual void allreduce_sum(const Tensor& t) = 0;
+  // In-place sum of doubles across ranks.
+  virtual void allreduce_sum(double* values, int count) = 0;
+  // Throws on every rank when the ranks' strings differ (the message names the rank that differs).
+  virtual void check_same(const std::string& value, const char* what) = 0;
+  virtual void barrier() = 0;
+  virtual void broadcast(void* data, size_t bytes, int root) = 0;
+  // Ends every rank's process (after a fatal error on this one), so that no rank waits forever.
+  [[noreturn]] virtual void abort(int code) = 0;
+
+  bool is_root() const { return rank() == 0; }
+};
+
+// The single-process communicator.
+std::unique_ptr<Communicator> make_single_communicator();
+// MPI when the process was started by mpirun (or MPI is otherwise initialized with more than one
+// rank), else the single-process one. MPI errors abort every rank with a message instead of hanging.
+std::unique_ptr<Communicator> make_communicator(int* argc, char*** argv);
+// NCCL over the ranks of `host` (which carries the unique id), one GPU per local rank. Throws when
+// linattn was built without CUDA/NCCL or no GPU is visible.
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& host);
+
+}  // namespace linattn

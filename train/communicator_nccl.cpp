@@ -1,0 +1,90 @@
+// The NCCL communicator: gradients stay on the GPU; one GPU per local rank; the unique id is
+// broadcast over the host (MPI) communicator. Compiled only with the CUDA backend and NCCL.
+#include "train/communicator.h"
+
+#include <cstdlib>
+
+#ifdef LINATTN_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+#endif
+
+namespace linattn {
+
+#ifdef LINATTN_NCCL
+namespace {
+
+void check_nccl(ncclResult_t r, const char* what) {
+  LINATTN_CHECK(r == ncclSuccess, what, " failed: ", ncclGetErrorString(r));
+}
+void check_cuda(cudaError_t e, const char* what) {
+  LINATTN_CHECK(e == cudaSuccess, what, " failed: ", cudaGetErrorString(e));
+}
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::i32: return ncclInt32;
+  }
+  return ncclFloat32;
+}
+
+class NcclCommunicator : public Communicator {
+ public:
+  explicit NcclCommunicator(Communicator& host) : host_(host) {
+    int devices = 0;
+    LINATTN_REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0,
+                    "NCCL data parallelism needs a GPU, and none is visible");
+    LINATTN_REQUIRE(host.local_rank() < devices, "local rank ", host.local_rank(), " has no GPU of its own (", devices,
+                    " visible): start at most one rank per GPU");
+    check_cuda(cudaSetDevice(host.local_rank()), "cudaSetDevice");
+    ncclUniqueId id;
+    if (host.is_root()) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    host.broadcast(&id, sizeof id, 0);
+    check_nccl(ncclCommInitRank(&comm_, host.world_size(), id, host.rank()), "ncclCommInitRank");
+    check_cuda(cudaStreamCreate(&stream_), "cudaStreamCreate");
+  }
+  ~NcclCommunicator() override {
+    ncclCommDestroy(comm_);
+    cudaStreamDestroy(stream_);
+  }
+  int rank() const override { return host_.rank(); }
+  int world_size() const override { return host_.world_size(); }
+  int local_rank() const override { return host_.local_rank(); }
+  int local_size() const override { return host_.local_size(); }
+  const char* backend() const override { return "NCCL"; }
+  void allreduce_sum(const Tensor& t) override {
+    if (t.device() == Device::cpu) return host_.allreduce_sum(t);
+    check_nccl(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), nccl_type(t.dtype()), ncclSum, comm_, stream_),
+               "ncclAllReduce");
+    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+  void allreduce_sum(double* values, int count) override { host_.allreduce_sum(values, count); }
+  void check_same(const std::string& value, const char* what) override { host_.check_same(value, what); }
+  void barrier() override { host_.barrier(); }
+  void broadcast(void* data, size_t bytes, int root) override { host_.broadcast(data, bytes, root); }
+  [[noreturn]] void abort(int code) override {
+    host_.abort(code);
+    std::exit(code);
+  }
+
+ private:
+  Communicator& host_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& host) {
+  return std::make_unique<NcclCommunicator>(host);
+}
+#else
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator&) {
+  LINATTN_REQUIRE(false, "linattn was built without CUDA and NCCL: configure with -DLINATTN_CUDA=ON where nvcc and "
+                         "NCCL are installed");
+}
+#endif
+
+}  // namespace linattn
