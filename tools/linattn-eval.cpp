@@ -17,7 +17,8 @@ The model and, by default, the data folder and token count come from the checkpo
 the result equals what linattn-train printed for the same checkpoint.
 
   --data DIR     a folder written by linattn-data prepare (its *val*.bin split)
-  --tokens N     evaluate the first N tokens of the split (0 = all of it)
+  --tokens N     evaluate the first N tokens of the split (default 0: all of it, as the trainer's
+                 final evaluation does)
   --batch B      sequences per forward pass (default: the run's micro-batch)
   --threads N    OpenMP threads (default: all cores)
 )";
@@ -54,6 +55,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    // Like the trainer's final evaluation: the whole split unless --tokens says otherwise.
+    overrides.insert(overrides.begin(), "data.val_tokens=0");
     Config config = parse_config(checkpoint_config_text(ckpt), ckpt, overrides);
     Model model(config.model, config.train.dtype == "f64" ? DType::f64 : DType::f32);
     TrainState state;

@@ -53,7 +53,7 @@ struct ModelConfig {
 struct DataConfig {
   std::string path = "data/cache/sotu-bytes";  // a folder written by `linattn-data prepare`
   int64_t seq_len = 256;
-  int64_t val_tokens = 0;  // 0 = the whole validation split
+  int64_t val_tokens = 0;  // evaluations during training; 0 = the whole split (the final one always is)
 };
 
 enum class Schedule { cosine, linear, constant };

@@ -291,9 +291,12 @@ TrainSummary Trainer::run() {
   TrainSummary summary;
   summary.best.loss = std::isnan(start_.best_val_loss) ? INFINITY : start_.best_val_loss;
   summary.tokens = start_.tokens;
+  // The training clock (max_time, ETA, checkpoints' elapsed time) leaves out the evaluations.
   auto start = std::chrono::steady_clock::now();
+  double eval_seconds = 0;
   auto elapsed = [&] {
-    return start_.elapsed + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return start_.elapsed + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
+           eval_seconds;
   };
   auto state_now = [&](int64_t step) {
     TrainState s;
@@ -308,8 +311,12 @@ TrainSummary Trainer::run() {
   double window_seconds = 0, window_loss = 0;
   int64_t window_steps = 0;
 
-  auto report_eval = [&](int64_t step) {
-    EvalResult r = evaluate();
+  auto report_eval = [&](int64_t step, bool final) {
+    auto t0 = std::chrono::steady_clock::now();
+    // Evaluations during training read data.val_tokens tokens; the final one the whole split.
+    EvalResult r = linattn::evaluate(*model_, val_data_, config_.data.seq_len, micro_,
+                                     final ? 0 : config_.data.val_tokens, arena_, comm_);
+    eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (tty) say("\r\033[K");
     say("eval  step %6lld | val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens\n", (long long)step, r.loss,
                 r.perplexity, r.bits_per_byte, (long long)r.tokens);
@@ -386,7 +393,8 @@ TrainSummary Trainer::run() {
       say("\r\033[Kstep %lld  loss %.4f", (long long)done_steps, loss);
       std::fflush(stdout);
     }
-    if (t.eval_every && done_steps % t.eval_every == 0) report_eval(done_steps);
+    if (t.eval_every && done_steps % t.eval_every == 0 && !(t.max_steps && done_steps == t.max_steps))
+      report_eval(done_steps, false);
     if (config_.checkpoint.every && done_steps % config_.checkpoint.every == 0) save(state_now(done_steps));
   }
   summary.steps = step;
@@ -397,7 +405,7 @@ TrainSummary Trainer::run() {
                 config_.source.c_str());
     return summary;
   }
-  if (step == 0 || !t.eval_every || step % t.eval_every != 0) report_eval(step);
+  report_eval(step, true);
   if (!config_.checkpoint.every || step % config_.checkpoint.every != 0) save(state_now(step));
   return summary;
 }
