@@ -1,6 +1,7 @@
 #include "autograd/mixers.h"
 
 #include <cmath>
+#include <limits>
 
 #include "autograd/op_support.h"
 #include "kernels/cpu/attention.h"
@@ -40,6 +41,8 @@ Sizes check_qkv(const char* op, const Variable& q, const Variable& k, const Vari
   return s;
 }
 
+constexpr double kMaxFinite = std::numeric_limits<double>::max();
+
 // Throws naming the op, the input and the first bad entry when a value is NaN or outside [lo, hi].
 void check_values(const char* op, const char* name, const Variable& x, double lo, double hi, const char* range) {
   if (!x.defined()) return;
@@ -58,7 +61,7 @@ void check_values(const char* op, const char* name, const Variable& x, double lo
 }
 
 void check_finite(const char* op, const char* name, const Variable& x) {
-  check_values(op, name, x, -INFINITY, INFINITY, "finite (a NaN or Inf reached the mixer)");
+  check_values(op, name, x, -kMaxFinite, kMaxFinite, "finite (a NaN or Inf reached the mixer)");
 }
 
 double resolve_scale(const MixerOptions& o, int64_t dk) { return o.scale != 0 ? o.scale : 1.0 / std::sqrt(double(dk)); }
@@ -151,7 +154,7 @@ MixerOutput gla(const Variable& q, const Variable& k, const Variable& v, const V
   LINATTN_CHECK(g.shape() == q.shape(), op, ": the log-gate g should have q's shape [B, T, H, dk] = ",
                 q.shape().str(), ", got ", g.value().str());
   for (auto [name, x] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}) check_finite(op, name, *x);
-  check_values(op, "g", g, -INFINITY, 0.0, "a finite log-gate <= 0 (make it with logsigmoid)");
+  check_values(op, "g", g, -kMaxFinite, 0.0, "a finite log-gate <= 0 (make it with logsigmoid)");
   const double scale = resolve_scale(options, s.dk);
   const bool chunk = options.form == MixerForm::chunk;
   DType dt = q.dtype();
@@ -209,7 +212,7 @@ static MixerOutput delta_rule(const char* op, const Variable& q, const Variable&
   // [0, 1] rather than (0, 1): a float32 sigmoid rounds to exactly 1 for inputs above ~17, and the
   // delta rule is well defined there.
   check_values(op, "beta", beta, 0.0, 1.0, "in [0, 1] (make it with a sigmoid)");
-  if (gated) check_values(op, "a", a, -INFINITY, 0.0, "a finite log-decay <= 0");
+  if (gated) check_values(op, "a", a, -kMaxFinite, 0.0, "a finite log-decay <= 0");
   const double scale = resolve_scale(options, s.dk);
   const bool chunk = options.form == MixerForm::chunk;
   DType dt = q.dtype();

@@ -80,6 +80,17 @@ inline Tensor finite_difference(const std::function<double()>& loss, const Tenso
   return grad;
 }
 
+// The message of the linattn::Error that f throws, or "" when it throws none.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const linattn::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // sum(a * b) over all entries, in float64: the scalar loss <output, random upstream gradient>.
 inline double dot(const Tensor& a, const Tensor& b) {
   Tensor x = a.to(DType::f64), y = b.to(DType::f64);

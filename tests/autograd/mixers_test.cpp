@@ -8,6 +8,8 @@
 namespace linattn {
 namespace {
 
+using testing::error_of;
+
 using testing::random_tensor;
 using V = std::vector<Variable>;
 using MixerFn = std::function<ops::MixerOutput(const V&)>;
@@ -111,16 +113,6 @@ TEST(MixerOps, AttentionWithRopeAndGroupedHeads) {
   }
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(MixerOps, BadInputGetsAClearError) {
   Rng rng(5);
   Variable q(random_tensor({1, 4, 2, 4}, rng)), k(random_tensor({1, 4, 2, 4}, rng)), v(random_tensor({1, 4, 2, 3}, rng));
@@ -134,6 +126,9 @@ TEST(MixerOps, BadInputGetsAClearError) {
   nan_q.data<double>()[5] = NAN;
   msg = error_of([&] { ops::linear_attention(Variable(nan_q), k, v, {}, cpu::FeatureMap::identity, false); });
   EXPECT_NE(msg.find("flat index 5"), std::string::npos) << msg;
+  nan_q.data<double>()[5] = -INFINITY;
+  msg = error_of([&] { ops::deltanet(Variable(nan_q), k, v, Variable(random_tensor({1, 4, 2}, rng, 0.1, 0.9)), {}); });
+  EXPECT_NE(msg.find("has the value -inf at flat index 5"), std::string::npos) << msg;
   msg = error_of([&] {
     ops::attention(q, Variable(random_tensor({1, 4, 3, 4}, rng)), Variable(random_tensor({1, 4, 3, 3}, rng)), 0);
   });

@@ -5,6 +5,8 @@
 namespace linattn {
 namespace {
 
+using testing::error_of;
+
 using testing::random_tensor;
 
 TEST(Tape, VariableUsedTwiceAccumulates) {
@@ -49,16 +51,6 @@ TEST(Tape, ScalarBackwardNeedsOneElement) {
   Variable y = ops::silu(x);
   EXPECT_THROW(backward(y), Error);
   clear_tape();
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Errors, ShapeMismatchNamesBothShapes) {

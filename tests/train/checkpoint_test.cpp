@@ -18,6 +18,8 @@
 namespace linattn {
 namespace {
 
+using testing::error_of;
+
 namespace fs = std::filesystem;
 
 class Checkpoints : public ::testing::Test {
@@ -29,16 +31,6 @@ class Checkpoints : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   std::string dir_;
 };
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST_F(Checkpoints, ResumeContinuesBitExactly) {
   // Train 40 steps with a checkpoint at 20; then resume from step 20 in a new trainer and train to
