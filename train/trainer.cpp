@@ -324,7 +324,8 @@ TrainSummary Trainer::run() {
     log("{\"step\": " + std::to_string(step) + ", \"val_loss\": " + json_number(r.loss) + ", \"val_ppl\": " +
         json_number(r.perplexity) + ", \"val_bpb\": " + json_number(r.bits_per_byte) + "}");
     summary.last = r;
-    if (r.loss < summary.best.loss) summary.best = r;
+    // Only evaluations of the whole split compare with each other (a prefix is easier or harder).
+    if ((final || config_.data.val_tokens == 0) && r.loss < summary.best.loss) summary.best = r;
   };
 
   int64_t step = start_.step;
