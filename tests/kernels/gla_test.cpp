@@ -219,8 +219,10 @@ TEST(Gla, ConstantGateIsRetNet) {
   p.g = Tensor::empty({B, T, H, Dk}, DType::f64);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t d = 0; d < Dk; ++d) ptr(p.g)[((b * T + t) * H + h) * Dk + d] = std::log(1.0 - std::ldexp(1.0, -5 - int(h)));
+      for (int64_t h = 0; h < H; ++h) {
+        const double log_gamma = std::log(1.0 - std::ldexp(1.0, -5 - int(h)));
+        for (int64_t d = 0; d < Dk; ++d) ptr(p.g)[((b * T + t) * H + h) * Dk + d] = log_gamma;
+      }
 
   Tensor o = Tensor::zeros({B, T, H, Dv}, DType::f64), ht = Tensor::zeros({B, H, Dk, Dv}, DType::f64);
   for (int64_t b = 0; b < B; ++b)
