@@ -1,6 +1,9 @@
 // Helpers shared by the chunkwise token-mixer kernels (linear attention, GLA).
 #pragma once
 
+#include <omp.h>
+
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -19,6 +22,21 @@ template <class T>
 bool parallel_over_heads(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv) {
   if constexpr (std::is_same_v<T, float>) return true;
   else return B * H > 1 && B * H * T_ * Dk * Dv >= (1 << 16);
+}
+
+// Inside an OpenMP parallel region: this thread's contiguous share of the B * H (batch, head) pairs,
+// handed to f(b, h_begin, h_end) one batch at a time. The kernels step all heads of a range through
+// the chunks together, so a chunk's rows of those heads, adjacent in the [B, T, H, d] layout, are read
+// from memory in order rather than one head's rows 256 bytes out of every H * d * 4.
+template <class F>
+void for_my_heads(int64_t B, int64_t H, F&& f) {
+  const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
+  const int64_t begin = B * H * me / threads, end = B * H * (me + 1) / threads;
+  for (int64_t bh = begin; bh < end;) {
+    const int64_t b = bh / H, h_begin = bh % H, h_end = std::min(H, h_begin + (end - bh));
+    f(b, h_begin, h_end);
+    bh += h_end - h_begin;
+  }
 }
 
 // e^x for x <= 0: every exponential the chunkwise kernels take (decays, elu).

@@ -246,7 +246,8 @@ void gla_recurrent_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* q, cons
         dq[row * Dk + i] += scale * acc;
       }
       // forward: S_t = diag(a_t) S_{t-1} + k_t v_t^T, a_t = exp(g_t)
-      //   =>  dk_t += dS_t v_t,  dv_t += dS_t^T k_t,  dg_t += a_t ⊙ rowsum(dS_t ⊙ S_{t-1}),  dS_{t-1} = diag(a_t) dS_t
+      //   =>  dk_t += dS_t v_t,  dv_t += dS_t^T k_t,  dg_t += a_t ⊙ rowsum(dS_t ⊙ S_{t-1}),
+      //       dS_{t-1} = diag(a_t) dS_t
       for (int64_t j = 0; j < Dv; ++j) {
         T acc = 0;
         for (int64_t i = 0; i < Dk; ++i) acc += dS[i * Dv + j] * k[row * Dk + i];
@@ -299,32 +300,37 @@ void gla_chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v
     T* FK = Ka + kSub * Dk; // [kSub, Dk] their factors
     T* A = FK + kSub * Dk;  // [C, C] intra-chunk scores
     T* e_last = A + C * C;  // [Dk] e^(G_last)
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < B * H; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
-      T* S = saved + bh * (NC + 1) * Dk * Dv;  // [NC + 1, Dk, Dv]: chunk c starts from S + c Dk Dv
-      load_state(S, h0, bh, Dk, Dv);
-      for (int64_t c = 0; c < NC; ++c, S += Dk * Dv) {
-        const int64_t t0 = c * C, n = std::min(C, T_ - t0);
-        const int64_t row = (b * T_ + t0) * H + h;
-        const T* qc = q + row * Dk;
-        const T* kc = k + row * Dk;
-        const T* vc = v + row * Dv;
-        T* oc = o + row * Dv;
-        chunk_gates<T>(G, EG, EL, Qg, Kg, e_last, qc, kc, g + row * Dk, ldk, n, Dk);
-        intra_scores<T>(A, Qa, Ka, FQ, FK, qc, kc, ldk, G, n, C, Dk);
-        // O = scale ((Q ⊙ e^G) S0 + A V)
-        gemm<T>(false, false, n, Dv, Dk, scale, Qg, Dk, S, Dv, T(0), oc, ldv);
-        gemm<T>(false, false, n, Dv, n, scale, A, C, vc, ldv, T(1), oc, ldv);
-        // S1 = diag(e^(G_last)) S0 + (K ⊙ e^(G_last - G))^T V
-        T* S1 = S + Dk * Dv;
-        for (int64_t i = 0; i < Dk; ++i)
+    for_my_heads(B, H, [&](int64_t b, int64_t h_begin, int64_t h_end) {
+      // saved [B, H, NC + 1, Dk, Dv]: chunk c of (b, h) starts from state c and ends at state c + 1.
+      for (int64_t h = h_begin; h < h_end; ++h)
+        load_state(saved + (b * H + h) * (NC + 1) * Dk * Dv, h0, b * H + h, Dk, Dv);
+      for (int64_t c = 0; c < NC; ++c)
+        for (int64_t h = h_begin; h < h_end; ++h) {
+          T* S = saved + ((b * H + h) * (NC + 1) + c) * Dk * Dv;
+          const int64_t t0 = c * C, n = std::min(C, T_ - t0);
+          const int64_t row = (b * T_ + t0) * H + h;
+          const T* qc = q + row * Dk;
+          const T* kc = k + row * Dk;
+          const T* vc = v + row * Dv;
+          T* oc = o + row * Dv;
+          chunk_gates<T>(G, EG, EL, Qg, Kg, e_last, qc, kc, g + row * Dk, ldk, n, Dk);
+          intra_scores<T>(A, Qa, Ka, FQ, FK, qc, kc, ldk, G, n, C, Dk);
+          // O = scale ((Q ⊙ e^G) S0 + A V)
+          gemm<T>(false, false, n, Dv, Dk, scale, Qg, Dk, S, Dv, T(0), oc, ldv);
+          gemm<T>(false, false, n, Dv, n, scale, A, C, vc, ldv, T(1), oc, ldv);
+          // S1 = diag(e^(G_last)) S0 + (K ⊙ e^(G_last - G))^T V
+          T* S1 = S + Dk * Dv;
+          for (int64_t i = 0; i < Dk; ++i)
 #pragma omp simd
-          for (int64_t j = 0; j < Dv; ++j) S1[i * Dv + j] = e_last[i] * S[i * Dv + j];
-        gemm<T>(true, false, Dk, Dv, n, T(1), Kg, Dk, vc, ldv, T(1), S1, Dv);
-      }
-      if (ht) std::copy(S, S + Dk * Dv, ht + bh * Dk * Dv);
-    }
+            for (int64_t j = 0; j < Dv; ++j) S1[i * Dv + j] = e_last[i] * S[i * Dv + j];
+          gemm<T>(true, false, Dk, Dv, n, T(1), Kg, Dk, vc, ldv, T(1), S1, Dv);
+        }
+      if (ht)
+        for (int64_t h = h_begin; h < h_end; ++h) {
+          const T* ST = saved + ((b * H + h) * (NC + 1) + NC) * Dk * Dv;
+          std::copy(ST, ST + Dk * Dv, ht + (b * H + h) * Dk * Dv);
+        }
+    });
   }
 }
 
@@ -344,7 +350,7 @@ void gla_chunk_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* saved, cons
   const int64_t ldk = H * Dk, ldv = H * Dv;
 #pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   {
-    std::vector<T> buf(11 * C * Dk + 2 * kSub * Dk + 2 * C * C + Dk * Dv + 2 * Dk);  // per-thread, once per call
+    std::vector<T> buf(11 * C * Dk + 2 * kSub * Dk + 2 * C * C + Dk + H * Dk * (Dv + 1));  // per-thread, once per call
     T* G = buf.data();      // [C, Dk] cumulative log-gates
     T* Qg = G + C * Dk;     // [C, Dk] Q ⊙ e^G
     T* Kg = Qg + C * Dk;    // [C, Dk] K ⊙ e^(G_last - G)
@@ -359,68 +365,75 @@ void gla_chunk_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* saved, cons
     T* FK = Ka + kSub * Dk; // [kSub, Dk] their factors
     T* A = FK + kSub * Dk;  // [C, C] intra-chunk scores
     T* dA = A + C * C;      // [C, C] their gradient
-    T* dS = dA + C * C;     // [Dk, Dv] gradient wrt the current chunk's end state
-    T* e_last = dS + Dk * Dv;  // [Dk]
-    T* r = e_last + Dk;        // [Dk] reverse running sum of dG
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < B * H; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
-      const T* states = saved + bh * (NC + 1) * Dk * Dv;
-      load_state(dS, dht, bh, Dk, Dv);
-      // forward: S_T (dht's consumer) = diag(e^(G_T)) (...)  =>  dG_T += rowsum(dht ⊙ S_T)
-      for (int64_t i = 0; i < Dk; ++i) {
-        T acc = 0;
-        if (dht)
-          for (int64_t j = 0; j < Dv; ++j) acc += dS[i * Dv + j] * states[NC * Dk * Dv + i * Dv + j];
-        r[i] = acc;
-      }
-      for (int64_t c = NC - 1; c >= 0; --c) {
-        const int64_t t0 = c * C, n = std::min(C, T_ - t0);
-        const int64_t row = (b * T_ + t0) * H + h;
-        const T* S0 = states + c * Dk * Dv;
-        const T* qc = q + row * Dk;
-        const T* kc = k + row * Dk;
-        const T* vc = v + row * Dv;
-        const T* doc = do_ + row * Dv;
-        chunk_gates<T>(G, EG, EL, Qg, Kg, e_last, qc, kc, g + row * Dk, ldk, n, Dk);
-        // forward: O = scale ((Q ⊙ e^G) S0 + A V)  =>  dA = scale dO V^T (read only on and below the diagonal)
-        gemm<T>(false, true, n, n, Dv, scale, doc, ldv, vc, ldv, T(0), dA, C);
-        //   dQ = scale (dO S0^T) ⊙ e^G
-        gemm<T>(false, true, n, Dk, Dv, scale, doc, ldv, S0, Dv, T(0), dQ, Dk);
-        // forward: S1 = diag(e^(G_last)) S0 + (K ⊙ e^(G_last - G))^T V  =>  dK = (V dS1^T) ⊙ e^(G_last - G)
-        gemm<T>(false, true, n, Dk, Dv, T(1), vc, ldv, dS, Dv, T(0), dK, Dk);
-        for (int64_t i = 0; i < n * Dk; ++i) {
-          dQ[i] *= EG[i];
-          dK[i] *= EL[i];
+    T* e_last = dA + C * C;  // [Dk]
+    T* dstates = e_last + Dk;  // [H, Dk, Dv] gradients wrt the states after the current chunk
+    T* rs = dstates + H * Dk * Dv;  // [H, Dk] reverse running sums of dG
+    for_my_heads(B, H, [&](int64_t b, int64_t h_begin, int64_t h_end) {
+      for (int64_t h = h_begin; h < h_end; ++h) {
+        const int64_t bh = b * H + h;
+        T* dS = dstates + h * Dk * Dv;
+        T* r = rs + h * Dk;
+        const T* ST = saved + (bh * (NC + 1) + NC) * Dk * Dv;  // the final state
+        load_state(dS, dht, bh, Dk, Dv);
+        // forward: S_T (dht's consumer) = diag(e^(G_T)) (...)  =>  dG_T += rowsum(dht ⊙ S_T)
+        for (int64_t i = 0; i < Dk; ++i) {
+          T acc = 0;
+          if (dht)
+            for (int64_t j = 0; j < Dv; ++j) acc += dS[i * Dv + j] * ST[i * Dv + j];
+          r[i] = acc;
         }
-        // A (recomputed) and the gradients through it
-        intra_scores_backward<T>(A, dQ, dK, Qa, Ka, FQ, FK, tmp, qc, kc, ldk, G, dA, n, C, Dk);
-        // dV = scale A^T dO + (K ⊙ e^(G_last - G)) dS1
-        T* dvc = dv + row * Dv;
-        gemm<T>(true, false, n, Dv, n, scale, A, C, doc, ldv, T(1), dvc, ldv);
-        gemm<T>(false, false, n, Dv, Dk, T(1), Kg, Dk, dS, Dv, T(1), dvc, ldv);
-        // dS0 = diag(e^(G_last)) dS1 + scale (Q ⊙ e^G)^T dO
-        for (int64_t i = 0; i < Dk; ++i)
+      }
+      for (int64_t c = NC - 1; c >= 0; --c)
+        for (int64_t h = h_begin; h < h_end; ++h) {
+          T* dS = dstates + h * Dk * Dv;
+          T* r = rs + h * Dk;
+          const T* S0 = saved + ((b * H + h) * (NC + 1) + c) * Dk * Dv;
+          const int64_t t0 = c * C, n = std::min(C, T_ - t0);
+          const int64_t row = (b * T_ + t0) * H + h;
+          const T* qc = q + row * Dk;
+          const T* kc = k + row * Dk;
+          const T* vc = v + row * Dv;
+          const T* doc = do_ + row * Dv;
+          chunk_gates<T>(G, EG, EL, Qg, Kg, e_last, qc, kc, g + row * Dk, ldk, n, Dk);
+          // forward: O = scale ((Q ⊙ e^G) S0 + A V)  =>  dA = scale dO V^T (read only on and below the diagonal)
+          gemm<T>(false, true, n, n, Dv, scale, doc, ldv, vc, ldv, T(0), dA, C);
+          //   dQ = scale (dO S0^T) ⊙ e^G
+          gemm<T>(false, true, n, Dk, Dv, scale, doc, ldv, S0, Dv, T(0), dQ, Dk);
+          // forward: S1 = diag(e^(G_last)) S0 + (K ⊙ e^(G_last - G))^T V  =>  dK = (V dS1^T) ⊙ e^(G_last - G)
+          gemm<T>(false, true, n, Dk, Dv, T(1), vc, ldv, dS, Dv, T(0), dK, Dk);
+          for (int64_t i = 0; i < n * Dk; ++i) {
+            dQ[i] *= EG[i];
+            dK[i] *= EL[i];
+          }
+          // A (recomputed) and the gradients through it
+          intra_scores_backward<T>(A, dQ, dK, Qa, Ka, FQ, FK, tmp, qc, kc, ldk, G, dA, n, C, Dk);
+          // dV = scale A^T dO + (K ⊙ e^(G_last - G)) dS1
+          T* dvc = dv + row * Dv;
+          gemm<T>(true, false, n, Dv, n, scale, A, C, doc, ldv, T(1), dvc, ldv);
+          gemm<T>(false, false, n, Dv, Dk, T(1), Kg, Dk, dS, Dv, T(1), dvc, ldv);
+          // dS0 = diag(e^(G_last)) dS1 + scale (Q ⊙ e^G)^T dO
+          for (int64_t i = 0; i < Dk; ++i)
 #pragma omp simd
-          for (int64_t j = 0; j < Dv; ++j) dS[i * Dv + j] *= e_last[i];
-        gemm<T>(true, false, Dk, Dv, n, scale, Qg, Dk, doc, ldv, T(1), dS, Dv);
-        // Accumulate dq, dk, and the gate: dg_t += Σ_{u >= t} (q_u ⊙ dq_u - k_u ⊙ dk_u) (+ the dht term in r).
-        for (int64_t i = n - 1; i >= 0; --i) {
-          const int64_t off = (row + i * H) * Dk;
-          const T* dQi = dQ + i * Dk;
-          const T* dKi = dK + i * Dk;
+            for (int64_t j = 0; j < Dv; ++j) dS[i * Dv + j] *= e_last[i];
+          gemm<T>(true, false, Dk, Dv, n, scale, Qg, Dk, doc, ldv, T(1), dS, Dv);
+          // Accumulate dq, dk, and the gate: dg_t += Σ_{u >= t} (q_u ⊙ dq_u - k_u ⊙ dk_u) (+ the dht term in r).
+          for (int64_t i = n - 1; i >= 0; --i) {
+            const int64_t off = (row + i * H) * Dk;
+            const T* dQi = dQ + i * Dk;
+            const T* dKi = dK + i * Dk;
 #pragma omp simd
-          for (int64_t d = 0; d < Dk; ++d) {
-            dq[off + d] += dQi[d];
-            dk[off + d] += dKi[d];
-            r[d] += q[off + d] * dQi[d] - k[off + d] * dKi[d];
-            dg[off + d] += r[d];
+            for (int64_t d = 0; d < Dk; ++d) {
+              dq[off + d] += dQi[d];
+              dk[off + d] += dKi[d];
+              r[d] += q[off + d] * dQi[d] - k[off + d] * dKi[d];
+              dg[off + d] += r[d];
+            }
           }
         }
-      }
       if (dh0)
-        for (int64_t i = 0; i < Dk * Dv; ++i) dh0[bh * Dk * Dv + i] += dS[i];
-    }
+        for (int64_t h = h_begin; h < h_end; ++h)
+          for (int64_t i = 0; i < Dk * Dv; ++i) dh0[(b * H + h) * Dk * Dv + i] += dstates[h * Dk * Dv + i];
+    });
   }
 }
 

@@ -20,7 +20,8 @@ void gather_feature(T* dst, const T* src, int64_t n, int64_t d, int64_t ld, Feat
     T* y = dst + i * d;
     switch (phi) {
       case FeatureMap::identity:
-        std::copy(x, x + d, y);
+#pragma omp simd
+        for (int64_t j = 0; j < d; ++j) y[j] = x[j];
         break;
       case FeatureMap::elu1:
 #pragma omp simd
@@ -34,6 +35,18 @@ void gather_feature(T* dst, const T* src, int64_t n, int64_t d, int64_t ld, Feat
         for (int64_t j = 0; j < d; ++j) y[j] = x[j] > T(0) ? x[j] : T(0);
         break;
     }
+  }
+}
+
+// dst[i, :] = [src[i * ld, 0..d) | 1 if W > d]: n rows into a contiguous [n, W] block, W = d or d + 1.
+template <class T>
+void gather_values(T* dst, const T* src, int64_t n, int64_t d, int64_t ld, int64_t W) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T* x = src + i * ld;
+    T* y = dst + i * W;
+#pragma omp simd
+    for (int64_t j = 0; j < d; ++j) y[j] = x[j];
+    if (W > d) y[d] = T(1);
   }
 }
 
@@ -242,61 +255,48 @@ void linear_attn_chunk_forward(T* o, T* ht, T* zT, T* saved, const T* q, const T
   LINATTN_CHECK(chunk_size >= 1, "linear attention: chunk_size must be >= 1, got ", chunk_size);
   const int64_t C = chunk_size, NC = num_chunks(T_, C), W = Dv + (normalize ? 1 : 0);
   const int64_t ldk = H * Dk, ldv = H * Dv;  // row strides of q/k and v/o
-  const bool gather_qk = phi != FeatureMap::identity;
   const T s = normalize ? T(1) : scale;
 #pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   {
-    std::vector<T> buf(2 * C * Dk + C * C + 2 * C * W + Dk * W);  // per-thread scratch, once per call
-    T* Qc = buf.data();         // [C, Dk] phi(q)
-    T* Kc = Qc + C * Dk;        // [C, Dk] phi(k)
-    T* P = Kc + C * Dk;         // [C, C]
-    T* Vc = P + C * C;          // [C, W] [v | 1] (normalized)
-    T* Oc = Vc + C * W;         // [C, W] numerator | denominator (normalized)
-    T* S = Oc + C * W;          // [Dk, W] running state [S | z]
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < B * H; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
-      load_state(S, h0, normalize ? z0 : nullptr, bh, Dk, Dv, W);
-      for (int64_t c = 0; c < NC; ++c) {
-        const int64_t t0 = c * C, n = std::min(C, T_ - t0);
-        const int64_t row = (b * T_ + t0) * H + h;  // first token's (b, t, h) row
-        std::copy(S, S + Dk * W, saved + (bh * NC + c) * Dk * W);
-
-        const T* Qp = q + row * Dk;
-        const T* Kp = k + row * Dk;
-        int64_t ldq = ldk;
-        if (gather_qk) {
-          gather_feature(Qc, Qp, n, Dk, ldk, phi);
-          gather_feature(Kc, Kp, n, Dk, ldk, phi);
-          Qp = Qc, Kp = Kc, ldq = Dk;
-        }
-        const T* Vp = v + row * Dv;
-        int64_t ldvp = ldv;
-        T* Op = o + row * Dv;
-        int64_t ldo = ldv;
-        if (normalize) {
+    // Per-thread scratch, once per call. A chunk's strided rows are gathered into contiguous blocks
+    // first: the products run faster on them than on the [B, T, H, d] rows directly.
+    std::vector<T> buf(2 * C * Dk + C * C + 2 * C * W + H * Dk * W);
+    T* Qc = buf.data();       // [C, Dk] phi(q)
+    T* Kc = Qc + C * Dk;      // [C, Dk] phi(k)
+    T* P = Kc + C * Dk;       // [C, C]
+    T* Vc = P + C * C;        // [C, W] V' = [v | 1]
+    T* Oc = Vc + C * W;       // [C, W] O'
+    T* states = Oc + C * W;   // [H, Dk, W] running states S' = [S | z] of this thread's heads
+    for_my_heads(B, H, [&](int64_t b, int64_t h_begin, int64_t h_end) {
+      for (int64_t h = h_begin; h < h_end; ++h)
+        load_state(states + h * Dk * W, h0, normalize ? z0 : nullptr, b * H + h, Dk, Dv, W);
+      for (int64_t c = 0; c < NC; ++c)
+        for (int64_t h = h_begin; h < h_end; ++h) {
+          const int64_t bh = b * H + h;
+          T* S = states + h * Dk * W;
+          const int64_t t0 = c * C, n = std::min(C, T_ - t0);
+          const int64_t row = (b * T_ + t0) * H + h;  // first token's (b, t, h) row
+          std::copy(S, S + Dk * W, saved + (bh * NC + c) * Dk * W);
+          gather_feature(Qc, q + row * Dk, n, Dk, ldk, phi);
+          gather_feature(Kc, k + row * Dk, n, Dk, ldk, phi);
+          gather_values(Vc, v + row * Dv, n, Dv, ldv, W);
+          // P = M ⊙ Q K^T
+          gemm<T>(false, true, n, n, Dk, T(1), Qc, Dk, Kc, Dk, T(0), P, C);
+          mask_upper(P, n, C);
+          // O' = s (Q S0' + P V')
+          gemm<T>(false, false, n, W, Dk, s, Qc, Dk, S, W, T(0), Oc, W);
+          gemm<T>(false, false, n, W, n, s, P, C, Vc, W, T(1), Oc, W);
           for (int64_t i = 0; i < n; ++i) {
-            std::copy(Vp + i * ldv, Vp + i * ldv + Dv, Vc + i * W);
-            Vc[i * W + Dv] = T(1);
+            T* oi = o + (row + i * H) * Dv;
+            const T inv = normalize ? T(1) / (Oc[i * W + Dv] + T(kLinearAttnEps)) : T(1);
+            for (int64_t j = 0; j < Dv; ++j) oi[j] = Oc[i * W + j] * inv;
           }
-          Vp = Vc, ldvp = W, Op = Oc, ldo = W;
+          // S1' = S0' + K^T V'
+          gemm<T>(true, false, Dk, W, n, T(1), Kc, Dk, Vc, W, T(1), S, W);
         }
-        // P = M ⊙ Q K^T
-        gemm<T>(false, true, n, n, Dk, T(1), Qp, ldq, Kp, ldq, T(0), P, C);
-        mask_upper(P, n, C);
-        // O' = s (Q S0' + P V')
-        gemm<T>(false, false, n, W, Dk, s, Qp, ldq, S, W, T(0), Op, ldo);
-        gemm<T>(false, false, n, W, n, s, P, C, Vp, ldvp, T(1), Op, ldo);
-        if (normalize)
-          for (int64_t i = 0; i < n; ++i) {
-            const T inv = T(1) / (Oc[i * W + Dv] + T(kLinearAttnEps));
-            for (int64_t j = 0; j < Dv; ++j) o[(row + i * H) * Dv + j] = Oc[i * W + j] * inv;
-          }
-        // S1' = S0' + K^T V'
-        gemm<T>(true, false, Dk, W, n, T(1), Kp, ldq, Vp, ldvp, T(1), S, W);
-      }
-      store_state(ht, normalize ? zT : nullptr, S, bh, Dk, Dv, W, false);
-    }
+      for (int64_t h = h_begin; h < h_end; ++h)
+        store_state(ht, normalize ? zT : nullptr, states + h * Dk * W, b * H + h, Dk, Dv, W, false);
+    });
   }
 }
 
@@ -308,106 +308,84 @@ void linear_attn_chunk_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T* sa
   LINATTN_CHECK(chunk_size >= 1, "linear attention: chunk_size must be >= 1, got ", chunk_size);
   const int64_t C = chunk_size, NC = num_chunks(T_, C), W = Dv + (normalize ? 1 : 0);
   const int64_t ldk = H * Dk, ldv = H * Dv;
-  const bool gather_qk = phi != FeatureMap::identity;
   const T s = normalize ? T(1) : scale;
 #pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   {
-    std::vector<T> buf(4 * C * Dk + 2 * C * C + 4 * C * W + Dk * W);  // per-thread scratch, once per call
-    T* Qc = buf.data();    // [C, Dk] phi(q)
-    T* Kc = Qc + C * Dk;   // [C, Dk] phi(k)
-    T* dQc = Kc + C * Dk;  // [C, Dk] gradient wrt phi(q)
-    T* dKc = dQc + C * Dk; // [C, Dk] gradient wrt phi(k)
-    T* P = dKc + C * Dk;   // [C, C]
-    T* dP = P + C * C;     // [C, C]
-    T* Vc = dP + C * C;    // [C, W] [v | 1] (normalized)
-    T* Oc = Vc + C * W;    // [C, W] numerator | denominator (normalized)
-    T* dOc = Oc + C * W;   // [C, W] their gradients (normalized)
-    T* dVc = dOc + C * W;  // [C, W] gradient wrt [v | 1] (normalized)
-    T* dS = dVc + C * W;   // [Dk, W] gradient wrt the state after the current chunk
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < B * H; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
-      load_state(dS, dht, normalize ? dzT : nullptr, bh, Dk, Dv, W);
-      for (int64_t c = NC - 1; c >= 0; --c) {
-        const int64_t t0 = c * C, n = std::min(C, T_ - t0);
-        const int64_t row = (b * T_ + t0) * H + h;
-        const T* S0 = saved + (bh * NC + c) * Dk * W;  // [Dk, W]
-
-        // Operands as in the forward; with the identity map the gradients of Q and K go straight into
-        // dq, dk (accumulating), otherwise into scratch and then through phi'.
-        const T* Qp = q + row * Dk;
-        const T* Kp = k + row * Dk;
-        int64_t ldq = ldk;
-        T* dQp = dq + row * Dk;
-        T* dKp = dk + row * Dk;
-        int64_t lddq = ldk;
-        T beta_dqk = T(1);
-        if (gather_qk) {
-          gather_feature(Qc, Qp, n, Dk, ldk, phi);
-          gather_feature(Kc, Kp, n, Dk, ldk, phi);
-          Qp = Qc, Kp = Kc, ldq = Dk;
-          dQp = dQc, dKp = dKc, lddq = Dk, beta_dqk = T(0);
-        }
-        const T* Vp = v + row * Dv;
-        int64_t ldvp = ldv;
-        const T* dOp = do_ + row * Dv;
-        int64_t lddo = ldv;
-        T* dVp = dv + row * Dv;
-        int64_t lddv = ldv;
-        T beta_dv = T(1);
-
-        // P = M ⊙ Q K^T (recomputed)
-        gemm<T>(false, true, n, n, Dk, T(1), Qp, ldq, Kp, ldq, T(0), P, C);
-        mask_upper(P, n, C);
-        if (normalize) {
-          for (int64_t i = 0; i < n; ++i) {
-            std::copy(Vp + i * ldv, Vp + i * ldv + Dv, Vc + i * W);
-            Vc[i * W + Dv] = T(1);
-          }
-          Vp = Vc, ldvp = W;
-          // Recompute O' = Q S0' + P V' (numerator | denominator), then
-          // forward: o = num / den  =>  dnum = do / den,  dden = -(do . num) / den^2
-          gemm<T>(false, false, n, W, Dk, T(1), Qp, ldq, S0, W, T(0), Oc, W);
-          gemm<T>(false, false, n, W, n, T(1), P, C, Vc, W, T(1), Oc, W);
-          for (int64_t i = 0; i < n; ++i) {
-            const T* doi = do_ + (row + i * H) * Dv;
-            const T inv = T(1) / (Oc[i * W + Dv] + T(kLinearAttnEps));
-            T do_num = 0;
-            for (int64_t j = 0; j < Dv; ++j) {
-              dOc[i * W + j] = doi[j] * inv;
-              do_num += doi[j] * Oc[i * W + j];
+    std::vector<T> buf(4 * C * Dk + 2 * C * C + 4 * C * W + H * Dk * W);  // per-thread scratch, once per call
+    T* Qc = buf.data();     // [C, Dk] phi(q)
+    T* Kc = Qc + C * Dk;    // [C, Dk] phi(k)
+    T* dQc = Kc + C * Dk;   // [C, Dk] gradient wrt phi(q)
+    T* dKc = dQc + C * Dk;  // [C, Dk] gradient wrt phi(k)
+    T* P = dKc + C * Dk;    // [C, C]
+    T* dP = P + C * C;      // [C, C]
+    T* Vc = dP + C * C;     // [C, W] V' = [v | 1]
+    T* Oc = Vc + C * W;     // [C, W] O' (normalized: numerator | denominator)
+    T* dOc = Oc + C * W;    // [C, W] gradient wrt O'
+    T* dVc = dOc + C * W;   // [C, W] gradient wrt V'
+    T* dstates = dVc + C * W;  // [H, Dk, W] gradients wrt the states after the current chunk
+    for_my_heads(B, H, [&](int64_t b, int64_t h_begin, int64_t h_end) {
+      for (int64_t h = h_begin; h < h_end; ++h)
+        load_state(dstates + h * Dk * W, dht, normalize ? dzT : nullptr, b * H + h, Dk, Dv, W);
+      for (int64_t c = NC - 1; c >= 0; --c)
+        for (int64_t h = h_begin; h < h_end; ++h) {
+          const int64_t bh = b * H + h;
+          T* dS = dstates + h * Dk * W;
+          const int64_t t0 = c * C, n = std::min(C, T_ - t0);
+          const int64_t row = (b * T_ + t0) * H + h;
+          const T* S0 = saved + (bh * NC + c) * Dk * W;  // [Dk, W]
+          gather_feature(Qc, q + row * Dk, n, Dk, ldk, phi);
+          gather_feature(Kc, k + row * Dk, n, Dk, ldk, phi);
+          gather_values(Vc, v + row * Dv, n, Dv, ldv, W);
+          // P = M ⊙ Q K^T (recomputed)
+          gemm<T>(false, true, n, n, Dk, T(1), Qc, Dk, Kc, Dk, T(0), P, C);
+          mask_upper(P, n, C);
+          if (normalize) {
+            // Recompute O' = Q S0' + P V' (numerator | denominator), then
+            // forward: o = num / den  =>  dnum = do / den,  dden = -(do . num) / den^2
+            gemm<T>(false, false, n, W, Dk, T(1), Qc, Dk, S0, W, T(0), Oc, W);
+            gemm<T>(false, false, n, W, n, T(1), P, C, Vc, W, T(1), Oc, W);
+            for (int64_t i = 0; i < n; ++i) {
+              const T* doi = do_ + (row + i * H) * Dv;
+              const T inv = T(1) / (Oc[i * W + Dv] + T(kLinearAttnEps));
+              T do_num = 0;
+              for (int64_t j = 0; j < Dv; ++j) {
+                dOc[i * W + j] = doi[j] * inv;
+                do_num += doi[j] * Oc[i * W + j];
+              }
+              dOc[i * W + Dv] = -do_num * inv * inv;
             }
-            dOc[i * W + Dv] = -do_num * inv * inv;
+          } else {
+            gather_values(dOc, do_ + row * Dv, n, Dv, ldv, W);
           }
-          dOp = dOc, lddo = W, dVp = dVc, lddv = W, beta_dv = T(0);
-        }
 
-        // forward: O' = s (Q S0' + P V'), P = M ⊙ Q K^T, S1' = S0' + K^T V'
-        // dP = s M ⊙ (dO' V'^T)
-        gemm<T>(false, true, n, n, W, s, dOp, lddo, Vp, ldvp, T(0), dP, C);
-        mask_upper(dP, n, C);
-        // dV' = s P^T dO' + K dS1'
-        gemm<T>(true, false, n, W, n, s, P, C, dOp, lddo, beta_dv, dVp, lddv);
-        gemm<T>(false, false, n, W, Dk, T(1), Kp, ldq, dS, W, T(1), dVp, lddv);
-        // dQ = s dO' S0'^T + dP K
-        gemm<T>(false, true, n, Dk, W, s, dOp, lddo, S0, W, beta_dqk, dQp, lddq);
-        gemm<T>(false, false, n, Dk, n, T(1), dP, C, Kp, ldq, T(1), dQp, lddq);
-        // dK = dP^T Q + V' dS1'^T
-        gemm<T>(true, false, n, Dk, n, T(1), dP, C, Qp, ldq, beta_dqk, dKp, lddq);
-        gemm<T>(false, true, n, Dk, W, T(1), Vp, ldvp, dS, W, T(1), dKp, lddq);
-        // dS0' = s Q^T dO' + dS1'
-        gemm<T>(true, false, Dk, W, n, s, Qp, ldq, dOp, lddo, T(1), dS, W);
+          // forward: O' = s (Q S0' + P V'), P = M ⊙ Q K^T, S1' = S0' + K^T V'
+          // dP = s M ⊙ (dO' V'^T)
+          gemm<T>(false, true, n, n, W, s, dOc, W, Vc, W, T(0), dP, C);
+          mask_upper(dP, n, C);
+          // dV' = s P^T dO' + K dS1'
+          gemm<T>(true, false, n, W, n, s, P, C, dOc, W, T(0), dVc, W);
+          gemm<T>(false, false, n, W, Dk, T(1), Kc, Dk, dS, W, T(1), dVc, W);
+          // dQ = s dO' S0'^T + dP K
+          gemm<T>(false, true, n, Dk, W, s, dOc, W, S0, W, T(0), dQc, Dk);
+          gemm<T>(false, false, n, Dk, n, T(1), dP, C, Kc, Dk, T(1), dQc, Dk);
+          // dK = dP^T Q + V' dS1'^T
+          gemm<T>(true, false, n, Dk, n, T(1), dP, C, Qc, Dk, T(0), dKc, Dk);
+          gemm<T>(false, true, n, Dk, W, T(1), Vc, W, dS, W, T(1), dKc, Dk);
+          // dS0' = s Q^T dO' + dS1'
+          gemm<T>(true, false, Dk, W, n, s, Qc, Dk, dOc, W, T(1), dS, W);
 
-        if (normalize)  // the ones column of V' is a constant: drop its gradient
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < Dv; ++j) dv[(row + i * H) * Dv + j] += dVc[i * W + j];
-        if (gather_qk) {  // forward: Q = phi(q), K = phi(k)
+          // forward: Q = phi(q), K = phi(k), V' = [v | 1] (the ones column is a constant)
           scatter_feature_grad(dq + row * Dk, dQc, q + row * Dk, n, Dk, ldk, phi);
           scatter_feature_grad(dk + row * Dk, dKc, k + row * Dk, n, Dk, ldk, phi);
+          for (int64_t i = 0; i < n; ++i) {
+            T* dvi = dv + (row + i * H) * Dv;
+  #pragma omp simd
+            for (int64_t j = 0; j < Dv; ++j) dvi[j] += dVc[i * W + j];
+          }
         }
-      }
-      store_state(dh0, normalize ? dz0 : nullptr, dS, bh, Dk, Dv, W, true);
-    }
+      for (int64_t h = h_begin; h < h_end; ++h)
+        store_state(dh0, normalize ? dz0 : nullptr, dstates + h * Dk * W, b * H + h, Dk, Dv, W, true);
+    });
   }
 }
 

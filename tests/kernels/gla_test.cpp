@@ -24,8 +24,8 @@ struct GlaProblem {
 
   // Log-gates uniform in [g_lo, g_hi] (<= 0).
   GlaProblem(int64_t T_, uint64_t seed, double g_lo = -0.7, double g_hi = -0.01, int64_t B_ = 2, int64_t Dk_ = 8,
-             int64_t Dv_ = 6)
-      : B(B_), T(T_), Dk(Dk_), Dv(Dv_) {
+             int64_t Dv_ = 6, int64_t H_ = 2)
+      : B(B_), T(T_), H(H_), Dk(Dk_), Dv(Dv_) {
     Rng rng(seed);
     scale = 1.0 / std::sqrt(double(Dk));
     q = random_tensor({B, T, H, Dk}, rng);
@@ -211,16 +211,13 @@ TEST(Gla, StrongDecayStaysFiniteAndExact) {
 // against the plain recurrence S_t = gamma_h S_{t-1} + k_t v_t^T, o_t = scale S_t^T q_t written out here.
 TEST(Gla, ConstantGateIsRetNet) {
   const int64_t B = 2, T = 200, H = 4, Dk = 8, Dv = 6;
-  GlaProblem p(T, 31);
-  p.H = H;
-  Rng rng(37);
-  p.q = random_tensor({B, T, H, Dk}, rng), p.k = random_tensor({B, T, H, Dk}, rng);
-  p.v = random_tensor({B, T, H, Dv}, rng), p.h0 = random_tensor({B, H, Dk, Dv}, rng);
-  p.g = Tensor::empty({B, T, H, Dk}, DType::f64);
+  GlaProblem p(T, 31, -0.7, -0.01, B, Dk, Dv, H);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t d = 0; d < Dk; ++d) ptr(p.g)[((b * T + t) * H + h) * Dk + d] = std::log(1.0 - std::ldexp(1.0, -5 - int(h)));
+      for (int64_t h = 0; h < H; ++h) {
+        const double log_gamma = std::log(1.0 - std::ldexp(1.0, -5 - int(h)));
+        for (int64_t d = 0; d < Dk; ++d) ptr(p.g)[((b * T + t) * H + h) * Dk + d] = log_gamma;
+      }
 
   Tensor o = Tensor::zeros({B, T, H, Dv}, DType::f64), ht = Tensor::zeros({B, H, Dk, Dv}, DType::f64);
   for (int64_t b = 0; b < B; ++b)
@@ -270,9 +267,10 @@ TEST(Gla, NullStatesAndShortSequence) {
 }
 
 // The float32 instantiation (the one that trains) against the float64 reference, with gates as the
-// layer makes them (logsigmoid(x) / 16: between about -0.3 and 0).
+// layer makes them (logsigmoid(x) / 16: between about -0.3 and 0). B * H = 9 (batch, head) pairs: split
+// over two threads, a thread's range starts and ends inside a batch.
 TEST(Gla, Float32ChunkMatchesFloat64) {
-  GlaProblem p(300, 43, -0.3, 0.0);
+  GlaProblem p(300, 43, -0.3, 0.0, /*B=*/3, /*Dk=*/8, /*Dv=*/6, /*H=*/3);
   GlaResult want = gla_forward_backward(p, 0);
   // float32 rounding (6e-8) accumulated over sums of up to T = 300 terms: 1e-5 relative is ample.
   expect_all_close(gla_float32_chunk(p, 64), want, 1e-5);

@@ -34,8 +34,9 @@ struct Problem {
   double scale = 0;
   Tensor q, k, v, h0, z0, do_, dht, dzT;
 
-  Problem(int64_t T_, FeatureMap phi_, bool normalize_, uint64_t seed, int64_t B_ = 2, int64_t Dk_ = 8, int64_t Dv_ = 6)
-      : B(B_), T(T_), Dk(Dk_), Dv(Dv_), phi(phi_), normalize(normalize_) {
+  Problem(int64_t T_, FeatureMap phi_, bool normalize_, uint64_t seed, int64_t B_ = 2, int64_t Dk_ = 8, int64_t Dv_ = 6,
+          int64_t H_ = 2)
+      : B(B_), T(T_), H(H_), Dk(Dk_), Dv(Dv_), phi(phi_), normalize(normalize_) {
     Rng rng(seed);
     scale = 1.0 / std::sqrt(double(Dk));
     // The normalized form divides by phi(q) . z: keep it away from 0 with positive features
@@ -197,11 +198,12 @@ TEST(LinearAttn, NullStatesAndShortSequence) {
   EXPECT_CLOSE(dv, want.dv, 1e-12);
 }
 
-// The float32 instantiation (the one that trains) against the float64 reference.
+// The float32 instantiation (the one that trains) against the float64 reference. B * H = 9 (batch, head)
+// pairs: split over two threads, a thread's range starts and ends inside a batch.
 TEST(LinearAttn, Float32ChunkMatchesFloat64) {
   for (FeatureMap phi : kMaps) {
     SCOPED_TRACE(name(phi));
-    Problem p(300, phi, false, 13);
+    Problem p(300, phi, false, 13, /*B=*/3, /*Dk=*/8, /*Dv=*/6, /*H=*/3);
     Result want = forward_backward(p, 0);
     auto f32 = [](const Tensor& t) { return t.to(DType::f32); };
     Tensor q = f32(p.q), k = f32(p.k), v = f32(p.v), h0 = f32(p.h0), do_ = f32(p.do_), dht = f32(p.dht);
