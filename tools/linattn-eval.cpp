@@ -19,7 +19,7 @@ the result equals what linattn-train printed for the same checkpoint.
   --data DIR     a folder written by linattn-data prepare (its *val*.bin split)
   --tokens N     evaluate the first N tokens of the split (default 0: all of it, as the trainer's
                  final evaluation does)
-  --batch B      sequences per forward pass (default: the run's micro-batch)
+  --batch B      sequences per forward pass (default: the run's micro-batch, or its batch)
   --threads N    OpenMP threads (default: all cores)
 )";
 
@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
     LINATTN_REQUIRE(int64_t(val->vocab_size()) <= config.model.vocab_size, config.data.path, ": the data's vocabulary (",
                     val->vocab_size(), ") is larger than the model's (", config.model.vocab_size, ")");
     Arena arena;
-    EvalResult r = evaluate(model, val, config.data.seq_len, batch > 0 ? batch : config.train.micro_batch_size,
+    EvalResult r = evaluate(model, val, config.data.seq_len, batch > 0 ? batch
+                            : config.train.micro_batch_size ? config.train.micro_batch_size : config.train.batch_size,
                             config.data.val_tokens, arena);
     std::printf("%s (step %lld) on %s: val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens\n", ckpt.c_str(),
                 (long long)state.step, config.data.path.c_str(), r.loss, r.perplexity, r.bits_per_byte,

@@ -27,9 +27,10 @@ double unigram_entropy(const data::Dataset& d) {
   return h;
 }
 
-Config tiny(uint64_t seed) {
+Config tiny(uint64_t seed, int64_t steps = 400) {
   return testing::tiny_config((fs::temp_directory_path() / ("linattn-e2e-" + std::to_string(getpid()))).string(),
-                              {"train.seed=" + std::to_string(seed)});
+                              {"train.seed=" + std::to_string(seed), "train.batch_size=16",
+                               "train.max_steps=" + std::to_string(steps)});
 }
 
 
@@ -43,20 +44,20 @@ TEST(EndToEnd, TinyHybridLearnsAndIsReproducible) {
     Trainer trainer(tiny(7));
     second = trainer.run();
   }
-  ASSERT_EQ(first.losses.size(), 300u);
-  ASSERT_EQ(second.losses.size(), 300u);
+  ASSERT_EQ(first.losses.size(), 400u);
+  ASSERT_EQ(second.losses.size(), 400u);
   for (size_t i = 0; i < first.losses.size(); ++i)
     ASSERT_EQ(first.losses[i], second.losses[i]) << "step " << i << ": the same seed gave different losses";
   EXPECT_EQ(first.last.loss, second.last.loss);
 
   double h = unigram_entropy(*data::Dataset::open(testing::corpus_shards(), "train"));
-  std::printf("unigram entropy %.4f nats/byte, validation loss after 300 steps %.4f\n", h, first.last.loss);
+  std::printf("unigram entropy %.4f nats/byte, validation loss after 400 steps %.4f\n", h, first.last.loss);
   EXPECT_GT(h, 2.5);  // English bytes: about 4.4 bits
   EXPECT_LT(first.last.loss, 0.8 * h) << "the model did not learn much beyond byte frequencies";
   EXPECT_TRUE(std::isfinite(first.last.bits_per_byte));
 
   // A different seed gives a different run.
-  Trainer other(tiny(8));
+  Trainer other(tiny(8, 20));
   TrainSummary third = other.run();
   EXPECT_NE(third.losses[10], first.losses[10]);
   fs::remove_all(tiny(7).train.out_dir);
