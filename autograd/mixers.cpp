@@ -97,7 +97,7 @@ MixerOutput linear_attention(const Variable& q, const Variable& k, const Variabl
     LINATTN_CHECK(z0.shape() == (Shape{s.B, s.H, s.dk}), op, ": z0 should be [", s.B, ", ", s.H, ", ", s.dk, "], got ",
                   z0.value().str());
   }
-  for (auto [name, x] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}}) check_finite(op, name, *x);
+  for (auto [name, x] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}, {"z0", &z0}}) check_finite(op, name, *x);
   const double scale = resolve_scale(options, s.dk);
   const bool chunk = options.form == MixerForm::chunk;
   DType dt = q.dtype();

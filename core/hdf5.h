@@ -30,7 +30,7 @@ class H5File {
   Tensor read(const std::string& name, DType dtype) const;
   // Reads a dataset and checks its shape, naming the dataset and both shapes when they differ.
   Tensor read(const std::string& name, DType dtype, const Shape& expected) const;
-  // Writes t (CPU) as a dataset of t's dtype (or `as`); with checksum, chunked with Fletcher-32.
+  // Writes t (CPU) as a dataset of t's dtype; with checksum, chunked with Fletcher-32.
   void write(const std::string& name, const Tensor& t, bool checksum = false);
 
   // Writes a float tensor stored at reduced precision: f16 as HDF5's IEEE half type (numpy's and

@@ -127,7 +127,7 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
     loader_->restore(start_.sampler);
     resumed_ = true;
     say("resumed from %s at step %lld (%lld tokens)\n", path.c_str(), (long long)start_.step,
-                (long long)start_.tokens);
+        (long long)start_.tokens);
     for (const std::string& w : warnings) say("warning: the training settings changed since the checkpoint: %s\n", w.c_str());
   }
   gemm_peak_ = cpu::measure_sgemm_gflops(1024, 10);
@@ -135,10 +135,10 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   say("%s\n", model_->summary().c_str());
   const double pbytes = double(model_->params().layout().total() * int64_t(dtype_size(dtype_)));
   say("memory: parameters %s, gradients %s, AdamW moments %s\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
-              mib(2 * pbytes).c_str());
+      mib(2 * pbytes).c_str());
   say("data: %s: %llu training tokens, %llu validation tokens, tokenizer %s (vocab %u)\n", dir.c_str(),
-              (unsigned long long)train_data_->num_tokens(), (unsigned long long)val_data_->num_tokens(),
-              train_data_->tokenizer().c_str(), train_data_->vocab_size());
+      (unsigned long long)train_data_->num_tokens(), (unsigned long long)val_data_->num_tokens(),
+      train_data_->tokenizer().c_str(), train_data_->vocab_size());
   say("train: batch %lld x %lld tokens (%d ranks (%s) x micro-batch %lld x %lld accumulation steps), %d threads "
       "per rank, %s, GEMM peak here %.0f GFLOP/s\n",
       (long long)t.batch_size, (long long)config_.data.seq_len, comm_->world_size(), comm_->backend(),
@@ -201,10 +201,6 @@ EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val
   return r;
 }
 
-EvalResult Trainer::evaluate() {
-  return linattn::evaluate(*model_, val_data_, config_.data.seq_len, micro_, config_.data.val_tokens, arena_, comm_);
-}
-
 void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bool& ok) {
   Parameters& params = model_->params();
   params.zero_grad();
@@ -258,7 +254,7 @@ void Trainer::save(const TrainState& state) {
   save_checkpoint(path, config_, *model_, optimizer_.get(), state);
   prune_checkpoints(config_.train.out_dir, config_.checkpoint.keep_last);
   say("checkpoint: %s (%.2f s)\n", path.c_str(),
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   std::fflush(stdout);
 }
 
@@ -283,9 +279,9 @@ TrainSummary Trainer::run() {
   const double flops_per_token = model_->flops_per_token(config_.data.seq_len);
   const bool tty = isatty(fileno(stdout)) && comm_->world_size() == 1;
   say("run: %s%s%s, out %s\n",
-              t.max_steps ? ("max_steps " + std::to_string(t.max_steps) + " ").c_str() : "",
-              t.max_tokens ? ("max_tokens " + std::to_string(t.max_tokens) + " ").c_str() : "",
-              t.max_time ? ("max_time " + duration(t.max_time)).c_str() : "", t.out_dir.c_str());
+      t.max_steps ? ("max_steps " + std::to_string(t.max_steps) + " ").c_str() : "",
+      t.max_tokens ? ("max_tokens " + std::to_string(t.max_tokens) + " ").c_str() : "",
+      t.max_time ? ("max_time " + duration(t.max_time)).c_str() : "", t.out_dir.c_str());
   std::fflush(stdout);
 
   TrainSummary summary;
@@ -319,7 +315,7 @@ TrainSummary Trainer::run() {
     eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (tty) say("\r\033[K");
     say("eval  step %6lld | val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens\n", (long long)step, r.loss,
-                r.perplexity, r.bits_per_byte, (long long)r.tokens);
+        r.perplexity, r.bits_per_byte, (long long)r.tokens);
     std::fflush(stdout);
     log("{\"step\": " + std::to_string(step) + ", \"val_loss\": " + json_number(r.loss) + ", \"val_ppl\": " +
         json_number(r.perplexity) + ", \"val_bpb\": " + json_number(r.bits_per_byte) + "}");
@@ -381,8 +377,8 @@ TrainSummary Trainer::run() {
       if (t.max_time) eta = std::min(eta, t.max_time - elapsed());
       if (tty) say("\r\033[K");
       say("step %6lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %7.1f ms/step | MFU %4.1f%% | ETA %s\n",
-                  (long long)done_steps, window_loss / double(window_steps), lr, norm, tok_s,
-                  1e3 * window_seconds / double(window_steps), 100 * mfu, duration(eta).c_str());
+          (long long)done_steps, window_loss / double(window_steps), lr, norm, tok_s,
+          1e3 * window_seconds / double(window_steps), 100 * mfu, duration(eta).c_str());
       std::fflush(stdout);
       log("{\"step\": " + std::to_string(done_steps) + ", \"loss\": " + json_number(window_loss / double(window_steps)) +
           ", \"lr\": " + json_number(lr) + ", \"grad_norm\": " + json_number(norm) + ", \"tokens_per_s\": " +
@@ -403,7 +399,7 @@ TrainSummary Trainer::run() {
   if (summary.interrupted) {
     save(state_now(step));
     say("interrupted at step %lld; continue with: linattn-train %s --resume latest\n", (long long)step,
-                config_.source.c_str());
+        config_.source.c_str());
     return summary;
   }
   report_eval(step, true);

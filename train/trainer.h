@@ -48,7 +48,6 @@ class Trainer {
   // One forward + backward on a zero batch: measures the activation memory, and proves the model runs.
   size_t measure_activation_bytes();
   TrainSummary run();
-  EvalResult evaluate();
 
   const Model& model() const { return *model_; }
   Model& model() { return *model_; }
