@@ -97,12 +97,6 @@ T feature_grad(FeatureMap phi, T x) {
   return T(1);
 }
 
-// Zero the strictly upper triangle of the n x n block P (leading dimension ld): the causal mask M.
-template <class T>
-void mask_upper(T* P, int64_t n, int64_t ld) {
-  for (int64_t i = 0; i < n; ++i) std::fill(P + i * ld + i + 1, P + i * ld + n, T(0));
-}
-
 // The augmented state [S | z] of (batch, head) bh as a [Dk, W] matrix, W = Dv + normalize:
 // load from (s, z) (either may be nullptr = zeros) or add into them.
 template <class T>
@@ -124,6 +118,15 @@ void store_state(T* s, T* z, const T* Sz, int64_t bh, int64_t Dk, int64_t Dv, in
     if (z && W > Dv) z[bh * Dk + i] = (accumulate ? z[bh * Dk + i] : T(0)) + Sz[i * W + Dv];
   }
 }
+
+// A row-major block of a chunk's rows: its first element and row stride.
+template <class T>
+struct Block {
+  T* p;
+  int64_t ld;
+};
+template <class T>
+Block(T*, int64_t) -> Block<T>;
 
 }  // namespace
 
@@ -256,6 +259,7 @@ void linear_attn_chunk_forward(T* o, T* ht, T* zT, T* saved, const T* q, const T
   const int64_t C = chunk_size, NC = num_chunks(T_, C), W = Dv + (normalize ? 1 : 0);
   const int64_t ldk = H * Dk, ldv = H * Dv;  // row strides of q/k and v/o
   const T s = normalize ? T(1) : scale;
+  const bool direct = phi == FeatureMap::identity && !normalize;  // no feature map, no ones column
 #pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   {
     // Per-thread scratch, once per call. A chunk's strided rows are gathered into contiguous blocks
@@ -277,22 +281,30 @@ void linear_attn_chunk_forward(T* o, T* ht, T* zT, T* saved, const T* q, const T
           const int64_t t0 = c * C, n = std::min(C, T_ - t0);
           const int64_t row = (b * T_ + t0) * H + h;  // first token's (b, t, h) row
           std::copy(S, S + Dk * W, saved + (bh * NC + c) * Dk * W);
-          gather_feature(Qc, q + row * Dk, n, Dk, ldk, phi);
-          gather_feature(Kc, k + row * Dk, n, Dk, ldk, phi);
-          gather_values(Vc, v + row * Dv, n, Dv, ldv, W);
-          // P = M ⊙ Q K^T
-          gemm<T>(false, true, n, n, Dk, T(1), Qc, Dk, Kc, Dk, T(0), P, C);
-          mask_upper(P, n, C);
-          // O' = s (Q S0' + P V')
-          gemm<T>(false, false, n, W, Dk, s, Qc, Dk, S, W, T(0), Oc, W);
-          gemm<T>(false, false, n, W, n, s, P, C, Vc, W, T(1), Oc, W);
-          for (int64_t i = 0; i < n; ++i) {
-            T* oi = o + (row + i * H) * Dv;
-            const T inv = normalize ? T(1) / (Oc[i * W + Dv] + T(kLinearAttnEps)) : T(1);
-            for (int64_t j = 0; j < Dv; ++j) oi[j] = Oc[i * W + j] * inv;
+          // The products read q, k, v and write o in place (row stride H * d) where nothing needs
+          // transforming; otherwise the rows are gathered into contiguous blocks.
+          const Block Q = direct ? Block{q + row * Dk, ldk} : Block{(const T*)Qc, Dk};
+          const Block K = direct ? Block{k + row * Dk, ldk} : Block{(const T*)Kc, Dk};
+          const Block V = direct ? Block{v + row * Dv, ldv} : Block{(const T*)Vc, W};
+          const Block O = direct ? Block{o + row * Dv, ldv} : Block{Oc, W};
+          if (!direct) {
+            gather_feature(Qc, q + row * Dk, n, Dk, ldk, phi);
+            gather_feature(Kc, k + row * Dk, n, Dk, ldk, phi);
+            gather_values(Vc, v + row * Dv, n, Dv, ldv, W);
           }
+          // P = M ⊙ Q K^T
+          causal_scores(n, Dk, T(1), Q.p, Q.ld, K.p, K.ld, P, C);
+          // O' = s (Q S0' + P V')
+          gemm<T>(false, false, n, W, Dk, s, Q.p, Q.ld, S, W, T(0), O.p, O.ld);
+          causal_times(n, W, s, (const T*)P, C, V.p, V.ld, T(1), O.p, O.ld);
+          if (!direct)
+            for (int64_t i = 0; i < n; ++i) {
+              T* oi = o + (row + i * H) * Dv;
+              const T inv = normalize ? T(1) / (Oc[i * W + Dv] + T(kLinearAttnEps)) : T(1);
+              for (int64_t j = 0; j < Dv; ++j) oi[j] = Oc[i * W + j] * inv;
+            }
           // S1' = S0' + K^T V'
-          gemm<T>(true, false, Dk, W, n, T(1), Kc, Dk, Vc, W, T(1), S, W);
+          gemm<T>(true, false, Dk, W, n, T(1), K.p, K.ld, V.p, V.ld, T(1), S, W);
         }
       for (int64_t h = h_begin; h < h_end; ++h)
         store_state(ht, normalize ? zT : nullptr, states + h * Dk * W, b * H + h, Dk, Dv, W, false);
@@ -309,6 +321,7 @@ void linear_attn_chunk_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T* sa
   const int64_t C = chunk_size, NC = num_chunks(T_, C), W = Dv + (normalize ? 1 : 0);
   const int64_t ldk = H * Dk, ldv = H * Dv;
   const T s = normalize ? T(1) : scale;
+  const bool direct = phi == FeatureMap::identity && !normalize;  // no feature map, no ones column
 #pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   {
     std::vector<T> buf(4 * C * Dk + 2 * C * C + 4 * C * W + H * Dk * W);  // per-thread scratch, once per call
@@ -333,17 +346,27 @@ void linear_attn_chunk_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T* sa
           const int64_t t0 = c * C, n = std::min(C, T_ - t0);
           const int64_t row = (b * T_ + t0) * H + h;
           const T* S0 = saved + (bh * NC + c) * Dk * W;  // [Dk, W]
-          gather_feature(Qc, q + row * Dk, n, Dk, ldk, phi);
-          gather_feature(Kc, k + row * Dk, n, Dk, ldk, phi);
-          gather_values(Vc, v + row * Dv, n, Dv, ldv, W);
+          const Block Q = direct ? Block{q + row * Dk, ldk} : Block{(const T*)Qc, Dk};
+          const Block K = direct ? Block{k + row * Dk, ldk} : Block{(const T*)Kc, Dk};
+          const Block V = direct ? Block{v + row * Dv, ldv} : Block{(const T*)Vc, W};
+          const Block dO = direct ? Block{do_ + row * Dv, ldv} : Block{(const T*)dOc, W};
+          // Gradients: accumulated straight into dq, dk, dv (direct), or computed into blocks first.
+          const Block dQ = direct ? Block{dq + row * Dk, ldk} : Block{dQc, Dk};
+          const Block dK = direct ? Block{dk + row * Dk, ldk} : Block{dKc, Dk};
+          const Block dV = direct ? Block{dv + row * Dv, ldv} : Block{dVc, W};
+          const T beta = direct ? T(1) : T(0);
+          if (!direct) {
+            gather_feature(Qc, q + row * Dk, n, Dk, ldk, phi);
+            gather_feature(Kc, k + row * Dk, n, Dk, ldk, phi);
+            gather_values(Vc, v + row * Dv, n, Dv, ldv, W);
+          }
           // P = M ⊙ Q K^T (recomputed)
-          gemm<T>(false, true, n, n, Dk, T(1), Qc, Dk, Kc, Dk, T(0), P, C);
-          mask_upper(P, n, C);
+          causal_scores(n, Dk, T(1), Q.p, Q.ld, K.p, K.ld, P, C);
           if (normalize) {
             // Recompute O' = Q S0' + P V' (numerator | denominator), then
             // forward: o = num / den  =>  dnum = do / den,  dden = -(do . num) / den^2
             gemm<T>(false, false, n, W, Dk, T(1), Qc, Dk, S0, W, T(0), Oc, W);
-            gemm<T>(false, false, n, W, n, T(1), P, C, Vc, W, T(1), Oc, W);
+            causal_times(n, W, T(1), (const T*)P, C, (const T*)Vc, W, T(1), Oc, W);
             for (int64_t i = 0; i < n; ++i) {
               const T* doi = do_ + (row + i * H) * Dv;
               const T inv = T(1) / (Oc[i * W + Dv] + T(kLinearAttnEps));
@@ -354,33 +377,34 @@ void linear_attn_chunk_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T* sa
               }
               dOc[i * W + Dv] = -do_num * inv * inv;
             }
-          } else {
+          } else if (!direct) {
             gather_values(dOc, do_ + row * Dv, n, Dv, ldv, W);
           }
 
           // forward: O' = s (Q S0' + P V'), P = M ⊙ Q K^T, S1' = S0' + K^T V'
           // dP = s M ⊙ (dO' V'^T)
-          gemm<T>(false, true, n, n, W, s, dOc, W, Vc, W, T(0), dP, C);
-          mask_upper(dP, n, C);
+          causal_scores(n, W, s, dO.p, dO.ld, V.p, V.ld, dP, C);
           // dV' = s P^T dO' + K dS1'
-          gemm<T>(true, false, n, W, n, s, P, C, dOc, W, T(0), dVc, W);
-          gemm<T>(false, false, n, W, Dk, T(1), Kc, Dk, dS, W, T(1), dVc, W);
+          causal_transposed_times(n, W, s, (const T*)P, C, dO.p, dO.ld, beta, dV.p, dV.ld);
+          gemm<T>(false, false, n, W, Dk, T(1), K.p, K.ld, dS, W, T(1), dV.p, dV.ld);
           // dQ = s dO' S0'^T + dP K
-          gemm<T>(false, true, n, Dk, W, s, dOc, W, S0, W, T(0), dQc, Dk);
-          gemm<T>(false, false, n, Dk, n, T(1), dP, C, Kc, Dk, T(1), dQc, Dk);
+          gemm<T>(false, true, n, Dk, W, s, dO.p, dO.ld, S0, W, beta, dQ.p, dQ.ld);
+          causal_times(n, Dk, T(1), (const T*)dP, C, K.p, K.ld, T(1), dQ.p, dQ.ld);
           // dK = dP^T Q + V' dS1'^T
-          gemm<T>(true, false, n, Dk, n, T(1), dP, C, Qc, Dk, T(0), dKc, Dk);
-          gemm<T>(false, true, n, Dk, W, T(1), Vc, W, dS, W, T(1), dKc, Dk);
+          causal_transposed_times(n, Dk, T(1), (const T*)dP, C, Q.p, Q.ld, beta, dK.p, dK.ld);
+          gemm<T>(false, true, n, Dk, W, T(1), V.p, V.ld, dS, W, T(1), dK.p, dK.ld);
           // dS0' = s Q^T dO' + dS1'
-          gemm<T>(true, false, Dk, W, n, s, Qc, Dk, dOc, W, T(1), dS, W);
+          gemm<T>(true, false, Dk, W, n, s, Q.p, Q.ld, dO.p, dO.ld, T(1), dS, W);
 
-          // forward: Q = phi(q), K = phi(k), V' = [v | 1] (the ones column is a constant)
-          scatter_feature_grad(dq + row * Dk, dQc, q + row * Dk, n, Dk, ldk, phi);
-          scatter_feature_grad(dk + row * Dk, dKc, k + row * Dk, n, Dk, ldk, phi);
-          for (int64_t i = 0; i < n; ++i) {
-            T* dvi = dv + (row + i * H) * Dv;
-  #pragma omp simd
-            for (int64_t j = 0; j < Dv; ++j) dvi[j] += dVc[i * W + j];
+          if (!direct) {
+            // forward: Q = phi(q), K = phi(k), V' = [v | 1] (the ones column is a constant)
+            scatter_feature_grad(dq + row * Dk, dQc, q + row * Dk, n, Dk, ldk, phi);
+            scatter_feature_grad(dk + row * Dk, dKc, k + row * Dk, n, Dk, ldk, phi);
+            for (int64_t i = 0; i < n; ++i) {
+              T* dvi = dv + (row + i * H) * Dv;
+#pragma omp simd
+              for (int64_t j = 0; j < Dv; ++j) dvi[j] += dVc[i * W + j];
+            }
           }
         }
       for (int64_t h = h_begin; h < h_end; ++h)
