@@ -117,15 +117,17 @@ int run_attention(int argc, char** argv) {
   if (global_max_t < 0) global_max_t = max_t;
   for (int64_t w : {cpu::kGlobalWindow, window}) {
     std::vector<std::pair<int64_t, size_t>> bytes;  // (T, op bytes)
+    std::vector<std::pair<int64_t, double>> ns_per_token;
     for (int64_t T = 512; T <= (w <= 0 ? global_max_t : max_t); T *= 2) {
       Problem p(B, T, H, d, d, w);
       const double flops = attention_flops(T, d, d, w) * double(B * H);
-      const int reps = flops > 1e11 ? 1 : 3;  // long global runs: one timed run after the warm-up
-      const double ms = best_ms([&] { p.run(); }, reps);
+      // Best of as many runs as fit in ~3 s (at least 3; long global runs: 1 after the warm-up).
+      const double ms = best_ms_within([&] { p.run(); }, 3000, flops > 1e11 ? 1 : 3);
       const double cpu0 = cpu_seconds();
       p.run();
       const double cpu_ms = (cpu_seconds() - cpu0) * 1e3 / omp_get_max_threads();
       bytes.emplace_back(T, p.op_bytes());
+      ns_per_token.emplace_back(T, ms * 1e6 / double(B * T));
       std::printf("%-8s %6ld %10.1f %10.1f %10.1f %10.1f %10.1f %10.2f %12.0f %12.0f\n",
                   w <= 0 ? "global" : std::to_string(w).c_str(), long(T), ms, ms * 1e6 / double(B * T), cpu_ms,
                   cpu_ms * 1e6 / double(B * T), flops / (ms * 1e6), double(p.op_bytes()) / (1 << 20),
@@ -138,6 +140,13 @@ int run_attention(int argc, char** argv) {
       std::printf("op bytes at T=%ld / T=%ld: %.2f (T ratio %.0f)\n", long(t2), long(t1), double(b2) / double(b1),
                   double(t2) / double(t1));
     }
+    auto at = [&](int64_t T) {
+      for (auto [t, ns] : ns_per_token)
+        if (t == T) return ns;
+      return 0.0;
+    };
+    if (w > 0 && at(1024) > 0 && at(max_t) > 0)  // linear cost: time per token flat as T grows
+      std::printf("ns/token at T=%ld / T=1024: %.2f\n", long(max_t), at(max_t) / at(1024));
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 // linattn-bench subcommands register themselves here; each bench/*.cpp adds one.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -15,9 +16,8 @@ struct Command {
 
 bool add_command(Command command);
 
-// Best wall time in milliseconds of `reps` runs of fn after one warm-up run.
-inline double best_ms(const std::function<void()>& fn, int reps = 5) {
-  fn();
+// Best wall time in milliseconds of `reps` runs of fn (the caller has warmed it up).
+inline double best_ms_after_warmup(const std::function<void()>& fn, int reps) {
   double best = 1e300;
   for (int r = 0; r < reps; ++r) {
     auto t0 = std::chrono::steady_clock::now();
@@ -26,6 +26,24 @@ inline double best_ms(const std::function<void()>& fn, int reps = 5) {
     best = std::min(best, std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   return best;
+}
+
+// Best wall time of fn in ms over `reps` runs after one warm-up run.
+inline double best_ms(const std::function<void()>& fn, int reps = 5) {
+  fn();
+  return best_ms_after_warmup(fn, reps);
+}
+
+// Best wall time of fn in ms over as many runs as fit in about budget_ms (at least min_reps, at
+// most max_reps) after one warm-up run: on a shared 2-core machine a few runs often all catch a
+// neighbour's burst, and the minimum over more runs is the steadier figure.
+inline double best_ms_within(const std::function<void()>& fn, double budget_ms, int min_reps = 3,
+                             int max_reps = 30) {
+  auto t0 = std::chrono::steady_clock::now();
+  fn();
+  const double first = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const int reps = std::clamp(int(budget_ms / std::max(first, 1e-3)), min_reps, max_reps);
+  return best_ms_after_warmup(fn, reps);
 }
 
 // Achieved float32 GFLOP/s of a square 1024^3 oneDNN product with the current thread count:
