@@ -74,14 +74,6 @@ MixerBench mixer(std::string name, int64_t window) {
           [window](int64_t T, int64_t dk, int64_t dv) { return attention_flops(T, dk, dv, window); }};
 }
 
-// CPU seconds (user + system) this process has used: on a machine shared with other jobs, CPU
-// time per thread tracks the work done better than wall time does.
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 double peak_rss_mib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -111,9 +103,9 @@ int run_attention(int argc, char** argv) {
   std::printf("op MiB = o + lse + dq + dk + dv + per-thread workspace (%zu KiB per thread); a T x T score matrix "
               "would be B*H*T*T*4 bytes\n",
               cpu::attention_workspace_bytes_per_thread(sizeof(float)) / 1024);
-  std::printf("ms: best wall time; cpu ms: CPU time of one more run / threads (less sensitive to other jobs)\n");
-  std::printf("%-8s %6s %10s %10s %10s %10s %10s %10s %12s %12s\n", "window", "T", "ms", "ns/token", "cpu ms",
-              "cpu ns/tok", "GFLOP/s", "op MiB", "TxT MiB", "peak RSS MiB");
+  std::printf("ms: best of 3-30 runs (~3 s per row); median: their median, from which ns/token\n");
+  std::printf("%-8s %6s %10s %10s %10s %10s %10s %12s %12s\n", "window", "T", "ms", "median", "ns/token", "GFLOP/s",
+              "op MiB", "TxT MiB", "peak RSS MiB");
   if (global_max_t < 0) global_max_t = max_t;
   for (int64_t w : {cpu::kGlobalWindow, window}) {
     std::vector<std::pair<int64_t, size_t>> bytes;  // (T, op bytes)
@@ -121,16 +113,14 @@ int run_attention(int argc, char** argv) {
     for (int64_t T = 512; T <= (w <= 0 ? global_max_t : max_t); T *= 2) {
       Problem p(B, T, H, d, d, w);
       const double flops = attention_flops(T, d, d, w) * double(B * H);
-      // Best of as many runs as fit in ~3 s (at least 3; long global runs: 1 after the warm-up).
-      const double ms = best_ms_within([&] { p.run(); }, 3000, flops > 1e11 ? 1 : 3);
-      const double cpu0 = cpu_seconds();
-      p.run();
-      const double cpu_ms = (cpu_seconds() - cpu0) * 1e3 / omp_get_max_threads();
+      // As many runs as fit in ~3 s (at least 3; long global runs: 1 after the warm-up).
+      const Timing t = time_runs([&] { p.run(); }, 3000, flops > 1e11 ? 1 : 3);
+      const double ns = t.median_ms * 1e6 / double(B * T);
       bytes.emplace_back(T, p.op_bytes());
-      ns_per_token.emplace_back(T, ms * 1e6 / double(B * T));
-      std::printf("%-8s %6ld %10.1f %10.1f %10.1f %10.1f %10.1f %10.2f %12.0f %12.0f\n",
-                  w <= 0 ? "global" : std::to_string(w).c_str(), long(T), ms, ms * 1e6 / double(B * T), cpu_ms,
-                  cpu_ms * 1e6 / double(B * T), flops / (ms * 1e6), double(p.op_bytes()) / (1 << 20),
+      ns_per_token.emplace_back(T, ns);
+      std::printf("%-8s %6ld %10.1f %10.1f %10.1f %10.1f %10.2f %12.0f %12.0f\n",
+                  w <= 0 ? "global" : std::to_string(w).c_str(), long(T), t.best_ms, t.median_ms, ns,
+                  flops / (t.best_ms * 1e6), double(p.op_bytes()) / (1 << 20),
                   double(B * H) * double(T) * double(T) * 4 / (1 << 20), peak_rss_mib());
       std::fflush(stdout);
     }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace linattn::bench {
 
@@ -16,8 +17,9 @@ struct Command {
 
 bool add_command(Command command);
 
-// Best wall time in milliseconds of `reps` runs of fn (the caller has warmed it up).
-inline double best_ms_after_warmup(const std::function<void()>& fn, int reps) {
+// Best wall time in milliseconds of `reps` runs of fn after one warm-up run.
+inline double best_ms(const std::function<void()>& fn, int reps = 5) {
+  fn();
   double best = 1e300;
   for (int r = 0; r < reps; ++r) {
     auto t0 = std::chrono::steady_clock::now();
@@ -28,22 +30,29 @@ inline double best_ms_after_warmup(const std::function<void()>& fn, int reps) {
   return best;
 }
 
-// Best wall time of fn in ms over `reps` runs after one warm-up run.
-inline double best_ms(const std::function<void()>& fn, int reps = 5) {
-  fn();
-  return best_ms_after_warmup(fn, reps);
-}
-
-// Best wall time of fn in ms over as many runs as fit in about budget_ms (at least min_reps, at
-// most max_reps) after one warm-up run: on a shared 2-core machine a few runs often all catch a
-// neighbour's burst, and the minimum over more runs is the steadier figure.
-inline double best_ms_within(const std::function<void()>& fn, double budget_ms, int min_reps = 3,
-                             int max_reps = 30) {
+// Wall times of fn over as many runs as fit in about budget_ms (at least min_reps, at most
+// max_reps) after one warm-up run. The best run is the usual "best of N"; the median is the fairer
+// figure for comparing short runs with long ones on a shared machine, since the best of many short
+// runs catches a quiet moment that one long run averages away.
+struct Timing {
+  double best_ms, median_ms;
+};
+inline Timing time_runs(const std::function<void()>& fn, double budget_ms, int min_reps = 3, int max_reps = 30) {
+  auto elapsed_ms = [](auto t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
   auto t0 = std::chrono::steady_clock::now();
   fn();
-  const double first = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  const int reps = std::clamp(int(budget_ms / std::max(first, 1e-3)), min_reps, max_reps);
-  return best_ms_after_warmup(fn, reps);
+  const int reps = std::clamp(int(budget_ms / std::max(elapsed_ms(t0), 1e-3)), min_reps, max_reps);
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    t0 = std::chrono::steady_clock::now();
+    fn();
+    ms.push_back(elapsed_ms(t0));
+  }
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  return {ms.front(), n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2])};
 }
 
 // Achieved float32 GFLOP/s of a square 1024^3 oneDNN product with the current thread count:

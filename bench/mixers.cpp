@@ -35,21 +35,30 @@ static int run_mixers(int argc, char** argv) {
       return a == "--help" ? 0 : 1;
     }
   }
-  std::printf("mixers, float32, forward+backward, B=%ld H=%ld dk=%ld dv=%ld, %d threads, best of 3-30 runs (~2 s per row)\n", long(B), long(H),
+  std::printf("mixers, float32, forward+backward, B=%ld H=%ld dk=%ld dv=%ld, %d threads\n", long(B), long(H),
               long(dk), long(dv), omp_get_max_threads());
   std::printf("GEMM peak here (1024^3): %.1f GFLOP/s\n", gemm_peak_gflops());
-  std::printf("%-16s %7s %10s %12s %10s %12s\n", "mixer", "T", "ms", "tokens/s", "GFLOP/s", "ns/token");
+  std::printf("ms: best of 3-30 runs (~2 s per row); median: their median, from which tokens/s and ns/token\n");
+  std::printf("%-16s %7s %10s %10s %12s %10s %12s\n", "mixer", "T", "ms", "median", "tokens/s", "GFLOP/s",
+              "ns/token");
   for (const MixerBench& m : mixers()) {
     if (!only.empty() && m.name != only) continue;
+    double ns_first = 0, ns_last = 0;  // at T=1024 and at the longest T
     for (int64_t T : lengths) {
       auto run = m.prepare(B, T, H, dk, dv);
-      double ms = best_ms_within(run, 2000);
-      double tokens = double(B * T);
-      double gflops = m.flops(T, dk, dv) * double(B * H) / (ms * 1e6);
-      std::printf("%-16s %7ld %10.2f %12.0f %10.1f %12.1f\n", m.name.c_str(), long(T), ms, tokens / (ms * 1e-3), gflops,
-                  ms * 1e6 / tokens);
+      const Timing t = time_runs(run, 2000);
+      const double tokens = double(B * T);
+      const double gflops = m.flops(T, dk, dv) * double(B * H) / (t.best_ms * 1e6);
+      const double ns_per_token = t.median_ms * 1e6 / tokens;
+      if (T == 1024) ns_first = ns_per_token;
+      ns_last = ns_per_token;
+      std::printf("%-16s %7ld %10.2f %10.2f %12.0f %10.1f %12.1f\n", m.name.c_str(), long(T), t.best_ms, t.median_ms,
+                  tokens / (t.median_ms * 1e-3), gflops, ns_per_token);
       std::fflush(stdout);
     }
+    if (ns_first > 0 && lengths.back() > 1024)
+      std::printf("%-16s ns/token at T=%ld / T=1024: %.2f\n", m.name.c_str(), long(lengths.back()),
+                  ns_last / ns_first);
   }
   return 0;
 }
