@@ -66,11 +66,10 @@ void check_finite(const char* op, const char* name, const Variable& x) {
 
 double resolve_scale(const MixerOptions& o, int64_t dk) { return o.scale != 0 ? o.scale : 1.0 / std::sqrt(double(dk)); }
 
-// The gradient buffer of v: its real gradient when it needs one, else throw-away zeros.
-template <class T>
-T* grad_or_scratch(const Variable& v) {
-  if (v.requires_grad()) return v.ensure_grad().template data<T>();
-  return Tensor::scratch_zeros(v.shape(), v.dtype()).template data<T>();
+// The gradient of v: its real gradient when it needs one, else throw-away zeros. The caller holds
+// the tensor until the kernel has written into it (without an arena, scratch memory is freed with it).
+Tensor grad_or_scratch(const Variable& v) {
+  return v.requires_grad() ? v.ensure_grad() : Tensor::scratch_zeros(v.shape(), v.dtype());
 }
 
 template <class T>
@@ -78,11 +77,9 @@ const T* grad_data_or_null(const Variable& v) {
   return v.defined() && v.grad().defined() ? v.grad().template data<T>() : nullptr;
 }
 
-// The upstream gradient of the output o: zeros when nothing used o.
-template <class T>
-const T* grad_or_zeros(const Variable& o) {
-  if (o.grad().defined()) return o.grad().template data<T>();
-  return Tensor::scratch_zeros(o.shape(), o.dtype()).template data<T>();
+// The upstream gradient of the output o: zeros when nothing used o (held like grad_or_scratch's).
+Tensor grad_or_zeros(const Variable& o) {
+  return o.grad().defined() ? o.grad() : Tensor::scratch_zeros(o.shape(), o.dtype());
 }
 
 }  // namespace
@@ -124,23 +121,23 @@ MixerOutput linear_attention(const Variable& q, const Variable& k, const Variabl
   const bool rg = needs_grad({&q, &k, &v, &h0, &z0});
   MixerOutput out{Variable(o, rg), Variable(ht, rg), normalize ? Variable(zt, rg) : Variable()};
   if (rg)
-    record([q, k, v, h0, z0, out, saved, s, scale, phi, normalize, options, chunk] {
+    record({&q, &k, &v, &h0, &z0}, [q, k, v, h0, z0, out, saved, s, scale, phi, normalize, options, chunk] {
       dispatch_float(q.dtype(), [&](auto zero) {
         using T = decltype(zero);
+        Tensor dq = grad_or_scratch(q), dk = grad_or_scratch(k), dv = grad_or_scratch(v), dO = grad_or_zeros(out.o);
         T* dz0 = normalize ? grad_or_null<T>(z0) : nullptr;
         const T* dzt = normalize ? grad_data_or_null<T>(out.zt) : nullptr;
         if (chunk)
-          cpu::linear_attn_chunk_backward<T>(grad_or_scratch<T>(q), grad_or_scratch<T>(k), grad_or_scratch<T>(v),
-                                             grad_or_null<T>(h0), dz0, saved.data<T>(), q.value().data<T>(),
-                                             k.value().data<T>(), v.value().data<T>(), grad_or_zeros<T>(out.o),
-                                             grad_data_or_null<T>(out.ht), dzt, s.B, s.T, s.H, s.dk, s.dv, T(scale),
-                                             phi, normalize, options.chunk_size);
+          cpu::linear_attn_chunk_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), grad_or_null<T>(h0), dz0,
+                                             saved.data<T>(), q.value().data<T>(), k.value().data<T>(),
+                                             v.value().data<T>(), dO.data<T>(), grad_data_or_null<T>(out.ht), dzt, s.B,
+                                             s.T, s.H, s.dk, s.dv, T(scale), phi, normalize, options.chunk_size);
         else
-          cpu::linear_attn_recurrent_backward<T>(grad_or_scratch<T>(q), grad_or_scratch<T>(k), grad_or_scratch<T>(v),
-                                                 grad_or_null<T>(h0), dz0, q.value().data<T>(), k.value().data<T>(),
-                                                 v.value().data<T>(), data_or_null<T>(h0), data_or_null<T>(z0),
-                                                 grad_or_zeros<T>(out.o), grad_data_or_null<T>(out.ht), dzt, s.B, s.T,
-                                                 s.H, s.dk, s.dv, T(scale), phi, normalize);
+          cpu::linear_attn_recurrent_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), grad_or_null<T>(h0), dz0,
+                                                 q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
+                                                 data_or_null<T>(h0), data_or_null<T>(z0), dO.data<T>(),
+                                                 grad_data_or_null<T>(out.ht), dzt, s.B, s.T, s.H, s.dk, s.dv,
+                                                 T(scale), phi, normalize);
       });
     });
   return out;
@@ -176,21 +173,22 @@ MixerOutput gla(const Variable& q, const Variable& k, const Variable& v, const V
   const bool rg = needs_grad({&q, &k, &v, &g, &h0});
   MixerOutput out{Variable(o, rg), Variable(ht, rg), {}};
   if (rg)
-    record([q, k, v, g, h0, out, saved, s, scale, options, chunk] {
+    record({&q, &k, &v, &g, &h0}, [q, k, v, g, h0, out, saved, s, scale, options, chunk] {
       dispatch_float(q.dtype(), [&](auto zero) {
         using T = decltype(zero);
+        // RetNet's constant gate g needs no gradient: its throw-away one lives in dg.
+        Tensor dq = grad_or_scratch(q), dk = grad_or_scratch(k), dv = grad_or_scratch(v), dg = grad_or_scratch(g);
+        Tensor dO = grad_or_zeros(out.o);
         if (chunk)
-          cpu::gla_chunk_backward<T>(grad_or_scratch<T>(q), grad_or_scratch<T>(k), grad_or_scratch<T>(v),
-                                     grad_or_scratch<T>(g), grad_or_null<T>(h0), saved.data<T>(), q.value().data<T>(),
-                                     k.value().data<T>(), v.value().data<T>(), g.value().data<T>(),
-                                     grad_or_zeros<T>(out.o), grad_data_or_null<T>(out.ht), s.B, s.T, s.H, s.dk, s.dv,
-                                     T(scale), options.chunk_size);
+          cpu::gla_chunk_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), dg.data<T>(), grad_or_null<T>(h0),
+                                     saved.data<T>(), q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
+                                     g.value().data<T>(), dO.data<T>(), grad_data_or_null<T>(out.ht), s.B, s.T, s.H,
+                                     s.dk, s.dv, T(scale), options.chunk_size);
         else
-          cpu::gla_recurrent_backward<T>(grad_or_scratch<T>(q), grad_or_scratch<T>(k), grad_or_scratch<T>(v),
-                                         grad_or_scratch<T>(g), grad_or_null<T>(h0), q.value().data<T>(),
-                                         k.value().data<T>(), v.value().data<T>(), g.value().data<T>(),
-                                         data_or_null<T>(h0), grad_or_zeros<T>(out.o), grad_data_or_null<T>(out.ht),
-                                         s.B, s.T, s.H, s.dk, s.dv, T(scale));
+          cpu::gla_recurrent_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), dg.data<T>(), grad_or_null<T>(h0),
+                                         q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
+                                         g.value().data<T>(), data_or_null<T>(h0), dO.data<T>(),
+                                         grad_data_or_null<T>(out.ht), s.B, s.T, s.H, s.dk, s.dv, T(scale));
       });
     });
   return out;
@@ -240,22 +238,24 @@ static MixerOutput delta_rule(const char* op, const Variable& q, const Variable&
   const bool rg = needs_grad({&q, &k, &v, &beta, &a, &h0});
   MixerOutput out{Variable(o, rg), Variable(ht, rg), {}};
   if (rg)
-    record([q, k, v, beta, a, h0, out, saved, s, scale, options, chunk, gated] {
+    record({&q, &k, &v, &beta, &a, &h0}, [q, k, v, beta, a, h0, out, saved, s, scale, options, chunk, gated] {
       dispatch_float(q.dtype(), [&](auto zero) {
         using T = decltype(zero);
-        T *dq = grad_or_scratch<T>(q), *dk = grad_or_scratch<T>(k), *dv = grad_or_scratch<T>(v);
-        T* dbeta = grad_or_scratch<T>(beta);
+        Tensor dq_t = grad_or_scratch(q), dk_t = grad_or_scratch(k), dv_t = grad_or_scratch(v);
+        Tensor dbeta_t = grad_or_scratch(beta), dO_t = grad_or_zeros(out.o);
+        Tensor da_t = gated ? grad_or_scratch(a) : Tensor();
+        T *dq = dq_t.data<T>(), *dk = dk_t.data<T>(), *dv = dv_t.data<T>(), *dbeta = dbeta_t.data<T>();
         T* dh0 = grad_or_null<T>(h0);
         const T *Q = q.value().data<T>(), *K = k.value().data<T>(), *V = v.value().data<T>();
         const T* Bt = beta.value().data<T>();
-        const T* dO = grad_or_zeros<T>(out.o);
+        const T* dO = dO_t.data<T>();
         const T* dHt = grad_data_or_null<T>(out.ht);
         if (gated && chunk)
-          cpu::gated_deltanet_chunk_backward<T>(dq, dk, dv, dbeta, grad_or_scratch<T>(a), dh0, saved.data<T>(), Q, K, V,
-                                                Bt, a.value().data<T>(), data_or_null<T>(h0), dO, dHt, s.B, s.T, s.H,
-                                                s.dk, s.dv, T(scale), options.chunk_size);
+          cpu::gated_deltanet_chunk_backward<T>(dq, dk, dv, dbeta, da_t.data<T>(), dh0, saved.data<T>(), Q, K, V, Bt,
+                                                a.value().data<T>(), data_or_null<T>(h0), dO, dHt, s.B, s.T, s.H, s.dk,
+                                                s.dv, T(scale), options.chunk_size);
         else if (gated)
-          cpu::gated_deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, grad_or_scratch<T>(a), dh0, Q, K, V, Bt,
+          cpu::gated_deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, da_t.data<T>(), dh0, Q, K, V, Bt,
                                                     a.value().data<T>(), data_or_null<T>(h0), dO, dHt, s.B, s.T, s.H,
                                                     s.dk, s.dv, T(scale));
         else if (chunk)
@@ -306,14 +306,15 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
   });
   Variable out(o, needs_grad({&q, &k, &v}));
   if (out.requires_grad())
-    record([q, k, v, out, lse, B, T_, H, Hkv, dk, dv, window, sc] {
+    record({&q, &k, &v}, [q, k, v, out, lse, B, T_, H, Hkv, dk, dv, window, sc] {
       if (!out.grad().defined()) return;
       dispatch_float(q.dtype(), [&](auto zero) {
         using T = decltype(zero);
-        cpu::attention_backward<T>(grad_or_scratch<T>(q), grad_or_scratch<T>(k), grad_or_scratch<T>(v),
-                                   q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
-                                   out.value().data<T>(), lse.data<T>(), out.grad().data<T>(), B, T_, H, Hkv, dk, dv,
-                                   window, T(sc));
+        // The temporaries of grad_or_scratch live until the call returns.
+        cpu::attention_backward<T>(grad_or_scratch(q).data<T>(), grad_or_scratch(k).data<T>(),
+                                   grad_or_scratch(v).data<T>(), q.value().data<T>(), k.value().data<T>(),
+                                   v.value().data<T>(), out.value().data<T>(), lse.data<T>(), out.grad().data<T>(), B,
+                                   T_, H, Hkv, dk, dv, window, T(sc));
       });
     });
   return out;
@@ -332,7 +333,7 @@ Variable rope(const Variable& x, double theta, int64_t offset) {
   });
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record([x, out, B, T_, H, d, offset, theta] {
+    record({&x}, [x, out, B, T_, H, d, offset, theta] {
       if (!out.grad().defined()) return;
       dispatch_float(x.dtype(), [&](auto zero) {
         using T = decltype(zero);

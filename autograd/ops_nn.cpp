@@ -43,7 +43,7 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   });
   Variable out(y, needs_grad({&x, &weight, &bias}));
   if (out.requires_grad())
-    record([x, weight, bias, out, N, in, out_features] {
+    record({&x, &weight, &bias}, [x, weight, bias, out, N, in, out_features] {
       if (!out.grad().defined()) return;
       dispatch_float(x.dtype(), [&](auto zero) {
         using T = decltype(zero);
@@ -76,7 +76,7 @@ Variable rmsnorm(const Variable& x, const Variable& weight, double eps) {
   });
   Variable out(y, needs_grad({&x, &weight}));
   if (out.requires_grad())
-    record([x, weight, rstd, out, N, D] {
+    record({&x, &weight}, [x, weight, rstd, out, N, D] {
       if (!out.grad().defined()) return;
       dispatch_float(x.dtype(), [&](auto zero) {
         using T = decltype(zero);
@@ -99,7 +99,7 @@ Variable l2norm(const Variable& x, double eps) {
   });
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record([x, r, out, N, D] {
+    record({&x}, [x, r, out, N, D] {
       if (!out.grad().defined()) return;
       dispatch_float(x.dtype(), [&](auto zero) {
         using T = decltype(zero);
@@ -123,7 +123,7 @@ Variable embedding(const Tensor& ids, const Variable& table) {
   });
   Variable out(y, needs_grad({&table}));
   if (out.requires_grad())
-    record([ids, table, out, N, V, D] {
+    record({&table}, [ids, table, out, N, V, D] {
       if (!out.grad().defined()) return;
       dispatch_float(table.dtype(), [&](auto zero) {
         using T = decltype(zero);
@@ -150,7 +150,7 @@ Variable short_conv(const Variable& x, const Variable& weight, const Variable& b
   });
   Variable out(y, needs_grad({&x, &weight, &bias}));
   if (out.requires_grad())
-    record([x, weight, bias, out, B, T_, C, W] {
+    record({&x, &weight, &bias}, [x, weight, bias, out, B, T_, C, W] {
       if (!out.grad().defined()) return;
       dispatch_float(x.dtype(), [&](auto zero) {
         using T = decltype(zero);
@@ -182,7 +182,7 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, int32_t ig
   });
   Variable out(loss, needs_grad({&logits}));
   if (out.requires_grad() && count > 0)
-    record([logits, targets, lse, out, N, V, ignore_index, count] {
+    record({&logits}, [logits, targets, lse, out, N, V, ignore_index, count] {
       if (!out.grad().defined()) return;
       dispatch_float(logits.dtype(), [&](auto zero) {
         using T = decltype(zero);

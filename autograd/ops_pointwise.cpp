@@ -23,7 +23,7 @@ Variable add(const Variable& a, const Variable& b) {
   }
   Variable out(y, needs_grad({&a, &b}));
   if (out.requires_grad())
-    record([a, b, out] {
+    record({&a, &b}, [a, b, out] {
       if (!out.grad().defined()) return;
       accumulate(a, out.grad());  // forward: y = a + b  =>  da += dy, db += dy
       accumulate(b, out.grad());
@@ -41,7 +41,7 @@ Variable mul(const Variable& a, const Variable& b) {
   });
   Variable out(y, needs_grad({&a, &b}));
   if (out.requires_grad())
-    record([a, b, out] {
+    record({&a, &b}, [a, b, out] {
       if (!out.grad().defined()) return;
       dispatch_float(a.dtype(), [&](auto zero) {
         using T = decltype(zero);
@@ -61,7 +61,7 @@ Variable scale(const Variable& x, double c) {
   });
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record([x, out, c] {
+    record({&x}, [x, out, c] {
       if (!out.grad().defined()) return;
       dispatch_float(x.dtype(), [&](auto zero) {  // forward: y = c x  =>  dx += c dy
         using T = decltype(zero);
@@ -80,7 +80,7 @@ Variable activation(cpu::Activation f, const Variable& x) {
   });
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record([f, x, out] {
+    record({&x}, [f, x, out] {
       if (!out.grad().defined()) return;
       dispatch_float(x.dtype(), [&](auto zero) {
         using T = decltype(zero);
@@ -101,7 +101,7 @@ Variable swiglu(const Variable& gate, const Variable& up) {
   });
   Variable out(y, needs_grad({&gate, &up}));
   if (out.requires_grad())
-    record([gate, up, out] {
+    record({&gate, &up}, [gate, up, out] {
       if (!out.grad().defined()) return;
       dispatch_float(gate.dtype(), [&](auto zero) {
         using T = decltype(zero);
@@ -118,7 +118,7 @@ Variable swiglu(const Variable& gate, const Variable& up) {
 Variable view(const Variable& x, const Shape& shape) {
   Variable out(x.value().view(shape), needs_grad({&x}));
   if (out.requires_grad())
-    record([x, out] {
+    record({&x}, [x, out] {
       if (!out.grad().defined()) return;
       accumulate(x, out.grad().view(x.shape()));  // forward: y = x reshaped  =>  dx += dy reshaped back
     });

@@ -1,12 +1,21 @@
 #include "autograd/variable.h"
 
+#include <unordered_map>
+
 #include "autograd/op_support.h"
 
 namespace linattn {
 
 namespace {
+
+struct Node {
+  std::function<void()> backward;
+  std::vector<const void*> writes;  // id() of every input whose gradient the node accumulates into
+};
+
 thread_local bool t_grad_enabled = true;
-thread_local std::vector<std::function<void()>> t_tape;
+thread_local std::vector<Node> t_tape;
+
 }  // namespace
 
 Variable::Variable(Tensor value, bool requires_grad) : impl_(std::make_shared<Impl>()) {
@@ -38,13 +47,39 @@ bool needs_grad(std::initializer_list<const Variable*> inputs) {
   return false;
 }
 
-void record(std::function<void()> backward) { t_tape.push_back(std::move(backward)); }
+void record(std::initializer_list<const Variable*> inputs, std::function<void()> backward) {
+  Node node{std::move(backward), {}};
+  for (const Variable* v : inputs)
+    if (v && v->requires_grad()) node.writes.push_back(v->id());
+  t_tape.push_back(std::move(node));
+}
 
-static void run_tape() {
+static void run_tape(const BackwardHooks* hooks) {
   // Move the tape out first: a node that throws must not leave half a tape behind.
-  std::vector<std::function<void()>> tape;
+  std::vector<Node> tape;
   tape.swap(t_tape);
-  for (auto it = tape.rbegin(); it != tape.rend(); ++it) (*it)();
+  // A leaf's gradient is final after the node that accumulates into it last in reverse order, i.e.
+  // the first such node in recording order: final_after[j] lists the leaves node j completes.
+  std::vector<std::vector<size_t>> final_after(hooks ? tape.size() : 0);
+  if (hooks) {
+    std::unordered_map<const void*, size_t> leaf_of;
+    for (size_t i = 0; i < hooks->leaves.size(); ++i) leaf_of.emplace(hooks->leaves[i].id(), i);
+    std::vector<bool> written(hooks->leaves.size(), false);
+    for (size_t j = 0; j < tape.size(); ++j)
+      for (const void* id : tape[j].writes)
+        if (auto it = leaf_of.find(id); it != leaf_of.end() && !written[it->second]) {
+          written[it->second] = true;
+          final_after[j].push_back(it->second);
+        }
+    for (size_t i = 0; i < written.size(); ++i)
+      if (!written[i]) hooks->final_grad(i);
+  }
+  for (size_t j = tape.size(); j-- > 0;) {
+    tape[j].backward();
+    if (!hooks) continue;
+    for (size_t i : final_after[j]) hooks->final_grad(i);
+    if (hooks->after_node) hooks->after_node();
+  }
 }
 
 void backward(const Variable& root) {
@@ -55,7 +90,7 @@ void backward(const Variable& root) {
   backward({root}, {seed});
 }
 
-void backward(const std::vector<Variable>& outputs, const std::vector<Tensor>& grads) {
+void backward(const std::vector<Variable>& outputs, const std::vector<Tensor>& grads, const BackwardHooks* hooks) {
   LINATTN_CHECK(outputs.size() == grads.size(), "backward: ", outputs.size(), " outputs but ", grads.size(),
                 " gradients");
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -65,7 +100,7 @@ void backward(const std::vector<Variable>& outputs, const std::vector<Tensor>& g
     check_same_dtype(outputs[i].value(), grads[i], "backward: output gradient");
     ops::detail::accumulate(outputs[i], grads[i]);
   }
-  run_tape();
+  run_tape(hooks);
 }
 
 void clear_tape() { t_tape.clear(); }

@@ -25,6 +25,8 @@ class Variable {
   DType dtype() const { return impl_->value.dtype(); }
   Device device() const { return impl_->value.device(); }
   bool requires_grad() const { return impl_ && impl_->requires_grad; }
+  // The same for every copy of this Variable (copies share one value and one gradient).
+  const void* id() const { return impl_.get(); }
 
   // The gradient; undefined until something flows into it.
   const Tensor& grad() const { return impl_->grad; }
@@ -56,13 +58,24 @@ class NoGrad {
 // True when an op on these inputs must record a node: recording is on and some input needs a gradient.
 bool needs_grad(std::initializer_list<const Variable*> inputs);
 
-// Records a backward step on the current thread's tape.
-void record(std::function<void()> backward);
+// Records a backward step on the current thread's tape. `inputs` are the op's inputs: the step
+// accumulates into the gradients of those that require one, and of nothing else.
+void record(std::initializer_list<const Variable*> inputs, std::function<void()> backward);
+
+// Work that overlaps a backward pass (the data-parallel gradient reduction). final_grad(i) is called
+// as soon as the gradient of leaves[i] is final: after the last node to run that accumulates into it
+// (before the first node when none does). after_node() is called after every node.
+struct BackwardHooks {
+  std::vector<Variable> leaves;
+  std::function<void(size_t leaf)> final_grad;
+  std::function<void()> after_node;
+};
 
 // Seeds d(root) = 1 (root must have one element), runs the tape in reverse and frees it.
 void backward(const Variable& root);
 // Seeds each output's gradient with the given tensor (same shape), runs the tape and frees it.
-void backward(const std::vector<Variable>& outputs, const std::vector<Tensor>& grads);
+void backward(const std::vector<Variable>& outputs, const std::vector<Tensor>& grads,
+              const BackwardHooks* hooks = nullptr);
 // Drops the tape without running it (e.g. after a forward pass whose loss was not finite).
 void clear_tape();
 size_t tape_size();

@@ -19,7 +19,9 @@ class SingleCommunicator : public Communicator {
   int local_rank() const override { return 0; }
   int local_size() const override { return 1; }
   const char* backend() const override { return "single process"; }
-  void allreduce_sum(const Tensor&) override {}
+  void start_allreduce_sum(const Tensor&) override {}
+  void poll() override {}
+  void wait_all() override {}
   void allreduce_sum(double*, int) override {}
   void check_same(const std::string&, const char*) override {}
   void barrier() override {}
@@ -67,15 +69,28 @@ class MpiCommunicator : public Communicator {
   int local_size() const override { return local_size_; }
   const char* backend() const override { return "MPI"; }
 
-  void allreduce_sum(const Tensor& t) override {
+  void start_allreduce_sum(const Tensor& t) override {
     LINATTN_CHECK(t.device() == Device::cpu, "the MPI communicator reduces host tensors; use NCCL for ", t.str());
     char* p = static_cast<char*>(t.raw());
     const int64_t n = t.numel();
     const int64_t step = int64_t(1) << 30;  // MPI counts are int
-    for (int64_t i = 0; i < n; i += step)
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, p + size_t(i) * dtype_size(t.dtype()), int(std::min(step, n - i)),
-                              mpi_type(t.dtype()), MPI_SUM, MPI_COMM_WORLD),
-                "MPI_Allreduce");
+    for (int64_t i = 0; i < n; i += step) {
+      MPI_Request request;
+      check_mpi(MPI_Iallreduce(MPI_IN_PLACE, p + size_t(i) * dtype_size(t.dtype()), int(std::min(step, n - i)),
+                               mpi_type(t.dtype()), MPI_SUM, MPI_COMM_WORLD, &request),
+                "MPI_Iallreduce");
+      requests_.push_back(request);
+    }
+  }
+  void poll() override {
+    if (requests_.empty()) return;
+    int done = 0;
+    check_mpi(MPI_Testall(int(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    if (done) requests_.clear();
+  }
+  void wait_all() override {
+    check_mpi(MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    requests_.clear();
   }
   void allreduce_sum(double* values, int count) override {
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
@@ -100,6 +115,7 @@ class MpiCommunicator : public Communicator {
  private:
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   MPI_Comm local_;
+  std::vector<MPI_Request> requests_;  // the started sums
 };
 #endif
 

@@ -1,7 +1,8 @@
 // Data-parallel communication. One Communicator per process: MPI across processes launched by
 // mpirun (host buffers, CPU training), NCCL across GPUs (device buffers; its unique id travels over
-// MPI), or a single process that talks to nobody. The trainer averages the flat gradient buffer
-// and reduces losses and validation sums through it.
+// MPI), or a single process that talks to nobody. The trainer sums the flat gradient buffer through
+// it, bucket by bucket while backward runs (train/grad_buckets.h), and reduces losses and
+// validation sums.
 #pragma once
 
 #include <cstdint>
@@ -21,8 +22,15 @@ class Communicator {
   virtual int local_size() const = 0;
   virtual const char* backend() const = 0;
 
-  // In-place sum across ranks of a contiguous tensor (f32, f64 or i32).
-  virtual void allreduce_sum(const Tensor& t) = 0;
+  // Starts an in-place sum across ranks of a contiguous tensor (f32, f64 or i32) without waiting
+  // for it: `t` must not be read or written until wait_all() returns. Every rank must start the
+  // same sums in the same order.
+  virtual void start_allreduce_sum(const Tensor& t) = 0;
+  // Lets the started sums progress (MPI moves non-blocking collectives only inside MPI calls): call
+  // it often while computing something else.
+  virtual void poll() = 0;
+  // Waits until every started sum is complete.
+  virtual void wait_all() = 0;
   // In-place sum of doubles across ranks.
   virtual void allreduce_sum(double* values, int count) = 0;
   // Throws on every rank when the ranks' strings differ (the message names the rank that differs).

@@ -44,9 +44,11 @@ class NcclCommunicator : public Communicator {
     host.broadcast(&id, sizeof id, 0);
     check_nccl(ncclCommInitRank(&comm_, host.world_size(), id, host.rank()), "ncclCommInitRank");
     check_cuda(cudaStreamCreate(&stream_), "cudaStreamCreate");
+    check_cuda(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   }
   ~NcclCommunicator() override {
     ncclCommDestroy(comm_);
+    cudaEventDestroy(computed_);
     cudaStreamDestroy(stream_);
   }
   int rank() const override { return host_.rank(); }
@@ -54,11 +56,19 @@ class NcclCommunicator : public Communicator {
   int local_rank() const override { return host_.local_rank(); }
   int local_size() const override { return host_.local_size(); }
   const char* backend() const override { return "NCCL"; }
-  void allreduce_sum(const Tensor& t) override {
-    if (t.device() == Device::cpu) return host_.allreduce_sum(t);
+  void start_allreduce_sum(const Tensor& t) override {
+    if (t.device() == Device::cpu) return host_.start_allreduce_sum(t);
+    // The gradients come from kernels on the default stream: the sum starts after them.
+    check_cuda(cudaEventRecord(computed_, 0), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(stream_, computed_, 0), "cudaStreamWaitEvent");
     check_nccl(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), nccl_type(t.dtype()), ncclSum, comm_, stream_),
                "ncclAllReduce");
+  }
+  // NCCL progresses on the GPU by itself; host tensors go through the host communicator.
+  void poll() override { host_.poll(); }
+  void wait_all() override {
     check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    host_.wait_all();
   }
   void allreduce_sum(double* values, int count) override { host_.allreduce_sum(values, count); }
   void check_same(const std::string& value, const char* what) override { host_.check_same(value, what); }
@@ -72,7 +82,8 @@ class NcclCommunicator : public Communicator {
  private:
   Communicator& host_;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;   // the sums run here, beside the compute on the default stream
+  cudaEvent_t computed_ = nullptr;  // recorded on the default stream when a sum starts
 };
 
 }  // namespace

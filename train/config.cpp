@@ -258,6 +258,9 @@ std::string emit(const Config& c) {
   out << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "every" << YAML::Value << c.checkpoint.every;
   out << YAML::Key << "keep_last" << YAML::Value << c.checkpoint.keep_last;
+  out << YAML::EndMap;
+  out << YAML::Key << "distributed" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "bucket_mb" << YAML::Value << c.distributed.bucket_mb;
   out << YAML::EndMap << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
@@ -299,7 +302,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   Config c;
   c.source = source;
   Reader r(source, overridden, c.locations);
-  r.check_keys(root, "", {"model", "data", "train", "checkpoint"});
+  r.check_keys(root, "", {"model", "data", "train", "checkpoint", "distributed"});
 
   // ---- model
   YAML::Node m = root["model"];
@@ -518,6 +521,13 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.get(k, "checkpoint", "keep_last", c.checkpoint.keep_last);
   r.require(c.checkpoint.every >= 0, k, "checkpoint", "every", "'every' must be >= 0 (0 = only at the end)");
   r.require(c.checkpoint.keep_last >= 1, k, "checkpoint", "keep_last", "'keep_last' must be at least 1");
+
+  // ---- distributed
+  YAML::Node dp = root["distributed"];
+  r.check_keys(dp, "distributed", {"bucket_mb"});
+  r.get(dp, "distributed", "bucket_mb", c.distributed.bucket_mb);
+  r.require(c.distributed.bucket_mb > 0 && c.distributed.bucket_mb <= 65536, dp, "distributed", "bucket_mb",
+            "'bucket_mb' (MiB of gradients per all-reduce) must be in (0, 65536]; the default is 4");
 
   c.text = emit(c);
   return c;

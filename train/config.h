@@ -1,4 +1,4 @@
-// The run configuration: one YAML file with sections model, data, train, checkpoint.
+// The run configuration: one YAML file with sections model, data, train, checkpoint, distributed.
 // Every key, its default and its meaning are listed in README.md ("Config reference").
 // Errors are reported as FILE:LINE:COL: message, before anything is allocated.
 #pragma once
@@ -87,6 +87,10 @@ struct CheckpointConfig {
   int64_t keep_last = 3;
 };
 
+struct DistributedConfig {
+  double bucket_mb = 4;  // MiB of gradients per all-reduce bucket
+};
+
 struct Config {
   std::string source;  // the file's path
   std::string text;    // the resolved config, as YAML
@@ -94,6 +98,7 @@ struct Config {
   DataConfig data;
   TrainConfig train;
   CheckpointConfig checkpoint;
+  DistributedConfig distributed;
   // "FILE:LINE:COL" (or "--set KEY") of every key given, by dotted path ("model.vocab_size"), so
   // checks made after parsing (against the data, say) can point at the line to fix.
   std::map<std::string, std::string> locations;

@@ -130,6 +130,9 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
         (long long)start_.tokens);
     for (const std::string& w : warnings) say("warning: the training settings changed since the checkpoint: %s\n", w.c_str());
   }
+  if (world > 1)
+    buckets_ = std::make_unique<GradientBuckets>(
+        model_->params(), int64_t(config_.distributed.bucket_mb * 1024 * 1024), *comm_);
   gemm_peak_ = cpu::measure_sgemm_gflops(1024, 10);
 
   say("%s\n", model_->summary().c_str());
@@ -143,6 +146,9 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
       "per rank, %s, GEMM peak here %.0f GFLOP/s\n",
       (long long)t.batch_size, (long long)config_.data.seq_len, comm_->world_size(), comm_->backend(),
       (long long)micro_, (long long)accumulation_, omp_get_max_threads(), t.dtype.c_str(), gemm_peak_);
+  if (buckets_)
+    say("data parallel: %zu gradient buckets of about %g MiB, each all-reduced as soon as backward completes it\n",
+        buckets_->buckets().size(), config_.distributed.bucket_mb);
   std::fflush(stdout);
 }
 
@@ -206,10 +212,12 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
   params.zero_grad();
   loss = 0;
   ok = true;
-  // Each micro-batch's loss is a mean over its tokens; seeding backward with 1 / accumulation makes
-  // the summed gradients those of the mean over the whole batch.
+  // Each micro-batch's loss is a mean over its tokens; seeding backward with 1 / (accumulation * ranks)
+  // makes the gradients, summed over the micro-batches and the ranks, those of the mean over the
+  // global batch.
+  const int64_t world = comm_->world_size();
   Tensor seed = Tensor::empty({1}, dtype_);
-  seed.fill_(1.0 / double(accumulation_));
+  seed.fill_(1.0 / double(accumulation_ * world));
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     data::Batch batch = loader_->next();
     try {
@@ -219,7 +227,8 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
         using T = decltype(zero);
         return double(l.value().data<T>()[0]);
       }) / double(accumulation_);
-      backward({l}, {seed});
+      // The last micro-batch's backward sums each bucket across ranks as soon as it is complete.
+      backward({l}, {seed}, buckets_ && micro == accumulation_ - 1 ? &buckets_->hooks() : nullptr);
     } catch (const Error& e) {
       clear_tape();
       say("warning: step %lld: %s; skipping the step\n", (long long)step, e.what());
@@ -227,14 +236,13 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
     }
     arena_.reset();
   }
-  if (comm_->world_size() > 1) {
-    // Average the gradients (one loop over the flat buffer), the loss, and agree on skipping.
-    const double world = double(comm_->world_size());
-    comm_->allreduce_sum(params.grads().all());
-    scale_grads(params, 1.0 / world);
+  if (buckets_) {
+    // The rest of the gradient sums (all of them if the last backward failed), the mean loss, and
+    // one decision on skipping.
+    buckets_->finish();
     double v[2] = {loss, ok ? 0.0 : 1.0};
     comm_->allreduce_sum(v, 2);
-    loss = v[0] / world;
+    loss = v[0] / double(world);
     ok = v[1] == 0;
   }
   norm = grad_norm(params);

@@ -11,6 +11,7 @@
 #include "train/checkpoint.h"
 #include "train/communicator.h"
 #include "train/config.h"
+#include "train/grad_buckets.h"
 #include "train/optimizer.h"
 
 namespace linattn {
@@ -71,6 +72,7 @@ class Trainer {
   int64_t micro_ = 1;  // sequences per forward pass on this rank
   std::unique_ptr<Communicator> single_;
   Communicator* comm_ = nullptr;
+  std::unique_ptr<GradientBuckets> buckets_;  // with more than one rank
   TrainState start_;       // where the run starts: zeros, or the resumed checkpoint's state
   bool resumed_ = false;
 };

@@ -45,6 +45,37 @@ TEST(Tape, NoGradRecordsNothingAndBackwardFreesTheTape) {
   EXPECT_TRUE(x.grad().defined());
 }
 
+TEST(Tape, HooksSayWhenEachLeafGradientIsFinal) {
+  // c = (x * y) * x + z; w is not used. In reverse, the nodes run: add (writes z), the second mul
+  // (writes x), the first mul (writes x and y). x is final only after the first mul, not the second.
+  Rng rng(8);
+  Variable x(random_tensor({3}, rng), true), y(random_tensor({3}, rng), true), z(random_tensor({3}, rng), true);
+  Variable w(random_tensor({3}, rng), true);
+  Variable c = ops::add(ops::mul(ops::mul(x, y), x), z);
+  int nodes_run = 0;
+  std::vector<int> final_after(4, -1);
+  std::vector<Tensor> grad_then(4);
+  BackwardHooks hooks;
+  hooks.leaves = {x, y, z, w};
+  hooks.final_grad = [&](size_t i) {
+    EXPECT_EQ(final_after[i], -1) << "leaf " << i << " reported twice";
+    final_after[i] = nodes_run;
+    if (hooks.leaves[i].grad().defined()) grad_then[i] = hooks.leaves[i].grad().clone();
+  };
+  hooks.after_node = [&] { ++nodes_run; };
+  backward({c}, {random_tensor({3}, rng)}, &hooks);
+  EXPECT_EQ(nodes_run, 3);
+  // Nodes finished before each leaf was final: x and y in the 3rd node, z in the 1st, w before any
+  // (it has no gradient at all).
+  EXPECT_EQ(final_after, (std::vector<int>{2, 2, 0, 0}));
+  EXPECT_FALSE(grad_then[3].defined());
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("leaf " + std::to_string(i));
+    testing::Error e = testing::compare(grad_then[size_t(i)], hooks.leaves[size_t(i)].grad());
+    EXPECT_EQ(e.max_abs, 0.0) << e.str();
+  }
+}
+
 TEST(Tape, ScalarBackwardNeedsOneElement) {
   Rng rng(4);
   Variable x(random_tensor({2}, rng), true);

@@ -34,6 +34,7 @@ TEST(Config, DefaultsAndDerivedValues) {
   EXPECT_EQ(c.model.resolved_intermediate_size(), 256);  // 4 * 64 * 2/3 = 170.7 -> 256
   EXPECT_EQ(c.model.resolved_expand_k(MixerKind::gla), 0.5);
   EXPECT_EQ(c.train.micro_batch_size, 0);  // the trainer makes it batch_size / world size
+  EXPECT_EQ(c.distributed.bucket_mb, 4);
   EXPECT_NE(c.text.find("hidden_size: 64"), std::string::npos);
 }
 
@@ -94,6 +95,14 @@ TEST(Config, WrongTypesAndRanges) {
   EXPECT_NE(msg.find("no bound"), std::string::npos) << msg;
   msg = error_of("model: {mixer: gla2}\ntrain: {max_steps: 1}\n");
   EXPECT_NE(msg.find("test.yaml:1:16: unknown mixer 'gla2' (did you mean 'gla'?)"), std::string::npos) << msg;
+  msg = error_of(std::string(kBase) + "distributed:\n  bucket_mb: 0\n");
+  EXPECT_NE(msg.find("test.yaml:8:14: 'bucket_mb' (MiB of gradients per all-reduce) must be in (0, 65536]"),
+            std::string::npos)
+      << msg;
+  msg = error_of(std::string(kBase) + "distributed: {bucket_size: 8}\n");
+  EXPECT_NE(msg.find("test.yaml:7:15: unknown key 'bucket_size' in 'distributed' (known keys: bucket_mb)"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(Config, LayerIndexOutOfRange) {

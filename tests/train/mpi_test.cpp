@@ -1,8 +1,11 @@
-// Data parallelism: `mpirun -np 2` gives the same losses and final weights as one process
-// training on the same global batch.
+// Data parallelism under a real mpirun: two ranks give the same losses and final weights as one
+// process training on the same global batch, with one gradient bucket or many; checkpoints move
+// between world sizes; bad starts (configs that differ, a batch the ranks cannot split, a rank that
+// dies) end the job with a message instead of a wrong result or a hang.
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,11 +22,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<double> logged_losses(const std::string& metrics) {
-  std::ifstream in(metrics);
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
-  std::string text = ss.str();
+  return ss.str();
+}
+
+std::vector<double> logged_losses(const std::string& metrics) {
+  std::string text = read_file(metrics);
   std::vector<double> losses;
   std::regex re("\"loss\": ([-0-9.e+]+)");
   for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it)
@@ -31,63 +38,152 @@ std::vector<double> logged_losses(const std::string& metrics) {
   return losses;
 }
 
-TEST(DataParallel, TwoRanksEqualOneProcess) {
-#ifndef LINATTN_MPI
-  GTEST_SKIP() << "built without MPI";
-#endif
-  ASSERT_EQ(std::system("command -v mpirun > /dev/null"), 0) << "mpirun is missing: install openmpi-bin";
-  std::string dir = (fs::temp_directory_path() / ("linattn-mpi-" + std::to_string(getpid()))).string();
-  fs::create_directories(dir);
-  std::string cfg = dir + "/tiny.yaml";
-  // 20 steps of a global batch of 8 sequences: 4 per rank with two ranks.
-  std::ofstream(cfg) << testing::tiny_config(dir + "/run", {"train.max_steps=20", "train.log_every=1",
-                                                            "data.val_tokens=4096", "train.threads=1"})
-                            .text;
-  const char* build = std::getenv("LINATTN_BUILD_DIR");
-  std::string bin = std::string(build ? build : "build") + "/linattn-train";
-  std::string single = bin + " " + cfg + " --out " + dir + "/one > " + dir + "/one.log 2>&1";
-  // --oversubscribe: two ranks on a machine that MPI may count as fewer slots; root is allowed in CI.
-  std::string mpi = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe " + bin +
-                    " " + cfg + " --out " + dir + "/two > " + dir + "/two.log 2>&1";
-  ASSERT_EQ(std::system(single.c_str()), 0) << single;
-  ASSERT_EQ(std::system(mpi.c_str()), 0) << mpi;
+// got[i] equals want[first + i] to relative 1e-5: the ranks sum their gradients in another order
+// than one process does, which moves float32 losses by ~1e-7 relative per step.
+void expect_losses_close(const std::vector<double>& got, const std::vector<double>& want, size_t first) {
+  ASSERT_EQ(got.size() + first, want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[first + i], 1e-5 * std::abs(want[first + i])) << "step " << first + i + 1;
+}
 
-  std::vector<double> one = logged_losses(dir + "/one/metrics.jsonl"), two = logged_losses(dir + "/two/metrics.jsonl");
-  ASSERT_EQ(one.size(), 20u);
-  ASSERT_EQ(two.size(), 20u);
-  for (size_t i = 0; i < one.size(); ++i)
-    EXPECT_NEAR(two[i], one[i], 1e-5 * std::abs(one[i])) << "step " << i + 1;
-
-  // Final weights: equal to relative 1e-5 (the reductions run in a different order).
-  H5File a(latest_checkpoint(dir + "/one"), H5File::Mode::read), b(latest_checkpoint(dir + "/two"), H5File::Mode::read);
+// Every parameter of two checkpoints equal to relative 1e-5 (for the same reason).
+void expect_weights_close(const std::string& got_path, const std::string& want_path) {
+  H5File got(got_path, H5File::Mode::read), want(want_path, H5File::Mode::read);
   int compared = 0;
-  for (const std::string& name : a.dataset_names()) {
+  for (const std::string& name : want.dataset_names()) {
     if (name.rfind("optimizer.", 0) == 0) continue;
     SCOPED_TRACE(name);
-    EXPECT_CLOSE(b.read(name, DType::f64), a.read(name, DType::f64), 1e-5);
+    EXPECT_CLOSE(got.read(name, DType::f64), want.read(name, DType::f64), 1e-5);
     ++compared;
   }
   EXPECT_GT(compared, 10);
-  fs::remove_all(dir);
 }
 
-TEST(DataParallel, GlobalBatchNotDivisibleByRanksIsAClearError) {
+// A folder per test with a tiny config: 20 steps of a global batch of 8 sequences (4 per rank with
+// two ranks), a loss logged every step, checkpoints at steps 10 and 20.
+class DataParallel : public ::testing::Test {
+ protected:
+  void SetUp() override {
 #ifndef LINATTN_MPI
-  GTEST_SKIP() << "built without MPI";
+    GTEST_SKIP() << "built without MPI";
 #endif
-  std::string dir = (fs::temp_directory_path() / ("linattn-mpi-bad-" + std::to_string(getpid()))).string();
-  fs::create_directories(dir);
-  std::string cfg = dir + "/tiny.yaml";
-  std::ofstream(cfg) << testing::tiny_config(dir + "/run", {"train.batch_size=3", "train.threads=1"}).text;
-  const char* build = std::getenv("LINATTN_BUILD_DIR");
-  std::string bin = std::string(build ? build : "build") + "/linattn-train";
-  std::string mpi = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe " + bin +
-                    " " + cfg + " > " + dir + "/log 2>&1";
-  EXPECT_NE(std::system(mpi.c_str()), 0);
-  std::ifstream in(dir + "/log");
-  std::string log((std::istreambuf_iterator<char>(in)), {});
-  EXPECT_NE(log.find("must be divisible by the number of ranks, 2"), std::string::npos) << log;
-  fs::remove_all(dir);
+    ASSERT_EQ(std::system("command -v mpirun > /dev/null"), 0) << "mpirun is missing: install openmpi-bin";
+    dir_ = (fs::temp_directory_path() /
+            ("linattn-mpi-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "-" +
+             std::to_string(getpid())))
+               .string();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    config_ = dir_ + "/tiny.yaml";
+    std::ofstream(config_) << testing::tiny_config(dir_ + "/run", {"train.max_steps=20", "train.log_every=1",
+                                                                   "data.val_tokens=4096", "train.threads=1",
+                                                                   "checkpoint.every=10", "checkpoint.keep_last=5"})
+                                  .text;
+    const char* build = std::getenv("LINATTN_BUILD_DIR");
+    bin_ = std::string(build ? build : "build") + "/linattn-train";
+    // CI runs as root, which mpirun refuses unless told.
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // --oversubscribe: two ranks on a machine that MPI may count as fewer slots.
+  static std::string mpirun() { return "mpirun --oversubscribe "; }
+  // linattn-train on the config with `args`, on one process or under mpirun; its run folder is
+  // dir_/NAME, its output dir_/NAME.log. Returns the exit code.
+  int train(int ranks, const std::string& name, const std::string& args = "") {
+    std::string cmd = (ranks > 1 ? mpirun() + "-np " + std::to_string(ranks) + " " : "") + bin_ + " " + config_ +
+                      " --out " + dir_ + "/" + name + " " + args + " > " + dir_ + "/" + name + ".log 2>&1";
+    int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::string log(const std::string& name) { return read_file(dir_ + "/" + name + ".log"); }
+  std::vector<double> losses(const std::string& name) { return logged_losses(dir_ + "/" + name + "/metrics.jsonl"); }
+  std::string checkpoint(const std::string& name, int64_t step) { return checkpoint_path(dir_ + "/" + name, step); }
+
+  std::string dir_, config_, bin_;
+};
+
+TEST_F(DataParallel, TwoRanksEqualOneProcess) {
+  ASSERT_EQ(train(1, "one"), 0) << log("one");
+  ASSERT_EQ(train(2, "two"), 0) << log("two");
+  // The tiny model's gradients fit one bucket of the default size: it starts when backward ends.
+  EXPECT_NE(log("two").find("data parallel: 1 gradient buckets"), std::string::npos) << log("two");
+  std::vector<double> one = losses("one");
+  ASSERT_EQ(one.size(), 20u);
+  expect_losses_close(losses("two"), one, 0);
+  expect_weights_close(checkpoint("two", 20), checkpoint("one", 20));
+}
+
+TEST_F(DataParallel, ManySmallBucketsEqualOneProcess) {
+  // 1 KiB buckets: most parameters get their own bucket, whose sum starts while backward is still
+  // working on earlier layers. With the embedding tied to the LM head, its bucket must wait for
+  // the embedding's own backward, the last node; with two micro-batches per rank the buckets start
+  // in the second one's backward only.
+  const std::string tied = "--set model.tie_word_embeddings=true";
+  ASSERT_EQ(train(1, "one", tied), 0) << log("one");
+  ASSERT_EQ(train(2, "two", tied + " --set distributed.bucket_mb=0.001 --set train.micro_batch_size=2"), 0)
+      << log("two");
+  std::smatch m;
+  std::string out = log("two");
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("data parallel: (\\d+) gradient buckets"))) << out;
+  EXPECT_GE(std::stoi(m[1]), 10) << out;
+  EXPECT_NE(out.find("x micro-batch 2 x 2 accumulation steps"), std::string::npos) << out;
+  std::vector<double> one = losses("one");
+  ASSERT_EQ(one.size(), 20u);
+  expect_losses_close(losses("two"), one, 0);
+  expect_weights_close(checkpoint("two", 20), checkpoint("one", 20));
+}
+
+TEST_F(DataParallel, CheckpointsResumeOnAnotherNumberOfRanks) {
+  // The data position in a checkpoint is global, so step 10 of a two-rank run continues on one
+  // process (and step 10 of a one-process run on two ranks) as the uninterrupted run did.
+  ASSERT_EQ(train(1, "one"), 0) << log("one");
+  ASSERT_EQ(train(2, "two"), 0) << log("two");
+  std::vector<double> one = losses("one");
+  ASSERT_EQ(one.size(), 20u);
+  for (auto [ranks, from, name] : {std::tuple{1, "two", "two-then-one"}, std::tuple{2, "one", "one-then-two"}}) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ(train(ranks, name, "--resume " + checkpoint(from, 10)), 0) << log(name);
+    EXPECT_NE(log(name).find("resumed from " + checkpoint(from, 10) + " at step 10"), std::string::npos) << log(name);
+    expect_losses_close(losses(name), one, 10);
+    expect_weights_close(checkpoint(name, 20), checkpoint("one", 20));
+  }
+}
+
+TEST_F(DataParallel, ConfigsThatDifferBetweenRanksAreAClearError) {
+  // One mpirun, two programs: rank 1 overrides the learning rate.
+  std::string cmd = mpirun() + "-np 1 " + bin_ + " " + config_ + " : -np 1 " + bin_ + " " + config_ +
+                    " --set train.lr=1e-3 > " + dir_ + "/log 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  std::string out = read_file(dir_ + "/log");
+  EXPECT_NE(out.find("rank 1 has a different config than rank 0: every rank must be started with the same config"),
+            std::string::npos)
+      << out;
+}
+
+TEST_F(DataParallel, GlobalBatchNotDivisibleByRanksIsAClearError) {
+  EXPECT_NE(train(2, "run", "--set train.batch_size=3"), 0);
+  EXPECT_NE(log("run").find("must be divisible by the number of ranks, 2"), std::string::npos) << log("run");
+}
+
+TEST_F(DataParallel, ARankThatDiesEndsTheJobInsteadOfHanging) {
+  // Rank 1 is killed (SIGKILL: no chance to say anything) 5 s after it starts, while rank 0 trains
+  // with no step bound and would wait for rank 1 forever in the next collective. mpirun must end
+  // the job and name the rank; `timeout 300` turns a hang into exit code 124.
+  std::string endless = " " + config_ + " --set train.max_steps=1000000 --out " + dir_ + "/run";
+  std::string cmd = "timeout 300 " + mpirun() + "-np 1 " + bin_ + endless + " : -np 1 timeout -s KILL 5 " + bin_ +
+                    endless + " > " + dir_ + "/log 2>&1";
+  auto t0 = std::chrono::steady_clock::now();
+  int status = std::system(cmd.c_str());
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string out = read_file(dir_ + "/log");
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_NE(WEXITSTATUS(status), 124) << "the job hung after rank 1 died\n" << out;
+  EXPECT_NE(WEXITSTATUS(status), 0) << out;
+  EXPECT_LT(seconds, 60) << out;
+  EXPECT_NE(out.find("process rank 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("signal 9"), std::string::npos) << out;
 }
 
 }  // namespace
