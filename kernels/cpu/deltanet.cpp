@@ -363,7 +363,7 @@ void chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, co
           }
         }
         // U' = A^-1 diag(beta) R (saved)
-        causal_times(n, dv, T(1), (const T*)blk.ainv, C, (const T*)rb, dv, T(0), blk.u, dv);
+        causal_times(n, dv, T(1), blk.ainv, C, rb, dv, T(0), blk.u, dv);
         // P = tril(Q K^T) . D, saved below the diagonal of PG with gd above it
         T* P = s.P.data();
         causal_scores(n, dk, T(1), qc, ldk, kc, ldk, P, C);
@@ -383,7 +383,7 @@ void chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, co
             for (int64_t i = 0; i < n; ++i)
               for (int64_t j = 0; j < dv; ++j) oc[i * ldv + j] *= s.gamma[i];
         }
-        causal_times(n, dv, scale, (const T*)P, C, (const T*)blk.u, dv, zero_state ? T(0) : T(1), oc, ldv);
+        causal_times(n, dv, scale, P, C, blk.u, dv, zero_state ? T(0) : T(1), oc, ldv);
         // S1 = gamma_last S0 + K^T diag(lambda) U'
         const T g_last = a ? s.gamma[n - 1] : T(1);
         for (int64_t i = 0; i < state; ++i) S1[i] = g_last * blk.S0[i];
@@ -456,7 +456,7 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
 
         // forward: O += scale P U'  =>  dU' = scale P^T dO
         T* du = s.du.data();
-        causal_transposed_times(n, Dv, scale, (const T*)P, C, doc, ldv, T(0), du, Dv);
+        causal_transposed_times(n, Dv, scale, P, C, doc, ldv, T(0), du, Dv);
         // forward: S1 = gamma_last S0 + K^T diag(lambda) U'
         //   =>  dU' += diag(lambda) K dS1,  dK += diag(lambda) U' dS1^T,  dlambda_i = (K dS1)_i . U'_i
         const T* ul = u;
@@ -480,7 +480,7 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
         gemm<T>(false, true, n, Dk, Dv, T(1), ul, Dv, dS, Dv, T(1), dkc, ldk);
         // forward: U' = A^-1 diag(beta) R  =>  X = A^-T dU',  dR = diag(beta) X,  dbeta_i += R_i . X_i
         T* x = s.x.data();
-        causal_transposed_times(n, Dv, T(1), (const T*)blk.ainv, C, (const T*)du, Dv, T(0), x, Dv);
+        causal_transposed_times(n, Dv, T(1), blk.ainv, C, du, Dv, T(0), x, Dv);
         // forward: R = V - diag(gamma) K S0
         //   =>  dV += dR,  dK -= diag(gamma) dR S0^T,  dS0 -= K^T diag(gamma) dR,
         //       gamma_i dgamma_i -= dR_i . (gamma_i K S0)_i, i.e. += dR_i . (R_i - V_i)
@@ -528,8 +528,8 @@ void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved
           }
           std::fill(row + i + 1, row + n, T(0));
         }
-        causal_times(n, Dk, T(1), (const T*)dP, C, kc, ldk, T(1), dqc, ldk);
-        causal_transposed_times(n, Dk, T(1), (const T*)dP, C, qc, ldk, T(1), dkc, ldk);
+        causal_times(n, Dk, T(1), dP, C, kc, ldk, T(1), dqc, ldk);
+        causal_transposed_times(n, Dk, T(1), dP, C, qc, ldk, T(1), dkc, ldk);
         // forward: O = scale diag(gamma) Q S0 (+ ...)
         //   =>  dQ += scale diag(gamma) dO S0^T,  gamma_i dgamma_i += scale gamma_i q_i . (S0 do_i)  (dS0 below)
         if (!zero_state) {

@@ -317,7 +317,7 @@ void gla_chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v
           intra_scores<T>(A, Qa, Ka, FQ, FK, qc, kc, ldk, G, n, C, Dk);
           // O = scale ((Q ⊙ e^G) S0 + A V)
           gemm<T>(false, false, n, Dv, Dk, scale, Qg, Dk, S, Dv, T(0), oc, ldv);
-          causal_times(n, Dv, scale, (const T*)A, C, vc, ldv, T(1), oc, ldv);
+          causal_times(n, Dv, scale, A, C, vc, ldv, T(1), oc, ldv);
           // S1 = diag(e^(G_last)) S0 + (K ⊙ e^(G_last - G))^T V
           T* S1 = S + Dk * Dv;
           for (int64_t i = 0; i < Dk; ++i)
@@ -409,7 +409,7 @@ void gla_chunk_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* saved, cons
           intra_scores_backward<T>(A, dQ, dK, Qa, Ka, FQ, FK, tmp, qc, kc, ldk, G, dA, n, C, Dk);
           // dV = scale A^T dO + (K ⊙ e^(G_last - G)) dS1
           T* dvc = dv + row * Dv;
-          causal_transposed_times(n, Dv, scale, (const T*)A, C, doc, ldv, T(1), dvc, ldv);
+          causal_transposed_times(n, Dv, scale, A, C, doc, ldv, T(1), dvc, ldv);
           gemm<T>(false, false, n, Dv, Dk, T(1), Kg, Dk, dS, Dv, T(1), dvc, ldv);
           // dS0 = diag(e^(G_last)) dS1 + scale (Q ⊙ e^G)^T dO
           for (int64_t i = 0; i < Dk; ++i)

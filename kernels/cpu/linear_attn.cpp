@@ -262,8 +262,8 @@ void linear_attn_chunk_forward(T* o, T* ht, T* zT, T* saved, const T* q, const T
   const bool direct = phi == FeatureMap::identity && !normalize;  // no feature map, no ones column
 #pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   {
-    // Per-thread scratch, once per call. A chunk's strided rows are gathered into contiguous blocks
-    // first: the products run faster on them than on the [B, T, H, d] rows directly.
+    // Per-thread scratch, once per call: with a feature map or the normalizer, a chunk's rows are
+    // transformed into contiguous blocks here; without, the products use the [B, T, H, d] rows.
     std::vector<T> buf(2 * C * Dk + C * C + 2 * C * W + H * Dk * W);
     T* Qc = buf.data();       // [C, Dk] phi(q)
     T* Kc = Qc + C * Dk;      // [C, Dk] phi(k)
@@ -296,7 +296,7 @@ void linear_attn_chunk_forward(T* o, T* ht, T* zT, T* saved, const T* q, const T
           causal_scores(n, Dk, T(1), Q.p, Q.ld, K.p, K.ld, P, C);
           // O' = s (Q S0' + P V')
           gemm<T>(false, false, n, W, Dk, s, Q.p, Q.ld, S, W, T(0), O.p, O.ld);
-          causal_times(n, W, s, (const T*)P, C, V.p, V.ld, T(1), O.p, O.ld);
+          causal_times(n, W, s, P, C, V.p, V.ld, T(1), O.p, O.ld);
           if (!direct)
             for (int64_t i = 0; i < n; ++i) {
               T* oi = o + (row + i * H) * Dv;
@@ -366,7 +366,7 @@ void linear_attn_chunk_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T* sa
             // Recompute O' = Q S0' + P V' (numerator | denominator), then
             // forward: o = num / den  =>  dnum = do / den,  dden = -(do . num) / den^2
             gemm<T>(false, false, n, W, Dk, T(1), Qc, Dk, S0, W, T(0), Oc, W);
-            causal_times(n, W, T(1), (const T*)P, C, (const T*)Vc, W, T(1), Oc, W);
+            causal_times(n, W, T(1), P, C, Vc, W, T(1), Oc, W);
             for (int64_t i = 0; i < n; ++i) {
               const T* doi = do_ + (row + i * H) * Dv;
               const T inv = T(1) / (Oc[i * W + Dv] + T(kLinearAttnEps));
@@ -385,13 +385,13 @@ void linear_attn_chunk_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T* sa
           // dP = s M ⊙ (dO' V'^T)
           causal_scores(n, W, s, dO.p, dO.ld, V.p, V.ld, dP, C);
           // dV' = s P^T dO' + K dS1'
-          causal_transposed_times(n, W, s, (const T*)P, C, dO.p, dO.ld, beta, dV.p, dV.ld);
+          causal_transposed_times(n, W, s, P, C, dO.p, dO.ld, beta, dV.p, dV.ld);
           gemm<T>(false, false, n, W, Dk, T(1), K.p, K.ld, dS, W, T(1), dV.p, dV.ld);
           // dQ = s dO' S0'^T + dP K
           gemm<T>(false, true, n, Dk, W, s, dO.p, dO.ld, S0, W, beta, dQ.p, dQ.ld);
-          causal_times(n, Dk, T(1), (const T*)dP, C, K.p, K.ld, T(1), dQ.p, dQ.ld);
+          causal_times(n, Dk, T(1), dP, C, K.p, K.ld, T(1), dQ.p, dQ.ld);
           // dK = dP^T Q + V' dS1'^T
-          causal_transposed_times(n, Dk, T(1), (const T*)dP, C, Q.p, Q.ld, beta, dK.p, dK.ld);
+          causal_transposed_times(n, Dk, T(1), dP, C, Q.p, Q.ld, beta, dK.p, dK.ld);
           gemm<T>(false, true, n, Dk, W, T(1), V.p, V.ld, dS, W, T(1), dK.p, dK.ld);
           // dS0' = s Q^T dO' + dS1'
           gemm<T>(true, false, Dk, W, n, s, Q.p, Q.ld, dO.p, dO.ld, T(1), dS, W);
