@@ -248,7 +248,7 @@ void linear_attn_recurrent_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T
 int64_t linear_attn_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
                                      int64_t chunk_size) {
   LINATTN_CHECK(chunk_size >= 1, "linear attention: chunk_size must be >= 1, got ", chunk_size);
-  return B * H * num_chunks(T_, chunk_size) * Dk * (Dv + (normalize ? 1 : 0));
+  return B * H * num_chunks(T_, chunk_size) * (Dk * (Dv + (normalize ? 1 : 0)) + chunk_size * chunk_size);
 }
 
 template <class T>
@@ -264,11 +264,10 @@ void linear_attn_chunk_forward(T* o, T* ht, T* zT, T* saved, const T* q, const T
   {
     // Per-thread scratch, once per call: with a feature map or the normalizer, a chunk's rows are
     // transformed into contiguous blocks here; without, the products use the [B, T, H, d] rows.
-    std::vector<T> buf(2 * C * Dk + C * C + 2 * C * W + H * Dk * W);
+    std::vector<T> buf(2 * C * Dk + 2 * C * W + H * Dk * W);
     T* Qc = buf.data();       // [C, Dk] phi(q)
     T* Kc = Qc + C * Dk;      // [C, Dk] phi(k)
-    T* P = Kc + C * Dk;       // [C, C]
-    T* Vc = P + C * C;        // [C, W] V' = [v | 1]
+    T* Vc = Kc + C * Dk;      // [C, W] V' = [v | 1]
     T* Oc = Vc + C * W;       // [C, W] O'
     T* states = Oc + C * W;   // [H, Dk, W] running states S' = [S | z] of this thread's heads
     for_my_heads(B, H, [&](int64_t b, int64_t h_begin, int64_t h_end) {
@@ -280,7 +279,9 @@ void linear_attn_chunk_forward(T* o, T* ht, T* zT, T* saved, const T* q, const T
           T* S = states + h * Dk * W;
           const int64_t t0 = c * C, n = std::min(C, T_ - t0);
           const int64_t row = (b * T_ + t0) * H + h;  // first token's (b, t, h) row
-          std::copy(S, S + Dk * W, saved + (bh * NC + c) * Dk * W);
+          T* saved_c = saved + (bh * NC + c) * (Dk * W + C * C);  // [S0' | P] of this chunk
+          std::copy(S, S + Dk * W, saved_c);
+          T* P = saved_c + Dk * W;  // [C, C], kept for the backward
           // The products read q, k, v and write o in place (row stride H * d) where nothing needs
           // transforming; otherwise the rows are gathered into contiguous blocks.
           const Block Q = direct ? Block{q + row * Dk, ldk} : Block{(const T*)Qc, Dk};
@@ -324,13 +325,12 @@ void linear_attn_chunk_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T* sa
   const bool direct = phi == FeatureMap::identity && !normalize;  // no feature map, no ones column
 #pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
   {
-    std::vector<T> buf(4 * C * Dk + 2 * C * C + 4 * C * W + H * Dk * W);  // per-thread scratch, once per call
+    std::vector<T> buf(4 * C * Dk + C * C + 4 * C * W + H * Dk * W);  // per-thread scratch, once per call
     T* Qc = buf.data();     // [C, Dk] phi(q)
     T* Kc = Qc + C * Dk;    // [C, Dk] phi(k)
     T* dQc = Kc + C * Dk;   // [C, Dk] gradient wrt phi(q)
     T* dKc = dQc + C * Dk;  // [C, Dk] gradient wrt phi(k)
-    T* P = dKc + C * Dk;    // [C, C]
-    T* dP = P + C * C;      // [C, C]
+    T* dP = dKc + C * Dk;   // [C, C]
     T* Vc = dP + C * C;     // [C, W] V' = [v | 1]
     T* Oc = Vc + C * W;     // [C, W] O' (normalized: numerator | denominator)
     T* dOc = Oc + C * W;    // [C, W] gradient wrt O'
@@ -345,7 +345,8 @@ void linear_attn_chunk_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T* sa
           T* dS = dstates + h * Dk * W;
           const int64_t t0 = c * C, n = std::min(C, T_ - t0);
           const int64_t row = (b * T_ + t0) * H + h;
-          const T* S0 = saved + (bh * NC + c) * Dk * W;  // [Dk, W]
+          const T* S0 = saved + (bh * NC + c) * (Dk * W + C * C);  // [Dk, W]
+          const T* P = S0 + Dk * W;                                 // [C, C] = M ⊙ Q K^T
           const Block Q = direct ? Block{q + row * Dk, ldk} : Block{(const T*)Qc, Dk};
           const Block K = direct ? Block{k + row * Dk, ldk} : Block{(const T*)Kc, Dk};
           const Block V = direct ? Block{v + row * Dv, ldv} : Block{(const T*)Vc, W};
@@ -360,8 +361,6 @@ void linear_attn_chunk_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T* sa
             gather_feature(Kc, k + row * Dk, n, Dk, ldk, phi);
             gather_values(Vc, v + row * Dv, n, Dv, ldv, W);
           }
-          // P = M ⊙ Q K^T (recomputed)
-          causal_scores(n, Dk, T(1), Q.p, Q.ld, K.p, K.ld, P, C);
           if (normalize) {
             // Recompute O' = Q S0' + P V' (numerator | denominator), then
             // forward: o = num / den  =>  dnum = do / den,  dden = -(do . num) / den^2

@@ -8,7 +8,7 @@
 // - recurrent: token by token. The reference; its backward keeps every per-token state, O(T Dk Dv)
 //   memory per (batch, head), so it is for tests and short sequences.
 // - chunk: chunks of C tokens as small dense products (the training path). The forward stores each
-//   chunk's start state in `saved` for the backward.
+//   chunk's start state and its causal score block in `saved` for the backward.
 //
 // Shapes: q, k [B, T, H, Dk]; v, o [B, T, H, Dv]; states h0, ht [B, H, Dk, Dv]; normalizer states
 // z0, zT [B, H, Dk] (used only when normalized). h0, z0, ht, zT and their gradients may be nullptr
@@ -54,8 +54,9 @@ void linear_attn_recurrent_backward(T* dq,         // [B, T, H, Dk]
                                     int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale,
                                     FeatureMap phi, bool normalize);
 
-// Elements of `saved` the chunk forward writes and the chunk backward reads: the state at the start
-// of every chunk, [B, H, ceil(T / C), Dk, Dv + normalize] (z is stored as the state's last column).
+// Elements of `saved` the chunk forward writes and the chunk backward reads: for every (batch, head)
+// and chunk, the state at its start [Dk, Dv + normalize] (z is stored as the state's last column)
+// and its block M ⊙ phi(Q) phi(K)^T [C, C]: [B, H, ceil(T / C), Dk * (Dv + normalize) + C * C].
 int64_t linear_attn_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
                                      int64_t chunk_size = kLinearAttnDefaultChunkSize);
 
