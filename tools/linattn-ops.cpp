@@ -26,12 +26,15 @@ IN.h5:     float64 datasets (layout [B, T, H, D], states [B, H, dk, dv]):
              beta [B, T, H]          deltanet, gated_deltanet (in [0, 1])
              a    [B, T, H]          gated_deltanet (log-decay, <= 0)
              h0   [B, H, dk, dv]     optional initial state (linear mixers)
+             z0   [B, H, dk]         optional initial normalizer state (linear_attn with normalize)
              do                      optional upstream gradient of o (default zeros)
              dht  [B, H, dk, dv]     optional upstream gradient of the final state (linear mixers)
+             dzt  [B, H, dk]         optional upstream gradient of the final normalizer (normalize)
            optional attributes: scale (float, default dk^-1/2), feature_map (string: identity,
            elu1, relu; linear_attn, default identity), normalize (int; linear_attn),
            window_size (int; attention, 0 or absent = global)
-OUT.h5:    o, ht (linear mixers), and dq, dk, dv, dg, dbeta, da, dh0 for the inputs given
+OUT.h5:    o, ht (linear mixers), zt (normalize), and the gradient of every input given:
+           dq, dk, dv, dg, dbeta, da, dh0, dz0
 options:
   --dtype f32|f64          compute in float32 or float64 (default f64)
   --form chunk|recurrent   the chunkwise training kernels or the step-by-step recurrence (default chunk)
@@ -72,7 +75,7 @@ int run(const Options& o) {
   if (auto s = in.attr_double("scale")) mixer.scale = *s;
 
   std::map<std::string, Variable> inputs{{"q", q}};
-  Variable out_o, out_ht;
+  Variable out_o, out_ht, out_zt;
   if (o.op == "attention") {
     Variable k = input(in, "k", o.dtype, nullptr, needs), v = input(in, "v", o.dtype, nullptr, needs);
     int64_t window = in.attr_int("window_size").value_or(0);
@@ -97,7 +100,12 @@ int run(const Options& o) {
                     "', expected identity, elu1 or relu");
       cpu::FeatureMap phi = fm == "elu1" ? cpu::FeatureMap::elu1 : fm == "relu" ? cpu::FeatureMap::relu
                                                                                 : cpu::FeatureMap::identity;
-      r = ops::linear_attention(q, k, v, h0, phi, in.attr_int("normalize").value_or(0) != 0, mixer);
+      const bool normalize = in.attr_int("normalize").value_or(0) != 0;
+      Variable z0 = optional_input(in, "z0", o.dtype, {B, H, dk});
+      LINATTN_CHECK(!z0.defined() || normalize, o.in, ": dataset 'z0' is the normalizer state of the normalized form; "
+                    "set the attribute normalize = 1 or drop z0");
+      if (z0.defined()) inputs["z0"] = z0;
+      r = ops::linear_attention(q, k, v, h0, phi, normalize, mixer, z0);
     } else if (o.op == "gla") {
       Variable g = input(in, "g", o.dtype, &qk, needs);
       inputs["g"] = g;
@@ -116,6 +124,7 @@ int run(const Options& o) {
     }
     out_o = r.o;
     out_ht = r.ht;
+    out_zt = r.zt;
   }
 
   std::vector<Variable> outputs{out_o};
@@ -126,11 +135,17 @@ int run(const Options& o) {
     grads.push_back(in.has("dht") ? input(in, "dht", o.dtype, &out_ht.shape(), "").value()
                                   : Tensor::zeros(out_ht.shape(), o.dtype));
   }
+  if (out_zt.defined()) {
+    outputs.push_back(out_zt);
+    grads.push_back(in.has("dzt") ? input(in, "dzt", o.dtype, &out_zt.shape(), "").value()
+                                  : Tensor::zeros(out_zt.shape(), o.dtype));
+  }
   backward(outputs, grads);
 
   H5File out(o.out, H5File::Mode::create);
   out.write("o", out_o.value().to(DType::f64));
   if (out_ht.defined()) out.write("ht", out_ht.value().to(DType::f64));
+  if (out_zt.defined()) out.write("zt", out_zt.value().to(DType::f64));
   for (auto& [name, var] : inputs) {
     Tensor g = var.grad().defined() ? var.grad() : Tensor::zeros(var.shape(), o.dtype);
     out.write("d" + name, g.to(DType::f64));

@@ -16,6 +16,8 @@ const std::vector<Spec>& case_specs() {
     add({.name = "linear_attn_elu1", .op = "linear_attn", .feature_map = "elu1"});
     add({.name = "linear_attn_relu_h0", .op = "linear_attn", .h0 = true, .feature_map = "relu"});
     add({.name = "linear_attn_normalized_elu1", .op = "linear_attn", .feature_map = "elu1", .normalize = true});
+    add({.name = "linear_attn_normalized_relu_h0", .op = "linear_attn", .h0 = true, .feature_map = "relu",
+         .normalize = true});
     add({.name = "gla_h0", .op = "gla", .B = 2, .h0 = true});
     add({.name = "gla_scale", .op = "gla", .scale = 0.7});
     add({.name = "retnet_h0", .op = "gla", .H = 3, .h0 = true, .retnet = true});
@@ -66,6 +68,8 @@ Problem random_problem(const Spec& s, uint64_t seed) {
   }
   if (s.op != "attention") p.in["dht"] = uniform({s.B, s.H, s.dk, s.dv}, -1, 1);
   if (s.h0) p.in["h0"] = uniform({s.B, s.H, s.dk, s.dv}, -1, 1);
+  if (s.normalize) p.in["dzt"] = uniform({s.B, s.H, s.dk}, -1, 1);
+  if (s.normalize && s.h0) p.in["z0"] = uniform({s.B, s.H, s.dk}, 0.5, 1.5);  // a sum of nonnegative features
   if (s.op == "gla") {
     p.in["g"] = uniform({s.B, s.T, s.H, s.dk}, -2, 0);
     if (s.retnet)

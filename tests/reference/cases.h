@@ -1,7 +1,7 @@
 // The fixed reference cases: small random problems for every mixer, and their files.
 //
 // A case file tests/reference/cases/NAME.h5 is a linattn-ops input file (q, k, v, g/beta/a, h0,
-// do, dht; attributes op, scale, feature_map, normalize, window_size) that also holds what the
+// z0, do, dht, dzt; attributes op, scale, feature_map, normalize, window_size) that also holds what the
 // reference computes for it, as datasets want_o, want_ht, want_dq, ... and the attribute
 // chunk_size, the --chunk-size the test runs the chunk form with (never a divisor of T).
 //
@@ -21,7 +21,7 @@ namespace linattn::reference {
 struct Spec {
   std::string name, op;
   int64_t B = 1, T = 11, H = 2, Hkv = 0, dk = 4, dv = 3;  // Hkv = 0: as many key/value heads as H
-  bool h0 = false;                                          // an initial state (linear mixers)
+  bool h0 = false;  // an initial state (linear mixers): h0, and z0 for the normalized form
   std::string feature_map = "identity";
   bool normalize = false;
   int64_t window = 0;
@@ -35,7 +35,8 @@ struct Spec {
 const std::vector<Spec>& case_specs();
 
 // Random inputs for spec s: q, k, v, do in [-1, 1] (unit-norm q and k for the DeltaNets, as their
-// layer makes them), g in [-2, 0), beta in [0.05, 0.95], a in [-1, 0), h0 and dht in [-1, 1].
+// layer makes them), g in [-2, 0), beta in [0.05, 0.95], a in [-1, 0), h0, dht, dzt in [-1, 1],
+// z0 in [0.5, 1.5]. The seed picks the values; the same spec and seed give the same problem.
 Problem random_problem(const Spec& s, uint64_t seed);
 
 struct Case {

@@ -42,11 +42,10 @@ double* row(Array& x, int64_t b, int64_t t, int64_t h) {
 // x[b, t, h] of a [B, T, H] array.
 double scalar(const Array& x, int64_t b, int64_t t, int64_t h) { return x.data[(b * x.shape[1] + t) * x.shape[2] + h]; }
 double& scalar(Array& x, int64_t b, int64_t t, int64_t h) { return x.data[(b * x.shape[1] + t) * x.shape[2] + h]; }
-// x[b, h, :, :] of a [B, H, dk, dv] state.
-const double* state(const Array& x, int64_t b, int64_t h) {
-  return x.data.data() + (b * x.shape[1] + h) * x.shape[2] * x.shape[3];
-}
-double* state(Array& x, int64_t b, int64_t h) { return x.data.data() + (b * x.shape[1] + h) * x.shape[2] * x.shape[3]; }
+// x[b, h, ...] of a state [B, H, dk, dv] or a normalizer [B, H, dk].
+int64_t head_size(const Array& x) { return x.shape.numel() / (x.shape[0] * x.shape[1]); }
+const double* head(const Array& x, int64_t b, int64_t h) { return x.data.data() + (b * x.shape[1] + h) * head_size(x); }
+double* head(Array& x, int64_t b, int64_t h) { return x.data.data() + (b * x.shape[1] + h) * head_size(x); }
 
 // What one mixer call computes: o (and ht), and with gradients the d<name> of every input.
 struct Result {
@@ -60,9 +59,10 @@ Arrays zero_gradients(const Problem& p) {
   return g;
 }
 
-// The state S_0 of head (b, h): h0 when given, zero otherwise; and the upstream gradient of S_T.
+// Head (b, h) of a state, or n zeros when s is not given: the initial states h0, z0 and the
+// upstream gradients dht, dzt.
 Vec initial(const Array* s, int64_t b, int64_t h, int64_t n) {
-  return s ? Vec(state(*s, b, h), state(*s, b, h) + n) : Vec(n, 0.0);
+  return s ? Vec(head(*s, b, h), head(*s, b, h) + n) : Vec(n, 0.0);
 }
 
 // ---- Linear attention: phi in {identity, elu1, relu} on q and k.
@@ -89,12 +89,14 @@ Result linear_attention(const Problem& p, bool with_gradients) {
   Result r;
   Array& o = r.out["o"] = zeros({d.B, d.T, d.H, d.dv});
   Array& ht = r.out["ht"] = zeros({d.B, d.H, d.dk, d.dv});
+  if (p.normalize) r.out["zt"] = zeros({d.B, d.H, d.dk});
   if (with_gradients) r.grad = zero_gradients(p);
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.H; ++h) {
       std::vector<Vec> pq(d.T, Vec(d.dk)), pk(d.T, Vec(d.dk));  // phi(q_t), phi(k_t)
-      std::vector<Vec> S(d.T + 1), z(d.T + 1, Vec(d.dk, 0.0));   // S_0 .. S_T, z_0 .. z_T
+      std::vector<Vec> S(d.T + 1), z(d.T + 1, Vec(d.dk));        // S_0 .. S_T, z_0 .. z_T
       S[0] = initial(find(p, "h0"), b, h, d.dk * d.dv);
+      z[0] = initial(find(p, "z0"), b, h, d.dk);
       // The output of token t from S_t, z_t: the numerator S_t^T phi(q_t) and the denominator.
       auto numerator = [&](int64_t t) {
         Vec num(d.dv, 0.0);
@@ -123,10 +125,11 @@ Result linear_attention(const Problem& p, bool with_gradients) {
         double* ot = row(o, b, t, h);
         for (int64_t j = 0; j < d.dv; ++j) ot[j] = p.normalize ? num[j] / den : scale * num[j];
       }
-      std::copy(S[d.T].begin(), S[d.T].end(), state(ht, b, h));
+      std::copy(S[d.T].begin(), S[d.T].end(), head(ht, b, h));
+      if (p.normalize) std::copy(z[d.T].begin(), z[d.T].end(), head(r.out["zt"], b, h));
       if (!with_gradients) continue;
 
-      Vec dS = initial(find(p, "dht"), b, h, d.dk * d.dv), dz(d.dk, 0.0);  // d S_t, d z_t
+      Vec dS = initial(find(p, "dht"), b, h, d.dk * d.dv), dz = initial(find(p, "dzt"), b, h, d.dk);
       for (int64_t t = d.T - 1; t >= 0; --t) {
         const double *qt = row(q, b, t, h), *kt = row(k, b, t, h), *vt = row(v, b, t, h);
         const double* dot = row(p.in.at("do"), b, t, h);
@@ -169,7 +172,8 @@ Result linear_attention(const Problem& p, bool with_gradients) {
           dk[i] = dpk * phi_derivative(p.feature_map, kt[i]);
         }
       }
-      if (find(p, "h0")) std::copy(dS.begin(), dS.end(), state(r.grad["dh0"], b, h));
+      if (find(p, "h0")) std::copy(dS.begin(), dS.end(), head(r.grad["dh0"], b, h));
+      if (find(p, "z0")) std::copy(dz.begin(), dz.end(), head(r.grad["dz0"], b, h));
     }
   return r;
 }
@@ -199,7 +203,7 @@ Result gla(const Problem& p, bool with_gradients) {
             ot[j] += scale * S[t + 1][i * d.dv + j] * qt[i];
           }
       }
-      std::copy(S[d.T].begin(), S[d.T].end(), state(ht, b, h));
+      std::copy(S[d.T].begin(), S[d.T].end(), head(ht, b, h));
       if (!with_gradients) continue;
 
       Vec dS = initial(find(p, "dht"), b, h, d.dk * d.dv);
@@ -225,7 +229,7 @@ Result gla(const Problem& p, bool with_gradients) {
             dS[i * d.dv + j] = std::exp(gt[i]) * ds;
           }
       }
-      if (find(p, "h0")) std::copy(dS.begin(), dS.end(), state(r.grad["dh0"], b, h));
+      if (find(p, "h0")) std::copy(dS.begin(), dS.end(), head(r.grad["dh0"], b, h));
     }
   return r;
 }
@@ -267,7 +271,7 @@ Result deltanet(const Problem& p, bool with_gradients) {
             ot[j] += scale * S[t + 1][i * d.dv + j] * qt[i];
           }
       }
-      std::copy(S[d.T].begin(), S[d.T].end(), state(ht, b, h));
+      std::copy(S[d.T].begin(), S[d.T].end(), head(ht, b, h));
       if (!with_gradients) continue;
 
       Vec dS = initial(find(p, "dht"), b, h, d.dk * d.dv);
@@ -314,7 +318,7 @@ Result deltanet(const Problem& p, bool with_gradients) {
           for (int64_t j = 0; j < d.dv; ++j)
             dS[i * d.dv + j] = decay * (dS[i * d.dv + j] - bt * kt[i] * Gk[j]);
       }
-      if (find(p, "h0")) std::copy(dS.begin(), dS.end(), state(r.grad["dh0"], b, h));
+      if (find(p, "h0")) std::copy(dS.begin(), dS.end(), head(r.grad["dh0"], b, h));
     }
   return r;
 }
@@ -398,7 +402,7 @@ Result run(const Problem& p, bool with_gradients) {
 
 std::vector<std::string> differentiable_inputs(const Problem& p) {
   std::vector<std::string> names;
-  for (const char* name : {"q", "k", "v", "g", "beta", "a", "h0"})
+  for (const char* name : {"q", "k", "v", "g", "beta", "a", "h0", "z0"})
     if (p.in.count(name)) names.push_back(name);
   return names;
 }

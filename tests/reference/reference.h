@@ -27,8 +27,8 @@ using Arrays = std::map<std::string, Array>;
 // One mixer call, as linattn-ops takes it (see its usage text and the README).
 struct Problem {
   std::string op;  // linear_attn | gla | deltanet | gated_deltanet | attention
-  // q, k, v; g (gla), beta (deltanets), a (gated_deltanet); optional h0 (linear mixers);
-  // do and, for the linear mixers, dht: the upstream gradients of o and of the final state.
+  // q, k, v; g (gla), beta (deltanets), a (gated_deltanet); optional h0 (linear mixers) and z0
+  // (normalized linear attention); do, dht and dzt: the upstream gradients of o, ht and zt.
   Arrays in;
   double scale = 0;                      // 0 = dk^-1/2
   std::string feature_map = "identity";  // linear_attn: identity | elu1 | relu
@@ -39,10 +39,10 @@ struct Problem {
 // The inputs that have gradients (all of p.in but do and dht), in a fixed order.
 std::vector<std::string> differentiable_inputs(const Problem& p);
 
-// o [B, T, H, dv], and ht [B, H, dk, dv] for the linear mixers.
+// o [B, T, H, dv]; ht [B, H, dk, dv] for the linear mixers; zt [B, H, dk] for the normalized form.
 Arrays forward(const Problem& p);
 
-// d<name> for every differentiable input: the gradient of sum(o * do) + sum(ht * dht).
+// d<name> for every differentiable input: the gradient of sum(o * do) + sum(ht * dht) + sum(zt * dzt).
 Arrays backward(const Problem& p);
 
 }  // namespace linattn::reference

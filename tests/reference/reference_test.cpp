@@ -26,12 +26,12 @@ namespace fs = std::filesystem;
 // moves results by 1e-2 or more.
 constexpr double kTolF64 = 1e-10;
 // float32: linattn-ops rounds the inputs to float32 (relative 6e-8) and computes in float32; over
-// the cases' short sequences the measured errors are at most 4e-7; 1e-5 leaves a 25x margin.
+// the cases' short sequences the measured errors are at most 5e-7; 1e-5 leaves a 20x margin.
 constexpr double kTolF32 = 1e-5;
 
 double loss(const Problem& p, const Arrays& out) {
   double s = 0;
-  for (const auto& [name, upstream] : {std::pair<std::string, std::string>{"o", "do"}, {"ht", "dht"}})
+  for (const auto& [name, upstream] : {std::pair<std::string, std::string>{"o", "do"}, {"ht", "dht"}, {"zt", "dzt"}})
     if (out.count(name) && p.in.count(upstream))
       for (size_t i = 0; i < out.at(name).data.size(); ++i) s += out.at(name).data[i] * p.in.at(upstream).data[i];
   return s;
@@ -67,6 +67,13 @@ void expect_match(const std::string& what, const Arrays& got, const Arrays& want
     if (worst.empty() || e.relative > worst_error.relative) worst = name, worst_error = e;
   }
   std::printf("  %s: worst %s, %s, tolerance %g\n", what.c_str(), worst.c_str(), worst_error.str().c_str(), tol);
+}
+
+// A case's seed, from its name: adding a case leaves the others' files unchanged.
+uint64_t seed_of(const std::string& name) {
+  uint64_t x = 1469598103934665603ULL;  // FNV-1a
+  for (char c : name) x = (x ^ uint8_t(c)) * 1099511628211ULL;
+  return x;
 }
 
 std::string tool() {
@@ -108,7 +115,7 @@ TEST_F(Reference, GradientsMatchFiniteDifferencesOfTheForward) {
   const double h = 1e-6;
   for (const Spec& s : case_specs()) {
     SCOPED_TRACE(s.name);
-    Problem p = random_problem(s, 7);
+    Problem p = random_problem(s, seed_of(s.name) + 1);
     Arrays grads = backward(p);
     for (const std::string& name : differentiable_inputs(p)) {
       Array numeric = p.in.at(name);
@@ -211,7 +218,7 @@ TEST_F(Reference, LinattnOpsMatchesTheReferenceOnRandomProblems) {
       {.name = "linear_attn", .op = "linear_attn", .B = 2, .T = 150, .H = 3, .dk = 8, .dv = 6, .h0 = true,
        .feature_map = "relu", .chunk_size = 64},
       {.name = "linear_attn_normalized", .op = "linear_attn", .B = 2, .T = 150, .H = 3, .dk = 8, .dv = 6,
-       .feature_map = "elu1", .normalize = true, .chunk_size = 64},
+       .h0 = true, .feature_map = "elu1", .normalize = true, .chunk_size = 64},
       {.name = "gla", .op = "gla", .B = 2, .T = 150, .H = 3, .dk = 8, .dv = 6, .h0 = true, .chunk_size = 64},
       {.name = "deltanet", .op = "deltanet", .B = 2, .T = 150, .H = 3, .dk = 8, .dv = 6, .h0 = true,
        .chunk_size = 64},
@@ -236,7 +243,7 @@ TEST_F(Reference, LinattnOpsMatchesTheReferenceOnRandomProblems) {
 TEST_F(Reference, DISABLED_WriteCases) {
   fs::create_directories(cases_dir());
   for (const Spec& s : case_specs()) {
-    Problem p = random_problem(s, 1 + (&s - case_specs().data()));
+    Problem p = random_problem(s, seed_of(s.name));
     const Arrays want = expected(p);
     const std::string path = cases_dir() + "/" + s.name + ".h5";
     write_case(path, s, p, &want);

@@ -122,6 +122,18 @@ TEST_F(LinattnOps, MissingOrMisshapedDatasetsAreNamed) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.stderr_text.find("dataset 'beta' has shape [1, 5, 3], expected [1, 5, 2]"), std::string::npos)
       << r.stderr_text;
+  {
+    Rng rng(2);
+    H5File f(path("bad3.h5"), H5File::Mode::create);
+    for (const char* name : {"q", "k", "v"}) f.write(name, testing::random_tensor({1, 5, 2, 4}, rng));
+    f.write("z0", testing::random_tensor({1, 2, 4}, rng, 0.5, 1.5));
+  }
+  r = run_tool("linear_attn " + path("bad3.h5") + " " + path("out.h5"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.stderr_text.find("dataset 'z0' is the normalizer state of the normalized form; set the attribute "
+                               "normalize = 1"),
+            std::string::npos)
+      << r.stderr_text;
   r = run_tool("nonsense " + path("bad2.h5") + " " + path("out.h5"));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.stderr_text.find("unknown op"), std::string::npos) << r.stderr_text;
