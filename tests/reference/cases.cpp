@@ -84,13 +84,13 @@ Problem random_problem(const Spec& s, uint64_t seed) {
 
 std::string cases_dir() { return "tests/reference/cases"; }
 
-namespace {
-
 Tensor to_tensor(const Array& x) {
   Tensor t = Tensor::empty(x.shape, DType::f64);
   std::memcpy(t.data<double>(), x.data.data(), x.data.size() * sizeof(double));
   return t;
 }
+
+namespace {
 
 Array to_array(const Tensor& t) {
   const double* p = t.data<double>();

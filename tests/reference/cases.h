@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor.h"
 #include "reference.h"
 
 namespace linattn::reference {
@@ -51,5 +52,6 @@ void write_case(const std::string& path, const Spec& s, const Problem& p, const 
 Case read_case(const std::string& path);
 // name -> array of every dataset in an HDF5 file (linattn-ops' output).
 Arrays read_arrays(const std::string& path);
+Tensor to_tensor(const Array& x);  // a float64 tensor
 
 }  // namespace linattn::reference

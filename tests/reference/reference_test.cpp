@@ -37,12 +37,6 @@ double loss(const Problem& p, const Arrays& out) {
   return s;
 }
 
-Tensor tensor(const Array& x) {
-  Tensor t = Tensor::empty(x.shape, DType::f64);
-  std::copy(x.data.begin(), x.data.end(), t.data<double>());
-  return t;
-}
-
 // What the reference gives for p: its outputs and its gradients, one map.
 Arrays expected(const Problem& p) {
   Arrays all = forward(p);
@@ -61,7 +55,7 @@ void expect_match(const std::string& what, const Arrays& got, const Arrays& want
   testing::Error worst_error;
   for (const auto& [name, w] : want) {
     if (!got.count(name)) continue;
-    testing::Error e = testing::compare(tensor(got.at(name)), tensor(w));
+    testing::Error e = testing::compare(to_tensor(got.at(name)), to_tensor(w));
     EXPECT_LE(e.relative, tol) << what << ": " << name << " differs from the reference: " << e.str()
                                << ", tolerance " << tol;
     if (worst.empty() || e.relative > worst_error.relative) worst = name, worst_error = e;
@@ -130,7 +124,7 @@ TEST_F(Reference, GradientsMatchFiniteDifferencesOfTheForward) {
         numeric.data[i] = (up - down) / (2 * h);
       }
       SCOPED_TRACE("d" + name);
-      EXPECT_CLOSE(tensor(grads.at("d" + name)), tensor(numeric), 1e-6);
+      EXPECT_CLOSE(to_tensor(grads.at("d" + name)), to_tensor(numeric), 1e-6);
     }
   }
 }
