@@ -17,7 +17,8 @@ namespace linattn::data::testing {
 namespace fs = std::filesystem;
 
 // The repository root: two folders above this header (tests/data/).
-inline fs::path repo_root() { return fs::path(__FILE__).parent_path().parent_path().parent_path(); }
+// The source tree, from the build (not __FILE__, which a compiler cache may make relative).
+inline fs::path repo_root() { return fs::path(LINATTN_SOURCE_DIR); }
 
 // A fresh folder under the system's temporary folder, removed with the object.
 class TempDir {
