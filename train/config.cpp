@@ -7,35 +7,13 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
 
 namespace linattn {
-
-const char* mixer_name(MixerKind m) {
-  switch (m) {
-    case MixerKind::linear_attn: return "linear_attn";
-    case MixerKind::gla: return "gla";
-    case MixerKind::retnet: return "retnet";
-    case MixerKind::deltanet: return "deltanet";
-    case MixerKind::gated_deltanet: return "gated_deltanet";
-    case MixerKind::attention: return "attention";
-  }
-  return "?";
-}
-
-int64_t ModelConfig::resolved_intermediate_size() const {
-  if (intermediate_size > 0) return intermediate_size;
-  int64_t raw = int64_t(std::ceil(hidden_ratio * double(hidden_size) * 2.0 / 3.0));
-  return (raw + 255) / 256 * 256;
-}
-
-double ModelConfig::resolved_expand_k(MixerKind m) const {
-  if (expand_k > 0) return expand_k;
-  return m == MixerKind::gla ? 0.5 : 1.0;
-}
 
 namespace {
 
@@ -143,18 +121,21 @@ class Reader {
 };
 
 MixerKind parse_mixer(const Reader& r, const YAML::Node& n, const std::string& path) {
-  static const std::map<std::string, MixerKind> names = {
-      {"linear_attn", MixerKind::linear_attn}, {"gla", MixerKind::gla},
-      {"retnet", MixerKind::retnet},           {"deltanet", MixerKind::deltanet},
-      {"gated_deltanet", MixerKind::gated_deltanet}, {"attention", MixerKind::attention}};
   std::string s = n.IsScalar() ? n.as<std::string>() : "";
-  auto it = names.find(s);
-  if (it == names.end()) {
-    std::vector<std::string> known;
-    for (auto& [k, v] : names) known.push_back(k);
-    r.fail(n, path, "unknown mixer '" + s + "'" + did_you_mean(s, known));
-  }
-  return it->second;
+  std::optional<MixerKind> m = mixer_from_name(s);
+  if (!m) r.fail(n, path, "unknown mixer '" + s + "'" + did_you_mean(s, mixer_names()));
+  return *m;
+}
+
+// The node at a dotted path below `node` ("attn.layers.1"), or the deepest one that exists.
+YAML::Node node_at(const YAML::Node& node, const std::string& path) {
+  if (path.empty()) return node;
+  size_t dot = path.find('.');
+  std::string part = path.substr(0, dot), rest = dot == std::string::npos ? "" : path.substr(dot + 1);
+  if (node.IsMap() && node[part]) return node_at(node[part], rest);
+  bool index = !part.empty() && std::all_of(part.begin(), part.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  if (node.IsSequence() && index && std::stoul(part) < node.size()) return node_at(node[std::stoul(part)], rest);
+  return node;
 }
 
 // Applies "a.b.c=value" to the tree; the value is parsed as YAML (numbers, booleans, lists).
@@ -358,16 +339,8 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.require(mc.window_size >= 0, m, "model", "window_size", "'window_size' must be >= 0 (0 = global attention)");
   r.require(mc.rope_theta > 0, m, "model", "rope_theta", "'rope_theta' must be positive");
 
-  // ---- the layer schedule: default mixer, then the attn block, then explicit layers
-  const int64_t L = mc.num_hidden_layers;
-  LayerSpec base;
-  base.mixer = mc.mixer;
-  base.num_heads = mc.num_heads;
-  base.num_kv_heads = mc.num_kv_heads;
-  base.window_size = mc.window_size;
-  base.rope_theta = mc.rope_theta;
-  mc.layers.assign(size_t(L), base);
-
+  // ---- the layer schedule (resolved in layers/model_config.cpp): the YAML's values, then the rules
+  const LayerSpec base = mc.default_layer();
   auto read_attention_fields = [&](const YAML::Node& node, const std::string& path, LayerSpec& spec) {
     r.get(node, path, "num_heads", spec.num_heads);
     r.get(node, path, "num_kv_heads", spec.num_kv_heads);
@@ -382,72 +355,55 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
     r.require(spec.rope_theta > 0, node, path, "rope_theta", "'rope_theta' must be positive");
   };
 
-  YAML::Node attn = m && m.IsMap() ? m["attn"] : YAML::Node();
-  if (attn) {
-    r.check_keys(attn, "model.attn", {"layers", "every", "num_heads", "num_kv_heads", "window_size", "rope_theta"});
-    LayerSpec spec = base;
-    spec.mixer = MixerKind::attention;
-    spec.window_size = 0;  // no window_size in the attn block = global
-    read_attention_fields(attn, "model.attn", spec);
-    std::vector<int64_t> picked;
-    if (attn["layers"]) {
-      YAML::Node list = attn["layers"];
+  std::optional<AttnBlock> attn;
+  if (m.IsMap() && m["attn"]) {
+    YAML::Node a = m["attn"];
+    r.check_keys(a, "model.attn", {"layers", "every", "num_heads", "num_kv_heads", "window_size", "rope_theta"});
+    attn.emplace();
+    attn->spec = base;
+    attn->spec.mixer = MixerKind::attention;
+    attn->spec.window_size = 0;  // no window_size in the attn block = global
+    read_attention_fields(a, "model.attn", attn->spec);
+    if (a.IsMap() && a["layers"]) {
+      YAML::Node list = a["layers"];
       if (!list.IsSequence()) r.fail(list, "model.attn.layers", "'layers' must be a list of layer indices, e.g. [1, 3]");
+      attn->layers.emplace();
       for (const auto& item : list) {
-        int64_t i = -1;
         try {
-          i = item.as<int64_t>();
+          attn->layers->push_back(item.as<int64_t>());
         } catch (const YAML::Exception&) {
           r.fail(item, "model.attn.layers", "layer indices must be integers, got '" + item.as<std::string>() + "'");
         }
-        if (i < 0 || i >= L)
-          r.fail(item, "model.attn.layers",
-                 "layer index " + std::to_string(i) + " is out of range: num_hidden_layers is " + std::to_string(L) +
-                     " (indices 0.." + std::to_string(L - 1) + ")");
-        picked.push_back(i);
       }
     }
-    if (attn["every"]) {
-      int64_t every = 0;
-      r.get(attn, "model.attn", "every", every);
-      r.require(every >= 1, attn, "model.attn", "every", "'every' must be at least 1");
-      for (int64_t i = every - 1; i < L; i += every) picked.push_back(i);
-    }
-    if (!attn["layers"] && !attn["every"])
-      r.fail(attn, "model.attn", "the 'attn' block needs 'layers: [i, j, ...]' or 'every: N'");
-    for (int64_t i : picked) mc.layers[size_t(i)] = spec;
+    if (a.IsMap() && a["every"]) r.get(a, "model.attn", "every", attn->every.emplace());
   }
 
-  YAML::Node layers = m && m.IsMap() ? m["layers"] : YAML::Node();
-  if (layers) {
-    if (!layers.IsSequence()) r.fail(layers, "model.layers", "'layers' must be a list with one entry per layer");
-    if (int64_t(layers.size()) != L)
-      r.fail(layers, "model.layers",
-             "'layers' has " + std::to_string(layers.size()) + " entries but num_hidden_layers is " +
-                 std::to_string(L));
-    for (size_t i = 0; i < layers.size(); ++i) {
-      YAML::Node item = layers[i];
+  std::optional<std::vector<LayerSpec>> layers;
+  if (m.IsMap() && m["layers"]) {
+    YAML::Node list = m["layers"];
+    if (!list.IsSequence()) r.fail(list, "model.layers", "'layers' must be a list with one entry per layer");
+    layers.emplace();
+    for (size_t i = 0; i < list.size(); ++i) {
+      YAML::Node item = list[i];
       std::string path = "model.layers." + std::to_string(i);
       LayerSpec spec = base;
       if (item.IsScalar()) {
         spec.mixer = parse_mixer(r, item, path);
       } else {
         r.check_keys(item, path, {"mixer", "num_heads", "num_kv_heads", "window_size", "rope_theta"});
-        if (!item["mixer"]) r.fail(item, path, "each entry of 'layers' needs a 'mixer'");
+        if (!item.IsMap() || !item["mixer"]) r.fail(item, path, "each entry of 'layers' needs a 'mixer'");
         spec.mixer = parse_mixer(r, item["mixer"], path + ".mixer");
         read_attention_fields(item, path, spec);
       }
-      mc.layers[i] = spec;
+      layers->push_back(spec);
     }
   }
-  for (const LayerSpec& l : mc.layers) {
-    double ek = mc.resolved_expand_k(l.mixer);
-    int64_t key_dim = int64_t(std::llround(ek * double(mc.hidden_size)));
-    int64_t value_dim = int64_t(std::llround(mc.expand_v * double(mc.hidden_size)));
-    if (key_dim % l.num_heads || value_dim % l.num_heads)
-      r.fail(m, "model", std::string("the ") + mixer_name(l.mixer) + " layers' key dim (" + std::to_string(key_dim) +
-                             ") and value dim (" + std::to_string(value_dim) + ") must be divisible by num_heads (" +
-                             std::to_string(l.num_heads) + "): adjust expand_k / expand_v or num_heads");
+  try {
+    resolve_layers(mc, attn, layers);
+  } catch (const ScheduleError& e) {
+    std::string path = e.path().empty() ? "model" : "model." + e.path();
+    r.fail(node_at(m, e.path()), path, e.what());
   }
 
   // ---- data
