@@ -99,10 +99,9 @@ class Reader {
         double d = n.as<double>();
         if (d != std::floor(d)) fail(n, full, "'" + key + "' must be a whole number, got " + n.as<std::string>());
         // Whole numbers up to 2^53 convert exactly; beyond, no key means anything.
-        const double limit = 9007199254740992.0;
-        if (!(std::fabs(d) <= limit) || (std::is_unsigned_v<T> && d < 0))
-          fail(n, full, "'" + key + "' is out of range: " + n.as<std::string>() + " (at most 2^53" +
-                            (std::is_unsigned_v<T> ? ", not negative)" : " in size)"));
+        if (!(std::fabs(d) <= 9007199254740992.0))
+          fail(n, full, "'" + key + "' is too large: " + n.as<std::string>() + " (at most 2^53 = 9007199254740992)");
+        if (std::is_unsigned_v<T> && d < 0) fail(n, full, "'" + key + "' must not be negative, got " + n.as<std::string>());
         out = T(d);
       } else {
         out = n.as<T>();
@@ -213,11 +212,14 @@ constexpr int64_t kMaxBatch = int64_t(1) << 20;
 constexpr double kMaxElements = double(int64_t(1) << 40);  // in one model, or in one activation
 constexpr double kMaxSeconds = 366.0 * 24 * 3600;           // max_time
 
-// An upper bound of the parameter count, in double (it cannot overflow).
-double model_parameter_bound(const ModelConfig& m) {
-  const double h = double(m.hidden_size), kv = kMaxExpand * h;
-  const double ek = m.expand_k > 0 ? m.expand_k : 1.0;
-  const double mixer = h * (2 * ek * h + 2 * m.expand_v * h + kv) + 3 * h * h;  // q, k, v, o, gates
+// The widest of a layer's key and value dims, over every mixer, in units of hidden_size.
+double widest_expand(const ModelConfig& m) { return std::max(m.expand_k > 0 ? m.expand_k : 1.0, m.expand_v); }
+
+// About the parameter count (embedding and head; per layer the mixer's q, k, v, o and gate
+// projections and the MLP), in double so that it cannot overflow.
+double model_parameter_estimate(const ModelConfig& m) {
+  const double h = double(m.hidden_size);
+  const double mixer = h * h * (4 * widest_expand(m) + 2);
   const double mlp = 3 * h * double(m.resolved_intermediate_size());
   return double(m.vocab_size) * h * 2 + double(m.num_hidden_layers) * (mixer + mlp);
 }
@@ -505,7 +507,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   }
 
   // The sizes are bounded one by one; their products must stay countable too.
-  const double params = model_parameter_bound(mc);
+  const double params = model_parameter_estimate(mc);
   r.require(params <= kMaxElements, m, "model", "hidden_size",
             "the model would have about " + std::to_string(int64_t(params)) +
                 " parameters (vocab_size x hidden_size for the embedding and head, plus num_hidden_layers x "
@@ -580,7 +582,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
 
   const double micro = double(tc.micro_batch_size > 0 ? tc.micro_batch_size : tc.batch_size);
   const double widest = std::max({double(mc.vocab_size), double(mc.resolved_intermediate_size()),
-                                  kMaxExpand * double(mc.hidden_size)});
+                                  widest_expand(mc) * double(mc.hidden_size)});
   r.require(micro * double(c.data.seq_len) * widest <= kMaxElements, d, "data", "seq_len",
             "one micro-batch's activations would hold more than 2^40 values (batch_size or micro_batch_size x "
             "seq_len x the widest layer, up to vocab_size " + std::to_string(mc.vocab_size) +

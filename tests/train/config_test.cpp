@@ -196,9 +196,9 @@ TEST(Config, SizesAreBoundedAndNamed) {
   EXPECT_EQ(config_error("model:\n  hidden_size: 100000000000\ntrain: {max_steps: 1}\n"),
             "test.yaml:2:16: 'hidden_size' must be in [1, 65536]");
   EXPECT_EQ(config_error(kBase, {"model.vocab_size=1e30"}),
-            "--set model.vocab_size=1e30: 'vocab_size' is out of range: 1e30 (at most 2^53 in size)");
+            "--set model.vocab_size=1e30: 'vocab_size' is too large: 1e30 (at most 2^53 = 9007199254740992)");
   EXPECT_EQ(config_error(kBase, {"train.seed=-1"}),
-            "--set train.seed=-1: 'seed' is out of range: -1 (at most 2^53, not negative)");
+            "--set train.seed=-1: 'seed' must not be negative, got -1");
   EXPECT_EQ(config_error(kBase, {"data.seq_len=100000000"}), "--set data.seq_len=100000000: 'seq_len' must be in [1, 16777216]");
   EXPECT_EQ(config_error(kBase, {"train.batch_size=2000000"}),
             "--set train.batch_size=2000000: 'batch_size' must be in [1, 1048576]");
