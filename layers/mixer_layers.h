@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "layers/modules.h"
-#include "train/config.h"
+#include "layers/model_config.h"
 
 namespace linattn {
 

@@ -75,6 +75,16 @@ std::map<std::string, std::string> section_fields(const std::string& config_text
   return out;
 }
 
+// A saved config as this build writes it, so that a checkpoint written before a change in how
+// configs are written (expand_k resolved, 1.0e-06 for 1e-06) compares equal to today's text.
+std::string written_by_this_build(const std::string& config_text) {
+  try {
+    return parse_config(config_text, "the checkpoint's config").text;
+  } catch (const Error&) {
+    return config_text;  // compared as it is
+  }
+}
+
 // Values compare as numbers when both are numbers (1e-06 == 9.9999999999999995e-07), else as text.
 bool same_value(const std::string& a, const std::string& b) {
   if (a == b) return true;
@@ -186,7 +196,7 @@ void load_checkpoint(const std::string& path, const Config& config, Model& model
                      std::vector<std::string>* warnings) {
   H5File f(path, H5File::Mode::read);
   check_format(f);
-  std::string saved = f.attr_string("config").value_or("");
+  std::string saved = written_by_this_build(f.attr_string("config").value_or(""));
   std::vector<std::string> model_diffs = differences(saved, config.text, "model");
   if (!model_diffs.empty()) {
     std::string list;

@@ -4,38 +4,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
-#include <set>
+#include <optional>
 #include <sstream>
 
 #include "core/error.h"
 
 namespace linattn {
-
-const char* mixer_name(MixerKind m) {
-  switch (m) {
-    case MixerKind::linear_attn: return "linear_attn";
-    case MixerKind::gla: return "gla";
-    case MixerKind::retnet: return "retnet";
-    case MixerKind::deltanet: return "deltanet";
-    case MixerKind::gated_deltanet: return "gated_deltanet";
-    case MixerKind::attention: return "attention";
-  }
-  return "?";
-}
-
-int64_t ModelConfig::resolved_intermediate_size() const {
-  if (intermediate_size > 0) return intermediate_size;
-  int64_t raw = int64_t(std::ceil(hidden_ratio * double(hidden_size) * 2.0 / 3.0));
-  return (raw + 255) / 256 * 256;
-}
-
-double ModelConfig::resolved_expand_k(MixerKind m) const {
-  if (expand_k > 0) return expand_k;
-  return m == MixerKind::gla ? 0.5 : 1.0;
-}
 
 namespace {
 
@@ -67,16 +45,26 @@ std::string did_you_mean(const std::string& key, const std::vector<std::string>&
   return " (known keys: " + all + ")";
 }
 
+// --set items by the dotted path they set ("train.lr" -> "train.lr=1e-4").
+using Overrides = std::map<std::string, std::string>;
+
 // Reads one YAML mapping, checking keys and types, and reporting FILE:LINE:COL or the --set flag.
 class Reader {
  public:
-  Reader(const std::string& source, const std::set<std::string>& overridden,
-         std::map<std::string, std::string>& locations)
+  Reader(const std::string& source, const Overrides& overridden, std::map<std::string, std::string>& locations)
       : source_(source), overridden_(overridden), locations_(locations) {}
 
+  // A value set by --set (or lying inside one) is reported as "--set KEY=VALUE"; so is a section
+  // that only a --set created (it has no position in the file).
   std::string location(const YAML::Node& node, const std::string& path) const {
-    if (overridden_.count(path)) return "--set " + path;
+    const std::string* within = nullptr;  // the innermost --set that holds `path`
+    for (const auto& [set_path, item] : overridden_)
+      if (path == set_path || path.rfind(set_path + ".", 0) == 0) within = &item;
+    if (within) return "--set " + *within;
     YAML::Mark m = node.Mark();
+    if (m.line < 0)
+      for (const auto& [set_path, item] : overridden_)
+        if (set_path.rfind(path + ".", 0) == 0) return "--set " + item;
     std::ostringstream os;
     os << source_;
     if (m.line >= 0) os << ":" << m.line + 1 << ":" << m.column + 1;
@@ -110,9 +98,15 @@ class Reader {
       } else if constexpr (std::is_integral_v<T>) {
         double d = n.as<double>();
         if (d != std::floor(d)) fail(n, full, "'" + key + "' must be a whole number, got " + n.as<std::string>());
+        // Whole numbers up to 2^53 convert exactly; beyond, no key means anything.
+        if (!(std::fabs(d) <= 9007199254740992.0))
+          fail(n, full, "'" + key + "' is too large: " + n.as<std::string>() + " (at most 2^53 = 9007199254740992)");
+        if (std::is_unsigned_v<T> && d < 0) fail(n, full, "'" + key + "' must not be negative, got " + n.as<std::string>());
         out = T(d);
       } else {
         out = n.as<T>();
+        if constexpr (std::is_floating_point_v<T>)
+          if (!std::isfinite(out)) fail(n, full, "'" + key + "' must be a finite number, got " + n.as<std::string>());
       }
     } catch (const YAML::Exception&) {
       fail(n, full, "'" + key + "' has the wrong type: expected " + type_name<T>() + ", got '" +
@@ -138,29 +132,34 @@ class Reader {
 
  private:
   std::string source_;
-  const std::set<std::string>& overridden_;
+  const Overrides& overridden_;
   std::map<std::string, std::string>& locations_;
 };
 
 MixerKind parse_mixer(const Reader& r, const YAML::Node& n, const std::string& path) {
-  static const std::map<std::string, MixerKind> names = {
-      {"linear_attn", MixerKind::linear_attn}, {"gla", MixerKind::gla},
-      {"retnet", MixerKind::retnet},           {"deltanet", MixerKind::deltanet},
-      {"gated_deltanet", MixerKind::gated_deltanet}, {"attention", MixerKind::attention}};
   std::string s = n.IsScalar() ? n.as<std::string>() : "";
-  auto it = names.find(s);
-  if (it == names.end()) {
-    std::vector<std::string> known;
-    for (auto& [k, v] : names) known.push_back(k);
-    r.fail(n, path, "unknown mixer '" + s + "'" + did_you_mean(s, known));
-  }
-  return it->second;
+  std::optional<MixerKind> m = mixer_from_name(s);
+  if (!m) r.fail(n, path, "unknown mixer '" + s + "'" + did_you_mean(s, mixer_names()));
+  return *m;
+}
+
+// The node at a dotted path below `node` ("attn.layers.1"), or the deepest one that exists.
+YAML::Node node_at(const YAML::Node& node, const std::string& path) {
+  if (path.empty()) return node;
+  size_t dot = path.find('.');
+  std::string part = path.substr(0, dot), rest = dot == std::string::npos ? "" : path.substr(dot + 1);
+  if (node.IsMap() && node[part]) return node_at(node[part], rest);
+  bool index = !part.empty() && std::all_of(part.begin(), part.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  if (node.IsSequence() && index && std::stoul(part) < node.size()) return node_at(node[std::stoul(part)], rest);
+  return node;
 }
 
 // Applies "a.b.c=value" to the tree; the value is parsed as YAML (numbers, booleans, lists).
-void apply_override(YAML::Node root, const std::string& item, std::set<std::string>& overridden) {
+void apply_override(YAML::Node root, const std::string& item, Overrides& overridden) {
+  const std::string usage = ": expected section.key=value (e.g. train.lr=1e-3)";
   size_t eq = item.find('=');
-  LINATTN_REQUIRE(eq != std::string::npos && eq > 0, "--set ", item, ": expected section.key=value");
+  LINATTN_REQUIRE(eq != std::string::npos && eq > 0, "--set ", item, usage);
+  LINATTN_REQUIRE(eq + 1 < item.size(), "--set ", item, ": no value after '='", usage);
   std::string path = item.substr(0, eq);
   YAML::Node value;
   try {
@@ -171,7 +170,8 @@ void apply_override(YAML::Node root, const std::string& item, std::set<std::stri
   std::vector<std::string> parts;
   std::stringstream ss(path);
   for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
-  LINATTN_REQUIRE(parts.size() >= 2, "--set ", item, ": expected section.key=value (e.g. train.lr=1e-3)");
+  LINATTN_REQUIRE(parts.size() >= 2 && std::find(parts.begin(), parts.end(), "") == parts.end(), "--set ", item,
+                  usage);
   std::vector<YAML::Node> chain{root};
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     YAML::Node next = chain.back()[parts[i]];
@@ -180,16 +180,82 @@ void apply_override(YAML::Node root, const std::string& item, std::set<std::stri
     chain.push_back(chain.back()[parts[i]]);
   }
   chain.back()[parts.back()] = value;
-  overridden.insert(path);
+  overridden[path] = item;
+}
+
+// YAML keeps the first of two equal keys and drops the other without a word: refuse them.
+void check_duplicate_keys(const YAML::Node& node, const std::string& path, const std::string& source) {
+  if (node.IsSequence())
+    for (size_t i = 0; i < node.size(); ++i) check_duplicate_keys(node[i], path + "." + std::to_string(i), source);
+  if (!node.IsMap()) return;
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& kv : node) {
+    std::string key = kv.first.IsScalar() ? kv.first.as<std::string>() : "";
+    YAML::Mark at = kv.first.Mark();
+    auto [first, fresh] = seen.emplace(key, at);
+    if (!fresh)
+      throw Error(source + ":" + std::to_string(at.line + 1) + ":" + std::to_string(at.column + 1) +
+                  ": duplicate key '" + key + "'" + (path.empty() ? "" : " in '" + path + "'") +
+                  ": it is also set at line " + std::to_string(first->second.line + 1) + "; remove one of them");
+    check_duplicate_keys(kv.second, path.empty() ? key : path + "." + key, source);
+  }
+}
+
+// Bounds on the sizes: each far above any model this trains, and low enough that no product of
+// them overflows int64 (tensor sizes, parameter counts, tokens per step).
+constexpr int64_t kMaxVocab = int64_t(1) << 24;
+constexpr int64_t kMaxWidth = int64_t(1) << 16;  // hidden_size
+constexpr int64_t kMaxExpand = 16;               // expand_k, expand_v, hidden_ratio
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxSeqLen = int64_t(1) << 24;
+constexpr int64_t kMaxBatch = int64_t(1) << 20;
+constexpr double kMaxElements = double(int64_t(1) << 40);  // in one model, or in one activation
+constexpr double kMaxSeconds = 366.0 * 24 * 3600;           // max_time
+
+// The widest of a layer's key and value dims, over every mixer, in units of hidden_size.
+double widest_expand(const ModelConfig& m) { return std::max(m.expand_k > 0 ? m.expand_k : 1.0, m.expand_v); }
+
+// About the parameter count (embedding and head; per layer the mixer's q, k, v, o and gate
+// projections and the MLP), in double so that it cannot overflow.
+double model_parameter_estimate(const ModelConfig& m) {
+  const double h = double(m.hidden_size);
+  const double mixer = h * h * (4 * widest_expand(m) + 2);
+  const double mlp = 3 * h * double(m.resolved_intermediate_size());
+  return double(m.vocab_size) * h * 2 + double(m.num_hidden_layers) * (mixer + mlp);
 }
 
 std::string schedule_name(Schedule s) {
   return s == Schedule::cosine ? "cosine" : s == Schedule::linear ? "linear" : "constant";
 }
 
+// A number as both YAML 1.1 (PyYAML) and 1.2 read it: 15 significant digits (every decimal written
+// in a config round-trips, and 0.003 stays 0.003), with a '.' in the mantissa of an exponent form
+// ("1.0e-06", not "1e-06", which YAML 1.1 reads as a string).
+std::string yaml_number(double v) {
+  std::ostringstream os;
+  os.precision(15);
+  os << v;
+  std::string s = os.str();
+  size_t e = s.find('e');
+  if (e != std::string::npos && s.find('.') == std::string::npos) s.insert(e, ".0");
+  return s;
+}
+
+// expand_k as it runs: the value every linear mixer of the schedule resolves to, or -1 (each
+// mixer's default) when they differ, as in a GLA + DeltaNet hybrid left at the defaults.
+double emitted_expand_k(const ModelConfig& m) {
+  std::optional<double> common;
+  for (const LayerSpec& l : m.layers) {
+    if (l.mixer == MixerKind::attention) continue;  // attention does not use expand_k
+    double ek = m.resolved_expand_k(l.mixer);
+    if (common && *common != ek) return m.expand_k;
+    common = ek;
+  }
+  return common.value_or(m.expand_k);
+}
+
 std::string emit(const Config& c) {
   YAML::Emitter out;
-  out.SetDoublePrecision(15);  // every decimal written in a config round-trips, and 0.003 stays 0.003
   out << YAML::BeginMap;
   const ModelConfig& m = c.model;
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
@@ -198,21 +264,21 @@ std::string emit(const Config& c) {
   out << YAML::Key << "num_hidden_layers" << YAML::Value << m.num_hidden_layers;
   out << YAML::Key << "num_heads" << YAML::Value << m.num_heads;
   out << YAML::Key << "num_kv_heads" << YAML::Value << m.num_kv_heads;
-  out << YAML::Key << "expand_k" << YAML::Value << m.expand_k;
-  out << YAML::Key << "expand_v" << YAML::Value << m.expand_v;
-  out << YAML::Key << "hidden_ratio" << YAML::Value << m.hidden_ratio;
+  out << YAML::Key << "expand_k" << YAML::Value << yaml_number(emitted_expand_k(m));
+  out << YAML::Key << "expand_v" << YAML::Value << yaml_number(m.expand_v);
+  out << YAML::Key << "hidden_ratio" << YAML::Value << yaml_number(m.hidden_ratio);
   out << YAML::Key << "intermediate_size" << YAML::Value << m.resolved_intermediate_size();
-  out << YAML::Key << "norm_eps" << YAML::Value << m.norm_eps;
+  out << YAML::Key << "norm_eps" << YAML::Value << yaml_number(m.norm_eps);
   out << YAML::Key << "use_short_conv" << YAML::Value << m.use_short_conv;
   out << YAML::Key << "conv_size" << YAML::Value << m.conv_size;
   out << YAML::Key << "tie_word_embeddings" << YAML::Value << m.tie_word_embeddings;
-  out << YAML::Key << "initializer_range" << YAML::Value << m.initializer_range;
+  out << YAML::Key << "initializer_range" << YAML::Value << yaml_number(m.initializer_range);
   out << YAML::Key << "mixer" << YAML::Value << mixer_name(m.mixer);
   out << YAML::Key << "feature_map" << YAML::Value << m.feature_map;
   out << YAML::Key << "normalize" << YAML::Value << m.normalize;
   out << YAML::Key << "chunk_size" << YAML::Value << m.chunk_size;
   out << YAML::Key << "window_size" << YAML::Value << m.window_size;
-  out << YAML::Key << "rope_theta" << YAML::Value << m.rope_theta;
+  out << YAML::Key << "rope_theta" << YAML::Value << yaml_number(m.rope_theta);
   out << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
   for (const LayerSpec& l : m.layers) {
     out << YAML::Flow << YAML::BeginMap << YAML::Key << "mixer" << YAML::Value << mixer_name(l.mixer);
@@ -220,7 +286,7 @@ std::string emit(const Config& c) {
     if (l.mixer == MixerKind::attention) {
       out << YAML::Key << "num_kv_heads" << YAML::Value << l.num_kv_heads;
       out << YAML::Key << "window_size" << YAML::Value << l.window_size;
-      out << YAML::Key << "rope_theta" << YAML::Value << l.rope_theta;
+      out << YAML::Key << "rope_theta" << YAML::Value << yaml_number(l.rope_theta);
     }
     out << YAML::EndMap;
   }
@@ -235,18 +301,18 @@ std::string emit(const Config& c) {
   out << YAML::Key << "train" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "batch_size" << YAML::Value << t.batch_size;
   out << YAML::Key << "micro_batch_size" << YAML::Value << t.micro_batch_size;
-  out << YAML::Key << "lr" << YAML::Value << t.lr;
-  out << YAML::Key << "lr_min" << YAML::Value << t.lr_min;
+  out << YAML::Key << "lr" << YAML::Value << yaml_number(t.lr);
+  out << YAML::Key << "lr_min" << YAML::Value << yaml_number(t.lr_min);
   out << YAML::Key << "warmup_steps" << YAML::Value << t.warmup_steps;
   out << YAML::Key << "schedule" << YAML::Value << schedule_name(t.schedule);
-  out << YAML::Key << "weight_decay" << YAML::Value << t.weight_decay;
-  out << YAML::Key << "beta1" << YAML::Value << t.beta1;
-  out << YAML::Key << "beta2" << YAML::Value << t.beta2;
-  out << YAML::Key << "adam_eps" << YAML::Value << t.adam_eps;
-  out << YAML::Key << "grad_clip" << YAML::Value << t.grad_clip;
+  out << YAML::Key << "weight_decay" << YAML::Value << yaml_number(t.weight_decay);
+  out << YAML::Key << "beta1" << YAML::Value << yaml_number(t.beta1);
+  out << YAML::Key << "beta2" << YAML::Value << yaml_number(t.beta2);
+  out << YAML::Key << "adam_eps" << YAML::Value << yaml_number(t.adam_eps);
+  out << YAML::Key << "grad_clip" << YAML::Value << yaml_number(t.grad_clip);
   out << YAML::Key << "max_steps" << YAML::Value << t.max_steps;
   out << YAML::Key << "max_tokens" << YAML::Value << t.max_tokens;
-  out << YAML::Key << "max_time" << YAML::Value << t.max_time;
+  out << YAML::Key << "max_time" << YAML::Value << yaml_number(t.max_time);
   out << YAML::Key << "seed" << YAML::Value << t.seed;
   out << YAML::Key << "threads" << YAML::Value << t.threads;
   out << YAML::Key << "eval_every" << YAML::Value << t.eval_every;
@@ -260,7 +326,7 @@ std::string emit(const Config& c) {
   out << YAML::Key << "keep_last" << YAML::Value << c.checkpoint.keep_last;
   out << YAML::EndMap;
   out << YAML::Key << "distributed" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "bucket_mb" << YAML::Value << c.distributed.bucket_mb;
+  out << YAML::Key << "bucket_mb" << YAML::Value << yaml_number(c.distributed.bucket_mb);
   out << YAML::EndMap << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
@@ -278,10 +344,10 @@ double parse_duration(const Reader& r, const YAML::Node& train, const std::strin
   try {
     size_t used = 0;
     double v = std::stod(s, &used) * scale;
-    if (used == s.size() && v >= 0) return v;
+    if (used == s.size() && v >= 0 && v <= kMaxSeconds) return v;
   } catch (const std::exception&) {
   }
-  r.fail(n, path + ".max_time", "'max_time' must be a duration like 600, \"90s\", \"10m\" or \"1.5h\", got '" +
+  r.fail(n, path + ".max_time", "'max_time' must be a duration up to a year (8784h), like 600, \"90s\", \"10m\" or \"1.5h\", got '" +
                                     n.as<std::string>() + "'");
 }
 
@@ -295,8 +361,14 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
     throw Error(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
                 ": YAML syntax error: " + e.msg);
   }
-  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-  std::set<std::string> overridden;
+  LINATTN_REQUIRE(!root.IsNull(), source,
+                  " is empty: a config has the sections model, data, train, checkpoint and distributed; start "
+                  "from configs/default.yaml");
+  LINATTN_REQUIRE(root.IsMap(), source,
+                  ": expected a mapping of sections (model:, data:, train:, ...), found a ",
+                  root.IsSequence() ? "list" : "single value");
+  check_duplicate_keys(root, "", source);
+  Overrides overridden;
   for (const std::string& item : overrides) apply_override(root, item, overridden);
 
   Config c;
@@ -333,9 +405,12 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.get(m, "model", "rope_theta", mc.rope_theta);
   if (m && m.IsMap() && m["mixer"]) mc.mixer = parse_mixer(r, m["mixer"], "model.mixer");
 
-  r.require(mc.vocab_size >= 2, m, "model", "vocab_size", "'vocab_size' must be at least 2");
-  r.require(mc.hidden_size >= 1, m, "model", "hidden_size", "'hidden_size' must be positive");
-  r.require(mc.num_hidden_layers >= 1, m, "model", "num_hidden_layers", "'num_hidden_layers' must be at least 1");
+  r.require(mc.vocab_size >= 2 && mc.vocab_size <= kMaxVocab, m, "model", "vocab_size",
+            "'vocab_size' must be in [2, " + std::to_string(kMaxVocab) + "]");
+  r.require(mc.hidden_size >= 1 && mc.hidden_size <= kMaxWidth, m, "model", "hidden_size",
+            "'hidden_size' must be in [1, " + std::to_string(kMaxWidth) + "]");
+  r.require(mc.num_hidden_layers >= 1 && mc.num_hidden_layers <= kMaxLayers, m, "model", "num_hidden_layers",
+            "'num_hidden_layers' must be in [1, " + std::to_string(kMaxLayers) + "]");
   r.require(mc.num_heads >= 1, m, "model", "num_heads", "'num_heads' must be at least 1");
   r.require(mc.hidden_size % mc.num_heads == 0, m, "model", "num_heads",
             "'hidden_size' (" + std::to_string(mc.hidden_size) + ") is not divisible by 'num_heads' (" +
@@ -344,10 +419,14 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.require(mc.num_kv_heads >= 1 && mc.num_heads % mc.num_kv_heads == 0, m, "model", "num_kv_heads",
             "'num_heads' (" + std::to_string(mc.num_heads) + ") must be a multiple of 'num_kv_heads' (" +
                 std::to_string(mc.num_kv_heads) + ")");
-  r.require(mc.expand_k == -1 || mc.expand_k > 0, m, "model", "expand_k", "'expand_k' must be positive");
-  r.require(mc.expand_v > 0, m, "model", "expand_v", "'expand_v' must be positive");
-  r.require(mc.hidden_ratio > 0, m, "model", "hidden_ratio", "'hidden_ratio' must be positive");
-  r.require(mc.intermediate_size >= 0, m, "model", "intermediate_size", "'intermediate_size' must be >= 0");
+  r.require(mc.expand_k == -1 || (mc.expand_k > 0 && mc.expand_k <= kMaxExpand), m, "model", "expand_k",
+            "'expand_k' must be in (0, 16] (or -1: the mixer's default)");
+  r.require(mc.expand_v > 0 && mc.expand_v <= kMaxExpand, m, "model", "expand_v", "'expand_v' must be in (0, 16]");
+  r.require(mc.hidden_ratio > 0 && mc.hidden_ratio <= kMaxExpand, m, "model", "hidden_ratio",
+            "'hidden_ratio' must be in (0, 16]");
+  r.require(mc.intermediate_size >= 0 && mc.intermediate_size <= kMaxExpand * kMaxWidth, m, "model",
+            "intermediate_size",
+            "'intermediate_size' must be in [0, " + std::to_string(kMaxExpand * kMaxWidth) + "] (0 = derived)");
   r.require(mc.norm_eps > 0, m, "model", "norm_eps", "'norm_eps' must be positive");
   r.require(mc.conv_size >= 1 && mc.conv_size <= 16, m, "model", "conv_size", "'conv_size' must be in [1, 16]");
   r.require(mc.initializer_range > 0, m, "model", "initializer_range", "'initializer_range' must be positive");
@@ -355,19 +434,12 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
             "feature_map", "'feature_map' must be identity, elu1 or relu, got '" + mc.feature_map + "'");
   r.require(mc.chunk_size >= 1 && mc.chunk_size <= 256, m, "model", "chunk_size",
             "'chunk_size' must be in [1, 256] (16, 32 or 64 are the usual choices)");
-  r.require(mc.window_size >= 0, m, "model", "window_size", "'window_size' must be >= 0 (0 = global attention)");
+  r.require(mc.window_size >= 0 && mc.window_size <= kMaxSeqLen, m, "model", "window_size",
+            "'window_size' must be in [0, " + std::to_string(kMaxSeqLen) + "] (0 = global attention)");
   r.require(mc.rope_theta > 0, m, "model", "rope_theta", "'rope_theta' must be positive");
 
-  // ---- the layer schedule: default mixer, then the attn block, then explicit layers
-  const int64_t L = mc.num_hidden_layers;
-  LayerSpec base;
-  base.mixer = mc.mixer;
-  base.num_heads = mc.num_heads;
-  base.num_kv_heads = mc.num_kv_heads;
-  base.window_size = mc.window_size;
-  base.rope_theta = mc.rope_theta;
-  mc.layers.assign(size_t(L), base);
-
+  // ---- the layer schedule (resolved in layers/model_config.cpp): the YAML's values, then the rules
+  const LayerSpec base = mc.default_layer();
   auto read_attention_fields = [&](const YAML::Node& node, const std::string& path, LayerSpec& spec) {
     r.get(node, path, "num_heads", spec.num_heads);
     r.get(node, path, "num_kv_heads", spec.num_kv_heads);
@@ -378,77 +450,69 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
     r.require(spec.num_kv_heads >= 1 && spec.num_heads % spec.num_kv_heads == 0, node, path, "num_kv_heads",
               "'num_heads' (" + std::to_string(spec.num_heads) + ") must be a multiple of 'num_kv_heads' (" +
                   std::to_string(spec.num_kv_heads) + ")");
-    r.require(spec.window_size >= 0, node, path, "window_size", "'window_size' must be >= 0 (0 = global)");
+    r.require(spec.window_size >= 0 && spec.window_size <= kMaxSeqLen, node, path, "window_size",
+              "'window_size' must be in [0, " + std::to_string(kMaxSeqLen) + "] (0 = global)");
     r.require(spec.rope_theta > 0, node, path, "rope_theta", "'rope_theta' must be positive");
   };
 
-  YAML::Node attn = m && m.IsMap() ? m["attn"] : YAML::Node();
-  if (attn) {
-    r.check_keys(attn, "model.attn", {"layers", "every", "num_heads", "num_kv_heads", "window_size", "rope_theta"});
-    LayerSpec spec = base;
-    spec.mixer = MixerKind::attention;
-    spec.window_size = 0;  // no window_size in the attn block = global
-    read_attention_fields(attn, "model.attn", spec);
-    std::vector<int64_t> picked;
-    if (attn["layers"]) {
-      YAML::Node list = attn["layers"];
+  std::optional<AttnBlock> attn;
+  if (m.IsMap() && m["attn"]) {
+    YAML::Node a = m["attn"];
+    r.check_keys(a, "model.attn", {"layers", "every", "num_heads", "num_kv_heads", "window_size", "rope_theta"});
+    attn.emplace();
+    attn->spec = base;
+    attn->spec.mixer = MixerKind::attention;
+    attn->spec.window_size = 0;  // no window_size in the attn block = global
+    read_attention_fields(a, "model.attn", attn->spec);
+    if (a.IsMap() && a["layers"]) {
+      YAML::Node list = a["layers"];
       if (!list.IsSequence()) r.fail(list, "model.attn.layers", "'layers' must be a list of layer indices, e.g. [1, 3]");
+      attn->layers.emplace();
       for (const auto& item : list) {
-        int64_t i = -1;
         try {
-          i = item.as<int64_t>();
+          attn->layers->push_back(item.as<int64_t>());
         } catch (const YAML::Exception&) {
           r.fail(item, "model.attn.layers", "layer indices must be integers, got '" + item.as<std::string>() + "'");
         }
-        if (i < 0 || i >= L)
-          r.fail(item, "model.attn.layers",
-                 "layer index " + std::to_string(i) + " is out of range: num_hidden_layers is " + std::to_string(L) +
-                     " (indices 0.." + std::to_string(L - 1) + ")");
-        picked.push_back(i);
       }
     }
-    if (attn["every"]) {
-      int64_t every = 0;
-      r.get(attn, "model.attn", "every", every);
-      r.require(every >= 1, attn, "model.attn", "every", "'every' must be at least 1");
-      for (int64_t i = every - 1; i < L; i += every) picked.push_back(i);
-    }
-    if (!attn["layers"] && !attn["every"])
-      r.fail(attn, "model.attn", "the 'attn' block needs 'layers: [i, j, ...]' or 'every: N'");
-    for (int64_t i : picked) mc.layers[size_t(i)] = spec;
+    if (a.IsMap() && a["every"]) r.get(a, "model.attn", "every", attn->every.emplace());
   }
 
-  YAML::Node layers = m && m.IsMap() ? m["layers"] : YAML::Node();
-  if (layers) {
-    if (!layers.IsSequence()) r.fail(layers, "model.layers", "'layers' must be a list with one entry per layer");
-    if (int64_t(layers.size()) != L)
-      r.fail(layers, "model.layers",
-             "'layers' has " + std::to_string(layers.size()) + " entries but num_hidden_layers is " +
-                 std::to_string(L));
-    for (size_t i = 0; i < layers.size(); ++i) {
-      YAML::Node item = layers[i];
+  std::optional<std::vector<LayerSpec>> layers;
+  if (m.IsMap() && m["layers"]) {
+    YAML::Node list = m["layers"];
+    if (!list.IsSequence()) r.fail(list, "model.layers", "'layers' must be a list with one entry per layer");
+    layers.emplace();
+    for (size_t i = 0; i < list.size(); ++i) {
+      YAML::Node item = list[i];
       std::string path = "model.layers." + std::to_string(i);
       LayerSpec spec = base;
       if (item.IsScalar()) {
         spec.mixer = parse_mixer(r, item, path);
       } else {
         r.check_keys(item, path, {"mixer", "num_heads", "num_kv_heads", "window_size", "rope_theta"});
-        if (!item["mixer"]) r.fail(item, path, "each entry of 'layers' needs a 'mixer'");
+        if (!item.IsMap() || !item["mixer"]) r.fail(item, path, "each entry of 'layers' needs a 'mixer'");
         spec.mixer = parse_mixer(r, item["mixer"], path + ".mixer");
         read_attention_fields(item, path, spec);
       }
-      mc.layers[i] = spec;
+      layers->push_back(spec);
     }
   }
-  for (const LayerSpec& l : mc.layers) {
-    double ek = mc.resolved_expand_k(l.mixer);
-    int64_t key_dim = int64_t(std::llround(ek * double(mc.hidden_size)));
-    int64_t value_dim = int64_t(std::llround(mc.expand_v * double(mc.hidden_size)));
-    if (key_dim % l.num_heads || value_dim % l.num_heads)
-      r.fail(m, "model", std::string("the ") + mixer_name(l.mixer) + " layers' key dim (" + std::to_string(key_dim) +
-                             ") and value dim (" + std::to_string(value_dim) + ") must be divisible by num_heads (" +
-                             std::to_string(l.num_heads) + "): adjust expand_k / expand_v or num_heads");
+  try {
+    resolve_layers(mc, attn, layers);
+  } catch (const ScheduleError& e) {
+    std::string path = e.path().empty() ? "model" : "model." + e.path();
+    r.fail(node_at(m, e.path()), path, e.what());
   }
+
+  // The sizes are bounded one by one; their products must stay countable too.
+  const double params = model_parameter_estimate(mc);
+  r.require(params <= kMaxElements, m, "model", "hidden_size",
+            "the model would have about " + std::to_string(int64_t(params)) +
+                " parameters (vocab_size x hidden_size for the embedding and head, plus num_hidden_layers x "
+                "hidden_size x (intermediate and key/value dims)), more than 2^40: lower hidden_size, "
+                "num_hidden_layers, vocab_size or intermediate_size");
 
   // ---- data
   YAML::Node d = root["data"];
@@ -456,7 +520,8 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.get(d, "data", "path", c.data.path);
   r.get(d, "data", "seq_len", c.data.seq_len);
   r.get(d, "data", "val_tokens", c.data.val_tokens);
-  r.require(c.data.seq_len >= 1, d, "data", "seq_len", "'seq_len' must be at least 1");
+  r.require(c.data.seq_len >= 1 && c.data.seq_len <= kMaxSeqLen, d, "data", "seq_len",
+            "'seq_len' must be in [1, " + std::to_string(kMaxSeqLen) + "]");
   r.require(c.data.val_tokens >= 0, d, "data", "val_tokens", "'val_tokens' must be >= 0 (0 = the whole split)");
 
   // ---- train
@@ -491,7 +556,8 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.get(t, "train", "dtype", tc.dtype);
   r.get(t, "train", "out_dir", tc.out_dir);
   r.get(t, "train", "max_bad_steps", tc.max_bad_steps);
-  r.require(tc.batch_size >= 1, t, "train", "batch_size", "'batch_size' must be at least 1");
+  r.require(tc.batch_size >= 1 && tc.batch_size <= kMaxBatch, t, "train", "batch_size",
+            "'batch_size' must be in [1, " + std::to_string(kMaxBatch) + "]");
   r.require(tc.micro_batch_size == 0 || (tc.micro_batch_size >= 1 && tc.batch_size % tc.micro_batch_size == 0), t,
             "train", "micro_batch_size",
             "'batch_size' (" + std::to_string(tc.batch_size) + ") must be a multiple of 'micro_batch_size' (" +
@@ -508,11 +574,19 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.require(tc.max_tokens >= 0, t, "train", "max_tokens", "'max_tokens' must be >= 0");
   r.require(tc.max_steps > 0 || tc.max_tokens > 0 || tc.max_time > 0, t, "train", "max_steps",
             "the run has no bound: set 'max_steps', 'max_tokens' or 'max_time'");
-  r.require(tc.threads >= 0, t, "train", "threads", "'threads' must be >= 0 (0 = all cores)");
+  r.require(tc.threads >= 0 && tc.threads <= 65536, t, "train", "threads", "'threads' must be in [0, 65536] (0 = all cores)");
   r.require(tc.eval_every >= 0, t, "train", "eval_every", "'eval_every' must be >= 0 (0 = only at the end)");
   r.require(tc.log_every >= 1, t, "train", "log_every", "'log_every' must be at least 1");
   r.require(tc.dtype == "f32" || tc.dtype == "f64", t, "train", "dtype", "'dtype' must be f32 or f64");
   r.require(tc.max_bad_steps >= 1, t, "train", "max_bad_steps", "'max_bad_steps' must be at least 1");
+
+  const double micro = double(tc.micro_batch_size > 0 ? tc.micro_batch_size : tc.batch_size);
+  const double widest = std::max({double(mc.vocab_size), double(mc.resolved_intermediate_size()),
+                                  widest_expand(mc) * double(mc.hidden_size)});
+  r.require(micro * double(c.data.seq_len) * widest <= kMaxElements, d, "data", "seq_len",
+            "one micro-batch's activations would hold more than 2^40 values (batch_size or micro_batch_size x "
+            "seq_len x the widest layer, up to vocab_size " + std::to_string(mc.vocab_size) +
+                "): lower seq_len, or set train.micro_batch_size");
 
   // ---- checkpoint
   YAML::Node k = root["checkpoint"];
@@ -540,6 +614,8 @@ std::string Config::where(const std::string& path) const {
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  LINATTN_REQUIRE(!std::filesystem::is_directory(path), path,
+                  " is a directory, expected a YAML file (e.g. configs/default.yaml)");
   std::ifstream in(path);
   LINATTN_REQUIRE(in, "cannot read the config file '", path, "' (check the path)");
   std::stringstream ss;

@@ -8,47 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "layers/model_config.h"
+
 namespace linattn {
-
-// The mixers a layer can use.
-enum class MixerKind { linear_attn, gla, retnet, deltanet, gated_deltanet, attention };
-const char* mixer_name(MixerKind m);
-
-// One layer's token mixer, resolved from the default mixer, the `attn` block and `layers`.
-struct LayerSpec {
-  MixerKind mixer = MixerKind::gla;
-  int64_t num_heads = 0;
-  int64_t num_kv_heads = 0;  // attention only
-  int64_t window_size = 0;   // attention only; 0 = global
-  double rope_theta = 10000.0;
-};
-
-struct ModelConfig {
-  int64_t vocab_size = 257;
-  int64_t hidden_size = 256;
-  int64_t num_hidden_layers = 4;
-  int64_t num_heads = 4;
-  int64_t num_kv_heads = 0;   // 0 = num_heads
-  double expand_k = -1;       // -1 = the mixer's default (GLA 0.5, others 1)
-  double expand_v = 1.0;
-  double hidden_ratio = 4.0;
-  int64_t intermediate_size = 0;  // 0 = hidden_ratio * hidden_size * 2/3 rounded up to a multiple of 256
-  double norm_eps = 1e-6;
-  bool use_short_conv = true;  // DeltaNet / Gated DeltaNet
-  int64_t conv_size = 4;
-  bool tie_word_embeddings = false;
-  double initializer_range = 0.02;
-  MixerKind mixer = MixerKind::gla;       // the default mixer of every layer
-  std::string feature_map = "elu1";       // linear_attn: identity | elu1 | relu
-  bool normalize = false;                 // linear_attn: the normalized form
-  int64_t chunk_size = 64;                // linear mixers' training chunk
-  int64_t window_size = 0;                // attention mixer default; 0 = global
-  double rope_theta = 10000.0;
-  std::vector<LayerSpec> layers;  // resolved, one per layer
-
-  int64_t resolved_intermediate_size() const;
-  double resolved_expand_k(MixerKind m) const;
-};
 
 struct DataConfig {
   std::string path = "data/cache/sotu-bytes";  // a folder written by `linattn-data prepare`

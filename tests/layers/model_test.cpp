@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include "testing.h"
+#include "train/config.h"
 
 namespace linattn {
 namespace {

@@ -3,7 +3,11 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+#include "testing.h"
 
 namespace linattn {
 namespace {
@@ -16,13 +20,9 @@ train:
   max_steps: 10
 )";
 
-std::string error_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
-  try {
-    parse_config(yaml, "test.yaml", overrides);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+// The message parse_config throws for `yaml` (read as test.yaml) with `overrides`, or "".
+std::string config_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  return testing::error_of([&] { parse_config(yaml, "test.yaml", overrides); });
 }
 
 TEST(Config, DefaultsAndDerivedValues) {
@@ -75,40 +75,40 @@ train: {max_time: 90s}
 }
 
 TEST(Config, UnknownKeyGetsLineColumnAndSuggestion) {
-  std::string msg = error_of("model:\n  hiden_size: 64\ntrain: {max_steps: 1}\n");
+  std::string msg = config_error("model:\n  hiden_size: 64\ntrain: {max_steps: 1}\n");
   EXPECT_EQ(msg, "test.yaml:2:3: unknown key 'hiden_size' in 'model' (did you mean 'hidden_size'?)");
-  msg = error_of("modle: {}\n");
+  msg = config_error("modle: {}\n");
   EXPECT_NE(msg.find("test.yaml:1:1: unknown key 'modle' (did you mean 'model'?)"), std::string::npos) << msg;
 }
 
 TEST(Config, WrongTypesAndRanges) {
-  std::string msg = error_of("model:\n  hidden_size: big\ntrain: {max_steps: 1}\n");
+  std::string msg = config_error("model:\n  hidden_size: big\ntrain: {max_steps: 1}\n");
   EXPECT_NE(msg.find("test.yaml:2:16: 'hidden_size' has the wrong type: expected an integer, got 'big'"),
             std::string::npos)
       << msg;
-  msg = error_of("model:\n  hidden_size: 65\n  num_heads: 4\ntrain: {max_steps: 1}\n");
+  msg = config_error("model:\n  hidden_size: 65\n  num_heads: 4\ntrain: {max_steps: 1}\n");
   EXPECT_NE(msg.find("test.yaml:3:14:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("not divisible by 'num_heads'"), std::string::npos) << msg;
-  msg = error_of(std::string(kBase) + "  lr: -1\n");
+  msg = config_error(std::string(kBase) + "  lr: -1\n");
   EXPECT_NE(msg.find("test.yaml:7:7: 'lr' must be positive"), std::string::npos) << msg;
-  msg = error_of("model: {num_hidden_layers: 4}\n");
+  msg = config_error("model: {num_hidden_layers: 4}\n");
   EXPECT_NE(msg.find("no bound"), std::string::npos) << msg;
-  msg = error_of("model: {mixer: gla2}\ntrain: {max_steps: 1}\n");
+  msg = config_error("model: {mixer: gla2}\ntrain: {max_steps: 1}\n");
   EXPECT_NE(msg.find("test.yaml:1:16: unknown mixer 'gla2' (did you mean 'gla'?)"), std::string::npos) << msg;
-  msg = error_of(std::string(kBase) + "distributed:\n  bucket_mb: 0\n");
+  msg = config_error(std::string(kBase) + "distributed:\n  bucket_mb: 0\n");
   EXPECT_NE(msg.find("test.yaml:8:14: 'bucket_mb' (MiB of gradients per all-reduce) must be in (0, 65536]"),
             std::string::npos)
       << msg;
-  msg = error_of(std::string(kBase) + "distributed: {bucket_size: 8}\n");
+  msg = config_error(std::string(kBase) + "distributed: {bucket_size: 8}\n");
   EXPECT_NE(msg.find("test.yaml:7:15: unknown key 'bucket_size' in 'distributed' (known keys: bucket_mb)"),
             std::string::npos)
       << msg;
 }
 
 TEST(Config, LayerIndexOutOfRange) {
-  std::string msg = error_of(std::string(kBase) + "", {"model.attn.layers=[1, 6]"});
+  std::string msg = config_error(std::string(kBase) + "", {"model.attn.layers=[1, 6]"});
   EXPECT_NE(msg.find("layer index 6 is out of range"), std::string::npos) << msg;
-  msg = error_of("model:\n  num_hidden_layers: 2\n  attn:\n    layers: [0, 2]\ntrain: {max_steps: 1}\n");
+  msg = config_error("model:\n  num_hidden_layers: 2\n  attn:\n    layers: [0, 2]\ntrain: {max_steps: 1}\n");
   EXPECT_NE(msg.find("test.yaml:4:17: layer index 2 is out of range: num_hidden_layers is 2"), std::string::npos)
       << msg;
 }
@@ -116,21 +116,164 @@ TEST(Config, LayerIndexOutOfRange) {
 TEST(Config, OverridesAreCheckedAndNamed) {
   Config c = parse_config(kBase, "t.yaml", {"train.lr=1e-4", "train.lr_min=0"});
   EXPECT_DOUBLE_EQ(c.train.lr, 1e-4);
-  EXPECT_EQ(c.where("train.lr"), "--set train.lr");
+  EXPECT_EQ(c.where("train.lr"), "--set train.lr=1e-4");
   EXPECT_EQ(c.where("model.hidden_size"), "t.yaml:2:16");
-  std::string msg = error_of(kBase, {"train.lr=-3"});
-  EXPECT_NE(msg.find("--set train.lr: 'lr' must be positive"), std::string::npos) << msg;
-  msg = error_of(kBase, {"train.learning_rate=3"});
+  std::string msg = config_error(kBase, {"train.lr=-3"});
+  EXPECT_EQ(msg, "--set train.lr=-3: 'lr' must be positive");
+  msg = config_error(kBase, {"train.learning_rate=3"});
   EXPECT_NE(msg.find("unknown key 'learning_rate'"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("--set train.learning_rate"), std::string::npos) << msg;
-  msg = error_of(kBase, {"nonsense"});
-  EXPECT_NE(msg.find("expected section.key=value"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--set train.learning_rate=3"), std::string::npos) << msg;
+  msg = config_error(kBase, {"nonsense"});
+  EXPECT_EQ(msg, "--set nonsense: expected section.key=value (e.g. train.lr=1e-3)");
+}
+
+// Errors inside a --set value name the flag, not a position in the file.
+TEST(Config, OverrideErrorsNameTheFlag) {
+  EXPECT_EQ(config_error(kBase, {"model.attn={every: 0}"}), "--set model.attn={every: 0}: 'every' must be at least 1");
+  EXPECT_EQ(config_error(kBase, {"model.attn.layers=[1, 6]"}),
+            "--set model.attn.layers=[1, 6]: layer index 6 is out of range: num_hidden_layers is 6 (indices 0..5)");
+  EXPECT_EQ(config_error(kBase, {"model.attn.window_size=3"}),
+            "--set model.attn.window_size=3: the 'attn' block needs 'layers: [i, j, ...]' or 'every: N'");
+  EXPECT_EQ(config_error(kBase, {"model.attn={every: 2}", "model.attn.window_size=-1"}),
+            "--set model.attn.window_size=-1: 'window_size' must be in [0, 16777216] (0 = global)");
+  EXPECT_EQ(config_error(kBase, {"train.lr="}),
+            "--set train.lr=: no value after '=': expected section.key=value (e.g. train.lr=1e-3)");
+  EXPECT_EQ(config_error(kBase, {"train.lr"}), "--set train.lr: expected section.key=value (e.g. train.lr=1e-3)");
+}
+
+// A config without a model section (or with an empty one) is the defaults, not an attn block.
+TEST(Config, NoModelSectionMeansDefaults) {
+  for (const char* yaml : {"train: {max_steps: 1}\n", "model:\ntrain: {max_steps: 1}\n",
+                           "model: {}\ntrain: {max_steps: 1}\n"}) {
+    Config c = parse_config(yaml, "test.yaml");
+    ASSERT_EQ(c.model.layers.size(), 4u) << yaml;
+    for (const LayerSpec& l : c.model.layers) EXPECT_EQ(l.mixer, MixerKind::gla) << yaml;
+  }
+  EXPECT_EQ(config_error("model:\n"), "test.yaml: the run has no bound: set 'max_steps', 'max_tokens' or 'max_time'");
+}
+
+TEST(Config, EmptyListOrDirectoryIsRefused) {
+  const std::string empty =
+      "test.yaml is empty: a config has the sections model, data, train, checkpoint and distributed; start from "
+      "configs/default.yaml";
+  EXPECT_EQ(config_error(""), empty);
+  EXPECT_EQ(config_error("# nothing but a comment\n\n"), empty);
+  EXPECT_EQ(config_error("- model\n- train\n"),
+            "test.yaml: expected a mapping of sections (model:, data:, train:, ...), found a list");
+  std::string dir = std::filesystem::temp_directory_path().string();
+  EXPECT_EQ(testing::error_of([&] { load_config(dir); }),
+            dir + " is a directory, expected a YAML file (e.g. configs/default.yaml)");
+}
+
+TEST(Config, DuplicateKeysNameBothLines) {
+  EXPECT_EQ(config_error(std::string(kBase) + "  lr: 1e-3\n  lr: 2e-3\n"),
+            "test.yaml:8:3: duplicate key 'lr' in 'train': it is also set at line 7; remove one of them");
+  EXPECT_EQ(config_error(std::string(kBase) + "train: {lr: 1e-3}\n"),
+            "test.yaml:7:1: duplicate key 'train': it is also set at line 5; remove one of them");
+  EXPECT_EQ(config_error("model:\n  layers:\n    - {mixer: gla, mixer: retnet}\ntrain: {max_steps: 1}\n"),
+            "test.yaml:3:20: duplicate key 'mixer' in 'model.layers.0': it is also set at line 3; remove one of them");
+}
+
+TEST(Config, NumbersMustBeFinite) {
+  EXPECT_EQ(config_error(std::string(kBase) + "  lr: .inf\n"), "test.yaml:7:7: 'lr' must be a finite number, got .inf");
+  EXPECT_EQ(config_error(std::string(kBase) + "  grad_clip: .nan\n"),
+            "test.yaml:7:14: 'grad_clip' must be a finite number, got .nan");
+  EXPECT_EQ(config_error(kBase, {"model.initializer_range=.inf"}),
+            "--set model.initializer_range=.inf: 'initializer_range' must be a finite number, got .inf");
+  EXPECT_EQ(config_error(kBase, {"model.rope_theta=-.inf"}),
+            "--set model.rope_theta=-.inf: 'rope_theta' must be a finite number, got -.inf");
+  std::string msg = config_error(kBase, {"train.max_time=1000000h"});
+  EXPECT_NE(msg.find("--set train.max_time=1000000h: 'max_time' must be a duration up to a year (8784h)"),
+            std::string::npos)
+      << msg;
+  msg = config_error(kBase, {"train.max_time=inf"});
+  EXPECT_NE(msg.find("'max_time' must be a duration up to a year"), std::string::npos) << msg;
+  EXPECT_EQ(parse_config(kBase, "t.yaml", {"train.max_time=8784h"}).train.max_time, 8784.0 * 3600);
+}
+
+// Each size is bounded, and so are the products the model and the batch are built from.
+TEST(Config, SizesAreBoundedAndNamed) {
+  EXPECT_EQ(config_error("model:\n  hidden_size: 100000000000\ntrain: {max_steps: 1}\n"),
+            "test.yaml:2:16: 'hidden_size' must be in [1, 65536]");
+  EXPECT_EQ(config_error(kBase, {"model.vocab_size=1e30"}),
+            "--set model.vocab_size=1e30: 'vocab_size' is too large: 1e30 (at most 2^53 = 9007199254740992)");
+  EXPECT_EQ(config_error(kBase, {"train.seed=-1"}),
+            "--set train.seed=-1: 'seed' must not be negative, got -1");
+  EXPECT_EQ(config_error(kBase, {"data.seq_len=100000000"}), "--set data.seq_len=100000000: 'seq_len' must be in [1, 16777216]");
+  EXPECT_EQ(config_error(kBase, {"train.batch_size=2000000"}),
+            "--set train.batch_size=2000000: 'batch_size' must be in [1, 1048576]");
+  EXPECT_EQ(config_error(kBase, {"model.num_hidden_layers=5000"}),
+            "--set model.num_hidden_layers=5000: 'num_hidden_layers' must be in [1, 1024]");
+  EXPECT_EQ(config_error(kBase, {"model.expand_v=100"}), "--set model.expand_v=100: 'expand_v' must be in (0, 16]");
+  std::string msg = config_error(kBase, {"model.vocab_size=16777216", "model.hidden_size=65536"});
+  EXPECT_NE(msg.find("--set model.hidden_size=65536: the model would have about"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("more than 2^40: lower hidden_size"), std::string::npos) << msg;
+  msg = config_error(kBase, {"data.seq_len=16777216", "train.batch_size=65536"});
+  EXPECT_NE(msg.find("--set data.seq_len=16777216: one micro-batch's activations would hold more than 2^40"),
+            std::string::npos)
+      << msg;
+}
+
+// The resolved config.yaml: numbers that YAML 1.1 readers (PyYAML) read as numbers too, and the
+// expand_k that runs.
+TEST(Config, EmittedNumbersAndExpandK) {
+  std::string text = parse_config(kBase, "t.yaml").text;
+  EXPECT_NE(text.find("norm_eps: 1.0e-06\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("adam_eps: 1.0e-08\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("lr: 0.003\n"), std::string::npos) << text;
+  // YAML 1.1 floats need a '.' before the exponent.
+  EXPECT_FALSE(std::regex_search(text, std::regex(": -?[0-9]+[eE]"))) << text;
+  EXPECT_NE(text.find("expand_k: 0.5\n"), std::string::npos) << text;  // GLA's default
+  text = parse_config(kBase, "t.yaml", {"model.mixer=deltanet", "model.attn={every: 2}"}).text;
+  EXPECT_NE(text.find("expand_k: 1\n"), std::string::npos) << text;
+  // GLA (0.5) beside DeltaNet (1): -1, each mixer's default.
+  text = parse_config(kBase, "t.yaml", {"model.layers=[gla, deltanet, gla, attention, gla, gla]"}).text;
+  EXPECT_NE(text.find("expand_k: -1\n"), std::string::npos) << text;
+}
+
+// What checkpoints compare: a config written, read back and written again is the same text.
+TEST(Config, EmitParseRoundTrip) {
+  std::vector<std::pair<std::string, Config>> cases;
+  cases.emplace_back("defaults", parse_config("train: {max_steps: 1}\n", "t.yaml"));
+  for (const auto& entry : std::filesystem::directory_iterator("configs"))
+    if (entry.path().extension() == ".yaml") cases.emplace_back(entry.path().string(), load_config(entry.path().string()));
+  ASSERT_GE(cases.size(), 3u) << "run from the project root";
+  cases.emplace_back("samba", parse_config(kBase, "t.yaml", {"model.attn={every: 2, window_size: 64, num_kv_heads: 2}"}));
+  cases.emplace_back("deltanet", parse_config(kBase, "t.yaml", {"model.mixer=deltanet", "model.attn.layers=[2, 5]",
+                                                                "model.expand_v=2", "train.lr=1e-4", "train.lr_min=1e-5"}));
+  cases.emplace_back("mixed", parse_config(kBase, "t.yaml",
+                                           {"model.layers=[linear_attn, gla, retnet, deltanet, gated_deltanet, "
+                                            "{mixer: attention, window_size: 32, rope_theta: 500000}]",
+                                            "model.feature_map=relu", "model.normalize=true",
+                                            "model.tie_word_embeddings=true", "train.max_time=1.5h"}));
+  for (const auto& [name, c] : cases) {
+    Config again = parse_config(c.text, "emitted.yaml");
+    EXPECT_EQ(again.text, c.text) << name;
+    ASSERT_EQ(again.model.layers.size(), c.model.layers.size()) << name;
+    for (size_t i = 0; i < c.model.layers.size(); ++i) {
+      EXPECT_EQ(again.model.layers[i].mixer, c.model.layers[i].mixer) << name << " layer " << i;
+      if (c.model.layers[i].mixer == MixerKind::attention) continue;  // has no key expansion
+      EXPECT_EQ(again.model.resolved_expand_k(again.model.layers[i].mixer),
+                c.model.resolved_expand_k(c.model.layers[i].mixer))
+          << name << " layer " << i;
+    }
+  }
 }
 
 TEST(Config, SyntaxErrorHasALine) {
-  std::string msg = error_of("model:\n  hidden_size: [1, 2\ntrain: {}\n");
+  std::string msg = config_error("model:\n  hidden_size: [1, 2\ntrain: {}\n");
   EXPECT_NE(msg.find("test.yaml:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("YAML syntax error"), std::string::npos) << msg;
+}
+
+// Checkpoints written before expand_k was resolved and floats had a '.' compare their config
+// through the parser (train/checkpoint.cpp), which writes today's text for it.
+TEST(Config, EarlierEmittedTextReadsTheSame) {
+  std::string now = parse_config(kBase, "t.yaml").text;
+  std::string before = std::regex_replace(now, std::regex("expand_k: 0.5"), "expand_k: -1");
+  before = std::regex_replace(before, std::regex("1\\.0e-0"), "1e-0");
+  ASSERT_NE(before, now);
+  EXPECT_EQ(parse_config(before, "checkpoint").text, now);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "layers/model.h"
 #include "testing.h"
+#include "train/config.h"
 
 namespace linattn {
 namespace {

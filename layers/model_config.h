@@ -1,0 +1,85 @@
+// The model's shape: sizes, the default mixer and one resolved LayerSpec per layer. Filled in by
+// the run configuration (train/config.h reads it from YAML) or by hand (tests, tools).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace linattn {
+
+// The mixers a layer can use.
+enum class MixerKind { linear_attn, gla, retnet, deltanet, gated_deltanet, attention };
+const char* mixer_name(MixerKind m);
+// The kind named `name` ("gla", ...), or nothing.
+std::optional<MixerKind> mixer_from_name(const std::string& name);
+// Every mixer name, for messages.
+std::vector<std::string> mixer_names();
+
+// One layer's token mixer, resolved from the default mixer, the `attn` block and `layers`.
+struct LayerSpec {
+  MixerKind mixer = MixerKind::gla;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;  // attention only
+  int64_t window_size = 0;   // attention only; 0 = global
+  double rope_theta = 10000.0;
+};
+
+struct ModelConfig {
+  int64_t vocab_size = 257;
+  int64_t hidden_size = 256;
+  int64_t num_hidden_layers = 4;
+  int64_t num_heads = 4;
+  int64_t num_kv_heads = 0;   // 0 = num_heads
+  double expand_k = -1;       // -1 = the mixer's default (GLA 0.5, others 1)
+  double expand_v = 1.0;
+  double hidden_ratio = 4.0;
+  int64_t intermediate_size = 0;  // 0 = hidden_ratio * hidden_size * 2/3 rounded up to a multiple of 256
+  double norm_eps = 1e-6;
+  bool use_short_conv = true;  // DeltaNet / Gated DeltaNet
+  int64_t conv_size = 4;
+  bool tie_word_embeddings = false;
+  double initializer_range = 0.02;
+  MixerKind mixer = MixerKind::gla;       // the default mixer of every layer
+  std::string feature_map = "elu1";       // linear_attn: identity | elu1 | relu
+  bool normalize = false;                 // linear_attn: the normalized form
+  int64_t chunk_size = 64;                // linear mixers' training chunk
+  int64_t window_size = 0;                // attention mixer default; 0 = global
+  double rope_theta = 10000.0;
+  std::vector<LayerSpec> layers;  // resolved, one per layer
+
+  int64_t resolved_intermediate_size() const;
+  double resolved_expand_k(MixerKind m) const;
+  // A layer of the default mixer with the model-wide head settings: what every layer starts from.
+  LayerSpec default_layer() const;
+};
+
+// The `attn` block: attention at the listed layers and/or at every N-th layer (N-1, 2N-1, ...).
+struct AttnBlock {
+  std::optional<std::vector<int64_t>> layers;
+  std::optional<int64_t> every;
+  LayerSpec spec;  // the attention layers' settings (mixer = attention)
+};
+
+// A problem in the layer schedule, with the dotted path of the entry at fault, relative to the
+// model section ("attn.layers.1", "attn", "layers", or "" for the model as a whole), so that a
+// config reader can point at the line to fix.
+class ScheduleError : public Error {
+ public:
+  ScheduleError(std::string path, const std::string& message) : Error(message), path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Fills c.layers: every layer gets c.default_layer(), then the attn block's layers become
+// attention, then `layers` (one entry per layer) replaces them all. Checks the indices, the
+// entry count and that each mixer's key and value dims split into its heads; throws ScheduleError.
+void resolve_layers(ModelConfig& c, const std::optional<AttnBlock>& attn,
+                    const std::optional<std::vector<LayerSpec>>& layers);
+
+}  // namespace linattn
