@@ -1,6 +1,5 @@
 #include "train/optimizer.h"
 
-#include <algorithm>
 #include <cmath>
 
 namespace linattn {
@@ -60,17 +59,6 @@ void scale_grads(const Parameters& params, double c) {
 #pragma omp parallel for simd if (n > (1 << 15))
     for (int64_t i = 0; i < n; ++i) p[i] *= T(c);
   });
-}
-
-double learning_rate(const TrainConfig& c, int64_t step, double progress) {
-  if (c.warmup_steps > 0 && step < c.warmup_steps) return c.lr * double(step + 1) / double(c.warmup_steps);
-  const double p = std::clamp(progress, 0.0, 1.0);
-  switch (c.schedule) {
-    case Schedule::constant: return c.lr;
-    case Schedule::linear: return c.lr + (c.lr_min - c.lr) * p;
-    case Schedule::cosine: return c.lr_min + 0.5 * (c.lr - c.lr_min) * (1.0 + std::cos(M_PI * p));
-  }
-  return c.lr;
 }
 
 }  // namespace linattn

@@ -1,4 +1,4 @@
-// AdamW over the flat parameter buffers, the learning-rate schedule, and gradient clipping.
+// AdamW over the flat parameter buffers, and the gradient norm and scaling that clipping uses.
 #pragma once
 
 #include "layers/parameters.h"
@@ -30,9 +30,5 @@ class AdamW {
 double grad_norm(const Parameters& params);
 // Multiplies every gradient by c.
 void scale_grads(const Parameters& params, double c);
-
-// The learning rate at a step: linear warmup over warmup_steps, then the schedule down to lr_min
-// as `progress` (the fraction of the run's bound used up, in [0, 1]) goes from 0 to 1.
-double learning_rate(const TrainConfig& config, int64_t step, double progress);
 
 }  // namespace linattn

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "kernels/cpu/matmul.h"
+#include "train/schedule.h"
 
 namespace linattn {
 
@@ -334,12 +335,7 @@ TrainSummary Trainer::run() {
 
   int64_t step = start_.step;
   for (;; ++step) {
-    // Progress toward whichever bound comes first, in [0, 1].
-    double progress = 0;
-    const int64_t decay_steps = t.max_steps - t.warmup_steps;
-    if (t.max_steps) progress = std::max(progress, double(step - t.warmup_steps) / double(std::max<int64_t>(1, decay_steps)));
-    if (t.max_tokens) progress = std::max(progress, double(summary.tokens) / double(t.max_tokens));
-    if (t.max_time) progress = std::max(progress, elapsed() / t.max_time);
+    double progress = schedule_progress(t, step, summary.tokens, tokens_per_step, elapsed());
     bool done = (t.max_steps && step >= t.max_steps) || (t.max_tokens && summary.tokens >= t.max_tokens) ||
                 (t.max_time && elapsed() >= t.max_time);
     bool interrupted = interrupt_requested();
