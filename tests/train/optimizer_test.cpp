@@ -1,0 +1,162 @@
+// AdamW against a plain scalar reference written here from the algorithm (Loshchilov & Hutter's
+// decoupled weight decay, with Adam's bias correction), which parameters a model decays, and the
+// gradient norm and scaling that clipping uses. Everything runs in float64; the reference repeats
+// the optimizer's few operations per step in a different order, so 1e-14 relative covers the rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "layers/model.h"
+#include "train/config.h"
+#include "train/optimizer.h"
+
+namespace linattn {
+namespace {
+
+constexpr double kTol = 1e-14;
+
+TrainConfig adamw_config(double weight_decay) {
+  TrainConfig c;
+  c.beta1 = 0.9;
+  c.beta2 = 0.95;
+  c.adam_eps = 1e-8;
+  c.weight_decay = weight_decay;
+  return c;
+}
+
+// Two parameters: "w" (3 entries) is decayed, "b" (2 entries) is not.
+struct TwoParams {
+  Parameters p;
+  int w, b;
+  TwoParams(std::vector<double> w0, std::vector<double> b0) {
+    w = p.add("w", {3}, Init::Constant(0), /*weight_decay=*/true);
+    b = p.add("b", {2}, Init::Constant(0), /*weight_decay=*/false);
+    p.allocate(DType::f64);
+    set(p[w].value(), w0);
+    set(p[b].value(), b0);
+  }
+  static void set(const Tensor& t, const std::vector<double>& v) {
+    for (size_t i = 0; i < v.size(); ++i) t.data<double>()[i] = v[i];
+  }
+  double value(int id, int i) const { return p[id].value().data<double>()[i]; }
+};
+
+// One entry's AdamW state, updated as the algorithm states it.
+struct Reference {
+  double w, m = 0, v = 0;
+  void step(int t, double g, double lr, double wd, const TrainConfig& c) {
+    m = c.beta1 * m + (1 - c.beta1) * g;
+    v = c.beta2 * v + (1 - c.beta2) * g * g;
+    const double m_hat = m / (1 - std::pow(c.beta1, t)), v_hat = v / (1 - std::pow(c.beta2, t));
+    w = w - lr * (m_hat / (std::sqrt(v_hat) + c.adam_eps) + wd * w);  // decay on the weight, not through m/v
+  }
+};
+
+TEST(AdamW, ThreeStepsMatchTheReference) {
+  const TrainConfig c = adamw_config(0.1);
+  TwoParams tp({1.0, -0.5, 0.25}, {0.75, -2.0});
+  AdamW opt(tp.p, c);
+  // Gradients that change sign and size between steps, and a learning rate that changes too.
+  const double lrs[3] = {0.1, 0.05, 0.02};
+  const std::vector<double> gw[3] = {{0.5, -0.1, 0.0}, {-0.3, 0.2, 1e-3}, {0.4, 0.0, -2.0}};
+  const std::vector<double> gb[3] = {{0.2, -1.0}, {0.1, 3.0}, {-0.6, 0.5}};
+  std::vector<Reference> rw = {{1.0}, {-0.5}, {0.25}}, rb = {{0.75}, {-2.0}};
+  for (int t = 1; t <= 3; ++t) {
+    TwoParams::set(tp.p[tp.w].grad(), gw[t - 1]);
+    TwoParams::set(tp.p[tp.b].grad(), gb[t - 1]);
+    opt.step(lrs[t - 1]);
+    for (int i = 0; i < 3; ++i) {
+      rw[size_t(i)].step(t, gw[t - 1][size_t(i)], lrs[t - 1], c.weight_decay, c);
+      EXPECT_NEAR(tp.value(tp.w, i), rw[size_t(i)].w, kTol * std::abs(rw[size_t(i)].w)) << "w[" << i << "], step " << t;
+    }
+    for (int i = 0; i < 2; ++i) {
+      rb[size_t(i)].step(t, gb[t - 1][size_t(i)], lrs[t - 1], /*wd=*/0, c);
+      EXPECT_NEAR(tp.value(tp.b, i), rb[size_t(i)].w, kTol * std::abs(rb[size_t(i)].w)) << "b[" << i << "], step " << t;
+    }
+    if (t == 1) {
+      // By hand: bias correction makes step 1 a unit step, g / (|g| + eps) = 0.5 / 0.50000001 =
+      // 0.99999998, so w0 = 1 - 0.1 * 0.99999998 - 0.1 * 0.1 * 1 = 0.890000002 (decayed) and
+      // b0 = 0.75 - 0.1 * (0.2 / 0.20000001) = 0.65000000500000003 (not decayed).
+      EXPECT_NEAR(tp.value(tp.w, 0), 0.890000002, 1e-15);
+      EXPECT_NEAR(tp.value(tp.b, 0), 0.75 - 0.1 * (0.2 / 0.20000001), 1e-15);
+    }
+  }
+  EXPECT_EQ(opt.steps(), 3);
+}
+
+TEST(AdamW, WeightDecayIsDecoupledFromTheGradient) {
+  // With zero gradients Adam's update is zero, so a decayed weight shrinks by exactly (1 - lr * wd)
+  // a step. Decay folded into the gradient (L2, Adam's coupled form) would instead move it by about
+  // lr a step, whatever its size, since Adam normalizes the gradient.
+  const TrainConfig c = adamw_config(0.1);
+  TwoParams tp({2.0, -4.0, 0.5}, {3.0, -1.0});
+  AdamW opt(tp.p, c);
+  double expected_w[3] = {2.0, -4.0, 0.5};
+  for (double lr : {0.1, 0.5, 0.01}) {
+    opt.step(lr);  // the gradients are zero from allocate()
+    for (int i = 0; i < 3; ++i) {
+      expected_w[i] *= 1 - lr * c.weight_decay;
+      EXPECT_NEAR(tp.value(tp.w, i), expected_w[i], kTol * std::abs(expected_w[i])) << "w[" << i << "], lr " << lr;
+    }
+    EXPECT_EQ(tp.value(tp.b, 0), 3.0) << "a parameter declared without weight decay was decayed";
+    EXPECT_EQ(tp.value(tp.b, 1), -1.0) << "a parameter declared without weight decay was decayed";
+  }
+}
+
+TEST(AdamW, ModelDecaysMatricesAndEmbeddingsOnly) {
+  // README: weight decay applies to matrices and embeddings only: not norms, biases, gate biases,
+  // convolutions. Every mixer kind is built once so each of their parameters is checked.
+  Config config = parse_config(R"(model:
+  vocab_size: 11
+  hidden_size: 16
+  num_hidden_layers: 6
+  num_heads: 2
+  layers: [linear_attn, gla, retnet, deltanet, gated_deltanet, attention]
+train:
+  max_steps: 1
+)",
+                               "decay.yaml");
+  ASSERT_FALSE(config.model.tie_word_embeddings);
+  Model model(config.model, DType::f32);
+  const Parameters& p = model.params();
+  int decayed = 0, norms = 0, biases = 0, convs = 0;
+  bool embeddings = false, lm_head = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const std::string& name = p.name(int(i));
+    const bool is_conv = name.find("conv1d") != std::string::npos;
+    const bool is_norm = name.find("norm") != std::string::npos;
+    const bool is_bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    const bool is_matrix = p[int(i)].value().ndim() == 2 && !is_conv;
+    EXPECT_EQ(p.weight_decay(int(i)), is_matrix) << name;
+    EXPECT_FALSE(is_matrix && (is_norm || is_bias)) << name << ": a norm or bias that is a matrix?";
+    decayed += p.weight_decay(int(i));
+    norms += is_norm;
+    biases += is_bias;
+    convs += is_conv;
+    embeddings |= name == "model.embeddings.weight" && p.weight_decay(int(i));
+    lm_head |= name == "lm_head.weight" && p.weight_decay(int(i));
+  }
+  // The model has each kind of parameter, so the checks above are not vacuous.
+  EXPECT_GE(norms, 13);  // two per block, the final norm, the GLA/RetNet/DeltaNet output norms
+  EXPECT_GE(biases, 2);  // GLA's gate bias, Gated DeltaNet's a_proj bias
+  EXPECT_EQ(convs, 6);   // q, k, v short convolutions of the two DeltaNets
+  EXPECT_TRUE(embeddings);
+  EXPECT_TRUE(lm_head);
+  EXPECT_GT(decayed, 6 * 4);
+}
+
+TEST(Clipping, GradNormAndScale) {
+  TwoParams tp({0, 0, 0}, {0, 0});
+  TwoParams::set(tp.p[tp.w].grad(), {3.0, 0.0, -4.0});
+  TwoParams::set(tp.p[tp.b].grad(), {0.0, 12.0});
+  EXPECT_NEAR(grad_norm(tp.p), 13.0, 1e-15 * 13);  // over every parameter: sqrt(9 + 16 + 144)
+  scale_grads(tp.p, 0.5);
+  EXPECT_EQ(tp.p[tp.w].grad().data<double>()[2], -2.0);
+  EXPECT_EQ(tp.p[tp.b].grad().data<double>()[1], 6.0);
+  EXPECT_NEAR(grad_norm(tp.p), 6.5, 1e-15 * 6.5);
+}
+
+}  // namespace
+}  // namespace linattn
