@@ -1,12 +1,14 @@
-// Shared by the trainer tests: byte-level shards of the default corpus in a temporary folder, and a
-// tiny hybrid config that trains in seconds.
+// Shared by the trainer tests: byte-level shards of the default corpus (or of given text) in a
+// temporary folder, and a tiny hybrid config that trains in seconds.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "data/prepare.h"
 #include "train/config.h"
@@ -34,8 +36,33 @@ inline const std::string& corpus_shards() {
   return dir;
 }
 
-// A two-layer hybrid (GLA + sliding-window attention), 64 wide, 64-token sequences.
-inline Config tiny_config(const std::string& out_dir, const std::vector<std::string>& overrides = {}) {
+// Byte-level shards of `train_text` and `val_text` (one document each) in a temporary folder named
+// after `name`, removed at exit.
+inline std::string text_shards(const std::string& name, const std::string& train_text, const std::string& val_text) {
+  namespace fs = std::filesystem;
+  static struct Cleanup {
+    std::vector<std::string> paths;
+    ~Cleanup() {
+      for (const std::string& p : paths) fs::remove_all(p);
+    }
+  } cleanup;
+  const fs::path dir = fs::temp_directory_path() / ("linattn-" + name + "-" + std::to_string(getpid()));
+  cleanup.paths.push_back(dir.string());
+  fs::create_directories(dir / "text");
+  std::ofstream(dir / "text" / "train.txt") << train_text;
+  std::ofstream(dir / "text" / "val.txt") << val_text;
+  data::PrepareOptions o;
+  o.inputs = {(dir / "text").string()};
+  o.out_dir = (dir / "shards").string();
+  o.val_globs = {"val.txt"};
+  data::prepare(o);
+  return o.out_dir;
+}
+
+// A two-layer hybrid (GLA + sliding-window attention), 64 wide, 64-token sequences, on the data in
+// `data_dir`.
+inline Config tiny_config_on(const std::string& data_dir, const std::string& out_dir,
+                             const std::vector<std::string>& overrides = {}) {
   return parse_config(R"(model:
   vocab_size: 257
   hidden_size: 64
@@ -43,7 +70,7 @@ inline Config tiny_config(const std::string& out_dir, const std::vector<std::str
   num_heads: 2
   layers: [gla, {mixer: attention, window_size: 32}]
 data:
-  path: )" + corpus_shards() + R"(
+  path: )" + data_dir + R"(
   seq_len: 64
   val_tokens: 20000
 train:
@@ -56,6 +83,11 @@ train:
   log_every: 100
   out_dir: )" + out_dir + "\n",
                       "tiny.yaml", overrides);
+}
+
+// The same on the default corpus.
+inline Config tiny_config(const std::string& out_dir, const std::vector<std::string>& overrides = {}) {
+  return tiny_config_on(corpus_shards(), out_dir, overrides);
 }
 
 }  // namespace linattn::testing
