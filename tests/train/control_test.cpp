@@ -125,6 +125,25 @@ std::vector<int64_t> poisoned_steps(const Config& c, int64_t n) {
   return steps;
 }
 
+// Runs the trainer with its standard output captured: the summary, what it printed, and the message
+// of the error that stopped it ("" when none did).
+struct Captured {
+  TrainSummary summary;
+  std::string out, error;
+};
+Captured run_captured(Trainer& trainer) {
+  Captured c;
+  ::testing::internal::CaptureStdout();
+  try {
+    c.summary = trainer.run();
+  } catch (const std::exception& e) {
+    c.error = e.what();
+  }
+  std::fflush(stdout);
+  c.out = ::testing::internal::GetCapturedStdout();
+  return c;
+}
+
 int count(const std::string& text, const std::string& what) {
   int n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -151,10 +170,10 @@ TEST(Control, PoisonedBatchesAreSkippedAndTrainingContinues) {
                              "train.max_steps=" + std::to_string(max_steps), "train.max_bad_steps=2"});
   Trainer trainer(config);
   poison(trainer.model(), {kPoison});
-  ::testing::internal::CaptureStdout();
-  TrainSummary s = trainer.run();
-  std::fflush(stdout);
-  const std::string out = ::testing::internal::GetCapturedStdout();
+  const Captured run = run_captured(trainer);
+  const TrainSummary& s = run.summary;
+  const std::string& out = run.out;
+  ASSERT_EQ(run.error, "") << out;
 
   EXPECT_EQ(s.steps, max_steps);
   EXPECT_FALSE(s.interrupted);
@@ -187,15 +206,8 @@ TEST(Control, MaxBadStepsInARowStopTheRunWithAdvice) {
     std::vector<int32_t> bytes;
     for (int32_t b = 1; b < 256; ++b) bytes.push_back(b);
     poison(trainer.model(), bytes);
-    ::testing::internal::CaptureStdout();
-    std::string message;
-    try {
-      trainer.run();
-    } catch (const std::exception& e) {
-      message = e.what();
-    }
-    std::fflush(stdout);
-    const std::string out = ::testing::internal::GetCapturedStdout();
+    const Captured run = run_captured(trainer);
+    const std::string &message = run.error, &out = run.out;
     ASSERT_FALSE(message.empty()) << "the run did not stop\n" << out;
     EXPECT_NE(message.find("3 steps in a row"), std::string::npos) << message;
     EXPECT_NE(message.find("lower train.lr (tiny.yaml:"), std::string::npos) << message;
@@ -209,15 +221,7 @@ TEST(Control, MaxBadStepsInARowStopTheRunWithAdvice) {
     ASSERT_FALSE(bad.empty());
     Trainer trainer(c);
     poison(trainer.model(), {kPoison});
-    ::testing::internal::CaptureStdout();
-    std::string message;
-    try {
-      trainer.run();
-    } catch (const std::exception& e) {
-      message = e.what();
-    }
-    std::fflush(stdout);
-    ::testing::internal::GetCapturedStdout();
+    const std::string message = run_captured(trainer).error;
     EXPECT_NE(message.find("1 steps in a row"), std::string::npos) << message;
     // The steps before it trained and logged.
     std::vector<Logged> m = metrics(dir);
