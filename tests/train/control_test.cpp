@@ -198,8 +198,8 @@ TEST(Control, PoisonedBatchesAreSkippedAndTrainingContinues) {
 }
 
 TEST(Control, MaxBadStepsInARowStopTheRunWithAdvice) {
-  RunDir dir("bad");
   {
+    RunDir dir("bad-all");
     // Every batch is bad (every byte of the text poisoned; not 0, which the trainer's first forward
     // reads to measure the activation memory): the third bad step in a row stops the run.
     Trainer trainer(tiny(dir, {"train.max_steps=20", "train.max_bad_steps=3"}));
@@ -216,13 +216,14 @@ TEST(Control, MaxBadStepsInARowStopTheRunWithAdvice) {
   }
   {
     // max_bad_steps 1: the one poisoned step stops the run.
+    RunDir dir("bad-one");
     Config c = tiny(dir, {"train.max_steps=40", "train.max_bad_steps=1"});
     std::vector<int64_t> bad = poisoned_steps(c, 40);
     ASSERT_FALSE(bad.empty());
     Trainer trainer(c);
     poison(trainer.model(), {kPoison});
     const std::string message = run_captured(trainer).error;
-    EXPECT_NE(message.find("1 steps in a row"), std::string::npos) << message;
+    EXPECT_NE(message.find("in a row"), std::string::npos) << message;
     // The steps before it trained and logged.
     std::vector<Logged> m = metrics(dir);
     EXPECT_EQ(int64_t(m.size()), bad[0]);
