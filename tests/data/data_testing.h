@@ -16,8 +16,17 @@ namespace linattn::data::testing {
 
 namespace fs = std::filesystem;
 
-// The repository root: two folders above this header (tests/data/).
-inline fs::path repo_root() { return fs::path(__FILE__).parent_path().parent_path().parent_path(); }
+// The repository root, as an absolute path: two folders above this header (tests/data/). __FILE__ is
+// relative (to the build folder) when ccache's base_dir rewrites paths; then the root is the working
+// directory or the nearest folder above it that holds this header (ctest runs in the root).
+inline fs::path repo_root() {
+  const fs::path file(__FILE__);
+  if (file.is_absolute()) return file.parent_path().parent_path().parent_path();
+  for (fs::path dir = fs::current_path();; dir = dir.parent_path()) {
+    if (fs::exists(dir / "tests/data/data_testing.h")) return dir;
+    if (dir == dir.root_path()) return fs::absolute(file).parent_path().parent_path().parent_path();
+  }
+}
 
 // A fresh folder under the system's temporary folder, removed with the object.
 class TempDir {
