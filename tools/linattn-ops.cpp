@@ -88,7 +88,9 @@ int run(const Options& o) {
   Variable out_o, out_ht;
   if (o.op == "attention") {
     Variable k = input(in, "k", o.dtype, nullptr, needs), v = input(in, "v", o.dtype, nullptr, needs);
-    int64_t window = in.attr_int("window_size").value_or(0);
+    const int64_t window = in.attr_int("window_size").value_or(0);
+    LINATTN_REQUIRE(window >= 0, o.in, ": attribute window_size is ", window, ", expected 0 (global) or a positive "
+                    "window length");
     out_o = ops::attention(q, k, v, window, mixer.scale);
     inputs["k"] = k;
     inputs["v"] = v;
