@@ -27,7 +27,8 @@ bool shard_in_split(const std::string& path, const std::string& split) {
 }
 
 std::shared_ptr<const Dataset> Dataset::open(const std::string& dir, const std::string& split) {
-  LINATTN_REQUIRE(fs::is_directory(dir), dir, ": data folder does not exist (prepare it with linattn-data prepare)");
+  LINATTN_REQUIRE(fs::is_directory(dir), dir, fs::exists(dir) ? ": not a folder; give the data folder that holds "
+                  "train.bin and val.bin" : ": data folder does not exist (prepare it with linattn-data prepare)");
   std::vector<std::string> paths, seen;
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (!entry.is_regular_file() || entry.path().extension() != ".bin") continue;

@@ -145,7 +145,7 @@ int cmd_stats(const Args& a) {
       std::vector<std::string> found;
       for (const auto& e : fs::directory_iterator(p))
         if (e.is_regular_file() && e.path().extension() == ".bin") found.push_back(e.path().string());
-      LINATTN_CHECK(!found.empty(), p, ": folder holds no .bin shard");
+      LINATTN_REQUIRE(!found.empty(), p, ": folder holds no .bin shard (linattn-data prepare writes them)");
       std::sort(found.begin(), found.end());
       files.insert(files.end(), found.begin(), found.end());
     } else {
