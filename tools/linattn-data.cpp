@@ -296,7 +296,8 @@ int main(int argc, char** argv) {
     if (cmd == "stats") return cmd_stats(a);
     if (cmd == "encode") return cmd_encode(a);
     if (cmd == "decode") return cmd_decode(a);
-    std::fprintf(stderr, "linattn-data: unknown command '%s'\n\n%s", cmd.c_str(), usage);
+    std::fprintf(stderr, "linattn-data: error: unknown command '%s' (prepare, stats, encode or decode; see "
+                 "linattn-data --help)\n", cmd.c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-data: error: %s\n", error_message(e).c_str());

@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
       if (i + 1 >= argc) {
-        std::fprintf(stderr, "linattn-ops: %s needs a value\n", a.c_str());
+        std::fprintf(stderr, "linattn-ops: error: %s needs a value\n", a.c_str());
         std::exit(2);
       }
       return argv[++i];
@@ -179,14 +179,14 @@ int main(int argc, char** argv) {
     } else if (a == "--dtype") {
       std::string d = value();
       if (d != "f32" && d != "f64") {
-        std::fprintf(stderr, "linattn-ops: --dtype must be f32 or f64, got '%s'\n", d.c_str());
+        std::fprintf(stderr, "linattn-ops: error: --dtype must be f32 or f64, got '%s'\n", d.c_str());
         return 2;
       }
       o.dtype = d == "f32" ? DType::f32 : DType::f64;
     } else if (a == "--form") {
       std::string f = value();
       if (f != "chunk" && f != "recurrent") {
-        std::fprintf(stderr, "linattn-ops: --form must be chunk or recurrent, got '%s'\n", f.c_str());
+        std::fprintf(stderr, "linattn-ops: error: --form must be chunk or recurrent, got '%s'\n", f.c_str());
         return 2;
       }
       o.mixer.form = f == "chunk" ? ops::MixerForm::chunk : ops::MixerForm::recurrent;
@@ -197,12 +197,12 @@ int main(int argc, char** argv) {
       errno = 0;
       const long long n = std::strtoll(v.c_str(), &end, 10);
       if (v.empty() || *end != '\0' || errno != 0 || n < 1 || n > 256) {
-        std::fprintf(stderr, "linattn-ops: --chunk-size '%s' is not an integer in [1, 256]\n", v.c_str());
+        std::fprintf(stderr, "linattn-ops: error: --chunk-size '%s' is not an integer in [1, 256]\n", v.c_str());
         return 2;
       }
       o.mixer.chunk_size = n;
     } else if (a.rfind("--", 0) == 0) {
-      std::fprintf(stderr, "linattn-ops: unknown option '%s' (see linattn-ops --help)\n", a.c_str());
+      std::fprintf(stderr, "linattn-ops: error: unknown option '%s' (see linattn-ops --help)\n", a.c_str());
       return 2;
     } else {
       positional.push_back(a);
@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
   o.out = positional[2];
   const std::vector<std::string> known{"linear_attn", "gla", "deltanet", "gated_deltanet", "attention"};
   if (std::find(known.begin(), known.end(), o.op) == known.end()) {
-    std::fprintf(stderr, "linattn-ops: unknown op '%s' (linear_attn, gla, deltanet, gated_deltanet, attention)\n",
+    std::fprintf(stderr, "linattn-ops: error: unknown op '%s' (linear_attn, gla, deltanet, gated_deltanet, attention)\n",
                  o.op.c_str());
     return 2;
   }
