@@ -99,7 +99,7 @@ int run(const Options& o) {
     Variable k = input(in, "k", o.dtype, &qk, needs);
     Variable v = input(in, "v", o.dtype, nullptr, needs);
     LINATTN_REQUIRE(v.shape().ndim() == 4 && v.shape()[0] == B && v.shape()[1] == T && v.shape()[2] == H, o.in,
-                  ": dataset 'v' has shape ", v.shape().str(), ", expected [", B, ", ", T, ", ", H, ", dv]");
+                    ": dataset 'v' has shape ", v.shape().str(), ", expected [", B, ", ", T, ", ", H, ", dv]");
     const int64_t dv = v.shape()[3];
     Variable h0 = optional_input(in, "h0", o.dtype, {B, H, dk, dv});
     inputs["k"] = k;
