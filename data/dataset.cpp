@@ -27,7 +27,8 @@ bool shard_in_split(const std::string& path, const std::string& split) {
 }
 
 std::shared_ptr<const Dataset> Dataset::open(const std::string& dir, const std::string& split) {
-  LINATTN_CHECK(fs::is_directory(dir), dir, ": data folder does not exist (prepare it with linattn-data prepare)");
+  LINATTN_REQUIRE(fs::is_directory(dir), dir, fs::exists(dir) ? ": not a folder; give the data folder that holds "
+                  "train.bin and val.bin" : ": data folder does not exist (prepare it with linattn-data prepare)");
   std::vector<std::string> paths, seen;
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (!entry.is_regular_file() || entry.path().extension() != ".bin") continue;
@@ -37,8 +38,9 @@ std::shared_ptr<const Dataset> Dataset::open(const std::string& dir, const std::
   if (paths.empty()) {
     std::string listing;
     for (const std::string& s : seen) listing += " " + s;
-    LINATTN_FAIL(dir, ": no shard of the '", split, "' split (expected e.g. ", split, ".bin; the folder has",
-                 listing.empty() ? " no .bin file" : listing, ")");
+    LINATTN_REQUIRE(false, dir, ": no shard of the '", split, "' split (expected e.g. ", split, ".bin; the folder has",
+                    listing.empty() ? " no .bin file" : listing, ")",
+                    split == "val" ? "; prepare it with --val-glob or --val-fraction to have a validation split" : "");
   }
   std::sort(paths.begin(), paths.end());
   return std::make_shared<const Dataset>(paths);
@@ -52,7 +54,8 @@ Dataset::Dataset(const std::vector<std::string>& paths) {
     const ShardInfo& first = shards_.front().info();
     LINATTN_CHECK(info.tokenizer == first.tokenizer && info.vocab_size == first.vocab_size, p, ": tokenizer ",
                   info.tokenizer, " (vocabulary ", info.vocab_size, ") differs from ", first.path, "'s ",
-                  first.tokenizer, " (vocabulary ", first.vocab_size, ")");
+                  first.tokenizer, " (vocabulary ", first.vocab_size, "): a split's shards must come from one "
+                  "tokenizer; prepare the folder again");
     starts_.push_back(num_tokens_);
     num_tokens_ += info.token_count;
     has_text_bytes_ = has_text_bytes_ && info.has_text_bytes;
@@ -139,7 +142,8 @@ TrainLoader::TrainLoader(std::shared_ptr<const Dataset> data, const LoaderOption
   LINATTN_CHECK(options_.world_size >= 1 && options_.rank >= 0 && options_.rank < options_.world_size, "rank ",
                 options_.rank, " is not in [0, world_size ", options_.world_size, ")");
   LINATTN_CHECK(data_->num_tokens() >= uint64_t(options_.seq_len) + 1, "the training split has ", data_->num_tokens(),
-                " tokens; seq_len ", options_.seq_len, " needs at least ", options_.seq_len + 1);
+                " tokens; seq_len ", options_.seq_len, " needs at least ", options_.seq_len + 1,
+                ": give a smaller data.seq_len or more training text");
   state_.seed = options_.seed;
   state_.num_tokens = data_->num_tokens();
   state_.seq_len = uint64_t(options_.seq_len);
@@ -224,7 +228,7 @@ ValLoader::ValLoader(std::shared_ptr<const Dataset> data, const LoaderOptions& o
                 options_.rank, " is not in [0, world_size ", options_.world_size, ")");
   const uint64_t T = uint64_t(options_.seq_len);
   LINATTN_CHECK(data_->num_tokens() >= T + 1, "the validation split has ", data_->num_tokens(), " tokens; seq_len ", T,
-                " needs at least ", T + 1);
+                " needs at least ", T + 1, ": give a smaller data.seq_len or more validation text");
   num_windows_ = (data_->num_tokens() - 1) / T;
   if (options_.max_tokens > 0) num_windows_ = std::min(num_windows_, std::max<uint64_t>(1, options_.max_tokens / T));
 }

@@ -28,44 +28,74 @@ std::vector<std::string> split_patterns(const std::string& list) {
   return out;
 }
 
-std::vector<Document> list_documents(const std::vector<std::string>& inputs) {
-  LINATTN_CHECK(!inputs.empty(), "no input: give text files or folders of text files");
+std::vector<Document> list_documents(const std::vector<std::string>& inputs, const std::string& out_dir) {
+  LINATTN_REQUIRE(!inputs.empty(), "no input: give text files or folders of text files");
   std::vector<Document> docs;
   auto add_file = [&](const fs::path& p) {
     const uint64_t bytes = fs::file_size(p);
-    LINATTN_CHECK(bytes > 0, p.string(), ": input file is empty");
-    docs.push_back(Document{p.string(), bytes, false});
+    LINATTN_REQUIRE(bytes > 0, p.string(), ": input file is empty");
+    docs.push_back(Document{p.string(), bytes, false, 0, bytes});
+  };
+  // The output folder, when it exists: its shards and listing are never read as documents.
+  auto is_out = [&](const fs::path& p) {
+    std::error_code ec;
+    return !out_dir.empty() && fs::equivalent(p, out_dir, ec);
   };
   for (const std::string& input : inputs) {
     const fs::path p(input);
     std::error_code ec;
     const fs::file_status st = fs::status(p, ec);
-    LINATTN_CHECK(fs::exists(st), input, ": input does not exist");
+    LINATTN_REQUIRE(fs::exists(st), input, ": input does not exist");
     if (fs::is_regular_file(st)) {
       add_file(p);
       continue;
     }
-    LINATTN_CHECK(fs::is_directory(st), input, ": input is neither a file nor a folder");
+    LINATTN_REQUIRE(fs::is_directory(st), input, ": input is neither a file nor a folder");
+    LINATTN_REQUIRE(!is_out(p), "--out ", out_dir, " is the input folder ", input, ": the next prepare would read this "
+                    "one's train.bin, val.bin and documents.tsv as text; give an --out outside the input folder");
     std::vector<fs::path> files;
     for (auto it = fs::recursive_directory_iterator(p);
          it != fs::recursive_directory_iterator(); ++it) {
       const std::string name = it->path().filename().string();
-      if (!name.empty() && name[0] == '.') {  // hidden: skipped, and not entered
+      // Hidden entries and the output folder are skipped, and not entered.
+      if ((!name.empty() && name[0] == '.') || (it->is_directory() && is_out(it->path()))) {
         if (it->is_directory()) it.disable_recursion_pending();
         continue;
       }
       if (it->is_regular_file()) files.push_back(it->path());
     }
-    LINATTN_CHECK(!files.empty(), input, ": input folder holds no files");
+    LINATTN_REQUIRE(!files.empty(), input, ": input folder holds no files", out_dir.empty() ? "" : " (besides --out)");
     std::sort(files.begin(), files.end());
     for (const fs::path& f : files) add_file(f);
   }
   return docs;
 }
 
+// One file as a training and a validation document: cut after the line break nearest to the start of
+// its last `fraction` of bytes (so a UTF-8 character is never cut).
+static std::vector<Document> split_document(const Document& d, double fraction) {
+  const MappedFile file(d.path);
+  const std::string_view text = file.text();
+  const size_t target = text.size() - size_t(std::ceil(fraction * double(text.size())));
+  const size_t before = target == 0 ? std::string_view::npos : text.rfind('\n', target - 1);
+  const size_t after = text.find('\n', target);
+  size_t cut = 0;  // the first byte of the validation part
+  if (before != std::string_view::npos && before + 1 < text.size()) cut = before + 1;
+  if (after != std::string_view::npos && after + 1 < text.size() && (cut == 0 || after + 1 - target < target - cut))
+    cut = after + 1;
+  LINATTN_REQUIRE(cut > 0, d.path, ": --val-fraction on a single file splits it at a line break, and this file has "
+                  "none before its last line; give several files, or no --val-fraction");
+  Document train = d, val = d;
+  train.bytes = cut;
+  val.offset = cut;
+  val.bytes = d.bytes - cut;
+  val.val = true;
+  return {train, val};
+}
+
 void assign_validation(std::vector<Document>& docs, const std::vector<std::string>& val_globs, double val_fraction) {
-  LINATTN_CHECK(val_globs.empty() || val_fraction == 0, "give --val-glob or --val-fraction, not both");
-  LINATTN_CHECK(val_fraction >= 0 && val_fraction < 1, "--val-fraction ", val_fraction, " is not in [0, 1)");
+  LINATTN_REQUIRE(val_globs.empty() || val_fraction == 0, "give --val-glob or --val-fraction, not both");
+  LINATTN_REQUIRE(val_fraction >= 0 && val_fraction < 1, "--val-fraction ", val_fraction, " is not in [0, 1)");
   for (Document& d : docs) d.val = false;
   if (!val_globs.empty()) {
     for (Document& d : docs) {
@@ -76,11 +106,11 @@ void assign_validation(std::vector<Document>& docs, const std::vector<std::strin
     std::string joined;
     for (const std::string& g : val_globs) joined += (joined.empty() ? "" : ",") + g;
     const auto n_val = std::count_if(docs.begin(), docs.end(), [](const Document& d) { return d.val; });
-    LINATTN_CHECK(n_val > 0, "--val-glob '", joined, "' matches no input file name");
-    LINATTN_CHECK(size_t(n_val) < docs.size(), "--val-glob '", joined, "' matches every input file: nothing left to train on");
+    LINATTN_REQUIRE(n_val > 0, "--val-glob '", joined, "' matches no input file name");
+    LINATTN_REQUIRE(size_t(n_val) < docs.size(), "--val-glob '", joined, "' matches every input file: nothing left to train on");
+  } else if (val_fraction > 0 && docs.size() == 1) {
+    docs = split_document(docs[0], val_fraction);
   } else if (val_fraction > 0) {
-    LINATTN_CHECK(docs.size() >= 2, "--val-fraction needs at least 2 documents (the split is by document); got ",
-                  docs.size());
     size_t n_val = size_t(std::ceil(val_fraction * double(docs.size())));
     n_val = std::min(n_val, docs.size() - 1);
     for (size_t k = docs.size() - n_val; k < docs.size(); ++k) docs[k].val = true;
@@ -90,10 +120,10 @@ void assign_validation(std::vector<Document>& docs, const std::vector<std::strin
 PrepareResult prepare(const PrepareOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  LINATTN_CHECK(!options.out_dir.empty(), "no output folder (--out DIR)");
+  LINATTN_REQUIRE(!options.out_dir.empty(), "no output folder: give --out DIR");
 
   PrepareResult result;
-  result.documents = list_documents(options.inputs);
+  result.documents = list_documents(options.inputs, options.out_dir);
   assign_validation(result.documents, options.val_globs, options.val_fraction);
   const auto tokenizer =
       make_tokenizer(options.tokenizer, options.gpt2_dir.empty() ? default_gpt2_dir() : options.gpt2_dir);
@@ -116,11 +146,11 @@ PrepareResult prepare(const PrepareOptions& options) {
   for (size_t k = 0; k < result.documents.size(); ++k) {
     const Document& d = result.documents[k];
     const MappedFile file(d.path);
-    LINATTN_CHECK(file.size() == d.bytes, d.path, ": changed while being read (", d.bytes, " then ", file.size(),
-                  " bytes)");
+    LINATTN_REQUIRE(file.size() == d.file_bytes, d.path, ": changed while being read (", d.file_bytes, " then ",
+                    file.size(), " bytes); run prepare again when nothing writes to it");
     ids.clear();
     ids.push_back(tokenizer->eot());  // every document starts with end-of-text, as in llm.c's shards
-    tokenizer->encode(file.text(), ids, d.path);
+    tokenizer->encode(file.text().substr(d.offset, d.bytes), ids, d.path);
     (d.val ? *val : train).add_document(ids.data(), ids.size(), d.bytes);
     doc_tokens.push_back(ids.size());
     done_bytes += d.bytes;

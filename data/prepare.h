@@ -26,8 +26,10 @@ struct PrepareOptions {
 
 struct Document {
   std::string path;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;  // the document's length; the file's when it is not split
   bool val = false;
+  uint64_t offset = 0;      // where the document starts in its file (a single file split in two)
+  uint64_t file_bytes = 0;  // the file's size when listed
 };
 
 struct PrepareResult {
@@ -39,11 +41,13 @@ struct PrepareResult {
 };
 
 // The documents of the inputs, in order: each file as given, each folder's files sorted by path.
-// Missing inputs, empty files and folders without files are errors naming them.
-std::vector<Document> list_documents(const std::vector<std::string>& inputs);
+// Missing inputs, empty files and folders without files are errors naming them. The folder out_dir
+// (the output) is skipped inside an input folder, and is an error when it is an input folder.
+std::vector<Document> list_documents(const std::vector<std::string>& inputs, const std::string& out_dir = "");
 
 // Marks the validation documents (see PrepareOptions) and checks that both splits are non-empty when
-// a split was asked for.
+// a split was asked for. A single document with a val_fraction is split in two at the line break
+// nearest to the last val_fraction of its bytes: the first part trains, the second validates.
 void assign_validation(std::vector<Document>& documents, const std::vector<std::string>& val_globs, double val_fraction);
 
 // Writes OUT_DIR/train.bin, OUT_DIR/val.bin (when there are validation documents) and

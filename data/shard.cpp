@@ -97,10 +97,10 @@ TokenShard::TokenShard(const std::string& path, bool validate_tokens) : file_(pa
   const uint64_t available = n - info_.data_offset;  // bytes after the header
   LINATTN_CHECK(info_.token_count <= available / info_.token_width, path, ": truncated shard: the header promises ",
                 info_.token_count, " tokens of ", info_.token_width, " bytes but the file ends at byte offset ", n,
-                " after ", available / info_.token_width, " tokens");
+                " after ", available / info_.token_width, " tokens (an interrupted copy or write: prepare it again)");
   const uint64_t expected = info_.data_offset + info_.token_count * info_.token_width;
   LINATTN_CHECK(n == expected, path, ": ", n - expected, " unexpected bytes after the last token at byte offset ",
-                expected, " (the header says ", info_.token_count, " tokens)");
+                expected, " (the header says ", info_.token_count, " tokens; prepare it again)");
   tokens_ = p + info_.data_offset;
   if (validate_tokens) {
     const uint32_t w = info_.token_width;

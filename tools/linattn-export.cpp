@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   try {
     return listing ? list(positional[0]) : export_weights(positional[0], positional[1], dtype);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "linattn-export: error: %s\n", e.what());
+    std::fprintf(stderr, "linattn-export: error: %s\n", error_message(e).c_str());
     return 1;
   }
 }

@@ -1,6 +1,9 @@
 // linattn-ops: runs one token mixer on inputs from an HDF5 file and writes its outputs and
 // gradients to another, so the kernels can be checked against any other implementation.
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -38,7 +41,7 @@ OUT.h5:    o, ht (linear mixers), zt (normalize), and the gradient of every inpu
 options:
   --dtype f32|f64          compute in float32 or float64 (default f64)
   --form chunk|recurrent   the chunkwise training kernels or the step-by-step recurrence (default chunk)
-  --chunk-size N           chunk length of the chunk form (default 64)
+  --chunk-size N           chunk length of the chunk form, 1 to 256 (default 64)
 )";
 
 struct Options {
@@ -47,13 +50,23 @@ struct Options {
   ops::MixerOptions mixer;
 };
 
+// The largest dataset read: 2^32 values (32 GiB in float64), far beyond what a conformance check needs;
+// bounding it turns a corrupt or mistyped shape into an error naming the dataset instead of bad_alloc.
+constexpr int64_t kMaxValues = int64_t(1) << 32;
+
 // Reads a dataset (float64 in the file) as the compute dtype, checking its shape when one is given.
 Variable input(const H5File& f, const std::string& name, DType dtype, const Shape* expected, const std::string& needs) {
-  LINATTN_CHECK(f.has(name), f.path(), ": missing dataset '", name, "' (", needs, ")");
+  LINATTN_REQUIRE(f.has(name), f.path(), ": missing dataset '", name, "' (", needs, ")");
   Shape s = f.shape(name);
+  int64_t values = 1;
+  for (int d = 0; d < s.ndim(); ++d) {
+    LINATTN_REQUIRE(s[d] >= 1 && s[d] <= kMaxValues / values, f.path(), ": dataset '", name, "' has shape ", s.str(),
+                    ": every size must be at least 1 and all of them together at most ", kMaxValues, " values");
+    values *= s[d];
+  }
   if (expected)
-    LINATTN_CHECK(s == *expected, f.path(), ": dataset '", name, "' has shape ", s.str(), ", expected ",
-                  expected->str());
+    LINATTN_REQUIRE(s == *expected, f.path(), ": dataset '", name, "' has shape ", s.str(), ", expected ",
+                    expected->str());
   return Variable(f.read(name, dtype), true);
 }
 
@@ -69,7 +82,7 @@ int run(const Options& o) {
                             : o.op == "gated_deltanet" ? "gated_deltanet needs q, k, v, beta, a"
                                                        : o.op + " needs q, k, v";
   Variable q = input(in, "q", o.dtype, nullptr, needs);
-  LINATTN_CHECK(q.shape().ndim() == 4, o.in, ": dataset 'q' has shape ", q.shape().str(), ", expected [B, T, H, dk]");
+  LINATTN_REQUIRE(q.shape().ndim() == 4, o.in, ": dataset 'q' has shape ", q.shape().str(), ", expected [B, T, H, dk]");
   const int64_t B = q.shape()[0], T = q.shape()[1], H = q.shape()[2], dk = q.shape()[3];
   ops::MixerOptions mixer = o.mixer;
   if (auto s = in.attr_double("scale")) mixer.scale = *s;
@@ -78,7 +91,9 @@ int run(const Options& o) {
   Variable out_o, out_ht, out_zt;
   if (o.op == "attention") {
     Variable k = input(in, "k", o.dtype, nullptr, needs), v = input(in, "v", o.dtype, nullptr, needs);
-    int64_t window = in.attr_int("window_size").value_or(0);
+    const int64_t window = in.attr_int("window_size").value_or(0);
+    LINATTN_REQUIRE(window >= 0, o.in, ": attribute window_size is ", window, ", expected 0 (global) or a positive "
+                    "window length");
     out_o = ops::attention(q, k, v, window, mixer.scale);
     inputs["k"] = k;
     inputs["v"] = v;
@@ -86,8 +101,8 @@ int run(const Options& o) {
     Shape qk{B, T, H, dk};
     Variable k = input(in, "k", o.dtype, &qk, needs);
     Variable v = input(in, "v", o.dtype, nullptr, needs);
-    LINATTN_CHECK(v.shape().ndim() == 4 && v.shape()[0] == B && v.shape()[1] == T && v.shape()[2] == H, o.in,
-                  ": dataset 'v' has shape ", v.shape().str(), ", expected [", B, ", ", T, ", ", H, ", dv]");
+    LINATTN_REQUIRE(v.shape().ndim() == 4 && v.shape()[0] == B && v.shape()[1] == T && v.shape()[2] == H, o.in,
+                    ": dataset 'v' has shape ", v.shape().str(), ", expected [", B, ", ", T, ", ", H, ", dv]");
     const int64_t dv = v.shape()[3];
     Variable h0 = optional_input(in, "h0", o.dtype, {B, H, dk, dv});
     inputs["k"] = k;
@@ -96,7 +111,7 @@ int run(const Options& o) {
     ops::MixerOutput r;
     if (o.op == "linear_attn") {
       std::string fm = in.attr_string("feature_map").value_or("identity");
-      LINATTN_CHECK(fm == "identity" || fm == "elu1" || fm == "relu", o.in, ": attribute feature_map is '", fm,
+      LINATTN_REQUIRE(fm == "identity" || fm == "elu1" || fm == "relu", o.in, ": attribute feature_map is '", fm,
                     "', expected identity, elu1 or relu");
       cpu::FeatureMap phi = fm == "elu1" ? cpu::FeatureMap::elu1 : fm == "relu" ? cpu::FeatureMap::relu
                                                                                 : cpu::FeatureMap::identity;
@@ -168,7 +183,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
       if (i + 1 >= argc) {
-        std::fprintf(stderr, "linattn-ops: %s needs a value\n", a.c_str());
+        std::fprintf(stderr, "linattn-ops: error: %s needs a value\n", a.c_str());
         std::exit(2);
       }
       return argv[++i];
@@ -179,25 +194,30 @@ int main(int argc, char** argv) {
     } else if (a == "--dtype") {
       std::string d = value();
       if (d != "f32" && d != "f64") {
-        std::fprintf(stderr, "linattn-ops: --dtype must be f32 or f64, got '%s'\n", d.c_str());
+        std::fprintf(stderr, "linattn-ops: error: --dtype must be f32 or f64, got '%s'\n", d.c_str());
         return 2;
       }
       o.dtype = d == "f32" ? DType::f32 : DType::f64;
     } else if (a == "--form") {
       std::string f = value();
       if (f != "chunk" && f != "recurrent") {
-        std::fprintf(stderr, "linattn-ops: --form must be chunk or recurrent, got '%s'\n", f.c_str());
+        std::fprintf(stderr, "linattn-ops: error: --form must be chunk or recurrent, got '%s'\n", f.c_str());
         return 2;
       }
       o.mixer.form = f == "chunk" ? ops::MixerForm::chunk : ops::MixerForm::recurrent;
     } else if (a == "--chunk-size") {
-      o.mixer.chunk_size = std::atoll(value().c_str());
-      if (o.mixer.chunk_size < 1) {
-        std::fprintf(stderr, "linattn-ops: --chunk-size must be a positive integer\n");
+      // The bound of the config's model.chunk_size: a chunk's C x C blocks stay small.
+      const std::string v = value();
+      char* end = nullptr;
+      errno = 0;
+      const long long n = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || errno != 0 || n < 1 || n > 256) {
+        std::fprintf(stderr, "linattn-ops: error: --chunk-size '%s' is not an integer in [1, 256]\n", v.c_str());
         return 2;
       }
+      o.mixer.chunk_size = n;
     } else if (a.rfind("--", 0) == 0) {
-      std::fprintf(stderr, "linattn-ops: unknown option '%s'\n\n%s", a.c_str(), kUsage);
+      std::fprintf(stderr, "linattn-ops: error: unknown option '%s' (see linattn-ops --help)\n", a.c_str());
       return 2;
     } else {
       positional.push_back(a);
@@ -212,14 +232,14 @@ int main(int argc, char** argv) {
   o.out = positional[2];
   const std::vector<std::string> known{"linear_attn", "gla", "deltanet", "gated_deltanet", "attention"};
   if (std::find(known.begin(), known.end(), o.op) == known.end()) {
-    std::fprintf(stderr, "linattn-ops: unknown op '%s' (linear_attn, gla, deltanet, gated_deltanet, attention)\n",
+    std::fprintf(stderr, "linattn-ops: error: unknown op '%s' (linear_attn, gla, deltanet, gated_deltanet, attention)\n",
                  o.op.c_str());
     return 2;
   }
   try {
     return run(o);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "linattn-ops: error: %s\n", e.what());
+    std::fprintf(stderr, "linattn-ops: error: %s\n", error_message(e).c_str());
     return 1;
   }
 }

@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
     return s.interrupted ? 130 : 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-train: error%s: %s\n",
-                 comm->world_size() > 1 ? (" on rank " + std::to_string(comm->rank())).c_str() : "", e.what());
+                 comm->world_size() > 1 ? (" on rank " + std::to_string(comm->rank())).c_str() : "",
+                 linattn::error_message(e).c_str());
     if (comm->world_size() > 1) comm->abort(1);  // the other ranks must not wait for this one
     return 1;
   }

@@ -16,7 +16,6 @@ namespace linattn::data::testing {
 
 namespace fs = std::filesystem;
 
-// The repository root: two folders above this header (tests/data/).
 // The source tree, from the build (not __FILE__, which a compiler cache may make relative).
 inline fs::path repo_root() { return fs::path(LINATTN_SOURCE_DIR); }
 

