@@ -1,8 +1,12 @@
 #include "core/hdf5.h"
 
+#include <fcntl.h>
 #include <hdf5.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -10,11 +14,16 @@
 
 namespace linattn {
 
+namespace fs = std::filesystem;
+
 namespace {
 
-// Silence HDF5's stack printing once; errors surface as exceptions instead.
+// Silence HDF5's stack printing once; errors surface as exceptions instead. HDF5's exit handler
+// is not installed: after a write failed for lack of space the file cannot be closed, and HDF5 1.10
+// crashes (SIGSEGV) when it tries again at exit. Every file is closed by its H5File.
 void quiet_hdf5() {
   static bool done = [] {
+    H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     return true;
   }();
@@ -30,14 +39,51 @@ hid_t mem_type(DType t) {
   return H5T_NATIVE_DOUBLE;
 }
 
-// Closes an HDF5 handle at scope exit.
+// Closes an HDF5 handle at scope exit, or at close_now(), which says whether closing succeeded (a
+// dataset's cached chunks are written when it closes).
 struct Handle {
   hid_t id;
   herr_t (*close)(hid_t);
+  bool close_now() {
+    herr_t status = id >= 0 ? close(id) : -1;
+    id = -1;
+    return status >= 0;
+  }
   ~Handle() {
     if (id >= 0) close(id);
   }
 };
+
+// Why a write to `path` failed, when the disk is full: errno `err` (of the failed call) is ENOSPC,
+// or the folder's file system has next to nothing left. "" otherwise.
+std::string space_problem(const std::string& path, int err) {
+  fs::path dir = fs::absolute(path).parent_path();
+  struct statvfs st;
+  if (::statvfs(dir.c_str(), &st) != 0) return err == ENOSPC ? ": no space left on the device" : "";
+  const unsigned long long free_bytes = (unsigned long long)st.f_bavail * st.f_frsize;
+  if (err != ENOSPC && free_bytes >= (1u << 20)) return "";
+  return ": no space left on the device (" + std::to_string(free_bytes / 1024) + " KiB free in '" + dir.string() +
+         "'): free some space there or write somewhere else";
+}
+
+// Throws "<what>: no space left ..." (or "<what><otherwise>") unless ok. Call it right after the
+// failed call, before errno changes.
+template <class... Args>
+void require_written(bool ok, const std::string& path, const std::string& otherwise, Args&&... what) {
+  if (ok) return;
+  const int err = errno;
+  std::string space = space_problem(path, err);
+  LINATTN_REQUIRE(false, std::forward<Args>(what)..., space.empty() ? otherwise : space);
+}
+
+void fsync_path(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  LINATTN_REQUIRE(fd >= 0, "cannot open '", path, "' to flush it to disk: ", std::strerror(errno));
+  const int rc = ::fsync(fd), err = errno;
+  ::close(fd);
+  errno = err;
+  require_written(rc == 0, path, std::string(": ") + std::strerror(err), "cannot flush '", path, "' to disk");
+}
 
 }  // namespace
 
@@ -48,15 +94,29 @@ H5File::H5File(const std::string& path, Mode mode) : path_(path) {
     LINATTN_CHECK(H5Fis_hdf5(path.c_str()) > 0, "cannot open '", path,
                   "': not an HDF5 file (or its header is damaged)");
     file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    LINATTN_REQUIRE(file_ >= 0, "cannot open the HDF5 file '", path, "' (check the path and permissions)");
   } else {
+    errno = 0;
     file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    require_written(file_ >= 0, path, " (check the path and permissions)", "cannot create the HDF5 file '", path,
+                    "'");
   }
-  LINATTN_CHECK(file_ >= 0, "cannot ", mode == Mode::read ? "open" : "create", " the HDF5 file '", path,
-                "' (check the path and permissions)");
 }
 
 H5File::~H5File() {
   if (file_ >= 0) H5Fclose(file_);
+}
+
+void H5File::close() {
+  if (file_ < 0) return;
+  errno = 0;
+  bool ok = H5Fflush(file_, H5F_SCOPE_GLOBAL) >= 0;
+  const int err = errno;
+  ok = H5Fclose(file_) >= 0 && ok;
+  file_ = -1;
+  errno = err ? err : errno;
+  require_written(ok, path_, " (is the disk full or the file system read-only?)", "cannot finish writing '", path_,
+                  "'");
 }
 
 bool H5File::has(const std::string& name) const {
@@ -127,9 +187,11 @@ void H5File::write(const std::string& name, const Tensor& t, bool checksum) {
   }
   Handle ds{H5Dcreate2(file_, name.c_str(), mem_type(t.dtype()), space.id, H5P_DEFAULT, props.id, H5P_DEFAULT),
             H5Dclose};
-  LINATTN_CHECK(ds.id >= 0, "cannot create dataset '", name, "' in '", path_, "' (does it exist already?)");
-  LINATTN_CHECK(H5Dwrite(ds.id, mem_type(t.dtype()), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()) >= 0,
-                "cannot write dataset '", name, "' to '", path_, "' (is the disk full?)");
+  require_written(ds.id >= 0, path_, " (does it exist already?)", "cannot create dataset '", name, "' in '", path_,
+                  "'");
+  errno = 0;
+  bool ok = H5Dwrite(ds.id, mem_type(t.dtype()), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()) >= 0 && ds.close_now();
+  require_written(ok, path_, "", "cannot write dataset '", name, "' to '", path_, "'");
 }
 
 // float32 bits -> IEEE half bits, rounded to nearest even; overflow gives infinity.
@@ -164,9 +226,10 @@ void H5File::write_half(const std::string& name, const Tensor& t, Half kind) {
     std::vector<uint16_t> bits(size_t(f.numel()));
     const uint32_t* src = static_cast<const uint32_t*>(f.raw());
     for (size_t i = 0; i < bits.size(); ++i) bits[i] = float_to_half_bits(src[i]);
+    errno = 0;
     Handle ds{H5Dcreate2(file_, name.c_str(), half.id, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose};
-    LINATTN_CHECK(ds.id >= 0 && H5Dwrite(ds.id, half.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, bits.data()) >= 0,
-                  "cannot write dataset '", name, "' to '", path_, "'");
+    bool ok = ds.id >= 0 && H5Dwrite(ds.id, half.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, bits.data()) >= 0 && ds.close_now();
+    require_written(ok, path_, "", "cannot write dataset '", name, "' to '", path_, "'");
     return;
   }
   // bfloat16: the top 16 bits of the float32, rounded to nearest even.
@@ -177,15 +240,18 @@ void H5File::write_half(const std::string& name, const Tensor& t, Half kind) {
     bool nan = (x & 0x7f800000u) == 0x7f800000u && (x & 0x007fffffu);
     bits[i] = nan ? uint16_t((x >> 16) | 0x40) : uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
   }
+  errno = 0;
   Handle ds{H5Dcreate2(file_, name.c_str(), H5T_NATIVE_UINT16, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
             H5Dclose};
-  LINATTN_CHECK(ds.id >= 0 && H5Dwrite(ds.id, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, bits.data()) >= 0,
-                "cannot write dataset '", name, "' to '", path_, "'");
+  require_written(ds.id >= 0 && H5Dwrite(ds.id, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, bits.data()) >= 0,
+                  path_, "", "cannot write dataset '", name, "' to '", path_, "'");
   Handle tspace{H5Screate(H5S_SCALAR), H5Sclose};
   Handle str{H5Tcopy(H5T_C_S1), H5Tclose};
   H5Tset_size(str.id, 8);
   Handle attr{H5Acreate2(ds.id, "dtype", str.id, tspace.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
   LINATTN_CHECK(attr.id >= 0 && H5Awrite(attr.id, str.id, "bfloat16") >= 0, "cannot tag dataset '", name, "'");
+  attr.close_now();
+  require_written(ds.close_now(), path_, "", "cannot write dataset '", name, "' to '", path_, "'");
 }
 
 static void write_attr(hid_t file, const std::string& name, hid_t type, const void* value) {
@@ -241,6 +307,25 @@ std::optional<std::string> H5File::attr_string(const std::string& name) const {
   return out;
 }
 
-void H5File::flush() { H5Fflush(file_, H5F_SCOPE_GLOBAL); }
+void write_h5_atomically(const std::string& path, const std::function<void(H5File&)>& fill) {
+  fs::path target(path);
+  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  // The temporary name is in the same folder, so the rename below is atomic.
+  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
+  try {
+    H5File f(tmp, H5File::Mode::create);
+    fill(f);
+    f.close();
+    fsync_path(tmp, false);
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    LINATTN_REQUIRE(!ec, "cannot move the new file into place at '", path, "': ", ec.message());
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw;
+  }
+  fsync_path(target.has_parent_path() ? target.parent_path().string() : ".", true);
+}
 
 }  // namespace linattn

@@ -1,9 +1,11 @@
 // Tensors in HDF5 files: one dataset per tensor, attributes on the root group. Used by the
 // conformance tool, checkpoints and export. HDF5's own error printing is silenced; every failure
-// throws linattn::Error naming the file and the dataset.
+// throws linattn::Error naming the file and the dataset (and, for writes that ran out of space,
+// saying that the disk is full).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,10 +49,18 @@ class H5File {
   std::optional<std::string> attr_string(const std::string& name) const;
 
   void flush();
+  // Flushes and closes the file, throwing when any of it fails (a write that ran out of space can
+  // first show at this point). The destructor closes silently; call close() when the file matters.
+  void close();
 
  private:
   std::string path_;
   int64_t file_ = -1;  // hid_t
 };
+
+// Writes the HDF5 file `path` through a temporary file in the same folder: `fill` writes into it,
+// then it is closed, flushed to disk and renamed over `path`. When anything fails the temporary
+// file is removed, `path` is left as it was, and the error says what failed (a full disk as such).
+void write_h5_atomically(const std::string& path, const std::function<void(H5File&)>& fill);
 
 }  // namespace linattn

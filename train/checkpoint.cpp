@@ -1,6 +1,5 @@
 #include "train/checkpoint.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -18,14 +17,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* kFormat = "linattn-checkpoint";
-
-void fsync_path(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  LINATTN_REQUIRE(fd >= 0, "cannot open '", path, "' to flush it to disk");
-  int rc = ::fsync(fd);
-  ::close(fd);
-  LINATTN_REQUIRE(rc == 0, "fsync of '", path, "' failed (is the disk full?)");
-}
 
 void write_sampler(H5File& f, const data::SamplerState& s) {
   f.set_attr("data.seed", int64_t(s.seed));
@@ -144,12 +135,7 @@ void prune_checkpoints(const std::string& out_dir, int64_t keep) {
 
 void save_checkpoint(const std::string& path, const Config& config, const Model& model, const AdamW* optimizer,
                      const TrainState& state) {
-  fs::path target(path);
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
-  // The temporary name is in the same folder, so the rename below is atomic.
-  std::string tmp = path + ".tmp-" + std::to_string(getpid());
-  try {
-    H5File f(tmp, H5File::Mode::create);
+  write_h5_atomically(path, [&](H5File& f) {
     f.set_attr("format", std::string(kFormat));
     f.set_attr("format_version", kCheckpointFormatVersion);
     f.set_attr("linattn_version", std::string(LINATTN_VERSION));
@@ -169,19 +155,30 @@ void save_checkpoint(const std::string& path, const Config& config, const Model&
         f.write("optimizer.v." + p.name(int(i)), optimizer->v()[int(i)], true);
       }
     }
-    f.flush();
-  } catch (...) {
-    fs::remove(tmp);
-    throw;
+  });
+}
+
+std::string checkpoint_problem(const std::string& path) {
+  try {
+    H5File f(path, H5File::Mode::read);
+    check_format(f);
+    required_int(f, "step");
+    // Reading every dataset verifies its Fletcher-32 checksums.
+    for (const std::string& name : f.dataset_names()) f.read(name, DType::f64);
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
   }
-  fsync_path(tmp, false);
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp);
-    LINATTN_REQUIRE(false, "cannot move the new checkpoint into place at '", path, "': ", ec.message());
+}
+
+std::string latest_verified_checkpoint(const std::string& out_dir, std::vector<std::string>* skipped) {
+  auto all = list_checkpoints(out_dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    std::string problem = checkpoint_problem(it->string());
+    if (problem.empty()) return it->string();
+    if (skipped) skipped->push_back(it->string() + ": " + problem);
   }
-  fsync_path(target.has_parent_path() ? target.parent_path().string() : ".", true);
+  return "";
 }
 
 std::string checkpoint_config_text(const std::string& path) {

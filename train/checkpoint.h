@@ -43,6 +43,12 @@ void load_checkpoint(const std::string& path, const Config& config, Model& model
 std::string checkpoint_path(const std::string& out_dir, int64_t step);
 // The newest checkpoint in RUN_DIR/checkpoints, or "" when there is none.
 std::string latest_checkpoint(const std::string& out_dir);
+// What is wrong with the checkpoint at `path` (not a checkpoint, truncated, a checksum that does not
+// match), or "" when it reads back intact.
+std::string checkpoint_problem(const std::string& path);
+// The newest checkpoint in RUN_DIR/checkpoints that reads back intact, or "" when there is none.
+// Each newer one passed over is added to `skipped` as "PATH: what is wrong with it".
+std::string latest_verified_checkpoint(const std::string& out_dir, std::vector<std::string>* skipped);
 // Deletes all but the newest `keep` checkpoints of the run.
 void prune_checkpoints(const std::string& out_dir, int64_t keep);
 

@@ -56,6 +56,19 @@ std::string json_number(double v) {
   return buf;
 }
 
+// A fresh run must not write into the folder of another: its metrics would mix, and pruning by
+// step number would delete checkpoints of either run.
+void refuse_existing_run(const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  const fs::path metrics = fs::path(out_dir) / "metrics.jsonl";
+  const std::string checkpoint = latest_checkpoint(out_dir);
+  const bool has_metrics = fs::exists(metrics) && fs::file_size(metrics) > 0;
+  LINATTN_REQUIRE(checkpoint.empty() && !has_metrics, "the run folder '", out_dir, "' already holds a run (",
+                  checkpoint.empty() ? metrics.string() : checkpoint,
+                  "): continue it with --resume ", out_dir, ", or start a new run in another folder with --out DIR "
+                  "(or delete this one)");
+}
+
 }  // namespace
 
 void install_interrupt_handlers() {
@@ -103,9 +116,12 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
                 ": vocab_size ", m.vocab_size, " is smaller than the data's vocabulary (", train_data_->vocab_size(),
                 " tokens, tokenizer '", train_data_->tokenizer(), "'): set model.vocab_size to at least ",
                 train_data_->vocab_size());
-  LINATTN_REQUIRE(train_data_->num_tokens() > uint64_t(config_.data.seq_len) + 1, "the training split in '", dir,
-                "' has only ", train_data_->num_tokens(), " tokens, fewer than one sequence of data.seq_len + 1 = ",
-                config_.data.seq_len + 1);
+  for (const auto& [split, data] : {std::pair{"training", train_data_}, {"validation", val_data_}})
+    LINATTN_REQUIRE(data->num_tokens() >= uint64_t(config_.data.seq_len) + 1, config_.where("data.seq_len"), ": the ",
+                    split, " split (", data->shards().front().info().path, data->shards().size() > 1 ? " and more" : "",
+                    ") has only ", data->num_tokens(), " tokens, fewer than one sequence of data.seq_len + 1 = ",
+                    config_.data.seq_len + 1, ": lower data.seq_len to at most ", int64_t(data->num_tokens()) - 1,
+                    ", or prepare the data with a larger ", split, " split");
 
   accumulation_ = t.batch_size / world / micro_;
   model_ = std::make_unique<Model>(m, dtype_);
@@ -119,10 +135,18 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   lo.world_size = int(world);
   loader_ = std::make_unique<data::TrainLoader>(train_data_, lo);
   start_.best_val_loss = NAN;
-  if (!resume.empty()) {
-    std::string path = resume == "latest" ? latest_checkpoint(t.out_dir) : resume;
-    LINATTN_REQUIRE(!path.empty(), "--resume latest: no checkpoint in '", t.out_dir,
-                    "/checkpoints'; train without --resume first, or give a checkpoint's path");
+  if (resume.empty()) {
+    refuse_existing_run(t.out_dir);
+  } else {
+    std::string path = resume;
+    const std::string run_dir = resume == "latest" ? t.out_dir : resume;
+    if (std::filesystem::is_directory(run_dir)) {
+      std::vector<std::string> skipped;
+      path = latest_verified_checkpoint(run_dir, &skipped);
+      for (const std::string& s : skipped) say("warning: --resume: skipping the damaged checkpoint %s\n", s.c_str());
+      LINATTN_REQUIRE(!path.empty(), "--resume: no ", skipped.empty() ? "" : "intact ", "checkpoint in '", run_dir,
+                      "/checkpoints'; train without --resume first, or give a checkpoint's path");
+    }
     std::vector<std::string> warnings;
     load_checkpoint(path, config_, *model_, optimizer_.get(), &start_, &warnings);
     loader_->restore(start_.sampler);
@@ -260,7 +284,14 @@ void Trainer::save(const TrainState& state) {
   if (!comm_->is_root()) return;
   auto t0 = std::chrono::steady_clock::now();
   std::string path = checkpoint_path(config_.train.out_dir, state.step);
-  save_checkpoint(path, config_, *model_, optimizer_.get(), state);
+  try {
+    save_checkpoint(path, config_, *model_, optimizer_.get(), state);
+  } catch (const Error& e) {
+    std::string earlier = latest_checkpoint(config_.train.out_dir);
+    throw Error("the checkpoint of step " + std::to_string(state.step) + " was not written: " + e.what() + "\n" +
+                (earlier.empty() ? std::string("there is no earlier checkpoint")
+                                 : "the earlier checkpoint " + earlier + " is intact; continue from it with --resume"));
+  }
   prune_checkpoints(config_.train.out_dir, config_.checkpoint.keep_last);
   say("checkpoint: %s (%.2f s)\n", path.c_str(),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

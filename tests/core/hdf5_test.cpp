@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "small_disk.h"
 #include "testing.h"
 
 namespace linattn {
@@ -85,6 +86,40 @@ TEST(H5File, MissingOrForeignFilesAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("not an HDF5 file"), std::string::npos) << e.what();
   }
   std::filesystem::remove(path);
+}
+
+TEST(H5File, AFullDiskIsAClearErrorAndLeavesTheOldFile) {
+  // A 512 KiB disk holding a small file; rewriting it with more than fits must fail wherever HDF5
+  // first notices (a dataset write, a cached chunk written when the dataset closes, the final
+  // flush), say that the disk is full, and leave the old file and no temporary file behind.
+  const std::string dir = temp_path("small-disk");
+  testing::SmallDisk disk(dir, 512 * 1024);
+  if (!disk.mounted()) GTEST_SKIP() << disk.why_not();
+  const std::string path = dir + "/x.h5";
+  Tensor small = Tensor::empty({10}, DType::f32);
+  small.fill_(1.5);
+  write_h5_atomically(path, [&](H5File& f) { f.write("w", small); });
+  for (int64_t numel : {int64_t(40000), int64_t(200000), int64_t(1000000)}) {
+    for (bool checksum : {false, true}) {
+      SCOPED_TRACE("numel " + std::to_string(numel) + (checksum ? " with checksum" : ""));
+      Tensor big = Tensor::empty({numel}, DType::f32);
+      big.fill_(2.5);
+      std::string msg;
+      try {
+        write_h5_atomically(path, [&](H5File& f) {
+          for (int i = 0; i < 4; ++i) f.write("w" + std::to_string(i), big, checksum);
+        });
+      } catch (const Error& e) {
+        msg = e.what();
+      }
+      EXPECT_NE(msg.find("no space left on the device"), std::string::npos) << msg;
+      H5File f(path, H5File::Mode::read);
+      EXPECT_CLOSE(f.read("w", DType::f32), small, 0.0);
+      int files = 0;
+      for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file();
+      EXPECT_EQ(files, 1) << "a temporary file was left behind";
+    }
+  }
 }
 
 }  // namespace

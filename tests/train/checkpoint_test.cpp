@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/hdf5.h"
+#include "small_disk.h"
 #include "testing.h"
 #include "train/trainer.h"
 #include "train_testing.h"
@@ -122,6 +123,47 @@ TEST_F(Checkpoints, AnotherModelIsRefusedNamingTheFields) {
   EXPECT_EQ(warnings[0], "train.lr: 0.003 -> 0.001");
 }
 
+TEST_F(Checkpoints, ResumeLatestSkipsADamagedNewestCheckpoint) {
+  Config c = testing::tiny_config(dir_, {"train.max_steps=4", "checkpoint.every=2", "checkpoint.keep_last=5"});
+  Trainer(c).run();
+  const std::string newest = checkpoint_path(dir_, 4);
+  fs::resize_file(newest, fs::file_size(newest) / 2);
+  std::vector<std::string> skipped;
+  EXPECT_EQ(latest_verified_checkpoint(dir_, &skipped), checkpoint_path(dir_, 2));
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0].rfind(newest + ": ", 0), 0u) << skipped[0];
+
+  Config more = testing::tiny_config(dir_, {"train.max_steps=6", "checkpoint.every=2", "checkpoint.keep_last=5"});
+  ::testing::internal::CaptureStdout();
+  TrainSummary rest = Trainer(more, "latest").run();
+  std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rest.losses.size(), 4u) << out;
+  EXPECT_NE(out.find("skipping the damaged checkpoint " + newest), std::string::npos) << out;
+  EXPECT_NE(out.find("resumed from " + checkpoint_path(dir_, 2)), std::string::npos) << out;
+}
+
+TEST_F(Checkpoints, AFreshRunIntoAFolderWithARunIsRefused) {
+  Config c = testing::tiny_config(dir_, {"train.max_steps=2"});
+  Trainer(c).run();
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string config = read(fs::path(dir_) / "config.yaml"), metrics = read(fs::path(dir_) / "metrics.jsonl");
+  ASSERT_FALSE(metrics.empty());
+  Config other = testing::tiny_config(dir_, {"train.max_steps=3"});
+  for (bool with_checkpoints : {true, false}) {
+    SCOPED_TRACE(with_checkpoints ? "checkpoints and metrics" : "metrics only");
+    if (!with_checkpoints) fs::remove_all(fs::path(dir_) / "checkpoints");
+    std::string msg = error_of([&] { Trainer(other).run(); });
+    EXPECT_NE(msg.find("already holds a run"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--resume " + dir_), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--out"), std::string::npos) << msg;
+    EXPECT_EQ(read(fs::path(dir_) / "config.yaml"), config);
+    EXPECT_EQ(read(fs::path(dir_) / "metrics.jsonl"), metrics);
+  }
+}
+
 // The binary under a real signal: Ctrl-C finishes the step, writes a checkpoint and says how to
 // resume; SIGKILL at random moments never leaves the newest checkpoint unreadable.
 class CheckpointsProcess : public Checkpoints {
@@ -184,7 +226,10 @@ TEST_F(CheckpointsProcess, KilledMidWriteLeavesALoadableLatestCheckpoint) {
   Config c = testing::tiny_config(dir_ + "/run", {"train.max_steps=100000", "train.log_every=1000", "checkpoint.every=1"});
   Rng rng(5);
   for (int round = 0; round < 3; ++round) {
-    pid_t pid = start({"--set", "checkpoint.every=1", "--set", "checkpoint.keep_last=2"});
+    std::vector<std::string> args{"--set", "checkpoint.every=1", "--set", "checkpoint.keep_last=2"};
+    // Later rounds continue the killed run (a fresh run into its folder is refused).
+    if (round > 0) args.push_back("--resume");
+    pid_t pid = start(args);
     wait_for_checkpoint();
     // A checkpoint is written after every step, so a random moment often lands inside a write.
     std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng.below(1500)));
@@ -196,6 +241,38 @@ TEST_F(CheckpointsProcess, KilledMidWriteLeavesALoadableLatestCheckpoint) {
     AdamW opt(m.params(), c.train);
     TrainState s;
     EXPECT_NO_THROW(load_checkpoint(ckpt, c, m, &opt, &s)) << ckpt;
+  }
+}
+
+TEST_F(CheckpointsProcess, AFullDiskStopsTheRunKeepingTheLastCheckpoint) {
+  // Disks with room for the first checkpoint but not the second (which needs room beside the
+  // first until it replaces it): the run must stop with exit code 1 saying the disk is full, announce
+  // no checkpoint it did not write, and keep the first intact. Different sizes make the write fail
+  // at different points (a dataset, a cached chunk, the final flush).
+  Config probe = testing::tiny_config(dir_ + "/probe", {"train.max_steps=1"});
+  Trainer(probe).run();
+  const size_t size = fs::file_size(latest_checkpoint(dir_ + "/probe"));
+  for (double room : {1.15, 1.5, 1.9}) {
+    SCOPED_TRACE("a disk of " + std::to_string(room) + " checkpoints");
+    testing::SmallDisk disk(dir_ + "/disk", size_t(room * double(size)));
+    if (!disk.mounted()) GTEST_SKIP() << disk.why_not();
+    fs::remove(dir_ + "/log.txt");
+    pid_t pid = start({"--out", disk.dir() + "/run", "--set", "train.max_steps=3", "--set", "checkpoint.every=1",
+                       "--set", "checkpoint.keep_last=1"});
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::string out = log();
+    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << "\n" << out;
+    EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+    EXPECT_NE(out.find("the checkpoint of step 2 was not written"), std::string::npos) << out;
+    EXPECT_NE(out.find("no space left on the device"), std::string::npos) << out;
+    EXPECT_EQ(out.find("step-00000002.h5 ("), std::string::npos) << "a checkpoint was announced but not written\n"
+                                                                   << out;
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(disk.dir() + "/run/checkpoints"))
+      names.push_back(e.path().filename().string());
+    EXPECT_EQ(names, std::vector<std::string>{"step-00000001.h5"});
+    EXPECT_EQ(checkpoint_problem(disk.dir() + "/run/checkpoints/step-00000001.h5"), "");
   }
 }
 

@@ -40,6 +40,7 @@ TEST(EndToEnd, TinyHybridLearnsAndIsReproducible) {
     Trainer trainer(tiny(7));
     first = trainer.run();
   }
+  fs::remove_all(tiny(7).train.out_dir);  // a fresh run into the first one's folder would be refused
   {
     Trainer trainer(tiny(7));
     second = trainer.run();
@@ -57,6 +58,7 @@ TEST(EndToEnd, TinyHybridLearnsAndIsReproducible) {
   EXPECT_TRUE(std::isfinite(first.last.bits_per_byte));
 
   // A different seed gives a different run.
+  fs::remove_all(tiny(7).train.out_dir);
   Trainer other(tiny(8, 20));
   TrainSummary third = other.run();
   EXPECT_NE(third.losses[10], first.losses[10]);
