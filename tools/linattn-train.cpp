@@ -1,7 +1,9 @@
 // linattn-train: trains the hybrid model a YAML config describes and reports validation perplexity.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -9,68 +11,152 @@
 
 namespace {
 
-const char* kUsage = R"(usage: linattn-train CONFIG.yaml [--set section.key=value ...] [--out DIR] [--resume [CKPT.h5|latest]] [--dry-run]
+const char* kUsage = R"(usage: linattn-train CONFIG.yaml [--set section.key=value ...] [--out DIR] [--resume [RUN_DIR|CKPT.h5]] [--dry-run]
+       linattn-train --resume RUN_DIR [--set section.key=value ...]
 
 Trains the language model CONFIG.yaml describes on its data, evaluating validation loss,
 perplexity and bits per byte as it goes (README.md lists every config key and its default).
 
 options:
   --set KEY=VALUE   override one config value, e.g. --set train.max_steps=100 --set model.attn.window_size=64
-  --out DIR         where metrics.jsonl and the resolved config go (train.out_dir)
-  --resume [CKPT]   continue from a checkpoint (default: the newest in the run folder's checkpoints/),
-                    exactly: the losses are those the uninterrupted run would have printed
-  --dry-run         validate the config, build the model, print its summary and memory budget, then exit
+  --out DIR         the run folder: config.yaml, metrics.jsonl and checkpoints/ go there (train.out_dir);
+                    a fresh run refuses a folder that holds another run
+  --resume [WHAT]   continue a run exactly (the losses are those the uninterrupted run would have
+                    printed) from the newest intact checkpoint of the run folder RUN_DIR (default:
+                    the config's run folder), or from the checkpoint CKPT.h5. With RUN_DIR and no
+                    CONFIG, the run's own config (RUN_DIR/config.yaml) is used
+  --dry-run         validate the config and the data, build the model, print its summary and memory
+                    budget, then exit
   -h, --help        this help
 
 Data parallel: mpirun -np N linattn-train CONFIG.yaml (train.batch_size is the global batch).
 
-Ctrl-C (or SIGTERM) finishes the current step, writes a checkpoint and exits; a second Ctrl-C exits
-at once (the last complete checkpoint stays intact).
+Ctrl-C (or SIGTERM) finishes the current step, writes a checkpoint, prints the command that
+continues the run and exits; a second Ctrl-C exits at once (the last complete checkpoint stays intact).
 )";
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Args {
   std::string config_path, out_dir, resume;
   std::vector<std::string> overrides;
   bool dry_run = false;
+};
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::fprintf(stderr, "linattn-train: %s\n\n%s", message.c_str(), kUsage);
+  std::exit(2);
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// An --resume in argv[i] with its optional value: a run folder, a checkpoint or "latest", not an
+// option or the config. Returns how many arguments it takes.
+int resume_option_length(const std::vector<std::string>& argv, size_t i) {
+  if (argv[i] != "--resume") return 0;
+  const bool has_value = i + 1 < argv.size() && argv[i + 1][0] != '-' && !ends_with(argv[i + 1], ".yaml") &&
+                         !ends_with(argv[i + 1], ".yml");
+  return has_value ? 2 : 1;
+}
+
+Args parse_args(int argc, char** argv) {
+  const std::vector<std::string> all(argv, argv + argc);
+  Args args;
+  // The value of option argv[i], which must be there.
+  auto value = [&](int& i, const char* example) -> std::string {
+    std::string option = argv[i];
+    if (i + 1 >= argc || argv[i + 1][0] == '-') usage_error(option + " needs a value: " + example);
+    return argv[++i];
+  };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") {
       std::printf("%s", kUsage);
-      return 0;
-    } else if (a == "--set" && i + 1 < argc) {
-      overrides.push_back(argv[++i]);
+      std::exit(0);
+    } else if (a == "--set") {
+      args.overrides.push_back(value(i, "--set section.key=value, e.g. --set train.max_steps=100"));
     } else if (a.rfind("--set=", 0) == 0) {
-      overrides.push_back(a.substr(6));
-    } else if (a == "--out" && i + 1 < argc) {
-      out_dir = argv[++i];
-    } else if (a == "--resume") {
-      resume = "latest";
-      if (i + 1 < argc) {
-        std::string next = argv[i + 1];
-        if (next == "latest" || (next.size() > 3 && next.substr(next.size() - 3) == ".h5")) resume = argv[++i];
-      }
+      args.overrides.push_back(a.substr(6));
+    } else if (a == "--out") {
+      args.out_dir = value(i, "--out DIR, the run folder");
+    } else if (int n = resume_option_length(all, size_t(i))) {
+      args.resume = n == 2 ? argv[++i] : "latest";
     } else if (a == "--dry-run") {
-      dry_run = true;
-    } else if (a.rfind("--", 0) == 0 || !config_path.empty()) {
-      std::fprintf(stderr, "linattn-train: unexpected argument '%s'\n\n%s", a.c_str(), kUsage);
-      return 2;
+      args.dry_run = true;
+    } else if (a.rfind("-", 0) == 0) {
+      usage_error("unknown option '" + a + "'");
+    } else if (!args.config_path.empty()) {
+      usage_error("a second config '" + a + "' (the first is '" + args.config_path +
+                  "'); give one CONFIG.yaml (a run folder to continue goes after --resume)");
     } else {
-      config_path = a;
+      args.config_path = a;
     }
   }
-  if (config_path.empty()) {
-    std::fprintf(stderr, "%s", kUsage);
-    return 2;
+  if (!args.resume.empty() && args.resume != "latest" && !std::filesystem::exists(args.resume))
+    usage_error("--resume " + args.resume + ": no such run folder or checkpoint");
+  if (args.resume != "latest" && std::filesystem::is_directory(args.resume)) {
+    // --resume RUN_DIR continues that run, in that folder, by default with its own config.
+    namespace fs = std::filesystem;
+    if (!args.out_dir.empty() && !(fs::exists(args.out_dir) && fs::equivalent(args.out_dir, args.resume)))
+      usage_error("--resume " + args.resume + " continues the run in that folder, but --out names another ('" +
+                  args.out_dir + "'): drop --out");
+    args.out_dir = args.resume;
+    if (args.config_path.empty()) {
+      args.config_path = (fs::path(args.resume) / "config.yaml").string();
+      if (!fs::exists(args.config_path))
+        usage_error("the run folder '" + args.resume + "' has no config.yaml: give the config, as in linattn-train "
+                    "CONFIG.yaml --resume " + args.resume);
+    }
   }
+  if (args.config_path.empty()) usage_error("no config given");
+  return args;
+}
+
+// `arg` as a POSIX shell reads it back: unchanged when it is plain, else in single quotes.
+std::string shell_quoted(const std::string& arg) {
+  const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                           "0123456789_-+./=:,@%") == std::string::npos;
+  if (plain) return arg;
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The command line that continues this run: this one without its --resume, plus --resume RUN_DIR.
+std::string resume_command(const std::vector<std::string>& argv, const std::string& run_dir, int world_size) {
+  std::string cmd = world_size > 1 ? "mpirun -np " + std::to_string(world_size) + " " : "";
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (int n = resume_option_length(argv, i)) i += size_t(n - 1);
+    else cmd += shell_quoted(argv[i]) + " ";
+  }
+  return cmd + "--resume " + shell_quoted(run_dir);
+}
+
+// "loss 2.3456, perplexity 10.447, bits per byte 1.2345" (bits per byte when the data has it).
+std::string eval_text(const linattn::EvalResult& r) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "loss %.4f, perplexity %.3f", r.loss, r.perplexity);
+  std::string out = buf;
+  if (std::isfinite(r.bits_per_byte)) {
+    std::snprintf(buf, sizeof buf, ", bits per byte %.4f", r.bits_per_byte);
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before MPI sees argv (it may change it): the command that continues the run is printed from it.
+  const std::vector<std::string> command(argv, argv + argc);
+  Args args = parse_args(argc, argv);
   // Under mpirun every rank runs this; rank 0 alone prints and writes.
   std::unique_ptr<linattn::Communicator> comm = linattn::make_communicator(&argc, &argv);
   try {
-    if (!out_dir.empty()) overrides.push_back("train.out_dir=" + out_dir);
-    linattn::Config config = linattn::load_config(config_path, overrides);
-    linattn::Trainer trainer(config, resume, comm.get());
-    if (dry_run) {
+    if (!args.out_dir.empty()) args.overrides.push_back("train.out_dir=" + args.out_dir);
+    linattn::Config config = linattn::load_config(args.config_path, args.overrides);
+    linattn::Trainer trainer(config, args.resume, comm.get());
+    if (args.dry_run) {
       if (!comm->is_root()) return 0;
       std::printf("memory: activations %.1f MiB per micro-batch (measured)\n",
                   double(trainer.measure_activation_bytes()) / (1024.0 * 1024.0));
@@ -82,10 +168,12 @@ int main(int argc, char** argv) {
     if (!comm->is_root()) return s.interrupted ? 130 : 0;
     std::printf("%s after %lld steps (%lld tokens, %.0f s)\n", s.interrupted ? "interrupted" : "done",
                 (long long)s.steps, (long long)s.tokens, s.seconds);
-    std::printf("validation: last loss %.4f, perplexity %.3f, bits per byte %.4f | best loss %.4f, perplexity %.3f, "
-                "bits per byte %.4f\n",
-                s.last.loss, s.last.perplexity, s.last.bits_per_byte, s.best.loss, s.best.perplexity,
-                s.best.bits_per_byte);
+    // Only what was measured: an interrupted run may not have evaluated at all.
+    if (s.last.tokens > 0)
+      std::printf("validation: last %s%s\n", eval_text(s.last).c_str(),
+                  std::isfinite(s.best.loss) ? (" | best " + eval_text(s.best)).c_str() : "");
+    if (s.interrupted)
+      std::printf("continue with: %s\n", resume_command(command, config.train.out_dir, comm->world_size()).c_str());
     return s.interrupted ? 130 : 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-train: error%s: %s\n",

@@ -326,6 +326,8 @@ TrainSummary Trainer::run() {
 
   TrainSummary summary;
   summary.best.loss = std::isnan(start_.best_val_loss) ? INFINITY : start_.best_val_loss;
+  summary.best.perplexity = std::exp(summary.best.loss);
+  summary.best.bits_per_byte = NAN;  // the checkpoint keeps the loss only
   summary.tokens = start_.tokens;
   // The training clock (max_time, ETA, checkpoints' elapsed time) leaves out the evaluations.
   auto start = std::chrono::steady_clock::now();
@@ -433,8 +435,6 @@ TrainSummary Trainer::run() {
   summary.seconds = elapsed();
   if (summary.interrupted) {
     save(state_now(step));
-    say("interrupted at step %lld; continue with: linattn-train %s --resume latest\n", (long long)step,
-        config_.source.c_str());
     return summary;
   }
   report_eval(step, true);

@@ -193,33 +193,53 @@ class CheckpointsProcess : public Checkpoints {
     std::ifstream in(dir_ + "/log.txt");
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
-  // Waits until the run has written at least one checkpoint (or 60 s pass).
-  void wait_for_checkpoint() {
-    for (int i = 0; i < 600 && latest_checkpoint(dir_ + "/run").empty(); ++i)
+  // Waits until the run in `run_dir` has written a checkpoint (or exited, or ten minutes passed: a
+  // bound for a hung run, not a measure of speed).
+  void wait_for_checkpoint(pid_t pid, const std::string& run_dir) {
+    for (int i = 0; i < 6000 && latest_checkpoint(run_dir).empty() && waitpid(pid, nullptr, WNOHANG) == 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 };
 
-TEST_F(CheckpointsProcess, InterruptWritesACheckpointAndSaysHowToResume) {
-  pid_t pid = start({"--set", "checkpoint.every=1000"});
-  // The handlers are in place once the run has started ("run:" line); give it a few steps more.
-  for (int i = 0; i < 600 && log().find("run: ") == std::string::npos; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+TEST_F(CheckpointsProcess, InterruptWritesACheckpointAndPrintsTheCommandThatContinues) {
+  // The run folder's name needs quoting in the printed command.
+  const std::string run = dir_ + "/my run";
+  pid_t pid = start({"--out", run, "--set", "checkpoint.every=3"});
+  // After the first checkpoint the run has taken steps and its handlers are in place.
+  wait_for_checkpoint(pid, run);
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status)) << log();
-  EXPECT_EQ(WEXITSTATUS(status), 130) << log();
   std::string out = log();
-  EXPECT_NE(out.find("--resume latest"), std::string::npos) << out;
-  std::string ckpt = latest_checkpoint(dir_ + "/run");
+  EXPECT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << out;
+  // Nothing was evaluated: no validation figures (they were zeros and inf).
+  EXPECT_EQ(out.find("validation:"), std::string::npos) << out;
+  const char* build = std::getenv("LINATTN_BUILD_DIR");
+  const std::string bin = std::string(build ? build : "build") + "/linattn-train";
+  const std::string quoted = "'" + run + "'";
+  const std::string command = bin + " " + dir_ + "/tiny.yaml --set train.max_steps=100000 --set train.log_every=1000 "
+                              "--out " + quoted + " --set checkpoint.every=3 --resume " + quoted;
+  EXPECT_NE(out.find("continue with: " + command + "\n"), std::string::npos) << out;
+  std::string ckpt = latest_checkpoint(run);
   ASSERT_FALSE(ckpt.empty()) << out;
-  Config c = testing::tiny_config(dir_ + "/run", {"train.max_steps=100000", "train.log_every=1000", "checkpoint.every=1000"});
+  Config c = testing::tiny_config(run, {"train.max_steps=100000", "train.log_every=1000", "checkpoint.every=3"});
   Model m(c.model, DType::f32);
   TrainState s;
   load_checkpoint(ckpt, c, m, nullptr, &s);
   EXPECT_GT(s.step, 0);
+
+  // The printed command continues the run (here bounded by one more --set), and so does --resume
+  // RUN_DIR alone, with the run's own config.yaml.
+  for (const std::string& cmd : {command, bin + " --resume " + quoted}) {
+    SCOPED_TRACE(cmd);
+    fs::remove(dir_ + "/log.txt");
+    const std::string more = " --set train.max_steps=" + std::to_string(s.step + 2);
+    EXPECT_EQ(std::system((cmd + more + " >> '" + dir_ + "/log.txt' 2>&1").c_str()), 0) << log();
+    EXPECT_NE(log().find("resumed from " + ckpt + " at step " + std::to_string(s.step)), std::string::npos) << log();
+    ckpt = latest_checkpoint(run);
+    load_checkpoint(ckpt, c, m, nullptr, &s);
+  }
 }
 
 TEST_F(CheckpointsProcess, KilledMidWriteLeavesALoadableLatestCheckpoint) {
@@ -230,7 +250,7 @@ TEST_F(CheckpointsProcess, KilledMidWriteLeavesALoadableLatestCheckpoint) {
     // Later rounds continue the killed run (a fresh run into its folder is refused).
     if (round > 0) args.push_back("--resume");
     pid_t pid = start(args);
-    wait_for_checkpoint();
+    wait_for_checkpoint(pid, dir_ + "/run");
     // A checkpoint is written after every step, so a random moment often lands inside a write.
     std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng.below(1500)));
     kill(pid, SIGKILL);
