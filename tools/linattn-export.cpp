@@ -1,6 +1,7 @@
 // linattn-export: a checkpoint's weights (and model config) in a file for other tools, or a listing.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "core/hdf5.h"
@@ -44,23 +45,29 @@ int list(const std::string& path) {
 }
 
 int export_weights(const std::string& in_path, const std::string& out_path, const std::string& dtype) {
+  std::error_code ec;
+  LINATTN_REQUIRE(!std::filesystem::equivalent(in_path, out_path, ec), "'", out_path, "' is the checkpoint '",
+                  in_path, "' itself: writing the export there would replace the checkpoint (and its training "
+                  "state); give another OUT.h5");
   std::string text = checkpoint_config_text(in_path);
   Config config = parse_config(text, in_path);
   Model model(config.model, DType::f32);
   TrainState state;
   load_checkpoint(in_path, config, model, nullptr, &state);
-  H5File out(out_path, H5File::Mode::create);
-  out.set_attr("format", std::string("linattn-weights"));
-  out.set_attr("format_version", kCheckpointFormatVersion);
-  out.set_attr("linattn_version", std::string(LINATTN_VERSION));
-  out.set_attr("config", config.text);
-  out.set_attr("step", state.step);
-  out.set_attr("dtype", dtype);
   const Parameters& p = model.params();
-  for (size_t i = 0; i < p.size(); ++i) {
-    if (dtype == "f32") out.write(p.name(int(i)), p.values()[int(i)]);
-    else out.write_half(p.name(int(i)), p.values()[int(i)], dtype == "f16" ? H5File::Half::f16 : H5File::Half::bf16);
-  }
+  // Through a temporary file: a failed export (a full disk) leaves no damaged file at OUT.h5.
+  write_h5_atomically(out_path, [&](H5File& out) {
+    out.set_attr("format", std::string("linattn-weights"));
+    out.set_attr("format_version", kCheckpointFormatVersion);
+    out.set_attr("linattn_version", std::string(LINATTN_VERSION));
+    out.set_attr("config", config.text);
+    out.set_attr("step", state.step);
+    out.set_attr("dtype", dtype);
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (dtype == "f32") out.write(p.name(int(i)), p.values()[int(i)]);
+      else out.write_half(p.name(int(i)), p.values()[int(i)], dtype == "f16" ? H5File::Half::f16 : H5File::Half::bf16);
+    }
+  });
   std::printf("linattn-export: %zu tensors (%lld parameters, %s) from step %lld to %s\n", p.size(),
               (long long)p.count(), dtype.c_str(), (long long)state.step, out_path.c_str());
   return 0;

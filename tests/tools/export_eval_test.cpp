@@ -10,6 +10,7 @@
 
 #include "../train/train_testing.h"
 #include "core/hdf5.h"
+#include "small_disk.h"
 #include "testing.h"
 #include "data/prepare.h"
 #include "train/trainer.h"
@@ -31,6 +32,13 @@ std::string run_and_capture(const std::string& command, int* status) {
   std::stringstream ss;
   ss << in.rdbuf();
   fs::remove(out);
+  return ss.str();
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
   return ss.str();
 }
 
@@ -197,6 +205,31 @@ TEST_F(ExportEval, ListShowsStepConfigAndShapes) {
   text = run_and_capture(bin("linattn-eval") + " " + dir_ + "/missing.h5", &status);
   EXPECT_EQ(status, 1);
   EXPECT_NE(text.find("no such file"), std::string::npos) << text;
+}
+
+TEST_F(ExportEval, ExportOntoItsOwnCheckpointIsRefused) {
+  // The same file under its own name and under another path: the checkpoint must stay as it was.
+  const std::string before = read_bytes(ckpt_);
+  const fs::path p(ckpt_);
+  const std::string other = (p.parent_path() / ".." / p.parent_path().filename() / p.filename()).string();
+  for (const std::string& out : {ckpt_, other}) {
+    SCOPED_TRACE(out);
+    int status = 0;
+    std::string text = run_and_capture(bin("linattn-export") + " " + ckpt_ + " " + out, &status);
+    EXPECT_EQ(status, 1) << text;
+    EXPECT_NE(text.find("is the checkpoint"), std::string::npos) << text;
+    EXPECT_TRUE(read_bytes(ckpt_) == before) << "the checkpoint was changed";
+  }
+}
+
+TEST_F(ExportEval, ExportToAFullDiskIsAClearErrorAndLeavesNoFile) {
+  testing::SmallDisk disk(dir_ + "/disk", 64 * 1024);  // the f32 weights take about 660 KiB
+  if (!disk.mounted()) GTEST_SKIP() << disk.why_not();
+  int status = 0;
+  std::string text = run_and_capture(bin("linattn-export") + " " + ckpt_ + " " + disk.dir() + "/w.h5", &status);
+  EXPECT_EQ(status, 1) << text;
+  EXPECT_NE(text.find("no space left on the device"), std::string::npos) << text;
+  EXPECT_TRUE(fs::is_empty(disk.dir())) << "a damaged or temporary file was left";
 }
 
 }  // namespace
