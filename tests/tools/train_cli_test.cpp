@@ -1,0 +1,56 @@
+// linattn-train's command line: options without their value and --resume targets that are not there
+// are errors that say what to give, not "unexpected argument".
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace linattn {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs linattn-train with `args`; returns its exit code and fills `out` with what it printed.
+int train(const std::string& args, std::string& out) {
+  const char* dir = std::getenv("LINATTN_BUILD_DIR");
+  const std::string log = (fs::temp_directory_path() / ("linattn-cli-" + std::to_string(getpid()))).string();
+  int status = std::system(((dir ? dir : std::string("build")) + "/linattn-train " + args + " > " + log + " 2>&1").c_str());
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  fs::remove(log);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(TrainCommandLine, OptionsWithoutTheirValueSayWhatToGive) {
+  std::string out;
+  EXPECT_EQ(train("configs/default.yaml --set", out), 2);
+  EXPECT_NE(out.find("--set needs a value: --set section.key=value"), std::string::npos) << out;
+  EXPECT_EQ(train("configs/default.yaml --set --dry-run", out), 2);
+  EXPECT_NE(out.find("--set needs a value"), std::string::npos) << out;
+  EXPECT_EQ(train("configs/default.yaml --out", out), 2);
+  EXPECT_NE(out.find("--out needs a value"), std::string::npos) << out;
+}
+
+TEST(TrainCommandLine, ResumeTargetsThatAreNotThereOrNotARunAreClearErrors) {
+  const std::string dir = (fs::temp_directory_path() / ("linattn-cli-dir-" + std::to_string(getpid()))).string();
+  fs::create_directories(dir);
+  std::string out;
+  EXPECT_EQ(train("--resume " + dir + "/absent", out), 2);
+  EXPECT_NE(out.find("--resume " + dir + "/absent: no such run folder or checkpoint"), std::string::npos) << out;
+  // A folder, but not a run folder, and no config given.
+  EXPECT_EQ(train("--resume " + dir, out), 2);
+  EXPECT_NE(out.find("has no config.yaml: give the config"), std::string::npos) << out;
+  // A run folder with --out naming another one.
+  EXPECT_EQ(train("configs/default.yaml --resume " + dir + " --out " + dir + "-other", out), 2);
+  EXPECT_NE(out.find("drop --out"), std::string::npos) << out;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace linattn
