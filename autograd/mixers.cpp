@@ -54,6 +54,10 @@ void check_values(const char* op, const char* name, const Variable& x, double lo
 #pragma omp parallel for reduction(min : bad) if (n > (1 << 16))
     for (int64_t i = 0; i < n; ++i)
       if (!(p[i] >= lo && p[i] <= hi)) bad = std::min(bad, i);
+    if (bad < n && !std::isfinite(double(p[bad])))
+      throw NonFiniteError(std::string(op) + ": " + name + " " + x.value().str() + " has the value " +
+                           std::to_string(double(p[bad])) + " at flat index " + std::to_string(bad) + "; " + name +
+                           " must be " + range);
     if (bad < n)
       LINATTN_FAIL(op, ": ", name, " ", x.value().str(), " has the value ", double(p[bad]), " at flat index ", bad,
                    "; ", name, " must be ", range);

@@ -77,3 +77,14 @@ template <class... Args>
   do {                                                                    \
     if (!(cond)) ::linattn::detail::fail_input(__VA_ARGS__);              \
   } while (0)
+
+namespace linattn {
+
+// A NaN or an infinity in the numbers (a diverging model, a poisoned batch), as opposed to a bug or
+// bad input: the trainer skips a step on this error, and stops on any other.
+class NonFiniteError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace linattn

@@ -254,9 +254,12 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
       }) / double(accumulation_);
       // The last micro-batch's backward sums each bucket across ranks as soon as it is complete.
       backward({l}, {seed}, buckets_ && micro == accumulation_ - 1 ? &buckets_->hooks() : nullptr);
-    } catch (const Error& e) {
+    } catch (const NonFiniteError& e) {
+      // Only non-finite numbers skip a step; any other error stops the run. The rank that met
+      // them says so (with several ranks, rank 0 may not have).
       clear_tape();
-      say("warning: step %lld: %s; skipping the step\n", (long long)step, e.what());
+      std::string who = comm_->world_size() > 1 ? "rank " + std::to_string(comm_->rank()) + ": " : "";
+      std::printf("warning: %sstep %lld: %s; skipping the step\n", who.c_str(), (long long)step, e.what());
       ok = false;
     }
     arena_.reset();

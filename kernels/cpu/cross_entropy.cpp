@@ -31,8 +31,9 @@ CrossEntropySum cross_entropy_forward(T* lse, const T* logits, const int32_t* ta
     loss_sum += loss;
     count += 1;
   }
-  LINATTN_CHECK(bad_row == std::numeric_limits<int64_t>::max(), "cross_entropy: non-finite loss at row ", bad_row,
-                " (the logits hold NaN or Inf; the model diverged: lower the learning rate or check the data)");
+  if (bad_row != std::numeric_limits<int64_t>::max())
+    throw NonFiniteError("cross_entropy: non-finite loss at row " + std::to_string(bad_row) +
+                         " (the logits hold NaN or Inf; the model diverged: lower the learning rate or check the data)");
   return {loss_sum, count};
 }
 
