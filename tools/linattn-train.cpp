@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "train/signals.h"
 #include "train/trainer.h"
 
 namespace {

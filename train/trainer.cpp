@@ -3,36 +3,23 @@
 #include <omp.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdarg>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "kernels/cpu/matmul.h"
+#include "train/metrics_log.h"
 #include "train/schedule.h"
+#include "train/signals.h"
 
 namespace linattn {
 
 namespace {
-
-std::atomic<int> g_interrupts{0};
-
-void on_signal(int) {
-  if (g_interrupts.fetch_add(1) >= 1) {
-    const char msg[] = "\nlinattn-train: second interrupt, exiting now\n";
-    ssize_t ignored = write(2, msg, sizeof(msg) - 1);
-    (void)ignored;
-    _exit(130);
-  }
-  const char msg[] = "\nlinattn-train: interrupt received, stopping after this step (press Ctrl-C again to exit now)\n";
-  ssize_t ignored = write(2, msg, sizeof(msg) - 1);
-  (void)ignored;
-}
 
 std::string mib(double bytes) {
   char buf[32];
@@ -46,13 +33,6 @@ std::string duration(double seconds) {
   if (s >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", s / 3600, s / 60 % 60);
   else if (s >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", s / 60, s % 60);
   else std::snprintf(buf, sizeof buf, "%ds", s);
-  return buf;
-}
-
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
 }
 
@@ -70,13 +50,6 @@ void refuse_existing_run(const std::string& out_dir) {
 }
 
 }  // namespace
-
-void install_interrupt_handlers() {
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-}
-
-bool interrupt_requested() { return g_interrupts.load() > 0; }
 
 void Trainer::say(const char* format, ...) const {
   if (!comm_->is_root()) return;
@@ -301,11 +274,6 @@ void Trainer::save(const TrainState& state) {
   std::fflush(stdout);
 }
 
-void Trainer::log(const std::string& json_line) {
-  if (!comm_->is_root()) return;
-  std::ofstream out(std::filesystem::path(config_.train.out_dir) / "metrics.jsonl", std::ios::app);
-  out << json_line << "\n";
-}
 
 TrainSummary Trainer::run() {
   const TrainConfig& t = config_.train;
@@ -313,8 +281,10 @@ TrainSummary Trainer::run() {
     std::filesystem::create_directories(t.out_dir);
     std::ofstream cfg(std::filesystem::path(t.out_dir) / "config.yaml");
     cfg << "# resolved from " << config_.source << "\n" << config_.text;
-    if (!resumed_) std::ofstream(std::filesystem::path(t.out_dir) / "metrics.jsonl", std::ios::trunc);
   }
+  // Rank 0 alone writes the metrics.
+  std::optional<MetricsLog> metrics;
+  if (comm_->is_root()) metrics.emplace((std::filesystem::path(t.out_dir) / "metrics.jsonl").string(), !resumed_);
   size_t activations = measure_activation_bytes();
   say("memory: activations %s per micro-batch (measured)\n", mib(double(activations)).c_str());
 
@@ -362,8 +332,7 @@ TrainSummary Trainer::run() {
     say("eval  step %6lld | val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens\n", (long long)step, r.loss,
         r.perplexity, r.bits_per_byte, (long long)r.tokens);
     std::fflush(stdout);
-    log("{\"step\": " + std::to_string(step) + ", \"val_loss\": " + json_number(r.loss) + ", \"val_ppl\": " +
-        json_number(r.perplexity) + ", \"val_bpb\": " + json_number(r.bits_per_byte) + "}");
+    if (metrics) metrics->write(step, {{"val_loss", r.loss}, {"val_ppl", r.perplexity}, {"val_bpb", r.bits_per_byte}});
     summary.last = r;
     // Only evaluations of the whole split compare with each other (a prefix is easier or harder).
     if ((final || config_.data.val_tokens == 0) && r.loss < summary.best.loss) summary.best = r;
@@ -420,10 +389,10 @@ TrainSummary Trainer::run() {
           (long long)done_steps, window_loss / double(window_steps), lr, norm, tok_s,
           1e3 * window_seconds / double(window_steps), 100 * mfu, duration(eta).c_str());
       std::fflush(stdout);
-      log("{\"step\": " + std::to_string(done_steps) + ", \"loss\": " + json_number(window_loss / double(window_steps)) +
-          ", \"lr\": " + json_number(lr) + ", \"grad_norm\": " + json_number(norm) + ", \"tokens_per_s\": " +
-          json_number(tok_s) + ", \"ms_per_step\": " + json_number(1e3 * window_seconds / double(window_steps)) +
-          ", \"mfu\": " + json_number(mfu) + "}");
+      if (metrics)
+        metrics->write(done_steps, {{"loss", window_loss / double(window_steps)}, {"lr", lr}, {"grad_norm", norm},
+                                    {"tokens_per_s", tok_s}, {"ms_per_step", 1e3 * window_seconds / double(window_steps)},
+                                    {"mfu", mfu}});
       window_seconds = window_loss = 0;
       window_steps = 0;
     } else if (tty) {

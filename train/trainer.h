@@ -55,7 +55,6 @@ class Trainer {
 
  private:
   void train_step(int64_t step, double lr, double& loss, double& norm, bool& ok);
-  void log(const std::string& json_line);
   void save(const TrainState& state);
   // printf on rank 0 only.
   void say(const char* format, ...) const __attribute__((format(printf, 2, 3)));
@@ -76,10 +75,5 @@ class Trainer {
   TrainState start_;       // where the run starts: zeros, or the resumed checkpoint's state
   bool resumed_ = false;
 };
-
-// Sets the SIGINT/SIGTERM handlers: the first signal asks the loop to stop after the current step,
-// the second exits at once.
-void install_interrupt_handlers();
-bool interrupt_requested();
 
 }  // namespace linattn
