@@ -275,24 +275,24 @@ void Trainer::save(const TrainState& state) {
 }
 
 
+std::optional<MetricsLog> Trainer::open_run_folder() {
+  if (!comm_->is_root()) return std::nullopt;  // rank 0 alone writes
+  const std::filesystem::path dir(config_.train.out_dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.yaml") << "# resolved from " << config_.source << "\n" << config_.text;
+  return MetricsLog((dir / "metrics.jsonl").string(), /*fresh=*/!resumed_);
+}
+
 TrainSummary Trainer::run() {
   const TrainConfig& t = config_.train;
-  if (comm_->is_root()) {
-    std::filesystem::create_directories(t.out_dir);
-    std::ofstream cfg(std::filesystem::path(t.out_dir) / "config.yaml");
-    cfg << "# resolved from " << config_.source << "\n" << config_.text;
-  }
-  // Rank 0 alone writes the metrics.
-  std::optional<MetricsLog> metrics;
-  if (comm_->is_root()) metrics.emplace((std::filesystem::path(t.out_dir) / "metrics.jsonl").string(), !resumed_);
+  const std::optional<MetricsLog> metrics = open_run_folder();
   size_t activations = measure_activation_bytes();
   say("memory: activations %s per micro-batch (measured)\n", mib(double(activations)).c_str());
 
   const int64_t tokens_per_step = t.batch_size * config_.data.seq_len;
   const double flops_per_token = model_->flops_per_token(config_.data.seq_len);
   const bool tty = isatty(fileno(stdout)) && comm_->world_size() == 1;
-  say("run: %s%s%s, out %s\n",
-      t.max_steps ? ("max_steps " + std::to_string(t.max_steps) + " ").c_str() : "",
+  say("run: %s%s%s, out %s\n", t.max_steps ? ("max_steps " + std::to_string(t.max_steps) + " ").c_str() : "",
       t.max_tokens ? ("max_tokens " + std::to_string(t.max_tokens) + " ").c_str() : "",
       t.max_time ? ("max_time " + duration(t.max_time)).c_str() : "", t.out_dir.c_str());
   std::fflush(stdout);

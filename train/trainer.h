@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "train/communicator.h"
 #include "train/config.h"
 #include "train/grad_buckets.h"
+#include "train/metrics_log.h"
 #include "train/optimizer.h"
 
 namespace linattn {
@@ -56,6 +58,8 @@ class Trainer {
  private:
   void train_step(int64_t step, double lr, double& loss, double& norm, bool& ok);
   void save(const TrainState& state);
+  // Writes config.yaml into the run folder; the metrics log on rank 0 (nullopt on the others).
+  std::optional<MetricsLog> open_run_folder();
   // printf on rank 0 only.
   void say(const char* format, ...) const __attribute__((format(printf, 2, 3)));
 
