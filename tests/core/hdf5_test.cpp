@@ -107,7 +107,7 @@ TEST(H5File, AFullDiskIsAClearErrorAndLeavesTheOldFile) {
       std::string msg;
       try {
         write_h5_atomically(path, [&](H5File& f) {
-          for (int i = 0; i < 4; ++i) f.write("w" + std::to_string(i), big, checksum);
+          for (const char* name : {"w0", "w1", "w2", "w3"}) f.write(name, big, checksum);
         });
       } catch (const Error& e) {
         msg = e.what();
