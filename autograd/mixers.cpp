@@ -222,17 +222,12 @@ static MixerOutput delta_rule(const char* op, const Variable& q, const Variable&
     using T = decltype(zero);
     const T *Q = q.value().data<T>(), *K = k.value().data<T>(), *V = v.value().data<T>();
     const T* Bt = beta.value().data<T>();
-    if (gated && chunk)
-      cpu::gated_deltanet_chunk_forward<T>(o.data<T>(), ht.data<T>(), saved.data<T>(), Q, K, V, Bt, a.value().data<T>(),
-                                           data_or_null<T>(h0), s.B, s.T, s.H, s.dk, s.dv, T(scale), options.chunk_size);
-    else if (gated)
-      cpu::gated_deltanet_recurrent_forward<T>(o.data<T>(), ht.data<T>(), Q, K, V, Bt, a.value().data<T>(),
-                                               data_or_null<T>(h0), s.B, s.T, s.H, s.dk, s.dv, T(scale));
-    else if (chunk)
-      cpu::deltanet_chunk_forward<T>(o.data<T>(), ht.data<T>(), saved.data<T>(), Q, K, V, Bt, data_or_null<T>(h0), s.B,
-                                     s.T, s.H, s.dk, s.dv, T(scale), options.chunk_size);
+    const T* A = gated ? a.value().data<T>() : nullptr;
+    if (chunk)
+      cpu::deltanet_chunk_forward<T>(o.data<T>(), ht.data<T>(), saved.data<T>(), Q, K, V, Bt, A, data_or_null<T>(h0),
+                                     s.B, s.T, s.H, s.dk, s.dv, T(scale), options.chunk_size);
     else
-      cpu::deltanet_recurrent_forward<T>(o.data<T>(), ht.data<T>(), Q, K, V, Bt, data_or_null<T>(h0), s.B, s.T, s.H,
+      cpu::deltanet_recurrent_forward<T>(o.data<T>(), ht.data<T>(), Q, K, V, Bt, A, data_or_null<T>(h0), s.B, s.T, s.H,
                                          s.dk, s.dv, T(scale));
   });
   const bool rg = needs_grad({&q, &k, &v, &beta, &a, &h0});
@@ -250,20 +245,14 @@ static MixerOutput delta_rule(const char* op, const Variable& q, const Variable&
         const T* Bt = beta.value().data<T>();
         const T* dO = dO_t.data<T>();
         const T* dHt = grad_data_or_null<T>(out.ht);
-        if (gated && chunk)
-          cpu::gated_deltanet_chunk_backward<T>(dq, dk, dv, dbeta, da_t.data<T>(), dh0, saved.data<T>(), Q, K, V, Bt,
-                                                a.value().data<T>(), data_or_null<T>(h0), dO, dHt, s.B, s.T, s.H, s.dk,
-                                                s.dv, T(scale), options.chunk_size);
-        else if (gated)
-          cpu::gated_deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, da_t.data<T>(), dh0, Q, K, V, Bt,
-                                                    a.value().data<T>(), data_or_null<T>(h0), dO, dHt, s.B, s.T, s.H,
-                                                    s.dk, s.dv, T(scale));
-        else if (chunk)
-          cpu::deltanet_chunk_backward<T>(dq, dk, dv, dbeta, dh0, saved.data<T>(), Q, K, V, Bt, data_or_null<T>(h0), dO,
-                                          dHt, s.B, s.T, s.H, s.dk, s.dv, T(scale), options.chunk_size);
+        const T* A = gated ? a.value().data<T>() : nullptr;
+        T* dA = gated ? da_t.data<T>() : nullptr;
+        if (chunk)
+          cpu::deltanet_chunk_backward<T>(dq, dk, dv, dbeta, dA, dh0, saved.data<T>(), Q, K, V, Bt, A, data_or_null<T>(h0),
+                                          dO, dHt, s.B, s.T, s.H, s.dk, s.dv, T(scale), options.chunk_size);
         else
-          cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, dh0, Q, K, V, Bt, data_or_null<T>(h0), dO, dHt, s.B,
-                                              s.T, s.H, s.dk, s.dv, T(scale));
+          cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, dA, dh0, Q, K, V, Bt, A, data_or_null<T>(h0), dO, dHt,
+                                              s.B, s.T, s.H, s.dk, s.dv, T(scale));
       });
     });
   return out;
