@@ -1,5 +1,5 @@
-// Shared by deltanet_test.cpp and gated_deltanet_test.cpp: random inputs for the DeltaNet kernels
-// and calls of the recurrent and chunkwise forms through one interface (gated when `a` is set).
+// Helpers of deltanet_test.cpp: random inputs for the DeltaNet kernels and calls of the recurrent and
+// chunkwise forms through one interface (gated when `a` is set).
 #pragma once
 
 #include <omp.h>
