@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "core/error.h"
 #include "kernels/cpu/chunk_mixer.h"
