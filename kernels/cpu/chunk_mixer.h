@@ -107,22 +107,28 @@ void for_each_head(const MixerDims& d, Body&& body) {
 template <class T>
 void load_state(T* Sz, const T* s, std::type_identity_t<const T*> z, int64_t bh, int64_t Dk, int64_t Dv, int64_t W) {
   for (int64_t i = 0; i < Dk; ++i) {
-    for (int64_t j = 0; j < Dv; ++j) Sz[i * W + j] = s ? s[(bh * Dk + i) * Dv + j] : T(0);
-    if (W > Dv) Sz[i * W + Dv] = z ? z[bh * Dk + i] : T(0);
+    T* row = Sz + i * W;
+    if (s) std::copy(s + (bh * Dk + i) * Dv, s + (bh * Dk + i + 1) * Dv, row);
+    else std::fill(row, row + Dv, T(0));
+    if (W > Dv) row[Dv] = z ? z[bh * Dk + i] : T(0);
   }
 }
 
 // store: into s and z (either nullptr = not written), overwriting or accumulating (gradients).
 // (z is not deduced, so a plain nullptr can be passed.)
 template <class T>
-void store_state(T* s, std::type_identity_t<T*> z, const T* Sz, int64_t bh, int64_t Dk, int64_t Dv, int64_t W, bool accumulate) {
+void store_state(T* s, std::type_identity_t<T*> z, const T* Sz, int64_t bh, int64_t Dk, int64_t Dv, int64_t W,
+                 bool accumulate) {
   for (int64_t i = 0; i < Dk; ++i) {
-    if (s)
-      for (int64_t j = 0; j < Dv; ++j) {
-        T& out = s[(bh * Dk + i) * Dv + j];
-        out = (accumulate ? out : T(0)) + Sz[i * W + j];
-      }
-    if (z && W > Dv) z[bh * Dk + i] = (accumulate ? z[bh * Dk + i] : T(0)) + Sz[i * W + Dv];
+    const T* row = Sz + i * W;
+    if (s) {
+      T* out = s + (bh * Dk + i) * Dv;
+      if (accumulate)
+        for (int64_t j = 0; j < Dv; ++j) out[j] += row[j];
+      else
+        std::copy(row, row + Dv, out);
+    }
+    if (z && W > Dv) z[bh * Dk + i] = (accumulate ? z[bh * Dk + i] : T(0)) + row[Dv];
   }
 }
 
