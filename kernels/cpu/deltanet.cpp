@@ -505,13 +505,16 @@ void deltanet_chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const
       if (!zero_state) {
         if (a) {
           gemm<T>(false, true, n, Dk, Dv, T(1), doc, ldv, S0, Dv, T(0), z, Dk);
+          // (row pointers outside the simd loop: with the indexing inside it GCC does not vectorize it)
           for (int64_t i = 0; i < n; ++i) {
             const T sg = scale * gamma[i];
+            const T *zi = z + i * Dk, *qi = qc + i * ldk;
+            T* dqi = dqc + i * ldk;
             T acc = 0;
 #pragma omp simd reduction(+ : acc)
             for (int64_t j = 0; j < Dk; ++j) {
-              acc += z[i * Dk + j] * qc[i * ldk + j];
-              dqc[i * ldk + j] += sg * z[i * Dk + j];
+              acc += zi[j] * qi[j];
+              dqi[j] += sg * zi[j];
             }
             gdg[i] += sg * acc;
           }
