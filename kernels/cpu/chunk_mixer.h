@@ -49,16 +49,22 @@ class ScratchArena {
   };
   void carve(std::initializer_list<Slice> slices) {
     int64_t total = 0;
-    for (const Slice& s : slices) total += s.n;
+    for (const Slice& s : slices) total += padded(s.n);
     if (int64_t(buf_.size()) < total) buf_.resize(total);
     T* next = buf_.data();
     for (const Slice& s : slices) {
       s.p = next;
-      next += s.n;
+      next += padded(s.n);
     }
   }
 
  private:
+  // Whole cache lines, plus one: slices of power-of-two sizes (C * C, C * Dk) would otherwise start
+  // exactly 4 KiB multiples apart, where loads from one slice falsely wait on stores to another.
+  static int64_t padded(int64_t n) {
+    constexpr int64_t line = 64 / sizeof(T);
+    return (n + line - 1) / line * line + line;
+  }
   std::vector<T> buf_;
 };
 
