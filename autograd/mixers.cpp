@@ -18,7 +18,7 @@ using detail::grad_or_null;
 namespace {
 
 struct Sizes {
-  int64_t B, T, H, dk, dv;
+  int64_t B, T, H, Dk, Dv;
 };
 
 std::string shape_list(std::initializer_list<std::pair<const char*, const Variable*>> named) {
@@ -36,8 +36,8 @@ Sizes check_qkv(const char* op, const Variable& q, const Variable& k, const Vari
                 op, ": expected q, k [B, T, H, dk] and v [B, T, H, dv], got ", shapes());
   Sizes s{q.shape()[0], q.shape()[1], q.shape()[2], q.shape()[3], v.shape()[3]};
   if (h0.defined())
-    LINATTN_CHECK(h0.shape() == (Shape{s.B, s.H, s.dk, s.dv}), op, ": initial state h0 should be [", s.B, ", ", s.H,
-                  ", ", s.dk, ", ", s.dv, "], got ", shapes());
+    LINATTN_CHECK(h0.shape() == (Shape{s.B, s.H, s.Dk, s.Dv}), op, ": initial state h0 should be [", s.B, ", ", s.H,
+                  ", ", s.Dk, ", ", s.Dv, "], got ", shapes());
   return s;
 }
 
@@ -68,8 +68,6 @@ void check_finite(const char* op, const char* name, const Variable& x) {
   check_values(op, name, x, -kMaxFinite, kMaxFinite, "finite (a NaN or Inf reached the mixer)");
 }
 
-double resolve_scale(const MixerOptions& o, int64_t dk) { return o.scale != 0 ? o.scale : 1.0 / std::sqrt(double(dk)); }
-
 // The gradient of v: its real gradient when it needs one, else throw-away zeros. The caller holds
 // the tensor until the kernel has written into it (without an arena, scratch memory is freed with it).
 Tensor grad_or_scratch(const Variable& v) {
@@ -86,191 +84,182 @@ Tensor grad_or_zeros(const Variable& o) {
   return o.grad().defined() ? o.grad() : Tensor::scratch_zeros(o.shape(), o.dtype());
 }
 
+// What a mixer op's kernels write and read besides its inputs.
+struct MixerRun {
+  Sizes s;
+  double scale;
+  bool chunk;  // the chunk form, else the recurrent one
+  int64_t chunk_size;
+  Tensor o, ht, zt, saved;  // zt: normalized linear attention only; saved: chunk form only
+};
+
+// The prologue and epilogue every mixer op shares, after its own shape and range checks: checks the
+// `finite` inputs, allocates the outputs and (chunk form) saved_size() elements for the backward,
+// runs forward(T(0), run) for the inputs' float type, and records one tape node over `inputs` whose
+// backward runs backward(T(0), run, out, dO), dO the upstream gradient of o (zeros when unused).
+template <class SavedSize, class Forward, class Backward>
+MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inputs,
+                     std::initializer_list<std::pair<const char*, const Variable*>> finite, const Sizes& s,
+                     const MixerOptions& options, bool normalize, SavedSize saved_size, Forward forward,
+                     Backward backward) {
+  for (auto [name, x] : finite) check_finite(op, name, *x);
+  const DType dt = inputs.begin()[0]->dtype();
+  const bool chunk = options.form == MixerForm::chunk;
+  const MixerRun run{s,
+                     options.scale != 0 ? options.scale : 1.0 / std::sqrt(double(s.Dk)),
+                     chunk,
+                     options.chunk_size,
+                     Tensor::scratch({s.B, s.T, s.H, s.Dv}, dt),
+                     Tensor::scratch({s.B, s.H, s.Dk, s.Dv}, dt),
+                     normalize ? Tensor::scratch({s.B, s.H, s.Dk}, dt) : Tensor(),
+                     chunk ? Tensor::scratch({saved_size()}, dt) : Tensor()};
+  dispatch_float(dt, [&](auto zero) { forward(zero, run); });
+  const bool rg = needs_grad(inputs);
+  MixerOutput out{Variable(run.o, rg), Variable(run.ht, rg), normalize ? Variable(run.zt, rg) : Variable()};
+  if (rg)
+    record(inputs, [run, out, backward, dt] {
+      dispatch_float(dt, [&](auto zero) { backward(zero, run, out, grad_or_zeros(out.o)); });
+    });
+  return out;
+}
+
 }  // namespace
 
 MixerOutput linear_attention(const Variable& q, const Variable& k, const Variable& v, const Variable& h0,
                              cpu::FeatureMap phi, bool normalize, const MixerOptions& options, const Variable& z0) {
   const char* op = "linear_attention";
   check_inputs(op, {&q, &k, &v, &h0, &z0});
-  Sizes s = check_qkv(op, q, k, v, h0);
+  const Sizes s = check_qkv(op, q, k, v, h0);
   if (z0.defined()) {
     LINATTN_CHECK(normalize, op, ": z0 is the normalizer state of the normalized form; pass normalize = true");
-    LINATTN_CHECK(z0.shape() == (Shape{s.B, s.H, s.dk}), op, ": z0 should be [", s.B, ", ", s.H, ", ", s.dk, "], got ",
+    LINATTN_CHECK(z0.shape() == (Shape{s.B, s.H, s.Dk}), op, ": z0 should be [", s.B, ", ", s.H, ", ", s.Dk, "], got ",
                   z0.value().str());
   }
-  for (auto [name, x] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}, {"z0", &z0}}) check_finite(op, name, *x);
-  const double scale = resolve_scale(options, s.dk);
-  const bool chunk = options.form == MixerForm::chunk;
-  DType dt = q.dtype();
-  Tensor o = Tensor::scratch({s.B, s.T, s.H, s.dv}, dt);
-  Tensor ht = Tensor::scratch({s.B, s.H, s.dk, s.dv}, dt);
-  Tensor zt = normalize ? Tensor::scratch({s.B, s.H, s.dk}, dt) : Tensor();
-  Tensor saved;
-  if (chunk)
-    saved = Tensor::scratch({cpu::linear_attn_chunk_saved_size(s.B, s.T, s.H, s.dk, s.dv, normalize, options.chunk_size)},
-                            dt);
-  dispatch_float(dt, [&](auto zero) {
-    using T = decltype(zero);
-    T* zt_p = normalize ? zt.data<T>() : nullptr;
-    if (chunk)
-      cpu::linear_attn_chunk_forward<T>(o.data<T>(), ht.data<T>(), zt_p, saved.data<T>(), q.value().data<T>(),
-                                        k.value().data<T>(), v.value().data<T>(), data_or_null<T>(h0),
-                                        data_or_null<T>(z0), s.B, s.T, s.H, s.dk, s.dv, T(scale), phi, normalize,
-                                        options.chunk_size);
-    else
-      cpu::linear_attn_recurrent_forward<T>(o.data<T>(), ht.data<T>(), zt_p, q.value().data<T>(), k.value().data<T>(),
-                                            v.value().data<T>(), data_or_null<T>(h0), data_or_null<T>(z0), s.B, s.T,
-                                            s.H, s.dk, s.dv, T(scale), phi, normalize);
-  });
-  const bool rg = needs_grad({&q, &k, &v, &h0, &z0});
-  MixerOutput out{Variable(o, rg), Variable(ht, rg), normalize ? Variable(zt, rg) : Variable()};
-  if (rg)
-    record({&q, &k, &v, &h0, &z0}, [q, k, v, h0, z0, out, saved, s, scale, phi, normalize, options, chunk] {
-      dispatch_float(q.dtype(), [&](auto zero) {
+  return mixer_op(
+      op, {&q, &k, &v, &h0, &z0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}, {"z0", &z0}}, s, options, normalize,
+      [&] { return cpu::linear_attn_chunk_saved_size(s.B, s.T, s.H, s.Dk, s.Dv, normalize, options.chunk_size); },
+      [&](auto zero, const MixerRun& r) {
         using T = decltype(zero);
-        Tensor dq = grad_or_scratch(q), dk = grad_or_scratch(k), dv = grad_or_scratch(v), dO = grad_or_zeros(out.o);
+        T* zt = normalize ? r.zt.data<T>() : nullptr;
+        if (r.chunk)
+          cpu::linear_attn_chunk_forward<T>(r.o.data<T>(), r.ht.data<T>(), zt, r.saved.data<T>(), q.value().data<T>(),
+                                            k.value().data<T>(), v.value().data<T>(), data_or_null<T>(h0),
+                                            data_or_null<T>(z0), s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale), phi, normalize,
+                                            r.chunk_size);
+        else
+          cpu::linear_attn_recurrent_forward<T>(r.o.data<T>(), r.ht.data<T>(), zt, q.value().data<T>(),
+                                                k.value().data<T>(), v.value().data<T>(), data_or_null<T>(h0),
+                                                data_or_null<T>(z0), s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale), phi,
+                                                normalize);
+      },
+      [q, k, v, h0, z0, phi, normalize](auto zero, const MixerRun& r, const MixerOutput& out, const Tensor& dO) {
+        using T = decltype(zero);
+        Tensor dq = grad_or_scratch(q), dk = grad_or_scratch(k), dv = grad_or_scratch(v);
         T* dz0 = normalize ? grad_or_null<T>(z0) : nullptr;
         const T* dzt = normalize ? grad_data_or_null<T>(out.zt) : nullptr;
-        if (chunk)
+        const Sizes& s = r.s;
+        if (r.chunk)
           cpu::linear_attn_chunk_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), grad_or_null<T>(h0), dz0,
-                                             saved.data<T>(), q.value().data<T>(), k.value().data<T>(),
+                                             r.saved.data<T>(), q.value().data<T>(), k.value().data<T>(),
                                              v.value().data<T>(), dO.data<T>(), grad_data_or_null<T>(out.ht), dzt, s.B,
-                                             s.T, s.H, s.dk, s.dv, T(scale), phi, normalize, options.chunk_size);
+                                             s.T, s.H, s.Dk, s.Dv, T(r.scale), phi, normalize, r.chunk_size);
         else
           cpu::linear_attn_recurrent_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), grad_or_null<T>(h0), dz0,
                                                  q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
                                                  data_or_null<T>(h0), data_or_null<T>(z0), dO.data<T>(),
-                                                 grad_data_or_null<T>(out.ht), dzt, s.B, s.T, s.H, s.dk, s.dv,
-                                                 T(scale), phi, normalize);
+                                                 grad_data_or_null<T>(out.ht), dzt, s.B, s.T, s.H, s.Dk, s.Dv,
+                                                 T(r.scale), phi, normalize);
       });
-    });
-  return out;
 }
 
 MixerOutput gla(const Variable& q, const Variable& k, const Variable& v, const Variable& g, const Variable& h0,
                 const MixerOptions& options) {
   const char* op = "gla";
   check_inputs(op, {&q, &k, &v, &g, &h0});
-  Sizes s = check_qkv(op, q, k, v, h0);
+  const Sizes s = check_qkv(op, q, k, v, h0);
   LINATTN_CHECK(g.shape() == q.shape(), op, ": the log-gate g should have q's shape [B, T, H, dk] = ",
                 q.shape().str(), ", got ", g.value().str());
-  for (auto [name, x] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}) check_finite(op, name, *x);
   check_values(op, "g", g, -kMaxFinite, 0.0, "a finite log-gate <= 0 (make it with logsigmoid)");
-  const double scale = resolve_scale(options, s.dk);
-  const bool chunk = options.form == MixerForm::chunk;
-  DType dt = q.dtype();
-  Tensor o = Tensor::scratch({s.B, s.T, s.H, s.dv}, dt);
-  Tensor ht = Tensor::scratch({s.B, s.H, s.dk, s.dv}, dt);
-  Tensor saved;
-  if (chunk) saved = Tensor::scratch({cpu::gla_chunk_saved_size(s.B, s.T, s.H, s.dk, s.dv, options.chunk_size)}, dt);
-  dispatch_float(dt, [&](auto zero) {
-    using T = decltype(zero);
-    if (chunk)
-      cpu::gla_chunk_forward<T>(o.data<T>(), ht.data<T>(), saved.data<T>(), q.value().data<T>(), k.value().data<T>(),
-                                v.value().data<T>(), g.value().data<T>(), data_or_null<T>(h0), s.B, s.T, s.H, s.dk,
-                                s.dv, T(scale), options.chunk_size);
-    else
-      cpu::gla_recurrent_forward<T>(o.data<T>(), ht.data<T>(), q.value().data<T>(), k.value().data<T>(),
-                                    v.value().data<T>(), g.value().data<T>(), data_or_null<T>(h0), s.B, s.T, s.H, s.dk,
-                                    s.dv, T(scale));
-  });
-  const bool rg = needs_grad({&q, &k, &v, &g, &h0});
-  MixerOutput out{Variable(o, rg), Variable(ht, rg), {}};
-  if (rg)
-    record({&q, &k, &v, &g, &h0}, [q, k, v, g, h0, out, saved, s, scale, options, chunk] {
-      dispatch_float(q.dtype(), [&](auto zero) {
+  return mixer_op(
+      op, {&q, &k, &v, &g, &h0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}, s, options, false,
+      [&] { return cpu::gla_chunk_saved_size(s.B, s.T, s.H, s.Dk, s.Dv, options.chunk_size); },
+      [&](auto zero, const MixerRun& r) {
+        using T = decltype(zero);
+        if (r.chunk)
+          cpu::gla_chunk_forward<T>(r.o.data<T>(), r.ht.data<T>(), r.saved.data<T>(), q.value().data<T>(),
+                                    k.value().data<T>(), v.value().data<T>(), g.value().data<T>(), data_or_null<T>(h0),
+                                    s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale), r.chunk_size);
+        else
+          cpu::gla_recurrent_forward<T>(r.o.data<T>(), r.ht.data<T>(), q.value().data<T>(), k.value().data<T>(),
+                                        v.value().data<T>(), g.value().data<T>(), data_or_null<T>(h0), s.B, s.T, s.H,
+                                        s.Dk, s.Dv, T(r.scale));
+      },
+      [q, k, v, g, h0](auto zero, const MixerRun& r, const MixerOutput& out, const Tensor& dO) {
         using T = decltype(zero);
         // RetNet's constant gate g needs no gradient: its throw-away one lives in dg.
         Tensor dq = grad_or_scratch(q), dk = grad_or_scratch(k), dv = grad_or_scratch(v), dg = grad_or_scratch(g);
-        Tensor dO = grad_or_zeros(out.o);
-        if (chunk)
+        const Sizes& s = r.s;
+        if (r.chunk)
           cpu::gla_chunk_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), dg.data<T>(), grad_or_null<T>(h0),
-                                     saved.data<T>(), q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
+                                     r.saved.data<T>(), q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
                                      g.value().data<T>(), dO.data<T>(), grad_data_or_null<T>(out.ht), s.B, s.T, s.H,
-                                     s.dk, s.dv, T(scale), options.chunk_size);
+                                     s.Dk, s.Dv, T(r.scale), r.chunk_size);
         else
           cpu::gla_recurrent_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), dg.data<T>(), grad_or_null<T>(h0),
                                          q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
                                          g.value().data<T>(), data_or_null<T>(h0), dO.data<T>(),
-                                         grad_data_or_null<T>(out.ht), s.B, s.T, s.H, s.dk, s.dv, T(scale));
+                                         grad_data_or_null<T>(out.ht), s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale));
       });
-    });
-  return out;
 }
 
-// DeltaNet and Gated DeltaNet share everything but the decay input.
+// DeltaNet and Gated DeltaNet share everything but the decay input (a undefined = DeltaNet).
 static MixerOutput delta_rule(const char* op, const Variable& q, const Variable& k, const Variable& v,
                               const Variable& beta, const Variable& a, const Variable& h0,
                               const MixerOptions& options) {
   const bool gated = a.defined();
   check_inputs(op, {&q, &k, &v, &beta, &a, &h0});
-  Sizes s = check_qkv(op, q, k, v, h0);
+  const Sizes s = check_qkv(op, q, k, v, h0);
   LINATTN_CHECK(beta.shape() == (Shape{s.B, s.T, s.H}), op, ": beta should be [B, T, H] = [", s.B, ", ", s.T, ", ",
                 s.H, "], got ", beta.value().str());
   if (gated)
     LINATTN_CHECK(a.shape() == (Shape{s.B, s.T, s.H}), op, ": the log-decay a should be [B, T, H] = [", s.B, ", ", s.T,
                   ", ", s.H, "], got ", a.value().str());
-  for (auto [name, x] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}) check_finite(op, name, *x);
   // [0, 1] rather than (0, 1): a float32 sigmoid rounds to exactly 1 for inputs above ~17, and the
   // delta rule is well defined there.
   check_values(op, "beta", beta, 0.0, 1.0, "in [0, 1] (make it with a sigmoid)");
   if (gated) check_values(op, "a", a, -kMaxFinite, 0.0, "a finite log-decay <= 0");
-  const double scale = resolve_scale(options, s.dk);
-  const bool chunk = options.form == MixerForm::chunk;
-  DType dt = q.dtype();
-  Tensor o = Tensor::scratch({s.B, s.T, s.H, s.dv}, dt);
-  Tensor ht = Tensor::scratch({s.B, s.H, s.dk, s.dv}, dt);
-  Tensor saved;
-  if (chunk) saved = Tensor::scratch({cpu::deltanet_chunk_saved_size(s.B, s.T, s.H, s.dk, s.dv, options.chunk_size)}, dt);
-  dispatch_float(dt, [&](auto zero) {
-    using T = decltype(zero);
-    const T *Q = q.value().data<T>(), *K = k.value().data<T>(), *V = v.value().data<T>();
-    const T* Bt = beta.value().data<T>();
-    if (gated && chunk)
-      cpu::gated_deltanet_chunk_forward<T>(o.data<T>(), ht.data<T>(), saved.data<T>(), Q, K, V, Bt, a.value().data<T>(),
-                                           data_or_null<T>(h0), s.B, s.T, s.H, s.dk, s.dv, T(scale), options.chunk_size);
-    else if (gated)
-      cpu::gated_deltanet_recurrent_forward<T>(o.data<T>(), ht.data<T>(), Q, K, V, Bt, a.value().data<T>(),
-                                               data_or_null<T>(h0), s.B, s.T, s.H, s.dk, s.dv, T(scale));
-    else if (chunk)
-      cpu::deltanet_chunk_forward<T>(o.data<T>(), ht.data<T>(), saved.data<T>(), Q, K, V, Bt, data_or_null<T>(h0), s.B,
-                                     s.T, s.H, s.dk, s.dv, T(scale), options.chunk_size);
-    else
-      cpu::deltanet_recurrent_forward<T>(o.data<T>(), ht.data<T>(), Q, K, V, Bt, data_or_null<T>(h0), s.B, s.T, s.H,
-                                         s.dk, s.dv, T(scale));
-  });
-  const bool rg = needs_grad({&q, &k, &v, &beta, &a, &h0});
-  MixerOutput out{Variable(o, rg), Variable(ht, rg), {}};
-  if (rg)
-    record({&q, &k, &v, &beta, &a, &h0}, [q, k, v, beta, a, h0, out, saved, s, scale, options, chunk, gated] {
-      dispatch_float(q.dtype(), [&](auto zero) {
+  return mixer_op(
+      op, {&q, &k, &v, &beta, &a, &h0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}, s, options, false,
+      [&] { return cpu::deltanet_chunk_saved_size(s.B, s.T, s.H, s.Dk, s.Dv, options.chunk_size); },
+      [&](auto zero, const MixerRun& r) {
+        using T = decltype(zero);
+        const T *Q = q.value().data<T>(), *K = k.value().data<T>(), *V = v.value().data<T>();
+        const T *Bt = beta.value().data<T>(), *A = data_or_null<T>(a);
+        if (r.chunk)
+          cpu::deltanet_chunk_forward<T>(r.o.data<T>(), r.ht.data<T>(), r.saved.data<T>(), Q, K, V, Bt, A,
+                                         data_or_null<T>(h0), s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale), r.chunk_size);
+        else
+          cpu::deltanet_recurrent_forward<T>(r.o.data<T>(), r.ht.data<T>(), Q, K, V, Bt, A, data_or_null<T>(h0), s.B,
+                                             s.T, s.H, s.Dk, s.Dv, T(r.scale));
+      },
+      [q, k, v, beta, a, h0](auto zero, const MixerRun& r, const MixerOutput& out, const Tensor& dO_t) {
         using T = decltype(zero);
         Tensor dq_t = grad_or_scratch(q), dk_t = grad_or_scratch(k), dv_t = grad_or_scratch(v);
-        Tensor dbeta_t = grad_or_scratch(beta), dO_t = grad_or_zeros(out.o);
-        Tensor da_t = gated ? grad_or_scratch(a) : Tensor();
+        Tensor dbeta_t = grad_or_scratch(beta), da_t = a.defined() ? grad_or_scratch(a) : Tensor();
         T *dq = dq_t.data<T>(), *dk = dk_t.data<T>(), *dv = dv_t.data<T>(), *dbeta = dbeta_t.data<T>();
-        T* dh0 = grad_or_null<T>(h0);
+        T *da = a.defined() ? da_t.data<T>() : nullptr, *dh0 = grad_or_null<T>(h0);
         const T *Q = q.value().data<T>(), *K = k.value().data<T>(), *V = v.value().data<T>();
-        const T* Bt = beta.value().data<T>();
-        const T* dO = dO_t.data<T>();
-        const T* dHt = grad_data_or_null<T>(out.ht);
-        if (gated && chunk)
-          cpu::gated_deltanet_chunk_backward<T>(dq, dk, dv, dbeta, da_t.data<T>(), dh0, saved.data<T>(), Q, K, V, Bt,
-                                                a.value().data<T>(), data_or_null<T>(h0), dO, dHt, s.B, s.T, s.H, s.dk,
-                                                s.dv, T(scale), options.chunk_size);
-        else if (gated)
-          cpu::gated_deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, da_t.data<T>(), dh0, Q, K, V, Bt,
-                                                    a.value().data<T>(), data_or_null<T>(h0), dO, dHt, s.B, s.T, s.H,
-                                                    s.dk, s.dv, T(scale));
-        else if (chunk)
-          cpu::deltanet_chunk_backward<T>(dq, dk, dv, dbeta, dh0, saved.data<T>(), Q, K, V, Bt, data_or_null<T>(h0), dO,
-                                          dHt, s.B, s.T, s.H, s.dk, s.dv, T(scale), options.chunk_size);
+        const T *Bt = beta.value().data<T>(), *A = data_or_null<T>(a);
+        const T *dO = dO_t.data<T>(), *dHt = grad_data_or_null<T>(out.ht);
+        const Sizes& s = r.s;
+        if (r.chunk)
+          cpu::deltanet_chunk_backward<T>(dq, dk, dv, dbeta, da, dh0, r.saved.data<T>(), Q, K, V, Bt, A,
+                                          data_or_null<T>(h0), dO, dHt, s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale),
+                                          r.chunk_size);
         else
-          cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, dh0, Q, K, V, Bt, data_or_null<T>(h0), dO, dHt, s.B,
-                                              s.T, s.H, s.dk, s.dv, T(scale));
+          cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, da, dh0, Q, K, V, Bt, A, data_or_null<T>(h0), dO, dHt,
+                                              s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale));
       });
-    });
-  return out;
 }
 
 MixerOutput deltanet(const Variable& q, const Variable& k, const Variable& v, const Variable& beta,

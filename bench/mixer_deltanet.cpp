@@ -71,15 +71,10 @@ std::function<void()> prepare(bool gated, int64_t B, int64_t T_, int64_t H, int6
                 *dO = b->dO.data<float>(), *dht = b->dht.data<float>();
     float *dq = b->dq.data<float>(), *dk_ = b->dk.data<float>(), *dv_ = b->dv.data<float>(),
           *dbeta = b->dbeta.data<float>(), *da = b->da.data<float>(), *dh0 = b->dh0.data<float>();
-    if (gated) {
-      cpu::gated_deltanet_chunk_forward<float>(f[0], f[1], f[2], q, k, v, beta, a, h0, B, T_, H, dk, dv, scale, C);
-      cpu::gated_deltanet_chunk_backward<float>(dq, dk_, dv_, dbeta, da, dh0, f[2], q, k, v, beta, a, h0, dO, dht, B,
-                                                T_, H, dk, dv, scale, C);
-    } else {
-      cpu::deltanet_chunk_forward<float>(f[0], f[1], f[2], q, k, v, beta, h0, B, T_, H, dk, dv, scale, C);
-      cpu::deltanet_chunk_backward<float>(dq, dk_, dv_, dbeta, dh0, f[2], q, k, v, beta, h0, dO, dht, B, T_, H, dk,
-                                          dv, scale, C);
-    }
+    const float* gate = gated ? a : nullptr;
+    cpu::deltanet_chunk_forward<float>(f[0], f[1], f[2], q, k, v, beta, gate, h0, B, T_, H, dk, dv, scale, C);
+    cpu::deltanet_chunk_backward<float>(dq, dk_, dv_, dbeta, gated ? da : nullptr, dh0, f[2], q, k, v, beta, gate, h0,
+                                        dO, dht, B, T_, H, dk, dv, scale, C);
   };
 }
 

@@ -1,45 +1,14 @@
 // Helpers shared by the chunkwise token-mixer kernels (linear attention, GLA, DeltaNet).
 #pragma once
 
-#include <omp.h>
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/cpu/matmul.h"
 
 namespace linattn::cpu {
-
-inline int64_t num_chunks(int64_t T_, int64_t C) { return (T_ + C - 1) / C; }
-
-// Whether to spread the (batch, head) pairs of a chunkwise kernel over the OpenMP threads.
-// float: always, even for little work: inside an active parallel region every cpu::gemm<float> runs
-// single-threaded, while from a region of one thread oneDNN forks its own threads for each small
-// product (a 64^3 product measured ~30x slower that way).
-// double (the float64 checks, plain-loop products): only when the work pays for waking the threads.
-template <class T>
-bool parallel_over_heads(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv) {
-  if constexpr (std::is_same_v<T, float>) return true;
-  else return B * H > 1 && B * H * T_ * Dk * Dv >= (1 << 16);
-}
-
-// Inside an OpenMP parallel region: this thread's contiguous share of the B * H (batch, head) pairs,
-// handed to f(b, h_begin, h_end) one batch at a time. The kernels step all heads of a range through
-// the chunks together, so a chunk's rows of those heads, adjacent in the [B, T, H, d] layout, are read
-// from memory in order rather than one head's rows 256 bytes out of every H * d * 4.
-template <class F>
-void for_my_heads(int64_t B, int64_t H, F&& f) {
-  const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
-  const int64_t begin = B * H * me / threads, end = B * H * (me + 1) / threads;
-  for (int64_t bh = begin; bh < end;) {
-    const int64_t b = bh / H, h_begin = bh % H, h_end = std::min(H, h_begin + (end - bh));
-    f(b, h_begin, h_end);
-    bh += h_end - h_begin;
-  }
-}
 
 // Zero the strictly upper triangle of the n x n block P (leading dimension ld): the causal mask M.
 template <class T>

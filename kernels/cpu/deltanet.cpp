@@ -4,87 +4,46 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/chunk_util.h"
+#include "kernels/cpu/chunk_mixer.h"
 #include "kernels/cpu/matmul.h"
 
 namespace linattn::cpu {
 namespace {
 
-// Sizes of one call, and the pointer offsets of one (batch, head) sequence in [B, T, H, D] tensors.
-struct Dims {
-  int64_t B, T, H, dk, dv;
-  int64_t ldk() const { return H * dk; }  // stride between tokens of q, k
-  int64_t ldv() const { return H * dv; }  // stride between tokens of v, o
-  int64_t qk_offset(int64_t bh) const { return (bh / H) * T * H * dk + (bh % H) * dk; }
-  int64_t v_offset(int64_t bh) const { return (bh / H) * T * H * dv + (bh % H) * dv; }
-  int64_t gate_offset(int64_t bh) const { return (bh / H) * T * H + (bh % H); }  // beta, a: stride H
-};
-
-void check_dims(const Dims& d, int64_t chunk_size, const char* where) {
-  LINATTN_CHECK(d.B >= 0 && d.T >= 0 && d.H >= 0 && d.dk > 0 && d.dv > 0, where, ": bad sizes B=", d.B, " T=", d.T,
-                " H=", d.H, " dk=", d.dk, " dv=", d.dv);
-  LINATTN_CHECK(chunk_size >= 1, where, ": chunk_size must be >= 1, got ", chunk_size);
-}
-
 // ---- Recurrent form ---------------------------------------------------------------------------
-// One step, in place on the state S [dk, dv]:
+// One step, in place on the state S [Dk, Dv]:
 //   decay = exp(a)  (1 without gates);   v_old = decay S^T k;   u = beta (v - v_old)
 //   S <- decay S + k u^T
-// v_old and u are returned (dv entries each) for the backward.
+// v_old and u are returned (Dv entries each) for the backward.
 template <class T>
-void delta_step(T* S, T* v_old, T* u, const T* k, const T* v, T beta, T decay, int64_t dk, int64_t dv) {
-  std::fill(v_old, v_old + dv, T(0));
-  for (int64_t i = 0; i < dk; ++i) {
+void delta_step(T* S, T* v_old, T* u, const T* k, const T* v, T beta, T decay, int64_t Dk, int64_t Dv) {
+  std::fill(v_old, v_old + Dv, T(0));
+  for (int64_t i = 0; i < Dk; ++i) {
     const T ki = k[i];
-    const T* s = S + i * dv;
-    for (int64_t j = 0; j < dv; ++j) v_old[j] += ki * s[j];
+    const T* s = S + i * Dv;
+    for (int64_t j = 0; j < Dv; ++j) v_old[j] += ki * s[j];
   }
-  for (int64_t j = 0; j < dv; ++j) {
+  for (int64_t j = 0; j < Dv; ++j) {
     v_old[j] *= decay;
     u[j] = beta * (v[j] - v_old[j]);
   }
-  for (int64_t i = 0; i < dk; ++i) {
+  for (int64_t i = 0; i < Dk; ++i) {
     const T ki = k[i];
-    T* s = S + i * dv;
-    for (int64_t j = 0; j < dv; ++j) s[j] = decay * s[j] + ki * u[j];
+    T* s = S + i * Dv;
+    for (int64_t j = 0; j < Dv; ++j) s[j] = decay * s[j] + ki * u[j];
   }
 }
 
-// o = scale S^T q  (o: [dv], q: [dk], S: [dk, dv])
+// o = scale S^T q  (o: [Dv], q: [Dk], S: [Dk, Dv])
 template <class T>
-void read_out(T* o, const T* S, const T* q, T scale, int64_t dk, int64_t dv) {
-  std::fill(o, o + dv, T(0));
-  for (int64_t i = 0; i < dk; ++i) {
+void read_out(T* o, const T* S, const T* q, T scale, int64_t Dk, int64_t Dv) {
+  std::fill(o, o + Dv, T(0));
+  for (int64_t i = 0; i < Dk; ++i) {
     const T qi = scale * q[i];
-    const T* s = S + i * dv;
-    for (int64_t j = 0; j < dv; ++j) o[j] += qi * s[j];
-  }
-}
-
-template <class T>
-void recurrent_forward(T* o, T* ht, const T* q, const T* k, const T* v, const T* beta, const T* a, const T* h0,
-                       const Dims& d, T scale) {
-  check_dims(d, 1, "deltanet_recurrent_forward");
-  const int64_t dk = d.dk, dv = d.dv, H = d.H, state = dk * dv;
-#pragma omp parallel
-  {
-    std::vector<T> S(state), v_old(dv), u(dv);
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
-      if (h0) std::copy(h0 + bh * state, h0 + (bh + 1) * state, S.begin());
-      else std::fill(S.begin(), S.end(), T(0));
-      const int64_t oq = d.qk_offset(bh), ov = d.v_offset(bh), og = d.gate_offset(bh);
-      for (int64_t t = 0; t < d.T; ++t) {
-        const T* kt = k + oq + t * d.ldk();
-        const T decay = a ? std::exp(a[og + t * H]) : T(1);
-        delta_step(S.data(), v_old.data(), u.data(), kt, v + ov + t * d.ldv(), beta[og + t * H], decay, dk, dv);
-        read_out(o + ov + t * d.ldv(), S.data(), q + oq + t * d.ldk(), scale, dk, dv);
-      }
-      if (ht) std::copy(S.begin(), S.end(), ht + bh * state);
-    }
+    const T* s = S + i * Dv;
+    for (int64_t j = 0; j < Dv; ++j) o[j] += qi * s[j];
   }
 }
 
@@ -92,129 +51,145 @@ void recurrent_forward(T* o, T* ht, const T* q, const T* k, const T* v, const T*
 // recomputed segment by segment from checkpoints taken every `kSegment` tokens.
 constexpr int64_t kSegment = 64;
 
+}  // namespace
+
 template <class T>
-void recurrent_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* q, const T* k, const T* v,
-                        const T* beta, const T* a, const T* h0, const T* do_, const T* dht, const Dims& d, T scale) {
-  check_dims(d, 1, "deltanet_recurrent_backward");
-  const int64_t Dk = d.dk, Dv = d.dv, H = d.H, state = Dk * Dv;
-  const int64_t nseg = (d.T + kSegment - 1) / kSegment;
-#pragma omp parallel
-  {
-    std::vector<T> checkpoints(std::max<int64_t>(nseg, 1) * state), states((kSegment + 1) * state), dS(state);
-    std::vector<T> v_old(Dv), u(Dv), du(Dv), dv_old(Dv);
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
-      const int64_t oq = d.qk_offset(bh), ov = d.v_offset(bh), og = d.gate_offset(bh);
-      auto decay_at = [&](int64_t t) { return a ? std::exp(a[og + t * H]) : T(1); };
-      // Forward sweep: the state at the start of every segment.
-      T* S = states.data();
-      if (h0) std::copy(h0 + bh * state, h0 + (bh + 1) * state, S);
-      else std::fill(S, S + state, T(0));
-      for (int64_t s = 0; s < nseg; ++s) {
-        std::copy(S, S + state, checkpoints.data() + s * state);
-        for (int64_t t = s * kSegment; t < std::min(d.T, (s + 1) * kSegment); ++t)
-          delta_step(S, v_old.data(), u.data(), k + oq + t * d.ldk(), v + ov + t * d.ldv(), beta[og + t * H],
-                     decay_at(t), Dk, Dv);
-      }
-      if (dht) std::copy(dht + bh * state, dht + (bh + 1) * state, dS.begin());
-      else std::fill(dS.begin(), dS.end(), T(0));
-      for (int64_t s = nseg - 1; s >= 0; --s) {
-        const int64_t t0 = s * kSegment, t1 = std::min(d.T, t0 + kSegment);
-        // states[i] = S_{t0 + i - 1}: the state before token t0 + i.
-        std::copy(checkpoints.data() + s * state, checkpoints.data() + (s + 1) * state, states.data());
-        for (int64_t t = t0; t < t1; ++t) {
-          T* next = states.data() + (t - t0 + 1) * state;
-          std::copy(next - state, next, next);
-          delta_step(next, v_old.data(), u.data(), k + oq + t * d.ldk(), v + ov + t * d.ldv(), beta[og + t * H],
-                     decay_at(t), Dk, Dv);
-        }
-        for (int64_t t = t1 - 1; t >= t0; --t) {
-          const T* prev = states.data() + (t - t0) * state;  // S_{t-1}
-          const T* cur = prev + state;                         // S_t
-          const T* qt = q + oq + t * d.ldk();
-          const T* kt = k + oq + t * d.ldk();
-          const T* vt = v + ov + t * d.ldv();
-          const T* dot = do_ + ov + t * d.ldv();
-          T* dqt = dq + oq + t * d.ldk();
-          T* dkt = dk + oq + t * d.ldk();
-          T* dvt = dv + ov + t * d.ldv();
-          const T bt = beta[og + t * H], decay = decay_at(t);
-          // Recompute v_old = decay S_{t-1}^T k and u = beta (v - v_old).
-          std::fill(v_old.begin(), v_old.end(), T(0));
-          for (int64_t i = 0; i < Dk; ++i)
-            for (int64_t j = 0; j < Dv; ++j) v_old[j] += kt[i] * prev[i * Dv + j];
-          for (int64_t j = 0; j < Dv; ++j) {
-            v_old[j] *= decay;
-            u[j] = bt * (vt[j] - v_old[j]);
-          }
-          // forward: o_t = scale S_t^T q_t  =>  dq_t += scale S_t do_t, dS_t += scale q_t do_t^T
-          for (int64_t i = 0; i < Dk; ++i) {
-            T acc = 0;
-            for (int64_t j = 0; j < Dv; ++j) {
-              acc += cur[i * Dv + j] * dot[j];
-              dS[i * Dv + j] += scale * qt[i] * dot[j];
-            }
-            dqt[i] += scale * acc;
-          }
-          // forward: S_t = S~ + k u^T  =>  du = dS_t^T k, dk += dS_t u, dS~ = dS_t
-          std::fill(du.begin(), du.end(), T(0));
-          for (int64_t i = 0; i < Dk; ++i) {
-            T acc = 0;
-            for (int64_t j = 0; j < Dv; ++j) {
-              du[j] += dS[i * Dv + j] * kt[i];
-              acc += dS[i * Dv + j] * u[j];
-            }
-            dkt[i] += acc;
-          }
-          // forward: u = beta (v - v_old)  =>  dv += beta du, dbeta += du . (v - v_old), dv_old = -beta du
-          T db = 0;
-          for (int64_t j = 0; j < Dv; ++j) {
-            dvt[j] += bt * du[j];
-            db += du[j] * (vt[j] - v_old[j]);
-            dv_old[j] = -bt * du[j];
-          }
-          dbeta[og + t * H] += db;
-          // forward: v_old = S~^T k with S~ = decay S_{t-1}
-          //   =>  dS~ += k dv_old^T, dk += S~ dv_old
-          // forward: S~ = exp(a) S_{t-1}  =>  da += <dS~, S~>, dS_{t-1} = decay dS~
-          T dgate = 0;
-          for (int64_t i = 0; i < Dk; ++i) {
-            T acc = 0;
-            for (int64_t j = 0; j < Dv; ++j) {
-              T& g = dS[i * Dv + j];
-              g += kt[i] * dv_old[j];
-              acc += prev[i * Dv + j] * dv_old[j];
-              dgate += g * prev[i * Dv + j];
-              g *= decay;
-            }
-            dkt[i] += decay * acc;
-          }
-          if (da) da[og + t * H] += decay * dgate;
-        }
-      }
-      if (dh0)
-        for (int64_t i = 0; i < state; ++i) dh0[bh * state + i] += dS[i];
+void deltanet_recurrent_forward(T* o, T* ht, const T* q, const T* k, const T* v, const T* beta, const T* a,
+                                const T* h0, int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale) {
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, 1, "deltanet_recurrent_forward");
+  const int64_t ldk = d.ldk(), ldv = d.ldv();
+  for_each_head<T>(d, [&](ScratchArena<T>& arena, int64_t b, int64_t h) {
+    T *S, *v_old, *u;
+    arena.carve({{S, Dk * Dv}, {v_old, Dv}, {u, Dv}});
+    load_state(S, h0, nullptr, b * H + h, Dk, Dv, Dv);
+    const int64_t og = d.row(b, 0, h), oq = og * Dk, ov = og * Dv;
+    for (int64_t t = 0; t < T_; ++t) {
+      const T decay = a ? std::exp(a[og + t * H]) : T(1);
+      delta_step(S, v_old, u, k + oq + t * ldk, v + ov + t * ldv, beta[og + t * H], decay, Dk, Dv);
+      read_out(o + ov + t * ldv, S, q + oq + t * ldk, scale, Dk, Dv);
     }
-  }
+    store_state(ht, nullptr, S, b * H + h, Dk, Dv, Dv, false);
+  });
+}
+template <class T>
+void deltanet_recurrent_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* q, const T* k, const T* v,
+                                 const T* beta, const T* a, const T* h0, const T* do_, const T* dht, int64_t B,
+                                 int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale) {
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, 1, "deltanet_recurrent_backward");
+  const int64_t state = Dk * Dv, nseg = (T_ + kSegment - 1) / kSegment, ldk = d.ldk(), ldv = d.ldv();
+  for_each_head<T>(d, [&](ScratchArena<T>& arena, int64_t b, int64_t h) {
+    T *checkpoints, *states, *dS, *v_old, *u, *du, *dv_old;
+    arena.carve({{checkpoints, std::max<int64_t>(nseg, 1) * state},
+                 {states, (kSegment + 1) * state},
+                 {dS, state},
+                 {v_old, Dv},
+                 {u, Dv},
+                 {du, Dv},
+                 {dv_old, Dv}});
+    const int64_t og = d.row(b, 0, h), oq = og * Dk, ov = og * Dv;
+    auto decay_at = [&](int64_t t) { return a ? std::exp(a[og + t * H]) : T(1); };
+    // Forward sweep: the state at the start of every segment.
+    T* S = states;
+    load_state(S, h0, nullptr, b * H + h, Dk, Dv, Dv);
+    for (int64_t s = 0; s < nseg; ++s) {
+      std::copy(S, S + state, checkpoints + s * state);
+      for (int64_t t = s * kSegment; t < std::min(T_, (s + 1) * kSegment); ++t)
+        delta_step(S, v_old, u, k + oq + t * ldk, v + ov + t * ldv, beta[og + t * H], decay_at(t), Dk, Dv);
+    }
+    load_state(dS, dht, nullptr, b * H + h, Dk, Dv, Dv);
+    for (int64_t s = nseg - 1; s >= 0; --s) {
+      const int64_t t0 = s * kSegment, t1 = std::min(T_, t0 + kSegment);
+      // states[i] = S_{t0 + i - 1}: the state before token t0 + i.
+      std::copy(checkpoints + s * state, checkpoints + (s + 1) * state, states);
+      for (int64_t t = t0; t < t1; ++t) {
+        T* next = states + (t - t0 + 1) * state;
+        std::copy(next - state, next, next);
+        delta_step(next, v_old, u, k + oq + t * ldk, v + ov + t * ldv, beta[og + t * H], decay_at(t), Dk, Dv);
+      }
+      for (int64_t t = t1 - 1; t >= t0; --t) {
+        const T* prev = states + (t - t0) * state;  // S_{t-1}
+        const T* cur = prev + state;                 // S_t
+        const T* qt = q + oq + t * ldk;
+        const T* kt = k + oq + t * ldk;
+        const T* vt = v + ov + t * ldv;
+        const T* dot = do_ + ov + t * ldv;
+        T* dqt = dq + oq + t * ldk;
+        T* dkt = dk + oq + t * ldk;
+        T* dvt = dv + ov + t * ldv;
+        const T bt = beta[og + t * H], decay = decay_at(t);
+        // Recompute v_old = decay S_{t-1}^T k and u = beta (v - v_old).
+        std::fill(v_old, v_old + Dv, T(0));
+        for (int64_t i = 0; i < Dk; ++i)
+          for (int64_t j = 0; j < Dv; ++j) v_old[j] += kt[i] * prev[i * Dv + j];
+        for (int64_t j = 0; j < Dv; ++j) {
+          v_old[j] *= decay;
+          u[j] = bt * (vt[j] - v_old[j]);
+        }
+        // forward: o_t = scale S_t^T q_t  =>  dq_t += scale S_t do_t, dS_t += scale q_t do_t^T
+        for (int64_t i = 0; i < Dk; ++i) {
+          T acc = 0;
+          for (int64_t j = 0; j < Dv; ++j) {
+            acc += cur[i * Dv + j] * dot[j];
+            dS[i * Dv + j] += scale * qt[i] * dot[j];
+          }
+          dqt[i] += scale * acc;
+        }
+        // forward: S_t = S~ + k u^T  =>  du = dS_t^T k, dk += dS_t u, dS~ = dS_t
+        std::fill(du, du + Dv, T(0));
+        for (int64_t i = 0; i < Dk; ++i) {
+          T acc = 0;
+          for (int64_t j = 0; j < Dv; ++j) {
+            du[j] += dS[i * Dv + j] * kt[i];
+            acc += dS[i * Dv + j] * u[j];
+          }
+          dkt[i] += acc;
+        }
+        // forward: u = beta (v - v_old)  =>  dv += beta du, dbeta += du . (v - v_old), dv_old = -beta du
+        T db = 0;
+        for (int64_t j = 0; j < Dv; ++j) {
+          dvt[j] += bt * du[j];
+          db += du[j] * (vt[j] - v_old[j]);
+          dv_old[j] = -bt * du[j];
+        }
+        dbeta[og + t * H] += db;
+        // forward: v_old = S~^T k with S~ = decay S_{t-1}
+        //   =>  dS~ += k dv_old^T, dk += S~ dv_old
+        // forward: S~ = exp(a) S_{t-1}  =>  da += <dS~, S~>, dS_{t-1} = decay dS~
+        T dgate = 0;
+        for (int64_t i = 0; i < Dk; ++i) {
+          T acc = 0;
+          for (int64_t j = 0; j < Dv; ++j) {
+            T& g = dS[i * Dv + j];
+            g += kt[i] * dv_old[j];
+            acc += prev[i * Dv + j] * dv_old[j];
+            dgate += g * prev[i * Dv + j];
+            g *= decay;
+          }
+          dkt[i] += decay * acc;
+        }
+        if (da) da[og + t * H] += decay * dgate;
+      }
+    }
+    store_state(dh0, nullptr, dS, b * H + h, Dk, Dv, Dv, true);
+  });
 }
 
 // ---- Chunkwise form ---------------------------------------------------------------------------
 
-// One chunk's block of `saved` (see the header): S0 [dk, dv], Ainv [C, C], PG [C, C] (P on and
-// below the diagonal, K K^T . D strictly above it: symmetric, so row j holds (k_j . k_i) D_ij for
-// i > j), U' [C, dv], R [C, dv].
-int64_t saved_block(int64_t dk, int64_t dv, int64_t C) { return dk * dv + 2 * C * C + 2 * C * dv; }
+namespace {
 
-int64_t saved_size(int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv, int64_t C) {
-  LINATTN_CHECK(C >= 1, "deltanet_chunk_saved_size: chunk_size must be >= 1, got ", C);
-  return B * H * ((T_ + C - 1) / C) * saved_block(dk, dv, C);
-}
+// One chunk's block of `saved` (see the header): S0 [Dk, Dv], Ainv [C, C], PG [C, C] (P on and
+// below the diagonal, K K^T . D strictly above it: symmetric, so row j holds (k_j . k_i) D_ij for
+// i > j), U' [C, Dv], R [C, Dv].
+int64_t saved_block(int64_t Dk, int64_t Dv, int64_t C) { return Dk * Dv + 2 * C * C + 2 * C * Dv; }
 
 template <class T>
-struct Block {
+struct SavedChunk {
   T *S0, *ainv, *pg, *u, *r;
-  Block(T* p, int64_t dk, int64_t dv, int64_t C)
-      : S0(p), ainv(p + dk * dv), pg(ainv + C * C), u(pg + C * C), r(u + C * dv) {}
+  SavedChunk(T* p, int64_t Dk, int64_t Dv, int64_t C)
+      : S0(p), ainv(p + Dk * Dv), pg(ainv + C * C), u(pg + C * C), r(u + C * Dv) {}
 };
 
 // Gates of one chunk of n tokens (log-decays a, stride H): G = inclusive cumulative sum of a,
@@ -223,7 +198,7 @@ struct Block {
 // <= 0, so nothing overflows. While G stays above -60 the ratios gamma_i / gamma_j are exact to a
 // few ulps and cost a multiply; below, D falls back to one exp per entry.
 template <class T>
-void chunk_gates(T* G, T* gamma, T* inv_gamma, T* lambda, T* D, const T* a, int64_t H, int64_t n, int64_t C) {
+void cumulative_decays(T* G, T* gamma, T* inv_gamma, T* lambda, T* D, const T* a, int64_t H, int64_t n, int64_t C) {
   T acc = 0;
   for (int64_t i = 0; i < n; ++i) {
     acc += a[i * H];
@@ -278,126 +253,114 @@ void invert_unit_lower(T* ainv, const T* gd, const T* beta, int64_t H, int64_t n
   }
 }
 
-// Per-thread scratch of the chunkwise kernels, allocated once per call.
-template <class T>
-struct ChunkScratch {
-  std::vector<T> gram, P, dP, D, l, rb, ul, du, x, dr, y, z, dog, G, gamma, inv_gamma, lambda, gdg, dlambda, dG,
-      dbeta, bt, S, own;
-  ChunkScratch(int64_t C, int64_t dk, int64_t dv, bool backward, bool own_blocks)
-      : gram(C * C), P(C * C), D(C * C, T(1)), l(C), rb(C * dv), ul(C * dv), G(C), gamma(C), inv_gamma(C),
-        lambda(C), S(dk * dv) {
-    // Without gates D stays all ones, so the gated and plain paths share every line.
-    if (backward) {
-      dP.resize(C * C);
-      du.resize(C * dv);
-      x.resize(C * dv);
-      dr.resize(C * dv);
-      y.resize(C * dv);
-      z.resize(C * dk);
-      dog.resize(C * dv);
-      gdg.resize(C);
-      dlambda.resize(C);
-      dG.resize(C);
-      dbeta.resize(C);
-      bt.resize(C);
-    }
-    if (own_blocks) own.resize(2 * saved_block(dk, dv, C));  // forward without `saved`: two blocks in turn
-  }
-};
+}  // namespace
+
+int64_t deltanet_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk_size) {
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, chunk_size, "deltanet_chunk_saved_size");
+  return B * H * d.chunks(chunk_size) * saved_block(Dk, Dv, chunk_size);
+}
 
 template <class T>
-void chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, const T* beta, const T* a,
-                   const T* h0, const Dims& d, T scale, int64_t C) {
-  check_dims(d, C, "deltanet_chunk_forward");
-  const int64_t dk = d.dk, dv = d.dv, H = d.H, state = dk * dv, block = saved_block(dk, dv, C);
-  const int64_t nc = (d.T + C - 1) / C, ldk = d.ldk(), ldv = d.ldv();
-#pragma omp parallel
-  {
-    ChunkScratch<T> s(C, dk, dv, false, saved == nullptr);
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
-      const int64_t oq = d.qk_offset(bh), ov = d.v_offset(bh), og = d.gate_offset(bh);
-      auto block_of = [&](int64_t c) {
-        return Block<T>(saved ? saved + (bh * nc + c) * block : s.own.data() + (c % 2) * block, dk, dv, C);
-      };
-      if (nc == 0) {  // T == 0: the final state is the initial one
-        if (ht)
-          for (int64_t i = 0; i < state; ++i) ht[bh * state + i] = h0 ? h0[bh * state + i] : T(0);
-        continue;
+void deltanet_chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, const T* beta, const T* a,
+                            const T* h0, int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale,
+                            int64_t chunk_size) {
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, chunk_size, "deltanet_chunk_forward");
+  const int64_t C = chunk_size, NC = d.chunks(C), state = Dk * Dv, block = saved_block(Dk, Dv, C);
+  const int64_t ldk = d.ldk(), ldv = d.ldv();
+  for_each_head<T>(d, [&](ScratchArena<T>& arena, int64_t b, int64_t h) {
+    T *gram, *P, *D, *l, *rb, *ul, *G, *gamma, *inv_gamma, *lambda, *S, *own;
+    arena.carve({{gram, C * C},  // K K^T . D
+                 {P, C * C},     // tril(Q K^T) . D
+                 {D, C * C},     // decay ratios (all ones without gates, so both paths share every line)
+                 {l, C},         // a row of L in the inverse
+                 {rb, C * Dv},   // diag(beta) R
+                 {ul, C * Dv},   // diag(lambda) U'
+                 {G, C},         // cumulative log-decays and their exponentials
+                 {gamma, C},
+                 {inv_gamma, C},
+                 {lambda, C},
+                 {S, state},                                // the final state
+                 {own, saved ? 0 : 2 * block}});            // forward without `saved`: two blocks in turn
+    if (!a) std::fill(D, D + C * C, T(1));
+    const int64_t bh = b * H + h, og = d.row(b, 0, h), oq = og * Dk, ov = og * Dv;
+    auto block_of = [&](int64_t c) {
+      return SavedChunk<T>(saved ? saved + (bh * NC + c) * block : own + (c % 2) * block, Dk, Dv, C);
+    };
+    if (NC == 0) {  // T == 0: the final state is the initial one
+      load_state(S, h0, nullptr, bh, Dk, Dv, Dv);
+      store_state(ht, nullptr, S, bh, Dk, Dv, Dv, false);
+      return;
+    }
+    load_state(block_of(0).S0, h0, nullptr, bh, Dk, Dv, Dv);
+    for (int64_t c = 0; c < NC; ++c) {
+      const int64_t t0 = c * C, n = std::min(C, T_ - t0);
+      const bool zero_state = c == 0 && !h0;
+      SavedChunk<T> blk = block_of(c);
+      T* S1 = c + 1 < NC ? block_of(c + 1).S0 : S;
+      const T* qc = q + oq + t0 * ldk;
+      const T* kc = k + oq + t0 * ldk;
+      const T* vc = v + ov + t0 * ldv;
+      const T* bc = beta + og + t0 * H;
+      T* oc = o + ov + t0 * ldv;
+      if (a) cumulative_decays(G, gamma, inv_gamma, lambda, D, a + og + t0 * H, H, n, C);
+      // gd = K K^T . D, and A^-1 with A = I + tril(diag(beta) gd, -1)
+      T* gd = gram;
+      gemm<T>(false, true, n, n, Dk, T(1), kc, ldk, kc, ldk, T(0), gd, C);
+      if (a)
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < n; ++j) gd[i * C + j] *= D[i * C + j];
+      invert_unit_lower(blk.ainv, gd, bc, H, n, C, l);
+      // R = V - diag(gamma) K S0 (saved), rb = diag(beta) R
+      T* r = blk.r;
+      if (!zero_state) gemm<T>(false, false, n, Dv, Dk, T(1), kc, ldk, blk.S0, Dv, T(0), r, Dv);
+      for (int64_t i = 0; i < n; ++i) {
+        const T g = zero_state ? T(0) : a ? gamma[i] : T(1), bi = bc[i * H];
+        const T* vi = vc + i * ldv;
+        T* ri = r + i * Dv;
+        T* rbi = rb + i * Dv;
+        if (zero_state) std::fill(ri, ri + Dv, T(0));  // no K S0 product was made
+#pragma omp simd
+        for (int64_t j = 0; j < Dv; ++j) {
+          ri[j] = vi[j] - g * ri[j];
+          rbi[j] = bi * ri[j];
+        }
       }
-      if (h0) std::copy(h0 + bh * state, h0 + (bh + 1) * state, block_of(0).S0);
-      else std::fill(block_of(0).S0, block_of(0).S0 + state, T(0));
-      for (int64_t c = 0; c < nc; ++c) {
-        const int64_t t0 = c * C, n = std::min(C, d.T - t0);
-        const bool zero_state = c == 0 && !h0;
-        Block<T> blk = block_of(c);
-        T* S1 = c + 1 < nc ? block_of(c + 1).S0 : s.S.data();
-        const T* qc = q + oq + t0 * ldk;
-        const T* kc = k + oq + t0 * ldk;
-        const T* vc = v + ov + t0 * ldv;
-        const T* bc = beta + og + t0 * H;
-        T* oc = o + ov + t0 * ldv;
-        T* D = s.D.data();
-        if (a) chunk_gates(s.G.data(), s.gamma.data(), s.inv_gamma.data(), s.lambda.data(), D, a + og + t0 * H, H, n, C);
-        // gd = K K^T . D, and A^-1 with A = I + tril(diag(beta) gd, -1)
-        T* gd = s.gram.data();
-        gemm<T>(false, true, n, n, dk, T(1), kc, ldk, kc, ldk, T(0), gd, C);
+      // U' = A^-1 diag(beta) R (saved)
+      causal_times(n, Dv, T(1), blk.ainv, C, rb, Dv, T(0), blk.u, Dv);
+      // P = tril(Q K^T) . D, saved below the diagonal of PG with gd above it
+      causal_scores(n, Dk, T(1), qc, ldk, kc, ldk, P, C);
+      for (int64_t i = 0; i < n; ++i) {
+        T* p = P + i * C;
+        T* pg = blk.pg + i * C;
+        for (int64_t j = 0; j <= i; ++j) pg[j] = p[j] *= D[i * C + j];
+        for (int64_t j = i + 1; j < n; ++j) {
+          p[j] = 0;
+          pg[j] = gd[i * C + j];
+        }
+      }
+      // O = scale diag(gamma) Q S0 + scale P U'
+      if (!zero_state) {
+        gemm<T>(false, false, n, Dv, Dk, scale, qc, ldk, blk.S0, Dv, T(0), oc, ldv);
         if (a)
           for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < n; ++j) gd[i * C + j] *= D[i * C + j];
-        invert_unit_lower(blk.ainv, gd, bc, H, n, C, s.l.data());
-        // R = V - diag(gamma) K S0 (saved), rb = diag(beta) R
-        T* r = blk.r;
-        T* rb = s.rb.data();
-        if (!zero_state) gemm<T>(false, false, n, dv, dk, T(1), kc, ldk, blk.S0, dv, T(0), r, dv);
-        for (int64_t i = 0; i < n; ++i) {
-          const T g = zero_state ? T(0) : a ? s.gamma[i] : T(1), b = bc[i * H];
-          const T* vi = vc + i * ldv;
-          T* ri = r + i * dv;
-          T* rbi = rb + i * dv;
-          if (zero_state) std::fill(ri, ri + dv, T(0));  // no K S0 product was made
-#pragma omp simd
-          for (int64_t j = 0; j < dv; ++j) {
-            ri[j] = vi[j] - g * ri[j];
-            rbi[j] = b * ri[j];
-          }
-        }
-        // U' = A^-1 diag(beta) R (saved)
-        causal_times(n, dv, T(1), blk.ainv, C, rb, dv, T(0), blk.u, dv);
-        // P = tril(Q K^T) . D, saved below the diagonal of PG with gd above it
-        T* P = s.P.data();
-        causal_scores(n, dk, T(1), qc, ldk, kc, ldk, P, C);
-        for (int64_t i = 0; i < n; ++i) {
-          T* p = P + i * C;
-          T* pg = blk.pg + i * C;
-          for (int64_t j = 0; j <= i; ++j) pg[j] = p[j] *= D[i * C + j];
-          for (int64_t j = i + 1; j < n; ++j) {
-            p[j] = 0;
-            pg[j] = gd[i * C + j];
-          }
-        }
-        // O = scale diag(gamma) Q S0 + scale P U'
-        if (!zero_state) {
-          gemm<T>(false, false, n, dv, dk, scale, qc, ldk, blk.S0, dv, T(0), oc, ldv);
-          if (a)
-            for (int64_t i = 0; i < n; ++i)
-              for (int64_t j = 0; j < dv; ++j) oc[i * ldv + j] *= s.gamma[i];
-        }
-        causal_times(n, dv, scale, P, C, blk.u, dv, zero_state ? T(0) : T(1), oc, ldv);
-        // S1 = gamma_last S0 + K^T diag(lambda) U'
-        const T g_last = a ? s.gamma[n - 1] : T(1);
-        for (int64_t i = 0; i < state; ++i) S1[i] = g_last * blk.S0[i];
-        const T* ul = blk.u;
-        if (a) {
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < dv; ++j) s.ul[i * dv + j] = s.lambda[i] * blk.u[i * dv + j];
-          ul = s.ul.data();
-        }
-        gemm<T>(true, false, dk, dv, n, T(1), kc, ldk, ul, dv, T(1), S1, dv);
+            for (int64_t j = 0; j < Dv; ++j) oc[i * ldv + j] *= gamma[i];
       }
-      if (ht) std::copy(s.S.begin(), s.S.end(), ht + bh * state);
+      causal_times(n, Dv, scale, P, C, blk.u, Dv, zero_state ? T(0) : T(1), oc, ldv);
+      // S1 = gamma_last S0 + K^T diag(lambda) U'
+      const T g_last = a ? gamma[n - 1] : T(1);
+      for (int64_t i = 0; i < state; ++i) S1[i] = g_last * blk.S0[i];
+      const T* u_scaled = blk.u;
+      if (a) {
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < Dv; ++j) ul[i * Dv + j] = lambda[i] * blk.u[i * Dv + j];
+        u_scaled = ul;
+      }
+      gemm<T>(true, false, Dk, Dv, n, T(1), kc, ldk, u_scaled, Dv, T(1), S1, Dv);
     }
-  }
+    store_state(ht, nullptr, S, bh, Dk, Dv, Dv, false);
+  });
 }
 
 // Backward of one chunk, given dO and dS = dS1 (replaced by dS0). With X = A^-T dU':
@@ -406,318 +369,229 @@ void chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, co
 // below are all the work. Gate gradients are collected per position as dG_i (G = cumulative
 // log-decay) and turned into da by a reverse cumulative sum at the end of the chunk.
 template <class T>
-void chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved, const T* q, const T* k,
-                    const T* v, const T* beta, const T* a, const T* h0, const T* do_, const T* dht, const Dims& d,
-                    T scale, int64_t C) {
-  check_dims(d, C, "deltanet_chunk_backward");
-  LINATTN_CHECK(saved != nullptr || d.T == 0, "deltanet_chunk_backward: `saved` is null; pass the buffer the chunk "
+void deltanet_chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved, const T* q, const T* k,
+                             const T* v, const T* beta, const T* a, const T* h0, const T* do_, const T* dht, int64_t B,
+                             int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale, int64_t chunk_size) {
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, chunk_size, "deltanet_chunk_backward");
+  LINATTN_CHECK(saved != nullptr || T_ == 0, "deltanet_chunk_backward: `saved` is null; pass the buffer the chunk "
                 "forward filled (deltanet_chunk_saved_size elements)");
-  const int64_t Dk = d.dk, Dv = d.dv, H = d.H, state = Dk * Dv, block = saved_block(Dk, Dv, C);
-  const int64_t nc = (d.T + C - 1) / C, ldk = d.ldk(), ldv = d.ldv();
-#pragma omp parallel
-  {
-    ChunkScratch<T> s(C, Dk, Dv, true, false);
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
-      const int64_t oq = d.qk_offset(bh), ov = d.v_offset(bh), og = d.gate_offset(bh);
-      T* dS = s.S.data();
-      if (dht) std::copy(dht + bh * state, dht + (bh + 1) * state, dS);
-      else std::fill(dS, dS + state, T(0));
-      for (int64_t c = nc - 1; c >= 0; --c) {
-        const int64_t t0 = c * C, n = std::min(C, d.T - t0);
-        const bool zero_state = c == 0 && !h0;
-        const Block<const T> blk(saved + (bh * nc + c) * block, Dk, Dv, C);
-        const T *S0 = blk.S0, *u = blk.u, *r = blk.r, *pg = blk.pg;
-        const T* qc = q + oq + t0 * ldk;
-        const T* kc = k + oq + t0 * ldk;
-        const T* vc = v + ov + t0 * ldv;
-        const T* bc = beta + og + t0 * H;
-        const T* doc = do_ + ov + t0 * ldv;
-        T* dqc = dq + oq + t0 * ldk;
-        T* dkc = dk + oq + t0 * ldk;
-        T* dvc = dv + ov + t0 * ldv;
-        const T* D = s.D.data();
-        const T *gamma = s.gamma.data(), *lambda = s.lambda.data();
-        T *gdg = s.gdg.data(), *dG = s.dG.data(), *db = s.dbeta.data();
-        if (a) {
-          chunk_gates(s.G.data(), s.gamma.data(), s.inv_gamma.data(), s.lambda.data(), s.D.data(), a + og + t0 * H,
-                      H, n, C);
-          std::fill(gdg, gdg + n, T(0));  // gamma_i dLoss/dgamma_i
-          std::fill(dG, dG + n, T(0));
-        }
-        std::fill(db, db + n, T(0));
-        for (int64_t i = 0; i < n; ++i) s.bt[i] = bc[i * H];
-        // P from its saved lower triangle
-        T* P = s.P.data();
-        for (int64_t i = 0; i < n; ++i) {
-          std::copy(pg + i * C, pg + i * C + i + 1, P + i * C);
-          std::fill(P + i * C + i + 1, P + i * C + n, T(0));
-        }
+  const int64_t C = chunk_size, NC = d.chunks(C), state = Dk * Dv, block = saved_block(Dk, Dv, C);
+  const int64_t ldk = d.ldk(), ldv = d.ldv();
+  for_each_head<T>(d, [&](ScratchArena<T>& arena, int64_t b, int64_t h) {
+    T *P, *dP, *D, *du, *x, *dr, *y, *z, *dog, *ul, *G, *gamma, *inv_gamma, *lambda, *gdg, *dlambda, *dG, *db, *bt, *dS;
+    arena.carve({{P, C * C},      // tril(Q K^T) . D, then F + F^T
+                 {dP, C * C},     // its gradient, then dL^T
+                 {D, C * C},      // decay ratios (all ones without gates)
+                 {du, C * Dv},    // dU'
+                 {x, C * Dv},     // A^-T dU'
+                 {dr, C * Dv},    // diag(gamma) dR
+                 {y, C * Dv},     // K dS1
+                 {z, C * Dk},     // dO S0^T
+                 {dog, C * Dv},   // diag(gamma) dO
+                 {ul, C * Dv},    // diag(lambda) U'
+                 {G, C},          // cumulative log-decays and their exponentials
+                 {gamma, C},
+                 {inv_gamma, C},
+                 {lambda, C},
+                 {gdg, C},        // gamma_i dLoss/dgamma_i
+                 {dlambda, C},    // dLoss/dlambda_i
+                 {dG, C},         // dLoss/dG_i
+                 {db, C},         // this chunk's dbeta
+                 {bt, C},         // this chunk's beta, contiguous
+                 {dS, state}});   // gradient wrt the state after the current chunk
+    if (!a) std::fill(D, D + C * C, T(1));
+    const int64_t bh = b * H + h, og = d.row(b, 0, h), oq = og * Dk, ov = og * Dv;
+    load_state(dS, dht, nullptr, bh, Dk, Dv, Dv);
+    for (int64_t c = NC - 1; c >= 0; --c) {
+      const int64_t t0 = c * C, n = std::min(C, T_ - t0);
+      const bool zero_state = c == 0 && !h0;
+      const SavedChunk<const T> blk(saved + (bh * NC + c) * block, Dk, Dv, C);
+      const T *S0 = blk.S0, *u = blk.u, *r = blk.r, *pg = blk.pg;
+      const T* qc = q + oq + t0 * ldk;
+      const T* kc = k + oq + t0 * ldk;
+      const T* vc = v + ov + t0 * ldv;
+      const T* bc = beta + og + t0 * H;
+      const T* doc = do_ + ov + t0 * ldv;
+      T* dqc = dq + oq + t0 * ldk;
+      T* dkc = dk + oq + t0 * ldk;
+      T* dvc = dv + ov + t0 * ldv;
+      if (a) {
+        cumulative_decays(G, gamma, inv_gamma, lambda, D, a + og + t0 * H, H, n, C);
+        std::fill(gdg, gdg + n, T(0));  // gamma_i dLoss/dgamma_i
+        std::fill(dG, dG + n, T(0));
+      }
+      std::fill(db, db + n, T(0));
+      for (int64_t i = 0; i < n; ++i) bt[i] = bc[i * H];
+      // P from its saved lower triangle
+      for (int64_t i = 0; i < n; ++i) {
+        std::copy(pg + i * C, pg + i * C + i + 1, P + i * C);
+        std::fill(P + i * C + i + 1, P + i * C + n, T(0));
+      }
 
-        // forward: O += scale P U'  =>  dU' = scale P^T dO
-        T* du = s.du.data();
-        causal_transposed_times(n, Dv, scale, P, C, doc, ldv, T(0), du, Dv);
-        // forward: S1 = gamma_last S0 + K^T diag(lambda) U'
-        //   =>  dU' += diag(lambda) K dS1,  dK += diag(lambda) U' dS1^T,  dlambda_i = (K dS1)_i . U'_i
-        const T* ul = u;
-        if (a) {
-          T* y = s.y.data();
-          gemm<T>(false, false, n, Dv, Dk, T(1), kc, ldk, dS, Dv, T(0), y, Dv);
-          for (int64_t i = 0; i < n; ++i) {
-            T acc = 0;
-#pragma omp simd reduction(+ : acc)
-            for (int64_t j = 0; j < Dv; ++j) {
-              acc += y[i * Dv + j] * u[i * Dv + j];
-              du[i * Dv + j] += lambda[i] * y[i * Dv + j];
-              s.ul[i * Dv + j] = lambda[i] * u[i * Dv + j];
-            }
-            s.dlambda[i] = acc;
-          }
-          ul = s.ul.data();
-        } else {
-          gemm<T>(false, false, n, Dv, Dk, T(1), kc, ldk, dS, Dv, T(1), du, Dv);
-        }
-        gemm<T>(false, true, n, Dk, Dv, T(1), ul, Dv, dS, Dv, T(1), dkc, ldk);
-        // forward: U' = A^-1 diag(beta) R  =>  X = A^-T dU',  dR = diag(beta) X,  dbeta_i += R_i . X_i
-        T* x = s.x.data();
-        causal_transposed_times(n, Dv, T(1), blk.ainv, C, du, Dv, T(0), x, Dv);
-        // forward: R = V - diag(gamma) K S0
-        //   =>  dV += dR,  dK -= diag(gamma) dR S0^T,  dS0 -= K^T diag(gamma) dR,
-        //       gamma_i dgamma_i -= dR_i . (gamma_i K S0)_i, i.e. += dR_i . (R_i - V_i)
-        // (dr holds diag(gamma) dR, the form both products use)
-        T* dr = s.dr.data();
+      // forward: O += scale P U'  =>  dU' = scale P^T dO
+      causal_transposed_times(n, Dv, scale, P, C, doc, ldv, T(0), du, Dv);
+      // forward: S1 = gamma_last S0 + K^T diag(lambda) U'
+      //   =>  dU' += diag(lambda) K dS1,  dK += diag(lambda) U' dS1^T,  dlambda_i = (K dS1)_i . U'_i
+      const T* u_scaled = u;
+      if (a) {
+        gemm<T>(false, false, n, Dv, Dk, T(1), kc, ldk, dS, Dv, T(0), y, Dv);
         for (int64_t i = 0; i < n; ++i) {
-          const T b = bc[i * H], g = a ? gamma[i] : T(1);
-          const T *xi = x + i * Dv, *ri = r + i * Dv, *vi = vc + i * ldv;
-          T* dvi = dvc + i * ldv;
-          T* dri = dr + i * Dv;
-          T acc_beta = 0;
-#pragma omp simd reduction(+ : acc_beta)
+          T acc = 0;
+#pragma omp simd reduction(+ : acc)
           for (int64_t j = 0; j < Dv; ++j) {
-            acc_beta += ri[j] * xi[j];
-            dvi[j] += b * xi[j];
-            dri[j] = g * b * xi[j];
+            acc += y[i * Dv + j] * u[i * Dv + j];
+            du[i * Dv + j] += lambda[i] * y[i * Dv + j];
+            ul[i * Dv + j] = lambda[i] * u[i * Dv + j];
           }
-          db[i] += acc_beta;
-          if (a) {
-            T acc_gamma = 0;
+          dlambda[i] = acc;
+        }
+        u_scaled = ul;
+      } else {
+        gemm<T>(false, false, n, Dv, Dk, T(1), kc, ldk, dS, Dv, T(1), du, Dv);
+      }
+      gemm<T>(false, true, n, Dk, Dv, T(1), u_scaled, Dv, dS, Dv, T(1), dkc, ldk);
+      // forward: U' = A^-1 diag(beta) R  =>  X = A^-T dU',  dR = diag(beta) X,  dbeta_i += R_i . X_i
+      causal_transposed_times(n, Dv, T(1), blk.ainv, C, du, Dv, T(0), x, Dv);
+      // forward: R = V - diag(gamma) K S0
+      //   =>  dV += dR,  dK -= diag(gamma) dR S0^T,  dS0 -= K^T diag(gamma) dR,
+      //       gamma_i dgamma_i -= dR_i . (gamma_i K S0)_i, i.e. += dR_i . (R_i - V_i)
+      // (dr holds diag(gamma) dR, the form both products use)
+      for (int64_t i = 0; i < n; ++i) {
+        const T bi = bc[i * H], g = a ? gamma[i] : T(1);
+        const T *xi = x + i * Dv, *ri = r + i * Dv, *vi = vc + i * ldv;
+        T* dvi = dvc + i * ldv;
+        T* dri = dr + i * Dv;
+        T acc_beta = 0;
+#pragma omp simd reduction(+ : acc_beta)
+        for (int64_t j = 0; j < Dv; ++j) {
+          acc_beta += ri[j] * xi[j];
+          dvi[j] += bi * xi[j];
+          dri[j] = g * bi * xi[j];
+        }
+        db[i] += acc_beta;
+        if (a) {
+          T acc_gamma = 0;
 #pragma omp simd reduction(+ : acc_gamma)
-            for (int64_t j = 0; j < Dv; ++j) acc_gamma += xi[j] * (ri[j] - vi[j]);
-            gdg[i] += b * acc_gamma;
-          }
-        }
-        if (!zero_state) gemm<T>(false, true, n, Dk, Dv, T(-1), dr, Dv, S0, Dv, T(1), dkc, ldk);
-        // forward: P = tril(Q K^T) . D  with  O += scale P U'
-        //   =>  dP = scale tril(dO U'^T);  dQ += (dP . D) K,  dK += (dP . D)^T Q;
-        //       D_ij = exp(G_i - G_j): dG_i += dP_ij P_ij, dG_j -= dP_ij P_ij
-        T* dP = s.dP.data();
-        causal_scores(n, Dv, scale, doc, ldv, u, Dv, dP, C);
-        for (int64_t i = 0; i < n; ++i) {
-          T* row = dP + i * C;
-          if (a) {
-            T acc = 0;
-#pragma omp simd reduction(+ : acc)
-            for (int64_t j = 0; j < i; ++j) {
-              const T e = row[j] * P[i * C + j];
-              acc += e;
-              dG[j] -= e;
-            }
-            dG[i] += acc;
-#pragma omp simd
-            for (int64_t j = 0; j <= i; ++j) row[j] *= D[i * C + j];
-          }
-          std::fill(row + i + 1, row + n, T(0));
-        }
-        causal_times(n, Dk, T(1), dP, C, kc, ldk, T(1), dqc, ldk);
-        causal_transposed_times(n, Dk, T(1), dP, C, qc, ldk, T(1), dkc, ldk);
-        // forward: O = scale diag(gamma) Q S0 (+ ...)
-        //   =>  dQ += scale diag(gamma) dO S0^T,  gamma_i dgamma_i += scale gamma_i q_i . (S0 do_i)  (dS0 below)
-        if (!zero_state) {
-          if (a) {
-            T* z = s.z.data();
-            gemm<T>(false, true, n, Dk, Dv, T(1), doc, ldv, S0, Dv, T(0), z, Dk);
-            for (int64_t i = 0; i < n; ++i) {
-              const T sg = scale * gamma[i];
-              T acc = 0;
-#pragma omp simd reduction(+ : acc)
-              for (int64_t j = 0; j < Dk; ++j) {
-                acc += z[i * Dk + j] * qc[i * ldk + j];
-                dqc[i * ldk + j] += sg * z[i * Dk + j];
-              }
-              gdg[i] += sg * acc;
-            }
-          } else {
-            gemm<T>(false, true, n, Dk, Dv, scale, doc, ldv, S0, Dv, T(1), dqc, ldk);
-          }
-        }
-        // forward: A = I + L with L_ij = beta_i gd_ij (j < i, gd = K K^T . D, saved above the diagonal of PG)
-        //   dA = -X U'^T; its transpose dLT = -U' X^T puts dL_ij at row j, column i, beside gd_ij.
-        //   =>  dbeta_i += sum_j dL_ij gd_ij;  dK += (F + F^T) K with F_ij = beta_i dL_ij D_ij;
-        //       D_ij = exp(G_i - G_j): dG_i += dL_ij L_ij, dG_j -= dL_ij L_ij
-        T* dLT = s.dP.data();  // dP is no longer needed
-        gemm<T>(false, true, n, n, Dv, T(-1), u, Dv, x, Dv, T(0), dLT, C);
-        T* F = s.P.data();  // nor is P: the symmetric F + F^T goes there
-        for (int64_t j = 0; j < n; ++j) {
-          const T* t = dLT + j * C;
-          const T* g = pg + j * C;
-          const T* dj = D + j * C;
-          T* f = F + j * C;
-          const T* bt = s.bt.data();
-#pragma omp simd
-          for (int64_t i = j + 1; i < n; ++i) {
-            db[i] += t[i] * g[i];
-            f[i] = bt[i] * t[i] * dj[i];
-          }
-          if (a) {
-            T acc = 0;
-#pragma omp simd reduction(+ : acc)
-            for (int64_t i = j + 1; i < n; ++i) {
-              const T e = bt[i] * t[i] * g[i];
-              dG[i] += e;
-              acc += e;
-            }
-            dG[j] -= acc;
-          }
-          f[j] = 0;
-        }
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < i; ++j) F[i * C + j] = F[j * C + i];
-        gemm<T>(false, false, n, Dk, n, T(1), F, C, kc, ldk, T(1), dkc, ldk);
-        // dS0 = gamma_last dS1 + scale Q^T diag(gamma) dO - K^T diag(gamma) dR;  dgamma_last += <dS1, S0>
-        if (a) {
-          T acc = 0;
-#pragma omp simd reduction(+ : acc)
-          for (int64_t i = 0; i < state; ++i) acc += dS[i] * S0[i];
-          const T g_last = gamma[n - 1];
-          gdg[n - 1] += g_last * acc;
-          for (int64_t i = 0; i < state; ++i) dS[i] *= g_last;
-          T* dog = s.dog.data();
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < Dv; ++j) dog[i * Dv + j] = gamma[i] * doc[i * ldv + j];
-          gemm<T>(true, false, Dk, Dv, n, scale, qc, ldk, dog, Dv, T(1), dS, Dv);
-        } else {
-          gemm<T>(true, false, Dk, Dv, n, scale, qc, ldk, doc, ldv, T(1), dS, Dv);
-        }
-        gemm<T>(true, false, Dk, Dv, n, T(-1), kc, ldk, dr, Dv, T(1), dS, Dv);
-        for (int64_t i = 0; i < n; ++i) dbeta[og + (t0 + i) * H] += db[i];
-        if (a) {
-          // gamma_i = exp(G_i), lambda_i = exp(G_last - G_i), G_i = sum_{t <= i} a_t (within the chunk)
-          T lam = 0;
-          for (int64_t i = 0; i < n; ++i) {
-            dG[i] += gdg[i] - lambda[i] * s.dlambda[i];
-            lam += lambda[i] * s.dlambda[i];
-          }
-          dG[n - 1] += lam;
-          T acc = 0;
-          for (int64_t i = n - 1; i >= 0; --i) {
-            acc += dG[i];
-            da[og + (t0 + i) * H] += acc;
-          }
+          for (int64_t j = 0; j < Dv; ++j) acc_gamma += xi[j] * (ri[j] - vi[j]);
+          gdg[i] += bi * acc_gamma;
         }
       }
-      if (dh0)
-        for (int64_t i = 0; i < state; ++i) dh0[bh * state + i] += dS[i];
+      if (!zero_state) gemm<T>(false, true, n, Dk, Dv, T(-1), dr, Dv, S0, Dv, T(1), dkc, ldk);
+      // forward: P = tril(Q K^T) . D  with  O += scale P U'
+      //   =>  dP = scale tril(dO U'^T);  dQ += (dP . D) K,  dK += (dP . D)^T Q;
+      //       D_ij = exp(G_i - G_j): dG_i += dP_ij P_ij, dG_j -= dP_ij P_ij
+      causal_scores(n, Dv, scale, doc, ldv, u, Dv, dP, C);
+      for (int64_t i = 0; i < n; ++i) {
+        T* row = dP + i * C;
+        if (a) {
+          T acc = 0;
+#pragma omp simd reduction(+ : acc)
+          for (int64_t j = 0; j < i; ++j) {
+            const T e = row[j] * P[i * C + j];
+            acc += e;
+            dG[j] -= e;
+          }
+          dG[i] += acc;
+#pragma omp simd
+          for (int64_t j = 0; j <= i; ++j) row[j] *= D[i * C + j];
+        }
+        std::fill(row + i + 1, row + n, T(0));
+      }
+      causal_times(n, Dk, T(1), dP, C, kc, ldk, T(1), dqc, ldk);
+      causal_transposed_times(n, Dk, T(1), dP, C, qc, ldk, T(1), dkc, ldk);
+      // forward: O = scale diag(gamma) Q S0 (+ ...)
+      //   =>  dQ += scale diag(gamma) dO S0^T,  gamma_i dgamma_i += scale gamma_i q_i . (S0 do_i)  (dS0 below)
+      if (!zero_state) {
+        if (a) {
+          gemm<T>(false, true, n, Dk, Dv, T(1), doc, ldv, S0, Dv, T(0), z, Dk);
+          // (row pointers outside the simd loop: with the indexing inside it GCC does not vectorize it)
+          for (int64_t i = 0; i < n; ++i) {
+            const T sg = scale * gamma[i];
+            const T *zi = z + i * Dk, *qi = qc + i * ldk;
+            T* dqi = dqc + i * ldk;
+            T acc = 0;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t j = 0; j < Dk; ++j) {
+              acc += zi[j] * qi[j];
+              dqi[j] += sg * zi[j];
+            }
+            gdg[i] += sg * acc;
+          }
+        } else {
+          gemm<T>(false, true, n, Dk, Dv, scale, doc, ldv, S0, Dv, T(1), dqc, ldk);
+        }
+      }
+      // forward: A = I + L with L_ij = beta_i gd_ij (j < i, gd = K K^T . D, saved above the diagonal of PG)
+      //   dA = -X U'^T; its transpose dLT = -U' X^T puts dL_ij at row j, column i, beside gd_ij.
+      //   =>  dbeta_i += sum_j dL_ij gd_ij;  dK += (F + F^T) K with F_ij = beta_i dL_ij D_ij;
+      //       D_ij = exp(G_i - G_j): dG_i += dL_ij L_ij, dG_j -= dL_ij L_ij
+      T* dLT = dP;  // dP is no longer needed
+      gemm<T>(false, true, n, n, Dv, T(-1), u, Dv, x, Dv, T(0), dLT, C);
+      T* F = P;  // nor is P: the symmetric F + F^T goes there
+      for (int64_t j = 0; j < n; ++j) {
+        const T* t = dLT + j * C;
+        const T* g = pg + j * C;
+        const T* dj = D + j * C;
+        T* f = F + j * C;
+#pragma omp simd
+        for (int64_t i = j + 1; i < n; ++i) {
+          db[i] += t[i] * g[i];
+          f[i] = bt[i] * t[i] * dj[i];
+        }
+        if (a) {
+          T acc = 0;
+#pragma omp simd reduction(+ : acc)
+          for (int64_t i = j + 1; i < n; ++i) {
+            const T e = bt[i] * t[i] * g[i];
+            dG[i] += e;
+            acc += e;
+          }
+          dG[j] -= acc;
+        }
+        f[j] = 0;
+      }
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < i; ++j) F[i * C + j] = F[j * C + i];
+      gemm<T>(false, false, n, Dk, n, T(1), F, C, kc, ldk, T(1), dkc, ldk);
+      // dS0 = gamma_last dS1 + scale Q^T diag(gamma) dO - K^T diag(gamma) dR;  dgamma_last += <dS1, S0>
+      if (a) {
+        T acc = 0;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t i = 0; i < state; ++i) acc += dS[i] * S0[i];
+        const T g_last = gamma[n - 1];
+        gdg[n - 1] += g_last * acc;
+        for (int64_t i = 0; i < state; ++i) dS[i] *= g_last;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < Dv; ++j) dog[i * Dv + j] = gamma[i] * doc[i * ldv + j];
+        gemm<T>(true, false, Dk, Dv, n, scale, qc, ldk, dog, Dv, T(1), dS, Dv);
+      } else {
+        gemm<T>(true, false, Dk, Dv, n, scale, qc, ldk, doc, ldv, T(1), dS, Dv);
+      }
+      gemm<T>(true, false, Dk, Dv, n, T(-1), kc, ldk, dr, Dv, T(1), dS, Dv);
+      for (int64_t i = 0; i < n; ++i) dbeta[og + (t0 + i) * H] += db[i];
+      if (a) {
+        // gamma_i = exp(G_i), lambda_i = exp(G_last - G_i), G_i = sum_{t <= i} a_t (within the chunk)
+        T lam = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          dG[i] += gdg[i] - lambda[i] * dlambda[i];
+          lam += lambda[i] * dlambda[i];
+        }
+        dG[n - 1] += lam;
+        T acc = 0;
+        for (int64_t i = n - 1; i >= 0; --i) {
+          acc += dG[i];
+          da[og + (t0 + i) * H] += acc;
+        }
+      }
     }
-  }
+    store_state(dh0, nullptr, dS, bh, Dk, Dv, Dv, true);
+  });
 }
 
-}  // namespace
-
-// ---- Public entry points ----------------------------------------------------------------------
-
-int64_t deltanet_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv, int64_t chunk_size) {
-  return saved_size(B, T_, H, dk, dv, chunk_size);
-}
-
-int64_t gated_deltanet_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv,
-                                        int64_t chunk_size) {
-  return saved_size(B, T_, H, dk, dv, chunk_size);
-}
-
-template <class T>
-void deltanet_recurrent_forward(T* o, T* ht, const T* q, const T* k, const T* v, const T* beta, const T* h0,
-                                int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv, T scale) {
-  recurrent_forward<T>(o, ht, q, k, v, beta, nullptr, h0, Dims{B, T_, H, dk, dv}, scale);
-}
-
-template <class T>
-void deltanet_recurrent_backward(T* dq, T* dk, T* dv, T* dbeta, T* dh0, const T* q, const T* k, const T* v,
-                                 const T* beta, const T* h0, const T* do_, const T* dht, int64_t B, int64_t T_,
-                                 int64_t H, int64_t dk_, int64_t dv_, T scale) {
-  recurrent_backward<T>(dq, dk, dv, dbeta, nullptr, dh0, q, k, v, beta, nullptr, h0, do_, dht,
-                        Dims{B, T_, H, dk_, dv_}, scale);
-}
-
-template <class T>
-void deltanet_chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, const T* beta, const T* h0,
-                            int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv, T scale, int64_t chunk_size) {
-  chunk_forward<T>(o, ht, saved, q, k, v, beta, nullptr, h0, Dims{B, T_, H, dk, dv}, scale, chunk_size);
-}
-
-template <class T>
-void deltanet_chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* dh0, const T* saved, const T* q, const T* k,
-                             const T* v, const T* beta, const T* h0, const T* do_, const T* dht, int64_t B,
-                             int64_t T_, int64_t H, int64_t dk_, int64_t dv_, T scale, int64_t chunk_size) {
-  chunk_backward<T>(dq, dk, dv, dbeta, nullptr, dh0, saved, q, k, v, beta, nullptr, h0, do_, dht,
-                    Dims{B, T_, H, dk_, dv_}, scale, chunk_size);
-}
-
-template <class T>
-void gated_deltanet_recurrent_forward(T* o, T* ht, const T* q, const T* k, const T* v, const T* beta, const T* a,
-                                      const T* h0, int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv,
-                                      T scale) {
-  recurrent_forward<T>(o, ht, q, k, v, beta, a, h0, Dims{B, T_, H, dk, dv}, scale);
-}
-
-template <class T>
-void gated_deltanet_recurrent_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* q, const T* k,
-                                       const T* v, const T* beta, const T* a, const T* h0, const T* do_,
-                                       const T* dht, int64_t B, int64_t T_, int64_t H, int64_t dk_, int64_t dv_,
-                                       T scale) {
-  recurrent_backward<T>(dq, dk, dv, dbeta, da, dh0, q, k, v, beta, a, h0, do_, dht, Dims{B, T_, H, dk_, dv_},
-                        scale);
-}
-
-template <class T>
-void gated_deltanet_chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, const T* beta,
-                                  const T* a, const T* h0, int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv,
-                                  T scale, int64_t chunk_size) {
-  chunk_forward<T>(o, ht, saved, q, k, v, beta, a, h0, Dims{B, T_, H, dk, dv}, scale, chunk_size);
-}
-
-template <class T>
-void gated_deltanet_chunk_backward(T* dq, T* dk, T* dv, T* dbeta, T* da, T* dh0, const T* saved, const T* q,
-                                   const T* k, const T* v, const T* beta, const T* a, const T* h0, const T* do_,
-                                   const T* dht, int64_t B, int64_t T_, int64_t H, int64_t dk_, int64_t dv_, T scale,
-                                   int64_t chunk_size) {
-  chunk_backward<T>(dq, dk, dv, dbeta, da, dh0, saved, q, k, v, beta, a, h0, do_, dht, Dims{B, T_, H, dk_, dv_},
-                    scale, chunk_size);
-}
-
-#define LINATTN_INSTANTIATE(T)                                                                                      \
-  template void deltanet_recurrent_forward<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t,     \
-                                              int64_t, int64_t, int64_t, int64_t, T);                               \
-  template void deltanet_recurrent_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,          \
-                                               const T*, const T*, const T*, int64_t, int64_t, int64_t, int64_t,    \
-                                               int64_t, T);                                                         \
-  template void deltanet_chunk_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t,    \
-                                          int64_t, int64_t, int64_t, int64_t, T, int64_t);                          \
-  template void deltanet_chunk_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,    \
-                                           const T*, const T*, const T*, int64_t, int64_t, int64_t, int64_t,        \
-                                           int64_t, T, int64_t);                                                    \
-  template void gated_deltanet_recurrent_forward<T>(T*, T*, const T*, const T*, const T*, const T*, const T*,       \
-                                                    const T*, int64_t, int64_t, int64_t, int64_t, int64_t, T);      \
-  template void gated_deltanet_recurrent_backward<T>(T*, T*, T*, T*, T*, T*, const T*, const T*, const T*,          \
-                                                     const T*, const T*, const T*, const T*, const T*, int64_t,     \
-                                                     int64_t, int64_t, int64_t, int64_t, T);                        \
-  template void gated_deltanet_chunk_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*,       \
-                                                const T*, int64_t, int64_t, int64_t, int64_t, int64_t, T, int64_t); \
-  template void gated_deltanet_chunk_backward<T>(T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,    \
-                                                 const T*, const T*, const T*, const T*, const T*, int64_t,         \
-                                                 int64_t, int64_t, int64_t, int64_t, T, int64_t);
-
-LINATTN_INSTANTIATE(float)
-LINATTN_INSTANTIATE(double)
-#undef LINATTN_INSTANTIATE
+LINATTN_INSTANTIATE_FLOAT_DOUBLE(deltanet_recurrent_forward)
+LINATTN_INSTANTIATE_FLOAT_DOUBLE(deltanet_recurrent_backward)
+LINATTN_INSTANTIATE_FLOAT_DOUBLE(deltanet_chunk_forward)
+LINATTN_INSTANTIATE_FLOAT_DOUBLE(deltanet_chunk_backward)
 
 }  // namespace linattn::cpu

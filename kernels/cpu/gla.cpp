@@ -1,13 +1,10 @@
 #include "kernels/cpu/gla.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/chunk_util.h"
+#include "kernels/cpu/chunk_mixer.h"
 #include "kernels/cpu/matmul.h"
 
 namespace linattn::cpu {
@@ -15,18 +12,12 @@ namespace {
 
 constexpr int64_t kSub = 16;  // sub-chunk length: the diagonal blocks computed pairwise
 
-template <class T>
-void load_state(T* S, const T* s, int64_t bh, int64_t Dk, int64_t Dv) {
-  if (s) std::copy(s + bh * Dk * Dv, s + (bh + 1) * Dk * Dv, S);
-  else std::fill(S, S + Dk * Dv, T(0));
-}
-
 // The log-gates of one chunk of n tokens, in log space.
 // G [n, Dk]: inclusive cumulative sum of g from the chunk's start (<= 0, non-increasing down the chunk).
 // EG = e^G and EL = e^(G_last - G) [n, Dk] (both exponents <= 0), e_last = e^(G_last) [Dk],
 // Qg = Q ⊙ EG and Kg = K ⊙ EL [n, Dk].
 template <class T>
-void chunk_gates(T* G, T* EG, T* EL, T* Qg, T* Kg, T* e_last, const T* q, const T* k, const T* g, int64_t ld,
+void cumulative_gates(T* G, T* EG, T* EL, T* Qg, T* Kg, T* e_last, const T* q, const T* k, const T* g, int64_t ld,
                  int64_t n, int64_t Dk) {
   std::copy(g, g + Dk, G);
   for (int64_t i = 1; i < n; ++i) {
@@ -189,13 +180,15 @@ void intra_scores_backward(T* A, T* dQ, T* dK, T* Qa, T* Ka, T* FQ, T* FK, T* tm
 template <class T>
 void gla_recurrent_forward(T* o, T* ht, const T* q, const T* k, const T* v, const T* g, const T* h0, int64_t B,
                            int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale) {
-#pragma omp parallel for schedule(static) if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
-  for (int64_t bh = 0; bh < B * H; ++bh) {
-    const int64_t b = bh / H, h = bh % H;
-    std::vector<T> S(Dk * Dv);
-    load_state(S.data(), h0, bh, Dk, Dv);
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, 1, "gla_recurrent_forward");
+  for_each_head<T>(d, [&](ScratchArena<T>& arena, int64_t b, int64_t h) {
+    const int64_t bh = b * H + h;
+    T* S;
+    arena.carve({{S, Dk * Dv}});
+    load_state(S, h0, nullptr, bh, Dk, Dv, Dv);
     for (int64_t t = 0; t < T_; ++t) {
-      const int64_t row = (b * T_ + t) * H + h;
+      const int64_t row = d.row(b, t, h);
       // S_t = diag(exp(g_t)) S_{t-1} + k_t v_t^T
       for (int64_t i = 0; i < Dk; ++i) {
         const T a = std::exp(g[row * Dk + i]), ki = k[row * Dk + i];
@@ -208,34 +201,35 @@ void gla_recurrent_forward(T* o, T* ht, const T* q, const T* k, const T* v, cons
         o[row * Dv + j] = scale * acc;
       }
     }
-    if (ht) std::copy(S.begin(), S.end(), ht + bh * Dk * Dv);
-  }
+    store_state(ht, nullptr, S, bh, Dk, Dv, Dv, false);
+  });
 }
 
 template <class T>
 void gla_recurrent_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* q, const T* k, const T* v, const T* g,
                             const T* h0, const T* do_, const T* dht, int64_t B, int64_t T_, int64_t H, int64_t Dk,
                             int64_t Dv, T scale) {
-#pragma omp parallel for schedule(static) if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
-  for (int64_t bh = 0; bh < B * H; ++bh) {
-    const int64_t b = bh / H, h = bh % H;
-    // states[t + 1] = S_t, states[0] = h0.
-    std::vector<T> states((T_ + 1) * Dk * Dv), dS(Dk * Dv);
-    load_state(states.data(), h0, bh, Dk, Dv);
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, 1, "gla_recurrent_backward");
+  for_each_head<T>(d, [&](ScratchArena<T>& arena, int64_t b, int64_t h) {
+    const int64_t bh = b * H + h;
+    T *states, *dS;  // states[t + 1] = S_t, states[0] = h0
+    arena.carve({{states, (T_ + 1) * Dk * Dv}, {dS, Dk * Dv}});
+    load_state(states, h0, nullptr, bh, Dk, Dv, Dv);
     for (int64_t t = 0; t < T_; ++t) {
-      const int64_t row = (b * T_ + t) * H + h;
-      const T* prev = states.data() + t * Dk * Dv;
-      T* S = states.data() + (t + 1) * Dk * Dv;
+      const int64_t row = d.row(b, t, h);
+      const T* prev = states + t * Dk * Dv;
+      T* S = states + (t + 1) * Dk * Dv;
       for (int64_t i = 0; i < Dk; ++i) {
         const T a = std::exp(g[row * Dk + i]), ki = k[row * Dk + i];
         for (int64_t j = 0; j < Dv; ++j) S[i * Dv + j] = a * prev[i * Dv + j] + ki * v[row * Dv + j];
       }
     }
-    load_state(dS.data(), dht, bh, Dk, Dv);
+    load_state(dS, dht, nullptr, bh, Dk, Dv, Dv);
     for (int64_t t = T_ - 1; t >= 0; --t) {
-      const int64_t row = (b * T_ + t) * H + h;
-      const T* prev = states.data() + t * Dk * Dv;
-      const T* S = states.data() + (t + 1) * Dk * Dv;
+      const int64_t row = d.row(b, t, h);
+      const T* prev = states + t * Dk * Dv;
+      const T* S = states + (t + 1) * Dk * Dv;
       // forward: o_t = scale S_t^T q_t  =>  dq_t += scale S_t do_t,  dS_t += scale q_t do_t^T
       for (int64_t i = 0; i < Dk; ++i) {
         T acc = 0;
@@ -265,9 +259,8 @@ void gla_recurrent_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* q, cons
         dg[row * Dk + i] += a * dgi;
       }
     }
-    if (dh0)
-      for (int64_t i = 0; i < Dk * Dv; ++i) dh0[bh * Dk * Dv + i] += dS[i];
-  }
+    store_state(dh0, nullptr, dS, bh, Dk, Dv, Dv, true);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -276,62 +269,57 @@ void gla_recurrent_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* q, cons
 //   S1 = diag(e^(G_last)) S0 + (K ⊙ e^(G_last - G))^T V
 
 int64_t gla_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk_size) {
-  LINATTN_CHECK(chunk_size >= 1, "GLA: chunk_size must be >= 1, got ", chunk_size);
-  return B * H * (num_chunks(T_, chunk_size) + 1) * Dk * Dv;
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, chunk_size, "gla_chunk_saved_size");
+  return B * H * (d.chunks(chunk_size) + 1) * Dk * Dv;
 }
 
 template <class T>
 void gla_chunk_forward(T* o, T* ht, T* saved, const T* q, const T* k, const T* v, const T* g, const T* h0,
                        int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale, int64_t chunk_size) {
-  LINATTN_CHECK(chunk_size >= 1, "GLA: chunk_size must be >= 1, got ", chunk_size);
-  const int64_t C = chunk_size, NC = num_chunks(T_, C);
-  const int64_t ldk = H * Dk, ldv = H * Dv;  // row strides of q/k/g and v/o
-#pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
-  {
-    std::vector<T> buf(7 * C * Dk + 2 * kSub * Dk + C * C + Dk);  // per-thread scratch, once per call
-    T* G = buf.data();      // [C, Dk] cumulative log-gates
-    T* EG = G + C * Dk;     // [C, Dk] e^G
-    T* EL = EG + C * Dk;    // [C, Dk] e^(G_last - G)
-    T* Qg = EL + C * Dk;    // [C, Dk] Q ⊙ e^G
-    T* Kg = Qg + C * Dk;    // [C, Dk] K ⊙ e^(G_last - G)
-    T* Qa = Kg + C * Dk;    // [C, Dk] anchored Q rows
-    T* FQ = Qa + C * Dk;    // [C, Dk] their factors
-    T* Ka = FQ + C * Dk;    // [kSub, Dk] anchored K rows
-    T* FK = Ka + kSub * Dk; // [kSub, Dk] their factors
-    T* A = FK + kSub * Dk;  // [C, C] intra-chunk scores
-    T* e_last = A + C * C;  // [Dk] e^(G_last)
-    for_my_heads(B, H, [&](int64_t b, int64_t h_begin, int64_t h_end) {
-      // saved [B, H, NC + 1, Dk, Dv]: chunk c of (b, h) starts from state c and ends at state c + 1.
-      for (int64_t h = h_begin; h < h_end; ++h)
-        load_state(saved + (b * H + h) * (NC + 1) * Dk * Dv, h0, b * H + h, Dk, Dv);
-      for (int64_t c = 0; c < NC; ++c)
-        for (int64_t h = h_begin; h < h_end; ++h) {
-          T* S = saved + ((b * H + h) * (NC + 1) + c) * Dk * Dv;
-          const int64_t t0 = c * C, n = std::min(C, T_ - t0);
-          const int64_t row = (b * T_ + t0) * H + h;
-          const T* qc = q + row * Dk;
-          const T* kc = k + row * Dk;
-          const T* vc = v + row * Dv;
-          T* oc = o + row * Dv;
-          chunk_gates<T>(G, EG, EL, Qg, Kg, e_last, qc, kc, g + row * Dk, ldk, n, Dk);
-          intra_scores<T>(A, Qa, Ka, FQ, FK, qc, kc, ldk, G, n, C, Dk);
-          // O = scale ((Q ⊙ e^G) S0 + A V)
-          gemm<T>(false, false, n, Dv, Dk, scale, Qg, Dk, S, Dv, T(0), oc, ldv);
-          causal_times(n, Dv, scale, A, C, vc, ldv, T(1), oc, ldv);
-          // S1 = diag(e^(G_last)) S0 + (K ⊙ e^(G_last - G))^T V
-          T* S1 = S + Dk * Dv;
-          for (int64_t i = 0; i < Dk; ++i)
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, chunk_size, "gla_chunk_forward");
+  const int64_t C = chunk_size, NC = d.chunks(C), ldk = d.ldk(), ldv = d.ldv();
+  for_head_runs<T>(d, [&](ScratchArena<T>& arena, int64_t b, int64_t h_begin, int64_t h_end) {
+    T *G, *EG, *EL, *Qg, *Kg, *Qa, *FQ, *Ka, *FK, *A, *e_last;
+    arena.carve({{G, C * Dk},      // cumulative log-gates
+                 {EG, C * Dk},     // e^G
+                 {EL, C * Dk},     // e^(G_last - G)
+                 {Qg, C * Dk},     // Q ⊙ e^G
+                 {Kg, C * Dk},     // K ⊙ e^(G_last - G)
+                 {Qa, C * Dk},     // anchored Q rows
+                 {FQ, C * Dk},     // their factors
+                 {Ka, kSub * Dk},  // anchored K rows
+                 {FK, kSub * Dk},  // their factors
+                 {A, C * C},       // intra-chunk scores
+                 {e_last, Dk}});   // e^(G_last)
+    // saved [B, H, NC + 1, Dk, Dv]: chunk c of (b, h) starts from state c and ends at state c + 1.
+    for (int64_t h = h_begin; h < h_end; ++h)
+      load_state(saved + (b * H + h) * (NC + 1) * Dk * Dv, h0, nullptr, b * H + h, Dk, Dv, Dv);
+    for (int64_t c = 0; c < NC; ++c)
+      for (int64_t h = h_begin; h < h_end; ++h) {
+        T* S = saved + ((b * H + h) * (NC + 1) + c) * Dk * Dv;
+        const int64_t t0 = c * C, n = std::min(C, T_ - t0);
+        const int64_t row = d.row(b, t0, h);
+        const T* qc = q + row * Dk;
+        const T* kc = k + row * Dk;
+        const T* vc = v + row * Dv;
+        T* oc = o + row * Dv;
+        cumulative_gates<T>(G, EG, EL, Qg, Kg, e_last, qc, kc, g + row * Dk, ldk, n, Dk);
+        intra_scores<T>(A, Qa, Ka, FQ, FK, qc, kc, ldk, G, n, C, Dk);
+        // O = scale ((Q ⊙ e^G) S0 + A V)
+        gemm<T>(false, false, n, Dv, Dk, scale, Qg, Dk, S, Dv, T(0), oc, ldv);
+        causal_times(n, Dv, scale, A, C, vc, ldv, T(1), oc, ldv);
+        // S1 = diag(e^(G_last)) S0 + (K ⊙ e^(G_last - G))^T V
+        T* S1 = S + Dk * Dv;
+        for (int64_t i = 0; i < Dk; ++i)
 #pragma omp simd
-            for (int64_t j = 0; j < Dv; ++j) S1[i * Dv + j] = e_last[i] * S[i * Dv + j];
-          gemm<T>(true, false, Dk, Dv, n, T(1), Kg, Dk, vc, ldv, T(1), S1, Dv);
-        }
-      if (ht)
-        for (int64_t h = h_begin; h < h_end; ++h) {
-          const T* ST = saved + ((b * H + h) * (NC + 1) + NC) * Dk * Dv;
-          std::copy(ST, ST + Dk * Dv, ht + (b * H + h) * Dk * Dv);
-        }
-    });
-  }
+          for (int64_t j = 0; j < Dv; ++j) S1[i * Dv + j] = e_last[i] * S[i * Dv + j];
+        gemm<T>(true, false, Dk, Dv, n, T(1), Kg, Dk, vc, ldv, T(1), S1, Dv);
+      }
+    for (int64_t h = h_begin; h < h_end; ++h)
+      store_state(ht, nullptr, saved + ((b * H + h) * (NC + 1) + NC) * Dk * Dv, b * H + h, Dk, Dv, Dv, false);
+  });
 }
 
 // Backward per chunk, last to first, carrying dS (the gradient wrt the chunk's end state):
@@ -345,109 +333,97 @@ template <class T>
 void gla_chunk_backward(T* dq, T* dk, T* dv, T* dg, T* dh0, const T* saved, const T* q, const T* k, const T* v,
                         const T* g, const T* do_, const T* dht, int64_t B, int64_t T_, int64_t H, int64_t Dk,
                         int64_t Dv, T scale, int64_t chunk_size) {
-  LINATTN_CHECK(chunk_size >= 1, "GLA: chunk_size must be >= 1, got ", chunk_size);
-  const int64_t C = chunk_size, NC = num_chunks(T_, C);
-  const int64_t ldk = H * Dk, ldv = H * Dv;
-#pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
-  {
-    std::vector<T> buf(11 * C * Dk + 2 * kSub * Dk + 2 * C * C + Dk + H * Dk * (Dv + 1));  // per-thread, once per call
-    T* G = buf.data();      // [C, Dk] cumulative log-gates
-    T* Qg = G + C * Dk;     // [C, Dk] Q ⊙ e^G
-    T* Kg = Qg + C * Dk;    // [C, Dk] K ⊙ e^(G_last - G)
-    T* EG = Kg + C * Dk;    // [C, Dk] e^G
-    T* EL = EG + C * Dk;    // [C, Dk] e^(G_last - G)
-    T* Qa = EL + C * Dk;    // [C, Dk] anchored Q rows
-    T* FQ = Qa + C * Dk;    // [C, Dk] their factors
-    T* dQ = FQ + C * Dk;    // [C, Dk] this op's gradient wrt the chunk's q
-    T* dK = dQ + C * Dk;    // [C, Dk] this op's gradient wrt the chunk's k
-    T* tmp = dK + C * Dk;   // [C, Dk]
-    T* Ka = tmp + C * Dk;   // [kSub, Dk] anchored K rows
-    T* FK = Ka + kSub * Dk; // [kSub, Dk] their factors
-    T* A = FK + kSub * Dk;  // [C, C] intra-chunk scores
-    T* dA = A + C * C;      // [C, C] their gradient
-    T* e_last = dA + C * C;  // [Dk]
-    T* dstates = e_last + Dk;  // [H, Dk, Dv] gradients wrt the states after the current chunk
-    T* rs = dstates + H * Dk * Dv;  // [H, Dk] reverse running sums of dG
-    for_my_heads(B, H, [&](int64_t b, int64_t h_begin, int64_t h_end) {
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, chunk_size, "gla_chunk_backward");
+  const int64_t C = chunk_size, NC = d.chunks(C), ldk = d.ldk(), ldv = d.ldv();
+  for_head_runs<T>(d, [&](ScratchArena<T>& arena, int64_t b, int64_t h_begin, int64_t h_end) {
+    T *G, *Qg, *Kg, *EG, *EL, *Qa, *FQ, *dQ, *dK, *tmp, *Ka, *FK, *A, *dA, *e_last, *dstates, *rs;
+    arena.carve({{G, C * Dk},             // cumulative log-gates
+                 {Qg, C * Dk},            // Q ⊙ e^G
+                 {Kg, C * Dk},            // K ⊙ e^(G_last - G)
+                 {EG, C * Dk},            // e^G
+                 {EL, C * Dk},            // e^(G_last - G)
+                 {Qa, C * Dk},            // anchored Q rows
+                 {FQ, C * Dk},            // their factors
+                 {dQ, C * Dk},            // this op's gradient wrt the chunk's q
+                 {dK, C * Dk},            // this op's gradient wrt the chunk's k
+                 {tmp, C * Dk},           // products before their anchor factors
+                 {Ka, kSub * Dk},         // anchored K rows
+                 {FK, kSub * Dk},         // their factors
+                 {A, C * C},              // intra-chunk scores
+                 {dA, C * C},             // their gradient
+                 {e_last, Dk},            // e^(G_last)
+                 {dstates, H * Dk * Dv},  // gradients wrt the states after the current chunk
+                 {rs, H * Dk}});          // reverse running sums of dG
+    for (int64_t h = h_begin; h < h_end; ++h) {
+      const int64_t bh = b * H + h;
+      T* dS = dstates + h * Dk * Dv;
+      T* r = rs + h * Dk;
+      const T* ST = saved + (bh * (NC + 1) + NC) * Dk * Dv;  // the final state
+      load_state(dS, dht, nullptr, bh, Dk, Dv, Dv);
+      // forward: S_T (dht's consumer) = diag(e^(G_T)) (...)  =>  dG_T += rowsum(dht ⊙ S_T)
+      for (int64_t i = 0; i < Dk; ++i) {
+        T acc = 0;
+        if (dht)
+          for (int64_t j = 0; j < Dv; ++j) acc += dS[i * Dv + j] * ST[i * Dv + j];
+        r[i] = acc;
+      }
+    }
+    for (int64_t c = NC - 1; c >= 0; --c)
       for (int64_t h = h_begin; h < h_end; ++h) {
-        const int64_t bh = b * H + h;
         T* dS = dstates + h * Dk * Dv;
         T* r = rs + h * Dk;
-        const T* ST = saved + (bh * (NC + 1) + NC) * Dk * Dv;  // the final state
-        load_state(dS, dht, bh, Dk, Dv);
-        // forward: S_T (dht's consumer) = diag(e^(G_T)) (...)  =>  dG_T += rowsum(dht ⊙ S_T)
-        for (int64_t i = 0; i < Dk; ++i) {
-          T acc = 0;
-          if (dht)
-            for (int64_t j = 0; j < Dv; ++j) acc += dS[i * Dv + j] * ST[i * Dv + j];
-          r[i] = acc;
+        const T* S0 = saved + ((b * H + h) * (NC + 1) + c) * Dk * Dv;
+        const int64_t t0 = c * C, n = std::min(C, T_ - t0);
+        const int64_t row = d.row(b, t0, h);
+        const T* qc = q + row * Dk;
+        const T* kc = k + row * Dk;
+        const T* vc = v + row * Dv;
+        const T* doc = do_ + row * Dv;
+        cumulative_gates<T>(G, EG, EL, Qg, Kg, e_last, qc, kc, g + row * Dk, ldk, n, Dk);
+        // forward: O = scale ((Q ⊙ e^G) S0 + A V)  =>  dA = scale dO V^T (read only on and below the diagonal)
+        causal_scores(n, Dv, scale, doc, ldv, vc, ldv, dA, C);
+        //   dQ = scale (dO S0^T) ⊙ e^G
+        gemm<T>(false, true, n, Dk, Dv, scale, doc, ldv, S0, Dv, T(0), dQ, Dk);
+        // forward: S1 = diag(e^(G_last)) S0 + (K ⊙ e^(G_last - G))^T V  =>  dK = (V dS1^T) ⊙ e^(G_last - G)
+        gemm<T>(false, true, n, Dk, Dv, T(1), vc, ldv, dS, Dv, T(0), dK, Dk);
+        for (int64_t i = 0; i < n * Dk; ++i) {
+          dQ[i] *= EG[i];
+          dK[i] *= EL[i];
+        }
+        // A (recomputed) and the gradients through it
+        intra_scores_backward<T>(A, dQ, dK, Qa, Ka, FQ, FK, tmp, qc, kc, ldk, G, dA, n, C, Dk);
+        // dV = scale A^T dO + (K ⊙ e^(G_last - G)) dS1
+        T* dvc = dv + row * Dv;
+        causal_transposed_times(n, Dv, scale, A, C, doc, ldv, T(1), dvc, ldv);
+        gemm<T>(false, false, n, Dv, Dk, T(1), Kg, Dk, dS, Dv, T(1), dvc, ldv);
+        // dS0 = diag(e^(G_last)) dS1 + scale (Q ⊙ e^G)^T dO
+        for (int64_t i = 0; i < Dk; ++i)
+#pragma omp simd
+          for (int64_t j = 0; j < Dv; ++j) dS[i * Dv + j] *= e_last[i];
+        gemm<T>(true, false, Dk, Dv, n, scale, Qg, Dk, doc, ldv, T(1), dS, Dv);
+        // Accumulate dq, dk, and the gate: dg_t += Σ_{u >= t} (q_u ⊙ dq_u - k_u ⊙ dk_u) (+ the dht term in r).
+        for (int64_t i = n - 1; i >= 0; --i) {
+          const int64_t off = (row + i * H) * Dk;
+          const T* dQi = dQ + i * Dk;
+          const T* dKi = dK + i * Dk;
+#pragma omp simd
+          for (int64_t j = 0; j < Dk; ++j) {
+            dq[off + j] += dQi[j];
+            dk[off + j] += dKi[j];
+            r[j] += q[off + j] * dQi[j] - k[off + j] * dKi[j];
+            dg[off + j] += r[j];
+          }
         }
       }
-      for (int64_t c = NC - 1; c >= 0; --c)
-        for (int64_t h = h_begin; h < h_end; ++h) {
-          T* dS = dstates + h * Dk * Dv;
-          T* r = rs + h * Dk;
-          const T* S0 = saved + ((b * H + h) * (NC + 1) + c) * Dk * Dv;
-          const int64_t t0 = c * C, n = std::min(C, T_ - t0);
-          const int64_t row = (b * T_ + t0) * H + h;
-          const T* qc = q + row * Dk;
-          const T* kc = k + row * Dk;
-          const T* vc = v + row * Dv;
-          const T* doc = do_ + row * Dv;
-          chunk_gates<T>(G, EG, EL, Qg, Kg, e_last, qc, kc, g + row * Dk, ldk, n, Dk);
-          // forward: O = scale ((Q ⊙ e^G) S0 + A V)  =>  dA = scale dO V^T (read only on and below the diagonal)
-          causal_scores(n, Dv, scale, doc, ldv, vc, ldv, dA, C);
-          //   dQ = scale (dO S0^T) ⊙ e^G
-          gemm<T>(false, true, n, Dk, Dv, scale, doc, ldv, S0, Dv, T(0), dQ, Dk);
-          // forward: S1 = diag(e^(G_last)) S0 + (K ⊙ e^(G_last - G))^T V  =>  dK = (V dS1^T) ⊙ e^(G_last - G)
-          gemm<T>(false, true, n, Dk, Dv, T(1), vc, ldv, dS, Dv, T(0), dK, Dk);
-          for (int64_t i = 0; i < n * Dk; ++i) {
-            dQ[i] *= EG[i];
-            dK[i] *= EL[i];
-          }
-          // A (recomputed) and the gradients through it
-          intra_scores_backward<T>(A, dQ, dK, Qa, Ka, FQ, FK, tmp, qc, kc, ldk, G, dA, n, C, Dk);
-          // dV = scale A^T dO + (K ⊙ e^(G_last - G)) dS1
-          T* dvc = dv + row * Dv;
-          causal_transposed_times(n, Dv, scale, A, C, doc, ldv, T(1), dvc, ldv);
-          gemm<T>(false, false, n, Dv, Dk, T(1), Kg, Dk, dS, Dv, T(1), dvc, ldv);
-          // dS0 = diag(e^(G_last)) dS1 + scale (Q ⊙ e^G)^T dO
-          for (int64_t i = 0; i < Dk; ++i)
-#pragma omp simd
-            for (int64_t j = 0; j < Dv; ++j) dS[i * Dv + j] *= e_last[i];
-          gemm<T>(true, false, Dk, Dv, n, scale, Qg, Dk, doc, ldv, T(1), dS, Dv);
-          // Accumulate dq, dk, and the gate: dg_t += Σ_{u >= t} (q_u ⊙ dq_u - k_u ⊙ dk_u) (+ the dht term in r).
-          for (int64_t i = n - 1; i >= 0; --i) {
-            const int64_t off = (row + i * H) * Dk;
-            const T* dQi = dQ + i * Dk;
-            const T* dKi = dK + i * Dk;
-#pragma omp simd
-            for (int64_t d = 0; d < Dk; ++d) {
-              dq[off + d] += dQi[d];
-              dk[off + d] += dKi[d];
-              r[d] += q[off + d] * dQi[d] - k[off + d] * dKi[d];
-              dg[off + d] += r[d];
-            }
-          }
-        }
-      if (dh0)
-        for (int64_t h = h_begin; h < h_end; ++h)
-          for (int64_t i = 0; i < Dk * Dv; ++i) dh0[(b * H + h) * Dk * Dv + i] += dstates[h * Dk * Dv + i];
-    });
-  }
+    for (int64_t h = h_begin; h < h_end; ++h)
+      store_state(dh0, nullptr, dstates + h * Dk * Dv, b * H + h, Dk, Dv, Dv, true);
+  });
 }
 
-#define LINATTN_INSTANTIATE(T)                                                                                     \
-  template void gla_recurrent_forward<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t,         \
-                                         int64_t, int64_t, int64_t, int64_t, T);                                   \
-  template void gla_recurrent_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,     \
-                                          const T*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t, T);      \
-  template void gla_chunk_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t,         \
-                                     int64_t, int64_t, int64_t, int64_t, T, int64_t);                              \
-  template void gla_chunk_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,         \
-                                      const T*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t, T, int64_t);
-LINATTN_INSTANTIATE(float)
-LINATTN_INSTANTIATE(double)
-#undef LINATTN_INSTANTIATE
+LINATTN_INSTANTIATE_FLOAT_DOUBLE(gla_recurrent_forward)
+LINATTN_INSTANTIATE_FLOAT_DOUBLE(gla_recurrent_backward)
+LINATTN_INSTANTIATE_FLOAT_DOUBLE(gla_chunk_forward)
+LINATTN_INSTANTIATE_FLOAT_DOUBLE(gla_chunk_backward)
 
 }  // namespace linattn::cpu

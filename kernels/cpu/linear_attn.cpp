@@ -1,12 +1,9 @@
 #include "kernels/cpu/linear_attn.h"
 
-#include <omp.h>
-
 #include <algorithm>
-#include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/chunk_util.h"
+#include "kernels/cpu/chunk_mixer.h"
 #include "kernels/cpu/matmul.h"
 
 namespace linattn::cpu {
@@ -97,37 +94,6 @@ T feature_grad(FeatureMap phi, T x) {
   return T(1);
 }
 
-// The augmented state [S | z] of (batch, head) bh as a [Dk, W] matrix, W = Dv + normalize:
-// load from (s, z) (either may be nullptr = zeros) or add into them.
-template <class T>
-void load_state(T* Sz, const T* s, const T* z, int64_t bh, int64_t Dk, int64_t Dv, int64_t W) {
-  for (int64_t i = 0; i < Dk; ++i) {
-    for (int64_t j = 0; j < Dv; ++j) Sz[i * W + j] = s ? s[(bh * Dk + i) * Dv + j] : T(0);
-    if (W > Dv) Sz[i * W + Dv] = z ? z[bh * Dk + i] : T(0);
-  }
-}
-
-template <class T>
-void store_state(T* s, T* z, const T* Sz, int64_t bh, int64_t Dk, int64_t Dv, int64_t W, bool accumulate) {
-  for (int64_t i = 0; i < Dk; ++i) {
-    if (s)
-      for (int64_t j = 0; j < Dv; ++j) {
-        T& out = s[(bh * Dk + i) * Dv + j];
-        out = (accumulate ? out : T(0)) + Sz[i * W + j];
-      }
-    if (z && W > Dv) z[bh * Dk + i] = (accumulate ? z[bh * Dk + i] : T(0)) + Sz[i * W + Dv];
-  }
-}
-
-// A row-major block of a chunk's rows: its first element and row stride.
-template <class T>
-struct Block {
-  T* p;
-  int64_t ld;
-};
-template <class T>
-Block(T*, int64_t) -> Block<T>;
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -137,14 +103,16 @@ template <class T>
 void linear_attn_recurrent_forward(T* o, T* ht, T* zT, const T* q, const T* k, const T* v, const T* h0, const T* z0,
                                    int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale,
                                    FeatureMap phi, bool normalize) {
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, 1, "linear_attn_recurrent_forward");
   const int64_t W = Dv + (normalize ? 1 : 0);
-#pragma omp parallel for schedule(static) if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
-  for (int64_t bh = 0; bh < B * H; ++bh) {
-    const int64_t b = bh / H, h = bh % H;
-    std::vector<T> Sz(Dk * W), pq(Dk), pk(Dk);  // [S | z]: [Dk, W]
-    load_state(Sz.data(), h0, normalize ? z0 : nullptr, bh, Dk, Dv, W);
+  for_each_head<T>(d, [&](ScratchArena<T>& arena, int64_t b, int64_t h) {
+    const int64_t bh = b * H + h;
+    T *Sz, *pq, *pk;
+    arena.carve({{Sz, Dk * W}, {pq, Dk}, {pk, Dk}});  // Sz = [S | z]: [Dk, W]
+    load_state(Sz, h0, normalize ? z0 : nullptr, bh, Dk, Dv, W);
     for (int64_t t = 0; t < T_; ++t) {
-      const int64_t row = (b * T_ + t) * H + h;
+      const int64_t row = d.row(b, t, h);
       for (int64_t i = 0; i < Dk; ++i) {
         pq[i] = feature(phi, q[row * Dk + i]);
         pk[i] = feature(phi, k[row * Dk + i]);
@@ -164,8 +132,8 @@ void linear_attn_recurrent_forward(T* o, T* ht, T* zT, const T* q, const T* k, c
         o[row * Dv + j] = normalize ? num / den : scale * num;
       }
     }
-    store_state(ht, normalize ? zT : nullptr, Sz.data(), bh, Dk, Dv, W, false);
-  }
+    store_state(ht, normalize ? zT : nullptr, Sz, bh, Dk, Dv, W, false);
+  });
 }
 
 template <class T>
@@ -173,26 +141,27 @@ void linear_attn_recurrent_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T
                                     const T* h0, const T* z0, const T* do_, const T* dht, const T* dzT, int64_t B,
                                     int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale, FeatureMap phi,
                                     bool normalize) {
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, 1, "linear_attn_recurrent_backward");
   const int64_t W = Dv + (normalize ? 1 : 0);
-#pragma omp parallel for schedule(static) if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
-  for (int64_t bh = 0; bh < B * H; ++bh) {
-    const int64_t b = bh / H, h = bh % H;
-    // Every state [S_t | z_t] of the forward, t = 0..T-1 (after token t).
-    std::vector<T> states(T_ * Dk * W), Sz(Dk * W), dSz(Dk * W), pq(Dk), pk(Dk), dnum(W);
-    load_state(Sz.data(), h0, normalize ? z0 : nullptr, bh, Dk, Dv, W);
+  for_each_head<T>(d, [&](ScratchArena<T>& arena, int64_t b, int64_t h) {
+    const int64_t bh = b * H + h;
+    T *states, *Sz, *dSz, *pq, *pk, *dnum;  // states: every [S_t | z_t] of the forward (after token t)
+    arena.carve({{states, T_ * Dk * W}, {Sz, Dk * W}, {dSz, Dk * W}, {pq, Dk}, {pk, Dk}, {dnum, W}});
+    load_state(Sz, h0, normalize ? z0 : nullptr, bh, Dk, Dv, W);
     for (int64_t t = 0; t < T_; ++t) {
-      const int64_t row = (b * T_ + t) * H + h;
+      const int64_t row = d.row(b, t, h);
       for (int64_t i = 0; i < Dk; ++i) {
         const T p = feature(phi, k[row * Dk + i]);
         for (int64_t j = 0; j < Dv; ++j) Sz[i * W + j] += p * v[row * Dv + j];
         if (normalize) Sz[i * W + Dv] += p;
       }
-      std::copy(Sz.begin(), Sz.end(), states.begin() + t * Dk * W);
+      std::copy(Sz, Sz + Dk * W, states + t * Dk * W);
     }
-    load_state(dSz.data(), dht, normalize ? dzT : nullptr, bh, Dk, Dv, W);
+    load_state(dSz, dht, normalize ? dzT : nullptr, bh, Dk, Dv, W);
     for (int64_t t = T_ - 1; t >= 0; --t) {
-      const int64_t row = (b * T_ + t) * H + h;
-      const T* St = states.data() + t * Dk * W;
+      const int64_t row = d.row(b, t, h);
+      const T* St = states + t * Dk * W;
       for (int64_t i = 0; i < Dk; ++i) {
         pq[i] = feature(phi, q[row * Dk + i]);
         pk[i] = feature(phi, k[row * Dk + i]);
@@ -234,8 +203,8 @@ void linear_attn_recurrent_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T
         dv[row * Dv + j] += s;
       }
     }
-    store_state(dh0, normalize ? dz0 : nullptr, dSz.data(), bh, Dk, Dv, W, true);
-  }
+    store_state(dh0, normalize ? dz0 : nullptr, dSz, bh, Dk, Dv, W, true);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -247,70 +216,69 @@ void linear_attn_recurrent_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T
 
 int64_t linear_attn_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
                                      int64_t chunk_size) {
-  LINATTN_CHECK(chunk_size >= 1, "linear attention: chunk_size must be >= 1, got ", chunk_size);
-  return B * H * num_chunks(T_, chunk_size) * (Dk * (Dv + (normalize ? 1 : 0)) + chunk_size * chunk_size);
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, chunk_size, "linear_attn_chunk_saved_size");
+  return B * H * d.chunks(chunk_size) * (Dk * (Dv + (normalize ? 1 : 0)) + chunk_size * chunk_size);
 }
 
 template <class T>
 void linear_attn_chunk_forward(T* o, T* ht, T* zT, T* saved, const T* q, const T* k, const T* v, const T* h0,
                                const T* z0, int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale,
                                FeatureMap phi, bool normalize, int64_t chunk_size) {
-  LINATTN_CHECK(chunk_size >= 1, "linear attention: chunk_size must be >= 1, got ", chunk_size);
-  const int64_t C = chunk_size, NC = num_chunks(T_, C), W = Dv + (normalize ? 1 : 0);
-  const int64_t ldk = H * Dk, ldv = H * Dv;  // row strides of q/k and v/o
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, chunk_size, "linear_attn_chunk_forward");
+  const int64_t C = chunk_size, NC = d.chunks(C), W = Dv + (normalize ? 1 : 0);
+  const int64_t ldk = d.ldk(), ldv = d.ldv();
   const T s = normalize ? T(1) : scale;
   const bool direct = phi == FeatureMap::identity && !normalize;  // no feature map, no ones column
-#pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
-  {
-    // Per-thread scratch, once per call: with a feature map or the normalizer, a chunk's rows are
-    // transformed into contiguous blocks here; without, the products use the [B, T, H, d] rows.
-    std::vector<T> buf(2 * C * Dk + 2 * C * W + H * Dk * W);
-    T* Qc = buf.data();       // [C, Dk] phi(q)
-    T* Kc = Qc + C * Dk;      // [C, Dk] phi(k)
-    T* Vc = Kc + C * Dk;      // [C, W] V' = [v | 1]
-    T* Oc = Vc + C * W;       // [C, W] O'
-    T* states = Oc + C * W;   // [H, Dk, W] running states S' = [S | z] of this thread's heads
-    for_my_heads(B, H, [&](int64_t b, int64_t h_begin, int64_t h_end) {
-      for (int64_t h = h_begin; h < h_end; ++h)
-        load_state(states + h * Dk * W, h0, normalize ? z0 : nullptr, b * H + h, Dk, Dv, W);
-      for (int64_t c = 0; c < NC; ++c)
-        for (int64_t h = h_begin; h < h_end; ++h) {
-          const int64_t bh = b * H + h;
-          T* S = states + h * Dk * W;
-          const int64_t t0 = c * C, n = std::min(C, T_ - t0);
-          const int64_t row = (b * T_ + t0) * H + h;  // first token's (b, t, h) row
-          T* saved_c = saved + (bh * NC + c) * (Dk * W + C * C);  // [S0' | P] of this chunk
-          std::copy(S, S + Dk * W, saved_c);
-          T* P = saved_c + Dk * W;  // [C, C], kept for the backward
-          // The products read q, k, v and write o in place (row stride H * d) where nothing needs
-          // transforming; otherwise the rows are gathered into contiguous blocks.
-          const Block Q = direct ? Block{q + row * Dk, ldk} : Block{(const T*)Qc, Dk};
-          const Block K = direct ? Block{k + row * Dk, ldk} : Block{(const T*)Kc, Dk};
-          const Block V = direct ? Block{v + row * Dv, ldv} : Block{(const T*)Vc, W};
-          const Block O = direct ? Block{o + row * Dv, ldv} : Block{Oc, W};
-          if (!direct) {
-            gather_feature(Qc, q + row * Dk, n, Dk, ldk, phi);
-            gather_feature(Kc, k + row * Dk, n, Dk, ldk, phi);
-            gather_values(Vc, v + row * Dv, n, Dv, ldv, W);
-          }
-          // P = M ⊙ Q K^T
-          causal_scores(n, Dk, T(1), Q.p, Q.ld, K.p, K.ld, P, C);
-          // O' = s (Q S0' + P V')
-          gemm<T>(false, false, n, W, Dk, s, Q.p, Q.ld, S, W, T(0), O.p, O.ld);
-          causal_times(n, W, s, P, C, V.p, V.ld, T(1), O.p, O.ld);
-          if (!direct)
-            for (int64_t i = 0; i < n; ++i) {
-              T* oi = o + (row + i * H) * Dv;
-              const T inv = normalize ? T(1) / (Oc[i * W + Dv] + T(kLinearAttnEps)) : T(1);
-              for (int64_t j = 0; j < Dv; ++j) oi[j] = Oc[i * W + j] * inv;
-            }
-          // S1' = S0' + K^T V'
-          gemm<T>(true, false, Dk, W, n, T(1), K.p, K.ld, V.p, V.ld, T(1), S, W);
+  for_head_runs<T>(d, [&](ScratchArena<T>& arena, int64_t b, int64_t h_begin, int64_t h_end) {
+    // With a feature map or the normalizer, a chunk's rows are transformed into contiguous blocks
+    // here; without, the products use the [B, T, H, d] rows.
+    T *Qc, *Kc, *Vc, *Oc, *states;
+    arena.carve({{Qc, C * Dk},         // phi(q)
+                 {Kc, C * Dk},         // phi(k)
+                 {Vc, C * W},          // V' = [v | 1]
+                 {Oc, C * W},          // O'
+                 {states, H * Dk * W}});  // running states S' = [S | z] of this run's heads
+    for (int64_t h = h_begin; h < h_end; ++h)
+      load_state(states + h * Dk * W, h0, normalize ? z0 : nullptr, b * H + h, Dk, Dv, W);
+    for (int64_t c = 0; c < NC; ++c)
+      for (int64_t h = h_begin; h < h_end; ++h) {
+        const int64_t bh = b * H + h;
+        T* S = states + h * Dk * W;
+        const int64_t t0 = c * C, n = std::min(C, T_ - t0);
+        const int64_t row = d.row(b, t0, h);
+        T* saved_c = saved + (bh * NC + c) * (Dk * W + C * C);  // [S0' | P] of this chunk
+        std::copy(S, S + Dk * W, saved_c);
+        T* P = saved_c + Dk * W;  // [C, C], kept for the backward
+        // The products read q, k, v and write o in place (row stride H * d) where nothing needs
+        // transforming; otherwise the rows are gathered into contiguous blocks.
+        const RowBlock Q = direct ? RowBlock{q + row * Dk, ldk} : RowBlock{(const T*)Qc, Dk};
+        const RowBlock K = direct ? RowBlock{k + row * Dk, ldk} : RowBlock{(const T*)Kc, Dk};
+        const RowBlock V = direct ? RowBlock{v + row * Dv, ldv} : RowBlock{(const T*)Vc, W};
+        const RowBlock O = direct ? RowBlock{o + row * Dv, ldv} : RowBlock{Oc, W};
+        if (!direct) {
+          gather_feature(Qc, q + row * Dk, n, Dk, ldk, phi);
+          gather_feature(Kc, k + row * Dk, n, Dk, ldk, phi);
+          gather_values(Vc, v + row * Dv, n, Dv, ldv, W);
         }
-      for (int64_t h = h_begin; h < h_end; ++h)
-        store_state(ht, normalize ? zT : nullptr, states + h * Dk * W, b * H + h, Dk, Dv, W, false);
-    });
-  }
+        // P = M ⊙ Q K^T
+        causal_scores(n, Dk, T(1), Q.p, Q.ld, K.p, K.ld, P, C);
+        // O' = s (Q S0' + P V')
+        gemm<T>(false, false, n, W, Dk, s, Q.p, Q.ld, S, W, T(0), O.p, O.ld);
+        causal_times(n, W, s, P, C, V.p, V.ld, T(1), O.p, O.ld);
+        if (!direct)
+          for (int64_t i = 0; i < n; ++i) {
+            T* oi = o + (row + i * H) * Dv;
+            const T inv = normalize ? T(1) / (Oc[i * W + Dv] + T(kLinearAttnEps)) : T(1);
+            for (int64_t j = 0; j < Dv; ++j) oi[j] = Oc[i * W + j] * inv;
+          }
+        // S1' = S0' + K^T V'
+        gemm<T>(true, false, Dk, W, n, T(1), K.p, K.ld, V.p, V.ld, T(1), S, W);
+      }
+    for (int64_t h = h_begin; h < h_end; ++h)
+      store_state(ht, normalize ? zT : nullptr, states + h * Dk * W, b * H + h, Dk, Dv, W, false);
+  });
 }
 
 template <class T>
@@ -318,114 +286,101 @@ void linear_attn_chunk_backward(T* dq, T* dk, T* dv, T* dh0, T* dz0, const T* sa
                                 const T* v, const T* do_, const T* dht, const T* dzT, int64_t B, int64_t T_,
                                 int64_t H, int64_t Dk, int64_t Dv, T scale, FeatureMap phi, bool normalize,
                                 int64_t chunk_size) {
-  LINATTN_CHECK(chunk_size >= 1, "linear attention: chunk_size must be >= 1, got ", chunk_size);
-  const int64_t C = chunk_size, NC = num_chunks(T_, C), W = Dv + (normalize ? 1 : 0);
-  const int64_t ldk = H * Dk, ldv = H * Dv;
+  const MixerDims d{B, T_, H, Dk, Dv};
+  check_mixer(d, chunk_size, "linear_attn_chunk_backward");
+  const int64_t C = chunk_size, NC = d.chunks(C), W = Dv + (normalize ? 1 : 0);
+  const int64_t ldk = d.ldk(), ldv = d.ldv();
   const T s = normalize ? T(1) : scale;
   const bool direct = phi == FeatureMap::identity && !normalize;  // no feature map, no ones column
-#pragma omp parallel if (parallel_over_heads<T>(B, T_, H, Dk, Dv))
-  {
-    std::vector<T> buf(4 * C * Dk + C * C + 4 * C * W + H * Dk * W);  // per-thread scratch, once per call
-    T* Qc = buf.data();     // [C, Dk] phi(q)
-    T* Kc = Qc + C * Dk;    // [C, Dk] phi(k)
-    T* dQc = Kc + C * Dk;   // [C, Dk] gradient wrt phi(q)
-    T* dKc = dQc + C * Dk;  // [C, Dk] gradient wrt phi(k)
-    T* dP = dKc + C * Dk;   // [C, C]
-    T* Vc = dP + C * C;     // [C, W] V' = [v | 1]
-    T* Oc = Vc + C * W;     // [C, W] O' (normalized: numerator | denominator)
-    T* dOc = Oc + C * W;    // [C, W] gradient wrt O'
-    T* dVc = dOc + C * W;   // [C, W] gradient wrt V'
-    T* dstates = dVc + C * W;  // [H, Dk, W] gradients wrt the states after the current chunk
-    for_my_heads(B, H, [&](int64_t b, int64_t h_begin, int64_t h_end) {
-      for (int64_t h = h_begin; h < h_end; ++h)
-        load_state(dstates + h * Dk * W, dht, normalize ? dzT : nullptr, b * H + h, Dk, Dv, W);
-      for (int64_t c = NC - 1; c >= 0; --c)
-        for (int64_t h = h_begin; h < h_end; ++h) {
-          const int64_t bh = b * H + h;
-          T* dS = dstates + h * Dk * W;
-          const int64_t t0 = c * C, n = std::min(C, T_ - t0);
-          const int64_t row = (b * T_ + t0) * H + h;
-          const T* S0 = saved + (bh * NC + c) * (Dk * W + C * C);  // [Dk, W]
-          const T* P = S0 + Dk * W;                                 // [C, C] = M ⊙ Q K^T
-          const Block Q = direct ? Block{q + row * Dk, ldk} : Block{(const T*)Qc, Dk};
-          const Block K = direct ? Block{k + row * Dk, ldk} : Block{(const T*)Kc, Dk};
-          const Block V = direct ? Block{v + row * Dv, ldv} : Block{(const T*)Vc, W};
-          const Block dO = direct ? Block{do_ + row * Dv, ldv} : Block{(const T*)dOc, W};
-          // Gradients: accumulated straight into dq, dk, dv (direct), or computed into blocks first.
-          const Block dQ = direct ? Block{dq + row * Dk, ldk} : Block{dQc, Dk};
-          const Block dK = direct ? Block{dk + row * Dk, ldk} : Block{dKc, Dk};
-          const Block dV = direct ? Block{dv + row * Dv, ldv} : Block{dVc, W};
-          const T beta = direct ? T(1) : T(0);
-          if (!direct) {
-            gather_feature(Qc, q + row * Dk, n, Dk, ldk, phi);
-            gather_feature(Kc, k + row * Dk, n, Dk, ldk, phi);
-            gather_values(Vc, v + row * Dv, n, Dv, ldv, W);
-          }
-          if (normalize) {
-            // Recompute O' = Q S0' + P V' (numerator | denominator), then
-            // forward: o = num / den  =>  dnum = do / den,  dden = -(do . num) / den^2
-            gemm<T>(false, false, n, W, Dk, T(1), Qc, Dk, S0, W, T(0), Oc, W);
-            causal_times(n, W, T(1), P, C, Vc, W, T(1), Oc, W);
-            for (int64_t i = 0; i < n; ++i) {
-              const T* doi = do_ + (row + i * H) * Dv;
-              const T inv = T(1) / (Oc[i * W + Dv] + T(kLinearAttnEps));
-              T do_num = 0;
-              for (int64_t j = 0; j < Dv; ++j) {
-                dOc[i * W + j] = doi[j] * inv;
-                do_num += doi[j] * Oc[i * W + j];
-              }
-              dOc[i * W + Dv] = -do_num * inv * inv;
+  for_head_runs<T>(d, [&](ScratchArena<T>& arena, int64_t b, int64_t h_begin, int64_t h_end) {
+    T *Qc, *Kc, *dQc, *dKc, *dP, *Vc, *Oc, *dOc, *dVc, *dstates;
+    arena.carve({{Qc, C * Dk},             // phi(q)
+                 {Kc, C * Dk},             // phi(k)
+                 {dQc, C * Dk},            // gradient wrt phi(q)
+                 {dKc, C * Dk},            // gradient wrt phi(k)
+                 {dP, C * C},              // gradient wrt P
+                 {Vc, C * W},              // V' = [v | 1]
+                 {Oc, C * W},              // O' (normalized: numerator | denominator)
+                 {dOc, C * W},             // gradient wrt O'
+                 {dVc, C * W},             // gradient wrt V'
+                 {dstates, H * Dk * W}});  // gradients wrt the states after the current chunk
+    for (int64_t h = h_begin; h < h_end; ++h)
+      load_state(dstates + h * Dk * W, dht, normalize ? dzT : nullptr, b * H + h, Dk, Dv, W);
+    for (int64_t c = NC - 1; c >= 0; --c)
+      for (int64_t h = h_begin; h < h_end; ++h) {
+        const int64_t bh = b * H + h;
+        T* dS = dstates + h * Dk * W;
+        const int64_t t0 = c * C, n = std::min(C, T_ - t0);
+        const int64_t row = d.row(b, t0, h);
+        const T* S0 = saved + (bh * NC + c) * (Dk * W + C * C);  // [Dk, W]
+        const T* P = S0 + Dk * W;                                 // [C, C] = M ⊙ Q K^T
+        const RowBlock Q = direct ? RowBlock{q + row * Dk, ldk} : RowBlock{(const T*)Qc, Dk};
+        const RowBlock K = direct ? RowBlock{k + row * Dk, ldk} : RowBlock{(const T*)Kc, Dk};
+        const RowBlock V = direct ? RowBlock{v + row * Dv, ldv} : RowBlock{(const T*)Vc, W};
+        const RowBlock dO = direct ? RowBlock{do_ + row * Dv, ldv} : RowBlock{(const T*)dOc, W};
+        // Gradients: accumulated straight into dq, dk, dv (direct), or computed into blocks first.
+        const RowBlock dQ = direct ? RowBlock{dq + row * Dk, ldk} : RowBlock{dQc, Dk};
+        const RowBlock dK = direct ? RowBlock{dk + row * Dk, ldk} : RowBlock{dKc, Dk};
+        const RowBlock dV = direct ? RowBlock{dv + row * Dv, ldv} : RowBlock{dVc, W};
+        const T beta = direct ? T(1) : T(0);
+        if (!direct) {
+          gather_feature(Qc, q + row * Dk, n, Dk, ldk, phi);
+          gather_feature(Kc, k + row * Dk, n, Dk, ldk, phi);
+          gather_values(Vc, v + row * Dv, n, Dv, ldv, W);
+        }
+        if (normalize) {
+          // Recompute O' = Q S0' + P V' (numerator | denominator), then
+          // forward: o = num / den  =>  dnum = do / den,  dden = -(do . num) / den^2
+          gemm<T>(false, false, n, W, Dk, T(1), Qc, Dk, S0, W, T(0), Oc, W);
+          causal_times(n, W, T(1), P, C, Vc, W, T(1), Oc, W);
+          for (int64_t i = 0; i < n; ++i) {
+            const T* doi = do_ + (row + i * H) * Dv;
+            const T inv = T(1) / (Oc[i * W + Dv] + T(kLinearAttnEps));
+            T do_num = 0;
+            for (int64_t j = 0; j < Dv; ++j) {
+              dOc[i * W + j] = doi[j] * inv;
+              do_num += doi[j] * Oc[i * W + j];
             }
-          } else if (!direct) {
-            gather_values(dOc, do_ + row * Dv, n, Dv, ldv, W);
+            dOc[i * W + Dv] = -do_num * inv * inv;
           }
+        } else if (!direct) {
+          gather_values(dOc, do_ + row * Dv, n, Dv, ldv, W);
+        }
 
-          // forward: O' = s (Q S0' + P V'), P = M ⊙ Q K^T, S1' = S0' + K^T V'
-          // dP = s M ⊙ (dO' V'^T)
-          causal_scores(n, W, s, dO.p, dO.ld, V.p, V.ld, dP, C);
-          // dV' = s P^T dO' + K dS1'
-          causal_transposed_times(n, W, s, P, C, dO.p, dO.ld, beta, dV.p, dV.ld);
-          gemm<T>(false, false, n, W, Dk, T(1), K.p, K.ld, dS, W, T(1), dV.p, dV.ld);
-          // dQ = s dO' S0'^T + dP K
-          gemm<T>(false, true, n, Dk, W, s, dO.p, dO.ld, S0, W, beta, dQ.p, dQ.ld);
-          causal_times(n, Dk, T(1), dP, C, K.p, K.ld, T(1), dQ.p, dQ.ld);
-          // dK = dP^T Q + V' dS1'^T
-          causal_transposed_times(n, Dk, T(1), dP, C, Q.p, Q.ld, beta, dK.p, dK.ld);
-          gemm<T>(false, true, n, Dk, W, T(1), V.p, V.ld, dS, W, T(1), dK.p, dK.ld);
-          // dS0' = s Q^T dO' + dS1'
-          gemm<T>(true, false, Dk, W, n, s, Q.p, Q.ld, dO.p, dO.ld, T(1), dS, W);
+        // forward: O' = s (Q S0' + P V'), P = M ⊙ Q K^T, S1' = S0' + K^T V'
+        // dP = s M ⊙ (dO' V'^T)
+        causal_scores(n, W, s, dO.p, dO.ld, V.p, V.ld, dP, C);
+        // dV' = s P^T dO' + K dS1'
+        causal_transposed_times(n, W, s, P, C, dO.p, dO.ld, beta, dV.p, dV.ld);
+        gemm<T>(false, false, n, W, Dk, T(1), K.p, K.ld, dS, W, T(1), dV.p, dV.ld);
+        // dQ = s dO' S0'^T + dP K
+        gemm<T>(false, true, n, Dk, W, s, dO.p, dO.ld, S0, W, beta, dQ.p, dQ.ld);
+        causal_times(n, Dk, T(1), dP, C, K.p, K.ld, T(1), dQ.p, dQ.ld);
+        // dK = dP^T Q + V' dS1'^T
+        causal_transposed_times(n, Dk, T(1), dP, C, Q.p, Q.ld, beta, dK.p, dK.ld);
+        gemm<T>(false, true, n, Dk, W, T(1), V.p, V.ld, dS, W, T(1), dK.p, dK.ld);
+        // dS0' = s Q^T dO' + dS1'
+        gemm<T>(true, false, Dk, W, n, s, Q.p, Q.ld, dO.p, dO.ld, T(1), dS, W);
 
-          if (!direct) {
-            // forward: Q = phi(q), K = phi(k), V' = [v | 1] (the ones column is a constant)
-            scatter_feature_grad(dq + row * Dk, dQc, q + row * Dk, n, Dk, ldk, phi);
-            scatter_feature_grad(dk + row * Dk, dKc, k + row * Dk, n, Dk, ldk, phi);
-            for (int64_t i = 0; i < n; ++i) {
-              T* dvi = dv + (row + i * H) * Dv;
+        if (!direct) {
+          // forward: Q = phi(q), K = phi(k), V' = [v | 1] (the ones column is a constant)
+          scatter_feature_grad(dq + row * Dk, dQc, q + row * Dk, n, Dk, ldk, phi);
+          scatter_feature_grad(dk + row * Dk, dKc, k + row * Dk, n, Dk, ldk, phi);
+          for (int64_t i = 0; i < n; ++i) {
+            T* dvi = dv + (row + i * H) * Dv;
 #pragma omp simd
-              for (int64_t j = 0; j < Dv; ++j) dvi[j] += dVc[i * W + j];
-            }
+            for (int64_t j = 0; j < Dv; ++j) dvi[j] += dVc[i * W + j];
           }
         }
-      for (int64_t h = h_begin; h < h_end; ++h)
-        store_state(dh0, normalize ? dz0 : nullptr, dstates + h * Dk * W, b * H + h, Dk, Dv, W, true);
-    });
-  }
+      }
+    for (int64_t h = h_begin; h < h_end; ++h)
+      store_state(dh0, normalize ? dz0 : nullptr, dstates + h * Dk * W, b * H + h, Dk, Dv, W, true);
+  });
 }
 
-#define LINATTN_INSTANTIATE(T)                                                                                     \
-  template void linear_attn_recurrent_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*,      \
-                                                 int64_t, int64_t, int64_t, int64_t, int64_t, T, FeatureMap, bool); \
-  template void linear_attn_recurrent_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,       \
-                                                  const T*, const T*, const T*, const T*, int64_t, int64_t,        \
-                                                  int64_t, int64_t, int64_t, T, FeatureMap, bool);                  \
-  template void linear_attn_chunk_forward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,      \
-                                             int64_t, int64_t, int64_t, int64_t, int64_t, T, FeatureMap, bool,      \
-                                             int64_t);                                                              \
-  template void linear_attn_chunk_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,           \
-                                              const T*, const T*, const T*, int64_t, int64_t, int64_t, int64_t,     \
-                                              int64_t, T, FeatureMap, bool, int64_t);
-LINATTN_INSTANTIATE(float)
-LINATTN_INSTANTIATE(double)
-#undef LINATTN_INSTANTIATE
+LINATTN_INSTANTIATE_FLOAT_DOUBLE(linear_attn_recurrent_forward)
+LINATTN_INSTANTIATE_FLOAT_DOUBLE(linear_attn_recurrent_backward)
+LINATTN_INSTANTIATE_FLOAT_DOUBLE(linear_attn_chunk_forward)
+LINATTN_INSTANTIATE_FLOAT_DOUBLE(linear_attn_chunk_backward)
 
 }  // namespace linattn::cpu

@@ -1,5 +1,5 @@
-// Shared by deltanet_test.cpp and gated_deltanet_test.cpp: random inputs for the DeltaNet kernels
-// and calls of the recurrent and chunkwise forms through one interface (gated when `a` is set).
+// Helpers of deltanet_test.cpp: random inputs for the DeltaNet kernels and calls of the recurrent and
+// chunkwise forms through one interface (gated when `a` is set).
 #pragma once
 
 #include <omp.h>
@@ -110,15 +110,12 @@ Outputs forward(const Inputs<T>& in, Form form, int64_t C = 64, Tensor* saved = 
   const T *q = ptr<T>(in.q), *k = ptr<T>(in.k), *v = ptr<T>(in.v), *beta = ptr<T>(in.beta), *a = ptr<T>(in.a),
           *h0 = ptr<T>(in.h0);
   T *o = mut<T>(out.o), *ht = mut<T>(out.ht);
-  if (form == Form::recurrent) {
-    if (in.gated) cpu::gated_deltanet_recurrent_forward<T>(o, ht, q, k, v, beta, a, h0, in.B, in.T_, in.H, in.dk, in.dv, s);
-    else cpu::deltanet_recurrent_forward<T>(o, ht, q, k, v, beta, h0, in.B, in.T_, in.H, in.dk, in.dv, s);
-  } else {
-    T* sv = saved ? mut<T>(*saved) : nullptr;
-    if (in.gated)
-      cpu::gated_deltanet_chunk_forward<T>(o, ht, sv, q, k, v, beta, a, h0, in.B, in.T_, in.H, in.dk, in.dv, s, C);
-    else cpu::deltanet_chunk_forward<T>(o, ht, sv, q, k, v, beta, h0, in.B, in.T_, in.H, in.dk, in.dv, s, C);
-  }
+  // a is nullptr for plain DeltaNet
+  if (form == Form::recurrent)
+    cpu::deltanet_recurrent_forward<T>(o, ht, q, k, v, beta, a, h0, in.B, in.T_, in.H, in.dk, in.dv, s);
+  else
+    cpu::deltanet_chunk_forward<T>(o, ht, saved ? mut<T>(*saved) : nullptr, q, k, v, beta, a, h0, in.B, in.T_, in.H,
+                                   in.dk, in.dv, s, C);
   return out;
 }
 
@@ -140,22 +137,13 @@ void backward(const Inputs<T>& in, Form form, Grads& g, int64_t C = 64) {
   T *dq = mut<T>(g.dq), *dk = mut<T>(g.dk), *dv = mut<T>(g.dv), *dbeta = mut<T>(g.dbeta), *da = mut<T>(g.da),
     *dh0 = mut<T>(g.dh0);
   if (form == Form::recurrent) {
-    if (in.gated)
-      cpu::gated_deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, da, dh0, q, k, v, beta, a, h0, dO, dht, in.B,
-                                                in.T_, in.H, in.dk, in.dv, s);
-    else
-      cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, dh0, q, k, v, beta, h0, dO, dht, in.B, in.T_, in.H,
-                                          in.dk, in.dv, s);
+    cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, da, dh0, q, k, v, beta, a, h0, dO, dht, in.B, in.T_, in.H,
+                                        in.dk, in.dv, s);
   } else {
     Tensor saved = saved_buffer(in, C);
     forward(in, form, C, &saved);
-    const T* sv = saved.data<T>();
-    if (in.gated)
-      cpu::gated_deltanet_chunk_backward<T>(dq, dk, dv, dbeta, da, dh0, sv, q, k, v, beta, a, h0, dO, dht, in.B,
-                                            in.T_, in.H, in.dk, in.dv, s, C);
-    else
-      cpu::deltanet_chunk_backward<T>(dq, dk, dv, dbeta, dh0, sv, q, k, v, beta, h0, dO, dht, in.B, in.T_, in.H,
-                                      in.dk, in.dv, s, C);
+    cpu::deltanet_chunk_backward<T>(dq, dk, dv, dbeta, da, dh0, saved.data<T>(), q, k, v, beta, a, h0, dO, dht, in.B,
+                                    in.T_, in.H, in.dk, in.dv, s, C);
   }
 }
 
