@@ -3,8 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -89,6 +93,30 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "";
+}
+
+// A binary of this build: $LINATTN_BUILD_DIR/NAME (ctest sets the variable), else build/NAME.
+inline std::string built_binary(const std::string& name) {
+  const char* dir = std::getenv("LINATTN_BUILD_DIR");
+  return std::string(dir ? dir : "build") + "/" + name;
+}
+
+// What a shell command printed (stdout and stderr together) and its exit status (-1 when a signal
+// ended it).
+struct CommandResult {
+  int status = -1;
+  std::string output;
+};
+
+inline CommandResult run_command(const std::string& command) {
+  CommandResult r;
+  FILE* p = popen(("(" + command + ") 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
 }
 
 // sum(a * b) over all entries, in float64: the scalar loss <output, random upstream gradient>.

@@ -6,6 +6,7 @@
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "data_testing.h"
+#include "testing.h"
 
 namespace linattn::data {
 namespace {
@@ -219,13 +220,9 @@ TEST(Prepare, DefaultCorpusSplitsByDocument) {
 
 // Runs a shell command; returns its exit status and leaves its output (stdout and stderr) in `output`.
 int run(const std::string& command, std::string& output) {
-  output.clear();
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (!p) return -1;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) output.append(buf, n);
-  const int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  ::linattn::testing::CommandResult r = ::linattn::testing::run_command(command);
+  output = r.output;
+  return r.status;
 }
 
 std::string tool() {

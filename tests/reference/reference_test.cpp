@@ -8,8 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "cases.h"
 #include "testing.h"
@@ -70,11 +68,6 @@ uint64_t seed_of(const std::string& name) {
   return x;
 }
 
-std::string tool() {
-  const char* dir = std::getenv("LINATTN_BUILD_DIR");
-  return std::string(dir ? dir : "build") + "/linattn-ops";
-}
-
 class Reference : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -85,14 +78,11 @@ class Reference : public ::testing::Test {
 
   // Runs linattn-ops OP on `in` with `args` and returns everything it wrote.
   Arrays run_ops(const std::string& op, const std::string& in, const std::string& args) {
-    const std::string out = (dir_ / "out.h5").string(), log = (dir_ / "log.txt").string();
-    const std::string command = tool() + " " + op + " " + in + " " + out + " " + args + " > " + log + " 2>&1";
-    const int status = std::system(command.c_str());
-    std::ifstream text(log);
-    std::stringstream ss;
-    ss << text.rdbuf();
-    if (status != 0) {
-      ADD_FAILURE() << command << " failed (status " << status << "):\n" << ss.str();
+    const std::string out = (dir_ / "out.h5").string();
+    const std::string command = linattn::testing::built_binary("linattn-ops") + " " + op + " " + in + " " + out + " " + args;
+    const linattn::testing::CommandResult r = linattn::testing::run_command(command);
+    if (r.status != 0) {
+      ADD_FAILURE() << command << " failed (status " << r.status << "):\n" << r.output;
       return {};
     }
     return read_arrays(out);

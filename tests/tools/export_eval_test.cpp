@@ -20,19 +20,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string bin(const std::string& name) {
-  const char* dir = std::getenv("LINATTN_BUILD_DIR");
-  return std::string(dir ? dir : "build") + "/" + name;
-}
-
+// Runs a shell command; sets *status to its exit status and returns what it printed.
 std::string run_and_capture(const std::string& command, int* status) {
-  std::string out = (fs::temp_directory_path() / ("linattn-out-" + std::to_string(getpid()))).string();
-  *status = WEXITSTATUS(std::system((command + " > " + out + " 2>&1").c_str()));
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  fs::remove(out);
-  return ss.str();
+  testing::CommandResult r = testing::run_command(command);
+  *status = r.status;
+  return r.output;
 }
 
 std::string read_bytes(const std::string& path) {
@@ -71,7 +63,7 @@ TEST_F(ExportEval, EvaluationRepeatsTheTrainersFigure) {
   EXPECT_EQ(r.bits_per_byte, summary_.last.bits_per_byte);
 
   int status = 0;
-  std::string out = run_and_capture(bin("linattn-eval") + " " + ckpt_, &status);
+  std::string out = run_and_capture(testing::built_binary("linattn-eval") + " " + ckpt_, &status);
   EXPECT_EQ(status, 0) << out;
   char expected[64];  // six decimals: enough to compare runs
   std::snprintf(expected, sizeof expected, "val loss %.6f", summary_.last.loss);
@@ -90,7 +82,7 @@ TEST_F(ExportEval, RelativeDataPathIsFoundFromTheRunFolder) {
   Trainer(c).run();
   fs::current_path(cwd);
   const std::string ckpt = fs::absolute(latest_checkpoint((project / "runs/short").string())).string();
-  const std::string eval = fs::absolute(bin("linattn-eval")).string();
+  const std::string eval = fs::absolute(testing::built_binary("linattn-eval")).string();
 
   int status = 0;
   std::string out = run_and_capture("cd / && " + eval + " " + ckpt + " --tokens 2000", &status);
@@ -122,27 +114,27 @@ TEST_F(ExportEval, EvaluatesAnyTextFiles) {
                           32, config_.train.batch_size, 0, arena);
 
   int status = 0;
-  std::string out = run_and_capture(bin("linattn-eval") + " " + ckpt_ + " --text " + text + " --seq-len 32", &status);
+  std::string out = run_and_capture(testing::built_binary("linattn-eval") + " " + ckpt_ + " --text " + text + " --seq-len 32", &status);
   EXPECT_EQ(status, 0) << out;
   char expected[96];
   std::snprintf(expected, sizeof expected, "val loss %.6f | ppl %.4f | bpb %.6f | %lld tokens, seq_len 32", r.loss,
                 r.perplexity, r.bits_per_byte, (long long)r.tokens);
   EXPECT_NE(out.find(expected), std::string::npos) << out << " (expected " << expected << ")";
 
-  out = run_and_capture(bin("linattn-eval") + " " + ckpt_ + " --text " + text + " --seq-len 100000000", &status);
+  out = run_and_capture(testing::built_binary("linattn-eval") + " " + ckpt_ + " --text " + text + " --seq-len 100000000", &status);
   EXPECT_EQ(status, 1) << out;
   EXPECT_NE(out.find("--seq-len '100000000' is not a whole number in [1, 16777216]"), std::string::npos) << out;
 }
 
 TEST_F(ExportEval, EvalHelpAndUnknownFlags) {
   int status = 0;
-  std::string out = run_and_capture(bin("linattn-eval") + " --help", &status);
+  std::string out = run_and_capture(testing::built_binary("linattn-eval") + " --help", &status);
   EXPECT_EQ(status, 0);
   EXPECT_NE(out.find("--text FILE"), std::string::npos) << out;
-  out = run_and_capture(bin("linattn-eval") + " " + ckpt_ + " --bogus", &status);
+  out = run_and_capture(testing::built_binary("linattn-eval") + " " + ckpt_ + " --bogus", &status);
   EXPECT_EQ(status, 1);
   EXPECT_EQ(out, "linattn-eval: error: unknown option '--bogus' (see linattn-eval --help)\n");
-  out = run_and_capture(bin("linattn-eval") + " " + ckpt_ + " --batch 0", &status);
+  out = run_and_capture(testing::built_binary("linattn-eval") + " " + ckpt_ + " --batch 0", &status);
   EXPECT_EQ(status, 1);
   EXPECT_NE(out.find("--batch '0' is not a whole number in [1, 65536]"), std::string::npos) << out;
 }
@@ -155,7 +147,7 @@ TEST_F(ExportEval, ExportedWeightsAreTheCheckpoints) {
     SCOPED_TRACE(dtype);
     std::string out = dir_ + "/export-" + dtype + ".h5";
     int status = 0;
-    std::string text = run_and_capture(bin("linattn-export") + " " + ckpt_ + " " + out + " --dtype " + dtype, &status);
+    std::string text = run_and_capture(testing::built_binary("linattn-export") + " " + ckpt_ + " " + out + " --dtype " + dtype, &status);
     ASSERT_EQ(status, 0) << text;
     H5File f(out, H5File::Mode::read);
     EXPECT_EQ(f.attr_string("format"), "linattn-weights");
@@ -181,7 +173,7 @@ TEST_F(ExportEval, H5pyReadsTheExport) {
   run_and_capture("/usr/bin/python3 -c 'import h5py'", &status);
   if (status != 0) GTEST_SKIP() << "Debian's python3-h5py is not installed (scripts/setup installs it)";
   std::string out = dir_ + "/export-py.h5";
-  run_and_capture(bin("linattn-export") + " " + ckpt_ + " " + out, &status);
+  run_and_capture(testing::built_binary("linattn-export") + " " + ckpt_ + " " + out, &status);
   ASSERT_EQ(status, 0);
   // The README's example.
   std::string script = dir_ + "/read.py";
@@ -197,12 +189,12 @@ TEST_F(ExportEval, H5pyReadsTheExport) {
 
 TEST_F(ExportEval, ListShowsStepConfigAndShapes) {
   int status = 0;
-  std::string text = run_and_capture(bin("linattn-export") + " --list " + ckpt_, &status);
+  std::string text = run_and_capture(testing::built_binary("linattn-export") + " --list " + ckpt_, &status);
   EXPECT_EQ(status, 0) << text;
   EXPECT_NE(text.find("step 20"), std::string::npos) << text;
   EXPECT_NE(text.find("hidden_size: 64"), std::string::npos) << text;
   EXPECT_NE(text.find("optimizer.m.lm_head.weight"), std::string::npos) << text;
-  text = run_and_capture(bin("linattn-eval") + " " + dir_ + "/missing.h5", &status);
+  text = run_and_capture(testing::built_binary("linattn-eval") + " " + dir_ + "/missing.h5", &status);
   EXPECT_EQ(status, 1);
   EXPECT_NE(text.find("no such file"), std::string::npos) << text;
 }
@@ -215,7 +207,7 @@ TEST_F(ExportEval, ExportOntoItsOwnCheckpointIsRefused) {
   for (const std::string& out : {ckpt_, other}) {
     SCOPED_TRACE(out);
     int status = 0;
-    std::string text = run_and_capture(bin("linattn-export") + " " + ckpt_ + " " + out, &status);
+    std::string text = run_and_capture(testing::built_binary("linattn-export") + " " + ckpt_ + " " + out, &status);
     EXPECT_EQ(status, 1) << text;
     EXPECT_NE(text.find("is the checkpoint"), std::string::npos) << text;
     EXPECT_TRUE(read_bytes(ckpt_) == before) << "the checkpoint was changed";
@@ -226,7 +218,7 @@ TEST_F(ExportEval, ExportToAFullDiskIsAClearErrorAndLeavesNoFile) {
   testing::SmallDisk disk(dir_ + "/disk", 64 * 1024);  // the f32 weights take about 660 KiB
   if (!disk.mounted()) GTEST_SKIP() << disk.why_not();
   int status = 0;
-  std::string text = run_and_capture(bin("linattn-export") + " " + ckpt_ + " " + disk.dir() + "/w.h5", &status);
+  std::string text = run_and_capture(testing::built_binary("linattn-export") + " " + ckpt_ + " " + disk.dir() + "/w.h5", &status);
   EXPECT_EQ(status, 1) << text;
   EXPECT_NE(text.find("no space left on the device"), std::string::npos) << text;
   EXPECT_TRUE(fs::is_empty(disk.dir())) << "a damaged or temporary file was left";

@@ -4,8 +4,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <hdf5.h>
 
@@ -17,24 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string tool() {
-  const char* dir = std::getenv("LINATTN_BUILD_DIR");
-  return std::string(dir ? dir : "build") + "/linattn-ops";
-}
-
-struct ToolRun {
-  int status;
-  std::string stderr_text;
-};
-
-ToolRun run_tool(const std::string& args) {
-  std::string err = (fs::temp_directory_path() / ("ops-err-" + std::to_string(getpid()))).string();
-  int status = std::system((tool() + " " + args + " > /dev/null 2> " + err).c_str());
-  std::ifstream in(err);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  fs::remove(err);
-  return {WEXITSTATUS(status), ss.str()};
+// Runs linattn-ops with `args`.
+testing::CommandResult run_tool(const std::string& args) {
+  return testing::run_command(testing::built_binary("linattn-ops") + " " + args);
 }
 
 class LinattnOps : public ::testing::Test {
@@ -108,9 +91,9 @@ TEST_F(LinattnOps, AttentionWritesOutputAndGradients) {
 
 TEST_F(LinattnOps, MissingOrMisshapedDatasetsAreNamed) {
   write_inputs("gla", path("in.h5"), {"g"});
-  ToolRun r = run_tool("gla " + path("in.h5") + " " + path("out.h5"));
+  testing::CommandResult r = run_tool("gla " + path("in.h5") + " " + path("out.h5"));
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.stderr_text.find("missing dataset 'g' (gla needs q, k, v, g)"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.output.find("missing dataset 'g' (gla needs q, k, v, g)"), std::string::npos) << r.output;
 
   {
     Rng rng(1);
@@ -122,8 +105,8 @@ TEST_F(LinattnOps, MissingOrMisshapedDatasetsAreNamed) {
   }
   r = run_tool("deltanet " + path("bad2.h5") + " " + path("out.h5"));
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.stderr_text.find("dataset 'beta' has shape [1, 5, 3], expected [1, 5, 2]"), std::string::npos)
-      << r.stderr_text;
+  EXPECT_NE(r.output.find("dataset 'beta' has shape [1, 5, 3], expected [1, 5, 2]"), std::string::npos)
+      << r.output;
   {
     Rng rng(2);
     H5File f(path("bad3.h5"), H5File::Mode::create);
@@ -132,13 +115,13 @@ TEST_F(LinattnOps, MissingOrMisshapedDatasetsAreNamed) {
   }
   r = run_tool("linear_attn " + path("bad3.h5") + " " + path("out.h5"));
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.stderr_text.find("dataset 'z0' is the normalizer state of the normalized form; set the attribute "
+  EXPECT_NE(r.output.find("dataset 'z0' is the normalizer state of the normalized form; set the attribute "
                                "normalize = 1"),
             std::string::npos)
-      << r.stderr_text;
+      << r.output;
   r = run_tool("nonsense " + path("bad2.h5") + " " + path("out.h5"));
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.stderr_text.find("unknown op"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.output.find("unknown op"), std::string::npos) << r.output;
 }
 
 // Sizes are bounded: a chunk size past the config's bound, or a shape in the file too large to hold, is
@@ -146,16 +129,16 @@ TEST_F(LinattnOps, MissingOrMisshapedDatasetsAreNamed) {
 TEST_F(LinattnOps, SizesAreBounded) {
   write_inputs("gla", path("in.h5"));
   for (std::string bad : {"100000", "0", "-3", "16x", ""}) {
-    ToolRun r = run_tool("gla " + path("in.h5") + " " + path("out.h5") + " --chunk-size '" + bad + "'");
+    testing::CommandResult r = run_tool("gla " + path("in.h5") + " " + path("out.h5") + " --chunk-size '" + bad + "'");
     EXPECT_EQ(r.status, 2);
-    EXPECT_NE(r.stderr_text.find("--chunk-size '" + bad + "' is not an integer in [1, 256]"), std::string::npos)
-        << r.stderr_text;
+    EXPECT_NE(r.output.find("--chunk-size '" + bad + "' is not an integer in [1, 256]"), std::string::npos)
+        << r.output;
   }
   EXPECT_EQ(run_tool("gla " + path("in.h5") + " " + path("out.h5") + " --chunk-size 256").status, 0);
 
-  ToolRun r = run_tool("gla " + path("in.h5") + " " + path("out.h5") + " --chunk-sise 16");
+  testing::CommandResult r = run_tool("gla " + path("in.h5") + " " + path("out.h5") + " --chunk-sise 16");
   EXPECT_EQ(r.status, 2);
-  EXPECT_EQ(r.stderr_text, "linattn-ops: error: unknown option '--chunk-sise' (see linattn-ops --help)\n");
+  EXPECT_EQ(r.output, "linattn-ops: error: unknown option '--chunk-sise' (see linattn-ops --help)\n");
   EXPECT_EQ(run_tool("--help").status, 0);
 
   // A dataset declared [100000, 100000, 64, 64] float64, written in chunks: only its shape is stored.
@@ -174,11 +157,11 @@ TEST_F(LinattnOps, SizesAreBounded) {
   }
   r = run_tool("linear_attn " + path("huge.h5") + " " + path("out.h5"));
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.stderr_text.rfind("linattn-ops: error: " + path("huge.h5") +
+  EXPECT_EQ(r.output.rfind("linattn-ops: error: " + path("huge.h5") +
                                     ": dataset 'q' has shape [100000, 100000, 64, 64]: every size must be",
                                 0),
             0u)
-      << r.stderr_text;
+      << r.output;
 }
 
 }  // namespace

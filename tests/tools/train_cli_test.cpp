@@ -1,13 +1,13 @@
 // linattn-train's command line: options without their value and --resume targets that are not there
 // are errors that say what to give, not "unexpected argument".
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+
+#include <filesystem>
+#include <string>
+
 #include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include "testing.h"
 
 namespace linattn {
 namespace {
@@ -16,15 +16,9 @@ namespace fs = std::filesystem;
 
 // Runs linattn-train with `args`; returns its exit code and fills `out` with what it printed.
 int train(const std::string& args, std::string& out) {
-  const char* dir = std::getenv("LINATTN_BUILD_DIR");
-  const std::string log = (fs::temp_directory_path() / ("linattn-cli-" + std::to_string(getpid()))).string();
-  int status = std::system(((dir ? dir : std::string("build")) + "/linattn-train " + args + " > " + log + " 2>&1").c_str());
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  fs::remove(log);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  testing::CommandResult r = testing::run_command(testing::built_binary("linattn-train") + " " + args);
+  out = r.output;
+  return r.status;
 }
 
 TEST(TrainCommandLine, OptionsWithoutTheirValueSayWhatToGive) {
