@@ -232,7 +232,7 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
       // them says so (with several ranks, rank 0 may not have).
       clear_tape();
       std::string who = comm_->world_size() > 1 ? "rank " + std::to_string(comm_->rank()) + ": " : "";
-      std::printf("warning: %sstep %lld: %s; skipping the step\n", who.c_str(), (long long)step, e.what());
+      std::printf("warning: %sstep %lld: %s; skipping the step\n", who.c_str(), (long long)(step + 1), e.what());
       ok = false;
     }
     arena_.reset();
@@ -248,7 +248,7 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
   }
   norm = grad_norm(params);
   if (ok && !std::isfinite(norm)) {
-    say("warning: step %lld: the gradient norm is %g; skipping the step\n", (long long)step, norm);
+    say("warning: step %lld: the gradient norm is %g; skipping the step\n", (long long)(step + 1), norm);
     ok = false;
   }
   if (!ok) return;
@@ -283,6 +283,37 @@ std::optional<MetricsLog> Trainer::open_run_folder() {
   return MetricsLog((dir / "metrics.jsonl").string(), /*fresh=*/!resumed_);
 }
 
+void Trainer::agree_across_ranks(bool& done, bool& interrupted, double& progress) const {
+  if (comm_->world_size() == 1) return;
+  double v[3] = {comm_->is_root() ? double(done) : 0.0, double(interrupted), comm_->is_root() ? progress : 0.0};
+  comm_->allreduce_sum(v, 3);
+  done = v[0] > 0;
+  interrupted = v[1] > 0;
+  progress = v[2];
+}
+
+void Trainer::log_step(int64_t done_steps, const LogWindow& window, double lr, double norm, int64_t tokens,
+                       double elapsed, const MetricsLog* metrics) const {
+  const TrainConfig& t = config_.train;
+  const double tok_s = double(t.batch_size * config_.data.seq_len * window.steps) / window.seconds;
+  const double ms_per_step = 1e3 * window.seconds / double(window.steps);
+  const double loss = window.loss / double(window.steps);
+  // Every rank has its share of the cores, and their peaks add up.
+  const double mfu =
+      model_->flops_per_token(config_.data.seq_len) * tok_s / (gemm_peak_ * 1e9 * comm_->world_size());
+  double eta = INFINITY;
+  if (t.max_steps) eta = std::min(eta, double(t.max_steps - done_steps) * ms_per_step / 1e3);
+  if (t.max_tokens) eta = std::min(eta, double(t.max_tokens - tokens) / tok_s);
+  if (t.max_time) eta = std::min(eta, t.max_time - elapsed);
+  if (isatty(fileno(stdout)) && comm_->world_size() == 1) say("\r\033[K");
+  say("step %6lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %7.1f ms/step | MFU %4.1f%% | ETA %s\n",
+      (long long)done_steps, loss, lr, norm, tok_s, ms_per_step, 100 * mfu, duration(eta).c_str());
+  std::fflush(stdout);
+  if (metrics)
+    metrics->write(done_steps, {{"loss", loss}, {"lr", lr}, {"grad_norm", norm}, {"tokens_per_s", tok_s},
+                                {"ms_per_step", ms_per_step}, {"mfu", mfu}});
+}
+
 TrainSummary Trainer::run() {
   const TrainConfig& t = config_.train;
   const std::optional<MetricsLog> metrics = open_run_folder();
@@ -290,7 +321,6 @@ TrainSummary Trainer::run() {
   say("memory: activations %s per micro-batch (measured)\n", mib(double(activations)).c_str());
 
   const int64_t tokens_per_step = t.batch_size * config_.data.seq_len;
-  const double flops_per_token = model_->flops_per_token(config_.data.seq_len);
   const bool tty = isatty(fileno(stdout)) && comm_->world_size() == 1;
   say("run: %s%s%s, out %s\n", t.max_steps ? ("max_steps " + std::to_string(t.max_steps) + " ").c_str() : "",
       t.max_tokens ? ("max_tokens " + std::to_string(t.max_tokens) + " ").c_str() : "",
@@ -319,8 +349,7 @@ TrainSummary Trainer::run() {
     return s;
   };
   int64_t bad_in_row = 0;
-  double window_seconds = 0, window_loss = 0;
-  int64_t window_steps = 0;
+  LogWindow window;
 
   auto report_eval = [&](int64_t step, bool final) {
     auto t0 = std::chrono::steady_clock::now();
@@ -344,15 +373,7 @@ TrainSummary Trainer::run() {
     bool done = (t.max_steps && step >= t.max_steps) || (t.max_tokens && summary.tokens >= t.max_tokens) ||
                 (t.max_time && elapsed() >= t.max_time);
     bool interrupted = interrupt_requested();
-    if (comm_->world_size() > 1) {
-      // Every rank must take the same decisions: rank 0's clock decides the time bound and the
-      // schedule, and an interrupt on any rank stops all of them.
-      double v[3] = {comm_->is_root() ? double(done) : 0.0, double(interrupted), comm_->is_root() ? progress : 0.0};
-      comm_->allreduce_sum(v, 3);
-      done = v[0] > 0;
-      interrupted = v[1] > 0;
-      progress = v[2];
-    }
+    agree_across_ranks(done, interrupted, progress);
     if (done || interrupted) {
       summary.interrupted = !done;
       break;
@@ -364,37 +385,23 @@ TrainSummary Trainer::run() {
     train_step(step, lr, loss, norm, ok);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!ok) {
-      LINATTN_REQUIRE(++bad_in_row < t.max_bad_steps, "stopping: ", bad_in_row,
-                    " steps in a row had a non-finite loss or gradient norm. The model diverged: lower train.lr (",
+      ++bad_in_row;
+      LINATTN_REQUIRE(bad_in_row < t.max_bad_steps, "stopping: ",
+                    bad_in_row == 1 ? std::string("a step") : std::to_string(bad_in_row) + " steps in a row",
+                    " had a non-finite loss or gradient norm. The model diverged: lower train.lr (",
                     config_.where("train.lr"), ") or raise train.warmup_steps, and check the data");
       continue;
     }
     bad_in_row = 0;
     summary.losses.push_back(loss);
     summary.tokens += tokens_per_step;
-    window_seconds += seconds;
-    window_loss += loss;
-    ++window_steps;
+    window.seconds += seconds;
+    window.loss += loss;
+    ++window.steps;
     const int64_t done_steps = step + 1;
     if (done_steps % t.log_every == 0 || done_steps == 1) {
-      const double tok_s = double(tokens_per_step * window_steps) / window_seconds;
-      // Every rank has its share of the cores, and their peaks add up.
-      const double mfu = flops_per_token * tok_s / (gemm_peak_ * 1e9 * comm_->world_size());
-      double eta = INFINITY;
-      if (t.max_steps) eta = std::min(eta, double(t.max_steps - done_steps) * window_seconds / double(window_steps));
-      if (t.max_tokens) eta = std::min(eta, double(t.max_tokens - summary.tokens) / tok_s);
-      if (t.max_time) eta = std::min(eta, t.max_time - elapsed());
-      if (tty) say("\r\033[K");
-      say("step %6lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %7.1f ms/step | MFU %4.1f%% | ETA %s\n",
-          (long long)done_steps, window_loss / double(window_steps), lr, norm, tok_s,
-          1e3 * window_seconds / double(window_steps), 100 * mfu, duration(eta).c_str());
-      std::fflush(stdout);
-      if (metrics)
-        metrics->write(done_steps, {{"loss", window_loss / double(window_steps)}, {"lr", lr}, {"grad_norm", norm},
-                                    {"tokens_per_s", tok_s}, {"ms_per_step", 1e3 * window_seconds / double(window_steps)},
-                                    {"mfu", mfu}});
-      window_seconds = window_loss = 0;
-      window_steps = 0;
+      log_step(done_steps, window, lr, norm, summary.tokens, elapsed(), metrics ? &*metrics : nullptr);
+      window = {};
     } else if (tty) {
       say("\r\033[Kstep %lld  loss %.4f", (long long)done_steps, loss);
       std::fflush(stdout);

@@ -57,6 +57,17 @@ class Trainer {
 
  private:
   void train_step(int64_t step, double lr, double& loss, double& norm, bool& ok);
+  // With several ranks, every rank takes rank 0's decision on the bounds and its schedule progress,
+  // and an interrupt on any rank stops all of them.
+  void agree_across_ranks(bool& done, bool& interrupted, double& progress) const;
+  // The steps since the last log line: their time and summed loss.
+  struct LogWindow {
+    double seconds = 0, loss = 0;
+    int64_t steps = 0;
+  };
+  // The log line of step `done_steps` (1-based) over `window`, on stdout and in metrics.jsonl.
+  void log_step(int64_t done_steps, const LogWindow& window, double lr, double norm, int64_t tokens,
+                double elapsed, const MetricsLog* metrics) const;
   void save(const TrainState& state);
   // Writes config.yaml into the run folder; the metrics log on rank 0 (nullopt on the others).
   std::optional<MetricsLog> open_run_folder();

@@ -222,8 +222,11 @@ TEST(Control, MaxBadStepsInARowStopTheRunWithAdvice) {
     ASSERT_FALSE(bad.empty());
     Trainer trainer(c);
     poison(trainer.model(), {kPoison});
-    const std::string message = run_captured(trainer).error;
-    EXPECT_NE(message.find("in a row"), std::string::npos) << message;
+    const Captured run = run_captured(trainer);
+    const std::string& message = run.error;
+    EXPECT_NE(message.find("stopping: a step had a non-finite loss"), std::string::npos) << message;
+    // The warning numbers the step as the log lines do (from 1).
+    EXPECT_NE(run.out.find("warning: step " + std::to_string(bad[0] + 1) + ":"), std::string::npos) << run.out;
     // The steps before it trained and logged.
     std::vector<Logged> m = metrics(dir);
     EXPECT_EQ(int64_t(m.size()), bad[0]);
