@@ -71,20 +71,34 @@ std::vector<Document> list_documents(const std::vector<std::string>& inputs, con
   return docs;
 }
 
-// One file as a training and a validation document: cut after the line break nearest to the start of
-// its last `fraction` of bytes (so a UTF-8 character is never cut).
+// The cut nearest to `target` just after a byte for which `ends_piece` holds, strictly inside the
+// text (both parts non-empty); 0 when there is none.
+template <class Pred>
+static size_t nearest_cut(std::string_view text, size_t target, Pred ends_piece) {
+  size_t best = 0;
+  for (size_t i = target; i-- > 0;)  // the last piece end before the target
+    if (ends_piece(i)) {
+      best = i + 1;
+      break;
+    }
+  for (size_t i = target; i + 1 < text.size() && (best == 0 || i + 1 - target < target - best); ++i)
+    if (ends_piece(i)) return i + 1;
+  return best < text.size() ? best : 0;
+}
+
+// One file as a training and a validation document, cut near the start of its last `fraction` of
+// bytes: after the nearest line break; in a file without one (text8-style corpora are one line),
+// after the nearest space; else before the nearest UTF-8 character. A character is never cut.
 static std::vector<Document> split_document(const Document& d, double fraction) {
   const MappedFile file(d.path);
   const std::string_view text = file.text();
   const size_t target = text.size() - size_t(std::ceil(fraction * double(text.size())));
-  const size_t before = target == 0 ? std::string_view::npos : text.rfind('\n', target - 1);
-  const size_t after = text.find('\n', target);
-  size_t cut = 0;  // the first byte of the validation part
-  if (before != std::string_view::npos && before + 1 < text.size()) cut = before + 1;
-  if (after != std::string_view::npos && after + 1 < text.size() && (cut == 0 || after + 1 - target < target - cut))
-    cut = after + 1;
-  LINATTN_REQUIRE(cut > 0, d.path, ": --val-fraction on a single file splits it at a line break, and this file has "
-                  "none before its last line; give several files, or no --val-fraction");
+  size_t cut = nearest_cut(text, target, [&](size_t i) { return text[i] == '\n'; });
+  if (cut == 0) cut = nearest_cut(text, target, [&](size_t i) { return text[i] == ' '; });
+  if (cut == 0)
+    cut = nearest_cut(text, target, [&](size_t i) { return i + 1 < text.size() && (uint8_t(text[i + 1]) & 0xC0) != 0x80; });
+  LINATTN_REQUIRE(cut > 0, d.path, ": --val-fraction on a single file needs at least two characters to split; "
+                  "give a larger file, several files, or no --val-fraction");
   Document train = d, val = d;
   train.bytes = cut;
   val.offset = cut;

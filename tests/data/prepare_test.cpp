@@ -125,8 +125,9 @@ TEST(Prepare, BadInputIsAnErrorNamingIt) {
   o.val_fraction = 0.5;
   EXPECT_EQ(has(run({dir / "ok.txt"}), "not both"), "");
   o.val_globs = {};
-  EXPECT_EQ(has(run({dir / "ok.txt"}), dir / "ok.txt: --val-fraction on a single file splits it at a line break, "
-                                              "and this file has none before its last line"), "");
+  write_file(dir / "x.txt", "x");
+  EXPECT_EQ(has(run({dir / "x.txt"}), dir / "x.txt: --val-fraction on a single file needs at least two characters"),
+            "");
   o.val_fraction = 0;
   o.tokenizer = "words";
   EXPECT_EQ(has(run({dir / "ok.txt"}), "unknown tokenizer 'words'"), "");
@@ -151,6 +152,34 @@ TEST(Prepare, ValidationFractionSplitsASingleFileAtALineBreak) {
   const std::string listing = read_file(dir / "out/documents.tsv");
   EXPECT_EQ(has(listing, "train\t49\t50\t" + dir / "book.txt"), "");
   EXPECT_EQ(has(listing, "val\t21\t22\t" + dir / "book.txt"), "");
+}
+
+// A single file without line breaks (text8-style corpora are one line) splits after the nearest
+// space, and without spaces before the nearest UTF-8 character, never inside one.
+TEST(Prepare, ValidationFractionSplitsAOneLineFileAtASpaceOrACharacter) {
+  TempDir dir;
+  PrepareOptions o;
+  o.out_dir = dir / "out";
+  o.val_fraction = 0.25;
+  const std::string words = "aaaa bbbb cccc dddd eeee ffff gggg hhhh";  // 39 bytes: the last 10 start at 29
+  write_file(dir / "words.txt", words);
+  o.inputs = {dir / "words.txt"};
+  ASSERT_TRUE(prepare(o).has_val);
+  EXPECT_EQ(all_tokens(dir / "out/train.bin"), bytes_doc(words.substr(0, 30)));  // the space ends at 29
+  EXPECT_EQ(all_tokens(dir / "out/val.bin"), bytes_doc(words.substr(30)));
+
+  std::string accents;
+  for (int k = 0; k < 8; ++k) accents += "\xc3\xa9";  // 8 x 'é', 2 bytes each: the last 4 bytes start at 12
+  write_file(dir / "accents.txt", accents);
+  o.inputs = {dir / "accents.txt"};
+  o.out_dir = dir / "out2";
+  o.val_fraction = 0.2;  // the last ceil(3.2) = 4 bytes start at 12, a character's first byte
+  ASSERT_TRUE(prepare(o).has_val);
+  EXPECT_EQ(all_tokens(dir / "out2/train.bin"), bytes_doc(accents.substr(0, 12)));
+  o.out_dir = dir / "out3";
+  o.val_fraction = 0.3;  // the last ceil(4.8) = 5 bytes start at 11, inside a character: cut at 10 (a tie with 12)
+  ASSERT_TRUE(prepare(o).has_val);
+  EXPECT_EQ(all_tokens(dir / "out3/train.bin"), bytes_doc(accents.substr(0, 10)));
 }
 
 // The output folder is never read as input: inside an input folder it is skipped, and as the input
