@@ -148,6 +148,8 @@ std::string eval_text(const linattn::EvalResult& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any other thread starts, so that every thread inherits the blocked signals.
+  linattn::take_interrupt_signals();
   // Before MPI sees argv (it may change it): the command that continues the run is printed from it.
   const std::vector<std::string> command(argv, argv + argc);
   Args args = parse_args(argc, argv);
@@ -164,7 +166,7 @@ int main(int argc, char** argv) {
       std::printf("dry run: the config is valid and the model runs\n");
       return 0;
     }
-    linattn::install_interrupt_handlers();
+    linattn::arm_interrupts();
     linattn::TrainSummary s = trainer.run();
     if (!comm->is_root()) return s.interrupted ? 130 : 0;
     std::printf("%s after %lld steps (%lld tokens, %.0f s)\n", s.interrupted ? "interrupted" : "done",
