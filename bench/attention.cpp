@@ -1,5 +1,6 @@
 // linattn-bench attention: forward+backward time and memory of causal softmax attention, global and
 // sliding window, as T grows; also registers "attention" and "attention_w256" for linattn-bench mixers.
+// With --device cuda: the CUDA kernels at the shapes of shared/design/gpu.md, float32 and bf16.
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -7,12 +8,23 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bench/bench.h"
+#include "core/memory.h"
 #include "core/rng.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cuda/attention.h"
+
+#ifdef LINATTN_CUDA
+#include <cuda_runtime.h>
+
+#include "core/cuda/check.h"
+#include "core/cuda/stream.h"
+#endif
 
 namespace linattn::bench {
 
@@ -74,27 +86,141 @@ MixerBench mixer(std::string name, int64_t window) {
           [window](int64_t T, int64_t dk, int64_t dv) { return attention_flops(T, dk, dv, window); }};
 }
 
+#ifdef LINATTN_CUDA
+constexpr bool kCudaBuilt = true;
+#else
+constexpr bool kCudaBuilt = false;
+#endif
+
 double peak_rss_mib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return double(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
+#ifdef LINATTN_CUDA
+// A device buffer of n elements of E with uniform(-1, 1) entries (float, or bf16 bits in uint16_t).
+template <class E>
+struct DeviceBuffer {
+  E* ptr = nullptr;
+  size_t n;
+  DeviceBuffer(size_t n_, Rng& rng) : n(n_) {
+    Tensor t = Tensor::empty({int64_t(n)}, DType::f32);
+    rng.fill_uniform(t, -1, 1);
+    std::vector<E> host(n);
+    for (size_t i = 0; i < n; ++i) {
+      const float x = t.data<float>()[i];
+      if constexpr (std::is_same_v<E, float>) {
+        host[i] = x;
+      } else {  // bf16: round to nearest even
+        uint32_t u;
+        std::memcpy(&u, &x, 4);
+        host[i] = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+      }
+    }
+    LINATTN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(E)));
+    LINATTN_CUDA_CHECK(cudaMemcpy(ptr, host.data(), n * sizeof(E), cudaMemcpyHostToDevice));
+  }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void zero(cudaStream_t stream) const { LINATTN_CUDA_CHECK(cudaMemsetAsync(ptr, 0, n * sizeof(E), stream)); }
+};
+
+// Median milliseconds of forward+backward (CUDA events on the compute stream) over 20 runs after 3
+// warm-up runs, for q, k, v: [B, T, H, d] (H = Hkv) in E (float or bf16 bits).
+template <class E>
+double cuda_forward_backward_ms(int64_t B, int64_t T, int64_t H, int64_t d, int64_t window) {
+  cudaStream_t stream = static_cast<cudaStream_t>(cuda::compute_stream());
+  Rng rng(0);
+  const size_t n = size_t(B * T * H * d);
+  DeviceBuffer<E> q(n, rng), k(n, rng), v(n, rng), o(n, rng), dout(n, rng), dq(n, rng), dk(n, rng), dv(n, rng);
+  DeviceBuffer<float> lse(size_t(B * H * T), rng);
+  const float scale = 1.0f / std::sqrt(float(d));
+  auto run = [&] {
+    if constexpr (std::is_same_v<E, float>) {
+      cuda::attention_forward(o.ptr, lse.ptr, q.ptr, k.ptr, v.ptr, B, T, H, H, d, d, window, scale);
+      cuda::attention_backward(dq.ptr, dk.ptr, dv.ptr, q.ptr, k.ptr, v.ptr, o.ptr, lse.ptr, dout.ptr, B, T, H, H, d,
+                               d, window, scale);
+    } else {
+      cuda::attention_forward_bf16(o.ptr, lse.ptr, q.ptr, k.ptr, v.ptr, B, T, H, H, d, d, window, scale);
+      cuda::attention_backward_bf16(dq.ptr, dk.ptr, dv.ptr, q.ptr, k.ptr, v.ptr, o.ptr, lse.ptr, dout.ptr, B, T, H,
+                                    H, d, d, window, scale);
+    }
+  };
+  cudaEvent_t start, stop;
+  LINATTN_CUDA_CHECK(cudaEventCreate(&start));
+  LINATTN_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int r = 0; r < 23; ++r) {
+    for (const DeviceBuffer<E>* g : {&dq, &dk, &dv}) g->zero(stream);  // the caller zeroes: not timed
+    LINATTN_CUDA_CHECK(cudaEventRecord(start, stream));
+    run();
+    LINATTN_CUDA_CHECK(cudaEventRecord(stop, stream));
+    LINATTN_CUDA_CHECK(cudaEventSynchronize(stop));
+    float t = 0;
+    LINATTN_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+    if (r >= 3) ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+}
+#endif
+
+// linattn-bench attention --device cuda: the gpu.md shapes against the figures measured on the H100.
+int run_attention_cuda(int64_t window) {
+  if (!cuda_available()) {
+    std::printf("linattn-bench attention --device cuda: no CUDA device here (this build %s the CUDA backend); "
+                "skipping\n",
+                kCudaBuilt ? "has" : "lacks");
+    return 0;
+  }
+#ifdef LINATTN_CUDA
+  const int64_t B = 4, T = 2048, H = 4, d = 64;
+  cudaDeviceProp prop{};
+  LINATTN_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("causal softmax attention on %s, forward+backward, B=%ld T=%ld H=%ld dk=dv=%ld, median of 20 "
+              "(CUDA events)\n",
+              prop.name, long(B), long(T), long(H), long(d));
+  std::printf("H100 reference (shared/design/gpu.md): bf16 global 0.45 ms (PyTorch SDPA, flash), bf16 window 256 "
+              "1.25 ms (fla); targets 0.6 ms and 1.25 ms\n");
+  std::printf("%-8s %-8s %10s %10s\n", "window", "dtype", "ms", "TFLOP/s");
+  for (int64_t w : {cpu::kGlobalWindow, window})
+    for (bool bf16 : {false, true}) {
+      const double ms = bf16 ? cuda_forward_backward_ms<uint16_t>(B, T, H, d, w)
+                             : cuda_forward_backward_ms<float>(B, T, H, d, w);
+      const double flops = attention_flops(T, d, d, w) * double(B * H);
+      std::printf("%-8s %-8s %10.3f %10.2f\n", w <= 0 ? "global" : std::to_string(w).c_str(),
+                  bf16 ? "bf16" : "float32", ms, flops / (ms * 1e9));
+      std::fflush(stdout);
+    }
+#endif
+  return 0;
+}
+
 int run_attention(int argc, char** argv) {
   int64_t B = 4, H = 4, d = 64, max_t = 16384, global_max_t = -1, window = 256;
+  std::string device = "cpu";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--max-t" && i + 1 < argc) max_t = std::atoll(argv[++i]);
+    if (a == "--device" && i + 1 < argc) {
+      device = argv[++i];
+      if (device != "cpu" && device != "cuda") throw Error("unknown --device '" + device + "': use cpu or cuda");
+    } else if (a == "--max-t" && i + 1 < argc) max_t = std::atoll(argv[++i]);
     else if (a == "--global-max-t" && i + 1 < argc) global_max_t = std::atoll(argv[++i]);
     else if (a == "--window" && i + 1 < argc) window = std::atoll(argv[++i]);
     else {
-      std::printf("usage: linattn-bench attention [--max-t T] [--global-max-t T] [--window W]\n"
+      std::printf("usage: linattn-bench attention [--device cpu|cuda] [--max-t T] [--global-max-t T] [--window W]\n"
                   "  forward+backward of causal softmax attention, global and window W (default 256),\n"
                   "  B=4 H=4 d=64, T = 512, 1024, ... up to --max-t (default 16384); --global-max-t caps\n"
-                  "  the global runs only (global at T=16384 takes about a minute on 2 cores)\n");
+                  "  the global runs only (global at T=16384 takes about a minute on 2 cores)\n"
+                  "  --device cuda: the CUDA kernels at T=2048, float32 and bf16 (skips without a GPU)\n");
       return a == "--help" ? 0 : 1;
     }
   }
+  if (device == "cuda") return run_attention_cuda(window);
   std::printf("causal softmax attention, float32, forward+backward, B=%ld H=%ld dk=dv=%ld, %d threads\n", long(B),
               long(H), long(d), omp_get_max_threads());
   std::printf("GEMM peak here (1024^3): %.1f GFLOP/s; PyTorch CPU reference at T=2048: global 1007 ms, window 256 "
