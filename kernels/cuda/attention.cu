@@ -2,10 +2,13 @@
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "core/cuda/check.h"
 #include "core/cuda/stream.h"
@@ -86,7 +89,7 @@ __global__ void __launch_bounds__(kThreads)
     forward_kernel(S* o, float* lse, const S* q, const S* k, const S* v, int T, int H, int Hkv, int dk, int dv, int W,
                    float scale) {
   constexpr int I = BQ / 16, J = DMAX / 16;
-  extern __shared__ float smem[];
+  extern __shared__ __align__(128) float smem[];
   const int ldk = dk + 1, ldv = dv + 1;
   float* qs = smem;            // [BQ, ldk]
   float* ks = qs + BQ * ldk;   // [BK, ldk]
@@ -238,7 +241,7 @@ __global__ void __launch_bounds__(kThreads)
     backward_dkdv_kernel(S* dk, S* dv, const S* q, const S* k, const S* v, const float* lse, const float* D,
                          const S* do_, int T, int H, int Hkv, int dk_, int dv_, int W, float scale) {
   constexpr int I = BK / 16, J = DMAX / 16;
-  extern __shared__ float smem[];
+  extern __shared__ __align__(128) float smem[];
   const int ldk = dk_ + 1, ldv = dv_ + 1;
   float* ks = smem;             // [BK, ldk]
   float* vs = ks + BK * ldk;    // [BK, ldv]
@@ -298,7 +301,7 @@ __global__ void __launch_bounds__(kThreads)
     backward_dq_kernel(S* dq, const S* q, const S* k, const S* v, const float* lse, const float* D, const S* do_,
                        int T, int H, int Hkv, int dk_, int dv_, int W, float scale) {
   constexpr int I = BQB / 16, J = DMAX / 16;
-  extern __shared__ float smem[];
+  extern __shared__ __align__(128) float smem[];
   const int ldk = dk_ + 1, ldv = dv_ + 1;
   float* ks = smem;             // [BK, ldk]
   float* vs = ks + BK * ldk;    // [BK, ldv]
@@ -345,6 +348,340 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+// ---- bf16 on tensor cores ----------------------------------------------------------------------
+//
+// The same algorithm as above with every tile product on the tensor cores (WMMA, bf16 operands,
+// float32 accumulators, 16 x 16 x 16 steps), for head sizes that are multiples of 16. A thread block
+// is four warps; each warp owns 16 rows of the block's 64 (queries in the forward and the dq pass,
+// keys in the dk/dv pass) and works on its own scratch tiles, so within a key or query step the
+// warps synchronize only with __syncwarp. Scores, probabilities and dS pass through shared memory
+// (a fragment's element layout is unspecified), probabilities and dS as bf16 operands of the next
+// product; the running output of the forward lives in shared memory, where each row is rescaled.
+// WMMA wants 32-byte aligned tile pointers and strides that are multiples of 8 bf16 / 4 floats:
+// every array below starts on a 128-byte boundary and the strides are d + 8 (bf16) and 64 + 4 (float).
+
+namespace wmma = nvcuda::wmma;
+
+constexpr int kTcWarps = 4, kTcThreads = 32 * kTcWarps;
+constexpr int TB = 16 * kTcWarps;  // rows and columns of a block tile: 64 queries, 64 keys
+constexpr int LDF = TB + 4;        // float scratch stride
+constexpr int LDH = TB + 8;        // bf16 scratch stride
+using bf16_t = __nv_bfloat16;
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16_t, wmma::row_major>;
+using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16_t, wmma::row_major>;
+using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16_t, wmma::col_major>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+__host__ __device__ constexpr size_t align128(size_t bytes) { return (bytes + 127) / 128 * 128; }
+
+// Shared memory of the tensor-core kernels: four bf16 tiles of TB rows (stride d + 8: q, k, v, do
+// as each kernel needs), lse and D of TB rows, then per warp: two float [16, LDF] tiles (scores and
+// dP; reused as the [16, d + 4] output tile at the end) and two bf16 [16, LDH] tiles (P and dS), and
+// the forward's running output [16, dv + 4] with its row max and sum.
+struct TcLayout {
+  size_t tile_k, tile_v, stats, warp, warp_bytes, total;
+  __host__ __device__ TcLayout(int dk, int dv) {
+    tile_k = align128(sizeof(bf16_t) * TB * (dk + 8));
+    tile_v = align128(sizeof(bf16_t) * TB * (dv + 8));
+    stats = 2 * tile_k + 2 * tile_v;
+    warp = stats + align128(sizeof(float) * 2 * TB);
+    warp_bytes = align128(sizeof(float) * 2 * 16 * LDF) + align128(sizeof(bf16_t) * 2 * 16 * LDH) +
+                 align128(sizeof(float) * 16 * (dv + 4)) + align128(sizeof(float) * 2 * 16);
+    total = warp + kTcWarps * warp_bytes;
+  }
+};
+
+// This warp's scratch tiles.
+struct WarpScratch {
+  float* s;       // [16, LDF] scores (S or S^T)
+  float* dp;      // [16, LDF] dP (or dP^T); s and dp together hold the [16, d + 4] output tile
+  bf16_t* p;      // [16, LDH] probabilities
+  bf16_t* ds;     // [16, LDH] dS
+  float* o;       // [16, dv + 4] forward: running output
+  float* m;       // [16] forward: running max
+  float* l;       // [16] forward: running sum
+  __device__ WarpScratch(char* base, const TcLayout& L, int dv) {
+    char* w = base + L.warp + (threadIdx.x / 32) * L.warp_bytes;
+    s = reinterpret_cast<float*>(w);
+    dp = s + 16 * LDF;
+    p = reinterpret_cast<bf16_t*>(w + align128(sizeof(float) * 2 * 16 * LDF));
+    ds = p + 16 * LDH;
+    o = reinterpret_cast<float*>(reinterpret_cast<char*>(p) + align128(sizeof(bf16_t) * 2 * 16 * LDH));
+    m = reinterpret_cast<float*>(reinterpret_cast<char*>(o) + align128(sizeof(float) * 16 * (dv + 4)));
+    l = m + 16;
+  }
+};
+
+// dst[r * (cols + 8) + c] = src[r * stride + c] for r < valid, 0 for valid <= r < TB; c < cols
+// (a multiple of 16). Sixteen bytes at a time when src allows it.
+__device__ void load_tile_bf16(bf16_t* dst, const bf16_t* src, int64_t stride, int valid, int cols) {
+  const int ld = cols + 8;
+  const bool vec = reinterpret_cast<uintptr_t>(src) % 16 == 0 && stride % 8 == 0;
+  if (vec) {
+    const int chunks = cols / 8;
+    for (int e = threadIdx.x; e < TB * chunks; e += kTcThreads) {
+      const int r = e / chunks, c = (e - r * chunks) * 8;
+      uint4 x = make_uint4(0, 0, 0, 0);
+      if (r < valid) x = *reinterpret_cast<const uint4*>(src + r * stride + c);
+      *reinterpret_cast<uint4*>(dst + r * ld + c) = x;
+    }
+  } else {
+    for (int e = threadIdx.x; e < TB * cols; e += kTcThreads) {
+      const int r = e / cols, c = e - r * cols;
+      dst[r * ld + c] = r < valid ? src[r * stride + c] : __float2bfloat16(0.0f);
+    }
+  }
+}
+
+// out[16, 16 * NT] (float, stride LDF, row-major) = A[16, 16 * KT] B[16 * KT, 16 * NT] with A
+// row-major (stride lda) and B given transposed: B(k, n) = bt[n * ldb + k] (bt row-major [n, k]).
+template <int KT, int NT>
+__device__ __forceinline__ void warp_abt(float* out, const bf16_t* a, int lda, const bf16_t* bt, int ldb) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    FragC c;
+    wmma::fill_fragment(c, 0.0f);
+#pragma unroll
+    for (int k = 0; k < KT; ++k) {
+      FragA fa;
+      FragBCol fb;
+      wmma::load_matrix_sync(fa, a + 16 * k, lda);
+      wmma::load_matrix_sync(fb, bt + 16 * n * ldb + 16 * k, ldb);
+      wmma::mma_sync(c, fa, fb, c);
+    }
+    wmma::store_matrix_sync(out + 16 * n, c, LDF, wmma::mem_row_major);
+  }
+}
+
+// acc[n] += A[16, TB] B[TB, 16 NT] with A = this warp's bf16 [16, LDH] tile and B row-major (stride ldb).
+template <int NT>
+__device__ __forceinline__ void warp_ab_acc(FragC (&acc)[NT], const bf16_t* a, const bf16_t* b, int ldb) {
+#pragma unroll
+  for (int k = 0; k < TB / 16; ++k) {
+    FragA fa;
+    wmma::load_matrix_sync(fa, a + 16 * k, LDH);
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      FragBRow fb;
+      wmma::load_matrix_sync(fb, b + 16 * k * ldb + 16 * n, ldb);
+      wmma::mma_sync(acc[n], fa, fb, acc[n]);
+    }
+  }
+}
+
+// g[r * stride + c] += factor * acc(r, c) in bf16 for r < rows, c < 16 NT, through the warp's
+// float scratch (16 x (16 NT + 4) fits in its two [16, LDF] tiles for 16 NT <= 128).
+template <int NT>
+__device__ __forceinline__ void warp_add_to_global(bf16_t* g, int64_t stride, int rows, FragC (&acc)[NT],
+                                                   float factor, float* scratch) {
+  constexpr int ld = 16 * NT + 4;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) wmma::store_matrix_sync(scratch + 16 * n, acc[n], ld, wmma::mem_row_major);
+  __syncwarp();
+  for (int e = threadIdx.x % 32; e < 16 * 16 * NT; e += 32) {
+    const int r = e / (16 * NT), c = e - r * (16 * NT);
+    if (r < rows) {
+      bf16_t& x = g[r * stride + c];
+      x = __float2bfloat16(__bfloat162float(x) + factor * scratch[r * ld + c]);
+    }
+  }
+  __syncwarp();
+}
+
+// Grid (query block of 64, head, batch).
+template <int DK, int DV>
+__global__ void __launch_bounds__(kTcThreads)
+    tc_forward_kernel(bf16_t* o, float* lse, const bf16_t* q, const bf16_t* k, const bf16_t* v, int T, int H, int Hkv,
+                      int W, float scale) {
+  extern __shared__ __align__(128) float smem[];
+  char* base = reinterpret_cast<char*>(smem);
+  const TcLayout L(DK, DV);
+  bf16_t* qs = reinterpret_cast<bf16_t*>(base);                         // [TB, DK + 8]
+  bf16_t* ks = reinterpret_cast<bf16_t*>(base + L.tile_k);              // [TB, DK + 8]
+  bf16_t* vs = reinterpret_cast<bf16_t*>(base + 2 * L.tile_k);          // [TB, DV + 8]
+  const WarpScratch ws(base, L, DV);
+  constexpr int ldk = DK + 8, ldv = DV + 8, ldo = DV + 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int qb = gridDim.x - 1 - blockIdx.x;  // the last query blocks see the most keys: start them first
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / (H / Hkv);
+  const int i0 = qb * TB, rows = min(TB, T - i0);
+  const int r0 = 16 * warp;  // this warp's rows within the block
+  const int64_t ldq_g = int64_t(H) * DK, ldk_g = int64_t(Hkv) * DK, ldv_g = int64_t(Hkv) * DV, ldo_g = int64_t(H) * DV;
+  load_tile_bf16(qs, q + (int64_t(b) * T + i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
+  for (int e = lane; e < 16 * ldo; e += 32) ws.o[e] = 0.0f;
+  if (lane < 16) ws.m[lane] = -INFINITY, ws.l[lane] = 0.0f;
+  const bf16_t* kb = k + int64_t(b) * T * ldk_g + int64_t(hk) * DK;
+  const bf16_t* vb = v + int64_t(b) * T * ldv_g + int64_t(hk) * DV;
+  for (int j0 = max(0, i0 - W + 1); j0 < i0 + rows; j0 += TB) {
+    const int cols = min(TB, i0 + rows - j0);
+    __syncthreads();  // every warp is done with the previous k and v (first pass: q is in place)
+    load_tile_bf16(ks, kb + int64_t(j0) * ldk_g, ldk_g, cols, DK);
+    load_tile_bf16(vs, vb + int64_t(j0) * ldv_g, ldv_g, cols, DV);
+    __syncthreads();
+    // S = Q K^T for this warp's 16 queries
+    warp_abt<DK / 16, TB / 16>(ws.s, qs + r0 * ldk, ldk, ks, ldk);
+    __syncwarp();
+    {  // online softmax: two lanes per row, 32 columns each
+      const int r = lane / 2, half = lane % 2, i = i0 + r0 + r;
+      const float m_old = ws.m[r];
+      float mx = -INFINITY;
+      for (int c = half * 32; c < half * 32 + 32; ++c)
+        if (r0 + r < rows && c < cols && visible(i, j0 + c, W)) mx = fmaxf(mx, scale * ws.s[r * LDF + c]);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      const float m_new = fmaxf(m_old, mx);
+      float sum = 0.0f;
+      for (int c = half * 32; c < half * 32 + 32; ++c) {
+        const bool in = m_new != -INFINITY && r0 + r < rows && c < cols && visible(i, j0 + c, W);
+        const float p = in ? expf(scale * ws.s[r * LDF + c] - m_new) : 0.0f;
+        ws.p[r * LDH + c] = __float2bfloat16(p);
+        sum += p;  // the float32 sum: lse exact to float32, as the backward needs it
+      }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      // 0 on the row's first visible block (m_old = -inf), 1 while it has seen nothing
+      const float a = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);
+      for (int c = half; c < DV; c += 2) ws.o[r * ldo + c] *= a;
+      __syncwarp();  // both lanes of the row have read m before it changes
+      if (half == 0) ws.l[r] = ws.l[r] * a + sum, ws.m[r] = m_new;
+    }
+    __syncwarp();
+    // O += P V
+    FragC acc[DV / 16];
+#pragma unroll
+    for (int n = 0; n < DV / 16; ++n) wmma::load_matrix_sync(acc[n], ws.o + 16 * n, ldo, wmma::mem_row_major);
+    warp_ab_acc<DV / 16>(acc, ws.p, vs, ldv);
+#pragma unroll
+    for (int n = 0; n < DV / 16; ++n) wmma::store_matrix_sync(ws.o + 16 * n, acc[n], ldo, wmma::mem_row_major);
+  }
+  __syncwarp();
+  for (int e = lane; e < 16 * DV; e += 32) {
+    const int r = e / DV, c = e - r * DV;
+    if (r0 + r < rows) o[(int64_t(b) * T + i0 + r0 + r) * ldo_g + int64_t(h) * DV + c] = __float2bfloat16(ws.o[r * ldo + c] / ws.l[r]);
+  }
+  if (lse && lane < 16 && r0 + lane < rows) lse[(int64_t(b) * H + h) * T + i0 + r0 + lane] = ws.m[lane] + logf(ws.l[lane]);
+}
+
+// Grid (key block of 64, kv head, batch): owns dk and dv of 64 keys; warp w the keys 16 w .. 16 w + 15.
+template <int DK, int DV>
+__global__ void __launch_bounds__(kTcThreads)
+    tc_backward_dkdv_kernel(bf16_t* dk, bf16_t* dv, const bf16_t* q, const bf16_t* k, const bf16_t* v,
+                            const float* lse, const float* D, const bf16_t* do_, int T, int H, int Hkv, int W,
+                            float scale) {
+  extern __shared__ __align__(128) float smem[];
+  char* base = reinterpret_cast<char*>(smem);
+  const TcLayout L(DK, DV);
+  bf16_t* ks = reinterpret_cast<bf16_t*>(base);                                // [TB, DK + 8]
+  bf16_t* qs = reinterpret_cast<bf16_t*>(base + L.tile_k);                     // [TB, DK + 8]
+  bf16_t* vs = reinterpret_cast<bf16_t*>(base + 2 * L.tile_k);                 // [TB, DV + 8]
+  bf16_t* dos = reinterpret_cast<bf16_t*>(base + 2 * L.tile_k + L.tile_v);     // [TB, DV + 8]
+  float* lse_s = reinterpret_cast<float*>(base + L.stats);                     // [TB]
+  float* D_s = lse_s + TB;                                                     // [TB]
+  const WarpScratch ws(base, L, DV);
+  constexpr int ldk = DK + 8, ldv = DV + 8;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int hk = blockIdx.y, b = blockIdx.z, G = H / Hkv;
+  const int j0 = blockIdx.x * TB, cols = min(TB, T - j0);
+  const int c0 = 16 * warp;  // this warp's keys within the block
+  const int64_t ldq_g = int64_t(H) * DK, ldk_g = int64_t(Hkv) * DK, ldv_g = int64_t(Hkv) * DV, ldo_g = int64_t(H) * DV;
+  load_tile_bf16(ks, k + (int64_t(b) * T + j0) * ldk_g + int64_t(hk) * DK, ldk_g, cols, DK);
+  load_tile_bf16(vs, v + (int64_t(b) * T + j0) * ldv_g + int64_t(hk) * DV, ldv_g, cols, DV);
+  FragC dk_acc[DK / 16], dv_acc[DV / 16];
+#pragma unroll
+  for (int n = 0; n < DK / 16; ++n) wmma::fill_fragment(dk_acc[n], 0.0f);
+#pragma unroll
+  for (int n = 0; n < DV / 16; ++n) wmma::fill_fragment(dv_acc[n], 0.0f);
+  const int i_end = min(T, j0 + cols - 1 + W);  // the last key here is seen up to query j0 + cols - 2 + W
+  for (int h = hk * G; h < (hk + 1) * G; ++h)
+    for (int i0 = j0; i0 < i_end; i0 += TB) {
+      const int rows = min(TB, T - i0);
+      __syncthreads();  // every warp is done with the previous q and do
+      load_tile_bf16(qs, q + (int64_t(b) * T + i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
+      load_tile_bf16(dos, do_ + (int64_t(b) * T + i0) * ldo_g + int64_t(h) * DV, ldo_g, rows, DV);
+      for (int r = threadIdx.x; r < TB; r += kTcThreads) {
+        lse_s[r] = r < rows ? lse[(int64_t(b) * H + h) * T + i0 + r] : 0.0f;
+        D_s[r] = r < rows ? D[(int64_t(b) * H + h) * T + i0 + r] : 0.0f;
+      }
+      __syncthreads();
+      // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys against the 64 queries
+      warp_abt<DK / 16, TB / 16>(ws.s, ks + c0 * ldk, ldk, qs, ldk);
+      warp_abt<DV / 16, TB / 16>(ws.dp, vs + c0 * ldv, ldv, dos, ldv);
+      __syncwarp();
+      // forward: P_ij = exp(S_ij - lse_i)  =>  dS_ij = P_ij (dP_ij - D_i), here transposed (key c, query r)
+      for (int e = lane; e < 16 * TB; e += 32) {
+        const int c = e / TB, r = e - c * TB;
+        const bool in = c0 + c < cols && r < rows && visible(i0 + r, j0 + c0 + c, W);
+        const float p = in ? expf(scale * ws.s[c * LDF + r] - lse_s[r]) : 0.0f;
+        ws.p[c * LDH + r] = __float2bfloat16(p);
+        ws.ds[c * LDH + r] = __float2bfloat16(p * (ws.dp[c * LDF + r] - D_s[r]));
+      }
+      __syncwarp();
+      // forward: O = P V  =>  dV += P^T dO;  forward: S = scale Q K^T  =>  dK += scale dS^T Q
+      warp_ab_acc<DV / 16>(dv_acc, ws.p, dos, ldv);
+      warp_ab_acc<DK / 16>(dk_acc, ws.ds, qs, ldk);
+    }
+  const int keys = max(0, min(16, cols - c0));
+  warp_add_to_global<DV / 16>(dv + (int64_t(b) * T + j0 + c0) * ldv_g + int64_t(hk) * DV, ldv_g, keys, dv_acc, 1.0f, ws.s);
+  warp_add_to_global<DK / 16>(dk + (int64_t(b) * T + j0 + c0) * ldk_g + int64_t(hk) * DK, ldk_g, keys, dk_acc, scale, ws.s);
+}
+
+// Grid (query block of 64, head, batch): owns dq of 64 queries; warp w the queries 16 w .. 16 w + 15.
+template <int DK, int DV>
+__global__ void __launch_bounds__(kTcThreads)
+    tc_backward_dq_kernel(bf16_t* dq, const bf16_t* q, const bf16_t* k, const bf16_t* v, const float* lse,
+                          const float* D, const bf16_t* do_, int T, int H, int Hkv, int W, float scale) {
+  extern __shared__ __align__(128) float smem[];
+  char* base = reinterpret_cast<char*>(smem);
+  const TcLayout L(DK, DV);
+  bf16_t* qs = reinterpret_cast<bf16_t*>(base);                                // [TB, DK + 8]
+  bf16_t* ks = reinterpret_cast<bf16_t*>(base + L.tile_k);                     // [TB, DK + 8]
+  bf16_t* dos = reinterpret_cast<bf16_t*>(base + 2 * L.tile_k);                // [TB, DV + 8]
+  bf16_t* vs = reinterpret_cast<bf16_t*>(base + 2 * L.tile_k + L.tile_v);      // [TB, DV + 8]
+  float* lse_s = reinterpret_cast<float*>(base + L.stats);                     // [TB]
+  float* D_s = lse_s + TB;                                                     // [TB]
+  const WarpScratch ws(base, L, DV);
+  constexpr int ldk = DK + 8, ldv = DV + 8;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int qb = gridDim.x - 1 - blockIdx.x;  // the last query blocks see the most keys: start them first
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / (H / Hkv);
+  const int i0 = qb * TB, rows = min(TB, T - i0);
+  const int r0 = 16 * warp;
+  const int64_t ldq_g = int64_t(H) * DK, ldk_g = int64_t(Hkv) * DK, ldv_g = int64_t(Hkv) * DV, ldo_g = int64_t(H) * DV;
+  load_tile_bf16(qs, q + (int64_t(b) * T + i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
+  load_tile_bf16(dos, do_ + (int64_t(b) * T + i0) * ldo_g + int64_t(h) * DV, ldo_g, rows, DV);
+  for (int r = threadIdx.x; r < TB; r += kTcThreads) {
+    lse_s[r] = r < rows ? lse[(int64_t(b) * H + h) * T + i0 + r] : 0.0f;
+    D_s[r] = r < rows ? D[(int64_t(b) * H + h) * T + i0 + r] : 0.0f;
+  }
+  FragC dq_acc[DK / 16];
+#pragma unroll
+  for (int n = 0; n < DK / 16; ++n) wmma::fill_fragment(dq_acc[n], 0.0f);
+  const bf16_t* kb = k + int64_t(b) * T * ldk_g + int64_t(hk) * DK;
+  const bf16_t* vb = v + int64_t(b) * T * ldv_g + int64_t(hk) * DV;
+  for (int j0 = max(0, i0 - W + 1); j0 < i0 + rows; j0 += TB) {
+    const int cols = min(TB, i0 + rows - j0);
+    __syncthreads();  // every warp is done with the previous k and v (first pass: q, do, lse, D are in place)
+    load_tile_bf16(ks, kb + int64_t(j0) * ldk_g, ldk_g, cols, DK);
+    load_tile_bf16(vs, vb + int64_t(j0) * ldv_g, ldv_g, cols, DV);
+    __syncthreads();
+    // S = Q K^T and dP = dO V^T for this warp's 16 queries
+    warp_abt<DK / 16, TB / 16>(ws.s, qs + r0 * ldk, ldk, ks, ldk);
+    warp_abt<DV / 16, TB / 16>(ws.dp, dos + r0 * ldv, ldv, vs, ldv);
+    __syncwarp();
+    // forward: P_ij = exp(S_ij - lse_i)  =>  dS_ij = P_ij (dP_ij - D_i)
+    for (int e = lane; e < 16 * TB; e += 32) {
+      const int r = e / TB, c = e - r * TB;
+      const bool in = r0 + r < rows && c < cols && visible(i0 + r0 + r, j0 + c, W);
+      const float p = in ? expf(scale * ws.s[r * LDF + c] - lse_s[r0 + r]) : 0.0f;
+      ws.ds[r * LDH + c] = __float2bfloat16(p * (ws.dp[r * LDF + c] - D_s[r0 + r]));
+    }
+    __syncwarp();
+    // forward: S = scale Q K^T  =>  dQ += scale dS K
+    warp_ab_acc<DK / 16>(dq_acc, ws.ds, ks, ldk);
+  }
+  __syncwarp();
+  warp_add_to_global<DK / 16>(dq + (int64_t(b) * T + i0 + r0) * ldq_g + int64_t(h) * DK, ldq_g,
+                              max(0, min(16, rows - r0)), dq_acc, scale, ws.s);
+}
+
 // ---- host side ---------------------------------------------------------------------------------
 
 // The window actually applied (as in the CPU kernel): <= 0 and >= T both mean every earlier position.
@@ -365,10 +702,23 @@ void check_sizes(const char* what, int64_t B, int64_t T, int64_t H, int64_t Hkv,
 // Launches kernel on the compute stream with `smem` bytes of dynamic shared memory (above the
 // default 48 KiB a kernel must opt in, up to the device's per-block limit).
 template <class Kernel, class... Args>
-void launch(Kernel kernel, dim3 grid, size_t smem, Args... args) {
+void launch(Kernel kernel, dim3 grid, int threads, size_t smem, Args... args) {
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kernel<<<grid, kThreads, smem, static_cast<cudaStream_t>(compute_stream())>>>(args...);
+  kernel<<<grid, threads, smem, static_cast<cudaStream_t>(compute_stream())>>>(args...);
   LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+// Calls fn(std::integral_constant<int, d>) for the head sizes the tensor-core kernels are built for
+// (dk = dv = d in {32, 64, 128}); false for the others, which take the CUDA-core kernels.
+template <class Fn>
+bool with_tc_head_size(int64_t dk, int64_t dv, Fn&& fn) {
+  if (dk != dv) return false;
+  switch (dk) {
+    case 32: fn(std::integral_constant<int, 32>{}); return true;
+    case 64: fn(std::integral_constant<int, 64>{}); return true;
+    case 128: fn(std::integral_constant<int, 128>{}); return true;
+    default: return false;
+  }
 }
 
 template <class S>
@@ -376,13 +726,24 @@ void forward(S* o, float* lse, const S* q, const S* k, const S* v, int64_t B, in
              int64_t dk, int64_t dv, int64_t window, float scale) {
   check_sizes("cuda::attention_forward", B, T, H, Hkv, dk, dv);
   if (B == 0 || T == 0) return;
+  const int W = effective_window(window, T);
+  if constexpr (std::is_same_v<S, bf16_t>) {
+    const dim3 grid(unsigned(ceil_div(T, TB)), unsigned(H), unsigned(B));
+    if (with_tc_head_size(dk, dv, [&](auto d) {
+          constexpr int hd = decltype(d)::value;
+          launch(tc_forward_kernel<hd, hd>, grid, kTcThreads, TcLayout(hd, hd).total, o, lse, q, k, v, int(T), int(H),
+                 int(Hkv), W, scale);
+        }))
+      return;
+  }
   const dim3 grid(unsigned(ceil_div(T, BQ)), unsigned(H), unsigned(B));
   const size_t smem = forward_smem_bytes(int(dk), int(dv));
-  const int W = effective_window(window, T);
   if (std::max(dk, dv) <= 64)
-    launch(forward_kernel<S, 64>, grid, smem, o, lse, q, k, v, int(T), int(H), int(Hkv), int(dk), int(dv), W, scale);
+    launch(forward_kernel<S, 64>, grid, kThreads, smem, o, lse, q, k, v, int(T), int(H), int(Hkv), int(dk), int(dv), W,
+           scale);
   else
-    launch(forward_kernel<S, 128>, grid, smem, o, lse, q, k, v, int(T), int(H), int(Hkv), int(dk), int(dv), W, scale);
+    launch(forward_kernel<S, 128>, grid, kThreads, smem, o, lse, q, k, v, int(T), int(H), int(Hkv), int(dk), int(dv),
+           W, scale);
 }
 
 template <class S>
@@ -398,20 +759,35 @@ void backward(S* dq, S* dk, S* dv, const S* q, const S* k, const S* v, const S* 
   rowdot_kernel<S><<<unsigned(ceil_div(n_rows * 32, kThreads)), kThreads, 0, stream>>>(D, o, do_, n_rows, int(T),
                                                                                         int(H), int(dv_));
   LINATTN_CUDA_CHECK_LAUNCH();
-  const size_t smem = backward_smem_bytes(int(dk_), int(dv_));
-  const dim3 kv_grid(unsigned(ceil_div(T, BK)), unsigned(Hkv), unsigned(B));
-  const dim3 q_grid(unsigned(ceil_div(T, BQB)), unsigned(H), unsigned(B));
+  const float* Dc = D;
   const int t = int(T), h = int(H), hkv = int(Hkv), dki = int(dk_), dvi = int(dv_);
-  if (std::max(dk_, dv_) <= 64) {
-    launch(backward_dkdv_kernel<S, 64>, kv_grid, smem, dk, dv, q, k, v, lse, (const float*)D, do_, t, h, hkv, dki,
-           dvi, W, scale);
-    launch(backward_dq_kernel<S, 64>, q_grid, smem, dq, q, k, v, lse, (const float*)D, do_, t, h, hkv, dki, dvi, W,
-           scale);
-  } else {
-    launch(backward_dkdv_kernel<S, 128>, kv_grid, smem, dk, dv, q, k, v, lse, (const float*)D, do_, t, h, hkv, dki,
-           dvi, W, scale);
-    launch(backward_dq_kernel<S, 128>, q_grid, smem, dq, q, k, v, lse, (const float*)D, do_, t, h, hkv, dki, dvi, W,
-           scale);
+  bool done = false;
+  if constexpr (std::is_same_v<S, bf16_t>) {
+    const dim3 kv_grid(unsigned(ceil_div(T, TB)), unsigned(Hkv), unsigned(B));
+    const dim3 q_grid(unsigned(ceil_div(T, TB)), unsigned(H), unsigned(B));
+    done = with_tc_head_size(dk_, dv_, [&](auto d) {
+      constexpr int hd = decltype(d)::value;
+      const size_t smem = TcLayout(hd, hd).total;
+      launch(tc_backward_dkdv_kernel<hd, hd>, kv_grid, kTcThreads, smem, dk, dv, q, k, v, lse, Dc, do_, t, h, hkv, W,
+             scale);
+      launch(tc_backward_dq_kernel<hd, hd>, q_grid, kTcThreads, smem, dq, q, k, v, lse, Dc, do_, t, h, hkv, W, scale);
+    });
+  }
+  if (!done) {
+    const size_t smem = backward_smem_bytes(dki, dvi);
+    const dim3 kv_grid(unsigned(ceil_div(T, BK)), unsigned(Hkv), unsigned(B));
+    const dim3 q_grid(unsigned(ceil_div(T, BQB)), unsigned(H), unsigned(B));
+    if (std::max(dk_, dv_) <= 64) {
+      launch(backward_dkdv_kernel<S, 64>, kv_grid, kThreads, smem, dk, dv, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi,
+             W, scale);
+      launch(backward_dq_kernel<S, 64>, q_grid, kThreads, smem, dq, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi, W,
+             scale);
+    } else {
+      launch(backward_dkdv_kernel<S, 128>, kv_grid, kThreads, smem, dk, dv, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi,
+             W, scale);
+      launch(backward_dq_kernel<S, 128>, q_grid, kThreads, smem, dq, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi, W,
+             scale);
+    }
   }
   LINATTN_CUDA_CHECK(cudaFreeAsync(D, stream));
 }

@@ -17,7 +17,9 @@
 //
 // bf16 variants: q, k, v, o, do, dq, dk, dv hold bfloat16 bit patterns (the top 16 bits of a
 // float32; uint16_t here so that this header needs no CUDA type), lse is float32; every product is
-// accumulated and every softmax statistic kept in float32.
+// accumulated and every softmax statistic kept in float32. With dk = dv in {32, 64, 128} the tile
+// products run on the tensor cores (sm_80 and later), the probabilities and dS entering them rounded
+// to bf16; other head sizes take the float32 CUDA-core kernels, reading and writing bf16.
 //
 // Without LINATTN_CUDA the same functions exist and throw, so callers need no #ifdefs.
 #pragma once
