@@ -10,7 +10,7 @@ namespace linattn {
 namespace {
 
 constexpr double kWidth = 900, kHeight = 480;
-constexpr double kLeft = 80, kRight = 560, kTop = 40, kBottom = 420;  // the plot area
+constexpr double kLeft = 80, kTop = 40, kBottom = 420;  // the plot area; its right edge leaves room for the legend
 // Ten colours that stay apart from each other (the usual categorical palette).
 const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
@@ -79,14 +79,17 @@ std::string render_svg(const LinePlot& plot) {
         y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
       }
   if (!std::isfinite(x_lo)) x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;  // nothing measured yet
+  size_t longest = 0;
+  for (const Series& s : plot.series) longest = std::max(longest, s.name.size());
+  const double right = kWidth - 70 - 7 * double(std::clamp<size_t>(longest, 10, 60));
   const std::vector<double> xt = nice_ticks(x_lo, x_hi), yt = nice_ticks(y_lo, y_hi);
-  const Scale sx{xt.front(), xt.back(), kLeft, kRight}, sy{yt.front(), yt.back(), kBottom, kTop};
+  const Scale sx{xt.front(), xt.back(), kLeft, right}, sy{yt.front(), yt.back(), kBottom, kTop};
 
   std::ostringstream o;
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
     << "\" viewBox=\"0 0 " << kWidth << " " << kHeight << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << (kLeft + kRight) / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">"
+    << "<text x=\"" << (kLeft + right) / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">"
     << escaped(plot.title) << "</text>\n";
   // Grid lines and ticks.
   for (double t : xt) {
@@ -98,14 +101,14 @@ std::string render_svg(const LinePlot& plot) {
   }
   for (double t : yt) {
     const double y = sy(t);
-    o << "<line x1=\"" << kLeft << "\" y1=\"" << num(y) << "\" x2=\"" << kRight << "\" y2=\"" << num(y)
+    o << "<line x1=\"" << kLeft << "\" y1=\"" << num(y) << "\" x2=\"" << right << "\" y2=\"" << num(y)
       << "\" stroke=\"#e6e6e6\"/>\n<line x1=\"" << kLeft - 5 << "\" y1=\"" << num(y) << "\" x2=\"" << kLeft
       << "\" y2=\"" << num(y) << "\" stroke=\"black\"/>\n<text x=\"" << kLeft - 8 << "\" y=\"" << num(y + 4)
       << "\" text-anchor=\"end\">" << tick_label(t, tick_step(yt)) << "</text>\n";
   }
-  o << "<rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << kRight - kLeft << "\" height=\""
+  o << "<rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << right - kLeft << "\" height=\""
     << kBottom - kTop << "\" fill=\"none\" stroke=\"black\"/>\n"
-    << "<text x=\"" << (kLeft + kRight) / 2 << "\" y=\"" << kBottom + 44 << "\" text-anchor=\"middle\">"
+    << "<text x=\"" << (kLeft + right) / 2 << "\" y=\"" << kBottom + 44 << "\" text-anchor=\"middle\">"
     << escaped(plot.x_label) << "</text>\n"
     << "<text transform=\"translate(22," << (kTop + kBottom) / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
     << escaped(plot.y_label) << "</text>\n";
@@ -123,8 +126,8 @@ std::string render_svg(const LinePlot& plot) {
       if (std::isfinite(x) && std::isfinite(y))
         o << "<circle cx=\"" << num(sx(x)) << "\" cy=\"" << num(sy(y)) << "\" r=\"2.5\" fill=\"" << color << "\"/>\n";
     const double ly = kTop + 10 + 18 * double(i);
-    o << "<line x1=\"" << kRight + 15 << "\" y1=\"" << num(ly) << "\" x2=\"" << kRight + 40 << "\" y2=\"" << num(ly)
-      << "\" stroke=\"" << color << "\" stroke-width=\"2\"" << dash << "/>\n<text x=\"" << kRight + 46 << "\" y=\""
+    o << "<line x1=\"" << right + 15 << "\" y1=\"" << num(ly) << "\" x2=\"" << right + 40 << "\" y2=\"" << num(ly)
+      << "\" stroke=\"" << color << "\" stroke-width=\"2\"" << dash << "/>\n<text x=\"" << right + 46 << "\" y=\""
       << num(ly + 4) << "\">" << escaped(s.name) << "</text>\n";
   }
   o << "</svg>\n";
