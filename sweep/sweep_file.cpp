@@ -75,7 +75,7 @@ std::string value_at(YAML::Node node, const std::string& dotted) {
   std::stringstream ss(dotted);
   for (std::string part; std::getline(ss, part, '.');) {
     if (!node.IsMap() || !node[part]) return "";
-    node = node[part];
+    node.reset(node[part]);  // (operator= would overwrite the node it refers to)
   }
   return flow_yaml(node);
 }
@@ -95,9 +95,13 @@ std::string in_sweep_terms(std::string message, const std::vector<Override>& ove
 std::string folder_name(const std::string& text) {
   std::string out;
   for (char c : text) {
-    const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '=';
-    if (keep) out += c;
-    else if (!out.empty() && out.back() != '_') out += '_';
+    const bool joint = c == '-' || c == '=';
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || joint) {
+      if (joint && !out.empty() && out.back() == '_') out.pop_back();  // "[a, b]-w64": "a_b-w64"
+      out += c;
+    } else if (!out.empty() && out.back() != '_' && out.back() != '-' && out.back() != '=') {
+      out += '_';
+    }
   }
   while (!out.empty() && out.back() == '_') out.pop_back();
   return out;

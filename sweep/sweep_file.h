@@ -43,7 +43,7 @@ struct Sweep {
 Sweep load_sweep(const std::string& path);
 
 // `text` as a folder name: runs of characters other than letters, digits, '.', '-', '_' and '='
-// become one '_', and none is left at the ends.
+// become one '_', and none is left at the ends or beside a '-' or '='.
 std::string folder_name(const std::string& text);
 
 }  // namespace linattn
