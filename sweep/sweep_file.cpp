@@ -80,16 +80,6 @@ std::string value_at(YAML::Node node, const std::string& dotted) {
   return flow_yaml(node);
 }
 
-// Replaces every "--set ITEM" in the message by the sweep file's place of that item.
-std::string in_sweep_terms(std::string message, const std::vector<Override>& overrides) {
-  for (const Override& o : overrides) {
-    const std::string flag = "--set " + o.item();
-    for (size_t at; (at = message.find(flag)) != std::string::npos;)
-      message.replace(at, flag.size(), o.where + " (" + o.key + ": " + o.value + ")");
-  }
-  return message;
-}
-
 }  // namespace
 
 std::string folder_name(const std::string& text) {
@@ -115,6 +105,17 @@ std::vector<std::string> Sweep::set_items(size_t i) const {
 }
 
 std::string Sweep::run_dir(size_t i) const { return (fs::path(out_dir) / runs.at(i).name).string(); }
+
+std::string Sweep::in_sweep_terms(std::string message, size_t i) const {
+  std::vector<Override> all = common;
+  all.insert(all.end(), runs.at(i).overrides.begin(), runs.at(i).overrides.end());
+  for (const Override& o : all) {
+    const std::string flag = "--set " + o.item();
+    for (size_t at; (at = message.find(flag)) != std::string::npos;)
+      message.replace(at, flag.size(), o.where + " (" + o.key + ": " + o.value + ")");
+  }
+  return message;
+}
 
 Sweep load_sweep(const std::string& path) {
   LINATTN_REQUIRE(fs::is_regular_file(path), "cannot read the sweep file '", path, "': no such file");
@@ -206,9 +207,8 @@ Sweep load_sweep(const std::string& path) {
       try {
         config = load_config(s.base, items);
       } catch (const Error& err) {
-        std::vector<Override> all = s.common;
-        all.insert(all.end(), r.overrides.begin(), r.overrides.end());
-        throw Error(in_sweep_terms(err.what(), all));
+        s.runs.push_back(r);
+        throw Error(s.in_sweep_terms(err.what(), s.runs.size() - 1));
       }
       // The name: the template's {KEY}s filled in, or the run's name and its grid values.
       std::string name;

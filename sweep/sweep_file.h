@@ -36,6 +36,8 @@ struct Sweep {
   // Every --set item of run `i`: common ones first.
   std::vector<std::string> set_items(size_t i) const;
   std::string run_dir(size_t i) const;
+  // `message` with each "--set ITEM" of run `i` replaced by the sweep file's place of the item.
+  std::string in_sweep_terms(std::string message, size_t i) const;
 };
 
 // Reads and expands the sweep file, and parses the config of every run (base + overrides): an

@@ -329,7 +329,9 @@ int main(int argc, char** argv) {
       const bool interrupted = g_signals && (o.status == 130 || o.status == 128 + SIGINT);
       if (!interrupted && (o.status != 0 || !finished(dir))) {
         fs::create_directories(dir);
-        std::ofstream(error_file(dir)) << (o.stderr_tail.empty() ? "exit status " + std::to_string(o.status) : o.stderr_tail);
+        // Its error, with the sweep file's place of an override it names.
+        std::ofstream(error_file(dir)) << (o.stderr_tail.empty() ? "exit status " + std::to_string(o.status)
+                                                                  : s.in_sweep_terms(o.stderr_tail, i));
         ++failed;
         std::printf("[sweep] run %zu/%zu %s: FAILED (exit status %d); going on\n", k + 1, todo.size(), name.c_str(),
                     o.status);
