@@ -60,9 +60,23 @@ std::string duration(double seconds) {
   return buf;
 }
 
+// `arg` as a POSIX shell reads it back: unchanged when it is plain, else in single quotes.
+std::string shell_quoted(const std::string& arg) {
+  const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                           "0123456789_-+./=:,@%") == std::string::npos;
+  if (plain) return arg;
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// A command line to copy into a shell.
 std::string joined(const std::vector<std::string>& words) {
   std::string out;
-  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
+  for (const std::string& w : words) {
+    if (!out.empty()) out += ' ';
+    out += shell_quoted(w);
+  }
   return out;
 }
 
@@ -286,8 +300,11 @@ int main(int argc, char** argv) {
       for (size_t i : todo) {
         const std::string dir = s.run_dir(i);
         const bool done = finished(dir), resume = !done && !latest_checkpoint(dir).empty();
-        std::printf("  %-28s %s\n      %s\n", s.runs[i].name.c_str(), done ? "done (skipped)" : resume ? "resumes" : "new",
-                    joined(command(i, resume)).c_str());
+        ResultRow sizes;
+        fill_sizes(sizes, load_config(s.base, s.set_items(i)));
+        std::printf("  %-28s %-15s %9lld parameters, state %lld scalars\n      %s\n", s.runs[i].name.c_str(),
+                    done ? "done (skipped)" : resume ? "resumes" : "new", (long long)sizes.params,
+                    (long long)sizes.state, joined(command(i, resume)).c_str());
       }
       std::printf("dry run: the sweep file and every run's config are valid\n");
       return 0;
