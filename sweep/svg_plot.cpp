@@ -9,11 +9,14 @@ namespace linattn {
 
 namespace {
 
-constexpr double kWidth = 900, kHeight = 480;
+constexpr double kWidth = 900, kHeight = 480;  // taller when the legend needs it
+constexpr double kLegendRow = 18;
 constexpr double kLeft = 80, kTop = 40, kBottom = 420;  // the plot area; its right edge leaves room for the legend
-// Ten colours that stay apart from each other (the usual categorical palette).
+// Ten colours that stay apart from each other (the usual categorical palette), then the same in
+// three dash patterns: 40 series tell apart.
 const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+const char* kDashes[] = {"", " stroke-dasharray=\"6 3\"", " stroke-dasharray=\"2 2\"", " stroke-dasharray=\"8 3 2 3\""};
 
 std::string escaped(const std::string& s) {
   std::string out;
@@ -65,8 +68,10 @@ std::string tick_label(double v, double step) {
   else if (a >= 1e6) unit = 1e6, suffix = "M";
   else if (a >= 1e4) unit = 1e3, suffix = "k";
   const int decimals = std::max(0, int(-std::floor(std::log10(step / unit) + 1e-9)));
+  const double shown = std::fabs(v) < step * 1e-9 ? 0.0 : v / unit;  // a rounding residue: 0, not -0.0
+  if (shown == 0 && unit != 1) return "0";                              // not "0k"
   char buf[48];
-  std::snprintf(buf, sizeof buf, "%.*f%s", decimals, std::fabs(v) < step * 1e-9 ? 0.0 : v / unit, suffix);
+  std::snprintf(buf, sizeof buf, "%.*f%s", decimals, shown, suffix);
   return buf;
 }
 
@@ -85,9 +90,10 @@ std::string render_svg(const LinePlot& plot) {
   const std::vector<double> xt = nice_ticks(x_lo, x_hi), yt = nice_ticks(y_lo, y_hi);
   const Scale sx{xt.front(), xt.back(), kLeft, right}, sy{yt.front(), yt.back(), kBottom, kTop};
 
+  const double height = std::max(kHeight, kTop + 20 + kLegendRow * double(plot.series.size()));
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
-    << "\" viewBox=\"0 0 " << kWidth << " " << kHeight << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << height
+    << "\" viewBox=\"0 0 " << kWidth << " " << height << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"" << (kLeft + right) / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">"
     << escaped(plot.title) << "</text>\n";
@@ -116,7 +122,7 @@ std::string render_svg(const LinePlot& plot) {
   for (size_t i = 0; i < plot.series.size(); ++i) {
     const Series& s = plot.series[i];
     const char* color = kColors[i % 10];
-    const char* dash = i >= 10 ? " stroke-dasharray=\"6 3\"" : "";
+    const char* dash = kDashes[i / 10 % 4];
     std::string points;
     for (auto [x, y] : s.points)
       if (std::isfinite(x) && std::isfinite(y)) points += num(sx(x)) + "," + num(sy(y)) + " ";
@@ -125,7 +131,7 @@ std::string render_svg(const LinePlot& plot) {
     for (auto [x, y] : s.points)
       if (std::isfinite(x) && std::isfinite(y))
         o << "<circle cx=\"" << num(sx(x)) << "\" cy=\"" << num(sy(y)) << "\" r=\"2.5\" fill=\"" << color << "\"/>\n";
-    const double ly = kTop + 10 + 18 * double(i);
+    const double ly = kTop + 10 + kLegendRow * double(i);
     o << "<line x1=\"" << right + 15 << "\" y1=\"" << num(ly) << "\" x2=\"" << right + 40 << "\" y2=\"" << num(ly)
       << "\" stroke=\"" << color << "\" stroke-width=\"2\"" << dash << "/>\n<text x=\"" << right + 46 << "\" y=\""
       << num(ly + 4) << "\">" << escaped(s.name) << "</text>\n";

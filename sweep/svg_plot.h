@@ -31,7 +31,8 @@ struct LinePlot {
   std::vector<Series> series;
 };
 
-// The plot as a complete SVG document (900 x 480 px, the legend to the right of the axes).
+// The plot as a complete SVG document (900 x 480 px, taller for a legend of more than 23 series;
+// the legend to the right of the axes).
 std::string render_svg(const LinePlot& plot);
 
 }  // namespace linattn

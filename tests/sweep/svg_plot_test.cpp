@@ -33,6 +33,7 @@ TEST(TickLabel, DecimalsFollowTheStepAndLargeValuesGetAUnit) {
   EXPECT_EQ(tick_label(1.2e6, 2e5), "1.2M");
   EXPECT_EQ(tick_label(3e9, 1e9), "3G");
   EXPECT_EQ(tick_label(-1e-17, 0.1), "0.0");  // a rounding residue of 0 is not "-0.0"
+  EXPECT_EQ(tick_label(0, 50000), "0");       // zero on an axis in thousands is not "0k"
 }
 
 TEST(Scale, MapsTheEndsOntoThePixels) {
@@ -53,6 +54,18 @@ TEST(RenderSvg, PointsLandOnTheAxesCornersAndNamesAreEscaped) {
   EXPECT_EQ(svg.find("a<b"), std::string::npos);
   EXPECT_NE(svg.find(">0.2</text>"), std::string::npos);  // a y tick
   EXPECT_EQ(svg.rfind("</svg>\n"), svg.size() - 7);
+}
+
+TEST(RenderSvg, ALongLegendMakesThePlotTaller) {
+  LinePlot p{"t", "x", "y", {}};
+  for (int i = 0; i < 36; ++i) p.series.push_back({"run" + std::to_string(i), {{0, double(i)}, {1, double(i)}}});
+  const std::string svg = render_svg(p);
+  // 36 rows of 18 px below the 40 px top and 20 px of margin; the last entry at 40 + 10 + 35 x 18.
+  EXPECT_NE(svg.find("height=\"708\""), std::string::npos) << svg.substr(0, 200);
+  EXPECT_NE(svg.find("y=\"684.0\">run35</text>"), std::string::npos);
+  // Series 10 and 20 share series 0's colour, each with its own dash pattern.
+  EXPECT_NE(svg.find("stroke=\"#1f77b4\" stroke-width=\"2\" stroke-dasharray=\"6 3\" points"), std::string::npos);
+  EXPECT_NE(svg.find("stroke=\"#1f77b4\" stroke-width=\"2\" stroke-dasharray=\"2 2\" points"), std::string::npos);
 }
 
 }  // namespace
