@@ -65,12 +65,18 @@ RunRecord read_run(const std::string& dir) {
   const double tokens_per_step = double(run.config.train.batch_size * run.config.data.seq_len);
   std::ifstream in(metrics);
   LINATTN_REQUIRE(in, "cannot read '", metrics.string(), "': the run has not started yet");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
   std::map<int64_t, EvalPoint> evals;
-  int line_no = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_no;
-    if (line.empty()) continue;
-    const data::JsonValue r = data::parse_json(line, metrics.string() + ":" + std::to_string(line_no));
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;
+    data::JsonValue r;
+    try {
+      r = data::parse_json(lines[i], metrics.string() + ":" + std::to_string(i + 1));
+    } catch (const Error&) {
+      if (i + 1 == lines.size()) break;  // the half-written last line of a killed run
+      throw;
+    }
     const int64_t step = int64_t(number(r, "step"));
     if (r.find("val_loss")) {
       EvalPoint& e = evals[step];

@@ -57,12 +57,14 @@ void check_override_key(const std::string& path, const YAML::Node& key_node) {
     fail(path, key_node, "'" + key + "' is not a config key: give section.key, e.g. model.hidden_size");
 }
 
-std::vector<Override> overrides_of(const std::string& path, const YAML::Node& map, const std::string& what) {
+// The overrides of a mapping; a runs entry's `name` is none.
+std::vector<Override> overrides_of(const std::string& path, const YAML::Node& map, const std::string& what,
+                                   bool runs_entry) {
   check_mapping(path, map, what, {});
   std::vector<Override> out;
   for (const auto& kv : map) {
     const std::string key = kv.first.as<std::string>();
-    if (key == "name" && what.rfind("runs", 0) == 0) continue;
+    if (key == "name" && runs_entry) continue;
     check_override_key(path, kv.first);
     if (!kv.second.IsDefined() || kv.second.IsNull()) fail(path, kv.first, "'" + key + "' has no value");
     out.push_back({key, flow_yaml(kv.second), where(path, kv.second)});
@@ -143,7 +145,7 @@ Sweep load_sweep(const std::string& path) {
     std::stringstream words(top["launcher"].as<std::string>());
     for (std::string w; words >> w;) s.launcher.push_back(w);
   }
-  if (top["set"]) s.common = overrides_of(path, top["set"], "set");
+  if (top["set"]) s.common = overrides_of(path, top["set"], "set", false);
 
   // The runs entries (or one empty one), each with its name and its overrides.
   struct Entry {
@@ -157,7 +159,7 @@ Sweep load_sweep(const std::string& path) {
     for (size_t i = 0; i < runs.size(); ++i) {
       const std::string what = "runs entry " + std::to_string(i + 1);
       Entry e{runs[i].IsMap() && runs[i]["name"] ? runs[i]["name"].as<std::string>() : "",
-              overrides_of(path, runs[i], what)};
+              overrides_of(path, runs[i], what, true)};
       entries.push_back(e);
     }
   } else {

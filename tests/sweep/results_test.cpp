@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "layers/model.h"
+#include "testing.h"
 
 namespace linattn {
 namespace {
@@ -72,6 +73,14 @@ TEST_F(RunFolder, AnUnfinishedRunHasNoFinalNumbers) {
   fill_row(row, run);
   EXPECT_TRUE(std::isnan(row.val_loss));  // an evaluation on data.val_tokens is not the final one
   EXPECT_DOUBLE_EQ(row.tokens, 2.0 * 4 * 64);
+}
+
+TEST_F(RunFolder, AHalfWrittenLastLineIsLeftOutAndABrokenOneElseNamed) {
+  std::ofstream(fs::path(dir_) / "metrics.jsonl", std::ios::app) << R"({"step": 7, "val_lo)";
+  EXPECT_EQ(read_run(dir_).evals.size(), 3u);
+  std::ofstream(fs::path(dir_) / "metrics.jsonl", std::ios::app) << "\n{}\n";
+  const std::string e = testing::error_of([&] { read_run(dir_); });
+  EXPECT_EQ(e.rfind(dir_ + "/metrics.jsonl:7:", 0), 0u) << e;
 }
 
 TEST_F(RunFolder, RowFromTheRun) {
