@@ -1,5 +1,6 @@
 // linattn-sweep: runs the runs of a sweep file one after another, each as linattn-train, and keeps
 // results.csv, results.md and the plots of the sweep folder up to date after each.
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -130,6 +131,9 @@ Outcome run_child(const std::vector<std::string>& argv) {
   LINATTN_REQUIRE(pid >= 0, "cannot start a process: ", std::strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);
+    // Out of the terminal's foreground group, reading the terminal would stop it (mpirun reads stdin).
+    const int null_fd = open("/dev/null", O_RDONLY);
+    dup2(null_fd, 0);
     dup2(pipe_fds[1], 2);
     close(pipe_fds[0]);
     close(pipe_fds[1]);
@@ -343,7 +347,7 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       const Outcome o = run_child(command(i, resume));
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const bool interrupted = g_signals && (o.status == 130 || o.status == 128 + SIGINT);
+      const bool interrupted = g_signals && o.status == 130;  // its Ctrl-C exit (or SIGINT's default)
       if (!interrupted && (o.status != 0 || !finished(dir))) {
         fs::create_directories(dir);
         // Its error, with the sweep file's place of an override it names.
