@@ -82,6 +82,47 @@ std::string value_at(YAML::Node node, const std::string& dotted) {
   return flow_yaml(node);
 }
 
+// The name template's {KEY}s filled in: {name} with the runs entry's name, {section.key} with the
+// run's value, or else the base config's.
+std::string templated_name(const std::string& path, const YAML::Node& name_node, const std::string& entry_name,
+                           const std::vector<Override>& overrides, const Config& config) {
+  const std::string name_template = name_node.as<std::string>();
+  const YAML::Node resolved = YAML::Load(config.text);
+  std::string name;
+  for (size_t at = 0; at < name_template.size();) {
+    const size_t open = name_template.find('{', at);
+    name += name_template.substr(at, open - at);
+    if (open == std::string::npos) break;
+    const size_t close = name_template.find('}', open);
+    if (close == std::string::npos) fail(path, name_node, "name: a '{' without its '}'");
+    const std::string key = name_template.substr(open + 1, close - open - 1);
+    std::string value = key == "name" ? entry_name : "";
+    for (const Override& o : overrides)
+      if (o.key == key) value = o.value;
+    if (value.empty()) value = value_at(resolved, key);
+    if (value.empty())
+      fail(path, name_node, "name: {" + key + "} is no config key and no runs entry's name (known: {name}, {section.key})");
+    name += value;
+    at = close + 1;
+  }
+  return name;
+}
+
+// Without a template: the runs entry's name and the grid values ("gla-hidden_size=64"), or, for an
+// entry without a name, its values.
+std::string default_name(const std::string& entry_name, const std::vector<Override>& overrides,
+                         const std::vector<Override>& point) {
+  std::string name = entry_name;
+  auto add = [&](const std::string& part) {
+    if (!name.empty()) name += '-';
+    name += part;
+  };
+  for (const Override& o : point) add(o.key.substr(o.key.rfind('.') + 1) + "=" + o.value);
+  if (name.empty())
+    for (const Override& o : overrides) add(o.value);
+  return name;
+}
+
 }  // namespace
 
 std::string folder_name(const std::string& text) {
@@ -190,68 +231,37 @@ Sweep load_sweep(const std::string& path) {
       std::find(s.grid_keys.begin(), s.grid_keys.end(), s.compare) == s.grid_keys.end())
     fail(path, top["compare"], "compare: '" + s.compare + "' is not a grid key; give one of them, or runs");
 
-  const std::string name_template = top["name"] ? top["name"].as<std::string>() : "";
   std::set<std::string> names;
   for (const Entry& e : entries)
     for (const auto& point : points) {
-      SweepRun r;
+      s.runs.emplace_back();
+      SweepRun& r = s.runs.back();
       r.entry = e.name;
       if (e.name.empty())
         for (const Override& o : e.overrides) r.entry += (r.entry.empty() ? "" : " ") + o.value;
       r.point = point;
       r.overrides = e.overrides;
       r.overrides.insert(r.overrides.end(), point.begin(), point.end());
-      std::vector<std::string> items;
-      for (const Override& o : s.common) items.push_back(o.item());
-      for (const Override& o : r.overrides) items.push_back(o.item());
       // The run's config must parse: any problem is reported at the sweep file's line.
       Config config;
       try {
-        config = load_config(s.base, items);
+        config = load_config(s.base, s.set_items(s.runs.size() - 1));
       } catch (const Error& err) {
-        s.runs.push_back(r);
         throw Error(s.in_sweep_terms(err.what(), s.runs.size() - 1));
       }
-      // The name: the template's {KEY}s filled in, or the run's name and its grid values.
-      std::string name;
-      if (!name_template.empty()) {
-        const YAML::Node resolved = YAML::Load(config.text);
-        for (size_t at = 0; at < name_template.size();) {
-          const size_t open = name_template.find('{', at);
-          name += name_template.substr(at, open - at);
-          if (open == std::string::npos) break;
-          const size_t close = name_template.find('}', open);
-          if (close == std::string::npos) fail(path, top["name"], "name: a '{' without its '}'");
-          const std::string key = name_template.substr(open + 1, close - open - 1);
-          std::string value = key == "name" ? e.name : "";
-          for (const Override& o : r.overrides)
-            if (o.key == key) value = o.value;
-          if (value.empty()) value = value_at(resolved, key);
-          if (value.empty())
-            fail(path, top["name"], "name: {" + key + "} is no config key and no runs entry's name (known: {name}, "
-                                    "{section.key})");
-          name += value;
-          at = close + 1;
-        }
-      } else {
-        name = e.name;
-        for (const Override& o : point) name += (name.empty() ? "" : "-") + o.key.substr(o.key.rfind('.') + 1) + "=" + o.value;
-        if (name.empty())
-          for (const Override& o : r.overrides) name += (name.empty() ? "" : "-") + o.value;
-      }
-      r.name = folder_name(name);
-      if (r.name.empty()) r.name = "run" + std::to_string(s.runs.size() + 1);
+      r.name = folder_name(top["name"] ? templated_name(path, top["name"], e.name, r.overrides, config)
+                                       : default_name(e.name, r.overrides, point));
+      if (r.name.empty()) r.name = "run" + std::to_string(s.runs.size());
       if (!names.insert(r.name).second)
         throw Error(where(path, top["name"] ? top["name"] : top) + ": two runs are both named '" + r.name +
                     "': put the keys that tell them apart into the name template, e.g. name: \"{model.hidden_size}\"");
       for (const Override& o : r.overrides) {
-        const bool compared = s.compare == "runs" ? runs && std::any_of(e.overrides.begin(), e.overrides.end(),
-                                                                     [&](const Override& x) { return x.key == o.key; })
-                                                  : o.key == s.compare;
-        if (!compared) r.group += (r.group.empty() ? "" : ", ") + o.item();
+        const bool from_entry = std::any_of(e.overrides.begin(), e.overrides.end(),
+                                            [&](const Override& x) { return x.key == o.key; });
+        if (!(s.compare == "runs" ? from_entry : o.key == s.compare))
+          r.group += (r.group.empty() ? "" : ", ") + o.item();
         if (std::find(s.keys.begin(), s.keys.end(), o.key) == s.keys.end()) s.keys.push_back(o.key);
       }
-      s.runs.push_back(r);
     }
   return s;
 }
