@@ -1,7 +1,7 @@
 # The layer rule: a folder includes headers only from itself and from the folders below it.
 #
-#     train ----> layers -> autograd -> kernels -> core
-#       \-------> data ---------------------------^
+#     sweep -> train ----> layers -> autograd -> kernels -> core
+#                \-------> data ---------------------------^
 #
 # Run as `cmake -DROOT=DIR -P check_layers.cmake`: scans every `#include "FOLDER/..."` in DIR's
 # layer folders and fails, naming the file, the line and the rule, on an include of a higher or
@@ -20,7 +20,8 @@ set(allowed_autograd autograd kernels core)
 set(allowed_layers   layers autograd kernels core)
 set(allowed_data     data core)
 set(allowed_train    train layers autograd kernels data core)
-set(layer_folders core kernels autograd layers data train)
+set(allowed_sweep    sweep train layers autograd kernels data core)
+set(layer_folders core kernels autograd layers data train sweep)
 
 set(violations "")
 foreach(folder ${layer_folders})

@@ -418,6 +418,8 @@ TrainSummary Trainer::run() {
   }
   report_eval(step, true);
   if (!config_.checkpoint.every || step % config_.checkpoint.every != 0) save(state_now(step));
+  // The last record of a finished run (linattn-sweep skips such runs): its tokens and training time.
+  if (metrics) metrics->write(step, {{"done", 1}, {"tokens", double(summary.tokens)}, {"seconds", summary.seconds}});
   return summary;
 }
 

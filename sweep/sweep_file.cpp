@@ -1,0 +1,269 @@
+#include "sweep/sweep_file.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "train/config.h"
+
+namespace linattn {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string where(const std::string& path, const YAML::Node& node) {
+  const YAML::Mark m = node.Mark();
+  return path + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+}
+
+[[noreturn]] void fail(const std::string& path, const YAML::Node& node, const std::string& message) {
+  throw Error(where(path, node) + ": " + message);
+}
+
+// A value as --set reads it: YAML on one line.
+std::string flow_yaml(const YAML::Node& node) {
+  YAML::Emitter out;
+  out.SetMapFormat(YAML::Flow);
+  out.SetSeqFormat(YAML::Flow);
+  out << node;
+  return out.c_str();
+}
+
+// The keys of a mapping, each once (YAML would keep the first of two equal keys without a word).
+void check_mapping(const std::string& path, const YAML::Node& map, const std::string& what,
+                   const std::vector<std::string>& known) {
+  if (!map.IsMap()) fail(path, map, what + " must be a mapping of keys to values");
+  std::set<std::string> seen;
+  for (const auto& kv : map) {
+    const std::string key = kv.first.as<std::string>();
+    if (!seen.insert(key).second) fail(path, kv.first, "duplicate key '" + key + "' in " + what + "; remove one");
+    if (known.empty() || std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string all;
+    for (const std::string& k : known) all += (all.empty() ? "" : ", ") + k;
+    fail(path, kv.first, "unknown key '" + key + "' in " + what + " (known keys: " + all + ")");
+  }
+}
+
+// A key given as an override must name a config value: "section.key".
+void check_override_key(const std::string& path, const YAML::Node& key_node) {
+  const std::string key = key_node.as<std::string>();
+  if (key.find('.') == std::string::npos || key.front() == '.' || key.back() == '.')
+    fail(path, key_node, "'" + key + "' is not a config key: give section.key, e.g. model.hidden_size");
+}
+
+// The overrides of a mapping; a runs entry's `name` is none.
+std::vector<Override> overrides_of(const std::string& path, const YAML::Node& map, const std::string& what,
+                                   bool runs_entry) {
+  check_mapping(path, map, what, {});
+  std::vector<Override> out;
+  for (const auto& kv : map) {
+    const std::string key = kv.first.as<std::string>();
+    if (key == "name" && runs_entry) continue;
+    check_override_key(path, kv.first);
+    if (!kv.second.IsDefined() || kv.second.IsNull()) fail(path, kv.first, "'" + key + "' has no value");
+    out.push_back({key, flow_yaml(kv.second), where(path, kv.second)});
+  }
+  return out;
+}
+
+// The value at a dotted path of a YAML tree, as flow YAML; "" when there is none.
+std::string value_at(YAML::Node node, const std::string& dotted) {
+  std::stringstream ss(dotted);
+  for (std::string part; std::getline(ss, part, '.');) {
+    if (!node.IsMap() || !node[part]) return "";
+    node.reset(node[part]);  // (operator= would overwrite the node it refers to)
+  }
+  return flow_yaml(node);
+}
+
+// The name template's {KEY}s filled in: {name} with the runs entry's name, {section.key} with the
+// run's value, or else the base config's.
+std::string templated_name(const std::string& path, const YAML::Node& name_node, const std::string& entry_name,
+                           const std::vector<Override>& overrides, const Config& config) {
+  const std::string name_template = name_node.as<std::string>();
+  const YAML::Node resolved = YAML::Load(config.text);
+  std::string name;
+  for (size_t at = 0; at < name_template.size();) {
+    const size_t open = name_template.find('{', at);
+    name += name_template.substr(at, open - at);
+    if (open == std::string::npos) break;
+    const size_t close = name_template.find('}', open);
+    if (close == std::string::npos) fail(path, name_node, "name: a '{' without its '}'");
+    const std::string key = name_template.substr(open + 1, close - open - 1);
+    std::string value = key == "name" ? entry_name : "";
+    for (const Override& o : overrides)
+      if (o.key == key) value = o.value;
+    if (value.empty()) value = value_at(resolved, key);
+    if (value.empty())
+      fail(path, name_node, "name: {" + key + "} is no config key and no runs entry's name (known: {name}, {section.key})");
+    name += value;
+    at = close + 1;
+  }
+  return name;
+}
+
+// Without a template: the runs entry's name and the grid values ("gla-hidden_size=64"), or, for an
+// entry without a name, its values.
+std::string default_name(const std::string& entry_name, const std::vector<Override>& overrides,
+                         const std::vector<Override>& point) {
+  std::string name = entry_name;
+  auto add = [&](const std::string& part) {
+    if (!name.empty()) name += '-';
+    name += part;
+  };
+  for (const Override& o : point) add(o.key.substr(o.key.rfind('.') + 1) + "=" + o.value);
+  if (name.empty())
+    for (const Override& o : overrides) add(o.value);
+  return name;
+}
+
+}  // namespace
+
+std::string folder_name(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const bool joint = c == '-' || c == '=';
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || joint) {
+      if (joint && !out.empty() && out.back() == '_') out.pop_back();  // "[a, b]-w64": "a_b-w64"
+      out += c;
+    } else if (!out.empty() && out.back() != '_' && out.back() != '-' && out.back() != '=') {
+      out += '_';
+    }
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out;
+}
+
+std::vector<std::string> Sweep::set_items(size_t i) const {
+  std::vector<std::string> items;
+  for (const Override& o : common) items.push_back(o.item());
+  for (const Override& o : runs.at(i).overrides) items.push_back(o.item());
+  return items;
+}
+
+std::string Sweep::run_dir(size_t i) const { return (fs::path(out_dir) / runs.at(i).name).string(); }
+
+std::string Sweep::in_sweep_terms(std::string message, size_t i) const {
+  std::vector<Override> all = common;
+  all.insert(all.end(), runs.at(i).overrides.begin(), runs.at(i).overrides.end());
+  for (const Override& o : all) {
+    const std::string flag = "--set " + o.item();
+    for (size_t at; (at = message.find(flag)) != std::string::npos;)
+      message.replace(at, flag.size(), o.where + " (" + o.key + ": " + o.value + ")");
+  }
+  return message;
+}
+
+Sweep load_sweep(const std::string& path) {
+  LINATTN_REQUIRE(fs::is_regular_file(path), "cannot read the sweep file '", path, "': no such file");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::ParserException& e) {
+    throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                ": not valid YAML: " + e.msg);
+  }
+  const YAML::Node top = root.IsNull() ? YAML::Node(YAML::NodeType::Map) : root;
+  check_mapping(path, top, "the sweep file", {"base", "out_dir", "name", "launcher", "set", "grid", "runs", "compare"});
+  Sweep s;
+  s.path = path;
+  for (const char* key : {"base", "out_dir"})
+    if (!top[key] || !top[key].IsScalar())
+      throw Error(path + ": no '" + key + "': give " +
+                  (std::string(key) == "base" ? "base: CONFIG.yaml (relative to the sweep file)"
+                                              : "out_dir: FOLDER (the sweep's runs and results go there)"));
+  s.base = (fs::path(path).parent_path() / top["base"].as<std::string>()).lexically_normal().string();
+  if (!fs::is_regular_file(s.base))
+    fail(path, top["base"], "no config '" + s.base + "' (base is relative to the sweep file's folder)");
+  s.out_dir = top["out_dir"].as<std::string>();
+  if (top["launcher"]) {
+    std::stringstream words(top["launcher"].as<std::string>());
+    for (std::string w; words >> w;) s.launcher.push_back(w);
+  }
+  if (top["set"]) s.common = overrides_of(path, top["set"], "set", false);
+
+  // The runs entries (or one empty one), each with its name and its overrides.
+  struct Entry {
+    std::string name;
+    std::vector<Override> overrides;
+  };
+  std::vector<Entry> entries;
+  const YAML::Node runs = top["runs"];
+  if (runs) {
+    if (!runs.IsSequence() || runs.size() == 0) fail(path, runs, "runs must be a list of override maps");
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const std::string what = "runs entry " + std::to_string(i + 1);
+      Entry e{runs[i].IsMap() && runs[i]["name"] ? runs[i]["name"].as<std::string>() : "",
+              overrides_of(path, runs[i], what, true)};
+      entries.push_back(e);
+    }
+  } else {
+    entries.push_back({});
+  }
+
+  // The grid: its points in order, the last key varying fastest.
+  std::vector<std::vector<Override>> points{{}};
+  if (const YAML::Node grid = top["grid"]) {
+    check_mapping(path, grid, "grid", {});
+    for (const auto& kv : grid) {
+      check_override_key(path, kv.first);
+      if (!kv.second.IsSequence() || kv.second.size() == 0)
+        fail(path, kv.second, "grid '" + kv.first.as<std::string>() + "' must be a list of values, e.g. [64, 128]");
+      s.grid_keys.push_back(kv.first.as<std::string>());
+      std::vector<std::vector<Override>> next;
+      for (const auto& point : points)
+        for (const YAML::Node& v : kv.second) {
+          next.push_back(point);
+          next.back().push_back({kv.first.as<std::string>(), flow_yaml(v), where(path, v)});
+        }
+      points = std::move(next);
+    }
+  }
+  if (!runs && s.grid_keys.empty()) throw Error(path + ": neither grid nor runs: give at least one of them");
+  s.compare = top["compare"] ? top["compare"].as<std::string>() : runs ? "runs" : s.grid_keys.back();
+  if (top["compare"] && s.compare != "runs" &&
+      std::find(s.grid_keys.begin(), s.grid_keys.end(), s.compare) == s.grid_keys.end())
+    fail(path, top["compare"], "compare: '" + s.compare + "' is not a grid key; give one of them, or runs");
+
+  std::set<std::string> names;
+  for (const Entry& e : entries)
+    for (const auto& point : points) {
+      s.runs.emplace_back();
+      SweepRun& r = s.runs.back();
+      r.entry = e.name;
+      if (e.name.empty())
+        for (const Override& o : e.overrides) r.entry += (r.entry.empty() ? "" : " ") + o.value;
+      r.point = point;
+      r.overrides = e.overrides;
+      r.overrides.insert(r.overrides.end(), point.begin(), point.end());
+      // The run's config must parse: any problem is reported at the sweep file's line.
+      Config config;
+      try {
+        config = load_config(s.base, s.set_items(s.runs.size() - 1));
+      } catch (const Error& err) {
+        throw Error(s.in_sweep_terms(err.what(), s.runs.size() - 1));
+      }
+      r.name = folder_name(top["name"] ? templated_name(path, top["name"], e.name, r.overrides, config)
+                                       : default_name(e.name, r.overrides, point));
+      if (r.name.empty()) r.name = "run" + std::to_string(s.runs.size());
+      if (!names.insert(r.name).second)
+        throw Error(where(path, top["name"] ? top["name"] : top) + ": two runs are both named '" + r.name +
+                    "': put the keys that tell them apart into the name template, e.g. name: \"{model.hidden_size}\"");
+      for (const Override& o : r.overrides) {
+        const bool from_entry = std::any_of(e.overrides.begin(), e.overrides.end(),
+                                            [&](const Override& x) { return x.key == o.key; });
+        if (!(s.compare == "runs" ? from_entry : o.key == s.compare))
+          r.group += (r.group.empty() ? "" : ", ") + o.item();
+        if (std::find(s.keys.begin(), s.keys.end(), o.key) == s.keys.end()) s.keys.push_back(o.key);
+      }
+    }
+  return s;
+}
+
+}  // namespace linattn

@@ -1,0 +1,221 @@
+// linattn-sweep and linattn-plot as a user runs them: a sweep of tiny runs interrupted with Ctrl-C
+// (SIGINT) after its first run and started again, finishing with the whole table and the plots; a
+// failing run recorded while the sweep goes on; sweep-file errors before any run starts.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "testing.h"
+#include "train/train_testing.h"
+
+namespace linattn {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Byte shards of the default corpus: a few speeches to train on, one short one to validate on (the
+// final evaluation reads all of it).
+const std::string& shards() {
+  static const std::string dir = [] {
+    std::string train;
+    for (const char* f : {"2001_george_w_bush_r.txt", "2002_george_w_bush_r.txt"})
+      train += read(fs::path("data/corpus/sotu") / f);
+    EXPECT_GT(train.size(), 10000u) << "the default corpus is missing: run ./scripts/fetch-data";
+    return testing::text_shards("sweep-cli", train, read("data/corpus/sotu/2003_george_w_bush_r.txt").substr(0, 6000));
+  }();
+  return dir;
+}
+
+class SweepCommand : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("linattn-sweep-command-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "tiny.yaml") << "model:\n  hidden_size: 16\n  num_hidden_layers: 2\n  num_heads: 2\n"
+                                         "  layers: [gla, {mixer: attention, window_size: 8}]\n"
+                                         "data:\n  path: " << shards() << "\n  seq_len: 32\n"
+                                         "train:\n  batch_size: 2\n  max_steps: 4\n  warmup_steps: 2\n"
+                                         "  eval_every: 2\n  log_every: 10\n  threads: 1\n"
+                                         "checkpoint:\n  every: 20\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  // Writes sweep.yaml (base tiny.yaml, out_dir OUT) and returns its path.
+  std::string sweep_file(const std::string& body) {
+    std::ofstream(dir_ / "sweep.yaml") << "base: tiny.yaml\nout_dir: " << out().string() << "\n" << body;
+    return (dir_ / "sweep.yaml").string();
+  }
+  testing::CommandResult sweep(const std::string& args) {
+    return testing::run_command("OMP_WAIT_POLICY=PASSIVE " + testing::built_binary("linattn-sweep") + " " + args);
+  }
+  fs::path out() const { return dir_ / "out"; }
+  fs::path dir_;
+};
+
+TEST_F(SweepCommand, InterruptedAfterItsFirstRunAndStartedAgainItFinishesTheTableAndThePlots) {
+  const std::string file = sweep_file(
+      "runs:\n"
+      "  - {name: first, train.max_steps: 4}\n"
+      "  - {name: second, train.max_steps: 2000, train.eval_every: 500}\n");
+  // Started in the background; Ctrl-C (SIGINT to the sweep) once the second run has a checkpoint.
+  const std::string log = (dir_ / "first-try.log").string();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = "exec " + testing::built_binary("linattn-sweep") + " " + file + " > " + log + " 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    _exit(127);
+  }
+  const fs::path second_checkpoints = out() / "second" / "checkpoints";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (!(fs::exists(second_checkpoints) && !fs::is_empty(second_checkpoints)) &&
+         std::chrono::steady_clock::now() < deadline && waitpid(pid, nullptr, WNOHANG) == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(fs::exists(second_checkpoints)) << read(log);
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::string first_try = read(log);
+  ASSERT_TRUE(WIFEXITED(status)) << first_try;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << first_try;
+  EXPECT_NE(first_try.find("[sweep] run 1/2 first: starting"), std::string::npos) << first_try;
+  EXPECT_NE(first_try.find("[sweep] run 2/2 second: starting"), std::string::npos) << first_try;
+  // The run took the Ctrl-C: it stopped after its step and wrote a checkpoint; then the sweep stopped.
+  EXPECT_NE(first_try.find("interrupted after "), std::string::npos) << first_try;
+  EXPECT_NE(first_try.find("Continue with: linattn-sweep " + file), std::string::npos) << first_try;
+  // The table so far: the first run done, the second interrupted.
+  std::string csv = read(out() / "results.csv");
+  EXPECT_NE(csv.find("\nfirst,4,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",done,1,\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",interrupted,0,\n"), std::string::npos) << csv;
+
+  // Again: the first run is skipped, the second resumes from its checkpoint and ends.
+  const testing::CommandResult again = sweep(file);
+  EXPECT_EQ(again.status, 0) << again.output;
+  EXPECT_NE(again.output.find("run 1/2 first: finished before, skipped"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("run 2/2 second: resuming from its checkpoint"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("--resume " + (out() / "second").string()), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("[sweep] done in"), std::string::npos) << again.output;
+  csv = read(out() / "results.csv");
+  EXPECT_EQ(count(csv, ",done,"), 2u) << csv;
+  EXPECT_EQ(count(csv, "\n"), 3u) << csv;  // the header and the two runs
+  // The resumed run's metrics: steps from before the interrupt and after, then the done record.
+  const std::string metrics = read(out() / "second" / "metrics.jsonl");
+  EXPECT_NE(metrics.find("{\"step\": 10, \"loss\""), std::string::npos);
+  EXPECT_NE(metrics.find("{\"step\": 2000, \"done\": 1, \"tokens\": 128000"), std::string::npos) << metrics;
+  // The table and the plots: both runs' lines in the validation plot.
+  const std::string md = read(out() / "results.md");
+  EXPECT_EQ(count(md, "| done |"), 2u) << md;
+  const std::string svg = read(out() / "val_loss.svg");
+  EXPECT_EQ(count(svg, "<polyline"), 2u) << svg;
+  EXPECT_NE(svg.find(">second</text>"), std::string::npos);
+  // A third time there is nothing left to do.
+  const testing::CommandResult third = sweep(file);
+  EXPECT_EQ(third.status, 0) << third.output;
+  EXPECT_EQ(count(third.output, "finished before, skipped"), 2u) << third.output;
+}
+
+TEST_F(SweepCommand, AFailingRunIsRecordedWithItsErrorAndTheSweepGoesOn) {
+  const std::string file = sweep_file(
+      "name: \"{model.vocab_size}-w{model.hidden_size}\"\n"
+      "runs:\n"
+      "  - {model.vocab_size: 257}\n"
+      "  - {model.vocab_size: 100}\n"
+      "grid:\n"
+      "  model.hidden_size: [16, 32]\n");
+  const testing::CommandResult r = sweep(file);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("run 3/4 100-w16: FAILED"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("run 4/4 100-w32: starting"), std::string::npos) << r.output;  // it went on
+  EXPECT_NE(r.output.find("2 trained, 2 failed"), std::string::npos) << r.output;
+  const std::string csv = read(out() / "results.csv");
+  EXPECT_EQ(count(csv, ",done,"), 2u) << csv;
+  EXPECT_EQ(count(csv, ",failed,0,\"linattn-train: error:"), 2u) << csv;
+  // The error names the sweep file's line of the override at fault.
+  EXPECT_NE(csv.find("linattn-train: error: " + file + ":6:24 (model.vocab_size: 100): vocab_size 100 is smaller "
+                     "than the data's vocabulary"),
+            std::string::npos)
+      << csv;
+  // Compared within each width: the finished run is the best of its group.
+  EXPECT_EQ(count(csv, ",done,1,"), 2u) << csv;
+  // The final loss against the width, one line for the finished runs (the failed ones have none).
+  const std::string svg = read(out() / "final_val_loss_vs_model.hidden_size.svg");
+  EXPECT_EQ(count(svg, "<polyline"), 1u) << svg;
+  EXPECT_EQ(count(svg, "<circle"), 2u) << svg;
+
+  // linattn-plot draws any of these runs.
+  const std::string plot = (dir_ / "p.svg").string();
+  const testing::CommandResult p = testing::run_command(testing::built_binary("linattn-plot") + " " +
+                                                        (out() / "257-w16").string() + " " +
+                                                        (out() / "257-w32").string() + " --metric bpb --out " + plot);
+  EXPECT_EQ(p.status, 0) << p.output;
+  EXPECT_NE(p.output.find("wrote " + plot + ": bpb of 2 runs"), std::string::npos) << p.output;
+  EXPECT_EQ(count(read(plot), "<polyline"), 2u);
+  EXPECT_NE(read(plot).find(">257-w32</text>"), std::string::npos);
+}
+
+TEST_F(SweepCommand, SweepFileErrorsComeBeforeAnyRunStarts) {
+  // The first run is valid; the problem is in the last grid value.
+  std::string file = sweep_file("grid:\n  model.hidden_size: [16, 32]\n  train.lr: [1.0e-3, fast]\n");
+  testing::CommandResult r = sweep(file);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("linattn-sweep: error: " + file +
+                          ":5:22 (train.lr: fast): 'lr' has the wrong type: expected a number, got 'fast'"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(out()));  // nothing ran
+  file = sweep_file("grid:\n  model.hiden_size: [16]\n");
+  r = sweep(file);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find(file + ":4:22 (model.hiden_size: 16): unknown key 'hiden_size' in 'model' (did you mean "
+                                 "'hidden_size'?)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(out()));
+}
+
+TEST_F(SweepCommand, DryRunHelpAndOptions) {
+  const std::string file = sweep_file("runs:\n  - {name: a, model.hidden_size: 16}\n  - {name: b, model.hidden_size: 32}\n");
+  testing::CommandResult r = sweep(file + " --dry-run");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--set model.hidden_size=32 --out " + (out() / "b").string()), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("dry run: the sweep file and every run's config are valid"), std::string::npos);
+  EXPECT_FALSE(fs::exists(out()));
+  r = sweep(file + " --only c");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--only c: the sweep has no such run (its runs: a, b)"), std::string::npos) << r.output;
+  r = sweep("--help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.output.find("usage: linattn-sweep SWEEP.yaml"), std::string::npos);
+  r = sweep("");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("linattn-sweep: error: no sweep file given"), std::string::npos) << r.output;
+  r = testing::run_command(testing::built_binary("linattn-plot") + " " + dir_.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("linattn-plot: error: '" + dir_.string() + "' is no run folder"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace linattn

@@ -1,0 +1,383 @@
+// linattn-sweep: runs the runs of a sweep file one after another, each as linattn-train, and keeps
+// results.csv, results.md and the plots of the sweep folder up to date after each.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sweep/plots.h"
+#include "sweep/results.h"
+#include "sweep/sweep_file.h"
+#include "train/checkpoint.h"
+
+namespace {
+
+using namespace linattn;
+namespace fs = std::filesystem;
+
+const char* kUsage = R"(usage: linattn-sweep SWEEP.yaml [--dry-run] [--only NAME ...]
+
+Runs every run of SWEEP.yaml (a base config plus overrides; README.md, "linattn-sweep") one
+after another, each as linattn-train with its run folder OUT_DIR/NAME. After each run it writes
+OUT_DIR/results.csv, OUT_DIR/results.md and the plots OUT_DIR/*.svg.
+
+Every run's config is checked before the first starts: a problem is reported at the sweep file's
+line. Run again, the sweep skips finished runs and resumes an interrupted one from its newest
+checkpoint. A run that fails is recorded as failed (with the end of its error output) and the
+sweep goes on; run the sweep again to retry it.
+
+options:
+  --dry-run     check the sweep file and every run's config, list the runs and their commands, exit
+  --only NAME   run only the run NAME (repeatable); the results still list every run
+  -h, --help    this help
+
+Ctrl-C stops the current run at the end of its step (it writes a checkpoint) and then the sweep;
+the same command continues it.
+)";
+
+volatile sig_atomic_t g_signals = 0;  // SIGINT/SIGTERM received
+void on_signal(int) { g_signals = g_signals + 1; }
+
+std::string duration(double seconds) {
+  if (!std::isfinite(seconds)) return "?";
+  const long s = std::lround(seconds);
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, s / 60 % 60);
+  else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%lds", s);
+  return buf;
+}
+
+// `arg` as a POSIX shell reads it back: unchanged when it is plain, else in single quotes.
+std::string shell_quoted(const std::string& arg) {
+  const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                           "0123456789_-+./=:,@%") == std::string::npos;
+  if (plain) return arg;
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// A command line to copy into a shell.
+std::string joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) {
+    if (!out.empty()) out += ' ';
+    out += shell_quoted(w);
+  }
+  return out;
+}
+
+// The run folder holds a finished run: the trainer's last record is in its metrics.
+bool finished(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"done\": ") != std::string::npos) return true;
+  return false;
+}
+
+fs::path error_file(const std::string& dir) { return fs::path(dir) / "sweep-error.txt"; }
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The last `n` non-empty lines of `text`.
+std::string last_lines(const std::string& text, int n) {
+  std::vector<std::string> lines;
+  size_t from = 0;
+  while (from < text.size()) {
+    size_t end = text.find('\n', from);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(from, end - from);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t cr = line.rfind('\r');  // a progress line redrawn in place: its last state
+    if (cr != std::string::npos) line = line.substr(cr + 1);
+    if (!line.empty()) lines.push_back(line);
+    from = end + 1;
+  }
+  std::string out;
+  for (size_t i = lines.size() > size_t(n) ? lines.size() - size_t(n) : 0; i < lines.size(); ++i)
+    out += (out.empty() ? "" : "\n") + lines[i];
+  return out;
+}
+
+struct Outcome {
+  int status = 0;           // exit status, or 128 + signal
+  std::string stderr_tail;  // the end of what it wrote to stderr
+};
+
+// Runs `argv` in its own process group (so that a Ctrl-C reaches it once, forwarded from here),
+// its stdout on ours and its stderr copied to ours and kept.
+Outcome run_child(const std::vector<std::string>& argv) {
+  int pipe_fds[2];
+  LINATTN_REQUIRE(pipe(pipe_fds) == 0, "cannot create a pipe: ", std::strerror(errno));
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  LINATTN_REQUIRE(pid >= 0, "cannot start a process: ", std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);
+    // Out of the terminal's foreground group, reading the terminal would stop it (mpirun reads stdin).
+    const int null_fd = open("/dev/null", O_RDONLY);
+    dup2(null_fd, 0);
+    dup2(pipe_fds[1], 2);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "cannot run '%s': %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  Outcome out;
+  int forwarded = 0;
+  auto forward = [&] {
+    for (; forwarded < g_signals; ++forwarded) kill(pid, SIGINT);
+  };
+  std::string kept;
+  pollfd fd{pipe_fds[0], POLLIN, 0};
+  for (;;) {
+    forward();
+    if (poll(&fd, 1, 200) <= 0) continue;  // a timeout or a signal: look at the signals again
+    char buf[4096];
+    const ssize_t n = read(pipe_fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    fwrite(buf, 1, size_t(n), stderr);
+    kept.append(buf, size_t(n));
+    if (kept.size() > 65536) kept.erase(0, kept.size() - 32768);
+  }
+  close(pipe_fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) forward();
+  out.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  out.stderr_tail = last_lines(kept, 5);
+  if (WIFSIGNALED(status))
+    out.stderr_tail += (out.stderr_tail.empty() ? "" : "\n") + std::string("killed by signal ") +
+                       std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  return out;
+}
+
+// The values of a grid key as numbers (NaN where one is not a number).
+std::vector<double> numbers(const Sweep& s, const std::string& key) {
+  std::vector<double> out;
+  for (const SweepRun& r : s.runs) {
+    double x = NAN;
+    for (const Override& o : r.point)
+      if (o.key == key) {
+        char* end = nullptr;
+        const double v = std::strtod(o.value.c_str(), &end);
+        if (!o.value.empty() && *end == '\0') x = v;
+      }
+    out.push_back(x);
+  }
+  return out;
+}
+
+// results.csv, results.md and the plots, from every run folder of the sweep as it is now.
+void write_results(const Sweep& s) {
+  std::vector<ResultRow> rows;
+  std::vector<RunRecord> records;
+  std::vector<std::string> labels;
+  bool any_recall = false;
+  for (size_t i = 0; i < s.runs.size(); ++i) {
+    const SweepRun& r = s.runs[i];
+    const std::string dir = s.run_dir(i);
+    ResultRow row;
+    row.name = r.name;
+    row.group = r.group;
+    for (const std::string& key : s.keys) {
+      row.values.push_back("");
+      for (const Override& o : r.overrides)
+        if (o.key == key) row.values.back() = o.value;
+    }
+    fill_sizes(row, load_config(s.base, s.set_items(i)));
+    const bool has_metrics = fs::exists(fs::path(dir) / "metrics.jsonl") && fs::exists(fs::path(dir) / "config.yaml");
+    row.status = finished(dir)                          ? "done"
+                 : fs::exists(error_file(dir))          ? "failed"
+                 : !latest_checkpoint(dir).empty()      ? "interrupted"
+                 : has_metrics                          ? "interrupted"
+                                                        : "pending";
+    if (row.status == "failed") row.error = read_text(error_file(dir));
+    if (has_metrics) {
+      RunRecord run = read_run(dir);
+      fill_row(row, run);
+      for (const EvalPoint& e : run.evals) any_recall |= std::isfinite(e.recall_accuracy);
+      records.push_back(std::move(run));
+      labels.push_back(r.name);
+    }
+    rows.push_back(row);
+  }
+  mark_best(rows);
+  fs::create_directories(s.out_dir);
+  const fs::path out(s.out_dir);
+  std::ofstream(out / "results.csv") << results_csv(s.keys, rows);
+  std::ofstream(out / "results.md") << "# " << s.path << "\n\nBase config: " << s.base << "\n\n"
+                                    << results_markdown(s.keys, rows);
+  std::ofstream(out / "val_loss.svg") << render_svg(curve_plot(records, labels, "val_loss"));
+  if (any_recall) std::ofstream(out / "recall_accuracy.svg") << render_svg(curve_plot(records, labels, "recall_accuracy"));
+  // The final metric against each swept number, one line per runs entry and other grid values.
+  const std::string metric = any_recall ? "recall_accuracy" : "val_loss";
+  for (const std::string& key : s.grid_keys) {
+    const std::vector<double> x = numbers(s, key);
+    if (std::set<double>(x.begin(), x.end()).size() < 2 || std::any_of(x.begin(), x.end(), [](double v) { return std::isnan(v); }))
+      continue;
+    std::vector<std::string> series;
+    for (const SweepRun& r : s.runs) {
+      std::string label = r.entry;
+      for (const Override& o : r.point)
+        if (o.key != key) label += (label.empty() ? "" : " ") + o.key.substr(o.key.rfind('.') + 1) + "=" + o.value;
+      series.push_back(label.empty() ? "runs" : label);
+    }
+    std::ofstream(out / ("final_" + metric + "_vs_" + folder_name(key) + ".svg"))
+        << render_svg(final_plot(key, rows, x, series, metric));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string path;
+  std::set<std::string> only;
+  bool dry_run = false;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "-h" || a == "--help") {
+        std::printf("%s", kUsage);
+        return 0;
+      } else if (a == "--dry-run") {
+        dry_run = true;
+      } else if (a == "--only") {
+        LINATTN_REQUIRE(i + 1 < argc, "--only needs a run name (linattn-sweep SWEEP.yaml --dry-run lists them)");
+        only.insert(argv[++i]);
+      } else if (a.rfind("-", 0) == 0) {
+        throw Error("unknown option '" + a + "' (see linattn-sweep --help)");
+      } else {
+        LINATTN_REQUIRE(path.empty(), "a second sweep file '", a, "' (the first is '", path, "'): give one");
+        path = a;
+      }
+    }
+    LINATTN_REQUIRE(!path.empty(), "no sweep file given: linattn-sweep SWEEP.yaml (see --help)");
+    const Sweep s = load_sweep(path);
+    for (const std::string& name : only) {
+      std::string names;
+      bool known = false;
+      for (const SweepRun& r : s.runs) known |= r.name == name, names += (names.empty() ? "" : ", ") + r.name;
+      LINATTN_REQUIRE(known, "--only ", name, ": the sweep has no such run (its runs: ", names, ")");
+    }
+    const std::string train = (fs::read_symlink("/proc/self/exe").parent_path() / "linattn-train").string();
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < s.runs.size(); ++i)
+      if (only.empty() || only.count(s.runs[i].name)) todo.push_back(i);
+    // The command of run i: a fresh start, or the continuation of its run folder.
+    auto command = [&](size_t i, bool resume) {
+      std::vector<std::string> argv = s.launcher;
+      argv.push_back(train);
+      if (resume) {
+        argv.insert(argv.end(), {"--resume", s.run_dir(i)});
+        return argv;
+      }
+      argv.push_back(s.base);
+      for (const std::string& item : s.set_items(i)) argv.insert(argv.end(), {"--set", item});
+      argv.insert(argv.end(), {"--out", s.run_dir(i)});
+      return argv;
+    };
+    std::printf("sweep %s: %zu runs of %s into %s\n", path.c_str(), s.runs.size(), s.base.c_str(), s.out_dir.c_str());
+    if (dry_run) {
+      for (size_t i : todo) {
+        const std::string dir = s.run_dir(i);
+        const bool done = finished(dir), resume = !done && !latest_checkpoint(dir).empty();
+        ResultRow sizes;
+        fill_sizes(sizes, load_config(s.base, s.set_items(i)));
+        std::printf("  %-28s %-15s %9lld parameters, state %lld scalars\n      %s\n", s.runs[i].name.c_str(),
+                    done ? "done (skipped)" : resume ? "resumes" : "new", (long long)sizes.params,
+                    (long long)sizes.state, joined(command(i, resume)).c_str());
+      }
+      std::printf("dry run: the sweep file and every run's config are valid\n");
+      return 0;
+    }
+
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;  // no SA_RESTART: a blocking call returns, and the signal is seen
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+
+    const auto start = std::chrono::steady_clock::now();
+    auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    double run_seconds = 0;  // of the runs this invocation trained to their end
+    int trained = 0, failed = 0, remaining = 0;
+    for (size_t i : todo) remaining += !finished(s.run_dir(i));
+    for (size_t k = 0; k < todo.size(); ++k) {
+      const size_t i = todo[k];
+      const std::string dir = s.run_dir(i), name = s.runs[i].name;
+      if (finished(dir)) {
+        std::printf("[sweep] run %zu/%zu %s: finished before, skipped\n", k + 1, todo.size(), name.c_str());
+        continue;
+      }
+      if (g_signals) break;
+      const bool resume = !latest_checkpoint(dir).empty();
+      // Started before but without a checkpoint to continue from: start again.
+      if (!resume) {
+        fs::remove(fs::path(dir) / "metrics.jsonl");
+        fs::remove(fs::path(dir) / "config.yaml");
+      }
+      fs::remove(error_file(dir));
+      const double eta = trained ? run_seconds / trained * remaining : NAN;
+      std::printf("[sweep] run %zu/%zu %s: %s | elapsed %s | ETA %s\n", k + 1, todo.size(), name.c_str(),
+                  resume ? "resuming from its checkpoint" : "starting", duration(since_start()).c_str(),
+                  duration(eta).c_str());
+      std::printf("[sweep] %s\n", joined(command(i, resume)).c_str());
+      const auto t0 = std::chrono::steady_clock::now();
+      const Outcome o = run_child(command(i, resume));
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const bool interrupted = g_signals && o.status == 130;  // its Ctrl-C exit (or SIGINT's default)
+      if (!interrupted && (o.status != 0 || !finished(dir))) {
+        fs::create_directories(dir);
+        // Its error, with the sweep file's place of an override it names.
+        std::ofstream(error_file(dir)) << (o.stderr_tail.empty() ? "exit status " + std::to_string(o.status)
+                                                                  : s.in_sweep_terms(o.stderr_tail, i));
+        ++failed;
+        std::printf("[sweep] run %zu/%zu %s: FAILED (exit status %d); going on\n", k + 1, todo.size(), name.c_str(),
+                    o.status);
+      } else if (!interrupted) {
+        ++trained;
+        run_seconds += seconds;
+      }
+      --remaining;
+      write_results(s);
+      if (interrupted || g_signals) {
+        std::printf("[sweep] interrupted after %s; %d runs left. Continue with: linattn-sweep %s\n",
+                    duration(since_start()).c_str(), remaining + (interrupted ? 1 : 0), path.c_str());
+        return 130;
+      }
+    }
+    if (g_signals) {
+      std::printf("[sweep] interrupted; continue with: linattn-sweep %s\n", path.c_str());
+      return 130;
+    }
+    write_results(s);
+    std::printf("[sweep] done in %s: %d trained, %d failed; results in %s\n", duration(since_start()).c_str(), trained,
+                failed, (fs::path(s.out_dir) / "results.md").string().c_str());
+    return failed ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "linattn-sweep: error: %s\n", error_message(e).c_str());
+    return 1;
+  }
+}
