@@ -99,7 +99,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     LINATTN_REQUIRE(e.begin <= e.end && e.end <= data_size, at, ": data_offsets [", e.begin, ", ", e.end,
                     "] are out of range: the data after the header holds ", data_size, " bytes",
                     e.end > data_size ? " (the file is truncated?)" : "");
-    LINATTN_REQUIRE(elements * double(width) == double(e.end - e.begin), at, ": shape [", e.shape.str(), "] of ",
+    LINATTN_REQUIRE(elements * double(width) == double(e.end - e.begin), at, ": shape ", e.shape.str(), " of ",
                     e.dtype, " is ", elements * double(width), " bytes but data_offsets [", e.begin, ", ", e.end,
                     "] hold ", e.end - e.begin);
     entries_.push_back(std::move(e));

@@ -241,6 +241,7 @@ FlaConfig fla_config(const ModelConfig& m) {
     c.add("attn", "null");
   }
   out.json = c.str() + "\n";
+  out.model_type = fla->model_type;
   return out;
 }
 

@@ -19,6 +19,7 @@ Shape our_shape(const std::string& name, const Shape& theirs);
 
 struct FlaConfig {
   std::string json;                   // config.json, when `problems` is empty
+  std::string model_type;             // its model_type
   std::vector<std::string> problems;  // why fla cannot build this model, one sentence each
 };
 
