@@ -218,6 +218,13 @@ TEST_F(Interop, GatedDeltaNetConfigIsFlasAndModelsFlaCannotBuildGetNoConfig) {
   EXPECT_NE(r.output.find("layer 0 is gla but layer 1 is deltanet"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir_ + "/mixed/config.json"));
   EXPECT_TRUE(fs::exists(dir_ + "/mixed/model.safetensors"));
+
+  r = tool(ckpt + " " + dir_ + "/other --format onnx");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--format must be hdf5 or safetensors, got 'onnx'"), std::string::npos) << r.output;
+  r = tool(ckpt + " " + dir_ + "/other --format safetensors --dtype bf16");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--format safetensors writes f32"), std::string::npos) << r.output;
 }
 
 TEST_F(Interop, InitFromAnotherShapeNamesEveryMismatchAndTrainsNothing) {

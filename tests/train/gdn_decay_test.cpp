@@ -74,6 +74,10 @@ TEST_F(GdnDecay, ACheckpointFromBeforeTheKeyResumesWithItsDecay) {
   const std::string legacy = (fs::path(dir_) / "legacy.h5").string();
   save_checkpoint(legacy, before, model, &opt, state);
 
+  // Read back (by linattn-eval and linattn-export), its config says logsigmoid.
+  EXPECT_EQ(parse_config(checkpoint_config_text(legacy), legacy).model.gated_deltanet_decay,
+            linattn::GdnDecay::logsigmoid);
+
   // Resumed with a config that does not name the decay: logsigmoid, the same losses.
   Config now = testing::tiny_config(dir_, schedule);
   ASSERT_EQ(now.model.gated_deltanet_decay, linattn::GdnDecay::fla);
