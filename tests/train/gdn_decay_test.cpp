@@ -53,6 +53,14 @@ TEST_F(GdnDecay, DefaultIsFlasParameterizationWithFlasInit) {
   EXPECT_TRUE(has_param(m, "model.layers.0.attn.dt_bias"));
 }
 
+TEST_F(GdnDecay, AnUnknownDecayIsRefusedAtItsLine) {
+  std::string err = testing::error_of([] {
+    parse_config("model:\n  hidden_size: 64\n  gated_deltanet_decay: softplus\ntrain: {max_steps: 1}\n", "c.yaml");
+  });
+  EXPECT_NE(err.find("c.yaml:3:25: 'gated_deltanet_decay' must be fla"), std::string::npos) << err;
+  EXPECT_NE(err.find("got 'softplus'"), std::string::npos) << err;
+}
+
 TEST_F(GdnDecay, ACheckpointFromBeforeTheKeyResumesWithItsDecay) {
   const std::vector<std::string> schedule = {"model.layers=[gated_deltanet, attention]", "train.max_steps=6",
                                              "checkpoint.every=3", "checkpoint.keep_last=5"};
