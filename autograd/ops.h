@@ -19,6 +19,9 @@ inline Variable logsigmoid(const Variable& x) { return activation(cpu::Activatio
 inline Variable elu1(const Variable& x) { return activation(cpu::Activation::elu1, x); }
 // silu(gate) * up, one node.
 Variable swiglu(const Variable& gate, const Variable& up);
+// Gated DeltaNet's log-decay as fla computes it: -exp(A_log) * softplus(x + dt_bias), per head.
+// x [..., H], A_log [H], dt_bias [H]; output like x.
+Variable gdn_decay(const Variable& x, const Variable& A_log, const Variable& dt_bias);
 // Same storage, another shape (same element count).
 Variable view(const Variable& x, const Shape& shape);
 

@@ -115,6 +115,31 @@ Variable swiglu(const Variable& gate, const Variable& up) {
   return out;
 }
 
+Variable gdn_decay(const Variable& x, const Variable& A_log, const Variable& dt_bias) {
+  check_inputs("gdn_decay", {&x, &A_log, &dt_bias});
+  const int64_t H = x.shape().last();
+  LINATTN_CHECK(A_log.shape() == Shape({H}) && dt_bias.shape() == Shape({H}), "gdn_decay: A_log ", A_log.value().str(),
+                " and dt_bias ", dt_bias.value().str(), " must be [H] for x ", x.value().str());
+  Tensor y = Tensor::scratch(x.shape(), x.dtype());
+  const int64_t rows = x.shape().rows();
+  dispatch_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    cpu::gdn_decay_forward(y.data<T>(), x.value().data<T>(), A_log.value().data<T>(), dt_bias.value().data<T>(), rows, H);
+  });
+  Variable out(y, needs_grad({&x, &A_log, &dt_bias}));
+  if (out.requires_grad())
+    record({&x, &A_log, &dt_bias}, [x, A_log, dt_bias, out, rows, H] {
+      if (!out.grad().defined()) return;
+      dispatch_float(x.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        cpu::gdn_decay_backward(grad_or_null<T>(x), grad_or_null<T>(A_log), grad_or_null<T>(dt_bias),
+                                x.value().data<T>(), A_log.value().data<T>(), dt_bias.value().data<T>(),
+                                out.grad().data<T>(), rows, H);
+      });
+    });
+  return out;
+}
+
 Variable view(const Variable& x, const Shape& shape) {
   Variable out(x.value().view(shape), needs_grad({&x}));
   if (out.requires_grad())

@@ -307,15 +307,13 @@ std::optional<std::string> H5File::attr_string(const std::string& name) const {
   return out;
 }
 
-void write_h5_atomically(const std::string& path, const std::function<void(H5File&)>& fill) {
+void write_atomically(const std::string& path, const std::function<void(const std::string& tmp)>& fill) {
   fs::path target(path);
   if (target.has_parent_path()) fs::create_directories(target.parent_path());
   // The temporary name is in the same folder, so the rename below is atomic.
   const std::string tmp = path + ".tmp-" + std::to_string(getpid());
   try {
-    H5File f(tmp, H5File::Mode::create);
-    fill(f);
-    f.close();
+    fill(tmp);
     fsync_path(tmp, false);
     std::error_code ec;
     fs::rename(tmp, path, ec);
@@ -326,6 +324,14 @@ void write_h5_atomically(const std::string& path, const std::function<void(H5Fil
     throw;
   }
   fsync_path(target.has_parent_path() ? target.parent_path().string() : ".", true);
+}
+
+void write_h5_atomically(const std::string& path, const std::function<void(H5File&)>& fill) {
+  write_atomically(path, [&](const std::string& tmp) {
+    H5File f(tmp, H5File::Mode::create);
+    fill(f);
+    f.close();
+  });
 }
 
 }  // namespace linattn

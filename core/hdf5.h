@@ -62,5 +62,8 @@ class H5File {
 // then it is closed, flushed to disk and renamed over `path`. When anything fails the temporary
 // file is removed, `path` is left as it was, and the error says what failed (a full disk as such).
 void write_h5_atomically(const std::string& path, const std::function<void(H5File&)>& fill);
+// The same for any file: `fill` writes the temporary file whose path it is given, then it is flushed
+// to disk and renamed over `path`; on failure it is removed and `path` is left as it was.
+void write_atomically(const std::string& path, const std::function<void(const std::string& tmp)>& fill);
 
 }  // namespace linattn

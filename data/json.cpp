@@ -1,5 +1,6 @@
 #include "data/json.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -240,5 +241,23 @@ class Parser {
 }  // namespace
 
 JsonValue parse_json(std::string_view text, const std::string& source) { return Parser(text, source).document(); }
+
+std::string json_quote(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
 
 }  // namespace linattn::data

@@ -24,4 +24,7 @@ struct JsonValue {
 // byte offset (e.g. "encoder.json:3:17 (byte 41): expected ':' after an object key").
 JsonValue parse_json(std::string_view text, const std::string& source);
 
+// `s` (UTF-8) as a JSON string literal, quotes included.
+std::string json_quote(std::string_view s);
+
 }  // namespace linattn::data

@@ -133,7 +133,7 @@ class DeltaLayer : public MixerLayer {
   DeltaLayer(Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
              double out_std, bool gated)
       : H_(spec.num_heads), C_(c.chunk_size), options_(chunk_options(c)), gated_(gated),
-        short_conv_(c.use_short_conv) {
+        short_conv_(c.use_short_conv), decay_(c.gated_deltanet_decay) {
     key_dim_ = scaled_dim(c.resolved_expand_k(spec.mixer), c.hidden_size);
     value_dim_ = scaled_dim(c.expand_v, c.hidden_size);
     q_proj_ = Linear(p, prefix + ".q_proj", c.hidden_size, key_dim_, std);
@@ -148,10 +148,16 @@ class DeltaLayer : public MixerLayer {
       v_conv_ = p.add(prefix + ".v_conv1d.weight", {value_dim_, c.conv_size}, conv, false);
     }
     if (gated_) {
-      // The decay a = logsigmoid(a_proj(x)); the bias spreads the heads' initial decays from
-      // sigmoid(2) = 0.88 to sigmoid(6) = 0.998 per step (memories of ~8 to ~400 tokens).
       a_proj_ = Linear(p, prefix + ".a_proj", c.hidden_size, H_, std);
-      p_a_bias_ = p.add(prefix + ".a_proj.bias", {H_}, Init::Range(2.0, 6.0), false);
+      if (decay_ == GdnDecay::fla) {
+        // fla's decay and init: A = exp(A_log) ~ U(0, 16), softplus(dt_bias) = dt with log(dt) ~ U(log 0.001, log 0.1).
+        p_A_log_ = p.add(prefix + ".A_log", {H_}, Init::LogOfUniform(0.0, 16.0), false);
+        p_dt_bias_ = p.add(prefix + ".dt_bias", {H_}, Init::SoftplusInverseOfLogUniform(0.001, 0.1), false);
+      } else {
+        // The decay a = logsigmoid(a_proj(x)); the bias spreads the heads' initial decays from
+        // sigmoid(2) = 0.88 to sigmoid(6) = 0.998 per step (memories of ~8 to ~400 tokens).
+        p_a_bias_ = p.add(prefix + ".a_proj.bias", {H_}, Init::Range(2.0, 6.0), false);
+      }
       g_proj_ = Linear(p, prefix + ".g_proj", c.hidden_size, value_dim_, std);
     }
     o_norm_ = RMSNorm(p, prefix + ".o_norm", value_dim_ / H_, c.norm_eps);
@@ -166,7 +172,8 @@ class DeltaLayer : public MixerLayer {
     Variable beta = ops::sigmoid(b_proj_(p, x));  // [B, T, H]
     Variable o;
     if (gated_) {
-      Variable a = ops::logsigmoid(ops::linear(x, p[a_proj_.weight], p[p_a_bias_]));
+      Variable a = decay_ == GdnDecay::fla ? ops::gdn_decay(a_proj_(p, x), p[p_A_log_], p[p_dt_bias_])
+                                           : ops::logsigmoid(ops::linear(x, p[a_proj_.weight], p[p_a_bias_]));
       o = ops::gated_deltanet(q, k, v, beta, a, {}, options_).o;
       o = ops::swiglu(heads(g_proj_(p, x), H_), o_norm_(p, o));
     } else {
@@ -186,8 +193,9 @@ class DeltaLayer : public MixerLayer {
   int64_t H_, C_, key_dim_ = 0, value_dim_ = 0;
   ops::MixerOptions options_;
   bool gated_, short_conv_;
+  GdnDecay decay_;
   Linear q_proj_, k_proj_, v_proj_, b_proj_, a_proj_, g_proj_, o_proj_;
-  int q_conv_ = -1, k_conv_ = -1, v_conv_ = -1, p_a_bias_ = -1;
+  int q_conv_ = -1, k_conv_ = -1, v_conv_ = -1, p_a_bias_ = -1, p_A_log_ = -1, p_dt_bias_ = -1;
   RMSNorm o_norm_;
 };
 

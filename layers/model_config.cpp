@@ -21,6 +21,8 @@ const char* mixer_name(MixerKind m) {
   return "?";
 }
 
+const char* gdn_decay_name(GdnDecay d) { return d == GdnDecay::fla ? "fla" : "logsigmoid"; }
+
 std::optional<MixerKind> mixer_from_name(const std::string& name) {
   for (MixerKind m : kAllMixers)
     if (name == mixer_name(m)) return m;

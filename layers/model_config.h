@@ -19,6 +19,14 @@ std::optional<MixerKind> mixer_from_name(const std::string& name);
 // Every mixer name, for messages.
 std::vector<std::string> mixer_names();
 
+// How Gated DeltaNet makes its per-head log-decay a from x:
+// fla:        a = -exp(A_log) * softplus(a_proj(x) + dt_bias)   (fla's GatedDeltaNet; parameters A_log, dt_bias)
+// logsigmoid: a = logsigmoid(a_proj(x) + a_proj.bias)            (linattn's first form; parameter a_proj.bias)
+// A config without the key gets fla; a checkpoint whose saved config lacks it was written with
+// logsigmoid (train/checkpoint.h keeps it so).
+enum class GdnDecay { fla, logsigmoid };
+const char* gdn_decay_name(GdnDecay d);
+
 // One layer's token mixer, resolved from the default mixer, the `attn` block and `layers`.
 struct LayerSpec {
   MixerKind mixer = MixerKind::gla;
@@ -40,6 +48,7 @@ struct ModelConfig {
   int64_t intermediate_size = 0;  // 0 = hidden_ratio * hidden_size * 2/3 rounded up to a multiple of 256
   double norm_eps = 1e-6;
   bool use_short_conv = true;  // DeltaNet / Gated DeltaNet
+  GdnDecay gated_deltanet_decay = GdnDecay::fla;
   int64_t conv_size = 4;
   bool tie_word_embeddings = false;
   double initializer_range = 0.02;

@@ -1,5 +1,8 @@
 #include "layers/parameters.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace linattn {
 
 int Parameters::add(const std::string& name, const Shape& shape, Init init, bool weight_decay) {
@@ -32,6 +35,22 @@ void Parameters::initialize(uint64_t seed) {
           int64_t n = t.numel();
           for (int64_t j = 0; j < n; ++j)
             t.data<T>()[j] = T(n == 1 ? init.a : init.a + (init.b - init.a) * double(j) / double(n - 1));
+        });
+        break;
+      case Init::log_of_uniform:
+      case Init::softplus_inverse_of_log_uniform:
+        dispatch_float(t.dtype(), [&](auto zero) {
+          using T = decltype(zero);
+          for (int64_t j = 0; j < t.numel(); ++j) {
+            double v;
+            if (init.kind == Init::log_of_uniform) {
+              v = std::log(std::max(rng.uniform(init.a, init.b), 1e-300));
+            } else {
+              const double dt = std::exp(rng.uniform(std::log(init.a), std::log(init.b)));
+              v = dt + std::log(-std::expm1(-dt));  // softplus(v) = dt
+            }
+            t.data<T>()[j] = T(v);
+          }
         });
         break;
     }

@@ -12,13 +12,17 @@
 namespace linattn {
 
 struct Init {
-  enum Kind { normal, uniform, constant, range } kind = normal;
-  double a = 0.02;  // normal: stddev; uniform: bound (+-a); constant: the value; range: first value
-  double b = 0;     // range: last value (entries evenly spaced from a to b)
+  // log_of_uniform: log(u), u ~ U(a, b) (fla's A_log); softplus_inverse_of_log_uniform: softplus^-1(dt) with
+  // log(dt) ~ U(log a, log b) (fla's dt_bias, so that softplus(dt_bias) is dt).
+  enum Kind { normal, uniform, constant, range, log_of_uniform, softplus_inverse_of_log_uniform } kind = normal;
+  double a = 0.02;  // normal: stddev; uniform: bound (+-a); constant: the value; range: first value; lower bound
+  double b = 0;     // range: last value (entries evenly spaced from a to b); upper bound
   static Init Normal(double std) { return {normal, std, 0}; }
   static Init Uniform(double bound) { return {uniform, bound, 0}; }
   static Init Constant(double v) { return {constant, v, 0}; }
   static Init Range(double first, double last) { return {range, first, last}; }
+  static Init LogOfUniform(double lo, double hi) { return {log_of_uniform, lo, hi}; }
+  static Init SoftplusInverseOfLogUniform(double lo, double hi) { return {softplus_inverse_of_log_uniform, lo, hi}; }
 };
 
 class Parameters {

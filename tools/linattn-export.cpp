@@ -5,13 +5,16 @@
 #include <string>
 
 #include "core/hdf5.h"
+#include "data/safetensors.h"
 #include "train/checkpoint.h"
+#include "train/fla_export.h"
 
 namespace {
 
 using namespace linattn;
 
 const char* kUsage = R"(usage: linattn-export CKPT.h5 OUT.h5 [--dtype f32|f16|bf16]
+       linattn-export CKPT.h5 OUT_DIR --format safetensors
        linattn-export --list CKPT.h5
 
 Writes the weights of a linattn checkpoint (no optimizer state) with the model config to OUT.h5:
@@ -19,6 +22,12 @@ one dataset per parameter under its HF/fla name ([out, in] for linear weights), 
 attributes format = "linattn-weights", format_version, config (YAML), step, dtype. f16 is HDF5's
 IEEE half (h5py reads float16); bf16 is stored as uint16 bit patterns with the dataset attribute
 dtype = "bfloat16". docs/checkpoint-format.md describes both files.
+
+--format safetensors writes OUT_DIR/model.safetensors (float32, fla's parameter names and shapes)
+and OUT_DIR/config.json in fla's HF config schema, so that after `import fla`,
+AutoModelForCausalLM.from_pretrained(OUT_DIR) builds the same model. A model fla cannot express
+(two different linear mixers, RetNet, ...) gets the weights without a config.json, and the reasons
+on stderr. docs/interop.md has the whole mapping. (--format hdf5, the first form, is the default.)
 
 --list prints a checkpoint's (or an export's) step, model config and every tensor's name and shape.
 )";
@@ -73,11 +82,57 @@ int export_weights(const std::string& in_path, const std::string& out_path, cons
   return 0;
 }
 
+// OUT_DIR/model.safetensors and, when fla can build the model, OUT_DIR/config.json.
+int export_safetensors(const std::string& in_path, const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  LINATTN_REQUIRE(!fs::exists(out_dir) || fs::is_directory(out_dir), "'", out_dir,
+                  "' is a file: --format safetensors writes a folder (model.safetensors, config.json); give a "
+                  "folder path");
+  Config config = parse_config(checkpoint_config_text(in_path), in_path);
+  Model model(config.model, DType::f32);
+  TrainState state;
+  load_checkpoint(in_path, config, model, nullptr, &state);
+  const Parameters& p = model.params();
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const Tensor& t = p.values()[int(i)];
+    tensors.emplace_back(p.name(int(i)), t.view(fla_shape(p.name(int(i)), t.shape())));
+  }
+  fs::create_directories(out_dir);
+  const std::string weights = (fs::path(out_dir) / "model.safetensors").string();
+  const std::string config_json = (fs::path(out_dir) / "config.json").string();
+  data::write_safetensors(weights, tensors,
+                          {{"format", "pt"}, {"linattn_config", config.text}, {"step", std::to_string(state.step)}});
+  std::printf("linattn-export: %zu tensors (%lld parameters, f32) from step %lld to %s\n", p.size(),
+              (long long)p.count(), (long long)state.step, weights.c_str());
+  FlaConfig fla = fla_config(config.model);
+  if (!fla.problems.empty()) {
+    // A config.json that fla would build into another model is worse than none.
+    std::error_code ec;
+    const bool removed = fs::remove(config_json, ec);
+    std::fprintf(stderr, "linattn-export: warning: no config.json: fla has no model equal to this one:\n");
+    for (const std::string& why : fla.problems) std::fprintf(stderr, "  %s\n", why.c_str());
+    std::fprintf(stderr, "the weights are in %s under fla's names; load them tensor by tensor%s\n", weights.c_str(),
+                 removed ? " (an older config.json there was removed)" : "");
+    return 0;
+  }
+  write_atomically(config_json, [&](const std::string& tmp) {
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    LINATTN_REQUIRE(f, "cannot create '", tmp, "'");
+    const bool ok = std::fwrite(fla.json.data(), 1, fla.json.size(), f) == fla.json.size();
+    LINATTN_REQUIRE(std::fclose(f) == 0 && ok, "cannot write '", config_json, "' (is the disk full?)");
+  });
+  std::printf("linattn-export: %s (fla model_type '%s'): load with `import fla` and "
+              "AutoModelForCausalLM.from_pretrained('%s')\n",
+              config_json.c_str(), fla.model_type.c_str(), out_dir.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> positional;
-  std::string dtype = "f32";
+  std::string dtype = "f32", format = "hdf5";
   bool listing = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -92,6 +147,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "linattn-export: --dtype must be f32, f16 or bf16, got '%s'\n", dtype.c_str());
         return 2;
       }
+    } else if (a == "--format" && i + 1 < argc) {
+      format = argv[++i];
+      if (format != "hdf5" && format != "safetensors") {
+        std::fprintf(stderr, "linattn-export: --format must be hdf5 or safetensors, got '%s'\n", format.c_str());
+        return 2;
+      }
     } else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr, "linattn-export: unknown option '%s'\n\n%s", a.c_str(), kUsage);
       return 2;
@@ -103,8 +164,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
+  if (format == "safetensors" && dtype != "f32") {
+    std::fprintf(stderr, "linattn-export: --format safetensors writes f32; drop --dtype %s\n", dtype.c_str());
+    return 2;
+  }
   try {
-    return listing ? list(positional[0]) : export_weights(positional[0], positional[1], dtype);
+    if (listing) return list(positional[0]);
+    return format == "safetensors" ? export_safetensors(positional[0], positional[1])
+                                   : export_weights(positional[0], positional[1], dtype);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-export: error: %s\n", error_message(e).c_str());
     return 1;

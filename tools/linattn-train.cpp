@@ -7,12 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "train/init_from.h"
 #include "train/signals.h"
 #include "train/trainer.h"
 
 namespace {
 
-const char* kUsage = R"(usage: linattn-train CONFIG.yaml [--set section.key=value ...] [--out DIR] [--resume [RUN_DIR|CKPT.h5]] [--dry-run]
+const char* kUsage = R"(usage: linattn-train CONFIG.yaml [--set section.key=value ...] [--out DIR] [--resume [RUN_DIR|CKPT.h5]] [--init-from FILE] [--dry-run]
        linattn-train --resume RUN_DIR [--set section.key=value ...]
 
 Trains the language model CONFIG.yaml describes on its data, evaluating validation loss,
@@ -26,6 +27,9 @@ options:
                     printed) from the newest intact checkpoint of the run folder RUN_DIR (default:
                     the config's run folder), or from the checkpoint CKPT.h5. With RUN_DIR and no
                     CONFIG, the run's own config (RUN_DIR/config.yaml) is used
+  --init-from FILE  start from the weights in FILE (a linattn checkpoint or export .h5, or a safetensors
+                    file or folder with fla's parameter names, docs/interop.md) with a fresh optimizer at
+                    step 0; every shape that differs from the config's model is named, and nothing trains
   --dry-run         validate the config and the data, build the model, print its summary and memory
                     budget, then exit
   -h, --help        this help
@@ -37,7 +41,7 @@ continues the run and exits; a second Ctrl-C exits at once (the last complete ch
 )";
 
 struct Args {
-  std::string config_path, out_dir, resume;
+  std::string config_path, out_dir, resume, init_from;
   std::vector<std::string> overrides;
   bool dry_run = false;
 };
@@ -82,6 +86,8 @@ Args parse_args(int argc, char** argv) {
       args.out_dir = value(i, "--out DIR, the run folder");
     } else if (int n = resume_option_length(all, size_t(i))) {
       args.resume = n == 2 ? argv[++i] : "latest";
+    } else if (a == "--init-from") {
+      args.init_from = value(i, "--init-from FILE, a .h5 or safetensors file (or a folder with model.safetensors)");
     } else if (a == "--dry-run") {
       args.dry_run = true;
     } else if (a.rfind("-", 0) == 0) {
@@ -110,6 +116,8 @@ Args parse_args(int argc, char** argv) {
     }
   }
   if (args.config_path.empty()) usage_error("no config given");
+  if (!args.init_from.empty() && !args.resume.empty())
+    usage_error("--init-from starts a new run from weights; --resume continues a run with its own: give one of them");
   return args;
 }
 
@@ -159,6 +167,10 @@ int main(int argc, char** argv) {
     if (!args.out_dir.empty()) args.overrides.push_back("train.out_dir=" + args.out_dir);
     linattn::Config config = linattn::load_config(args.config_path, args.overrides);
     linattn::Trainer trainer(config, args.resume, comm.get());
+    if (!args.init_from.empty()) {
+      size_t n = linattn::init_from(args.init_from, trainer.model(), args.config_path);
+      if (comm->is_root()) std::printf("initialized from %s (%zu tensors); optimizer fresh, step 0\n", args.init_from.c_str(), n);
+    }
     if (args.dry_run) {
       if (!comm->is_root()) return 0;
       std::printf("memory: activations %.1f MiB per micro-batch (measured)\n",

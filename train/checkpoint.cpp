@@ -66,11 +66,39 @@ std::map<std::string, std::string> section_fields(const std::string& config_text
   return out;
 }
 
+}  // namespace
+
+std::string upgrade_saved_config(const std::string& config_text) {
+  try {
+    YAML::Node root = YAML::Load(config_text);
+    YAML::Node model = root["model"];
+    if (!model.IsMap() || model["gated_deltanet_decay"]) return config_text;
+    model["gated_deltanet_decay"] = "logsigmoid";  // the only decay before the key existed
+    YAML::Emitter e;
+    e << root;
+    return std::string(e.c_str()) + "\n";
+  } catch (const YAML::Exception&) {
+    return config_text;  // parse_config reports what is wrong with it
+  }
+}
+
+void keep_checkpoint_model_defaults(Config& config, const std::string& checkpoint) {
+  const std::string key = "model.gated_deltanet_decay";
+  if (config.locations.count(key)) return;  // set by the user: load_checkpoint compares it
+  Config saved = parse_config(checkpoint_config_text(checkpoint), checkpoint);
+  if (saved.model.gated_deltanet_decay == config.model.gated_deltanet_decay) return;
+  std::map<std::string, std::string> locations = config.locations;
+  config = parse_config(config.text, config.source, {key + "=" + gdn_decay_name(saved.model.gated_deltanet_decay)});
+  config.locations = locations;
+}
+
+namespace {
+
 // A saved config as this build writes it, so that a checkpoint written before a change in how
 // configs are written (expand_k resolved, 1.0e-06 for 1e-06) compares equal to today's text.
 std::string written_by_this_build(const std::string& config_text) {
   try {
-    return parse_config(config_text, "the checkpoint's config").text;
+    return parse_config(upgrade_saved_config(config_text), "the checkpoint's config").text;
   } catch (const Error&) {
     return config_text;  // compared as it is
   }
@@ -186,7 +214,7 @@ std::string checkpoint_config_text(const std::string& path) {
   check_format(f);
   auto text = f.attr_string("config");
   LINATTN_REQUIRE(text.has_value(), path, ": the checkpoint has no 'config' attribute (the file is damaged)");
-  return *text;
+  return upgrade_saved_config(*text);
 }
 
 void load_checkpoint(const std::string& path, const Config& config, Model& model, AdamW* optimizer, TrainState* state,

@@ -279,6 +279,7 @@ std::string emit(const Config& c) {
   out << YAML::Key << "chunk_size" << YAML::Value << m.chunk_size;
   out << YAML::Key << "window_size" << YAML::Value << m.window_size;
   out << YAML::Key << "rope_theta" << YAML::Value << yaml_number(m.rope_theta);
+  out << YAML::Key << "gated_deltanet_decay" << YAML::Value << gdn_decay_name(m.gated_deltanet_decay);
   out << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
   for (const LayerSpec& l : m.layers) {
     out << YAML::Flow << YAML::BeginMap << YAML::Key << "mixer" << YAML::Value << mixer_name(l.mixer);
@@ -383,7 +384,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
                {"vocab_size", "hidden_size", "num_hidden_layers", "num_heads", "num_kv_heads", "expand_k", "expand_v",
                 "hidden_ratio", "intermediate_size", "norm_eps", "use_short_conv", "conv_size", "tie_word_embeddings",
                 "initializer_range", "mixer", "feature_map", "normalize", "chunk_size", "window_size", "rope_theta",
-                "attn", "layers"});
+                "attn", "layers", "gated_deltanet_decay"});
   r.get(m, "model", "vocab_size", mc.vocab_size);
   r.get(m, "model", "hidden_size", mc.hidden_size);
   r.get(m, "model", "num_hidden_layers", mc.num_hidden_layers);
@@ -404,6 +405,12 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.get(m, "model", "window_size", mc.window_size);
   r.get(m, "model", "rope_theta", mc.rope_theta);
   if (m && m.IsMap() && m["mixer"]) mc.mixer = parse_mixer(r, m["mixer"], "model.mixer");
+  std::string decay = gdn_decay_name(mc.gated_deltanet_decay);
+  r.get(m, "model", "gated_deltanet_decay", decay);
+  r.require(decay == "fla" || decay == "logsigmoid", m, "model", "gated_deltanet_decay",
+            "'gated_deltanet_decay' must be fla (-exp(A_log) * softplus(a_proj(x) + dt_bias), as fla computes it) "
+            "or logsigmoid (logsigmoid(a_proj(x) + bias), linattn's first form), got '" + decay + "'");
+  mc.gated_deltanet_decay = decay == "fla" ? GdnDecay::fla : GdnDecay::logsigmoid;
 
   r.require(mc.vocab_size >= 2 && mc.vocab_size <= kMaxVocab, m, "model", "vocab_size",
             "'vocab_size' must be in [2, " + std::to_string(kMaxVocab) + "]");

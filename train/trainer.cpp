@@ -59,6 +59,17 @@ void Trainer::say(const char* format, ...) const {
   va_end(args);
 }
 
+std::string Trainer::resume_checkpoint(const std::string& resume) const {
+  const std::string run_dir = resume == "latest" ? config_.train.out_dir : resume;
+  if (!std::filesystem::is_directory(run_dir)) return resume;
+  std::vector<std::string> skipped;
+  std::string path = latest_verified_checkpoint(run_dir, &skipped);
+  for (const std::string& s : skipped) say("warning: --resume: skipping the damaged checkpoint %s\n", s.c_str());
+  LINATTN_REQUIRE(!path.empty(), "--resume: no ", skipped.empty() ? "" : "intact ", "checkpoint in '", run_dir,
+                  "/checkpoints'; train without --resume first, or give a checkpoint's path");
+  return path;
+}
+
 Trainer::Trainer(const Config& config, const std::string& resume, Communicator* comm) : config_(config), comm_(comm) {
   if (!comm_) {
     single_ = make_single_communicator();
@@ -97,6 +108,8 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
                     ", or prepare the data with a larger ", split, " split");
 
   accumulation_ = t.batch_size / world / micro_;
+  const std::string resume_path = resume.empty() ? "" : resume_checkpoint(resume);
+  if (!resume_path.empty()) keep_checkpoint_model_defaults(config_, resume_path);
   model_ = std::make_unique<Model>(m, dtype_);
   model_->params().initialize(t.seed);
   optimizer_ = std::make_unique<AdamW>(model_->params(), t);
@@ -111,15 +124,7 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   if (resume.empty()) {
     refuse_existing_run(t.out_dir);
   } else {
-    std::string path = resume;
-    const std::string run_dir = resume == "latest" ? t.out_dir : resume;
-    if (std::filesystem::is_directory(run_dir)) {
-      std::vector<std::string> skipped;
-      path = latest_verified_checkpoint(run_dir, &skipped);
-      for (const std::string& s : skipped) say("warning: --resume: skipping the damaged checkpoint %s\n", s.c_str());
-      LINATTN_REQUIRE(!path.empty(), "--resume: no ", skipped.empty() ? "" : "intact ", "checkpoint in '", run_dir,
-                      "/checkpoints'; train without --resume first, or give a checkpoint's path");
-    }
+    const std::string& path = resume_path;
     std::vector<std::string> warnings;
     load_checkpoint(path, config_, *model_, optimizer_.get(), &start_, &warnings);
     loader_->restore(start_.sampler);

@@ -69,6 +69,8 @@ class Trainer {
   void log_step(int64_t done_steps, const LogWindow& window, double lr, double norm, int64_t tokens,
                 double elapsed, const MetricsLog* metrics) const;
   void save(const TrainState& state);
+  // The checkpoint --resume names: the newest intact one of a run folder ("latest": the config's), or the file.
+  std::string resume_checkpoint(const std::string& resume) const;
   // Writes config.yaml into the run folder; the metrics log on rank 0 (nullopt on the others).
   std::optional<MetricsLog> open_run_folder();
   // printf on rank 0 only.

@@ -1,5 +1,6 @@
 #include "kernels/cpu/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace linattn::cpu {
@@ -143,6 +144,38 @@ void swiglu_backward(T* dgate, T* dup, const T* gate, const T* up, const T* dy, 
   }
 }
 
+// softplus(s) = log(1 + e^s), written so that neither branch overflows.
+template <class T>
+static inline T softplus(T s) {
+  return std::max(s, T(0)) + std::log1p(std::exp(-std::abs(s)));
+}
+
+template <class T>
+void gdn_decay_forward(T* a, const T* x, const T* A_log, const T* dt_bias, int64_t rows, int64_t H) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < H; ++h) a[r * H + h] = -std::exp(A_log[h]) * softplus(x[r * H + h] + dt_bias[h]);
+}
+
+template <class T>
+void gdn_decay_backward(T* dx, T* dA_log, T* ddt_bias, const T* x, const T* A_log, const T* dt_bias, const T* da,
+                        int64_t rows, int64_t H) {
+  // rows x H is small (one scalar per head and token): one pass, serial sums over rows.
+  for (int64_t h = 0; h < H; ++h) {
+    const T e = std::exp(A_log[h]);
+    T sum_dA = 0, sum_ddt = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T s = x[r * H + h] + dt_bias[h], g = da[r * H + h];
+      const T ds = -g * e * sigmoid(s);  // d/ds of -e sp(s) is -e sigmoid(s)
+      if (dx) dx[r * H + h] += ds;
+      sum_ddt += ds;
+      sum_dA += g * (-e * softplus(s));  // d/dA_log of -exp(A_log) sp(s) is the value itself
+    }
+    if (dA_log) dA_log[h] += sum_dA;
+    if (ddt_bias) ddt_bias[h] += sum_ddt;
+  }
+}
+
 #define INSTANTIATE(T)                                                                      \
   template void add_forward<T>(T*, const T*, const T*, int64_t);                           \
   template void add_inplace<T>(T*, const T*, int64_t);                                     \
@@ -153,7 +186,9 @@ void swiglu_backward(T* dgate, T* dup, const T* gate, const T* up, const T* dy, 
   template void activation_forward<T>(Activation, T*, const T*, int64_t);                  \
   template void activation_backward<T>(Activation, T*, const T*, const T*, int64_t);       \
   template void swiglu_forward<T>(T*, const T*, const T*, int64_t);                        \
-  template void swiglu_backward<T>(T*, T*, const T*, const T*, const T*, int64_t);
+  template void swiglu_backward<T>(T*, T*, const T*, const T*, const T*, int64_t);            \
+  template void gdn_decay_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t);     \
+  template void gdn_decay_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t);
 INSTANTIATE(float)
 INSTANTIATE(double)
 

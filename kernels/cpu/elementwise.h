@@ -32,4 +32,13 @@ template <class T> void activation_backward(Activation f, T* dx, const T* x, con
 template <class T> void swiglu_forward(T* y, const T* gate, const T* up, int64_t n);
 template <class T> void swiglu_backward(T* dgate, T* dup, const T* gate, const T* up, const T* dy, int64_t n);
 
+// Gated DeltaNet's log-decay in fla's parameterization, per row r (batch and time) and head h:
+// a[r, h] = -exp(A_log[h]) * softplus(x[r, h] + dt_bias[h]).  x, a: [rows, H]; A_log, dt_bias: [H].
+// forward: a = -e sp(s), s = x + dt_bias, e = exp(A_log)
+//   =>  dx += da (-e sigmoid(s)), ddt_bias[h] += sum_r da (-e sigmoid(s)), dA_log[h] += sum_r da a
+template <class T> void gdn_decay_forward(T* a, const T* x, const T* A_log, const T* dt_bias, int64_t rows, int64_t H);
+template <class T>
+void gdn_decay_backward(T* dx, T* dA_log, T* ddt_bias, const T* x, const T* A_log, const T* dt_bias, const T* da,
+                        int64_t rows, int64_t H);
+
 }  // namespace linattn::cpu

@@ -45,6 +45,24 @@ TEST(GradCheck, SwiGLU) {
                          {random_tensor({5, 6}, rng, -3, 3), random_tensor({5, 6}, rng)}, rng);
 }
 
+TEST(GradCheck, GatedDeltaNetDecayOfFla) {
+  Rng rng(16);
+  // x spans both signs and beyond softplus' bend; A_log as fla draws it, log(U(0, 16)).
+  expect_gradients_match([](const V& x) { return ops::gdn_decay(x[0], x[1], x[2]); },
+                         {random_tensor({2, 3, 4}, rng, -6, 6), random_tensor({4}, rng, -1, 2.7),
+                          random_tensor({4}, rng, -5, 1)},
+                         rng);
+  // The value, against the formula written out: -exp(A_log) * log(1 + exp(x + dt_bias)).
+  Tensor x = random_tensor({5, 2}, rng, -30, 30), A_log = random_tensor({2}, rng), dt = random_tensor({2}, rng);
+  Tensor a = ops::gdn_decay(Variable(x), Variable(A_log), Variable(dt)).value();
+  for (int64_t r = 0; r < 5; ++r)
+    for (int64_t h = 0; h < 2; ++h) {
+      const double s = x.data<double>()[r * 2 + h] + dt.data<double>()[h];
+      const double want = -std::exp(A_log.data<double>()[h]) * std::log1p(std::exp(s));
+      EXPECT_NEAR(a.data<double>()[r * 2 + h], want, 1e-12 * std::max(1.0, std::abs(want)));
+    }
+}
+
 TEST(GradCheck, LinearWithAndWithoutBias) {
   Rng rng(5);
   expect_gradients_match([](const V& x) { return ops::linear(x[0], x[1], x[2]); },

@@ -127,7 +127,8 @@ train:
     const std::string& name = p.name(int(i));
     const bool is_conv = name.find("conv1d") != std::string::npos;
     const bool is_norm = name.find("norm") != std::string::npos;
-    const bool is_bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    // ".bias", and Gated DeltaNet's dt_bias (fla's decay; A_log is a 1-dim parameter too, not decayed).
+    const bool is_bias = name.size() > 4 && name.compare(name.size() - 4, 4, "bias") == 0;
     const bool is_matrix = p[int(i)].value().ndim() == 2 && !is_conv;
     EXPECT_EQ(p.weight_decay(int(i)), is_matrix) << name;
     EXPECT_FALSE(is_matrix && (is_norm || is_bias)) << name << ": a norm or bias that is a matrix?";

@@ -1,0 +1,300 @@
+// Weights in and out of the Python world: linattn-export --format safetensors writes fla's names,
+// shapes and config.json (its field names checked against fla's configs, written down here from
+// fla's configuration_*.py), --init-from reads them (or our .h5 files) back bit for bit, and a file
+// that does not fit the config is refused naming every difference, before anything trains.
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "../train/train_testing.h"
+#include "data/json.h"
+#include "data/safetensors.h"
+#include "testing.h"
+#include "train/checkpoint.h"
+#include "train/fla_export.h"
+#include "train/init_from.h"
+#include "train/trainer.h"
+
+namespace linattn {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The __init__ arguments of fla's configs (fla-org/flash-linear-attention, fla/models/*/configuration_*.py)
+// and the PretrainedConfig fields every HF config may carry.
+const std::set<std::string> kCommon = {"model_type", "architectures", "torch_dtype", "vocab_size", "hidden_size",
+                                       "num_hidden_layers", "num_heads", "hidden_ratio", "intermediate_size",
+                                       "hidden_act", "norm_eps", "tie_word_embeddings", "initializer_range",
+                                       "fuse_cross_entropy", "attn", "max_position_embeddings", "use_cache"};
+const std::map<std::string, std::set<std::string>> kFlaFields = {
+    {"gla", {"expand_k", "expand_v", "num_kv_heads", "feature_map", "attn_mode", "use_short_conv", "conv_size",
+             "use_output_gate", "clamp_min", "elementwise_affine", "use_gk", "use_gv"}},
+    {"delta_net", {"attn_mode", "expand_k", "expand_v", "use_gate", "use_short_conv", "allow_neg_eigval", "conv_size",
+                   "use_beta", "use_output_norm", "qk_norm", "qk_activation"}},
+    {"gated_deltanet", {"attn_mode", "expand_v", "use_gate", "use_short_conv", "allow_neg_eigval", "conv_size",
+                        "head_dim", "num_v_heads"}},
+    {"linear_attn", {"attn_mode", "expand_k", "expand_v", "num_kv_heads", "feature_map", "tie_feature_map_qk",
+                     "norm_q", "norm_k", "norm_feature_map", "elementwise_affine"}},
+    {"transformer", {"num_kv_heads", "qkv_bias", "qk_norm", "window_size", "rope_theta", "elementwise_affine"}},
+};
+// fla's HybridAttentionSpec (fla/models/hybrid.py): the fields of each `attn` entry.
+const std::set<std::string> kAttnFields = {"layers", "num_heads", "num_kv_heads", "qkv_bias", "window_size",
+                                           "rope_theta"};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Every field of config.json is one of fla's for its model_type; returns the parsed JSON.
+data::JsonValue check_fla_fields(const std::string& json) {
+  data::JsonValue v = data::parse_json(json, "config.json");
+  EXPECT_EQ(v.kind, data::JsonValue::Kind::object);
+  const data::JsonValue* type = v.find("model_type");
+  EXPECT_TRUE(type);
+  if (!type) return v;
+  auto known = kFlaFields.find(type->string);
+  EXPECT_NE(known, kFlaFields.end()) << type->string;
+  if (known == kFlaFields.end()) return v;
+  for (const auto& [key, value] : v.object) {
+    EXPECT_TRUE(kCommon.count(key) || known->second.count(key)) << "'" << key << "' is not a field of fla's "
+                                                                << type->string << " config";
+    if (key != "attn" || value.kind == data::JsonValue::Kind::null) continue;
+    const std::vector<data::JsonValue> specs =
+        value.kind == data::JsonValue::Kind::array ? value.array : std::vector<data::JsonValue>{value};
+    for (const data::JsonValue& spec : specs)
+      for (const auto& [k, x] : spec.object) EXPECT_TRUE(kAttnFields.count(k)) << "attn field '" << k << "'";
+  }
+  return v;
+}
+
+double number(const data::JsonValue& v, const char* key) {
+  const data::JsonValue* x = v.find(key);
+  EXPECT_TRUE(x && x->kind == data::JsonValue::Kind::number) << key;
+  return x ? x->number : -1;
+}
+
+class Interop : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (fs::temp_directory_path() / ("linattn-interop-" + std::to_string(getpid()))).string();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A checkpoint of a freshly initialized model of `c` (seed 11), written as the trainer writes them.
+  std::string checkpoint_of(const Config& c, const std::string& name) {
+    Model m(c.model, DType::f32);
+    m.params().initialize(11);
+    TrainState state;
+    state.step = 7;
+    const std::string path = (fs::path(dir_) / name).string();
+    save_checkpoint(path, c, m, nullptr, state);
+    return path;
+  }
+  testing::CommandResult tool(const std::string& args) {
+    return testing::run_command(testing::built_binary("linattn-export") + " " + args);
+  }
+  std::string dir_;
+};
+
+bool same_bits(const Model& a, const Model& b) {
+  const Tensor &x = a.params().values().all(), &y = b.params().values().all();
+  return x.nbytes() == y.nbytes() && std::memcmp(x.raw(), y.raw(), x.nbytes()) == 0;
+}
+
+TEST_F(Interop, SafetensorsRoundTripIsBitIdenticalAndEvaluatesTheSame) {
+  Config c = testing::tiny_config(dir_ + "/run");
+  const std::string ckpt = checkpoint_of(c, "gla.h5");
+  const std::string out = dir_ + "/gla-fla";
+  testing::CommandResult r = tool(ckpt + " " + out + " --format safetensors");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
+  EXPECT_TRUE(fs::exists(out + "/config.json")) << r.output;
+
+  Model original(c.model, DType::f32);
+  load_checkpoint(ckpt, c, original, nullptr, nullptr);
+  // The folder, the file in it, our checkpoint and our hdf5 export all give the same bits.
+  ASSERT_EQ(tool(ckpt + " " + dir_ + "/gla-export.h5").status, 0);
+  for (const std::string& from : {out, out + "/model.safetensors", ckpt, dir_ + "/gla-export.h5"}) {
+    SCOPED_TRACE(from);
+    Model imported(c.model, DType::f32);
+    imported.params().initialize(99);  // other weights first: the import must replace every one
+    EXPECT_EQ(init_from(from, imported, "tiny.yaml"), original.params().size());
+    EXPECT_TRUE(same_bits(imported, original));
+  }
+  Model imported(c.model, DType::f32);
+  init_from(out, imported, "tiny.yaml");
+  Arena arena;
+  auto val = data::Dataset::open(c.data.path, "val");
+  EvalResult a = evaluate(original, val, c.data.seq_len, 8, 8192, arena);
+  EvalResult b = evaluate(imported, val, c.data.seq_len, 8, 8192, arena);
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.bits_per_byte, b.bits_per_byte);
+  // linattn-eval on the checkpoint prints the imported model's figure.
+  r = testing::run_command(testing::built_binary("linattn-eval") + " " + ckpt + " --tokens 8192 --batch 8");
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "val loss %.6f", b.loss);
+  EXPECT_NE(r.output.find(expected), std::string::npos) << r.output << " (expected " << expected << ")";
+
+  // config.json: fla's GLA with the window-32 attention layer in `attn`.
+  data::JsonValue j = check_fla_fields(read_text(out + "/config.json"));
+  EXPECT_EQ(j.find("model_type")->string, "gla");
+  EXPECT_EQ(number(j, "hidden_size"), 64);
+  EXPECT_EQ(number(j, "num_hidden_layers"), 2);
+  EXPECT_EQ(number(j, "num_heads"), 2);
+  EXPECT_EQ(number(j, "expand_k"), 0.5);
+  EXPECT_EQ(number(j, "intermediate_size"), double(c.model.resolved_intermediate_size()));
+  const data::JsonValue* attn = j.find("attn");
+  ASSERT_TRUE(attn && attn->kind == data::JsonValue::Kind::object);
+  ASSERT_EQ(attn->find("layers")->array.size(), 1u);
+  EXPECT_EQ(attn->find("layers")->array[0].number, 1);
+  EXPECT_EQ(number(*attn, "window_size"), 32);
+  EXPECT_EQ(number(*attn, "num_kv_heads"), 2);
+}
+
+TEST_F(Interop, ShortConvolutionsTakeConv1dShapeAndHandBuiltFlaFilesImport) {
+  Config c = testing::tiny_config(dir_ + "/run", {"model.layers=[deltanet, deltanet]"});
+  const std::string ckpt = checkpoint_of(c, "delta.h5");
+  ASSERT_EQ(tool(ckpt + " " + dir_ + "/delta --format safetensors").status, 0);
+  data::SafetensorsFile f(dir_ + "/delta/model.safetensors");
+  const data::SafetensorsEntry* conv = f.find("model.layers.0.attn.q_conv1d.weight");
+  ASSERT_TRUE(conv);
+  EXPECT_EQ(conv->shape, (Shape{64, 1, 4}));  // PyTorch Conv1d: [channels, 1, kernel]
+  data::JsonValue j = check_fla_fields(read_text(dir_ + "/delta/config.json"));
+  EXPECT_EQ(j.find("model_type")->string, "delta_net");
+  EXPECT_EQ(j.find("attn")->kind, data::JsonValue::Kind::null);
+
+  // A file as a Python user would write it: fla's names and shapes, in another order, in float64.
+  Model source(c.model, DType::f64);
+  source.params().initialize(5);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (size_t i = source.params().size(); i-- > 0;) {
+    const std::string& name = source.params().name(int(i));
+    const Tensor& t = source.params().values()[int(i)];
+    tensors.emplace_back(name, t.view(name.find("conv1d") != std::string::npos ? Shape{t.shape()[0], 1, t.shape()[1]}
+                                                                                : t.shape()));
+  }
+  const std::string hand = dir_ + "/hand.safetensors";
+  data::write_safetensors(hand, tensors);
+  Model imported(c.model, DType::f64);
+  init_from(hand, imported, "tiny.yaml");
+  EXPECT_TRUE(same_bits(imported, source));
+}
+
+TEST_F(Interop, GatedDeltaNetConfigIsFlasAndModelsFlaCannotBuildGetNoConfig) {
+  Config gdn = testing::tiny_config(dir_ + "/run", {"model.layers=[gated_deltanet, {mixer: attention}]"});
+  FlaConfig fc = fla_config(gdn.model);
+  ASSERT_TRUE(fc.problems.empty()) << fc.problems[0];
+  data::JsonValue j = check_fla_fields(fc.json);
+  EXPECT_EQ(j.find("model_type")->string, "gated_deltanet");
+  EXPECT_EQ(number(j, "head_dim"), 32);  // key dim 64 over 2 heads
+  EXPECT_EQ(number(j, "expand_v"), 1);
+  EXPECT_EQ(j.find("attn")->find("window_size")->kind, data::JsonValue::Kind::null);  // global
+
+  Config legacy = testing::tiny_config(
+      dir_ + "/run", {"model.layers=[gated_deltanet, attention]", "model.gated_deltanet_decay=logsigmoid"});
+  ASSERT_EQ(fla_config(legacy.model).problems.size(), 1u);
+  EXPECT_NE(fla_config(legacy.model).problems[0].find("gated_deltanet_decay: fla"), std::string::npos);
+  Config retnet = testing::tiny_config(dir_ + "/run", {"model.layers=[retnet, attention]"});
+  ASSERT_EQ(fla_config(retnet.model).problems.size(), 1u);
+  EXPECT_NE(fla_config(retnet.model).problems[0].find("rotary"), std::string::npos);
+
+  // Two linear mixers: the weights, no config.json (an old one is removed), and the reason on stderr.
+  Config mixed = testing::tiny_config(dir_ + "/run", {"model.layers=[gla, deltanet]"});
+  const std::string ckpt = checkpoint_of(mixed, "mixed.h5");
+  fs::create_directories(dir_ + "/mixed");
+  std::ofstream(dir_ + "/mixed/config.json") << "{}";
+  testing::CommandResult r = tool(ckpt + " " + dir_ + "/mixed --format safetensors");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("no config.json"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("layer 0 is gla but layer 1 is deltanet"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ + "/mixed/config.json"));
+  EXPECT_TRUE(fs::exists(dir_ + "/mixed/model.safetensors"));
+
+  r = tool(ckpt + " " + dir_ + "/other --format onnx");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--format must be hdf5 or safetensors, got 'onnx'"), std::string::npos) << r.output;
+  r = tool(ckpt + " " + dir_ + "/other --format safetensors --dtype bf16");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--format safetensors writes f32"), std::string::npos) << r.output;
+}
+
+TEST_F(Interop, InitFromAnotherShapeNamesEveryMismatchAndTrainsNothing) {
+  Config small = testing::tiny_config(dir_ + "/run", {"model.hidden_size=32"});
+  const std::string ckpt = checkpoint_of(small, "small.h5");
+  ASSERT_EQ(tool(ckpt + " " + dir_ + "/small --format safetensors").status, 0);
+  // The tiny config is 64 wide: every weight that touches hidden_size differs.
+  const std::string yaml = dir_ + "/tiny.yaml";
+  Config wide = testing::tiny_config(dir_ + "/wide-run", {"train.max_steps=3"});
+  std::ofstream(yaml) << wide.text;
+  testing::CommandResult r =
+      testing::run_command(testing::built_binary("linattn-train") + " " + yaml + " --init-from " + dir_ + "/small");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("nothing was trained"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("model.embeddings.weight: expected [257, 64], found [257, 32]"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("model.layers.1.attn.o_proj.weight: expected [64, 64], found [32, 32]"), std::string::npos)
+      << r.output;
+  // Every parameter of the model has a hidden_size dim: all of them are listed.
+  Model m(wide.model, DType::f32);
+  EXPECT_NE(r.output.find("shapes that differ (the model of " + yaml + " vs the file) (" +
+                          std::to_string(m.params().size()) + "):"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir_ + "/wide-run/checkpoints")) << "a refused import must not train";
+
+  // Names that match no parameter, and parameters the file lacks, are named too.
+  Model source(wide.model, DType::f32);
+  source.params().initialize(3);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (size_t i = 0; i < source.params().size(); ++i)
+    if (source.params().name(int(i)) != "lm_head.weight")
+      tensors.emplace_back(source.params().name(int(i)) == "model.norm.weight" ? "model.final_norm.weight"
+                                                                                : source.params().name(int(i)),
+                           source.params().values()[int(i)]);
+  data::write_safetensors(dir_ + "/renamed.safetensors", tensors);
+  std::string err = testing::error_of([&] { init_from(dir_ + "/renamed.safetensors", m, "tiny.yaml"); });
+  EXPECT_NE(err.find("parameters of the model that the file lacks (2):\n  model.norm.weight [64]\n  lm_head.weight [257, 64]"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("tensors of the file that match no parameter of the model (1):\n  model.final_norm.weight [64]"),
+            std::string::npos)
+      << err;
+
+  // A damaged file: the reader's error, naming the file.
+  const std::string cut = dir_ + "/cut.safetensors";
+  fs::copy_file(dir_ + "/small/model.safetensors", cut);
+  fs::resize_file(cut, 100);
+  err = testing::error_of([&] { init_from(cut, m, "tiny.yaml"); });
+  EXPECT_NE(err.find(cut), std::string::npos) << err;
+  EXPECT_NE(err.find("truncated"), std::string::npos) << err;
+
+  // With --resume: one or the other.
+  r = testing::run_command(testing::built_binary("linattn-train") + " " + yaml + " --init-from " + ckpt + " --resume");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("give one of them"), std::string::npos) << r.output;
+}
+
+TEST_F(Interop, InitFromStartsATrainingRunAtStepZero) {
+  Config c = testing::tiny_config(dir_ + "/run");
+  const std::string ckpt = checkpoint_of(c, "start.h5");
+  const std::string yaml = dir_ + "/tiny.yaml";
+  Config run = testing::tiny_config(dir_ + "/run2", {"train.max_steps=2"});
+  std::ofstream(yaml) << run.text;
+  testing::CommandResult r =
+      testing::run_command(testing::built_binary("linattn-train") + " " + yaml + " --init-from " + ckpt);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("initialized from " + ckpt), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("done after 2 steps"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace linattn

@@ -1,0 +1,30 @@
+// Our model in fla's terms (docs/interop.md): the parameter names and shapes of fla's PyTorch
+// modules, and the config.json (fla's HF config schema) that rebuilds the same model with
+// AutoModelForCausalLM after `import fla`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "layers/model_config.h"
+#include "core/shape.h"
+
+namespace linattn {
+
+// fla's shape for our parameter `name` of shape `ours`: the same, except the short convolutions'
+// [C, K], which PyTorch's Conv1d holds as [C, 1, K] (the same bytes). Names are already fla's.
+Shape fla_shape(const std::string& name, const Shape& ours);
+// Our shape for a tensor fla holds as `theirs` under `name` (the inverse of fla_shape).
+Shape our_shape(const std::string& name, const Shape& theirs);
+
+struct FlaConfig {
+  std::string json;                   // config.json, when `problems` is empty
+  std::string model_type;             // its model_type
+  std::vector<std::string> problems;  // why fla cannot build this model, one sentence each
+};
+
+// fla's config for `model`: model_type after the linear mixer (gla, delta_net, gated_deltanet,
+// linear_attn) with attention layers in `attn`, or transformer when every layer is attention.
+FlaConfig fla_config(const ModelConfig& model);
+
+}  // namespace linattn

@@ -1,0 +1,103 @@
+#include "train/init_from.h"
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "core/hdf5.h"
+#include "data/safetensors.h"
+#include "train/fla_export.h"
+
+namespace linattn {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The tensors a weights file offers: our name -> shape, and a reader converting to our shape.
+struct Source {
+  std::map<std::string, Shape> shapes;
+  std::function<Tensor(const std::string& name, DType dtype)> read;
+};
+
+bool is_hdf5(const std::string& path) {
+  char magic[8] = {};
+  std::ifstream(path, std::ios::binary).read(magic, 8);
+  return std::string(magic, 8) == "\x89HDF\r\n\x1a\n";
+}
+
+Source hdf5_source(const std::string& path) {
+  auto f = std::make_shared<H5File>(path, H5File::Mode::read);
+  const std::string format = f->attr_string("format").value_or("");
+  LINATTN_REQUIRE(format == "linattn-checkpoint" || format == "linattn-weights", path,
+                  ": an HDF5 file, but not a linattn checkpoint or export (no 'format' attribute linattn-checkpoint "
+                  "or linattn-weights)");
+  LINATTN_REQUIRE(f->attr_string("dtype").value_or("f32") != "bf16", path,
+                  ": a bf16 export (stored as 16-bit patterns): export again with --dtype f32 (or f16)");
+  Source s;
+  for (const std::string& name : f->dataset_names())
+    if (name.rfind("optimizer.", 0) != 0) s.shapes[name] = f->shape(name);
+  s.read = [f](const std::string& name, DType dtype) { return f->read(name, dtype); };
+  return s;
+}
+
+Source safetensors_source(const std::string& path) {
+  auto f = std::make_shared<data::SafetensorsFile>(path);
+  Source s;
+  for (const data::SafetensorsEntry& e : f->entries()) s.shapes[e.name] = our_shape(e.name, e.shape);
+  s.read = [f](const std::string& name, DType dtype) {
+    Tensor t = f->read(name, dtype);
+    return t.view(our_shape(name, t.shape()));
+  };
+  return s;
+}
+
+}  // namespace
+
+size_t init_from(const std::string& path_in, Model& model, const std::string& config_source) {
+  std::string path = path_in;
+  if (fs::is_directory(path)) {
+    path = (fs::path(path) / "model.safetensors").string();
+    LINATTN_REQUIRE(fs::exists(path), "--init-from ", path_in, ": the folder has no model.safetensors (give a "
+                    "safetensors file, a folder holding model.safetensors, or a linattn .h5)");
+  }
+  LINATTN_REQUIRE(fs::exists(path), "--init-from ", path, ": no such file");
+  Source src = is_hdf5(path) ? hdf5_source(path) : safetensors_source(path);
+
+  const Parameters& p = model.params();
+  std::vector<std::string> mismatched, missing, unmatched;
+  std::set<std::string> ours;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const std::string& name = p.name(int(i));
+    ours.insert(name);
+    const Shape& want = p.values()[int(i)].shape();
+    auto it = src.shapes.find(name);
+    if (it == src.shapes.end()) missing.push_back(name + " " + want.str());
+    else if (!(it->second == want))
+      mismatched.push_back(name + ": expected " + want.str() + ", found " + it->second.str());
+  }
+  for (const auto& [name, shape] : src.shapes)
+    if (!ours.count(name)) unmatched.push_back(name + " " + shape.str());
+  if (!mismatched.empty() || !missing.empty() || !unmatched.empty()) {
+    std::string list;
+    auto section = [&](const std::vector<std::string>& items, const std::string& title) {
+      if (items.empty()) return;
+      list += "\n" + title + " (" + std::to_string(items.size()) + "):";
+      for (const std::string& s : items) list += "\n  " + s;
+    };
+    section(mismatched, "shapes that differ (the model of " + config_source + " vs the file)");
+    section(missing, "parameters of the model that the file lacks");
+    section(unmatched, "tensors of the file that match no parameter of the model");
+    LINATTN_REQUIRE(false, "--init-from ", path, ": the weights do not fit the model of ", config_source,
+                    "; nothing was trained.", list,
+                    "\nuse the config the weights were trained with (a linattn file stores it: linattn-export "
+                    "--list FILE), or export the weights of this model");
+  }
+  const DType dt = p.values().all().dtype();
+  for (size_t i = 0; i < p.size(); ++i) p.values()[int(i)].copy_from(src.read(p.name(int(i)), dt));
+  return p.size();
+}
+
+}  // namespace linattn
