@@ -111,11 +111,11 @@ uint64_t MqarTrainLoader::example_at(uint64_t epoch, uint64_t position) const {
 }
 
 void MqarTrainLoader::restore(const SamplerState& state) {
-  LINATTN_CHECK(state.num_tokens == state_.num_tokens, "cannot restore the data position: it was saved on ",
-                state.num_tokens / std::max<uint64_t>(state.seq_len, 1), " MQAR training examples, this task has ",
-                task_.num_train_examples);
   LINATTN_CHECK(state.seq_len == state_.seq_len, "cannot restore the data position: it was saved with seq_len ",
                 state.seq_len, ", this loader has ", options_.seq_len);
+  LINATTN_CHECK(state.num_tokens == state_.num_tokens, "cannot restore the data position: it was saved on ",
+                state.num_tokens / state.seq_len, " MQAR training examples, this task has ",
+                task_.num_train_examples);
   state_ = state;
 }
 
