@@ -540,8 +540,9 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.require(c.data.source == "tokens" || c.data.source == "mqar", d, "data", "source",
             "'source' must be tokens (the prepared folder at data.path) or mqar (generated associative recall, "
             "data.mqar), got '" + c.data.source + "'");
-  YAML::Node q = d && d.IsMap() ? d["mqar"] : YAML::Node();
-  r.require(!q || c.data.source == "mqar", d, "data", "mqar",
+  const bool has_mqar = d && d.IsMap() && d["mqar"];
+  YAML::Node q = has_mqar ? d["mqar"] : YAML::Node();
+  r.require(!has_mqar || c.data.source == "mqar", d, "data", "mqar",
             "'mqar' is set but data.source is '" + c.data.source + "': set data.source: mqar to train on it");
   r.check_keys(q, "data.mqar",
                {"vocab_size", "num_kv_pairs", "power_a", "num_train_examples", "num_val_examples", "seed"});
