@@ -114,6 +114,31 @@ TEST_F(DataParallel, TwoRanksEqualOneProcess) {
   expect_weights_close(checkpoint("two", 20), checkpoint("one", 20));
 }
 
+// MQAR under two ranks: each reads its half of every batch of generated examples (the loss a mean
+// over the queries, which every example has the same number of), so losses, weights and the final
+// recall accuracy are those of one process.
+TEST_F(DataParallel, MqarTwoRanksEqualOneProcess) {
+  std::ofstream(config_) << parse_config(R"(model: {vocab_size: 16, hidden_size: 32, num_hidden_layers: 2, num_heads: 2, mixer: deltanet}
+data:
+  source: mqar
+  seq_len: 32
+  mqar: {vocab_size: 16, num_kv_pairs: 4, num_train_examples: 60, num_val_examples: 30}
+train: {batch_size: 8, warmup_steps: 2, max_steps: 12, log_every: 1, threads: 1, out_dir: unused}
+)", "mqar.yaml").text;
+  ASSERT_EQ(train(1, "one"), 0) << log("one");
+  ASSERT_EQ(train(2, "two"), 0) << log("two");
+  std::vector<double> one = losses("one");
+  ASSERT_EQ(one.size(), 12u);
+  expect_losses_close(losses("two"), one, 0);
+  expect_weights_close(checkpoint("two", 12), checkpoint("one", 12));
+  std::smatch a, b;
+  const std::regex recall("\"recall_accuracy\": ([0-9.e+-]+)");
+  const std::string m1 = read_file(dir_ + "/one/metrics.jsonl"), m2 = read_file(dir_ + "/two/metrics.jsonl");
+  ASSERT_TRUE(std::regex_search(m1, a, recall)) << m1;
+  ASSERT_TRUE(std::regex_search(m2, b, recall)) << m2;
+  EXPECT_NEAR(std::stod(b[1]), std::stod(a[1]), 1.5 / 120) << "at most one of the 120 queries may flip";
+}
+
 TEST_F(DataParallel, ManySmallBucketsEqualOneProcess) {
   // 1 KiB buckets: most parameters get their own bucket, whose sum starts while backward is still
   // working on earlier layers. With the embedding tied to the LM head, its bucket must wait for
