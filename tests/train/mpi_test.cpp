@@ -45,14 +45,14 @@ void expect_losses_close(const std::vector<double>& got, const std::vector<doubl
     EXPECT_NEAR(got[i], want[first + i], 1e-5 * std::abs(want[first + i])) << "step " << first + i + 1;
 }
 
-// Every parameter of two checkpoints equal to relative 1e-5 (for the same reason).
-void expect_weights_close(const std::string& got_path, const std::string& want_path) {
+// Every parameter of two checkpoints equal to relative 1e-5 (for the same reason) or `tolerance`.
+void expect_weights_close(const std::string& got_path, const std::string& want_path, double tolerance = 1e-5) {
   H5File got(got_path, H5File::Mode::read), want(want_path, H5File::Mode::read);
   int compared = 0;
   for (const std::string& name : want.dataset_names()) {
     if (name.rfind("optimizer.", 0) == 0) continue;
     SCOPED_TRACE(name);
-    EXPECT_CLOSE(got.read(name, DType::f64), want.read(name, DType::f64), 1e-5);
+    EXPECT_CLOSE(got.read(name, DType::f64), want.read(name, DType::f64), tolerance);
     ++compared;
   }
   EXPECT_GT(compared, 10);
@@ -130,7 +130,10 @@ train: {batch_size: 8, warmup_steps: 2, max_steps: 12, log_every: 1, threads: 1,
   std::vector<double> one = losses("one");
   ASSERT_EQ(one.size(), 12u);
   expect_losses_close(losses("two"), one, 0);
-  expect_weights_close(checkpoint("two", 12), checkpoint("one", 12));
+  // Only 4 of the 32 positions of an example take a loss, so many gradient entries are sums of few
+  // terms that nearly cancel; AdamW divides each by its own RMS, which keeps their float32 rounding
+  // (summed in another order by two ranks) at full size: up to 3.4e-5 relative after 12 steps here.
+  expect_weights_close(checkpoint("two", 12), checkpoint("one", 12), 2e-4);
   std::smatch a, b;
   const std::regex recall("\"recall_accuracy\": ([0-9.e+-]+)");
   const std::string m1 = read_file(dir_ + "/one/metrics.jsonl"), m2 = read_file(dir_ + "/two/metrics.jsonl");
