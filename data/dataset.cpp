@@ -100,8 +100,6 @@ double bits_per_byte(double loss_nats_per_token, double bytes_per_token) {
 
 // ---- TrainLoader ----
 
-namespace {
-
 uint64_t mix64(uint64_t z) {  // splitmix64's finalizer
   z += 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -131,8 +129,6 @@ uint64_t permute(uint64_t x, uint64_t n, uint64_t key) {
   } while (x >= n);
   return x;
 }
-
-}  // namespace
 
 TrainLoader::TrainLoader(std::shared_ptr<const Dataset> data, const LoaderOptions& options)
     : data_(std::move(data)), options_(options) {

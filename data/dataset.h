@@ -84,28 +84,62 @@ struct LoaderOptions {
   uint64_t max_tokens = 0;  // ValLoader only: evaluate about this many tokens (0: the whole split)
 };
 
-// One batch: int32 inputs and targets [rows, seq_len]; targets[i][t] = inputs[i][t + 1] in the stream.
+// One batch: int32 inputs and targets [rows, seq_len]; targets[i][t] = inputs[i][t + 1] in the stream
+// (generated tasks set their own targets, kIgnoreTarget where no loss is taken; see data/mqar.h).
 struct Batch {
   Tensor inputs;
   Tensor targets;
   int64_t rows = 0;
 };
 
+// A target that takes no loss: ops::cross_entropy's default ignore_index.
+constexpr int32_t kIgnoreTarget = -100;
+
+// What the trainer draws training batches from: token windows (TrainLoader) or generated examples
+// (data/mqar.h). Each rank reads its rows of every global batch; the position is a SamplerState.
+class TrainBatches {
+ public:
+  virtual ~TrainBatches() = default;
+  // This rank's part of the next global batch: inputs and targets [batch_size, seq_len] int32.
+  virtual Batch next() = 0;
+  virtual SamplerState state() const = 0;
+  virtual void restore(const SamplerState& state) = 0;  // continue exactly where `state` was taken
+};
+
+// What evaluation walks: the validation batches in a fixed order, split between ranks.
+class ValBatches {
+ public:
+  virtual ~ValBatches() = default;
+  virtual void reset() = 0;           // back to the first batch
+  virtual bool next(Batch& out) = 0;  // false after the last batch
+  // Bytes of text per token, for bits per byte; NaN when unknown or when the tokens are not text.
+  virtual double bytes_per_token() const = 0;
+  // Whether the targets that take a loss are recall queries (MQAR): evaluation then also scores
+  // their argmax predictions (recall accuracy).
+  virtual bool scores_recall() const { return false; }
+};
+
+// The seeded orders the loaders share: a key per (seed, epoch), and permute(x, n, key), a
+// pseudo-random bijection on [0, n).
+uint64_t mix64(uint64_t z);
+uint64_t epoch_key(uint64_t seed, uint64_t epoch);
+uint64_t permute(uint64_t x, uint64_t n, uint64_t key);
+
 // Training windows. Each epoch cuts the split into windows of seq_len + 1 tokens that share their edge
 // token (window c starts at shift + c * seq_len, the shift drawn per epoch in [0, seq_len)), and visits
 // them in a seeded pseudo-random order (a bijection on the window indices: every window once per
 // epoch). Global batch b takes the next batch_size * world_size windows; rank r reads rows
 // [r * batch_size, (r + 1) * batch_size) of it.
-class TrainLoader {
+class TrainLoader : public TrainBatches {
  public:
   TrainLoader(std::shared_ptr<const Dataset> data, const LoaderOptions& options);
 
   // This rank's part of the next global batch: inputs and targets [batch_size, seq_len] int32.
-  Batch next();
+  Batch next() override;
   void next(const Tensor& inputs, const Tensor& targets);
 
-  SamplerState state() const { return state_; }
-  void restore(const SamplerState& state);  // continue exactly where `state` was taken
+  SamplerState state() const override { return state_; }
+  void restore(const SamplerState& state) override;  // continue exactly where `state` was taken
 
   uint64_t windows_in_epoch(uint64_t epoch) const;
   // Token offset of the window drawn at (epoch, position): for tests and for looking at the order.
@@ -124,16 +158,16 @@ class TrainLoader {
 // rank r its rows [r * B, (r + 1) * B) of them, so ranks see disjoint windows whose union is the split.
 // The last batch may have fewer rows on some ranks (even zero); every rank gets the same number of
 // batches.
-class ValLoader {
+class ValLoader : public ValBatches {
  public:
   ValLoader(std::shared_ptr<const Dataset> data, const LoaderOptions& options);
 
-  void reset();            // back to the first batch
-  bool next(Batch& out);   // false after the last batch
+  void reset() override;            // back to the first batch
+  bool next(Batch& out) override;   // false after the last batch
   uint64_t num_windows() const { return num_windows_; }  // all ranks together
   uint64_t num_batches() const;
   uint64_t num_target_tokens() const { return num_windows_ * uint64_t(options_.seq_len); }
-  double bytes_per_token() const { return data_->bytes_per_token(); }
+  double bytes_per_token() const override { return data_->bytes_per_token(); }
   const Dataset& dataset() const { return *data_; }
 
  private:

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "data/mqar.h"
 #include "data/prepare.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -23,7 +24,8 @@ namespace fs = std::filesystem;
 const char* kUsage = R"(usage: linattn-eval CKPT.h5 [--data DIR | --text FILE...] [--tokens N] [--seq-len T]
                     [--batch B] [--threads N]
 
-Evaluates a checkpoint and prints loss (nats per token), perplexity and bits per byte. The model,
+Evaluates a checkpoint and prints loss (nats per token), perplexity and bits per byte (an MQAR run:
+loss and recall accuracy at the queries of its validation examples, docs/mqar.md). The model,
 and by default the data folder and the sequence length, come from the checkpoint's config. By
 default the whole validation split is evaluated, as the trainer's final evaluation does, so the
 result equals the loss linattn-train printed at its last step; the evaluations during training
@@ -133,6 +135,23 @@ int main(int argc, char** argv) {
     TrainState state;
     load_checkpoint(ckpt, config, model, nullptr, &state);
 
+    const int64_t rows = batch > 0                          ? batch
+                         : config.train.micro_batch_size ? config.train.micro_batch_size
+                                                         : config.train.batch_size;
+    if (config.data.source == "mqar" && data_flag.empty() && texts.empty()) {  // the run's MQAR validation split
+      data::LoaderOptions lo;
+      lo.batch_size = rows;
+      lo.seq_len = config.data.seq_len;
+      lo.max_tokens = uint64_t(config.data.val_tokens);
+      data::MqarValLoader val(config.data.mqar, lo);
+      Arena arena;
+      EvalResult r = evaluate(model, val, arena);
+      std::printf("%s (step %lld) on %llu MQAR validation examples: val loss %.6f | ppl %.4f | recall accuracy %.6f | "
+                  "%lld queries, seq_len %lld\n", ckpt.c_str(), (long long)state.step,
+                  (unsigned long long)val.num_examples(), r.loss, r.perplexity, r.recall_accuracy, (long long)r.tokens,
+                  (long long)config.data.seq_len);
+      return 0;
+    }
     std::shared_ptr<const data::Dataset> val;
     std::string described;
     std::unique_ptr<TempFolder> temp;
@@ -159,9 +178,7 @@ int main(int argc, char** argv) {
                     " tokens, fewer than one window of seq_len ", config.data.seq_len,
                     " + 1; give more text or a smaller --seq-len");
     Arena arena;
-    EvalResult r = evaluate(model, val, config.data.seq_len, batch > 0 ? batch
-                            : config.train.micro_batch_size ? config.train.micro_batch_size : config.train.batch_size,
-                            config.data.val_tokens, arena);
+    EvalResult r = evaluate(model, val, config.data.seq_len, rows, config.data.val_tokens, arena);
     std::printf("%s (step %lld) on %s: val loss %.6f | ppl %.4f | bpb %.6f | %lld tokens, seq_len %lld\n",
                 ckpt.c_str(), (long long)state.step, described.c_str(), r.loss, r.perplexity, r.bits_per_byte,
                 (long long)r.tokens, (long long)config.data.seq_len);

@@ -150,6 +150,10 @@ std::string eval_text(const linattn::EvalResult& r) {
     std::snprintf(buf, sizeof buf, ", bits per byte %.4f", r.bits_per_byte);
     out += buf;
   }
+  if (std::isfinite(r.recall_accuracy)) {
+    std::snprintf(buf, sizeof buf, ", recall accuracy %.4f", r.recall_accuracy);
+    out += buf;
+  }
   return out;
 }
 

@@ -297,6 +297,17 @@ std::string emit(const Config& c) {
   out << YAML::Key << "path" << YAML::Value << d.path;
   out << YAML::Key << "seq_len" << YAML::Value << d.seq_len;
   out << YAML::Key << "val_tokens" << YAML::Value << d.val_tokens;
+  if (d.source == "mqar") {  // token runs keep the text they always had
+    out << YAML::Key << "source" << YAML::Value << d.source;
+    out << YAML::Key << "mqar" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "vocab_size" << YAML::Value << d.mqar.vocab_size;
+    out << YAML::Key << "num_kv_pairs" << YAML::Value << d.mqar.num_kv_pairs;
+    out << YAML::Key << "power_a" << YAML::Value << yaml_number(d.mqar.power_a);
+    out << YAML::Key << "num_train_examples" << YAML::Value << d.mqar.num_train_examples;
+    out << YAML::Key << "num_val_examples" << YAML::Value << d.mqar.num_val_examples;
+    out << YAML::Key << "seed" << YAML::Value << d.mqar.seed;
+    out << YAML::EndMap;
+  }
   out << YAML::EndMap;
   const TrainConfig& t = c.train;
   out << YAML::Key << "train" << YAML::Value << YAML::BeginMap;
@@ -523,13 +534,42 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
 
   // ---- data
   YAML::Node d = root["data"];
-  r.check_keys(d, "data", {"path", "seq_len", "val_tokens"});
+  r.check_keys(d, "data", {"path", "seq_len", "val_tokens", "source", "mqar"});
   r.get(d, "data", "path", c.data.path);
   r.get(d, "data", "seq_len", c.data.seq_len);
   r.get(d, "data", "val_tokens", c.data.val_tokens);
   r.require(c.data.seq_len >= 1 && c.data.seq_len <= kMaxSeqLen, d, "data", "seq_len",
             "'seq_len' must be in [1, " + std::to_string(kMaxSeqLen) + "]");
   r.require(c.data.val_tokens >= 0, d, "data", "val_tokens", "'val_tokens' must be >= 0 (0 = the whole split)");
+
+  // ---- data.source and data.mqar
+  r.get(d, "data", "source", c.data.source);
+  r.require(c.data.source == "tokens" || c.data.source == "mqar", d, "data", "source",
+            "'source' must be tokens (the prepared folder at data.path) or mqar (generated associative recall, "
+            "data.mqar), got '" + c.data.source + "'");
+  const bool has_mqar = d && d.IsMap() && d["mqar"];
+  YAML::Node q = has_mqar ? d["mqar"] : YAML::Node();
+  r.require(!has_mqar || c.data.source == "mqar", d, "data", "mqar",
+            "'mqar' is set but data.source is '" + c.data.source + "': set data.source: mqar to train on it");
+  r.check_keys(q, "data.mqar",
+               {"vocab_size", "num_kv_pairs", "power_a", "num_train_examples", "num_val_examples", "seed"});
+  data::MqarTask& task = c.data.mqar;
+  r.get(q, "data.mqar", "vocab_size", task.vocab_size);
+  r.get(q, "data.mqar", "num_kv_pairs", task.num_kv_pairs);
+  r.get(q, "data.mqar", "power_a", task.power_a);
+  r.get(q, "data.mqar", "num_train_examples", task.num_train_examples);
+  r.get(q, "data.mqar", "num_val_examples", task.num_val_examples);
+  r.get(q, "data.mqar", "seed", task.seed);
+  if (c.data.source == "mqar") {
+    const data::MqarProblem problem = data::mqar_problem(task, c.data.seq_len);
+    r.require(problem.key != "seq_len", d, "data", "seq_len", problem.message);
+    r.require(problem.key.empty(), q, "data.mqar", problem.key, problem.message);
+    r.require(task.vocab_size <= mc.vocab_size, m, "model", "vocab_size",
+              "vocab_size " + std::to_string(mc.vocab_size) + " is smaller than the MQAR task's vocabulary " +
+                  std::to_string(task.vocab_size) + " (data.mqar.vocab_size, " + c.where("data.mqar.vocab_size") +
+                  "): set model.vocab_size to at least " + std::to_string(task.vocab_size) +
+                  " or lower data.mqar.vocab_size");
+  }
 
   // ---- train
   YAML::Node t = root["train"];

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "data/mqar.h"
 #include "layers/model_config.h"
 
 namespace linattn {
@@ -16,6 +17,8 @@ struct DataConfig {
   std::string path = "data/cache/sotu-bytes";  // a folder written by `linattn-data prepare`
   int64_t seq_len = 256;
   int64_t val_tokens = 0;  // evaluations during training; 0 = the whole split (the final one always is)
+  std::string source = "tokens";  // tokens: the prepared folder at path; mqar: generated MQAR examples
+  data::MqarTask mqar;            // source mqar: the task (data/mqar.h, docs/mqar.md)
 };
 
 enum class Schedule { cosine, linear, constant };

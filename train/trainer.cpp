@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "data/mqar.h"
 #include "kernels/cpu/matmul.h"
 #include "train/metrics_log.h"
 #include "train/schedule.h"
@@ -89,23 +90,8 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
                   " sequences of the global batch, which is not a multiple of micro_batch_size ", micro_);
   dtype_ = t.dtype == "f64" ? DType::f64 : DType::f32;
 
-  const std::string& dir = config_.data.path;
-  LINATTN_REQUIRE(std::filesystem::is_directory(dir), config_.where("data.path"), ": data folder '", dir,
-                "' does not exist. Prepare it with `linattn-data prepare TEXT... --out ", dir,
-                "` (./scripts/train prepares the default corpus)");
-  train_data_ = data::Dataset::open(dir, "train");
-  val_data_ = data::Dataset::open(dir, "val");
   const ModelConfig& m = config_.model;
-  LINATTN_REQUIRE(int64_t(train_data_->vocab_size()) <= m.vocab_size, config_.where("model.vocab_size"),
-                ": vocab_size ", m.vocab_size, " is smaller than the data's vocabulary (", train_data_->vocab_size(),
-                " tokens, tokenizer '", train_data_->tokenizer(), "'): set model.vocab_size to at least ",
-                train_data_->vocab_size());
-  for (const auto& [split, data] : {std::pair{"training", train_data_}, {"validation", val_data_}})
-    LINATTN_REQUIRE(data->num_tokens() >= uint64_t(config_.data.seq_len) + 1, config_.where("data.seq_len"), ": the ",
-                    split, " split (", data->shards().front().info().path, data->shards().size() > 1 ? " and more" : "",
-                    ") has only ", data->num_tokens(), " tokens, fewer than one sequence of data.seq_len + 1 = ",
-                    config_.data.seq_len + 1, ": lower data.seq_len to at most ", int64_t(data->num_tokens()) - 1,
-                    ", or prepare the data with a larger ", split, " split");
+  if (config_.data.source == "tokens") open_token_data();
 
   accumulation_ = t.batch_size / world / micro_;
   const std::string resume_path = resume.empty() ? "" : resume_checkpoint(resume);
@@ -119,7 +105,8 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   lo.seed = t.seed + 1;
   lo.rank = comm_->rank();
   lo.world_size = int(world);
-  loader_ = std::make_unique<data::TrainLoader>(train_data_, lo);
+  if (config_.data.source == "mqar") loader_ = std::make_unique<data::MqarTrainLoader>(config_.data.mqar, lo);
+  else loader_ = std::make_unique<data::TrainLoader>(train_data_, lo);
   start_.best_val_loss = NAN;
   if (resume.empty()) {
     refuse_existing_run(t.out_dir);
@@ -142,9 +129,16 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   const double pbytes = double(model_->params().layout().total() * int64_t(dtype_size(dtype_)));
   say("memory: parameters %s, gradients %s, AdamW moments %s\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
       mib(2 * pbytes).c_str());
-  say("data: %s: %llu training tokens, %llu validation tokens, tokenizer %s (vocab %u)\n", dir.c_str(),
-      (unsigned long long)train_data_->num_tokens(), (unsigned long long)val_data_->num_tokens(),
-      train_data_->tokenizer().c_str(), train_data_->vocab_size());
+  if (train_data_)
+    say("data: %s: %llu training tokens, %llu validation tokens, tokenizer %s (vocab %u)\n", config_.data.path.c_str(),
+        (unsigned long long)train_data_->num_tokens(), (unsigned long long)val_data_->num_tokens(),
+        train_data_->tokenizer().c_str(), train_data_->vocab_size());
+  else
+    say("data: MQAR (docs/mqar.md): vocabulary %lld, %lld key-value pairs, power_a %g, %llu training and %llu "
+        "validation examples, seed %llu\n", (long long)config_.data.mqar.vocab_size,
+        (long long)config_.data.mqar.num_kv_pairs, config_.data.mqar.power_a,
+        (unsigned long long)config_.data.mqar.num_train_examples,
+        (unsigned long long)config_.data.mqar.num_val_examples, (unsigned long long)config_.data.mqar.seed);
   say("train: batch %lld x %lld tokens (%d ranks (%s) x micro-batch %lld x %lld accumulation steps), %d threads "
       "per rank, %s, GEMM peak here %.0f GFLOP/s\n",
       (long long)t.batch_size, (long long)config_.data.seq_len, comm_->world_size(), comm_->backend(),
@@ -153,6 +147,26 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
     say("data parallel: %zu gradient buckets of about %g MiB, each all-reduced as soon as backward completes it\n",
         buckets_->buckets().size(), config_.distributed.bucket_mb);
   std::fflush(stdout);
+}
+
+void Trainer::open_token_data() {
+  const std::string& dir = config_.data.path;
+  LINATTN_REQUIRE(std::filesystem::is_directory(dir), config_.where("data.path"), ": data folder '", dir,
+                "' does not exist. Prepare it with `linattn-data prepare TEXT... --out ", dir,
+                "` (./scripts/train prepares the default corpus)");
+  train_data_ = data::Dataset::open(dir, "train");
+  val_data_ = data::Dataset::open(dir, "val");
+  const ModelConfig& m = config_.model;
+  LINATTN_REQUIRE(int64_t(train_data_->vocab_size()) <= m.vocab_size, config_.where("model.vocab_size"),
+                ": vocab_size ", m.vocab_size, " is smaller than the data's vocabulary (", train_data_->vocab_size(),
+                " tokens, tokenizer '", train_data_->tokenizer(), "'): set model.vocab_size to at least ",
+                train_data_->vocab_size());
+  for (const auto& [split, data] : {std::pair{"training", train_data_}, {"validation", val_data_}})
+    LINATTN_REQUIRE(data->num_tokens() >= uint64_t(config_.data.seq_len) + 1, config_.where("data.seq_len"), ": the ",
+                    split, " split (", data->shards().front().info().path, data->shards().size() > 1 ? " and more" : "",
+                    ") has only ", data->num_tokens(), " tokens, fewer than one sequence of data.seq_len + 1 = ",
+                    config_.data.seq_len + 1, ": lower data.seq_len to at most ", int64_t(data->num_tokens()) - 1,
+                    ", or prepare the data with a larger ", split, " split");
 }
 
 size_t Trainer::measure_activation_bytes() {
@@ -179,35 +193,77 @@ EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val
   lo.seq_len = seq_len;
   lo.max_tokens = uint64_t(max_tokens);
   data::ValLoader val(val_data, lo);
+  return evaluate(model, val, arena, comm);
+}
+
+namespace {
+
+double scalar(const Variable& v) {
+  return dispatch_float(v.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return double(v.value().data<T>()[0]);
+  });
+}
+
+// Targets that take a loss; of them, those whose logits' argmax is the target.
+void count_targets(const Tensor& logits, const Tensor& targets, bool argmax, int64_t& counted, int64_t& correct) {
+  const int32_t* tg = targets.data<int32_t>();
+  const int64_t V = logits.shape().last();
+  for (int64_t i = 0; i < targets.numel(); ++i) {
+    if (tg[i] == data::kIgnoreTarget) continue;
+    ++counted;
+    if (!argmax) continue;
+    dispatch_float(logits.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      const T* row = logits.data<T>() + i * V;
+      correct += std::max_element(row, row + V) - row == tg[i];
+    });
+  }
+}
+
+}  // namespace
+
+EvalResult evaluate(const Model& model, data::ValBatches& val, Arena& arena, Communicator* comm) {
+  val.reset();
   NoGrad no_grad;
   double loss_sum = 0;
-  int64_t tokens = 0;
+  int64_t tokens = 0, correct = 0;
   data::Batch batch;
   while (val.next(batch)) {
     if (batch.rows == 0) continue;
     {
       ArenaScope scope(arena);
-      Variable loss = model.loss(batch.inputs, batch.targets);
-      double l = dispatch_float(loss.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        return double(loss.value().data<T>()[0]);
-      });
-      int64_t n = batch.rows * seq_len;
+      Variable logits = model.logits(batch.inputs);
+      const double l = scalar(ops::cross_entropy(logits, batch.targets, data::kIgnoreTarget));
+      int64_t n = 0;
+      count_targets(logits.value(), batch.targets, val.scores_recall(), n, correct);
       loss_sum += l * double(n);
       tokens += n;
     }
     arena.reset();
   }
-  double sums[2] = {loss_sum, double(tokens)};
-  if (comm) comm->allreduce_sum(sums, 2);
+  double sums[3] = {loss_sum, double(tokens), double(correct)};
+  if (comm) comm->allreduce_sum(sums, 3);
   loss_sum = sums[0];
   tokens = int64_t(sums[1]);
   EvalResult r;
   r.tokens = tokens;
   r.loss = tokens ? loss_sum / double(tokens) : NAN;
   r.perplexity = std::exp(r.loss);
-  r.bits_per_byte = val_data->has_text_bytes() ? data::bits_per_byte(r.loss, val_data->bytes_per_token()) : NAN;
+  r.bits_per_byte = data::bits_per_byte(r.loss, val.bytes_per_token());  // NaN when unknown
+  if (val.scores_recall()) r.recall_accuracy = tokens ? sums[2] / double(tokens) : NAN;
   return r;
+}
+
+std::unique_ptr<data::ValBatches> Trainer::val_batches(int64_t max_tokens) const {
+  data::LoaderOptions lo;
+  lo.batch_size = micro_;
+  lo.seq_len = config_.data.seq_len;
+  lo.rank = comm_->rank();
+  lo.world_size = comm_->world_size();
+  lo.max_tokens = uint64_t(max_tokens);
+  if (config_.data.source == "mqar") return std::make_unique<data::MqarValLoader>(config_.data.mqar, lo);
+  return std::make_unique<data::ValLoader>(val_data_, lo);
 }
 
 void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bool& ok) {
@@ -359,14 +415,18 @@ TrainSummary Trainer::run() {
   auto report_eval = [&](int64_t step, bool final) {
     auto t0 = std::chrono::steady_clock::now();
     // Evaluations during training read data.val_tokens tokens; the final one the whole split.
-    EvalResult r = linattn::evaluate(*model_, val_data_, config_.data.seq_len, micro_,
-                                     final ? 0 : config_.data.val_tokens, arena_, comm_);
+    EvalResult r = linattn::evaluate(*model_, *val_batches(final ? 0 : config_.data.val_tokens), arena_, comm_);
     eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (tty) say("\r\033[K");
-    say("eval  step %6lld | val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens\n", (long long)step, r.loss,
-        r.perplexity, r.bits_per_byte, (long long)r.tokens);
+    const bool recall = std::isfinite(r.recall_accuracy);
+    char recall_text[48] = "";
+    if (recall) std::snprintf(recall_text, sizeof recall_text, " | recall %.4f", r.recall_accuracy);
+    say("eval  step %6lld | val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens%s\n", (long long)step, r.loss,
+        r.perplexity, r.bits_per_byte, (long long)r.tokens, recall_text);
     std::fflush(stdout);
-    if (metrics) metrics->write(step, {{"val_loss", r.loss}, {"val_ppl", r.perplexity}, {"val_bpb", r.bits_per_byte}});
+    MetricFields fields{{"val_loss", r.loss}, {"val_ppl", r.perplexity}, {"val_bpb", r.bits_per_byte}};
+    if (recall) fields.push_back({"recall_accuracy", r.recall_accuracy});
+    if (metrics) metrics->write(step, fields);
     summary.last = r;
     // Only evaluations of the whole split compare with each other (a prefix is easier or harder).
     if ((final || config_.data.val_tokens == 0) && r.loss < summary.best.loss) summary.best = r;

@@ -2,6 +2,7 @@
 // loss / perplexity / bits per byte as it trains, progress lines and metrics.jsonl.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,13 +23,16 @@ struct EvalResult {
   double loss = 0;           // mean nats per token
   double perplexity = 0;
   double bits_per_byte = 0;  // NaN when the data does not record its text bytes
-  int64_t tokens = 0;
+  int64_t tokens = 0;        // targets that took a loss (MQAR: the queries)
+  double recall_accuracy = NAN;  // MQAR: the fraction of queries whose argmax is their value; else NaN
 };
 
 // Mean validation loss of `model` over `val` (or its first max_tokens tokens, 0 = all) in windows of
 // seq_len tokens, batch rows at a time, without recording a tape. Activations use `arena`.
 EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val, int64_t seq_len, int64_t batch,
                     int64_t max_tokens, Arena& arena, Communicator* comm = nullptr);
+// The same over any validation batches (from the first), with recall accuracy where they score it.
+EvalResult evaluate(const Model& model, data::ValBatches& val, Arena& arena, Communicator* comm = nullptr);
 
 struct TrainSummary {
   int64_t steps = 0;
@@ -71,6 +75,9 @@ class Trainer {
   void save(const TrainState& state);
   // The checkpoint --resume names: the newest intact one of a run folder ("latest": the config's), or the file.
   std::string resume_checkpoint(const std::string& resume) const;
+  void open_token_data();  // data.source tokens: the splits of data.path, checked against the config
+  // This rank's validation batches, the first max_tokens tokens (0: all).
+  std::unique_ptr<data::ValBatches> val_batches(int64_t max_tokens) const;
   // Writes config.yaml into the run folder; the metrics log on rank 0 (nullopt on the others).
   std::optional<MetricsLog> open_run_folder();
   // printf on rank 0 only.
@@ -81,7 +88,7 @@ class Trainer {
   std::shared_ptr<const data::Dataset> train_data_, val_data_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<AdamW> optimizer_;
-  std::unique_ptr<data::TrainLoader> loader_;
+  std::unique_ptr<data::TrainBatches> loader_;
   Arena arena_;
   double gemm_peak_ = 0;
   int64_t accumulation_ = 1;

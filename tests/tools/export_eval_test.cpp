@@ -224,5 +224,28 @@ TEST_F(ExportEval, ExportToAFullDiskIsAClearErrorAndLeavesNoFile) {
   EXPECT_TRUE(fs::is_empty(disk.dir())) << "a damaged or temporary file was left";
 }
 
+// An MQAR run: linattn-eval evaluates its generated validation examples and prints the trainer's
+// final loss and recall accuracy.
+TEST(MqarEval, RepeatsTheTrainersLossAndRecallAccuracy) {
+  const std::string dir = (fs::temp_directory_path() / ("linattn-mqar-eval-" + std::to_string(getpid()))).string();
+  fs::remove_all(dir);
+  Config c = parse_config(R"(model: {vocab_size: 16, hidden_size: 32, num_hidden_layers: 1, num_heads: 2, mixer: deltanet}
+data:
+  source: mqar
+  seq_len: 32
+  mqar: {vocab_size: 16, num_kv_pairs: 4, num_train_examples: 100, num_val_examples: 30}
+train: {batch_size: 8, warmup_steps: 2, max_steps: 6, out_dir: )" + dir + "}\n",
+                          "mqar.yaml");
+  const TrainSummary s = Trainer(c).run();
+  int status = 0;
+  const std::string out = run_and_capture(testing::built_binary("linattn-eval") + " " + latest_checkpoint(dir), &status);
+  fs::remove_all(dir);
+  EXPECT_EQ(status, 0) << out;
+  char expected[160];
+  std::snprintf(expected, sizeof expected, "on 30 MQAR validation examples: val loss %.6f | ppl %.4f | recall accuracy %.6f | 120 queries",
+                s.last.loss, s.last.perplexity, s.last.recall_accuracy);
+  EXPECT_NE(out.find(expected), std::string::npos) << out << " (expected " << expected << ")";
+}
+
 }  // namespace
 }  // namespace linattn

@@ -276,5 +276,80 @@ TEST(Config, EarlierEmittedTextReadsTheSame) {
   EXPECT_EQ(parse_config(before, "checkpoint").text, now);
 }
 
+// MQAR keys: read, written back, and checked against each other and the model, at FILE:LINE:COL.
+const char* kMqar = R"(model:
+  vocab_size: 256
+  hidden_size: 64
+data:
+  source: mqar
+  seq_len: 64
+  mqar:
+    vocab_size: 256
+    num_kv_pairs: 8
+    power_a: 0.05
+train: {max_steps: 1}
+)";
+
+TEST(Config, MqarKeysRoundTrip) {
+  Config c = parse_config(kMqar, "test.yaml", {"data.mqar.seed=4"});
+  EXPECT_EQ(c.data.source, "mqar");
+  EXPECT_EQ(c.data.mqar.vocab_size, 256);
+  EXPECT_EQ(c.data.mqar.num_kv_pairs, 8);
+  EXPECT_EQ(c.data.mqar.power_a, 0.05);
+  EXPECT_EQ(c.data.mqar.num_train_examples, 100000u);  // defaults
+  EXPECT_EQ(c.data.mqar.num_val_examples, 3000u);
+  EXPECT_EQ(c.data.mqar.seed, 4u);
+  Config again = parse_config(c.text, "config.yaml");
+  EXPECT_EQ(again.data.mqar, c.data.mqar);
+  EXPECT_EQ(again.text, c.text);
+  // Token runs write no MQAR keys: their config text is as before.
+  EXPECT_EQ(parse_config(kBase, "test.yaml").text.find("mqar"), std::string::npos);
+}
+
+TEST(Config, MqarErrorsNameTheLinesToChange) {
+  // The model's vocabulary must hold the task's: both lines are named.
+  std::string msg = config_error(kMqar, {"data.mqar.vocab_size=512"});
+  EXPECT_NE(msg.find("test.yaml:2:15: vocab_size 256 is smaller than the MQAR task's vocabulary 512 "
+                     "(data.mqar.vocab_size, --set data.mqar.vocab_size=512): set model.vocab_size to at least 512"),
+            std::string::npos)
+      << msg;
+  std::string yaml = kMqar;
+  yaml.replace(yaml.find("vocab_size: 256"), 15, "vocab_size: 128");
+  msg = config_error(yaml);
+  EXPECT_NE(msg.find("test.yaml:2:15: vocab_size 128 is smaller than the MQAR task's vocabulary 256 "
+                     "(data.mqar.vocab_size, test.yaml:8:17)"),
+            std::string::npos)
+      << msg;
+  // Too many pairs for the sequence, or for the keys of the vocabulary.
+  msg = config_error(kMqar, {"data.mqar.num_kv_pairs=17"});
+  EXPECT_NE(msg.find("test.yaml:6:12: seq_len 64 is too short for 17 key-value pairs and their queries: MQAR needs "
+                     "seq_len >= 4 num_kv_pairs = 68"),
+            std::string::npos)
+      << msg;
+  msg = config_error(kMqar, {"data.mqar.vocab_size=16", "model.vocab_size=16"});
+  EXPECT_NE(msg.find("--set data.mqar.vocab_size=16: 'vocab_size' 16 must be in [2 num_kv_pairs + 2, 2^24] = [18, "),
+            std::string::npos)
+      << msg;
+  msg = config_error(std::string(kMqar) + "", {"data.mqar.power_a=0"});
+  EXPECT_NE(msg.find("--set data.mqar.power_a=0: 'power_a' must be positive"), std::string::npos) << msg;
+  // Unknown keys, an unknown source, and MQAR keys without the source.
+  yaml = kMqar;
+  yaml.replace(yaml.find("num_kv_pairs"), 12, "num_kv_pair");
+  msg = config_error(yaml);
+  EXPECT_NE(msg.find("test.yaml:9:5: unknown key 'num_kv_pair' in 'data.mqar' (did you mean 'num_kv_pairs'?)"),
+            std::string::npos)
+      << msg;
+  msg = config_error(kMqar, {"data.source=mqra"});
+  EXPECT_NE(msg.find("--set data.source=mqra: 'source' must be tokens (the prepared folder at data.path) or mqar"),
+            std::string::npos)
+      << msg;
+  yaml = kMqar;
+  yaml.replace(yaml.find("  source: mqar\n"), 14, "");
+  msg = config_error(yaml);
+  EXPECT_NE(msg.find("test.yaml:8:5: 'mqar' is set but data.source is 'tokens': set data.source: mqar"),
+            std::string::npos)
+      << msg;
+}
+
 }  // namespace
 }  // namespace linattn
