@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/matmul.h"
 #include "train/metrics_log.h"
+#include "train/sample.h"
 #include "train/schedule.h"
 #include "train/signals.h"
 
@@ -356,12 +357,16 @@ TrainSummary Trainer::run() {
     // Evaluations during training read data.val_tokens tokens; the final one the whole split.
     EvalResult r = linattn::evaluate(*model_, val_data_, config_.data.seq_len, micro_,
                                      final ? 0 : config_.data.val_tokens, arena_, comm_);
+    const std::string sample = t.sample_every && (final || step % t.sample_every == 0) && comm_->is_root()
+                                   ? training_sample_line(*model_, val_data_->tokenizer(), t, step)
+                                   : "";
     eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (tty) say("\r\033[K");
     say("eval  step %6lld | val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens\n", (long long)step, r.loss,
         r.perplexity, r.bits_per_byte, (long long)r.tokens);
     std::fflush(stdout);
     if (metrics) metrics->write(step, {{"val_loss", r.loss}, {"val_ppl", r.perplexity}, {"val_bpb", r.bits_per_byte}});
+    if (!sample.empty()) say("%s\n", sample.c_str());
     summary.last = r;
     // Only evaluations of the whole split compare with each other (a prefix is easier or harder).
     if ((final || config_.data.val_tokens == 0) && r.loss < summary.best.loss) summary.best = r;
