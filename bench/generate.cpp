@@ -1,6 +1,7 @@
 // linattn-bench generate: prefill and decode speed and the decoding state's memory per sequence, for a
 // linear-only model, the default hybrid and an attention-only model, at several context lengths.
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,14 @@
 #include "train/config.h"
 
 namespace linattn::bench {
+
+// CPU seconds this process has used (all threads): on a shared machine, the work itself, without the
+// time spent waiting for a core.
+static double cpu_seconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 static int run_generate(int argc, char** argv) {
   std::vector<int64_t> contexts = {1024, 8192, 32768};
@@ -39,8 +48,9 @@ static int run_generate(int argc, char** argv) {
   std::printf("prefill: the context in one call; decode: the median of %lld steps after it; memory: the "
               "decoding state of one sequence\n",
               (long long)steps);
-  std::printf("%-22s %8s %14s %14s %12s %14s\n", "model", "context", "prefill tok/s", "decode tok/s", "ms/token",
-              "state MiB/seq");
+  std::printf("decode CPU ms/token: CPU time of the process over the steps (both threads' work, no waiting)\n");
+  std::printf("%-22s %8s %14s %14s %12s %12s %14s\n", "model", "context", "prefill tok/s", "decode tok/s",
+              "ms/token", "CPU ms/tok", "state MiB/seq");
   for (const auto& [name, layers] : models) {
     std::vector<std::string> overrides;
     if (!layers.empty()) overrides.push_back(layers);
@@ -57,17 +67,19 @@ static int run_generate(int argc, char** argv) {
       decoder.prefill(ids);
       const double prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::vector<double> ms;
+      const double cpu0 = cpu_seconds();
       for (int64_t s = 0; s < steps; ++s) {
         t0 = std::chrono::steady_clock::now();
         decoder.step({int32_t(rng.below(256))});
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       }
+      const double cpu_ms = 1e3 * (cpu_seconds() - cpu0) / double(steps);
       std::sort(ms.begin(), ms.end());
       const double median = ms[ms.size() / 2];
       if (context == contexts.front()) ms_first = median;
       ms_last = median;
-      std::printf("%-22s %8lld %14.0f %14.1f %12.3f %14.3f\n", name.c_str(), (long long)context,
-                  double(context) / prefill_s, 1e3 / median, median, double(decoder.state_bytes()) / (1 << 20));
+      std::printf("%-22s %8lld %14.0f %14.1f %12.3f %12.3f %14.3f\n", name.c_str(), (long long)context,
+                  double(context) / prefill_s, 1e3 / median, median, cpu_ms, double(decoder.state_bytes()) / (1 << 20));
       std::fflush(stdout);
     }
     if (contexts.size() > 1)
