@@ -19,7 +19,8 @@ class Generate : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = (fs::temp_directory_path() / ("linattn-generate-" + std::to_string(getpid()))).string();
-    Trainer trainer(testing::tiny_config(dir_, {"train.max_steps=20"}));
+    // A global attention layer, whose key/value cache grows with the text.
+    Trainer trainer(testing::tiny_config(dir_, {"train.max_steps=20", "model.layers=[gla, attention]"}));
     trainer.run();
     ckpt_ = latest_checkpoint(dir_);
   }
@@ -105,6 +106,8 @@ TEST_F(Generate, BadInputNamesTheFlagOrFile) {
            {ckpt_ + " --prompt-file /nonexistent/prompt.txt", "--prompt-file /nonexistent/prompt.txt: cannot read"},
            {ckpt_ + " --tokenizer gpt2", "--tokenizer gpt2: its vocabulary (50257) is larger than the model's (257)"},
            {ckpt_ + " --bogus", "unknown option '--bogus'"},
+           {ckpt_ + " --prompt Hi --max-new-tokens 1000000000",
+            "--prompt: the prompt's 3 tokens and --max-new-tokens 1000000000 need"},
        }) {
     testing::CommandResult r = generate_all(c.args);
     EXPECT_EQ(r.status, 1) << c.args;
