@@ -25,15 +25,19 @@ static double cpu_seconds() {
 static int run_generate(int argc, char** argv) {
   std::vector<int64_t> contexts = {1024, 8192, 32768};
   int64_t steps = 32;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--max-context" && i + 1 < argc) {
       const int64_t max_c = std::atoll(argv[++i]);
       std::erase_if(contexts, [&](int64_t c) { return c > max_c; });
+    } else if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
     } else if (a == "--steps" && i + 1 < argc) {
       steps = std::max<int64_t>(1, std::atoll(argv[++i]));
     } else {
-      std::printf("usage: linattn-bench generate [--max-context T] [--steps N]  (run from the project root)\n");
+      std::printf("usage: linattn-bench generate [--max-context T] [--steps N] [--only linear|hybrid|attention]\n"
+                  "(run from the project root)\n");
       return a == "--help" ? 0 : 1;
     }
   }
@@ -52,6 +56,7 @@ static int run_generate(int argc, char** argv) {
   std::printf("%-22s %8s %14s %14s %12s %12s %14s\n", "model", "context", "prefill tok/s", "decode tok/s",
               "ms/token", "CPU ms/tok", "state MiB/seq");
   for (const auto& [name, layers] : models) {
+    if (!only.empty() && name.find(only) == std::string::npos) continue;
     std::vector<std::string> overrides;
     if (!layers.empty()) overrides.push_back(layers);
     Config config = load_config("configs/default.yaml", overrides);
