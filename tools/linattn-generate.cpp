@@ -28,7 +28,7 @@ using namespace linattn;
 
 const char* kUsage = R"(usage: linattn-generate CKPT.h5 [--prompt TEXT | --prompt-file F] [--max-new-tokens N]
                         [--temperature T] [--top-k K] [--top-p P] [--seed S] [--num-samples N]
-                        [--stop TEXT] [--tokenizer bytes|gpt2] [--threads N]
+                        [--stop TEXT] [--tokenizer bytes|gpt2] [--threads N] [--decode-threads N]
 
 Writes text from a checkpoint of linattn-train (or an export of linattn-export) to stdout as it is
 decoded: the prompt, then what the model writes after it. The prompt runs through the training
@@ -50,7 +50,9 @@ key/value cache per attention layer (docs/decoding.md). Every sample starts at a
   --tokenizer bytes|gpt2   the tokenizer when the run's data folder is not at hand (by default the
                        one the run's data was prepared with; GPT-2's files are found as linattn-data
                        finds them, $LINATTN_GPT2_DIR)
-  --threads N          OpenMP threads, 1 to 4096 (default: all cores)
+  --threads N          OpenMP threads of the prompt's pass, 1 to 4096 (default: all cores)
+  --decode-threads N   OpenMP threads of each new token, 1 to 4096 (default 1: one token of a small
+                       model is too little work to share, and waking threads costs more than it saves)
 
 A byte-level model can write bytes that are not UTF-8: they are printed as U+FFFD. The time per
 token goes to stderr at the end. Errors name the flag or file and the fix; LINATTN_DEBUG=1 adds the
@@ -203,6 +205,7 @@ int main(int argc, char** argv) {
   std::string ckpt, prompt, prompt_flag = "--prompt", stop, tokenizer_name;
   bool have_prompt = false;
   int64_t max_new = 200, num_samples = 1;
+  int decode_threads = 1;
   uint64_t seed = 1;
   SamplingOptions sampling;
   sampling.temperature = 0.8;
@@ -245,6 +248,8 @@ int main(int argc, char** argv) {
                         "' is not one of bytes, gpt2");
       } else if (a == "--threads") {
         omp_set_num_threads(int(parse_count(a, value(), 1, 4096)));
+      } else if (a == "--decode-threads") {
+        decode_threads = int(parse_count(a, value(), 1, 4096));
       } else if (a.rfind("-", 0) == 0) {
         LINATTN_REQUIRE(false, "unknown option '", a, "' (see linattn-generate --help)");
       } else {
@@ -269,6 +274,7 @@ int main(int argc, char** argv) {
     Decoder decoder(model, 1);
     Tensor ids_tensor = Tensor::empty({1, int64_t(prompt_ids.size())}, DType::i32);
     std::copy(prompt_ids.begin(), prompt_ids.end(), ids_tensor.data<int32_t>());
+    const int prefill_threads = omp_get_max_threads();
     double prefill_s = 0, decode_s = 0;
     int64_t decoded = 0;
     using Clock = std::chrono::steady_clock;
@@ -278,7 +284,9 @@ int main(int argc, char** argv) {
       Output out(stop);
       auto t0 = Clock::now();
       decoder.reset();
+      omp_set_num_threads(prefill_threads);
       Tensor logits = decoder.prefill(ids_tensor);
+      omp_set_num_threads(decode_threads);
       prefill_s += std::chrono::duration<double>(Clock::now() - t0).count();
       t0 = Clock::now();
       bool stopped = false;
