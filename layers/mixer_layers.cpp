@@ -33,6 +33,21 @@ ops::MixerOptions chunk_options(const ModelConfig& c) {
   return o;
 }
 
+// Decoding (s: the layer's state, nullptr in training): the state a mixer op starts from, the form it
+// runs in (the chunk form for a prompt, the recurrent step for one token), and the final state kept.
+Variable initial(const MixerState* s, Tensor MixerState::*member) {
+  return s && (s->*member).defined() ? Variable(s->*member) : Variable();
+}
+ops::MixerOptions step_options(ops::MixerOptions o, const MixerState* s, const Variable& x) {
+  if (s && x.shape()[1] == 1) o.form = ops::MixerForm::recurrent;
+  return o;
+}
+void keep(MixerState* s, const ops::MixerOutput& out) {
+  if (!s) return;
+  s->h = out.ht.value().clone();  // a copy: the op's outputs may live in an activation arena
+  if (out.zt.defined()) s->z = out.zt.value().clone();
+}
+
 class LinearAttentionLayer : public MixerLayer {
  public:
   LinearAttentionLayer(Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec,
@@ -49,16 +64,22 @@ class LinearAttentionLayer : public MixerLayer {
     norm_ = RMSNorm(p, prefix + ".norm", value_dim_ / H_, c.norm_eps);
     o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x) const override {
-    Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
-    Variable o = ops::linear_attention(q, k, v, {}, phi_, normalize_, options_).o;
-    return o_proj_(p, merge_heads(norm_(p, o)));
+  Variable forward(const Parameters& p, const Variable& x) const override { return mix(p, x, nullptr); }
+  Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t) const override {
+    return mix(p, x, &s);
   }
   double mixing_flops_per_token(int64_t) const override {
     return chunk_mixing_flops(H_, key_dim_ / H_, value_dim_ / H_, C_);
   }
 
  private:
+  Variable mix(const Parameters& p, const Variable& x, MixerState* s) const {
+    Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
+    ops::MixerOutput out = ops::linear_attention(q, k, v, initial(s, &MixerState::h), phi_, normalize_,
+                                                 step_options(options_, s, x), initial(s, &MixerState::z));
+    keep(s, out);
+    return o_proj_(p, merge_heads(norm_(p, out.o)));
+  }
   int64_t H_, C_, key_dim_ = 0, value_dim_ = 0;
   ops::MixerOptions options_;
   bool normalize_;
@@ -86,13 +107,9 @@ class GatedLayer : public MixerLayer {
     g_norm_ = RMSNorm(p, prefix + ".g_norm_swish_gate", value_dim_ / H_, c.norm_eps);
     o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x) const override {
-    Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
-    Variable g = retnet_ ? Variable(retnet_gate(q.shape(), x.dtype()))
-                         : heads(ops::scale(ops::logsigmoid(gk_up_(p, gk_low_(p, x))), 1.0 / kGateNormalizer), H_);
-    Variable o = ops::gla(q, k, v, g, {}, options_).o;
-    Variable gated = ops::swiglu(heads(g_proj_(p, x), H_), g_norm_(p, o));  // silu(g_proj(x)) * RMSNorm(o)
-    return o_proj_(p, merge_heads(gated));
+  Variable forward(const Parameters& p, const Variable& x) const override { return mix(p, x, nullptr); }
+  Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t) const override {
+    return mix(p, x, &s);
   }
   double mixing_flops_per_token(int64_t) const override {
     // GLA's gated products cost about twice the plain ones (the decays enter every product).
@@ -102,6 +119,16 @@ class GatedLayer : public MixerLayer {
  private:
   static constexpr int64_t kGateLowRank = 16;
   static constexpr double kGateNormalizer = 16;  // fla's gate_logit_normalizer
+
+  Variable mix(const Parameters& p, const Variable& x, MixerState* s) const {
+    Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
+    Variable g = retnet_ ? Variable(retnet_gate(q.shape(), x.dtype()))
+                         : heads(ops::scale(ops::logsigmoid(gk_up_(p, gk_low_(p, x))), 1.0 / kGateNormalizer), H_);
+    ops::MixerOutput out = ops::gla(q, k, v, g, initial(s, &MixerState::h), step_options(options_, s, x));
+    keep(s, out);
+    Variable gated = ops::swiglu(heads(g_proj_(p, x), H_), g_norm_(p, out.o));  // silu(g_proj(x)) * RMSNorm(o)
+    return o_proj_(p, merge_heads(gated));
+  }
 
   // RetNet's fixed decay per head, gamma_h = 1 - 2^(-5-h), as a constant log-gate.
   Tensor retnet_gate(const Shape& s, DType dtype) const {
@@ -163,23 +190,9 @@ class DeltaLayer : public MixerLayer {
     o_norm_ = RMSNorm(p, prefix + ".o_norm", value_dim_ / H_, c.norm_eps);
     o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x) const override {
-    Variable q = feature(p, q_proj_(p, x), q_conv_), k = feature(p, k_proj_(p, x), k_conv_);
-    Variable v = feature(p, v_proj_(p, x), v_conv_);
-    q = ops::l2norm(heads(q, H_), 1e-6);
-    k = ops::l2norm(heads(k, H_), 1e-6);
-    v = heads(v, H_);
-    Variable beta = ops::sigmoid(b_proj_(p, x));  // [B, T, H]
-    Variable o;
-    if (gated_) {
-      Variable a = decay_ == GdnDecay::fla ? ops::gdn_decay(a_proj_(p, x), p[p_A_log_], p[p_dt_bias_])
-                                           : ops::logsigmoid(ops::linear(x, p[a_proj_.weight], p[p_a_bias_]));
-      o = ops::gated_deltanet(q, k, v, beta, a, {}, options_).o;
-      o = ops::swiglu(heads(g_proj_(p, x), H_), o_norm_(p, o));
-    } else {
-      o = o_norm_(p, ops::deltanet(q, k, v, beta, {}, options_).o);
-    }
-    return o_proj_(p, merge_heads(o));
+  Variable forward(const Parameters& p, const Variable& x) const override { return mix(p, x, nullptr); }
+  Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t) const override {
+    return mix(p, x, &s);
   }
   double mixing_flops_per_token(int64_t) const override {
     // The WY form adds K K^T, the triangular solve and W, U, W S0 to the linear-attention products.
@@ -187,8 +200,34 @@ class DeltaLayer : public MixerLayer {
   }
 
  private:
-  Variable feature(const Parameters& p, const Variable& x, int conv) const {
-    return ops::silu(short_conv_ ? ops::short_conv(x, p[conv]) : x);
+  Variable mix(const Parameters& p, const Variable& x, MixerState* s) const {
+    Variable q = feature(p, q_proj_(p, x), q_conv_, s ? &s->q_conv : nullptr);
+    Variable k = feature(p, k_proj_(p, x), k_conv_, s ? &s->k_conv : nullptr);
+    Variable v = feature(p, v_proj_(p, x), v_conv_, s ? &s->v_conv : nullptr);
+    q = ops::l2norm(heads(q, H_), 1e-6);
+    k = ops::l2norm(heads(k, H_), 1e-6);
+    v = heads(v, H_);
+    Variable beta = ops::sigmoid(b_proj_(p, x));  // [B, T, H]
+    Variable h0 = initial(s, &MixerState::h);
+    ops::MixerOptions options = step_options(options_, s, x);
+    ops::MixerOutput out;
+    Variable o;
+    if (gated_) {
+      Variable a = decay_ == GdnDecay::fla ? ops::gdn_decay(a_proj_(p, x), p[p_A_log_], p[p_dt_bias_])
+                                           : ops::logsigmoid(ops::linear(x, p[a_proj_.weight], p[p_a_bias_]));
+      out = ops::gated_deltanet(q, k, v, beta, a, h0, options);
+      o = ops::swiglu(heads(g_proj_(p, x), H_), o_norm_(p, out.o));
+    } else {
+      out = ops::deltanet(q, k, v, beta, h0, options);
+      o = o_norm_(p, out.o);
+    }
+    keep(s, out);
+    return o_proj_(p, merge_heads(o));
+  }
+  // window: the convolution's last inputs when decoding (nullptr in training).
+  Variable feature(const Parameters& p, const Variable& x, int conv, Tensor* window) const {
+    if (!short_conv_) return ops::silu(x);
+    return ops::silu(window ? ops::short_conv_continue(x, p[conv], *window) : ops::short_conv(x, p[conv]));
   }
   int64_t H_, C_, key_dim_ = 0, value_dim_ = 0;
   ops::MixerOptions options_;
@@ -210,11 +249,9 @@ class AttentionLayer : public MixerLayer {
     v_proj_ = Linear(p, prefix + ".v_proj", c.hidden_size, Hkv_ * head_dim_, std);
     o_proj_ = Linear(p, prefix + ".o_proj", H_ * head_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x) const override {
-    Variable q = ops::rope(heads(q_proj_(p, x), H_), theta_);
-    Variable k = ops::rope(heads(k_proj_(p, x), Hkv_), theta_);
-    Variable v = heads(v_proj_(p, x), Hkv_);
-    return o_proj_(p, merge_heads(ops::attention(q, k, v, window_)));
+  Variable forward(const Parameters& p, const Variable& x) const override { return mix(p, x, nullptr, 0); }
+  Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t pos) const override {
+    return mix(p, x, &s, pos);
   }
   double mixing_flops_per_token(int64_t T) const override {
     // Each query meets (T + 1) / 2 keys on average (global) or at most W; q.k and p.v per key.
@@ -223,12 +260,30 @@ class AttentionLayer : public MixerLayer {
   }
 
  private:
+  Variable mix(const Parameters& p, const Variable& x, MixerState* s, int64_t pos) const {
+    Variable q = ops::rope(heads(q_proj_(p, x), H_), theta_, pos);
+    Variable k = ops::rope(heads(k_proj_(p, x), Hkv_), theta_, pos);
+    Variable v = heads(v_proj_(p, x), Hkv_);
+    Variable o = s ? ops::attention_continue(q, k, v, s->kv, pos, window_) : ops::attention(q, k, v, window_);
+    return o_proj_(p, merge_heads(o));
+  }
   int64_t H_, Hkv_, window_, head_dim_ = 0;
   double theta_;
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
 };
 
 }  // namespace
+
+Variable MixerLayer::decode(const Parameters&, const Variable&, MixerState&, int64_t) const {
+  LINATTN_FAIL("this mixer has no decoding path yet (MixerLayer::decode)");
+}
+
+size_t MixerState::bytes() const {
+  size_t n = 0;
+  for (const Tensor* t : {&h, &z, &q_conv, &k_conv, &v_conv, &kv.k, &kv.v})
+    if (t->defined()) n += t->nbytes();
+  return n;
+}
 
 std::unique_ptr<MixerLayer> make_mixer(Parameters& p, const std::string& prefix, const ModelConfig& c,
                                        const LayerSpec& spec, double std, double out_std) {

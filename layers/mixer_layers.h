@@ -4,10 +4,21 @@
 
 #include <memory>
 
+#include "autograd/decoding.h"
 #include "layers/modules.h"
 #include "layers/model_config.h"
 
 namespace linattn {
+
+// Decoding (layers/decoder.h, docs/decoding.md): one layer's state between calls, for a batch of
+// sequences at the same position. Each mixer uses the members it needs; a fresh state is all undefined.
+struct MixerState {
+  Tensor h;                       // linear mixers: the recurrent state [B, H, dk, dv]
+  Tensor z;                       // normalized linear attention: the normalizer state [B, H, dk]
+  Tensor q_conv, k_conv, v_conv;  // short convolutions: the last W-1 inputs [B, W-1, channels]
+  ops::KVCache kv;                // softmax attention: keys and values
+  size_t bytes() const;           // memory held
+};
 
 class MixerLayer {
  public:
@@ -16,6 +27,9 @@ class MixerLayer {
   // FLOPs of the token mixing itself (not the projections), forward + backward, per token, for
   // sequences of T tokens. Used for MFU next to the 6N of the matrix products.
   virtual double mixing_flops_per_token(int64_t T) const = 0;
+  // forward() of the tokens at positions pos .. pos + T - 1 of sequences whose earlier tokens left
+  // `state` (fresh at pos 0), which it carries on. Records no gradients.
+  virtual Variable decode(const Parameters& p, const Variable& x, MixerState& state, int64_t pos) const;
 };
 
 // prefix: e.g. "model.layers.3.attn"; std: the init stddev; out_std: the stddev of the output

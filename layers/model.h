@@ -30,6 +30,12 @@ class Model {
   std::string summary() const;  // one line per layer kind, the parameter count
 
  private:
+  friend class Decoder;  // layers/decoder.h
+  // The blocks over ids (no final norm): forward() of every mixer, or when decoding (states: one per
+  // layer) their decode() at positions pos .. pos + T - 1. Then the final norm and the LM head.
+  Variable body(const Tensor& ids, std::vector<MixerState>* states, int64_t pos) const;
+  Variable head(const Variable& x) const;
+
   struct Block {
     RMSNorm attn_norm, mlp_norm;
     std::unique_ptr<MixerLayer> attn;

@@ -14,6 +14,7 @@
 #include "data/mqar.h"
 #include "data/prepare.h"
 #include "train/checkpoint.h"
+#include "train/run_data.h"
 #include "train/trainer.h"
 
 namespace {
@@ -54,25 +55,6 @@ int64_t parse_count(const std::string& flag, const std::string& text, int64_t lo
   LINATTN_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && v >= lo && v <= hi, flag, " '", text,
                   "' is not a whole number in [", lo, ", ", hi, "]");
   return v;
-}
-
-// The run's data folder: data.path as written when it is absolute or --data gave it; otherwise the
-// first of the working directory, the checkpoint's folder and the folders above it that holds it.
-std::string find_data(const std::string& path, const std::string& ckpt, bool from_flag, const std::string& fix) {
-  if (from_flag || fs::path(path).is_absolute()) return path;
-  std::vector<std::string> tried{path};
-  if (fs::is_directory(path)) return path;
-  for (fs::path dir = fs::absolute(ckpt).lexically_normal().parent_path();; dir = dir.parent_path()) {
-    const fs::path candidate = dir / path;
-    if (fs::is_directory(candidate)) return candidate.string();
-    tried.push_back(candidate.string());
-    if (dir == dir.root_path()) break;
-  }
-  std::string list;
-  for (const std::string& t : tried) list += "\n  " + t;
-  LINATTN_REQUIRE(false, ckpt, ": the run's data folder '", path, "' (data.path) is not found; tried:", list,
-                  "\ngive ", fix);
-  return "";
 }
 
 // A folder removed with everything in it when the evaluation ends.
@@ -156,12 +138,13 @@ int main(int argc, char** argv) {
     std::string described;
     std::unique_ptr<TempFolder> temp;
     if (texts.empty()) {
-      described = find_data(config.data.path, ckpt, !data_flag.empty(), "the folder with --data DIR");
+      described = find_run_data(config.data.path, ckpt, !data_flag.empty(), "the folder with --data DIR");
       val = data::Dataset::open(described, "val");
     } else {
       if (tokenizer.empty())  // the run's: the one its data was prepared with
-        tokenizer = data::Dataset::open(find_data(config.data.path, ckpt, false, "--tokenizer bytes|gpt2"), "train")
-                        ->tokenizer();
+        tokenizer =
+            data::Dataset::open(find_run_data(config.data.path, ckpt, false, "--tokenizer bytes|gpt2"), "train")
+                ->tokenizer();
       temp = std::make_unique<TempFolder>();
       data::PrepareOptions po;
       po.inputs = texts;

@@ -332,6 +332,9 @@ std::string emit(const Config& c) {
   out << YAML::Key << "dtype" << YAML::Value << t.dtype;
   out << YAML::Key << "out_dir" << YAML::Value << t.out_dir;
   out << YAML::Key << "max_bad_steps" << YAML::Value << t.max_bad_steps;
+  out << YAML::Key << "sample_every" << YAML::Value << t.sample_every;
+  out << YAML::Key << "sample_tokens" << YAML::Value << t.sample_tokens;
+  out << YAML::Key << "sample_prompt" << YAML::Value << YAML::DoubleQuoted << t.sample_prompt;
   out << YAML::EndMap;
   out << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "every" << YAML::Value << c.checkpoint.every;
@@ -577,7 +580,8 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.check_keys(t, "train",
                {"batch_size", "micro_batch_size", "lr", "lr_min", "warmup_steps", "schedule", "weight_decay", "beta1",
                 "beta2", "adam_eps", "grad_clip", "max_steps", "max_tokens", "max_time", "seed", "threads",
-                "eval_every", "log_every", "dtype", "out_dir", "max_bad_steps"});
+                "eval_every", "log_every", "dtype", "out_dir", "max_bad_steps",
+                "sample_every", "sample_tokens", "sample_prompt"});
   r.get(t, "train", "batch_size", tc.batch_size);
   r.get(t, "train", "micro_batch_size", tc.micro_batch_size);
   r.get(t, "train", "lr", tc.lr);
@@ -603,6 +607,9 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.get(t, "train", "dtype", tc.dtype);
   r.get(t, "train", "out_dir", tc.out_dir);
   r.get(t, "train", "max_bad_steps", tc.max_bad_steps);
+  r.get(t, "train", "sample_every", tc.sample_every);
+  r.get(t, "train", "sample_tokens", tc.sample_tokens);
+  r.get(t, "train", "sample_prompt", tc.sample_prompt);
   r.require(tc.batch_size >= 1 && tc.batch_size <= kMaxBatch, t, "train", "batch_size",
             "'batch_size' must be in [1, " + std::to_string(kMaxBatch) + "]");
   r.require(tc.micro_batch_size == 0 || (tc.micro_batch_size >= 1 && tc.batch_size % tc.micro_batch_size == 0), t,
@@ -626,6 +633,9 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.require(tc.log_every >= 1, t, "train", "log_every", "'log_every' must be at least 1");
   r.require(tc.dtype == "f32" || tc.dtype == "f64", t, "train", "dtype", "'dtype' must be f32 or f64");
   r.require(tc.max_bad_steps >= 1, t, "train", "max_bad_steps", "'max_bad_steps' must be at least 1");
+  r.require(tc.sample_every >= 0, t, "train", "sample_every", "'sample_every' must be >= 0 (0 = no samples)");
+  r.require(tc.sample_tokens >= 1 && tc.sample_tokens <= 100000, t, "train", "sample_tokens",
+            "'sample_tokens' must be in [1, 100000]");
 
   const double micro = double(tc.micro_batch_size > 0 ? tc.micro_batch_size : tc.batch_size);
   const double widest = std::max({double(mc.vocab_size), double(mc.resolved_intermediate_size()),

@@ -45,6 +45,9 @@ struct TrainConfig {
   std::string dtype = "f32";  // f32 | f64
   std::string out_dir = "runs/default";
   int64_t max_bad_steps = 5;  // consecutive non-finite steps before the run stops
+  int64_t sample_every = 0;          // steps between samples printed after the evaluation; 0 = none
+  int64_t sample_tokens = 64;        // tokens per sample
+  std::string sample_prompt = "";    // the text each sample continues ("" = a new document)
 };
 
 struct CheckpointConfig {

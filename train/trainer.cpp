@@ -15,6 +15,7 @@
 #include "data/mqar.h"
 #include "kernels/cpu/matmul.h"
 #include "train/metrics_log.h"
+#include "train/sample.h"
 #include "train/schedule.h"
 #include "train/signals.h"
 
@@ -416,6 +417,10 @@ TrainSummary Trainer::run() {
     auto t0 = std::chrono::steady_clock::now();
     // Evaluations during training read data.val_tokens tokens; the final one the whole split.
     EvalResult r = linattn::evaluate(*model_, *val_batches(final ? 0 : config_.data.val_tokens), arena_, comm_);
+    const std::string sample = t.sample_every && val_data_ && (final || step % t.sample_every == 0) &&
+                                       comm_->is_root()
+                                   ? training_sample_line(*model_, val_data_->tokenizer(), t, step)
+                                   : "";
     eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (tty) say("\r\033[K");
     const bool recall = std::isfinite(r.recall_accuracy);
@@ -427,6 +432,7 @@ TrainSummary Trainer::run() {
     MetricFields fields{{"val_loss", r.loss}, {"val_ppl", r.perplexity}, {"val_bpb", r.bits_per_byte}};
     if (recall) fields.push_back({"recall_accuracy", r.recall_accuracy});
     if (metrics) metrics->write(step, fields);
+    if (!sample.empty()) say("%s\n", sample.c_str());
     summary.last = r;
     // Only evaluations of the whole split compare with each other (a prefix is easier or harder).
     if ((final || config_.data.val_tokens == 0) && r.loss < summary.best.loss) summary.best = r;

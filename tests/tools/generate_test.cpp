@@ -1,0 +1,120 @@
+// linattn-generate on a checkpoint the trainer wrote: seeded and greedy text is reproducible, an
+// export gives the checkpoint's text, --stop ends a sample, and bad input names the flag or file.
+#include <unistd.h>
+
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+
+#include "../train/train_testing.h"
+#include "testing.h"
+#include "train/trainer.h"
+
+namespace linattn {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Generate : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = (fs::temp_directory_path() / ("linattn-generate-" + std::to_string(getpid()))).string();
+    // A global attention layer, whose key/value cache grows with the text.
+    Trainer trainer(testing::tiny_config(dir_, {"train.max_steps=20", "model.layers=[gla, attention]"}));
+    trainer.run();
+    ckpt_ = latest_checkpoint(dir_);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  // stdout only (the timing line goes to stderr), and the exit status.
+  static testing::CommandResult generate(const std::string& args) {
+    return testing::run_command(testing::built_binary("linattn-generate") + " " + args + " 2>/dev/null");
+  }
+  static testing::CommandResult generate_all(const std::string& args) {  // stdout and stderr
+    return testing::run_command(testing::built_binary("linattn-generate") + " " + args);
+  }
+  static std::string dir_, ckpt_;
+};
+std::string Generate::dir_, Generate::ckpt_;
+
+TEST_F(Generate, HelpListsTheFlags) {
+  testing::CommandResult r = generate("--help");
+  EXPECT_EQ(r.status, 0);
+  for (const char* flag : {"--prompt", "--prompt-file", "--max-new-tokens", "--temperature", "--top-k", "--top-p",
+                           "--seed", "--num-samples", "--stop"})
+    EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
+}
+
+TEST_F(Generate, TheSameSeedGivesTheSameText) {
+  const std::string args = ckpt_ + " --prompt 'The Congress' --max-new-tokens 40 --top-k 20 --top-p 0.9";
+  testing::CommandResult a = generate(args + " --seed 7"), b = generate(args + " --seed 7");
+  testing::CommandResult c = generate(args + " --seed 8");
+  ASSERT_EQ(a.status, 0) << a.output;
+  EXPECT_EQ(a.output.rfind("The Congress", 0), 0u) << a.output;  // the prompt comes first
+  EXPECT_GT(a.output.size(), std::string("The Congress").size() + 10);
+  EXPECT_EQ(a.output, b.output);
+  EXPECT_NE(a.output, c.output);
+}
+
+TEST_F(Generate, GreedyIsDeterministicAndTheExportGivesTheCheckpointsText) {
+  const std::string args = " --prompt 'We' --max-new-tokens 30 --temperature 0";
+  testing::CommandResult a = generate(ckpt_ + args + " --seed 1"), b = generate(ckpt_ + args + " --seed 2");
+  ASSERT_EQ(a.status, 0) << a.output;
+  EXPECT_EQ(a.output, b.output);
+  const std::string exported = dir_ + "/weights.h5";
+  ASSERT_EQ(testing::run_command(testing::built_binary("linattn-export") + " " + ckpt_ + " " + exported).status, 0);
+  EXPECT_EQ(generate(exported + args).output, a.output);
+}
+
+TEST_F(Generate, StopEndsASampleBeforeTheStopText) {
+  const std::string args = ckpt_ + " --prompt 'A' --max-new-tokens 60 --temperature 0";
+  testing::CommandResult full = generate(args);
+  ASSERT_EQ(full.status, 0);
+  // Three letters from the middle of the continuation (safe in the shell's quotes): the sample must
+  // end just before their first appearance after the prompt.
+  size_t at = 20;
+  while (at + 3 < full.output.size() && !(std::isalpha(full.output[at]) && std::isalpha(full.output[at + 1]) &&
+                                          std::isalpha(full.output[at + 2])))
+    ++at;
+  ASSERT_LT(at + 3, full.output.size()) << full.output;
+  const std::string stop = full.output.substr(at, 3);
+  testing::CommandResult cut = generate(args + " --stop '" + stop + "'");
+  ASSERT_EQ(cut.status, 0) << cut.output;
+  EXPECT_EQ(cut.output, full.output.substr(0, full.output.find(stop, 1)) + "\n");
+}
+
+TEST_F(Generate, SamplesAreNumberedAndTimed) {
+  testing::CommandResult r = generate_all(ckpt_ + " --num-samples 2 --max-new-tokens 5 --prompt-file /dev/null");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--- sample 2 ---"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("10 new tokens in"), std::string::npos) << r.output;
+}
+
+TEST_F(Generate, BadInputNamesTheFlagOrFile) {
+  const std::string garbage = dir_ + "/garbage.h5";
+  std::ofstream(garbage) << "not an hdf5 file";
+  struct Case {
+    std::string args, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"/nonexistent/ckpt.h5", "/nonexistent/ckpt.h5: cannot read the checkpoint"},
+           {garbage, garbage},
+           {ckpt_ + " --top-p 1.5", "--top-p 1.5 must be in (0, 1]"},
+           {ckpt_ + " --top-p 0", "--top-p 0 must be in (0, 1]"},
+           {ckpt_ + " --temperature -0.5", "--temperature -0.5 must be >= 0"},
+           {ckpt_ + " --max-new-tokens 0", "--max-new-tokens '0' is not a whole number"},
+           {ckpt_ + " --prompt-file /nonexistent/prompt.txt", "--prompt-file /nonexistent/prompt.txt: cannot read"},
+           {ckpt_ + " --tokenizer gpt2", "--tokenizer gpt2: its vocabulary (50257) is larger than the model's (257)"},
+           {ckpt_ + " --bogus", "unknown option '--bogus'"},
+           {ckpt_ + " --prompt Hi --max-new-tokens 1000000000",
+            "--prompt: the prompt's 3 tokens and --max-new-tokens 1000000000 need"},
+       }) {
+    testing::CommandResult r = generate_all(c.args);
+    EXPECT_EQ(r.status, 1) << c.args;
+    EXPECT_NE(r.output.find("linattn-generate: error: " ), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace linattn

@@ -1,0 +1,314 @@
+// linattn-generate: text from a checkpoint (or an export), streamed as it is decoded.
+#include <omp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/hdf5.h"
+#include "data/dataset.h"
+#include "data/tokenizer.h"
+#include "data/utf8_stream.h"
+#include "layers/decoder.h"
+#include "layers/sampler.h"
+#include "train/checkpoint.h"
+#include "train/run_data.h"
+
+namespace {
+
+using namespace linattn;
+
+const char* kUsage = R"(usage: linattn-generate CKPT.h5 [--prompt TEXT | --prompt-file F] [--max-new-tokens N]
+                        [--temperature T] [--top-k K] [--top-p P] [--seed S] [--num-samples N]
+                        [--stop TEXT] [--tokenizer bytes|gpt2] [--threads N] [--decode-threads N]
+
+Writes text from a checkpoint of linattn-train (or an export of linattn-export) to stdout as it is
+decoded: the prompt, then what the model writes after it. The prompt runs through the training
+kernels once; then each token costs one recurrent step per linear layer and one look at the
+key/value cache per attention layer (docs/decoding.md). Every sample starts at a document start
+(an end-of-text token), as the training documents do.
+
+  --prompt TEXT        the text to continue (default: none, a new document)
+  --prompt-file F      read the prompt from file F instead
+  --max-new-tokens N   tokens to write per sample, 1 to 10^9 (default 200)
+  --temperature T      >= 0; 0 = greedy, always the most likely token (default 0.8)
+  --top-k K            draw from the K most likely tokens only; 0 = all (default 0)
+  --top-p P            draw from the fewest most likely tokens whose probability reaches P, in (0, 1]
+                       (default 1)
+  --seed S             the sampling seed; the same seed gives the same text (default 1)
+  --num-samples N      samples to write, one after another, 1 to 10000 (default 1)
+  --stop TEXT          end a sample where TEXT first appears in it (TEXT is not printed); a sample
+                       also ends at an end-of-text token
+  --tokenizer bytes|gpt2   the tokenizer when the run's data folder is not at hand (by default the
+                       one the run's data was prepared with; GPT-2's files are found as linattn-data
+                       finds them, $LINATTN_GPT2_DIR)
+  --threads N          OpenMP threads of the prompt's pass, 1 to 4096 (default: all cores)
+  --decode-threads N   OpenMP threads of each new token, 1 to 4096 (default 1: one token of a small
+                       model is too little work to share, and waking threads costs more than it saves)
+
+A byte-level model can write bytes that are not UTF-8: they are printed as U+FFFD. The time per
+token goes to stderr at the end. Errors name the flag or file and the fix; LINATTN_DEBUG=1 adds the
+source location of the failed check.
+)";
+
+int64_t parse_count(const std::string& flag, const std::string& text, int64_t lo, int64_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  LINATTN_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && v >= lo && v <= hi, flag, " '", text,
+                  "' is not a whole number in [", lo, ", ", hi, "]");
+  return v;
+}
+
+double parse_number(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  LINATTN_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && std::isfinite(v), flag, " '", text,
+                  "' is not a number");
+  return v;
+}
+
+std::string read_file(const std::string& path, const std::string& flag) {
+  std::ifstream in(path, std::ios::binary);
+  LINATTN_REQUIRE(in.good(), flag, " ", path, ": cannot read the file (", std::strerror(errno), ")");
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// A checkpoint (format linattn-checkpoint) or an export (linattn-weights, any of its dtypes): the
+// config and the weights, loaded into a float32 model (float64 when the run trained in float64).
+struct Loaded {
+  Config config;
+  std::unique_ptr<Model> model;
+};
+
+Loaded load(const std::string& path) {
+  LINATTN_REQUIRE(access(path.c_str(), R_OK) == 0, path, ": cannot read the checkpoint (", std::strerror(errno),
+                  "); give the path of a .h5 file written by linattn-train or linattn-export");
+  std::string format, export_dtype;
+  {
+    H5File f(path, H5File::Mode::read);
+    format = f.attr_string("format").value_or("");
+    export_dtype = f.attr_string("dtype").value_or("f32");
+  }
+  LINATTN_REQUIRE(format == "linattn-checkpoint" || format == "linattn-weights", path,
+                  ": not a linattn checkpoint or export (its 'format' attribute is '", format,
+                  "'); give a file written by linattn-train or linattn-export");
+  Loaded l;
+  if (format == "linattn-checkpoint") {
+    l.config = parse_config(checkpoint_config_text(path), path);
+    l.model = std::make_unique<Model>(l.config.model, l.config.train.dtype == "f64" ? DType::f64 : DType::f32);
+    load_checkpoint(path, l.config, *l.model, nullptr, nullptr);
+    return l;
+  }
+  H5File f(path, H5File::Mode::read);
+  auto text = f.attr_string("config");
+  LINATTN_REQUIRE(text.has_value(), path, ": the export has no 'config' attribute (the file is damaged)");
+  l.config = parse_config(*text, path);
+  l.model = std::make_unique<Model>(l.config.model, DType::f32);
+  const Parameters& p = l.model->params();
+  for (size_t i = 0; i < p.size(); ++i) {
+    const std::string& name = p.name(int(i));
+    const Tensor& dst = p.values()[int(i)];
+    LINATTN_REQUIRE(f.has(name), path, ": missing parameter '", name, "'");
+    if (export_dtype != "bf16") {
+      dst.copy_from(f.read(name, DType::f32, dst.shape()));
+      continue;
+    }
+    // bfloat16: the top 16 bits of a float32, stored as uint16.
+    Tensor bits = f.read(name, DType::i32, dst.shape());
+    for (int64_t j = 0; j < dst.numel(); ++j) {
+      uint32_t word = uint32_t(bits.data<int32_t>()[j]) << 16;
+      std::memcpy(dst.data<float>() + j, &word, 4);
+    }
+  }
+  return l;
+}
+
+// The tokenizer the run's data was prepared with, or the --tokenizer flag's.
+std::unique_ptr<data::Tokenizer> run_tokenizer(const Config& config, const std::string& ckpt, std::string name) {
+  if (name.empty())
+    name = data::Dataset::open(find_run_data(config.data.path, ckpt, false, "--tokenizer bytes|gpt2"), "train")
+               ->tokenizer();
+  auto tok = data::make_tokenizer(name, data::default_gpt2_dir());
+  LINATTN_REQUIRE(int64_t(tok->vocab_size()) <= config.model.vocab_size, "--tokenizer ", name, ": its vocabulary (",
+                  tok->vocab_size(), ") is larger than the model's (", config.model.vocab_size,
+                  "); the model was trained with another tokenizer");
+  return tok;
+}
+
+// Memory this machine has (physical), in bytes.
+double machine_bytes() { return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)); }
+
+// Global attention keeps every position's keys and values: refuse a length whose cache alone would
+// not fit in this machine's memory.
+void check_length(const Config& config, int64_t prompt_tokens, int64_t new_tokens, size_t scalar_bytes,
+                  const std::string& prompt_flag) {
+  const ModelConfig& m = config.model;
+  double per_token = 0;
+  for (const LayerSpec& l : m.layers)
+    if (l.mixer == MixerKind::attention && l.window_size == 0)
+      per_token += 2.0 * double(l.num_kv_heads) * double(m.hidden_size / l.num_heads) * double(scalar_bytes);
+  const double need = per_token * double(prompt_tokens + new_tokens);
+  LINATTN_REQUIRE(need <= machine_bytes(), prompt_flag, ": the prompt's ", prompt_tokens, " tokens and --max-new-tokens ",
+                  new_tokens, " need ", need / (1 << 30), " GiB of key/value cache for the global attention layers, "
+                  "more than this machine's ", machine_bytes() / (1 << 30), " GiB of memory; give a shorter prompt "
+                  "or fewer new tokens");
+}
+
+// Text on its way to stdout: held back while it could still be the start of the stop text, and
+// while a UTF-8 character is incomplete.
+class Output {
+ public:
+  explicit Output(std::string stop) : stop_(std::move(stop)) {}
+  // Adds a token's bytes; returns true when the stop text has appeared (the sample ends).
+  bool add(std::string_view bytes) {
+    text_ += bytes;
+    // Text before printed_ held no start of the stop text that could complete.
+    const size_t found = stop_.empty() ? std::string::npos : text_.find(stop_, printed_);
+    const size_t until = found != std::string::npos ? found
+                         : stop_.empty()           ? text_.size()
+                                                   : std::max(printed_, text_.size() + 1 - std::min(text_.size() + 1, stop_.size()));
+    write(utf8_.push(std::string_view(text_).substr(printed_, until - printed_)));
+    printed_ = until;
+    return found != std::string::npos;
+  }
+  void finish(bool stopped) {
+    if (!stopped) write(utf8_.push(std::string_view(text_).substr(printed_)));
+    write(utf8_.finish());
+    write("\n");
+  }
+  static void write(const std::string& s) {
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+  }
+
+ private:
+  std::string stop_, text_;
+  size_t printed_ = 0;
+  data::Utf8Stream utf8_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string ckpt, prompt, prompt_flag = "--prompt", stop, tokenizer_name;
+  bool have_prompt = false;
+  int64_t max_new = 200, num_samples = 1;
+  int decode_threads = 1;
+  uint64_t seed = 1;
+  SamplingOptions sampling;
+  sampling.temperature = 0.8;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto value = [&]() -> std::string {
+        LINATTN_REQUIRE(i + 1 < argc, a, " needs a value (see linattn-generate --help)");
+        return argv[++i];
+      };
+      if (a == "-h" || a == "--help") {
+        std::printf("%s", kUsage);
+        return 0;
+      } else if (a == "--prompt" || a == "--prompt-file") {
+        LINATTN_REQUIRE(!have_prompt, "give one of --prompt and --prompt-file, once");
+        have_prompt = true;
+        prompt_flag = a;
+        prompt = value();
+        if (a == "--prompt-file") {
+          prompt_flag += " " + prompt;
+          prompt = read_file(prompt, a);
+        }
+      } else if (a == "--max-new-tokens") {
+        max_new = parse_count(a, value(), 1, 1000000000);
+      } else if (a == "--temperature") {
+        sampling.temperature = parse_number(a, value());
+      } else if (a == "--top-k") {
+        sampling.top_k = parse_count(a, value(), 0, INT32_MAX);
+      } else if (a == "--top-p") {
+        sampling.top_p = parse_number(a, value());
+      } else if (a == "--seed") {
+        seed = uint64_t(parse_count(a, value(), 0, INT64_MAX));
+      } else if (a == "--num-samples") {
+        num_samples = parse_count(a, value(), 1, 10000);
+      } else if (a == "--stop") {
+        stop = value();
+      } else if (a == "--tokenizer") {
+        tokenizer_name = value();
+        LINATTN_REQUIRE(tokenizer_name == "bytes" || tokenizer_name == "gpt2", "--tokenizer '", tokenizer_name,
+                        "' is not one of bytes, gpt2");
+      } else if (a == "--threads") {
+        omp_set_num_threads(int(parse_count(a, value(), 1, 4096)));
+      } else if (a == "--decode-threads") {
+        decode_threads = int(parse_count(a, value(), 1, 4096));
+      } else if (a.rfind("-", 0) == 0) {
+        LINATTN_REQUIRE(false, "unknown option '", a, "' (see linattn-generate --help)");
+      } else {
+        LINATTN_REQUIRE(ckpt.empty(), "unexpected argument '", a,
+                        "': give one checkpoint (see linattn-generate --help)");
+        ckpt = a;
+      }
+    }
+    LINATTN_REQUIRE(!ckpt.empty(), "no checkpoint: give CKPT.h5 (see linattn-generate --help)");
+    check_sampling(sampling);
+
+    Loaded l = load(ckpt);
+    const Model& model = *l.model;
+    auto tok = run_tokenizer(l.config, ckpt, tokenizer_name);
+    std::vector<uint32_t> ids{tok->eot()};
+    tok->encode(prompt, ids, prompt_flag);
+    std::vector<int32_t> prompt_ids(ids.begin(), ids.end());
+    const size_t scalar_bytes = dtype_size(model.params().values().all().dtype());
+    check_length(l.config, int64_t(prompt_ids.size()), max_new, scalar_bytes, prompt_flag);
+
+    Rng rng(seed);
+    Decoder decoder(model, 1);
+    Tensor ids_tensor = Tensor::empty({1, int64_t(prompt_ids.size())}, DType::i32);
+    std::copy(prompt_ids.begin(), prompt_ids.end(), ids_tensor.data<int32_t>());
+    const int prefill_threads = omp_get_max_threads();
+    double prefill_s = 0, decode_s = 0;
+    int64_t decoded = 0;
+    using Clock = std::chrono::steady_clock;
+    for (int64_t sample = 0; sample < num_samples; ++sample) {
+      if (num_samples > 1) Output::write("--- sample " + std::to_string(sample + 1) + " ---\n");
+      Output::write(prompt);
+      Output out(stop);
+      auto t0 = Clock::now();
+      decoder.reset();
+      omp_set_num_threads(prefill_threads);
+      Tensor logits = decoder.prefill(ids_tensor);
+      omp_set_num_threads(decode_threads);
+      prefill_s += std::chrono::duration<double>(Clock::now() - t0).count();
+      t0 = Clock::now();
+      bool stopped = false;
+      for (int64_t n = 0; n < max_new && !stopped; ++n) {
+        const int32_t next = sample_tokens(logits, sampling, rng)[0];
+        if (uint32_t(next) == tok->eot() || uint32_t(next) >= tok->vocab_size()) break;
+        stopped = out.add(tok->token_bytes(uint32_t(next)));
+        ++decoded;
+        if (!stopped && n + 1 < max_new) logits = decoder.step({next});
+      }
+      decode_s += std::chrono::duration<double>(Clock::now() - t0).count();
+      out.finish(stopped);
+    }
+    std::fprintf(stderr,
+                 "linattn-generate: %lld new tokens in %.3f s (%.1f tokens/s); prompt of %zu tokens prefilled in "
+                 "%.3f s per sample\n",
+                 (long long)decoded, decode_s, decode_s > 0 ? double(decoded) / decode_s : 0.0, prompt_ids.size(),
+                 prefill_s / double(num_samples));
+    return 0;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "linattn-generate: error: %s\n", error_message(e).c_str());
+    return 1;
+  }
+}
