@@ -33,6 +33,11 @@ ops::MixerOptions chunk_options(const ModelConfig& c) {
   return o;
 }
 
+ops::MixerOptions with_segments(ops::MixerOptions o, const ops::Segments& segments) {
+  o.segments = &segments;
+  return o;
+}
+
 class LinearAttentionLayer : public MixerLayer {
  public:
   LinearAttentionLayer(Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec,
@@ -49,9 +54,9 @@ class LinearAttentionLayer : public MixerLayer {
     norm_ = RMSNorm(p, prefix + ".norm", value_dim_ / H_, c.norm_eps);
     o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x) const override {
+  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
     Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
-    Variable o = ops::linear_attention(q, k, v, {}, phi_, normalize_, options_).o;
+    Variable o = ops::linear_attention(q, k, v, {}, phi_, normalize_, with_segments(options_, segments)).o;
     return o_proj_(p, merge_heads(norm_(p, o)));
   }
   double mixing_flops_per_token(int64_t) const override {
@@ -86,11 +91,11 @@ class GatedLayer : public MixerLayer {
     g_norm_ = RMSNorm(p, prefix + ".g_norm_swish_gate", value_dim_ / H_, c.norm_eps);
     o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x) const override {
+  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
     Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
     Variable g = retnet_ ? Variable(retnet_gate(q.shape(), x.dtype()))
                          : heads(ops::scale(ops::logsigmoid(gk_up_(p, gk_low_(p, x))), 1.0 / kGateNormalizer), H_);
-    Variable o = ops::gla(q, k, v, g, {}, options_).o;
+    Variable o = ops::gla(q, k, v, g, {}, with_segments(options_, segments)).o;
     Variable gated = ops::swiglu(heads(g_proj_(p, x), H_), g_norm_(p, o));  // silu(g_proj(x)) * RMSNorm(o)
     return o_proj_(p, merge_heads(gated));
   }
@@ -157,9 +162,9 @@ class DeltaLayer : public MixerLayer {
     o_norm_ = RMSNorm(p, prefix + ".o_norm", value_dim_ / H_, c.norm_eps);
     o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x) const override {
-    Variable q = feature(p, q_proj_(p, x), q_conv_), k = feature(p, k_proj_(p, x), k_conv_);
-    Variable v = feature(p, v_proj_(p, x), v_conv_);
+  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
+    Variable q = feature(p, q_proj_(p, x), q_conv_, segments), k = feature(p, k_proj_(p, x), k_conv_, segments);
+    Variable v = feature(p, v_proj_(p, x), v_conv_, segments);
     q = ops::l2norm(heads(q, H_), 1e-6);
     k = ops::l2norm(heads(k, H_), 1e-6);
     v = heads(v, H_);
@@ -167,10 +172,10 @@ class DeltaLayer : public MixerLayer {
     Variable o;
     if (gated_) {
       Variable a = ops::logsigmoid(ops::linear(x, p[a_proj_.weight], p[p_a_bias_]));
-      o = ops::gated_deltanet(q, k, v, beta, a, {}, options_).o;
+      o = ops::gated_deltanet(q, k, v, beta, a, {}, with_segments(options_, segments)).o;
       o = ops::swiglu(heads(g_proj_(p, x), H_), o_norm_(p, o));
     } else {
-      o = o_norm_(p, ops::deltanet(q, k, v, beta, {}, options_).o);
+      o = o_norm_(p, ops::deltanet(q, k, v, beta, {}, with_segments(options_, segments)).o);
     }
     return o_proj_(p, merge_heads(o));
   }
@@ -180,8 +185,8 @@ class DeltaLayer : public MixerLayer {
   }
 
  private:
-  Variable feature(const Parameters& p, const Variable& x, int conv) const {
-    return ops::silu(short_conv_ ? ops::short_conv(x, p[conv]) : x);
+  Variable feature(const Parameters& p, const Variable& x, int conv, const ops::Segments& segments) const {
+    return ops::silu(short_conv_ ? ops::short_conv(x, p[conv], {}, segments) : x);
   }
   int64_t H_, C_, key_dim_ = 0, value_dim_ = 0;
   ops::MixerOptions options_;
@@ -202,11 +207,11 @@ class AttentionLayer : public MixerLayer {
     v_proj_ = Linear(p, prefix + ".v_proj", c.hidden_size, Hkv_ * head_dim_, std);
     o_proj_ = Linear(p, prefix + ".o_proj", H_ * head_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x) const override {
-    Variable q = ops::rope(heads(q_proj_(p, x), H_), theta_);
-    Variable k = ops::rope(heads(k_proj_(p, x), Hkv_), theta_);
+  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
+    Variable q = ops::rope(heads(q_proj_(p, x), H_), theta_, 0, segments);
+    Variable k = ops::rope(heads(k_proj_(p, x), Hkv_), theta_, 0, segments);
     Variable v = heads(v_proj_(p, x), Hkv_);
-    return o_proj_(p, merge_heads(ops::attention(q, k, v, window_)));
+    return o_proj_(p, merge_heads(ops::attention(q, k, v, window_, 0, segments)));
   }
   double mixing_flops_per_token(int64_t T) const override {
     // Each query meets (T + 1) / 2 keys on average (global) or at most W; q.k and p.v per key.

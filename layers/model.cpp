@@ -27,18 +27,18 @@ Model::Model(const ModelConfig& c, DType dtype) : config_(c) {
   params_.allocate(dtype);
 }
 
-Variable Model::logits(const Tensor& ids) const {
+Variable Model::logits(const Tensor& ids, const ops::Segments& segments) const {
   LINATTN_CHECK(ids.ndim() == 2, "Model::logits: ids must be [batch, seq_len], got ", ids.str());
   Variable x = ops::embedding(ids, params_[embeddings_]);
   for (const Block& b : blocks_) {
-    x = ops::add(x, b.attn->forward(params_, b.attn_norm(params_, x)));
+    x = ops::add(x, b.attn->forward(params_, b.attn_norm(params_, x), segments));
     x = ops::add(x, b.mlp(params_, b.mlp_norm(params_, x)));
   }
   return ops::linear(norm_(params_, x), params_[lm_head_]);
 }
 
-Variable Model::loss(const Tensor& ids, const Tensor& targets) const {
-  return ops::cross_entropy(logits(ids), targets);
+Variable Model::loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments) const {
+  return ops::cross_entropy(logits(ids, segments), targets);
 }
 
 int64_t Model::matmul_params() const {

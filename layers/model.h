@@ -14,10 +14,11 @@ class Model {
  public:
   Model(const ModelConfig& config, DType dtype);
 
-  // ids: i32 [B, T] -> logits [B, T, vocab]
-  Variable logits(const Tensor& ids) const;
+  // ids: i32 [B, T] -> logits [B, T, vocab]. segments: the documents of the batch (document-aware
+  // training, autograd/segments.h); empty = each row is one sequence.
+  Variable logits(const Tensor& ids, const ops::Segments& segments = {}) const;
   // Mean cross-entropy of next-token prediction: targets i32 [B, T].
-  Variable loss(const Tensor& ids, const Tensor& targets) const;
+  Variable loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments = {}) const;
 
   Parameters& params() { return params_; }
   const Parameters& params() const { return params_; }
