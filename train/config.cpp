@@ -296,6 +296,7 @@ std::string emit(const Config& c) {
   out << YAML::Key << "path" << YAML::Value << d.path;
   out << YAML::Key << "seq_len" << YAML::Value << d.seq_len;
   out << YAML::Key << "val_tokens" << YAML::Value << d.val_tokens;
+  out << YAML::Key << "document_boundaries" << YAML::Value << document_boundaries_name(d.document_boundaries);
   out << YAML::EndMap;
   const TrainConfig& t = c.train;
   out << YAML::Key << "train" << YAML::Value << YAML::BeginMap;
@@ -516,13 +517,18 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
 
   // ---- data
   YAML::Node d = root["data"];
-  r.check_keys(d, "data", {"path", "seq_len", "val_tokens"});
+  r.check_keys(d, "data", {"path", "seq_len", "val_tokens", "document_boundaries"});
   r.get(d, "data", "path", c.data.path);
   r.get(d, "data", "seq_len", c.data.seq_len);
   r.get(d, "data", "val_tokens", c.data.val_tokens);
   r.require(c.data.seq_len >= 1 && c.data.seq_len <= kMaxSeqLen, d, "data", "seq_len",
             "'seq_len' must be in [1, " + std::to_string(kMaxSeqLen) + "]");
   r.require(c.data.val_tokens >= 0, d, "data", "val_tokens", "'val_tokens' must be >= 0 (0 = the whole split)");
+  std::string boundaries = document_boundaries_name(c.data.document_boundaries);
+  r.get(d, "data", "document_boundaries", boundaries);
+  r.require(boundaries == "cross" || boundaries == "reset", d, "data", "document_boundaries",
+            "'document_boundaries' must be cross or reset, got '" + boundaries + "'");
+  c.data.document_boundaries = boundaries == "reset" ? DocumentBoundaries::reset : DocumentBoundaries::cross;
 
   // ---- train
   YAML::Node t = root["train"];
@@ -621,6 +627,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_config(ss.str(), path, overrides);
+}
+
+const char* document_boundaries_name(DocumentBoundaries b) {
+  return b == DocumentBoundaries::reset ? "reset" : "cross";
 }
 
 }  // namespace linattn

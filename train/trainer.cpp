@@ -96,6 +96,10 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
                     config_.data.seq_len + 1, ": lower data.seq_len to at most ", int64_t(data->num_tokens()) - 1,
                     ", or prepare the data with a larger ", split, " split");
 
+  LINATTN_REQUIRE(config_.data.document_boundaries == DocumentBoundaries::cross || train_data_->eot() != data::no_eot,
+                  config_.where("data.document_boundaries"), ": reset needs the end-of-text token that separates "
+                  "documents, and the shards of ", dir, " record none: prepare the data with linattn-data prepare, "
+                  "or set data.document_boundaries: cross");
   accumulation_ = t.batch_size / world / micro_;
   model_ = std::make_unique<Model>(m, dtype_);
   model_->params().initialize(t.seed);
@@ -137,9 +141,10 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   const double pbytes = double(model_->params().layout().total() * int64_t(dtype_size(dtype_)));
   say("memory: parameters %s, gradients %s, AdamW moments %s\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
       mib(2 * pbytes).c_str());
-  say("data: %s: %llu training tokens, %llu validation tokens, tokenizer %s (vocab %u)\n", dir.c_str(),
-      (unsigned long long)train_data_->num_tokens(), (unsigned long long)val_data_->num_tokens(),
-      train_data_->tokenizer().c_str(), train_data_->vocab_size());
+  say("data: %s: %llu training tokens, %llu validation tokens, tokenizer %s (vocab %u), document boundaries %s\n",
+      dir.c_str(), (unsigned long long)train_data_->num_tokens(), (unsigned long long)val_data_->num_tokens(),
+      train_data_->tokenizer().c_str(), train_data_->vocab_size(),
+      document_boundaries_name(config_.data.document_boundaries));
   say("train: batch %lld x %lld tokens (%d ranks (%s) x micro-batch %lld x %lld accumulation steps), %d threads "
       "per rank, %s, GEMM peak here %.0f GFLOP/s\n",
       (long long)t.batch_size, (long long)config_.data.seq_len, comm_->world_size(), comm_->backend(),
@@ -163,8 +168,16 @@ size_t Trainer::measure_activation_bytes() {
   return bytes;
 }
 
+ops::Segments document_segments(const Tensor& inputs, DocumentBoundaries boundaries, uint32_t eot) {
+  if (boundaries == DocumentBoundaries::cross) return {};
+  LINATTN_REQUIRE(eot != data::no_eot, "document boundaries reset: the data's shards record no end-of-text token; "
+                  "prepare the data with linattn-data prepare, or keep the documents' boundaries crossed");
+  return ops::Segments::starting_at(inputs, int32_t(eot));
+}
+
 EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val_data, int64_t seq_len,
-                    int64_t batch_rows, int64_t max_tokens, Arena& arena, Communicator* comm) {
+                    int64_t batch_rows, int64_t max_tokens, Arena& arena, Communicator* comm,
+                    DocumentBoundaries boundaries) {
   data::LoaderOptions lo;
   lo.batch_size = batch_rows;
   if (comm) {
@@ -182,7 +195,8 @@ EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val
     if (batch.rows == 0) continue;
     {
       ArenaScope scope(arena);
-      Variable loss = model.loss(batch.inputs, batch.targets);
+      Variable loss =
+          model.loss(batch.inputs, batch.targets, document_segments(batch.inputs, boundaries, val_data->eot()));
       double l = dispatch_float(loss.dtype(), [&](auto zero) {
         using T = decltype(zero);
         return double(loss.value().data<T>()[0]);
@@ -220,7 +234,8 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
     data::Batch batch = loader_->next();
     try {
       ArenaScope scope(arena_);
-      Variable l = model_->loss(batch.inputs, batch.targets);
+      Variable l = model_->loss(batch.inputs, batch.targets,
+                                document_segments(batch.inputs, config_.data.document_boundaries, train_data_->eot()));
       loss += dispatch_float(l.dtype(), [&](auto zero) {
         using T = decltype(zero);
         return double(l.value().data<T>()[0]);
@@ -355,13 +370,17 @@ TrainSummary Trainer::run() {
     auto t0 = std::chrono::steady_clock::now();
     // Evaluations during training read data.val_tokens tokens; the final one the whole split.
     EvalResult r = linattn::evaluate(*model_, val_data_, config_.data.seq_len, micro_,
-                                     final ? 0 : config_.data.val_tokens, arena_, comm_);
+                                     final ? 0 : config_.data.val_tokens, arena_, comm_,
+                                     config_.data.document_boundaries);
     eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (tty) say("\r\033[K");
-    say("eval  step %6lld | val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens\n", (long long)step, r.loss,
-        r.perplexity, r.bits_per_byte, (long long)r.tokens);
+    say("eval  step %6lld | val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens | documents %s\n", (long long)step,
+        r.loss, r.perplexity, r.bits_per_byte, (long long)r.tokens,
+        document_boundaries_name(config_.data.document_boundaries));
     std::fflush(stdout);
-    if (metrics) metrics->write(step, {{"val_loss", r.loss}, {"val_ppl", r.perplexity}, {"val_bpb", r.bits_per_byte}});
+    if (metrics)
+      metrics->write(step, {{"val_loss", r.loss}, {"val_ppl", r.perplexity}, {"val_bpb", r.bits_per_byte},
+                            {"val_document_reset", config_.data.document_boundaries == DocumentBoundaries::reset ? 1.0 : 0.0}});
     summary.last = r;
     // Only evaluations of the whole split compare with each other (a prefix is easier or harder).
     if ((final || config_.data.val_tokens == 0) && r.loss < summary.best.loss) summary.best = r;
