@@ -84,6 +84,29 @@ Tensor grad_or_zeros(const Variable& o) {
   return o.grad().defined() ? o.grad() : Tensor::scratch_zeros(o.shape(), o.dtype());
 }
 
+// One kernel call of a mixer op: the rows of a segment part (segments.h) in every [B, T, ...] tensor, by
+// offset, and its share of `saved`. Initial states go to the first part of a row, final states come
+// from its last part (nullptr elsewhere: zeros in, nothing out).
+struct Call {
+  SegmentPart p;
+  Sizes s;
+  int64_t saved;  // offset of the part's saved elements
+  template <class T>
+  T* qk(T* x) const { return x + p.start * s.H * s.Dk; }  // q, k, g: [B, T, H, dk]
+  template <class T>
+  T* vo(T* x) const { return x + p.start * s.H * s.Dv; }  // v, o: [B, T, H, dv]
+  template <class T>
+  T* scalar(T* x) const { return x ? x + p.start * s.H : nullptr; }  // beta, a: [B, T, H]
+  template <class T>
+  T* h0(T* x) const { return p.first && x ? x + p.row * s.H * s.Dk * s.Dv : nullptr; }  // [B, H, dk, dv]
+  template <class T>
+  T* ht(T* x) const { return p.last && x ? x + p.row * s.H * s.Dk * s.Dv : nullptr; }
+  template <class T>
+  T* z0(T* x) const { return p.first && x ? x + p.row * s.H * s.Dk : nullptr; }  // [B, H, dk]
+  template <class T>
+  T* zt(T* x) const { return p.last && x ? x + p.row * s.H * s.Dk : nullptr; }
+};
+
 // What a mixer op's kernels write and read besides its inputs.
 struct MixerRun {
   Sizes s;
@@ -91,12 +114,14 @@ struct MixerRun {
   bool chunk;  // the chunk form, else the recurrent one
   int64_t chunk_size;
   Tensor o, ht, zt, saved;  // zt: normalized linear attention only; saved: chunk form only
+  std::vector<Call> calls;  // one per segment part
 };
 
 // The prologue and epilogue every mixer op shares, after its own shape and range checks: checks the
-// `finite` inputs, allocates the outputs and (chunk form) saved_size() elements for the backward,
-// runs forward(T(0), run) for the inputs' float type, and records one tape node over `inputs` whose
-// backward runs backward(T(0), run, out, dO), dO the upstream gradient of o (zeros when unused).
+// `finite` inputs, allocates the outputs and (chunk form) saved_size(rows, len) elements per segment
+// part for the backward, runs forward(T(0), run, call) per part for the inputs' float type, and
+// records one tape node over `inputs` whose backward runs backward(T(0), run, out, dO), dO the
+// upstream gradient of o (zeros when unused), which runs the backward kernel of every run.calls.
 template <class SavedSize, class Forward, class Backward>
 MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inputs,
                      std::initializer_list<std::pair<const char*, const Variable*>> finite, const Sizes& s,
@@ -105,6 +130,12 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
   for (auto [name, x] : finite) check_finite(op, name, *x);
   const DType dt = inputs.begin()[0]->dtype();
   const bool chunk = options.form == MixerForm::chunk;
+  std::vector<Call> calls;
+  int64_t saved = 0;
+  for (const SegmentPart& p : segment_parts(options.segments ? *options.segments : Segments{}, s.B, s.T)) {
+    calls.push_back({p, s, saved});
+    if (chunk) saved += saved_size(p.rows, p.len);
+  }
   const MixerRun run{s,
                      options.scale != 0 ? options.scale : 1.0 / std::sqrt(double(s.Dk)),
                      chunk,
@@ -112,8 +143,11 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
                      Tensor::scratch({s.B, s.T, s.H, s.Dv}, dt),
                      Tensor::scratch({s.B, s.H, s.Dk, s.Dv}, dt),
                      normalize ? Tensor::scratch({s.B, s.H, s.Dk}, dt) : Tensor(),
-                     chunk ? Tensor::scratch({saved_size()}, dt) : Tensor()};
-  dispatch_float(dt, [&](auto zero) { forward(zero, run); });
+                     chunk ? Tensor::scratch({saved}, dt) : Tensor(),
+                     std::move(calls)};
+  dispatch_float(dt, [&](auto zero) {
+    for (const Call& c : run.calls) forward(zero, run, c);
+  });
   const bool rg = needs_grad(inputs);
   MixerOutput out{Variable(run.o, rg), Variable(run.ht, rg), normalize ? Variable(run.zt, rg) : Variable()};
   if (rg)
@@ -121,6 +155,12 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
       dispatch_float(dt, [&](auto zero) { backward(zero, run, out, grad_or_zeros(out.o)); });
     });
   return out;
+}
+
+// The saved elements of a part's call: saved(rows, len).
+template <class T>
+T* saved_of(const MixerRun& r, const Call& c) {
+  return r.saved.defined() ? r.saved.data<T>() + c.saved : nullptr;
 }
 
 }  // namespace
@@ -137,38 +177,44 @@ MixerOutput linear_attention(const Variable& q, const Variable& k, const Variabl
   }
   return mixer_op(
       op, {&q, &k, &v, &h0, &z0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}, {"z0", &z0}}, s, options, normalize,
-      [&] { return cpu::linear_attn_chunk_saved_size(s.B, s.T, s.H, s.Dk, s.Dv, normalize, options.chunk_size); },
-      [&](auto zero, const MixerRun& r) {
-        using T = decltype(zero);
-        T* zt = normalize ? r.zt.data<T>() : nullptr;
-        if (r.chunk)
-          cpu::linear_attn_chunk_forward<T>(r.o.data<T>(), r.ht.data<T>(), zt, r.saved.data<T>(), q.value().data<T>(),
-                                            k.value().data<T>(), v.value().data<T>(), data_or_null<T>(h0),
-                                            data_or_null<T>(z0), s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale), phi, normalize,
-                                            r.chunk_size);
-        else
-          cpu::linear_attn_recurrent_forward<T>(r.o.data<T>(), r.ht.data<T>(), zt, q.value().data<T>(),
-                                                k.value().data<T>(), v.value().data<T>(), data_or_null<T>(h0),
-                                                data_or_null<T>(z0), s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale), phi,
-                                                normalize);
+      [&](int64_t rows, int64_t len) {
+        return cpu::linear_attn_chunk_saved_size(rows, len, s.H, s.Dk, s.Dv, normalize, options.chunk_size);
       },
-      [q, k, v, h0, z0, phi, normalize](auto zero, const MixerRun& r, const MixerOutput& out, const Tensor& dO) {
+      [&](auto zero, const MixerRun& r, const Call& c) {
+        using T = decltype(zero);
+        T* zt = normalize ? c.zt(r.zt.data<T>()) : nullptr;
+        const T* Z0 = normalize ? c.z0(data_or_null<T>(z0)) : nullptr;
+        const T *Q = c.qk(q.value().data<T>()), *K = c.qk(k.value().data<T>()), *V = c.vo(v.value().data<T>());
+        if (r.chunk)
+          cpu::linear_attn_chunk_forward<T>(c.vo(r.o.data<T>()), c.ht(r.ht.data<T>()), zt, saved_of<T>(r, c), Q, K, V,
+                                            c.h0(data_or_null<T>(h0)), Z0, c.p.rows, c.p.len, s.H, s.Dk, s.Dv,
+                                            T(r.scale), phi, normalize, r.chunk_size);
+        else
+          cpu::linear_attn_recurrent_forward<T>(c.vo(r.o.data<T>()), c.ht(r.ht.data<T>()), zt, Q, K, V,
+                                                c.h0(data_or_null<T>(h0)), Z0, c.p.rows, c.p.len, s.H, s.Dk, s.Dv,
+                                                T(r.scale), phi, normalize);
+      },
+      [q, k, v, h0, z0, phi, normalize](auto zero, const MixerRun& r, const MixerOutput& out, const Tensor& dO_t) {
         using T = decltype(zero);
         Tensor dq = grad_or_scratch(q), dk = grad_or_scratch(k), dv = grad_or_scratch(v);
-        T* dz0 = normalize ? grad_or_null<T>(z0) : nullptr;
-        const T* dzt = normalize ? grad_data_or_null<T>(out.zt) : nullptr;
         const Sizes& s = r.s;
-        if (r.chunk)
-          cpu::linear_attn_chunk_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), grad_or_null<T>(h0), dz0,
-                                             r.saved.data<T>(), q.value().data<T>(), k.value().data<T>(),
-                                             v.value().data<T>(), dO.data<T>(), grad_data_or_null<T>(out.ht), dzt, s.B,
-                                             s.T, s.H, s.Dk, s.Dv, T(r.scale), phi, normalize, r.chunk_size);
-        else
-          cpu::linear_attn_recurrent_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), grad_or_null<T>(h0), dz0,
-                                                 q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
-                                                 data_or_null<T>(h0), data_or_null<T>(z0), dO.data<T>(),
-                                                 grad_data_or_null<T>(out.ht), dzt, s.B, s.T, s.H, s.Dk, s.Dv,
-                                                 T(r.scale), phi, normalize);
+        for (const Call& c : r.calls) {
+          T* dz0 = normalize ? c.z0(grad_or_null<T>(z0)) : nullptr;
+          const T* dzt = normalize ? c.zt(grad_data_or_null<T>(out.zt)) : nullptr;
+          const T* Z0 = normalize ? c.z0(data_or_null<T>(z0)) : nullptr;
+          const T *Q = c.qk(q.value().data<T>()), *K = c.qk(k.value().data<T>()), *V = c.vo(v.value().data<T>());
+          const T *dO = c.vo(dO_t.data<T>()), *dht = c.ht(grad_data_or_null<T>(out.ht));
+          T *dQ = c.qk(dq.data<T>()), *dK = c.qk(dk.data<T>()), *dV = c.vo(dv.data<T>());
+          T* dh0 = c.h0(grad_or_null<T>(h0));
+          if (r.chunk)
+            cpu::linear_attn_chunk_backward<T>(dQ, dK, dV, dh0, dz0, saved_of<T>(r, c), Q, K, V, dO, dht, dzt,
+                                               c.p.rows, c.p.len, s.H, s.Dk, s.Dv, T(r.scale), phi, normalize,
+                                               r.chunk_size);
+          else
+            cpu::linear_attn_recurrent_backward<T>(dQ, dK, dV, dh0, dz0, Q, K, V, c.h0(data_or_null<T>(h0)), Z0, dO,
+                                                   dht, dzt, c.p.rows, c.p.len, s.H, s.Dk, s.Dv, T(r.scale), phi,
+                                                   normalize);
+        }
       });
 }
 
@@ -182,33 +228,39 @@ MixerOutput gla(const Variable& q, const Variable& k, const Variable& v, const V
   check_values(op, "g", g, -kMaxFinite, 0.0, "a finite log-gate <= 0 (make it with logsigmoid)");
   return mixer_op(
       op, {&q, &k, &v, &g, &h0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}, s, options, false,
-      [&] { return cpu::gla_chunk_saved_size(s.B, s.T, s.H, s.Dk, s.Dv, options.chunk_size); },
-      [&](auto zero, const MixerRun& r) {
-        using T = decltype(zero);
-        if (r.chunk)
-          cpu::gla_chunk_forward<T>(r.o.data<T>(), r.ht.data<T>(), r.saved.data<T>(), q.value().data<T>(),
-                                    k.value().data<T>(), v.value().data<T>(), g.value().data<T>(), data_or_null<T>(h0),
-                                    s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale), r.chunk_size);
-        else
-          cpu::gla_recurrent_forward<T>(r.o.data<T>(), r.ht.data<T>(), q.value().data<T>(), k.value().data<T>(),
-                                        v.value().data<T>(), g.value().data<T>(), data_or_null<T>(h0), s.B, s.T, s.H,
-                                        s.Dk, s.Dv, T(r.scale));
+      [&](int64_t rows, int64_t len) {
+        return cpu::gla_chunk_saved_size(rows, len, s.H, s.Dk, s.Dv, options.chunk_size);
       },
-      [q, k, v, g, h0](auto zero, const MixerRun& r, const MixerOutput& out, const Tensor& dO) {
+      [&](auto zero, const MixerRun& r, const Call& c) {
+        using T = decltype(zero);
+        const T *Q = c.qk(q.value().data<T>()), *K = c.qk(k.value().data<T>()), *V = c.vo(v.value().data<T>());
+        const T* G = c.qk(g.value().data<T>());
+        if (r.chunk)
+          cpu::gla_chunk_forward<T>(c.vo(r.o.data<T>()), c.ht(r.ht.data<T>()), saved_of<T>(r, c), Q, K, V, G,
+                                    c.h0(data_or_null<T>(h0)), c.p.rows, c.p.len, s.H, s.Dk, s.Dv, T(r.scale),
+                                    r.chunk_size);
+        else
+          cpu::gla_recurrent_forward<T>(c.vo(r.o.data<T>()), c.ht(r.ht.data<T>()), Q, K, V, G,
+                                        c.h0(data_or_null<T>(h0)), c.p.rows, c.p.len, s.H, s.Dk, s.Dv, T(r.scale));
+      },
+      [q, k, v, g, h0](auto zero, const MixerRun& r, const MixerOutput& out, const Tensor& dO_t) {
         using T = decltype(zero);
         // RetNet's constant gate g needs no gradient: its throw-away one lives in dg.
         Tensor dq = grad_or_scratch(q), dk = grad_or_scratch(k), dv = grad_or_scratch(v), dg = grad_or_scratch(g);
         const Sizes& s = r.s;
-        if (r.chunk)
-          cpu::gla_chunk_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), dg.data<T>(), grad_or_null<T>(h0),
-                                     r.saved.data<T>(), q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
-                                     g.value().data<T>(), dO.data<T>(), grad_data_or_null<T>(out.ht), s.B, s.T, s.H,
-                                     s.Dk, s.Dv, T(r.scale), r.chunk_size);
-        else
-          cpu::gla_recurrent_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), dg.data<T>(), grad_or_null<T>(h0),
-                                         q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
-                                         g.value().data<T>(), data_or_null<T>(h0), dO.data<T>(),
-                                         grad_data_or_null<T>(out.ht), s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale));
+        for (const Call& c : r.calls) {
+          const T *Q = c.qk(q.value().data<T>()), *K = c.qk(k.value().data<T>()), *V = c.vo(v.value().data<T>());
+          const T *G = c.qk(g.value().data<T>()), *dO = c.vo(dO_t.data<T>());
+          const T* dht = c.ht(grad_data_or_null<T>(out.ht));
+          T *dQ = c.qk(dq.data<T>()), *dK = c.qk(dk.data<T>()), *dV = c.vo(dv.data<T>()), *dG = c.qk(dg.data<T>());
+          T* dh0 = c.h0(grad_or_null<T>(h0));
+          if (r.chunk)
+            cpu::gla_chunk_backward<T>(dQ, dK, dV, dG, dh0, saved_of<T>(r, c), Q, K, V, G, dO, dht, c.p.rows, c.p.len,
+                                       s.H, s.Dk, s.Dv, T(r.scale), r.chunk_size);
+          else
+            cpu::gla_recurrent_backward<T>(dQ, dK, dV, dG, dh0, Q, K, V, G, c.h0(data_or_null<T>(h0)), dO, dht,
+                                           c.p.rows, c.p.len, s.H, s.Dk, s.Dv, T(r.scale));
+        }
       });
 }
 
@@ -230,35 +282,40 @@ static MixerOutput delta_rule(const char* op, const Variable& q, const Variable&
   if (gated) check_values(op, "a", a, -kMaxFinite, 0.0, "a finite log-decay <= 0");
   return mixer_op(
       op, {&q, &k, &v, &beta, &a, &h0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}, s, options, false,
-      [&] { return cpu::deltanet_chunk_saved_size(s.B, s.T, s.H, s.Dk, s.Dv, options.chunk_size); },
-      [&](auto zero, const MixerRun& r) {
+      [&](int64_t rows, int64_t len) {
+        return cpu::deltanet_chunk_saved_size(rows, len, s.H, s.Dk, s.Dv, options.chunk_size);
+      },
+      [&](auto zero, const MixerRun& r, const Call& c) {
         using T = decltype(zero);
-        const T *Q = q.value().data<T>(), *K = k.value().data<T>(), *V = v.value().data<T>();
-        const T *Bt = beta.value().data<T>(), *A = data_or_null<T>(a);
+        const T *Q = c.qk(q.value().data<T>()), *K = c.qk(k.value().data<T>()), *V = c.vo(v.value().data<T>());
+        const T *Bt = c.scalar(beta.value().data<T>()), *A = c.scalar(data_or_null<T>(a));
+        const T* H0 = c.h0(data_or_null<T>(h0));
         if (r.chunk)
-          cpu::deltanet_chunk_forward<T>(r.o.data<T>(), r.ht.data<T>(), r.saved.data<T>(), Q, K, V, Bt, A,
-                                         data_or_null<T>(h0), s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale), r.chunk_size);
+          cpu::deltanet_chunk_forward<T>(c.vo(r.o.data<T>()), c.ht(r.ht.data<T>()), saved_of<T>(r, c), Q, K, V, Bt, A,
+                                         H0, c.p.rows, c.p.len, s.H, s.Dk, s.Dv, T(r.scale), r.chunk_size);
         else
-          cpu::deltanet_recurrent_forward<T>(r.o.data<T>(), r.ht.data<T>(), Q, K, V, Bt, A, data_or_null<T>(h0), s.B,
-                                             s.T, s.H, s.Dk, s.Dv, T(r.scale));
+          cpu::deltanet_recurrent_forward<T>(c.vo(r.o.data<T>()), c.ht(r.ht.data<T>()), Q, K, V, Bt, A, H0, c.p.rows,
+                                             c.p.len, s.H, s.Dk, s.Dv, T(r.scale));
       },
       [q, k, v, beta, a, h0](auto zero, const MixerRun& r, const MixerOutput& out, const Tensor& dO_t) {
         using T = decltype(zero);
         Tensor dq_t = grad_or_scratch(q), dk_t = grad_or_scratch(k), dv_t = grad_or_scratch(v);
         Tensor dbeta_t = grad_or_scratch(beta), da_t = a.defined() ? grad_or_scratch(a) : Tensor();
-        T *dq = dq_t.data<T>(), *dk = dk_t.data<T>(), *dv = dv_t.data<T>(), *dbeta = dbeta_t.data<T>();
-        T *da = a.defined() ? da_t.data<T>() : nullptr, *dh0 = grad_or_null<T>(h0);
-        const T *Q = q.value().data<T>(), *K = k.value().data<T>(), *V = v.value().data<T>();
-        const T *Bt = beta.value().data<T>(), *A = data_or_null<T>(a);
-        const T *dO = dO_t.data<T>(), *dHt = grad_data_or_null<T>(out.ht);
         const Sizes& s = r.s;
-        if (r.chunk)
-          cpu::deltanet_chunk_backward<T>(dq, dk, dv, dbeta, da, dh0, r.saved.data<T>(), Q, K, V, Bt, A,
-                                          data_or_null<T>(h0), dO, dHt, s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale),
-                                          r.chunk_size);
-        else
-          cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, da, dh0, Q, K, V, Bt, A, data_or_null<T>(h0), dO, dHt,
-                                              s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale));
+        for (const Call& c : r.calls) {
+          T *dq = c.qk(dq_t.data<T>()), *dk = c.qk(dk_t.data<T>()), *dv = c.vo(dv_t.data<T>());
+          T *dbeta = c.scalar(dbeta_t.data<T>()), *da = a.defined() ? c.scalar(da_t.data<T>()) : nullptr;
+          T* dh0 = c.h0(grad_or_null<T>(h0));
+          const T *Q = c.qk(q.value().data<T>()), *K = c.qk(k.value().data<T>()), *V = c.vo(v.value().data<T>());
+          const T *Bt = c.scalar(beta.value().data<T>()), *A = c.scalar(data_or_null<T>(a));
+          const T *H0 = c.h0(data_or_null<T>(h0)), *dO = c.vo(dO_t.data<T>()), *dHt = c.ht(grad_data_or_null<T>(out.ht));
+          if (r.chunk)
+            cpu::deltanet_chunk_backward<T>(dq, dk, dv, dbeta, da, dh0, saved_of<T>(r, c), Q, K, V, Bt, A, H0, dO, dHt,
+                                            c.p.rows, c.p.len, s.H, s.Dk, s.Dv, T(r.scale), r.chunk_size);
+          else
+            cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, da, dh0, Q, K, V, Bt, A, H0, dO, dHt, c.p.rows,
+                                                c.p.len, s.H, s.Dk, s.Dv, T(r.scale));
+        }
       });
 }
 
@@ -273,7 +330,8 @@ MixerOutput gated_deltanet(const Variable& q, const Variable& k, const Variable&
   return delta_rule("gated_deltanet", q, k, v, beta, a, h0, options);
 }
 
-Variable attention(const Variable& q, const Variable& k, const Variable& v, int64_t window, double scale) {
+Variable attention(const Variable& q, const Variable& k, const Variable& v, int64_t window, double scale,
+                   const Segments& segments) {
   const char* op = "attention";
   check_inputs(op, {&q, &k, &v});
   auto shapes = [&] { return shape_list({{"q", &q}, {"k", &k}, {"v", &v}}); };
@@ -291,46 +349,58 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
   const double sc = scale != 0 ? scale : 1.0 / std::sqrt(double(dk));
   DType dt = q.dtype();
   Tensor o = Tensor::scratch({B, T_, H, dv}, dt);
+  // Per segment part, its row log-sum-exps [rows, H, len] from element start * H.
   Tensor lse = Tensor::scratch({B, H, T_}, dt);
+  const std::vector<SegmentPart> parts = segment_parts(segments, B, T_);
   dispatch_float(dt, [&](auto zero) {
     using T = decltype(zero);
-    cpu::attention_forward<T>(o.data<T>(), lse.data<T>(), q.value().data<T>(), k.value().data<T>(),
-                              v.value().data<T>(), B, T_, H, Hkv, dk, dv, window, T(sc));
+    for (const SegmentPart& p : parts)
+      cpu::attention_forward<T>(o.data<T>() + p.start * H * dv, lse.data<T>() + p.start * H,
+                                q.value().data<T>() + p.start * H * dk, k.value().data<T>() + p.start * Hkv * dk,
+                                v.value().data<T>() + p.start * Hkv * dv, p.rows, p.len, H, Hkv, dk, dv, window, T(sc));
   });
   Variable out(o, needs_grad({&q, &k, &v}));
   if (out.requires_grad())
-    record({&q, &k, &v}, [q, k, v, out, lse, B, T_, H, Hkv, dk, dv, window, sc] {
+    record({&q, &k, &v}, [q, k, v, out, lse, parts, H, Hkv, dk, dv, window, sc] {
       if (!out.grad().defined()) return;
       dispatch_float(q.dtype(), [&](auto zero) {
         using T = decltype(zero);
-        // The temporaries of grad_or_scratch live until the call returns.
-        cpu::attention_backward<T>(grad_or_scratch(q).data<T>(), grad_or_scratch(k).data<T>(),
-                                   grad_or_scratch(v).data<T>(), q.value().data<T>(), k.value().data<T>(),
-                                   v.value().data<T>(), out.value().data<T>(), lse.data<T>(), out.grad().data<T>(), B,
-                                   T_, H, Hkv, dk, dv, window, T(sc));
+        Tensor dq = grad_or_scratch(q), dk_t = grad_or_scratch(k), dv_t = grad_or_scratch(v);
+        for (const SegmentPart& p : parts)
+          cpu::attention_backward<T>(dq.data<T>() + p.start * H * dk, dk_t.data<T>() + p.start * Hkv * dk,
+                                     dv_t.data<T>() + p.start * Hkv * dv, q.value().data<T>() + p.start * H * dk,
+                                     k.value().data<T>() + p.start * Hkv * dk, v.value().data<T>() + p.start * Hkv * dv,
+                                     out.value().data<T>() + p.start * H * dv, lse.data<T>() + p.start * H,
+                                     out.grad().data<T>() + p.start * H * dv, p.rows, p.len, H, Hkv, dk, dv, window,
+                                     T(sc));
       });
     });
   return out;
 }
 
-Variable rope(const Variable& x, double theta, int64_t offset) {
+Variable rope(const Variable& x, double theta, int64_t offset, const Segments& segments) {
   check_inputs("rope", {&x});
   LINATTN_CHECK(x.shape().ndim() == 4 && x.shape()[3] % 2 == 0, "rope: expected x [B, T, H, d] with d even, got ",
                 x.value().str());
   LINATTN_CHECK(theta > 0, "rope: theta must be positive, got ", theta);
   const int64_t B = x.shape()[0], T_ = x.shape()[1], H = x.shape()[2], d = x.shape()[3];
+  const std::vector<SegmentPart> parts = segment_parts(segments, B, T_);
   Tensor y = Tensor::scratch(x.shape(), x.dtype());
   dispatch_float(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    cpu::rope_forward<T>(y.data<T>(), x.value().data<T>(), B, T_, H, d, offset, theta);
+    for (const SegmentPart& p : parts)
+      cpu::rope_forward<T>(y.data<T>() + p.start * H * d, x.value().data<T>() + p.start * H * d, p.rows, p.len, H, d,
+                           p.first ? offset : 0, theta);
   });
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record({&x}, [x, out, B, T_, H, d, offset, theta] {
+    record({&x}, [x, out, parts, H, d, offset, theta] {
       if (!out.grad().defined()) return;
       dispatch_float(x.dtype(), [&](auto zero) {
         using T = decltype(zero);
-        cpu::rope_backward<T>(x.ensure_grad().data<T>(), out.grad().data<T>(), B, T_, H, d, offset, theta);
+        for (const SegmentPart& p : parts)
+          cpu::rope_backward<T>(x.ensure_grad().data<T>() + p.start * H * d, out.grad().data<T>() + p.start * H * d,
+                                p.rows, p.len, H, d, p.first ? offset : 0, theta);
       });
     });
   return out;

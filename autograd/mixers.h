@@ -4,6 +4,7 @@
 // throws a linattn::Error that names the op, the input and the offending value.
 #pragma once
 
+#include "autograd/segments.h"
 #include "autograd/variable.h"
 #include "kernels/cpu/linear_attn.h"
 
@@ -15,6 +16,7 @@ struct MixerOptions {
   double scale = 0;          // 0 = dk^-1/2
   int64_t chunk_size = 64;   // chunk form only
   MixerForm form = MixerForm::chunk;
+  const Segments* segments = nullptr;  // the batch's sequences (segments.h); nullptr = its rows
 };
 
 // o: [B, T, H, dv]; ht: the final state [B, H, dk, dv] (zt: [B, H, dk], normalized linear attention only).
@@ -39,8 +41,11 @@ MixerOutput gated_deltanet(const Variable& q, const Variable& k, const Variable&
                            const Variable& a, const Variable& h0, const MixerOptions& options = {});
 
 // Causal softmax attention: q [B, T, H, dk], k [B, T, Hkv, dk], v [B, T, Hkv, dv]; window 0 = global.
-Variable attention(const Variable& q, const Variable& k, const Variable& v, int64_t window, double scale = 0);
-// Rotary position embedding on x [B, T, H, d] (d even), positions offset .. offset + T - 1.
-Variable rope(const Variable& x, double theta = 10000.0, int64_t offset = 0);
+// A query sees the keys of its own sequence only.
+Variable attention(const Variable& q, const Variable& k, const Variable& v, int64_t window, double scale = 0,
+                   const Segments& segments = {});
+// Rotary position embedding on x [B, T, H, d] (d even), positions offset .. offset + T - 1; with
+// segments, positions restart from 0 at each sequence start inside a row.
+Variable rope(const Variable& x, double theta = 10000.0, int64_t offset = 0, const Segments& segments = {});
 
 }  // namespace linattn::ops

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "autograd/segments.h"
 #include "autograd/variable.h"
 #include "kernels/cpu/elementwise.h"
 
@@ -36,8 +37,10 @@ Variable l2norm(const Variable& x, double eps = 1e-6);
 // Rows of table [V, D] for ids (i32, any shape [...]): output [..., D]. Ids outside [0, V) throw.
 Variable embedding(const Tensor& ids, const Variable& table);
 
-// Causal depthwise convolution along time: x [B, T, C], weight [C, W], bias [C] (optional).
-Variable short_conv(const Variable& x, const Variable& weight, const Variable& bias = {});
+// Causal depthwise convolution along time: x [B, T, C], weight [C, W], bias [C] (optional); with
+// segments (segments.h), nothing is mixed across a sequence start.
+Variable short_conv(const Variable& x, const Variable& weight, const Variable& bias = {},
+                    const Segments& segments = {});
 
 // Mean cross-entropy of logits [..., V] against targets (i32, [...]) over the targets that are not
 // ignore_index; a one-element result. Non-finite losses and out-of-range targets throw.

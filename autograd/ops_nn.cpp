@@ -133,7 +133,7 @@ Variable embedding(const Tensor& ids, const Variable& table) {
   return out;
 }
 
-Variable short_conv(const Variable& x, const Variable& weight, const Variable& bias) {
+Variable short_conv(const Variable& x, const Variable& weight, const Variable& bias, const Segments& segments) {
   check_inputs("short_conv", {&x, &weight, &bias});
   LINATTN_CHECK(x.shape().ndim() == 3, "short_conv: input must be [B, T, C], got ", x.value().str());
   const int64_t B = x.shape()[0], T_ = x.shape()[1], C = x.shape()[2];
@@ -142,23 +142,27 @@ Variable short_conv(const Variable& x, const Variable& weight, const Variable& b
   const int64_t W = weight.shape()[1];
   if (bias.defined())
     LINATTN_CHECK(bias.shape() == Shape{C}, "short_conv: bias ", bias.value().str(), " should be [", C, "]");
+  const std::vector<SegmentPart> parts = segment_parts(segments, B, T_);
   Tensor y = Tensor::scratch(x.shape(), x.dtype());
   dispatch_float(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    cpu::short_conv_forward(y.data<T>(), x.value().data<T>(), weight.value().data<T>(), data_or_null<T>(bias), B, T_,
-                            C, W);
+    for (const SegmentPart& p : parts)
+      cpu::short_conv_forward(y.data<T>() + p.start * C, x.value().data<T>() + p.start * C, weight.value().data<T>(),
+                              data_or_null<T>(bias), p.rows, p.len, C, W);
   });
   Variable out(y, needs_grad({&x, &weight, &bias}));
   if (out.requires_grad())
-    record({&x, &weight, &bias}, [x, weight, bias, out, B, T_, C, W] {
+    record({&x, &weight, &bias}, [x, weight, bias, out, parts, C, W] {
       if (!out.grad().defined()) return;
       dispatch_float(x.dtype(), [&](auto zero) {
         using T = decltype(zero);
         Tensor dx = x.requires_grad() ? x.ensure_grad() : Tensor::scratch_zeros(x.shape(), x.dtype());
         Tensor dw = weight.requires_grad() ? weight.ensure_grad()
                                            : Tensor::scratch_zeros(weight.shape(), weight.dtype());
-        cpu::short_conv_backward(dx.data<T>(), dw.data<T>(), grad_or_null<T>(bias), x.value().data<T>(),
-                                 weight.value().data<T>(), out.grad().data<T>(), B, T_, C, W);
+        for (const SegmentPart& p : parts)
+          cpu::short_conv_backward(dx.data<T>() + p.start * C, dw.data<T>(), grad_or_null<T>(bias),
+                                   x.value().data<T>() + p.start * C, weight.value().data<T>(),
+                                   out.grad().data<T>() + p.start * C, p.rows, p.len, C, W);
       });
     });
   return out;

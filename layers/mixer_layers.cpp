@@ -47,6 +47,10 @@ void keep(MixerState* s, const ops::MixerOutput& out) {
   s->h = out.ht.value().clone();  // a copy: the op's outputs may live in an activation arena
   if (out.zt.defined()) s->z = out.zt.value().clone();
 }
+ops::MixerOptions with_segments(ops::MixerOptions o, const ops::Segments& segments) {
+  o.segments = &segments;
+  return o;
+}
 
 class LinearAttentionLayer : public MixerLayer {
  public:
@@ -64,19 +68,22 @@ class LinearAttentionLayer : public MixerLayer {
     norm_ = RMSNorm(p, prefix + ".norm", value_dim_ / H_, c.norm_eps);
     o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x) const override { return mix(p, x, nullptr); }
+  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
+    return mix(p, x, nullptr, segments);
+  }
   Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t) const override {
-    return mix(p, x, &s);
+    return mix(p, x, &s, {});
   }
   double mixing_flops_per_token(int64_t) const override {
     return chunk_mixing_flops(H_, key_dim_ / H_, value_dim_ / H_, C_);
   }
 
  private:
-  Variable mix(const Parameters& p, const Variable& x, MixerState* s) const {
+  Variable mix(const Parameters& p, const Variable& x, MixerState* s, const ops::Segments& segments) const {
     Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
-    ops::MixerOutput out = ops::linear_attention(q, k, v, initial(s, &MixerState::h), phi_, normalize_,
-                                                 step_options(options_, s, x), initial(s, &MixerState::z));
+    ops::MixerOutput out =
+        ops::linear_attention(q, k, v, initial(s, &MixerState::h), phi_, normalize_,
+                              with_segments(step_options(options_, s, x), segments), initial(s, &MixerState::z));
     keep(s, out);
     return o_proj_(p, merge_heads(norm_(p, out.o)));
   }
@@ -107,9 +114,11 @@ class GatedLayer : public MixerLayer {
     g_norm_ = RMSNorm(p, prefix + ".g_norm_swish_gate", value_dim_ / H_, c.norm_eps);
     o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x) const override { return mix(p, x, nullptr); }
+  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
+    return mix(p, x, nullptr, segments);
+  }
   Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t) const override {
-    return mix(p, x, &s);
+    return mix(p, x, &s, {});
   }
   double mixing_flops_per_token(int64_t) const override {
     // GLA's gated products cost about twice the plain ones (the decays enter every product).
@@ -120,11 +129,12 @@ class GatedLayer : public MixerLayer {
   static constexpr int64_t kGateLowRank = 16;
   static constexpr double kGateNormalizer = 16;  // fla's gate_logit_normalizer
 
-  Variable mix(const Parameters& p, const Variable& x, MixerState* s) const {
+  Variable mix(const Parameters& p, const Variable& x, MixerState* s, const ops::Segments& segments) const {
     Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
     Variable g = retnet_ ? Variable(retnet_gate(q.shape(), x.dtype()))
                          : heads(ops::scale(ops::logsigmoid(gk_up_(p, gk_low_(p, x))), 1.0 / kGateNormalizer), H_);
-    ops::MixerOutput out = ops::gla(q, k, v, g, initial(s, &MixerState::h), step_options(options_, s, x));
+    ops::MixerOutput out = ops::gla(q, k, v, g, initial(s, &MixerState::h),
+                                    with_segments(step_options(options_, s, x), segments));
     keep(s, out);
     Variable gated = ops::swiglu(heads(g_proj_(p, x), H_), g_norm_(p, out.o));  // silu(g_proj(x)) * RMSNorm(o)
     return o_proj_(p, merge_heads(gated));
@@ -190,9 +200,11 @@ class DeltaLayer : public MixerLayer {
     o_norm_ = RMSNorm(p, prefix + ".o_norm", value_dim_ / H_, c.norm_eps);
     o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x) const override { return mix(p, x, nullptr); }
+  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
+    return mix(p, x, nullptr, segments);
+  }
   Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t) const override {
-    return mix(p, x, &s);
+    return mix(p, x, &s, {});
   }
   double mixing_flops_per_token(int64_t) const override {
     // The WY form adds K K^T, the triangular solve and W, U, W S0 to the linear-attention products.
@@ -200,16 +212,16 @@ class DeltaLayer : public MixerLayer {
   }
 
  private:
-  Variable mix(const Parameters& p, const Variable& x, MixerState* s) const {
-    Variable q = feature(p, q_proj_(p, x), q_conv_, s ? &s->q_conv : nullptr);
-    Variable k = feature(p, k_proj_(p, x), k_conv_, s ? &s->k_conv : nullptr);
-    Variable v = feature(p, v_proj_(p, x), v_conv_, s ? &s->v_conv : nullptr);
+  Variable mix(const Parameters& p, const Variable& x, MixerState* s, const ops::Segments& segments) const {
+    Variable q = feature(p, q_proj_(p, x), q_conv_, s ? &s->q_conv : nullptr, segments);
+    Variable k = feature(p, k_proj_(p, x), k_conv_, s ? &s->k_conv : nullptr, segments);
+    Variable v = feature(p, v_proj_(p, x), v_conv_, s ? &s->v_conv : nullptr, segments);
     q = ops::l2norm(heads(q, H_), 1e-6);
     k = ops::l2norm(heads(k, H_), 1e-6);
     v = heads(v, H_);
     Variable beta = ops::sigmoid(b_proj_(p, x));  // [B, T, H]
     Variable h0 = initial(s, &MixerState::h);
-    ops::MixerOptions options = step_options(options_, s, x);
+    ops::MixerOptions options = with_segments(step_options(options_, s, x), segments);
     ops::MixerOutput out;
     Variable o;
     if (gated_) {
@@ -225,9 +237,10 @@ class DeltaLayer : public MixerLayer {
     return o_proj_(p, merge_heads(o));
   }
   // window: the convolution's last inputs when decoding (nullptr in training).
-  Variable feature(const Parameters& p, const Variable& x, int conv, Tensor* window) const {
+  Variable feature(const Parameters& p, const Variable& x, int conv, Tensor* window,
+                   const ops::Segments& segments) const {
     if (!short_conv_) return ops::silu(x);
-    return ops::silu(window ? ops::short_conv_continue(x, p[conv], *window) : ops::short_conv(x, p[conv]));
+    return ops::silu(window ? ops::short_conv_continue(x, p[conv], *window) : ops::short_conv(x, p[conv], {}, segments));
   }
   int64_t H_, C_, key_dim_ = 0, value_dim_ = 0;
   ops::MixerOptions options_;
@@ -249,9 +262,11 @@ class AttentionLayer : public MixerLayer {
     v_proj_ = Linear(p, prefix + ".v_proj", c.hidden_size, Hkv_ * head_dim_, std);
     o_proj_ = Linear(p, prefix + ".o_proj", H_ * head_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x) const override { return mix(p, x, nullptr, 0); }
+  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
+    return mix(p, x, nullptr, 0, segments);
+  }
   Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t pos) const override {
-    return mix(p, x, &s, pos);
+    return mix(p, x, &s, pos, {});
   }
   double mixing_flops_per_token(int64_t T) const override {
     // Each query meets (T + 1) / 2 keys on average (global) or at most W; q.k and p.v per key.
@@ -260,11 +275,13 @@ class AttentionLayer : public MixerLayer {
   }
 
  private:
-  Variable mix(const Parameters& p, const Variable& x, MixerState* s, int64_t pos) const {
-    Variable q = ops::rope(heads(q_proj_(p, x), H_), theta_, pos);
-    Variable k = ops::rope(heads(k_proj_(p, x), Hkv_), theta_, pos);
+  Variable mix(const Parameters& p, const Variable& x, MixerState* s, int64_t pos,
+               const ops::Segments& segments) const {
+    Variable q = ops::rope(heads(q_proj_(p, x), H_), theta_, pos, segments);
+    Variable k = ops::rope(heads(k_proj_(p, x), Hkv_), theta_, pos, segments);
     Variable v = heads(v_proj_(p, x), Hkv_);
-    Variable o = s ? ops::attention_continue(q, k, v, s->kv, pos, window_) : ops::attention(q, k, v, window_);
+    Variable o = s ? ops::attention_continue(q, k, v, s->kv, pos, window_)
+                   : ops::attention(q, k, v, window_, 0, segments);
     return o_proj_(p, merge_heads(o));
   }
   int64_t H_, Hkv_, window_, head_dim_ = 0;

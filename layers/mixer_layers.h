@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "autograd/decoding.h"
+#include "autograd/segments.h"
 #include "layers/modules.h"
 #include "layers/model_config.h"
 
@@ -23,7 +24,8 @@ struct MixerState {
 class MixerLayer {
  public:
   virtual ~MixerLayer() = default;
-  virtual Variable forward(const Parameters& p, const Variable& x) const = 0;
+  // segments: the sequences of the batch (autograd/segments.h); empty = its rows.
+  virtual Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const = 0;
   // FLOPs of the token mixing itself (not the projections), forward + backward, per token, for
   // sequences of T tokens. Used for MFU next to the 6N of the matrix products.
   virtual double mixing_flops_per_token(int64_t T) const = 0;

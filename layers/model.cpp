@@ -27,15 +27,18 @@ Model::Model(const ModelConfig& c, DType dtype) : config_(c) {
   params_.allocate(dtype);
 }
 
-Variable Model::logits(const Tensor& ids) const { return head(body(ids, nullptr, 0)); }
+Variable Model::logits(const Tensor& ids, const ops::Segments& segments) const {
+  return head(body(ids, nullptr, 0, segments));
+}
 
-Variable Model::body(const Tensor& ids, std::vector<MixerState>* states, int64_t pos) const {
+Variable Model::body(const Tensor& ids, std::vector<MixerState>* states, int64_t pos,
+                     const ops::Segments& segments) const {
   LINATTN_CHECK(ids.ndim() == 2, "Model::logits: ids must be [batch, seq_len], got ", ids.str());
   Variable x = ops::embedding(ids, params_[embeddings_]);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
     Variable h = b.attn_norm(params_, x);
-    x = ops::add(x, states ? b.attn->decode(params_, h, (*states)[i], pos) : b.attn->forward(params_, h));
+    x = ops::add(x, states ? b.attn->decode(params_, h, (*states)[i], pos) : b.attn->forward(params_, h, segments));
     x = ops::add(x, b.mlp(params_, b.mlp_norm(params_, x)));
   }
   return x;
@@ -43,8 +46,8 @@ Variable Model::body(const Tensor& ids, std::vector<MixerState>* states, int64_t
 
 Variable Model::head(const Variable& x) const { return ops::linear(norm_(params_, x), params_[lm_head_]); }
 
-Variable Model::loss(const Tensor& ids, const Tensor& targets) const {
-  return ops::cross_entropy(logits(ids), targets);
+Variable Model::loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments) const {
+  return ops::cross_entropy(logits(ids, segments), targets);
 }
 
 int64_t Model::matmul_params() const {

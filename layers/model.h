@@ -14,10 +14,11 @@ class Model {
  public:
   Model(const ModelConfig& config, DType dtype);
 
-  // ids: i32 [B, T] -> logits [B, T, vocab]
-  Variable logits(const Tensor& ids) const;
+  // ids: i32 [B, T] -> logits [B, T, vocab]. segments: the documents of the batch (document-aware
+  // training, autograd/segments.h); empty = each row is one sequence.
+  Variable logits(const Tensor& ids, const ops::Segments& segments = {}) const;
   // Mean cross-entropy of next-token prediction: targets i32 [B, T].
-  Variable loss(const Tensor& ids, const Tensor& targets) const;
+  Variable loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments = {}) const;
 
   Parameters& params() { return params_; }
   const Parameters& params() const { return params_; }
@@ -33,7 +34,8 @@ class Model {
   friend class Decoder;  // layers/decoder.h
   // The blocks over ids (no final norm): forward() of every mixer, or when decoding (states: one per
   // layer) their decode() at positions pos .. pos + T - 1. Then the final norm and the LM head.
-  Variable body(const Tensor& ids, std::vector<MixerState>* states, int64_t pos) const;
+  Variable body(const Tensor& ids, std::vector<MixerState>* states, int64_t pos,
+                const ops::Segments& segments = {}) const;
   Variable head(const Variable& x) const;
 
   struct Block {

@@ -23,7 +23,7 @@ using namespace linattn;
 namespace fs = std::filesystem;
 
 const char* kUsage = R"(usage: linattn-eval CKPT.h5 [--data DIR | --text FILE...] [--tokens N] [--seq-len T]
-                    [--batch B] [--threads N]
+                    [--batch B] [--threads N] [--document-boundaries cross|reset]
 
 Evaluates a checkpoint and prints loss (nats per token), perplexity and bits per byte (an MQAR run:
 loss and recall accuracy at the queries of its validation examples, docs/mqar.md). The model,
@@ -43,6 +43,10 @@ read only the first data.val_tokens tokens (--tokens N repeats those).
   --seq-len T    tokens per window (default: the run's data.seq_len)
   --batch B      sequences per forward pass, 1 to 65536 (default: the run's micro-batch, or batch)
   --threads N    OpenMP threads, 1 to 4096 (default: all cores)
+  --document-boundaries cross|reset
+                 reset: each end-of-text token in a window starts a fresh sequence, as
+                 data.document_boundaries: reset trains (default: the run's setting); the result
+                 line says which was used
 
 Errors name the file and the fix; LINATTN_DEBUG=1 adds the source location of the failed check.
 )";
@@ -70,7 +74,7 @@ struct TempFolder {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string ckpt, data_flag, tokenizer, tokens, seq_len;
+  std::string ckpt, data_flag, tokenizer, tokens, seq_len, boundaries;
   std::vector<std::string> texts;
   int64_t batch = 0;
   try {
@@ -98,6 +102,10 @@ int main(int argc, char** argv) {
         batch = parse_count(a, value(), 1, 65536);
       } else if (a == "--threads") {
         omp_set_num_threads(int(parse_count(a, value(), 1, 4096)));
+      } else if (a == "--document-boundaries") {
+        boundaries = value();
+        LINATTN_REQUIRE(boundaries == "cross" || boundaries == "reset", "--document-boundaries '", boundaries,
+                        "' must be cross or reset");
       } else if (a.rfind("-", 0) == 0) {
         LINATTN_REQUIRE(false, "unknown option '", a, "' (see linattn-eval --help)");
       } else {
@@ -112,6 +120,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> overrides{"data.val_tokens=" + (tokens.empty() ? "0" : tokens)};
     if (!seq_len.empty()) overrides.push_back("data.seq_len=" + seq_len);
     if (!data_flag.empty()) overrides.push_back("data.path=" + data_flag);
+    if (!boundaries.empty()) overrides.push_back("data.document_boundaries=" + boundaries);
     Config config = parse_config(checkpoint_config_text(ckpt), ckpt, overrides);
     Model model(config.model, config.train.dtype == "f64" ? DType::f64 : DType::f32);
     TrainState state;
@@ -161,10 +170,12 @@ int main(int argc, char** argv) {
                     " tokens, fewer than one window of seq_len ", config.data.seq_len,
                     " + 1; give more text or a smaller --seq-len");
     Arena arena;
-    EvalResult r = evaluate(model, val, config.data.seq_len, rows, config.data.val_tokens, arena);
-    std::printf("%s (step %lld) on %s: val loss %.6f | ppl %.4f | bpb %.6f | %lld tokens, seq_len %lld\n",
-                ckpt.c_str(), (long long)state.step, described.c_str(), r.loss, r.perplexity, r.bits_per_byte,
-                (long long)r.tokens, (long long)config.data.seq_len);
+    EvalResult r = evaluate(model, val, config.data.seq_len, rows, config.data.val_tokens, arena, nullptr,
+                            config.data.document_boundaries);
+    std::printf(
+        "%s (step %lld) on %s: val loss %.6f | ppl %.4f | bpb %.6f | %lld tokens, seq_len %lld, document boundaries %s\n",
+        ckpt.c_str(), (long long)state.step, described.c_str(), r.loss, r.perplexity, r.bits_per_byte,
+        (long long)r.tokens, (long long)config.data.seq_len, document_boundaries_name(config.data.document_boundaries));
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-eval: error: %s\n", error_message(e).c_str());

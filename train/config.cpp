@@ -297,6 +297,7 @@ std::string emit(const Config& c) {
   out << YAML::Key << "path" << YAML::Value << d.path;
   out << YAML::Key << "seq_len" << YAML::Value << d.seq_len;
   out << YAML::Key << "val_tokens" << YAML::Value << d.val_tokens;
+  out << YAML::Key << "document_boundaries" << YAML::Value << document_boundaries_name(d.document_boundaries);
   if (d.source == "mqar") {  // token runs keep the text they always had
     out << YAML::Key << "source" << YAML::Value << d.source;
     out << YAML::Key << "mqar" << YAML::Value << YAML::BeginMap;
@@ -537,13 +538,18 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
 
   // ---- data
   YAML::Node d = root["data"];
-  r.check_keys(d, "data", {"path", "seq_len", "val_tokens", "source", "mqar"});
+  r.check_keys(d, "data", {"path", "seq_len", "val_tokens", "document_boundaries", "source", "mqar"});
   r.get(d, "data", "path", c.data.path);
   r.get(d, "data", "seq_len", c.data.seq_len);
   r.get(d, "data", "val_tokens", c.data.val_tokens);
   r.require(c.data.seq_len >= 1 && c.data.seq_len <= kMaxSeqLen, d, "data", "seq_len",
             "'seq_len' must be in [1, " + std::to_string(kMaxSeqLen) + "]");
   r.require(c.data.val_tokens >= 0, d, "data", "val_tokens", "'val_tokens' must be >= 0 (0 = the whole split)");
+  std::string boundaries = document_boundaries_name(c.data.document_boundaries);
+  r.get(d, "data", "document_boundaries", boundaries);
+  r.require(boundaries == "cross" || boundaries == "reset", d, "data", "document_boundaries",
+            "'document_boundaries' must be cross or reset, got '" + boundaries + "'");
+  c.data.document_boundaries = boundaries == "reset" ? DocumentBoundaries::reset : DocumentBoundaries::cross;
 
   // ---- data.source and data.mqar
   r.get(d, "data", "source", c.data.source);
@@ -564,6 +570,8 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.get(q, "data.mqar", "num_val_examples", task.num_val_examples);
   r.get(q, "data.mqar", "seed", task.seed);
   if (c.data.source == "mqar") {
+    r.require(c.data.document_boundaries == DocumentBoundaries::cross, d, "data", "document_boundaries",
+              "MQAR examples are one per row, with no documents inside to cut: set data.document_boundaries: cross");
     const data::MqarProblem problem = data::mqar_problem(task, c.data.seq_len);
     r.require(problem.key != "seq_len", d, "data", "seq_len", problem.message);
     r.require(problem.key.empty(), q, "data.mqar", problem.key, problem.message);
@@ -678,6 +686,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_config(ss.str(), path, overrides);
+}
+
+const char* document_boundaries_name(DocumentBoundaries b) {
+  return b == DocumentBoundaries::reset ? "reset" : "cross";
 }
 
 }  // namespace linattn

@@ -13,12 +13,18 @@
 
 namespace linattn {
 
+// data.document_boundaries: whether the documents of a training window see each other (cross), or each
+// end-of-text token starts a fresh sequence (reset): README, "Document boundaries".
+enum class DocumentBoundaries { cross, reset };
+const char* document_boundaries_name(DocumentBoundaries b);
+
 struct DataConfig {
   std::string path = "data/cache/sotu-bytes";  // a folder written by `linattn-data prepare`
   int64_t seq_len = 256;
   int64_t val_tokens = 0;  // evaluations during training; 0 = the whole split (the final one always is)
   std::string source = "tokens";  // tokens: the prepared folder at path; mqar: generated MQAR examples
   data::MqarTask mqar;            // source mqar: the task (data/mqar.h, docs/mqar.md)
+  DocumentBoundaries document_boundaries = DocumentBoundaries::cross;
 };
 
 enum class Schedule { cosine, linear, constant };

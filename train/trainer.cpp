@@ -131,9 +131,10 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   say("memory: parameters %s, gradients %s, AdamW moments %s\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
       mib(2 * pbytes).c_str());
   if (train_data_)
-    say("data: %s: %llu training tokens, %llu validation tokens, tokenizer %s (vocab %u)\n", config_.data.path.c_str(),
-        (unsigned long long)train_data_->num_tokens(), (unsigned long long)val_data_->num_tokens(),
-        train_data_->tokenizer().c_str(), train_data_->vocab_size());
+    say("data: %s: %llu training tokens, %llu validation tokens, tokenizer %s (vocab %u), document boundaries %s\n",
+        config_.data.path.c_str(), (unsigned long long)train_data_->num_tokens(),
+        (unsigned long long)val_data_->num_tokens(), train_data_->tokenizer().c_str(), train_data_->vocab_size(),
+        document_boundaries_name(config_.data.document_boundaries));
   else
     say("data: MQAR (docs/mqar.md): vocabulary %lld, %lld key-value pairs, power_a %g, %llu training and %llu "
         "validation examples, seed %llu\n", (long long)config_.data.mqar.vocab_size,
@@ -157,6 +158,11 @@ void Trainer::open_token_data() {
                 "` (./scripts/train prepares the default corpus)");
   train_data_ = data::Dataset::open(dir, "train");
   val_data_ = data::Dataset::open(dir, "val");
+  eot_ = train_data_->eot();
+  LINATTN_REQUIRE(config_.data.document_boundaries == DocumentBoundaries::cross || eot_ != data::no_eot,
+                  config_.where("data.document_boundaries"), ": reset needs the end-of-text token that separates "
+                  "documents, and the shards of ", dir, " record none: prepare the data with linattn-data prepare, "
+                  "or set data.document_boundaries: cross");
   const ModelConfig& m = config_.model;
   LINATTN_REQUIRE(int64_t(train_data_->vocab_size()) <= m.vocab_size, config_.where("model.vocab_size"),
                 ": vocab_size ", m.vocab_size, " is smaller than the data's vocabulary (", train_data_->vocab_size(),
@@ -183,8 +189,16 @@ size_t Trainer::measure_activation_bytes() {
   return bytes;
 }
 
+ops::Segments document_segments(const Tensor& inputs, DocumentBoundaries boundaries, uint32_t eot) {
+  if (boundaries == DocumentBoundaries::cross) return {};
+  LINATTN_REQUIRE(eot != data::no_eot, "document boundaries reset: the data's shards record no end-of-text token; "
+                  "prepare the data with linattn-data prepare, or keep the documents' boundaries crossed");
+  return ops::Segments::starting_at(inputs, int32_t(eot));
+}
+
 EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val_data, int64_t seq_len,
-                    int64_t batch_rows, int64_t max_tokens, Arena& arena, Communicator* comm) {
+                    int64_t batch_rows, int64_t max_tokens, Arena& arena, Communicator* comm,
+                    DocumentBoundaries boundaries) {
   data::LoaderOptions lo;
   lo.batch_size = batch_rows;
   if (comm) {
@@ -194,7 +208,7 @@ EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val
   lo.seq_len = seq_len;
   lo.max_tokens = uint64_t(max_tokens);
   data::ValLoader val(val_data, lo);
-  return evaluate(model, val, arena, comm);
+  return evaluate(model, val, arena, comm, boundaries, val_data->eot());
 }
 
 namespace {
@@ -224,7 +238,8 @@ void count_targets(const Tensor& logits, const Tensor& targets, bool argmax, int
 
 }  // namespace
 
-EvalResult evaluate(const Model& model, data::ValBatches& val, Arena& arena, Communicator* comm) {
+EvalResult evaluate(const Model& model, data::ValBatches& val, Arena& arena, Communicator* comm,
+                    DocumentBoundaries boundaries, uint32_t eot) {
   val.reset();
   NoGrad no_grad;
   double loss_sum = 0;
@@ -234,7 +249,7 @@ EvalResult evaluate(const Model& model, data::ValBatches& val, Arena& arena, Com
     if (batch.rows == 0) continue;
     {
       ArenaScope scope(arena);
-      Variable logits = model.logits(batch.inputs);
+      Variable logits = model.logits(batch.inputs, document_segments(batch.inputs, boundaries, eot));
       const double l = scalar(ops::cross_entropy(logits, batch.targets, data::kIgnoreTarget));
       int64_t n = 0;
       count_targets(logits.value(), batch.targets, val.scores_recall(), n, correct);
@@ -282,7 +297,8 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
     data::Batch batch = loader_->next();
     try {
       ArenaScope scope(arena_);
-      Variable l = model_->loss(batch.inputs, batch.targets);
+      Variable l = model_->loss(batch.inputs, batch.targets,
+                                document_segments(batch.inputs, config_.data.document_boundaries, eot_));
       loss += dispatch_float(l.dtype(), [&](auto zero) {
         using T = decltype(zero);
         return double(l.value().data<T>()[0]);
@@ -416,7 +432,8 @@ TrainSummary Trainer::run() {
   auto report_eval = [&](int64_t step, bool final) {
     auto t0 = std::chrono::steady_clock::now();
     // Evaluations during training read data.val_tokens tokens; the final one the whole split.
-    EvalResult r = linattn::evaluate(*model_, *val_batches(final ? 0 : config_.data.val_tokens), arena_, comm_);
+    EvalResult r = linattn::evaluate(*model_, *val_batches(final ? 0 : config_.data.val_tokens), arena_, comm_,
+                                     config_.data.document_boundaries, eot_);
     const std::string sample = t.sample_every && val_data_ && (final || step % t.sample_every == 0) &&
                                        comm_->is_root()
                                    ? training_sample_line(*model_, val_data_->tokenizer(), t, step)
@@ -426,10 +443,12 @@ TrainSummary Trainer::run() {
     const bool recall = std::isfinite(r.recall_accuracy);
     char recall_text[48] = "";
     if (recall) std::snprintf(recall_text, sizeof recall_text, " | recall %.4f", r.recall_accuracy);
-    say("eval  step %6lld | val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens%s\n", (long long)step, r.loss,
-        r.perplexity, r.bits_per_byte, (long long)r.tokens, recall_text);
+    say("eval  step %6lld | val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens%s | documents %s\n", (long long)step,
+        r.loss, r.perplexity, r.bits_per_byte, (long long)r.tokens, recall_text,
+        document_boundaries_name(config_.data.document_boundaries));
     std::fflush(stdout);
-    MetricFields fields{{"val_loss", r.loss}, {"val_ppl", r.perplexity}, {"val_bpb", r.bits_per_byte}};
+    MetricFields fields{{"val_loss", r.loss}, {"val_ppl", r.perplexity}, {"val_bpb", r.bits_per_byte},
+                        {"val_document_reset", config_.data.document_boundaries == DocumentBoundaries::reset ? 1.0 : 0.0}};
     if (recall) fields.push_back({"recall_accuracy", r.recall_accuracy});
     if (metrics) metrics->write(step, fields);
     if (!sample.empty()) say("%s\n", sample.c_str());

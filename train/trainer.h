@@ -29,10 +29,18 @@ struct EvalResult {
 
 // Mean validation loss of `model` over `val` (or its first max_tokens tokens, 0 = all) in windows of
 // seq_len tokens, batch rows at a time, without recording a tape. Activations use `arena`.
+// `boundaries`: whether each end-of-text token of a window starts a fresh sequence (reset).
 EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val, int64_t seq_len, int64_t batch,
-                    int64_t max_tokens, Arena& arena, Communicator* comm = nullptr);
-// The same over any validation batches (from the first), with recall accuracy where they score it.
-EvalResult evaluate(const Model& model, data::ValBatches& val, Arena& arena, Communicator* comm = nullptr);
+                    int64_t max_tokens, Arena& arena, Communicator* comm = nullptr,
+                    DocumentBoundaries boundaries = DocumentBoundaries::cross);
+// The same over any validation batches (from the first), with recall accuracy where they score it;
+// `eot`: the end-of-text token that cuts documents when `boundaries` is reset.
+EvalResult evaluate(const Model& model, data::ValBatches& val, Arena& arena, Communicator* comm = nullptr,
+                    DocumentBoundaries boundaries = DocumentBoundaries::cross, uint32_t eot = data::no_eot);
+
+// The sequences of a batch of inputs [B, T]: its rows (cross), cut also where a row holds the end-of-text
+// token `eot`, which opens the document it precedes (reset). Throws for reset when the data has no eot.
+ops::Segments document_segments(const Tensor& inputs, DocumentBoundaries boundaries, uint32_t eot);
 
 struct TrainSummary {
   int64_t steps = 0;
@@ -98,6 +106,7 @@ class Trainer {
   std::unique_ptr<GradientBuckets> buckets_;  // with more than one rank
   TrainState start_;       // where the run starts: zeros, or the resumed checkpoint's state
   bool resumed_ = false;
+  uint32_t eot_ = data::no_eot;  // the token data's end-of-text token (document boundaries reset)
 };
 
 }  // namespace linattn

@@ -99,5 +99,74 @@ TEST(Model, ParameterNamesFollowTheHFConvention) {
   EXPECT_EQ(layout.entries()[size_t(layout.find("model.layers.5.attn.k_proj.weight"))].shape, (Shape{4, 8}));
 }
 
+// Document-aware training: a window holding two documents, cut where the second one's end-of-text
+// token starts it, gives every mixer kind (and global and windowed attention, the short convolution,
+// RoPE) exactly the logits of the two documents run alone, and the loss and parameter gradients of
+// their token-weighted sum.
+TEST(Model, AWindowOfTwoDocumentsEqualsTheDocumentsRunAlone) {
+  Config c = parse_config(R"(model:
+  vocab_size: 11
+  hidden_size: 8
+  num_hidden_layers: 7
+  num_heads: 2
+  intermediate_size: 12
+  chunk_size: 4
+  layers: [linear_attn, gla, retnet, deltanet, gated_deltanet, {mixer: attention, window_size: 3, num_kv_heads: 1},
+           attention]
+train: {max_steps: 1}
+)",
+                          "tiny.yaml");
+  Model model(c.model, DType::f64);
+  model.params().initialize(9);
+  constexpr int32_t eot = 10;
+  constexpr int64_t T = 13, first = 5;  // document 1: [0, 5), document 2: [5, 13), each opened by eot
+  Rng rng(4);
+  auto tokens = [&](int64_t n) {
+    Tensor t = Tensor::empty({1, n}, DType::i32);
+    for (int64_t i = 0; i < n; ++i) t.data<int32_t>()[i] = int32_t(rng.below(10));
+    return t;
+  };
+  Tensor ids = tokens(T), targets = tokens(T);
+  ids.data<int32_t>()[0] = ids.data<int32_t>()[first] = eot;
+  auto part = [&](const Tensor& x, int64_t t0, int64_t n) {
+    Tensor out = Tensor::empty({1, n}, DType::i32);
+    std::copy_n(x.data<int32_t>() + t0, n, out.data<int32_t>());
+    return out;
+  };
+  const ops::Segments segments = ops::Segments::starting_at(ids, eot);
+  ASSERT_EQ(segments.offsets, (std::vector<int64_t>{0, first, T}));
+
+  Tensor logits = model.logits(ids, segments).value();
+  model.params().zero_grad();
+  Variable loss = model.loss(ids, targets, segments);
+  backward(loss);
+  const Tensor window_grads = model.params().grads().all().clone();
+
+  const int64_t V = c.model.vocab_size;
+  double alone_loss = 0;
+  Tensor alone_grads = Tensor::zeros(window_grads.shape(), DType::f64);
+  for (auto [t0, n] : {std::pair<int64_t, int64_t>{0, first}, {first, T - first}}) {
+    SCOPED_TRACE("document from " + std::to_string(t0));
+    Tensor doc_logits = model.logits(part(ids, t0, n)).value();
+    Tensor window_part = Tensor::empty({1, n, V}, DType::f64);
+    std::copy_n(logits.data<double>() + t0 * V, n * V, window_part.data<double>());
+    EXPECT_CLOSE(window_part, doc_logits, 0.0);
+    model.params().zero_grad();
+    Variable l = model.loss(part(ids, t0, n), part(targets, t0, n));
+    backward(l);
+    // The window's mean over T targets is the documents' means weighted by their lengths.
+    alone_loss += l.value().data<double>()[0] * double(n) / double(T);
+    const Tensor& g = model.params().grads().all();
+    for (int64_t i = 0; i < g.numel(); ++i) alone_grads.data<double>()[i] += g.data<double>()[i] * double(n) / double(T);
+  }
+  // Sums in another order: 1e-12 relative is float64 rounding.
+  EXPECT_NEAR(loss.value().data<double>()[0], alone_loss, 1e-12);
+  EXPECT_CLOSE(window_grads, alone_grads, 1e-12);
+
+  // Without the cut the second document sees the first: the comparison above can fail.
+  Tensor crossed = model.logits(ids).value();
+  EXPECT_GT(testing::compare(crossed, logits).max_abs, 1e-6);
+}
+
 }  // namespace
 }  // namespace linattn

@@ -260,6 +260,20 @@ TEST(Config, EmitParseRoundTrip) {
   }
 }
 
+// data.document_boundaries: cross by default (old configs and checkpoints read as before), reset on
+// request, anything else refused at its position.
+TEST(Config, DocumentBoundaries) {
+  EXPECT_EQ(parse_config(kBase, "t.yaml").data.document_boundaries, DocumentBoundaries::cross);
+  Config c = parse_config(std::string(kBase) + "data:\n  document_boundaries: reset\n", "t.yaml");
+  EXPECT_EQ(c.data.document_boundaries, DocumentBoundaries::reset);
+  EXPECT_EQ(parse_config(c.text, "emitted.yaml").data.document_boundaries, DocumentBoundaries::reset);
+  std::string msg = config_error(std::string(kBase) + "data:\n  document_boundaries: split\n");
+  EXPECT_NE(msg.find("test.yaml:8:24: 'document_boundaries' must be cross or reset, got 'split'"), std::string::npos)
+      << msg;
+  EXPECT_EQ(config_error(kBase, {"data.document_boundaries=yes"}),
+            "--set data.document_boundaries=yes: 'document_boundaries' must be cross or reset, got 'yes'");
+}
+
 TEST(Config, SyntaxErrorHasALine) {
   std::string msg = config_error("model:\n  hidden_size: [1, 2\ntrain: {}\n");
   EXPECT_NE(msg.find("test.yaml:"), std::string::npos) << msg;
