@@ -68,7 +68,7 @@ TEST(CudaCrossEntropy, TargetsOutsideTheVocabularyAreCountedAndSkipped) {
   for (int64_t i = 0; i < N; ++i) targets.data<int32_t>()[i] = t[i];
   Tensor logitsd = on_device(logits), targetsd = on_device(targets);
   Tensor lse = Tensor::empty({N}, DType::f32, Device::cuda), sums = Tensor::empty({3}, DType::f64, Device::cuda);
-  Tensor dlogits = Tensor::zeros({N, V}, DType::f32, Device::cuda);
+  Tensor dlogits = on_device(Tensor::zeros({N, V}, DType::f32));
   cuda::cross_entropy_forward(lse.data<float>(), sums.data<double>(), logitsd.data<float>(), targetsd.data<int32_t>(),
                               N, V, kIgnore);
   cuda::cross_entropy_backward(dlogits.data<float>(), logitsd.data<float>(), lse.data<float>(),

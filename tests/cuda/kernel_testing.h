@@ -40,7 +40,13 @@ inline Tensor random_f32(const Shape& shape, Rng& rng, double lo = -1.0, double 
   return random_tensor(shape, rng, lo, hi, DType::f32);
 }
 
-inline Tensor on_device(const Tensor& host) { return host.to(Device::cuda); }
+// A device copy, complete before any kernel runs (a copy from pageable memory may return before its
+// DMA ends, and the kernels' stream need not be the one the copy ran on).
+inline Tensor on_device(const Tensor& host) {
+  Tensor dev = host.to(Device::cuda);
+  device_sync();
+  return dev;
+}
 // A host copy of a device tensor, after all kernels launched so far have finished.
 inline Tensor on_host(const Tensor& dev) {
   device_sync();

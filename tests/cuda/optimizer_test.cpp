@@ -43,7 +43,7 @@ TEST(CudaOptimizer, GradNormClippingAndAdamWMatchTheCpuOptimizer) {
   AdamW cpu_adam(params, config);
   const Tensor& w = params.values().all();
   const int64_t n = w.numel();
-  Tensor wd = on_device(w), md = Tensor::zeros({n}, DType::f32, Device::cuda), vd = Tensor::zeros({n}, DType::f32, Device::cuda);
+  Tensor wd = on_device(w), md = on_device(Tensor::zeros({n}, DType::f32)), vd = on_device(Tensor::zeros({n}, DType::f32));
   Tensor sum_sq = Tensor::empty({1}, DType::f64, Device::cuda);
   Rng rng(71);
   for (int64_t step = 1; step <= 3; ++step) {
