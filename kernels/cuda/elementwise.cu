@@ -1,8 +1,7 @@
 #include "kernels/cuda/elementwise.h"
 
-#include <cuda_runtime.h>
-
-#include "core/error.h"
+#include "core/cuda/check.h"
+#include "core/cuda/stream.h"
 
 namespace linattn::cuda {
 
@@ -20,25 +19,21 @@ __global__ void add_inplace_kernel(float* y, const float* x, int64_t n) {
   if (i < n) y[i] += x[i];
 }
 
-void check_launch(const char* what) {
-  cudaError_t err = cudaGetLastError();
-  LINATTN_CHECK(err == cudaSuccess, what, ": CUDA launch failed: ", cudaGetErrorString(err));
-}
-
 unsigned blocks_for(int64_t n) { return unsigned((n + kThreads - 1) / kThreads); }
+cudaStream_t stream() { return static_cast<cudaStream_t>(compute_stream()); }
 
 }  // namespace
 
 void add_forward(float* y, const float* a, const float* b, int64_t n) {
   if (n == 0) return;
-  add_kernel<<<blocks_for(n), kThreads>>>(y, a, b, n);
-  check_launch("cuda::add_forward");
+  add_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(y, a, b, n);
+  LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {
   if (n == 0) return;
-  add_inplace_kernel<<<blocks_for(n), kThreads>>>(y, x, n);
-  check_launch("cuda::add_inplace");
+  add_inplace_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(y, x, n);
+  LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace linattn::cuda
