@@ -4,16 +4,15 @@
 #include <limits>
 
 #include "autograd/op_support.h"
-#include "kernels/cpu/attention.h"
 #include "kernels/cpu/deltanet.h"
 #include "kernels/cpu/gla.h"
-#include "kernels/cpu/rope.h"
 
 namespace linattn::ops {
 
 using detail::check_inputs;
-using detail::data_or_null;
-using detail::grad_or_null;
+using detail::grad_or_none;
+using detail::grad_or_scratch;
+using detail::value_or_none;
 
 namespace {
 
@@ -44,8 +43,10 @@ Sizes check_qkv(const char* op, const Variable& q, const Variable& k, const Vari
 constexpr double kMaxFinite = std::numeric_limits<double>::max();
 
 // Throws naming the op, the input and the first bad entry when a value is NaN or outside [lo, hi].
+// Device tensors are not read back here (that would synchronize every op): on a device, a NaN
+// shows in the loss and the gradient norm, which the trainer checks every step.
 void check_values(const char* op, const char* name, const Variable& x, double lo, double hi, const char* range) {
-  if (!x.defined()) return;
+  if (!x.defined() || x.device() != Device::cpu) return;
   dispatch_float(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* p = x.value().data<T>();
@@ -68,57 +69,58 @@ void check_finite(const char* op, const char* name, const Variable& x) {
   check_values(op, name, x, -kMaxFinite, kMaxFinite, "finite (a NaN or Inf reached the mixer)");
 }
 
-// The gradient of v: its real gradient when it needs one, else throw-away zeros. The caller holds
-// the tensor until the kernel has written into it (without an arena, scratch memory is freed with it).
-Tensor grad_or_scratch(const Variable& v) {
-  return v.requires_grad() ? v.ensure_grad() : Tensor::scratch_zeros(v.shape(), v.dtype());
-}
-
-template <class T>
-const T* grad_data_or_null(const Variable& v) {
-  return v.defined() && v.grad().defined() ? v.grad().template data<T>() : nullptr;
-}
-
 // The upstream gradient of the output o: zeros when nothing used o (held like grad_or_scratch's).
 Tensor grad_or_zeros(const Variable& o) {
-  return o.grad().defined() ? o.grad() : Tensor::scratch_zeros(o.shape(), o.dtype());
+  return o.grad().defined() ? o.grad() : Tensor::scratch_zeros(o.shape(), o.dtype(), o.device());
 }
 
-// What a mixer op's kernels write and read besides its inputs.
-struct MixerRun {
-  Sizes s;
-  double scale;
-  bool chunk;  // the chunk form, else the recurrent one
-  int64_t chunk_size;
-  Tensor o, ht, zt, saved;  // zt: normalized linear attention only; saved: chunk form only
+// The prologue and epilogue every mixer op shares, after its own shape and range checks: checks the
+// `finite` inputs, allocates the outputs and (chunk form) saved_size elements for the backward,
+// runs the backend's `forward` entry, and records one tape node over `inputs` whose backward runs
+// the `backward` entry. `in` holds the inputs (q, k, v, gate, decay, h0, z0); `vars` the same as
+// Variables, for their gradients.
+struct MixerVars {
+  Variable q, k, v, gate, decay, h0, z0;
 };
 
-// The prologue and epilogue every mixer op shares, after its own shape and range checks: checks the
-// `finite` inputs, allocates the outputs and (chunk form) saved_size() elements for the backward,
-// runs forward(T(0), run) for the inputs' float type, and records one tape node over `inputs` whose
-// backward runs backward(T(0), run, out, dO), dO the upstream gradient of o (zeros when unused).
-template <class SavedSize, class Forward, class Backward>
 MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inputs,
                      std::initializer_list<std::pair<const char*, const Variable*>> finite, const Sizes& s,
-                     const MixerOptions& options, bool normalize, SavedSize saved_size, Forward forward,
-                     Backward backward) {
+                     const MixerOptions& options, bool normalize, cpu::FeatureMap phi, int64_t saved_size,
+                     const MixerVars& in, const backend::Kernel<void(const backend::MixerArgs&)>& forward,
+                     const backend::Kernel<void(const backend::MixerArgs&)>& backward) {
   for (auto [name, x] : finite) check_finite(op, name, *x);
-  const DType dt = inputs.begin()[0]->dtype();
-  const bool chunk = options.form == MixerForm::chunk;
-  const MixerRun run{s,
-                     options.scale != 0 ? options.scale : 1.0 / std::sqrt(double(s.Dk)),
-                     chunk,
-                     options.chunk_size,
-                     Tensor::scratch({s.B, s.T, s.H, s.Dv}, dt),
-                     Tensor::scratch({s.B, s.H, s.Dk, s.Dv}, dt),
-                     normalize ? Tensor::scratch({s.B, s.H, s.Dk}, dt) : Tensor(),
-                     chunk ? Tensor::scratch({saved_size()}, dt) : Tensor()};
-  dispatch_float(dt, [&](auto zero) { forward(zero, run); });
+  const DType dt = in.q.dtype();
+  const Device dev = in.q.device();
+  backend::MixerArgs r;
+  r.B = s.B, r.T = s.T, r.H = s.H, r.Dk = s.Dk, r.Dv = s.Dv;
+  r.scale = options.scale != 0 ? options.scale : 1.0 / std::sqrt(double(s.Dk));
+  r.chunk = options.form == MixerForm::chunk;
+  r.chunk_size = options.chunk_size;
+  r.phi = phi;
+  r.normalize = normalize;
+  r.o = Tensor::scratch({s.B, s.T, s.H, s.Dv}, dt, dev);
+  r.ht = Tensor::scratch({s.B, s.H, s.Dk, s.Dv}, dt, dev);
+  if (normalize) r.zt = Tensor::scratch({s.B, s.H, s.Dk}, dt, dev);
+  if (r.chunk) r.saved = Tensor::scratch({saved_size}, dt, dev);
+  r.q = in.q.value(), r.k = in.k.value(), r.v = in.v.value();
+  r.gate = value_or_none(in.gate), r.decay = value_or_none(in.decay);
+  r.h0 = value_or_none(in.h0), r.z0 = value_or_none(in.z0);
+  forward(dev, r);
   const bool rg = needs_grad(inputs);
-  MixerOutput out{Variable(run.o, rg), Variable(run.ht, rg), normalize ? Variable(run.zt, rg) : Variable()};
+  MixerOutput out{Variable(r.o, rg), Variable(r.ht, rg), normalize ? Variable(r.zt, rg) : Variable()};
   if (rg)
-    record(inputs, [run, out, backward, dt] {
-      dispatch_float(dt, [&](auto zero) { backward(zero, run, out, grad_or_zeros(out.o)); });
+    record(inputs, [r, in, out, &backward, dev] {
+      backend::MixerArgs b = r;
+      // Kernels write dq, dk, dv and the gate's gradient always (a gate nobody differentiates, such as
+      // RetNet's constant one, gets throw-away zeros); the rest only when needed.
+      b.dq = grad_or_scratch(in.q), b.dk = grad_or_scratch(in.k), b.dv = grad_or_scratch(in.v);
+      if (in.gate.defined()) b.dgate = grad_or_scratch(in.gate);
+      if (in.decay.defined()) b.ddecay = grad_or_scratch(in.decay);
+      b.dh0 = grad_or_none(in.h0);
+      if (r.normalize) b.dz0 = grad_or_none(in.z0), b.dzt = out.zt.grad();
+      b.dO = grad_or_zeros(out.o);
+      b.dht = out.ht.grad();
+      backward(dev, b);
     });
   return out;
 }
@@ -135,41 +137,10 @@ MixerOutput linear_attention(const Variable& q, const Variable& k, const Variabl
     LINATTN_CHECK(z0.shape() == (Shape{s.B, s.H, s.Dk}), op, ": z0 should be [", s.B, ", ", s.H, ", ", s.Dk, "], got ",
                   z0.value().str());
   }
-  return mixer_op(
-      op, {&q, &k, &v, &h0, &z0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}, {"z0", &z0}}, s, options, normalize,
-      [&] { return cpu::linear_attn_chunk_saved_size(s.B, s.T, s.H, s.Dk, s.Dv, normalize, options.chunk_size); },
-      [&](auto zero, const MixerRun& r) {
-        using T = decltype(zero);
-        T* zt = normalize ? r.zt.data<T>() : nullptr;
-        if (r.chunk)
-          cpu::linear_attn_chunk_forward<T>(r.o.data<T>(), r.ht.data<T>(), zt, r.saved.data<T>(), q.value().data<T>(),
-                                            k.value().data<T>(), v.value().data<T>(), data_or_null<T>(h0),
-                                            data_or_null<T>(z0), s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale), phi, normalize,
-                                            r.chunk_size);
-        else
-          cpu::linear_attn_recurrent_forward<T>(r.o.data<T>(), r.ht.data<T>(), zt, q.value().data<T>(),
-                                                k.value().data<T>(), v.value().data<T>(), data_or_null<T>(h0),
-                                                data_or_null<T>(z0), s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale), phi,
-                                                normalize);
-      },
-      [q, k, v, h0, z0, phi, normalize](auto zero, const MixerRun& r, const MixerOutput& out, const Tensor& dO) {
-        using T = decltype(zero);
-        Tensor dq = grad_or_scratch(q), dk = grad_or_scratch(k), dv = grad_or_scratch(v);
-        T* dz0 = normalize ? grad_or_null<T>(z0) : nullptr;
-        const T* dzt = normalize ? grad_data_or_null<T>(out.zt) : nullptr;
-        const Sizes& s = r.s;
-        if (r.chunk)
-          cpu::linear_attn_chunk_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), grad_or_null<T>(h0), dz0,
-                                             r.saved.data<T>(), q.value().data<T>(), k.value().data<T>(),
-                                             v.value().data<T>(), dO.data<T>(), grad_data_or_null<T>(out.ht), dzt, s.B,
-                                             s.T, s.H, s.Dk, s.Dv, T(r.scale), phi, normalize, r.chunk_size);
-        else
-          cpu::linear_attn_recurrent_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), grad_or_null<T>(h0), dz0,
-                                                 q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
-                                                 data_or_null<T>(h0), data_or_null<T>(z0), dO.data<T>(),
-                                                 grad_data_or_null<T>(out.ht), dzt, s.B, s.T, s.H, s.Dk, s.Dv,
-                                                 T(r.scale), phi, normalize);
-      });
+  return mixer_op(op, {&q, &k, &v, &h0, &z0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}, {"z0", &z0}}, s,
+                  options, normalize, phi,
+                  cpu::linear_attn_chunk_saved_size(s.B, s.T, s.H, s.Dk, s.Dv, normalize, options.chunk_size),
+                  {q, k, v, {}, {}, h0, z0}, backend::linear_attention_forward, backend::linear_attention_backward);
 }
 
 MixerOutput gla(const Variable& q, const Variable& k, const Variable& v, const Variable& g, const Variable& h0,
@@ -180,36 +151,9 @@ MixerOutput gla(const Variable& q, const Variable& k, const Variable& v, const V
   LINATTN_CHECK(g.shape() == q.shape(), op, ": the log-gate g should have q's shape [B, T, H, dk] = ",
                 q.shape().str(), ", got ", g.value().str());
   check_values(op, "g", g, -kMaxFinite, 0.0, "a finite log-gate <= 0 (make it with logsigmoid)");
-  return mixer_op(
-      op, {&q, &k, &v, &g, &h0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}, s, options, false,
-      [&] { return cpu::gla_chunk_saved_size(s.B, s.T, s.H, s.Dk, s.Dv, options.chunk_size); },
-      [&](auto zero, const MixerRun& r) {
-        using T = decltype(zero);
-        if (r.chunk)
-          cpu::gla_chunk_forward<T>(r.o.data<T>(), r.ht.data<T>(), r.saved.data<T>(), q.value().data<T>(),
-                                    k.value().data<T>(), v.value().data<T>(), g.value().data<T>(), data_or_null<T>(h0),
-                                    s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale), r.chunk_size);
-        else
-          cpu::gla_recurrent_forward<T>(r.o.data<T>(), r.ht.data<T>(), q.value().data<T>(), k.value().data<T>(),
-                                        v.value().data<T>(), g.value().data<T>(), data_or_null<T>(h0), s.B, s.T, s.H,
-                                        s.Dk, s.Dv, T(r.scale));
-      },
-      [q, k, v, g, h0](auto zero, const MixerRun& r, const MixerOutput& out, const Tensor& dO) {
-        using T = decltype(zero);
-        // RetNet's constant gate g needs no gradient: its throw-away one lives in dg.
-        Tensor dq = grad_or_scratch(q), dk = grad_or_scratch(k), dv = grad_or_scratch(v), dg = grad_or_scratch(g);
-        const Sizes& s = r.s;
-        if (r.chunk)
-          cpu::gla_chunk_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), dg.data<T>(), grad_or_null<T>(h0),
-                                     r.saved.data<T>(), q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
-                                     g.value().data<T>(), dO.data<T>(), grad_data_or_null<T>(out.ht), s.B, s.T, s.H,
-                                     s.Dk, s.Dv, T(r.scale), r.chunk_size);
-        else
-          cpu::gla_recurrent_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), dg.data<T>(), grad_or_null<T>(h0),
-                                         q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
-                                         g.value().data<T>(), data_or_null<T>(h0), dO.data<T>(),
-                                         grad_data_or_null<T>(out.ht), s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale));
-      });
+  return mixer_op(op, {&q, &k, &v, &g, &h0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}, s, options, false,
+                  cpu::FeatureMap::identity, cpu::gla_chunk_saved_size(s.B, s.T, s.H, s.Dk, s.Dv, options.chunk_size),
+                  {q, k, v, g, {}, h0, {}}, backend::gla_forward, backend::gla_backward);
 }
 
 // DeltaNet and Gated DeltaNet share everything but the decay input (a undefined = DeltaNet).
@@ -228,38 +172,10 @@ static MixerOutput delta_rule(const char* op, const Variable& q, const Variable&
   // delta rule is well defined there.
   check_values(op, "beta", beta, 0.0, 1.0, "in [0, 1] (make it with a sigmoid)");
   if (gated) check_values(op, "a", a, -kMaxFinite, 0.0, "a finite log-decay <= 0");
-  return mixer_op(
-      op, {&q, &k, &v, &beta, &a, &h0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}, s, options, false,
-      [&] { return cpu::deltanet_chunk_saved_size(s.B, s.T, s.H, s.Dk, s.Dv, options.chunk_size); },
-      [&](auto zero, const MixerRun& r) {
-        using T = decltype(zero);
-        const T *Q = q.value().data<T>(), *K = k.value().data<T>(), *V = v.value().data<T>();
-        const T *Bt = beta.value().data<T>(), *A = data_or_null<T>(a);
-        if (r.chunk)
-          cpu::deltanet_chunk_forward<T>(r.o.data<T>(), r.ht.data<T>(), r.saved.data<T>(), Q, K, V, Bt, A,
-                                         data_or_null<T>(h0), s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale), r.chunk_size);
-        else
-          cpu::deltanet_recurrent_forward<T>(r.o.data<T>(), r.ht.data<T>(), Q, K, V, Bt, A, data_or_null<T>(h0), s.B,
-                                             s.T, s.H, s.Dk, s.Dv, T(r.scale));
-      },
-      [q, k, v, beta, a, h0](auto zero, const MixerRun& r, const MixerOutput& out, const Tensor& dO_t) {
-        using T = decltype(zero);
-        Tensor dq_t = grad_or_scratch(q), dk_t = grad_or_scratch(k), dv_t = grad_or_scratch(v);
-        Tensor dbeta_t = grad_or_scratch(beta), da_t = a.defined() ? grad_or_scratch(a) : Tensor();
-        T *dq = dq_t.data<T>(), *dk = dk_t.data<T>(), *dv = dv_t.data<T>(), *dbeta = dbeta_t.data<T>();
-        T *da = a.defined() ? da_t.data<T>() : nullptr, *dh0 = grad_or_null<T>(h0);
-        const T *Q = q.value().data<T>(), *K = k.value().data<T>(), *V = v.value().data<T>();
-        const T *Bt = beta.value().data<T>(), *A = data_or_null<T>(a);
-        const T *dO = dO_t.data<T>(), *dHt = grad_data_or_null<T>(out.ht);
-        const Sizes& s = r.s;
-        if (r.chunk)
-          cpu::deltanet_chunk_backward<T>(dq, dk, dv, dbeta, da, dh0, r.saved.data<T>(), Q, K, V, Bt, A,
-                                          data_or_null<T>(h0), dO, dHt, s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale),
-                                          r.chunk_size);
-        else
-          cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, da, dh0, Q, K, V, Bt, A, data_or_null<T>(h0), dO, dHt,
-                                              s.B, s.T, s.H, s.Dk, s.Dv, T(r.scale));
-      });
+  return mixer_op(op, {&q, &k, &v, &beta, &a, &h0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}, s, options,
+                  false, cpu::FeatureMap::identity,
+                  cpu::deltanet_chunk_saved_size(s.B, s.T, s.H, s.Dk, s.Dv, options.chunk_size),
+                  {q, k, v, beta, a, h0, {}}, backend::delta_rule_forward, backend::delta_rule_backward);
 }
 
 MixerOutput deltanet(const Variable& q, const Variable& k, const Variable& v, const Variable& beta,
@@ -289,26 +205,16 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
   LINATTN_CHECK(window >= 0, op, ": window_size ", window, " must be positive (or 0 for global attention)");
   for (auto [name, x] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}}) check_finite(op, name, *x);
   const double sc = scale != 0 ? scale : 1.0 / std::sqrt(double(dk));
-  DType dt = q.dtype();
-  Tensor o = Tensor::scratch({B, T_, H, dv}, dt);
-  Tensor lse = Tensor::scratch({B, H, T_}, dt);
-  dispatch_float(dt, [&](auto zero) {
-    using T = decltype(zero);
-    cpu::attention_forward<T>(o.data<T>(), lse.data<T>(), q.value().data<T>(), k.value().data<T>(),
-                              v.value().data<T>(), B, T_, H, Hkv, dk, dv, window, T(sc));
-  });
+  const Device dev = q.device();
+  Tensor o = Tensor::scratch({B, T_, H, dv}, q.dtype(), dev);
+  Tensor lse = Tensor::scratch({B, H, T_}, q.dtype(), dev);
+  backend::attention_forward(dev, o, lse, q.value(), k.value(), v.value(), window, sc);
   Variable out(o, needs_grad({&q, &k, &v}));
   if (out.requires_grad())
-    record({&q, &k, &v}, [q, k, v, out, lse, B, T_, H, Hkv, dk, dv, window, sc] {
+    record({&q, &k, &v}, [q, k, v, out, lse, window, sc, dev] {
       if (!out.grad().defined()) return;
-      dispatch_float(q.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        // The temporaries of grad_or_scratch live until the call returns.
-        cpu::attention_backward<T>(grad_or_scratch(q).data<T>(), grad_or_scratch(k).data<T>(),
-                                   grad_or_scratch(v).data<T>(), q.value().data<T>(), k.value().data<T>(),
-                                   v.value().data<T>(), out.value().data<T>(), lse.data<T>(), out.grad().data<T>(), B,
-                                   T_, H, Hkv, dk, dv, window, T(sc));
-      });
+      backend::attention_backward(dev, grad_or_scratch(q), grad_or_scratch(k), grad_or_scratch(v), q.value(),
+                                  k.value(), v.value(), out.value(), lse, out.grad(), window, sc);
     });
   return out;
 }
@@ -318,20 +224,13 @@ Variable rope(const Variable& x, double theta, int64_t offset) {
   LINATTN_CHECK(x.shape().ndim() == 4 && x.shape()[3] % 2 == 0, "rope: expected x [B, T, H, d] with d even, got ",
                 x.value().str());
   LINATTN_CHECK(theta > 0, "rope: theta must be positive, got ", theta);
-  const int64_t B = x.shape()[0], T_ = x.shape()[1], H = x.shape()[2], d = x.shape()[3];
-  Tensor y = Tensor::scratch(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    cpu::rope_forward<T>(y.data<T>(), x.value().data<T>(), B, T_, H, d, offset, theta);
-  });
+  Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
+  backend::rope_forward(x.device(), y, x.value(), offset, theta);
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record({&x}, [x, out, B, T_, H, d, offset, theta] {
+    record({&x}, [x, out, offset, theta] {
       if (!out.grad().defined()) return;
-      dispatch_float(x.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        cpu::rope_backward<T>(x.ensure_grad().data<T>(), out.grad().data<T>(), B, T_, H, d, offset, theta);
-      });
+      backend::rope_backward(x.device(), x.ensure_grad(), out.grad(), offset, theta);
     });
   return out;
 }
