@@ -4,14 +4,13 @@
 // train/optimizer.cpp. Pointers are device memory.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 
 #include "kernels/cuda/no_cuda.h"
 
 namespace linattn::cuda {
 
-// The per-step constants of AdamW, rounded to float32 as train/optimizer.cpp rounds them.
+// The per-step constants of AdamW (backend::AdamWStep rounded to float32, as the CPU entry rounds them).
 struct AdamWStep {
   float beta1, beta2;
   float step_size;  // lr / (1 - beta1^t)
@@ -19,15 +18,6 @@ struct AdamWStep {
   float eps;
   float decay;  // lr * weight_decay for a decayed parameter, else 0
 };
-
-// t is the step number counted from 1 (AdamW::steps() after the increment).
-inline AdamWStep adamw_step_constants(double lr, double beta1, double beta2, double eps, double weight_decay,
-                                      int64_t t, bool decayed) {
-  const double bc1 = 1.0 - std::pow(beta1, double(t));
-  const double bc2 = 1.0 - std::pow(beta2, double(t));
-  return {float(beta1), float(beta2), float(lr / bc1), float(1.0 / bc2), float(eps),
-          decayed ? float(lr * weight_decay) : 0.0f};
-}
 
 #ifdef LINATTN_CUDA
 // *sum_sq = sum_i g_i^2, accumulated in float64: per-block partial sums over a grid whose size

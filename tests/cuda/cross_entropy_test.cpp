@@ -1,8 +1,9 @@
 // CUDA fused softmax cross-entropy against the CPU kernel (kernels/cpu/cross_entropy.h) in float64.
 #include "kernels/cuda/cross_entropy.h"
 
-#include "kernels/cpu/cross_entropy.h"
 #include "kernel_testing.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/cross_entropy.h"
 
 namespace linattn {
 namespace {
@@ -84,6 +85,49 @@ TEST(CudaCrossEntropy, TargetsOutsideTheVocabularyAreCountedAndSkipped) {
   EXPECT_EQ(s.data<double>()[2], 2.0);
   for (int64_t j = V; j < N * V; ++j) EXPECT_EQ(d.data<float>()[j], 0.0f) << "entry " << j;
   EXPECT_GT(std::abs(d.data<float>()[0]), 0.0f);
+}
+
+// The backend entry: the mean loss and the count as the CPU entry gives them, targets on the host or
+// the device, and the CPU's errors: a bad target names its row, a NaN logit is a NonFiniteError.
+TEST(CudaCrossEntropy, TheBackendEntryMatchesTheCpuEntryAndRaisesItsErrors) {
+  SKIP_WITHOUT_GPU();
+  const int64_t N = 6, V = 11;
+  Rng rng(63);
+  Tensor logits = random_f32({N, V}, rng, -3, 3);
+  Tensor targets = Tensor::empty({N}, DType::i32);
+  for (int64_t i = 0; i < N; ++i) targets.data<int32_t>()[i] = i == 4 ? kIgnore : int32_t(rng.below(V));
+  Tensor loss = Tensor::empty({1}, DType::f32), lse = Tensor::empty({N}, DType::f32);
+  const int64_t want_count = backend::cross_entropy_forward(Device::cpu, loss, lse, logits, targets, kIgnore);
+  Tensor dloss = Tensor::empty({1}, DType::f32);
+  dloss.data<float>()[0] = 0.7f;
+  Tensor want_dlogits = Tensor::zeros({N, V}, DType::f32);
+  backend::cross_entropy_backward(Device::cpu, want_dlogits, logits, lse, targets, dloss, want_count, kIgnore);
+
+  Tensor logitsd = on_device(logits), dlossd = on_device(dloss);
+  for (bool targets_on_device : {false, true}) {
+    SCOPED_TRACE(targets_on_device ? "targets on the device" : "targets on the host");
+    Tensor t = targets_on_device ? on_device(targets) : targets;
+    Tensor lossd = on_device(Tensor::zeros({1}, DType::f32)), lsed = on_device(Tensor::zeros({N}, DType::f32));
+    Tensor dlogits = on_device(Tensor::zeros({N, V}, DType::f32));
+    EXPECT_EQ(backend::cross_entropy_forward(Device::cuda, lossd, lsed, logitsd, t, kIgnore), want_count);
+    EXPECT_CLOSE(on_host(lossd), loss, 1e-6);  // a mean of 5 rows, each as the first test bounds it
+    backend::cross_entropy_backward(Device::cuda, dlogits, logitsd, lsed, t, dlossd, want_count, kIgnore);
+    EXPECT_CLOSE(on_host(dlogits), want_dlogits, 1e-6);
+  }
+
+  Tensor lossd = on_device(Tensor::zeros({1}, DType::f32)), lsed = on_device(Tensor::zeros({N}, DType::f32));
+  Tensor bad = targets.clone();
+  bad.data<int32_t>()[2] = int32_t(V);
+  try {
+    backend::cross_entropy_forward(Device::cuda, lossd, lsed, logitsd, bad, kIgnore);
+    ADD_FAILURE() << "a target outside the vocabulary was accepted";
+  } catch (const linattn::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("target id 11 at row 2"), std::string::npos) << e.what();
+  }
+  Tensor nan_logits = logits.clone();
+  nan_logits.data<float>()[3 * V + 5] = NAN;
+  Tensor nand = on_device(nan_logits);
+  EXPECT_THROW(backend::cross_entropy_forward(Device::cuda, lossd, lsed, nand, targets, kIgnore), NonFiniteError);
 }
 
 }  // namespace

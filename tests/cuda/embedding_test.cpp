@@ -3,8 +3,9 @@
 
 #include <vector>
 
-#include "kernels/cpu/embedding.h"
 #include "kernel_testing.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/embedding.h"
 
 namespace linattn {
 namespace {
@@ -43,6 +44,31 @@ TEST(CudaEmbedding, ForwardAndBackwardEqualTheCpuBitForBit) {
     cpu::embedding_backward(want_dtable.data<float>(), ids.data<int32_t>(), dy.data<float>(), N, V, D);
     EXPECT_CLOSE(on_host(y), want_y, 0.0);
     EXPECT_CLOSE(on_host(dtable), want_dtable, 0.0);
+  }
+}
+
+// The backend entry takes ids on the host or the device, and refuses an id outside the vocabulary
+// with the CPU's message (naming the position) before anything reads the table.
+TEST(CudaEmbedding, TheBackendEntryTakesHostOrDeviceIdsAndChecksThem) {
+  SKIP_WITHOUT_GPU();
+  const int64_t N = 9, V = 5, D = 3;
+  Rng rng(32);
+  Tensor ids = random_ids(N, V, rng), table = random_f32({V, D}, rng);
+  Tensor want = Tensor::empty({N, D}, DType::f32);
+  backend::embedding_forward(Device::cpu, want, ids, table);
+  Tensor tabled = on_device(table), y = on_device(Tensor::zeros({N, D}, DType::f32));
+  for (bool ids_on_device : {false, true}) {
+    SCOPED_TRACE(ids_on_device ? "ids on the device" : "ids on the host");
+    backend::embedding_forward(Device::cuda, y, ids_on_device ? on_device(ids) : ids, tabled);
+    EXPECT_CLOSE(on_host(y), want, 0.0);
+  }
+  Tensor bad = ids.clone();
+  bad.data<int32_t>()[7] = -1;
+  try {
+    backend::embedding_forward(Device::cuda, y, bad, tabled);
+    ADD_FAILURE() << "an id outside the vocabulary was accepted";
+  } catch (const linattn::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token id -1 at position 7"), std::string::npos) << e.what();
   }
 }
 

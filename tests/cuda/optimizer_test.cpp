@@ -1,12 +1,12 @@
-// CUDA gradient norm, clipping and AdamW against the CPU optimizer (train/optimizer.h) on the
-// same flat buffers.
+// CUDA gradient norm, clipping and AdamW, through the backend table's CUDA entries, against the
+// CPU optimizer (train/optimizer.h) on the same flat buffers.
 #include "kernels/cuda/optimizer.h"
 
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cuda/elementwise.h"
 #include "kernel_testing.h"
+#include "kernels/backend.h"
 #include "layers/parameters.h"
 #include "train/config.h"
 #include "train/optimizer.h"
@@ -44,30 +44,30 @@ TEST(CudaOptimizer, GradNormClippingAndAdamWMatchTheCpuOptimizer) {
   const Tensor& w = params.values().all();
   const int64_t n = w.numel();
   Tensor wd = on_device(w), md = on_device(Tensor::zeros({n}, DType::f32)), vd = on_device(Tensor::zeros({n}, DType::f32));
-  Tensor sum_sq = Tensor::empty({1}, DType::f64, Device::cuda);
   Rng rng(71);
   for (int64_t step = 1; step <= 3; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     rng.fill_uniform(params.grads().all(), -1, 1);
     Tensor gd = on_device(params.grads().all());
 
-    cuda::sum_squares(sum_sq.data<double>(), gd.data<float>(), n);
-    const double got_norm = std::sqrt(on_host(sum_sq).data<double>()[0]), want_norm = grad_norm(params);
+    const double got_norm = std::sqrt(backend::sum_squares(Device::cuda, gd)), want_norm = grad_norm(params);
     EXPECT_NEAR(got_norm, want_norm, kNormTol * want_norm);
 
     const double clip = 0.5;  // every step clips: the norm of ~6e5 uniform entries is ~450
-    cuda::scale_forward(gd.data<float>(), gd.data<float>(), float(clip / want_norm), n);
+    backend::scale_inplace(Device::cuda, gd, clip / want_norm);
     scale_grads(params, clip / want_norm);
     EXPECT_CLOSE(on_host(gd), params.grads().all(), 0.0);
 
+    // The step's constants as AdamW::step makes them.
     const double lr = 1e-2 * double(step);
+    backend::AdamWStep s{config.beta1, config.beta2, config.adam_eps, lr / (1.0 - std::pow(config.beta1, double(step))),
+                         1.0 / (1.0 - std::pow(config.beta2, double(step))), 0.0};
     cpu_adam.step(lr);
     for (size_t i = 0; i < params.size(); ++i) {
-      const int64_t offset = params.layout().entries()[i].offset, count = params[int(i)].value().numel();
-      const cuda::AdamWStep s = cuda::adamw_step_constants(lr, config.beta1, config.beta2, config.adam_eps,
-                                                           config.weight_decay, step, params.weight_decay(int(i)));
-      cuda::adamw_update(wd.data<float>() + offset, md.data<float>() + offset, vd.data<float>() + offset,
-                         gd.data<float>() + offset, count, s);
+      const int64_t begin = params.layout().entries()[i].offset, end = begin + params[int(i)].value().numel();
+      s.decay = params.weight_decay(int(i)) ? lr * config.weight_decay : 0.0;
+      backend::adamw_step(Device::cuda, wd.narrow(begin, end), gd.narrow(begin, end), md.narrow(begin, end),
+                          vd.narrow(begin, end), s);
     }
     EXPECT_CLOSE(on_host(wd), w, kAdamTol);
     EXPECT_CLOSE(on_host(md), cpu_adam.m().all(), kAdamTol);
