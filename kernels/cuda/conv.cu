@@ -1,5 +1,6 @@
 #include "kernels/cuda/conv.h"
 
+#include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/common.cuh"
 
 namespace linattn::cuda {
@@ -37,16 +38,19 @@ __global__ void short_conv_dx_kernel(float* dx, const float* w, const float* dy,
 }
 
 // dw[c, i] += sum_{b, t} dy[b, t, c] x[b, t - (W-1) + i, c], dbias[c] += sum_{b, t} dy[b, t, c].
-// A block takes 32 channels; its kLanes row lanes split the B*T positions, and lane 0 adds the
-// lanes' partial sums in a fixed order: deterministic, no atomics.
+// A block takes 32 channels of one chunk of the B*T positions, its kLanes row lanes split the
+// positions, and lane 0 adds the lanes in order into the chunk's partial sums (column_partials,
+// common.cuh: C*W tap columns, then C bias columns).
 constexpr int kLanes = 16;
-__global__ void short_conv_dw_kernel(float* dw, float* dbias, const float* x, const float* dy, int64_t B, int64_t T_,
-                                     int64_t C, int64_t W) {
+__global__ void short_conv_dw_kernel(const float* x, const float* dy, int64_t B, int64_t T_, int64_t C, int64_t W,
+                                     int64_t rows_per_chunk) {
   __shared__ float partial[kLanes][kMaxConvWidth + 1][32];
   const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t begin = int64_t(blockIdx.y) * rows_per_chunk;
+  const int64_t end = begin + rows_per_chunk < B * T_ ? begin + rows_per_chunk : B * T_;
   float acc[kMaxConvWidth + 1] = {};  // taps, then the bias
   if (c < C)
-    for (int64_t r = threadIdx.y; r < B * T_; r += kLanes) {
+    for (int64_t r = begin + threadIdx.y; r < end; r += kLanes) {
       const int64_t t = r % T_;
       const float g = dy[r * C + c];
       acc[kMaxConvWidth] += g;
@@ -60,15 +64,12 @@ __global__ void short_conv_dw_kernel(float* dw, float* dbias, const float* x, co
   for (int i = 0; i <= kMaxConvWidth; ++i) partial[threadIdx.y][i][threadIdx.x] = acc[i];
   __syncthreads();
   if (threadIdx.y != 0 || c >= C) return;
-  for (int i = 0; i < W; ++i) {
+  float* out = column_partials + int64_t(blockIdx.y) * C * (W + 1);
+  for (int i = 0; i <= W; ++i) {
+    const int slot = i < W ? i : kMaxConvWidth;  // the bias after the taps
     float sum = 0;
-    for (int l = 0; l < kLanes; ++l) sum += partial[l][i][threadIdx.x];
-    dw[c * W + i] += sum;
-  }
-  if (dbias) {
-    float sum = 0;
-    for (int l = 0; l < kLanes; ++l) sum += partial[l][kMaxConvWidth][threadIdx.x];
-    dbias[c] += sum;
+    for (int l = 0; l < kLanes; ++l) sum += partial[l][slot][threadIdx.x];
+    out[i < W ? c * W + i : C * W + c] = sum;
   }
 }
 
@@ -95,8 +96,11 @@ void short_conv_backward(float* dx, float* dw, float* dbias, const float* x, con
   if (n == 0) return;
   short_conv_dx_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(dx, w, dy, T_, C, W, n);
   LINATTN_CUDA_CHECK_LAUNCH();
-  short_conv_dw_kernel<<<unsigned((C + 31) / 32), dim3(32, kLanes), 0, stream()>>>(dw, dbias, x, dy, B, T_, C, W);
+  const RowChunks chunks = row_chunks(B * T_, (C + 31) / 32, C * (W + 1));
+  short_conv_dw_kernel<<<dim3(unsigned((C + 31) / 32), unsigned(chunks.count)), dim3(32, kLanes), 0, stream()>>>(
+      x, dy, B, T_, C, W, chunks.rows);
   LINATTN_CUDA_CHECK_LAUNCH();
+  add_column_partials(dw, C * W, dbias, C, chunks.count);
 }
 
 }  // namespace linattn::cuda

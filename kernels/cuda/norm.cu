@@ -1,5 +1,6 @@
 #include "kernels/cuda/norm.h"
 
+#include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/common.cuh"
 
 namespace linattn::cuda {
@@ -45,22 +46,24 @@ __global__ void rmsnorm_dx_kernel(float* dx, const float* x, const float* w, con
   for (int64_t j = lane; j < D; j += 32) dxr[j] += r * (dyr[j] * w[j] - xr[j] * r * mean);
 }
 
-// forward: y = xhat w  =>  dw += sum over rows of dy xhat. Each column is owned by one block column
-// (32 columns, kLanes row lanes), summed in a fixed order: deterministic, no atomics.
+// forward: y = xhat w  =>  dw += sum over rows of dy xhat. A block takes 32 columns of one chunk
+// of rows, its kLanes row lanes split the rows, and lane 0 adds the lanes in order into the chunk's
+// partial sums (column_partials, common.cuh).
 constexpr int kLanes = 16;
-__global__ void rmsnorm_dw_kernel(float* dw, const float* x, const float* rstd, const float* dy, int64_t N,
-                                  int64_t D) {
+__global__ void rmsnorm_dw_kernel(const float* x, const float* rstd, const float* dy, int64_t N, int64_t D,
+                                  int64_t rows_per_chunk) {
   __shared__ float partial[kLanes][33];
   const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t begin = int64_t(blockIdx.y) * rows_per_chunk, end = begin + rows_per_chunk < N ? begin + rows_per_chunk : N;
   float acc = 0;
   if (j < D)
-    for (int64_t i = threadIdx.y; i < N; i += kLanes) acc += dy[i * D + j] * (x[i * D + j] * rstd[i]);
+    for (int64_t i = begin + threadIdx.y; i < end; i += kLanes) acc += dy[i * D + j] * (x[i * D + j] * rstd[i]);
   partial[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && j < D) {
     float sum = 0;
     for (int k = 0; k < kLanes; ++k) sum += partial[k][threadIdx.x];
-    dw[j] += sum;
+    column_partials[int64_t(blockIdx.y) * D + j] = sum;
   }
 }
 
@@ -107,8 +110,11 @@ void rmsnorm_backward(float* dx, float* dw, const float* x, const float* w, cons
   rmsnorm_dx_kernel<<<row_blocks(N), kRows * 32, 0, stream()>>>(dx, x, w, rstd, dy, N, D);
   LINATTN_CUDA_CHECK_LAUNCH();
   if (!dw) return;
-  rmsnorm_dw_kernel<<<unsigned((D + 31) / 32), dim3(32, kLanes), 0, stream()>>>(dw, x, rstd, dy, N, D);
+  const RowChunks chunks = row_chunks(N, (D + 31) / 32, D);
+  rmsnorm_dw_kernel<<<dim3(unsigned((D + 31) / 32), unsigned(chunks.count)), dim3(32, kLanes), 0, stream()>>>(
+      x, rstd, dy, N, D, chunks.rows);
   LINATTN_CUDA_CHECK_LAUNCH();
+  add_column_partials(dw, D, nullptr, 0, chunks.count);
 }
 
 void l2norm_forward(float* y, float* r, const float* x, int64_t N, int64_t D, float eps) {

@@ -14,13 +14,14 @@ struct RowShape {
 };
 // One row, rows shorter than a warp (not of 1 or 2 entries: their backward cancels down to O(eps)
 // and float32 keeps too few digits of it for a relative tolerance), D not a multiple of 32, a
-// hidden size, N not a multiple of the 8 rows of a block or the 16 row lanes of the dw reduction.
+// hidden size, N not a multiple of the 8 rows of a block, of the 16 row lanes or the
+// ~256-row chunks of the dw reduction (4099 rows: 17 chunks of 242).
 const RowShape kShapes[] = {{1, 5}, {1, 768}, {37, 33}, {1000, 129}, {4099, 64}};
 
 // Tolerance basis, relative to the largest reference entry: a row statistic is a float32 sum of D
 // squares (error ~ D/32 + 5 roundings in the warp's order, < 30 ulp for D <= 768), and each output
-// a few more roundings: 1e-5 (~80 ulp of float32) has room. dw sums N rows (N/16 + 16 terms per
-// partial sum): also within 1e-5 relative for the N here.
+// a few more roundings: 1e-5 (~80 ulp of float32) has room. dw sums N rows in chunks of ~256
+// rows, 16 lanes each, then the lanes and the chunks: < N/16 + 16 + 32 terms, within 1e-5 here.
 constexpr double kTol = 1e-5;
 
 TEST(CudaNorm, RmsNormForwardAndBackwardMatchTheCpu) {
