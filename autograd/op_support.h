@@ -1,15 +1,15 @@
 // Helpers shared by the op implementations (not part of the public autograd API).
 #pragma once
 
+#include "autograd/segments.h"
 #include "autograd/variable.h"
 #include "core/error.h"
-#include "kernels/cpu/elementwise.h"
-#include "kernels/cuda/elementwise.h"
+#include "kernels/backend.h"
 
 namespace linattn::ops::detail {
 
-// Inputs must agree on dtype and device. Ops with a CUDA kernel pass cuda_ok; the others run on the CPU only.
-inline void check_inputs(const char* op, std::initializer_list<const Variable*> inputs, bool cuda_ok = false) {
+// Inputs must agree on dtype and device (which kernel runs is the backend table's business).
+inline void check_inputs(const char* op, std::initializer_list<const Variable*> inputs) {
   const Variable* first = nullptr;
   for (const Variable* v : inputs) {
     if (!v || !v->defined()) continue;
@@ -18,8 +18,6 @@ inline void check_inputs(const char* op, std::initializer_list<const Variable*> 
                   v->value().str());
     LINATTN_CHECK(v->device() == first->device(), op, ": device mismatch, ", device_name(first->device()), " vs ",
                   device_name(v->device()));
-    LINATTN_CHECK(v->device() == Device::cpu || cuda_ok, op, ": no ", device_name(v->device()),
-                  " kernel yet; move the tensors to the CPU");
   }
 }
 
@@ -27,26 +25,36 @@ inline void check_inputs(const char* op, std::initializer_list<const Variable*> 
 inline void accumulate(const Variable& v, const Tensor& g) {
   if (!v.requires_grad()) return;
   const Tensor& dst = v.ensure_grad();
-  if (dst.device() == Device::cuda) {
-    LINATTN_CHECK(dst.dtype() == DType::f32, "CUDA kernels are float32 only, got ", dst.str());
-    cuda::add_inplace(dst.data<float>(), g.data<float>(), dst.numel());
-    return;
-  }
-  dispatch_float(dst.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    cpu::add_inplace(dst.data<T>(), g.data<T>(), dst.numel());
-  });
+  backend::add_inplace(dst.device(), dst, g);
 }
 
-// The gradient buffer of v, or nullptr when v needs none.
-template <class T>
-T* grad_or_null(const Variable& v) {
-  return v.defined() && v.requires_grad() ? v.ensure_grad().template data<T>() : nullptr;
+// The gradient of v when it needs one, else an undefined tensor (the kernel skips it).
+inline Tensor grad_or_none(const Variable& v) { return v.defined() && v.requires_grad() ? v.ensure_grad() : Tensor(); }
+
+// The gradient of v: its real gradient when it needs one, else throw-away zeros, for kernels that
+// always write it. The caller holds the tensor until the kernel has written into it.
+inline Tensor grad_or_scratch(const Variable& v) {
+  return v.requires_grad() ? v.ensure_grad() : Tensor::scratch_zeros(v.shape(), v.dtype(), v.device());
 }
 
-template <class T>
-const T* data_or_null(const Variable& v) {
-  return v.defined() ? v.value().template data<T>() : nullptr;
+// The value of an optional input, or an undefined tensor.
+inline Tensor value_or_none(const Variable& v) { return v.defined() ? v.value() : Tensor(); }
+
+// A [B, T, ...] tensor's positions in segment part p (segments.h), as a [rows, len, ...] view; none
+// when x is none.
+inline Tensor positions(const Tensor& x, const SegmentPart& p) {
+  if (!x.defined()) return x;
+  Shape s = x.shape();
+  const int64_t n = s[0] * s[1];
+  const int64_t per = n ? x.numel() / n : 0;
+  s[0] = p.rows, s[1] = p.len;
+  return x.view_at(p.start * per, s);
+}
+
+// For the ops that call CPU kernels directly (not through the backend table yet): throws, naming the
+// op, when x lives on another device.
+inline void require_cpu(const char* op, const Variable& x) {
+  if (x.defined() && x.device() != Device::cpu) backend::no_kernel(op, x.device());
 }
 
 }  // namespace linattn::ops::detail

@@ -1,17 +1,14 @@
 // Matmul, norms, embedding, convolution and the loss.
 #include "autograd/op_support.h"
 #include "autograd/ops.h"
-#include "kernels/cpu/conv.h"
-#include "kernels/cpu/cross_entropy.h"
-#include "kernels/cpu/embedding.h"
-#include "kernels/cpu/matmul.h"
-#include "kernels/cpu/norm.h"
 
 namespace linattn::ops {
 
 using detail::check_inputs;
-using detail::data_or_null;
-using detail::grad_or_null;
+using detail::grad_or_none;
+using detail::grad_or_scratch;
+using detail::positions;
+using detail::value_or_none;
 
 static Shape with_last(Shape s, int64_t last) {
   s[-1] = last;
@@ -27,38 +24,22 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   if (bias.defined())
     LINATTN_CHECK(bias.shape() == Shape{out_features}, "linear: bias ", bias.value().str(), " for weight ",
                   weight.value().str(), " should be [", out_features, "]");
-  Tensor y = Tensor::scratch(with_last(x.shape(), out_features), x.dtype());
-  dispatch_float(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    T* Y = y.data<T>();
-    // y [N, out] = x [N, in] W^T
-    cpu::gemm<T>(false, true, N, out_features, in, T(1), x.value().data<T>(), in, weight.value().data<T>(), in, T(0),
-                 Y, out_features);
-    if (bias.defined()) {
-      const T* b = bias.value().data<T>();
-#pragma omp parallel for if (N * out_features > (1 << 15))
-      for (int64_t i = 0; i < N; ++i)
-        for (int64_t j = 0; j < out_features; ++j) Y[i * out_features + j] += b[j];
-    }
-  });
+  const Device dev = x.device();
+  Tensor y = Tensor::scratch(with_last(x.shape(), out_features), x.dtype(), dev);
+  // y [N, out] = x [N, in] W^T
+  backend::gemm(dev, false, true, N, out_features, in, 1.0, x.value(), weight.value(), 0.0, y);
+  if (bias.defined()) backend::bias_forward(dev, y, bias.value());
   Variable out(y, needs_grad({&x, &weight, &bias}));
   if (out.requires_grad())
-    record({&x, &weight, &bias}, [x, weight, bias, out, N, in, out_features] {
+    record({&x, &weight, &bias}, [x, weight, bias, out, N, in, out_features, dev] {
       if (!out.grad().defined()) return;
-      dispatch_float(x.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        const T* dY = out.grad().data<T>();
-        // forward: y = x W^T + b  =>  dx += dy W, dW += dy^T x, db += sum_rows dy
-        if (T* dx = grad_or_null<T>(x))
-          cpu::gemm<T>(false, false, N, in, out_features, T(1), dY, out_features, weight.value().data<T>(), in, T(1),
-                       dx, in);
-        if (T* dW = grad_or_null<T>(weight))
-          cpu::gemm<T>(true, false, out_features, in, N, T(1), dY, out_features, x.value().data<T>(), in, T(1), dW,
-                       in);
-        if (T* db = grad_or_null<T>(bias))
-          for (int64_t i = 0; i < N; ++i)
-            for (int64_t j = 0; j < out_features; ++j) db[j] += dY[i * out_features + j];
-      });
+      const Tensor& dY = out.grad();
+      // forward: y = x W^T + b  =>  dx += dy W, dW += dy^T x, db += sum_rows dy
+      if (x.requires_grad()) backend::gemm(dev, false, false, N, in, out_features, 1.0, dY, weight.value(), 1.0,
+                                           x.ensure_grad());
+      if (weight.requires_grad())
+        backend::gemm(dev, true, false, out_features, in, N, 1.0, dY, x.value(), 1.0, weight.ensure_grad());
+      if (bias.requires_grad()) backend::bias_backward(dev, bias.ensure_grad(), dY);
     });
   return out;
 }
@@ -68,44 +49,30 @@ Variable rmsnorm(const Variable& x, const Variable& weight, double eps) {
   const int64_t D = x.shape().last(), N = x.shape().rows();
   LINATTN_CHECK(weight.shape() == Shape{D}, "rmsnorm: weight ", weight.value().str(), " does not match input ",
                 x.value().str(), " (expected [", D, "])");
-  Tensor y = Tensor::scratch(x.shape(), x.dtype());
-  Tensor rstd = Tensor::scratch({N}, x.dtype());
-  dispatch_float(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    cpu::rmsnorm_forward(y.data<T>(), rstd.data<T>(), x.value().data<T>(), weight.value().data<T>(), N, D, T(eps));
-  });
+  Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
+  Tensor rstd = Tensor::scratch({N}, x.dtype(), x.device());
+  backend::rmsnorm_forward(x.device(), y, rstd, x.value(), weight.value(), eps);
   Variable out(y, needs_grad({&x, &weight}));
   if (out.requires_grad())
-    record({&x, &weight}, [x, weight, rstd, out, N, D] {
+    record({&x, &weight}, [x, weight, rstd, out] {
       if (!out.grad().defined()) return;
-      dispatch_float(x.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        Tensor dx = x.requires_grad() ? x.ensure_grad() : Tensor::scratch_zeros(x.shape(), x.dtype());
-        cpu::rmsnorm_backward(dx.data<T>(), grad_or_null<T>(weight), x.value().data<T>(), weight.value().data<T>(),
-                              rstd.data<T>(), out.grad().data<T>(), N, D);
-      });
+      backend::rmsnorm_backward(x.device(), grad_or_scratch(x), grad_or_none(weight), x.value(), weight.value(), rstd,
+                                out.grad());
     });
   return out;
 }
 
 Variable l2norm(const Variable& x, double eps) {
   check_inputs("l2norm", {&x});
-  const int64_t D = x.shape().last(), N = x.shape().rows();
-  Tensor y = Tensor::scratch(x.shape(), x.dtype());
-  Tensor r = Tensor::scratch({N}, x.dtype());
-  dispatch_float(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    cpu::l2norm_forward(y.data<T>(), r.data<T>(), x.value().data<T>(), N, D, T(eps));
-  });
+  const int64_t N = x.shape().rows();
+  Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
+  Tensor r = Tensor::scratch({N}, x.dtype(), x.device());
+  backend::l2norm_forward(x.device(), y, r, x.value(), eps);
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record({&x}, [x, r, out, N, D] {
+    record({&x}, [x, r, out] {
       if (!out.grad().defined()) return;
-      dispatch_float(x.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        cpu::l2norm_backward(x.ensure_grad().data<T>(), out.value().data<T>(), r.data<T>(), out.grad().data<T>(), N,
-                             D);
-      });
+      backend::l2norm_backward(x.device(), x.ensure_grad(), out.value(), r, out.grad());
     });
   return out;
 }
@@ -114,21 +81,15 @@ Variable embedding(const Tensor& ids, const Variable& table) {
   check_inputs("embedding", {&table});
   LINATTN_CHECK(ids.dtype() == DType::i32, "embedding: ids must be i32, got ", ids.str());
   LINATTN_CHECK(table.shape().ndim() == 2, "embedding: table must be [vocab, dim], got ", table.value().str());
-  const int64_t N = ids.numel(), V = table.shape()[0], D = table.shape()[1];
-  cpu::check_token_ids(ids.data<int32_t>(), N, V, "embedding");
-  Tensor y = Tensor::scratch(ids.shape().appended(D), table.dtype());
-  dispatch_float(table.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    cpu::embedding_forward(y.data<T>(), ids.data<int32_t>(), table.value().data<T>(), N, V, D);
-  });
+  LINATTN_CHECK(ids.device() == table.device(), "embedding: ids on the ", device_name(ids.device()), " but the table on the ",
+                device_name(table.device()), "; move the batch to the model's device");
+  Tensor y = Tensor::scratch(ids.shape().appended(table.shape()[1]), table.dtype(), table.device());
+  backend::embedding_forward(table.device(), y, ids, table.value());
   Variable out(y, needs_grad({&table}));
   if (out.requires_grad())
-    record({&table}, [ids, table, out, N, V, D] {
+    record({&table}, [ids, table, out] {
       if (!out.grad().defined()) return;
-      dispatch_float(table.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        cpu::embedding_backward(table.ensure_grad().data<T>(), ids.data<int32_t>(), out.grad().data<T>(), N, V, D);
-      });
+      backend::embedding_backward(table.device(), table.ensure_grad(), ids, out.grad());
     });
   return out;
 }
@@ -136,34 +97,24 @@ Variable embedding(const Tensor& ids, const Variable& table) {
 Variable short_conv(const Variable& x, const Variable& weight, const Variable& bias, const Segments& segments) {
   check_inputs("short_conv", {&x, &weight, &bias});
   LINATTN_CHECK(x.shape().ndim() == 3, "short_conv: input must be [B, T, C], got ", x.value().str());
-  const int64_t B = x.shape()[0], T_ = x.shape()[1], C = x.shape()[2];
+  const int64_t C = x.shape()[2];
   LINATTN_CHECK(weight.shape().ndim() == 2 && weight.shape()[0] == C, "short_conv: weight ", weight.value().str(),
                 " does not match input ", x.value().str(), " (expected [", C, ", width])");
-  const int64_t W = weight.shape()[1];
   if (bias.defined())
     LINATTN_CHECK(bias.shape() == Shape{C}, "short_conv: bias ", bias.value().str(), " should be [", C, "]");
-  const std::vector<SegmentPart> parts = segment_parts(segments, B, T_);
-  Tensor y = Tensor::scratch(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    for (const SegmentPart& p : parts)
-      cpu::short_conv_forward(y.data<T>() + p.start * C, x.value().data<T>() + p.start * C, weight.value().data<T>(),
-                              data_or_null<T>(bias), p.rows, p.len, C, W);
-  });
+  const std::vector<SegmentPart> parts = segment_parts(segments, x.shape()[0], x.shape()[1]);
+  Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
+  for (const SegmentPart& p : parts)
+    backend::short_conv_forward(x.device(), positions(y, p), positions(x.value(), p), weight.value(),
+                                value_or_none(bias));
   Variable out(y, needs_grad({&x, &weight, &bias}));
   if (out.requires_grad())
-    record({&x, &weight, &bias}, [x, weight, bias, out, parts, C, W] {
+    record({&x, &weight, &bias}, [x, weight, bias, out, parts] {
       if (!out.grad().defined()) return;
-      dispatch_float(x.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        Tensor dx = x.requires_grad() ? x.ensure_grad() : Tensor::scratch_zeros(x.shape(), x.dtype());
-        Tensor dw = weight.requires_grad() ? weight.ensure_grad()
-                                           : Tensor::scratch_zeros(weight.shape(), weight.dtype());
-        for (const SegmentPart& p : parts)
-          cpu::short_conv_backward(dx.data<T>() + p.start * C, dw.data<T>(), grad_or_null<T>(bias),
-                                   x.value().data<T>() + p.start * C, weight.value().data<T>(),
-                                   out.grad().data<T>() + p.start * C, p.rows, p.len, C, W);
-      });
+      const Tensor dx = grad_or_scratch(x), dw = grad_or_scratch(weight), dbias = grad_or_none(bias);
+      for (const SegmentPart& p : parts)
+        backend::short_conv_backward(x.device(), positions(dx, p), dw, dbias, positions(x.value(), p), weight.value(),
+                                     positions(out.grad(), p));
     });
   return out;
 }
@@ -171,30 +122,21 @@ Variable short_conv(const Variable& x, const Variable& weight, const Variable& b
 Variable cross_entropy(const Variable& logits, const Tensor& targets, int32_t ignore_index) {
   check_inputs("cross_entropy", {&logits});
   LINATTN_CHECK(targets.dtype() == DType::i32, "cross_entropy: targets must be i32, got ", targets.str());
-  const int64_t V = logits.shape().last(), N = logits.shape().rows();
+  const int64_t N = logits.shape().rows();
   LINATTN_CHECK(targets.numel() == N, "cross_entropy: ", targets.str(), " targets for logits ", logits.value().str(),
                 " (expected ", N, " targets)");
-  Tensor lse = Tensor::scratch({N}, logits.dtype());
-  Tensor loss = Tensor::scratch({1}, logits.dtype());
-  int64_t count = 0;
-  dispatch_float(logits.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    cpu::CrossEntropySum s = cpu::cross_entropy_forward(lse.data<T>(), logits.value().data<T>(),
-                                                        targets.data<int32_t>(), N, V, ignore_index);
-    count = s.count;
-    loss.data<T>()[0] = T(count ? s.loss_sum / double(count) : 0.0);
-  });
+  LINATTN_CHECK(targets.device() == logits.device(), "cross_entropy: targets on the ", device_name(targets.device()),
+                " but the logits on the ", device_name(logits.device()), "; move the batch to the model's device");
+  Tensor lse = Tensor::scratch({N}, logits.dtype(), logits.device());
+  Tensor loss = Tensor::scratch({1}, logits.dtype(), logits.device());
+  const int64_t count =
+      backend::cross_entropy_forward(logits.device(), loss, lse, logits.value(), targets, ignore_index);
   Variable out(loss, needs_grad({&logits}));
   if (out.requires_grad() && count > 0)
-    record({&logits}, [logits, targets, lse, out, N, V, ignore_index, count] {
+    record({&logits}, [logits, targets, lse, out, ignore_index, count] {
       if (!out.grad().defined()) return;
-      dispatch_float(logits.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        // forward: loss = mean over counted rows  =>  each row's loss gets d(loss) / count
-        T scale = out.grad().data<T>()[0] / T(count);
-        cpu::cross_entropy_backward(logits.ensure_grad().data<T>(), logits.value().data<T>(), lse.data<T>(),
-                                    targets.data<int32_t>(), N, V, ignore_index, scale);
-      });
+      backend::cross_entropy_backward(logits.device(), logits.ensure_grad(), logits.value(), lse, targets, out.grad(),
+                                      count, ignore_index);
     });
   return out;
 }

@@ -6,21 +6,14 @@ namespace linattn::ops {
 
 using detail::accumulate;
 using detail::check_inputs;
-using detail::grad_or_null;
+using detail::grad_or_none;
+using detail::grad_or_scratch;
 
 Variable add(const Variable& a, const Variable& b) {
-  check_inputs("add", {&a, &b}, /*cuda_ok=*/true);
+  check_inputs("add", {&a, &b});
   check_same_shape(a.value(), b.value(), "add");
   Tensor y = Tensor::scratch(a.shape(), a.dtype(), a.device());
-  if (a.device() == Device::cuda) {
-    LINATTN_CHECK(a.dtype() == DType::f32, "add: CUDA kernels are float32 only, got ", a.value().str());
-    cuda::add_forward(y.data<float>(), a.value().data<float>(), b.value().data<float>(), y.numel());
-  } else {
-    dispatch_float(a.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      cpu::add_forward(y.data<T>(), a.value().data<T>(), b.value().data<T>(), y.numel());
-    });
-  }
+  backend::add(a.device(), y, a.value(), b.value());
   Variable out(y, needs_grad({&a, &b}));
   if (out.requires_grad())
     record({&a, &b}, [a, b, out] {
@@ -34,59 +27,39 @@ Variable add(const Variable& a, const Variable& b) {
 Variable mul(const Variable& a, const Variable& b) {
   check_inputs("mul", {&a, &b});
   check_same_shape(a.value(), b.value(), "mul");
-  Tensor y = Tensor::scratch(a.shape(), a.dtype());
-  dispatch_float(a.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    cpu::mul_forward(y.data<T>(), a.value().data<T>(), b.value().data<T>(), y.numel());
-  });
+  Tensor y = Tensor::scratch(a.shape(), a.dtype(), a.device());
+  backend::mul_forward(a.device(), y, a.value(), b.value());
   Variable out(y, needs_grad({&a, &b}));
   if (out.requires_grad())
     record({&a, &b}, [a, b, out] {
       if (!out.grad().defined()) return;
-      dispatch_float(a.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        cpu::mul_backward(grad_or_null<T>(a), grad_or_null<T>(b), a.value().data<T>(), b.value().data<T>(),
-                          out.grad().data<T>(), out.value().numel());
-      });
+      backend::mul_backward(a.device(), grad_or_none(a), grad_or_none(b), a.value(), b.value(), out.grad());
     });
   return out;
 }
 
 Variable scale(const Variable& x, double c) {
   check_inputs("scale", {&x});
-  Tensor y = Tensor::scratch(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    cpu::scale_forward(y.data<T>(), x.value().data<T>(), T(c), y.numel());
-  });
+  Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
+  backend::scale_forward(x.device(), y, x.value(), c);
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
     record({&x}, [x, out, c] {
       if (!out.grad().defined()) return;
-      dispatch_float(x.dtype(), [&](auto zero) {  // forward: y = c x  =>  dx += c dy
-        using T = decltype(zero);
-        cpu::axpy(x.ensure_grad().data<T>(), T(c), out.grad().data<T>(), x.value().numel());
-      });
+      backend::axpy(x.device(), x.ensure_grad(), c, out.grad());  // forward: y = c x  =>  dx += c dy
     });
   return out;
 }
 
 Variable activation(cpu::Activation f, const Variable& x) {
   check_inputs(cpu::activation_name(f), {&x});
-  Tensor y = Tensor::scratch(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    cpu::activation_forward(f, y.data<T>(), x.value().data<T>(), y.numel());
-  });
+  Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
+  backend::activation_forward(x.device(), f, y, x.value());
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
     record({&x}, [f, x, out] {
       if (!out.grad().defined()) return;
-      dispatch_float(x.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        cpu::activation_backward(f, x.ensure_grad().data<T>(), x.value().data<T>(), out.grad().data<T>(),
-                                 x.value().numel());
-      });
+      backend::activation_backward(x.device(), f, x.ensure_grad(), x.value(), out.grad());
     });
   return out;
 }
@@ -94,23 +67,15 @@ Variable activation(cpu::Activation f, const Variable& x) {
 Variable swiglu(const Variable& gate, const Variable& up) {
   check_inputs("swiglu", {&gate, &up});
   check_same_shape(gate.value(), up.value(), "swiglu");
-  Tensor y = Tensor::scratch(gate.shape(), gate.dtype());
-  dispatch_float(gate.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    cpu::swiglu_forward(y.data<T>(), gate.value().data<T>(), up.value().data<T>(), y.numel());
-  });
+  Tensor y = Tensor::scratch(gate.shape(), gate.dtype(), gate.device());
+  backend::swiglu_forward(gate.device(), y, gate.value(), up.value());
   Variable out(y, needs_grad({&gate, &up}));
   if (out.requires_grad())
     record({&gate, &up}, [gate, up, out] {
       if (!out.grad().defined()) return;
-      dispatch_float(gate.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        // The kernel writes both gradients; route a gradient nobody needs into scratch.
-        Tensor dgate = gate.requires_grad() ? gate.ensure_grad() : Tensor::scratch_zeros(gate.shape(), gate.dtype());
-        Tensor dup = up.requires_grad() ? up.ensure_grad() : Tensor::scratch_zeros(up.shape(), up.dtype());
-        cpu::swiglu_backward(dgate.data<T>(), dup.data<T>(), gate.value().data<T>(), up.value().data<T>(),
-                             out.grad().data<T>(), out.value().numel());
-      });
+      // The kernel writes both gradients; a gradient nobody needs goes into scratch.
+      backend::swiglu_backward(gate.device(), grad_or_scratch(gate), grad_or_scratch(up), gate.value(), up.value(),
+                               out.grad());
     });
   return out;
 }
@@ -120,22 +85,14 @@ Variable gdn_decay(const Variable& x, const Variable& A_log, const Variable& dt_
   const int64_t H = x.shape().last();
   LINATTN_CHECK(A_log.shape() == Shape({H}) && dt_bias.shape() == Shape({H}), "gdn_decay: A_log ", A_log.value().str(),
                 " and dt_bias ", dt_bias.value().str(), " must be [H] for x ", x.value().str());
-  Tensor y = Tensor::scratch(x.shape(), x.dtype());
-  const int64_t rows = x.shape().rows();
-  dispatch_float(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    cpu::gdn_decay_forward(y.data<T>(), x.value().data<T>(), A_log.value().data<T>(), dt_bias.value().data<T>(), rows, H);
-  });
+  Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
+  backend::gdn_decay_forward(x.device(), y, x.value(), A_log.value(), dt_bias.value());
   Variable out(y, needs_grad({&x, &A_log, &dt_bias}));
   if (out.requires_grad())
-    record({&x, &A_log, &dt_bias}, [x, A_log, dt_bias, out, rows, H] {
+    record({&x, &A_log, &dt_bias}, [x, A_log, dt_bias, out] {
       if (!out.grad().defined()) return;
-      dispatch_float(x.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        cpu::gdn_decay_backward(grad_or_null<T>(x), grad_or_null<T>(A_log), grad_or_null<T>(dt_bias),
-                                x.value().data<T>(), A_log.value().data<T>(), dt_bias.value().data<T>(),
-                                out.grad().data<T>(), rows, H);
-      });
+      backend::gdn_decay_backward(x.device(), grad_or_none(x), grad_or_none(A_log), grad_or_none(dt_bias), x.value(),
+                                  A_log.value(), dt_bias.value(), out.grad());
     });
   return out;
 }

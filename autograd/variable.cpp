@@ -85,7 +85,7 @@ static void run_tape(const BackwardHooks* hooks) {
 void backward(const Variable& root) {
   LINATTN_CHECK(root.value().numel() == 1, "backward(root) needs a one-element root, got ", root.value().str(),
                 "; pass explicit output gradients for other shapes");
-  Tensor seed = Tensor::scratch(root.shape(), root.dtype());
+  Tensor seed = Tensor::scratch(root.shape(), root.dtype(), root.device());
   seed.fill_(1.0);
   backward({root}, {seed});
 }

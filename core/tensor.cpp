@@ -53,6 +53,12 @@ Tensor Tensor::narrow(int64_t begin, int64_t end) const {
   return Tensor(storage_, offset_ + size_t(begin) * row_bytes, s, dtype_);
 }
 
+Tensor Tensor::view_at(int64_t offset, const Shape& shape) const {
+  LINATTN_CHECK(offset >= 0 && offset + shape.numel() <= numel(), "cannot view ", shape.str(), " at element ", offset,
+                " of ", str());
+  return Tensor(storage_, offset_ + size_t(offset) * dtype_size(dtype_), shape, dtype_);
+}
+
 Tensor Tensor::clone() const {
   LINATTN_CHECK(device() == Device::cpu, "clone() of a ", device_name(device()), " tensor is not supported yet");
   Tensor t = empty(shape_, dtype_, device());

@@ -43,6 +43,8 @@ class Tensor {
   Tensor view(const Shape& shape) const;
   // Rows [begin, end) along dim 0, sharing storage.
   Tensor narrow(int64_t begin, int64_t end) const;
+  // `shape`'s elements from element `offset` on, sharing storage (they must lie inside this tensor).
+  Tensor view_at(int64_t offset, const Shape& shape) const;
 
   Tensor clone() const;
   Tensor to(DType dtype) const;      // a converted copy (CPU)

@@ -29,6 +29,9 @@ class Model {
   double flops_per_token(int64_t T) const;
   int64_t matmul_params() const;
   std::string summary() const;  // one line per layer kind, the parameter count
+  // Empty when every mixer of the model has kernels on `device`; else names the first layer that
+  // has none: "model.layers.0 (gla): the GLA mixer has no CUDA kernel yet".
+  std::string unsupported_on(Device device) const;
 
  private:
   friend class Decoder;  // layers/decoder.h

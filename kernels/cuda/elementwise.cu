@@ -1,44 +1,142 @@
 #include "kernels/cuda/elementwise.h"
 
-#include <cuda_runtime.h>
-
-#include "core/error.h"
+#include "kernels/cuda/common.cuh"
 
 namespace linattn::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
-
-__global__ void add_kernel(float* y, const float* a, const float* b, int64_t n) {
-  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a[i] + b[i];
+// One thread per element: f(i) for i < n.
+template <class F>
+__global__ void pointwise_kernel(int64_t n, F f) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) f(i);
 }
 
-__global__ void add_inplace_kernel(float* y, const float* x, int64_t n) {
-  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] += x[i];
+template <class F>
+void launch(int64_t n, F f) {
+  if (n == 0) return;
+  pointwise_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, f);
+  LINATTN_CUDA_CHECK_LAUNCH();
 }
 
-void check_launch(const char* what) {
-  cudaError_t err = cudaGetLastError();
-  LINATTN_CHECK(err == cudaSuccess, what, ": CUDA launch failed: ", cudaGetErrorString(err));
-}
+__device__ inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-unsigned blocks_for(int64_t n) { return unsigned((n + kThreads - 1) / kThreads); }
+// log(sigmoid(x)) = -log(1 + e^-x), written so that neither branch overflows.
+__device__ inline float logsigmoid(float x) { return x >= 0 ? -log1pf(expf(-x)) : x - log1pf(expf(x)); }
+
+struct Add {
+  float* y; const float* a; const float* b;
+  __device__ void operator()(int64_t i) const { y[i] = a[i] + b[i]; }
+};
+struct AddInplace {
+  float* y; const float* x;
+  __device__ void operator()(int64_t i) const { y[i] += x[i]; }
+};
+struct Mul {
+  float* y; const float* a; const float* b;
+  __device__ void operator()(int64_t i) const { y[i] = a[i] * b[i]; }
+};
+struct MulBackward {  // forward: y = a b  =>  da += dy b, db += dy a
+  float* da; float* db; const float* a; const float* b; const float* dy;
+  __device__ void operator()(int64_t i) const {
+    if (da) da[i] += dy[i] * b[i];
+    if (db) db[i] += dy[i] * a[i];
+  }
+};
+struct Scale {
+  float* y; const float* x; float c;
+  __device__ void operator()(int64_t i) const { y[i] = c * x[i]; }
+};
+struct Axpy {
+  float* y; float c; const float* x;
+  __device__ void operator()(int64_t i) const { y[i] += c * x[i]; }
+};
+
+template <Activation F>
+struct ActivationForward {
+  float* y; const float* x;
+  __device__ void operator()(int64_t i) const {
+    const float xi = x[i];
+    if constexpr (F == Activation::silu) y[i] = xi * sigmoid(xi);
+    if constexpr (F == Activation::sigmoid) y[i] = sigmoid(xi);
+    if constexpr (F == Activation::logsigmoid) y[i] = logsigmoid(xi);
+    if constexpr (F == Activation::elu1) y[i] = xi > 0 ? xi + 1.0f : expf(xi);  // elu(x) + 1
+    if constexpr (F == Activation::relu) y[i] = xi > 0 ? xi : 0.0f;
+  }
+};
+
+template <Activation F>
+struct ActivationBackward {
+  float* dx; const float* x; const float* dy;
+  __device__ void operator()(int64_t i) const {
+    const float xi = x[i];
+    if constexpr (F == Activation::silu) {  // forward: y = x s(x)  =>  dx += dy (s + x s (1 - s))
+      const float s = sigmoid(xi);
+      dx[i] += dy[i] * s * (1.0f + xi * (1.0f - s));
+    }
+    if constexpr (F == Activation::sigmoid) {  // forward: y = s(x)  =>  dx += dy s (1 - s)
+      const float s = sigmoid(xi);
+      dx[i] += dy[i] * s * (1.0f - s);
+    }
+    // forward: y = log s(x)  =>  dx += dy (1 - s(x)) = dy s(-x)
+    if constexpr (F == Activation::logsigmoid) dx[i] += dy[i] * sigmoid(-xi);
+    // forward: y = x + 1 (x > 0), e^x (x <= 0)  =>  dx += dy (1 or e^x)
+    if constexpr (F == Activation::elu1) dx[i] += xi > 0 ? dy[i] : dy[i] * expf(xi);
+    // forward: y = max(x, 0)  =>  dx += dy [x > 0]
+    if constexpr (F == Activation::relu) dx[i] += xi > 0 ? dy[i] : 0.0f;
+  }
+};
+
+struct SwigluForward {
+  float* y; const float* gate; const float* up;
+  __device__ void operator()(int64_t i) const { y[i] = gate[i] * sigmoid(gate[i]) * up[i]; }
+};
+struct SwigluBackward {  // forward: y = silu(g) u  =>  dg += dy u silu'(g), du += dy silu(g)
+  float* dgate; float* dup; const float* gate; const float* up; const float* dy;
+  __device__ void operator()(int64_t i) const {
+    const float g = gate[i], s = sigmoid(g);
+    dgate[i] += dy[i] * up[i] * s * (1.0f + g * (1.0f - s));
+    dup[i] += dy[i] * (g * s);
+  }
+};
+
+// Calls launch(n, Functor<F>{args...}) for the activation chosen at run time.
+template <template <Activation> class Functor, class... Args>
+void launch_activation(Activation f, int64_t n, Args... args) {
+  switch (f) {
+    case Activation::silu: return launch(n, Functor<Activation::silu>{args...});
+    case Activation::sigmoid: return launch(n, Functor<Activation::sigmoid>{args...});
+    case Activation::logsigmoid: return launch(n, Functor<Activation::logsigmoid>{args...});
+    case Activation::elu1: return launch(n, Functor<Activation::elu1>{args...});
+    case Activation::relu: return launch(n, Functor<Activation::relu>{args...});
+  }
+  LINATTN_FAIL("unknown activation ", int(f));
+}
 
 }  // namespace
 
-void add_forward(float* y, const float* a, const float* b, int64_t n) {
-  if (n == 0) return;
-  add_kernel<<<blocks_for(n), kThreads>>>(y, a, b, n);
-  check_launch("cuda::add_forward");
+void add_forward(float* y, const float* a, const float* b, int64_t n) { launch(n, Add{y, a, b}); }
+void add_inplace(float* y, const float* x, int64_t n) { launch(n, AddInplace{y, x}); }
+void mul_forward(float* y, const float* a, const float* b, int64_t n) { launch(n, Mul{y, a, b}); }
+void mul_backward(float* da, float* db, const float* a, const float* b, const float* dy, int64_t n) {
+  launch(n, MulBackward{da, db, a, b, dy});
+}
+void scale_forward(float* y, const float* x, float c, int64_t n) { launch(n, Scale{y, x, c}); }
+void axpy(float* y, float c, const float* x, int64_t n) { launch(n, Axpy{y, c, x}); }
+
+void activation_forward(Activation f, float* y, const float* x, int64_t n) {
+  launch_activation<ActivationForward>(f, n, y, x);
+}
+void activation_backward(Activation f, float* dx, const float* x, const float* dy, int64_t n) {
+  launch_activation<ActivationBackward>(f, n, dx, x, dy);
 }
 
-void add_inplace(float* y, const float* x, int64_t n) {
-  if (n == 0) return;
-  add_inplace_kernel<<<blocks_for(n), kThreads>>>(y, x, n);
-  check_launch("cuda::add_inplace");
+void swiglu_forward(float* y, const float* gate, const float* up, int64_t n) {
+  launch(n, SwigluForward{y, gate, up});
+}
+void swiglu_backward(float* dgate, float* dup, const float* gate, const float* up, const float* dy, int64_t n) {
+  launch(n, SwigluBackward{dgate, dup, gate, up, dy});
 }
 
 }  // namespace linattn::cuda

@@ -1,26 +1,47 @@
-// CUDA pointwise kernels (float32), the first of the device backend. Pointers are device memory.
-// Without LINATTN_CUDA the same functions exist and throw, so callers need no #ifdefs (and no
-// device tensor can exist in such a build anyway).
+// CUDA pointwise kernels (float32): add, mul, scale, activations and SwiGLU, forward and backward,
+// with the argument order and semantics of kernels/cpu/elementwise.h. Pointers are device memory,
+// all arrays n contiguous elements; backward kernels accumulate (+=) into their gradients.
+// Without LINATTN_CUDA the same functions exist and throw (kernels/cuda/no_cuda.h).
 #pragma once
 
 #include <cstdint>
 
-#include "core/error.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cuda/no_cuda.h"
 
 namespace linattn::cuda {
 
+using cpu::Activation;
+
 #ifdef LINATTN_CUDA
-// y = a + b over n elements
+// y = a + b
 void add_forward(float* y, const float* a, const float* b, int64_t n);
-// y += x over n elements
+// y += x
 void add_inplace(float* y, const float* x, int64_t n);
+// forward: y = a * b  =>  da += dy * b, db += dy * a (da or db may be null)
+void mul_forward(float* y, const float* a, const float* b, int64_t n);
+void mul_backward(float* da, float* db, const float* a, const float* b, const float* dy, int64_t n);
+// y = c x
+void scale_forward(float* y, const float* x, float c, int64_t n);
+// y += c x
+void axpy(float* y, float c, const float* x, int64_t n);
+// y = f(x); backward: dx += f'(x) dy (computed from x)
+void activation_forward(Activation f, float* y, const float* x, int64_t n);
+void activation_backward(Activation f, float* dx, const float* x, const float* dy, int64_t n);
+// forward: y = silu(g) u  =>  dg += dy u silu'(g), du += dy silu(g)
+void swiglu_forward(float* y, const float* gate, const float* up, int64_t n);
+void swiglu_backward(float* dgate, float* dup, const float* gate, const float* up, const float* dy, int64_t n);
 #else
-inline void add_forward(float*, const float*, const float*, int64_t) {
-  LINATTN_FAIL("linattn was built without CUDA (configure with -DLINATTN_CUDA=ON)");
-}
-inline void add_inplace(float*, const float*, int64_t) {
-  LINATTN_FAIL("linattn was built without CUDA (configure with -DLINATTN_CUDA=ON)");
-}
+inline void add_forward(float*, const float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
+inline void add_inplace(float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
+inline void mul_forward(float*, const float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
+inline void mul_backward(float*, float*, const float*, const float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
+inline void scale_forward(float*, const float*, float, int64_t) { LINATTN_NO_CUDA(); }
+inline void axpy(float*, float, const float*, int64_t) { LINATTN_NO_CUDA(); }
+inline void activation_forward(Activation, float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
+inline void activation_backward(Activation, float*, const float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
+inline void swiglu_forward(float*, const float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
+inline void swiglu_backward(float*, float*, const float*, const float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
 #endif
 
 }  // namespace linattn::cuda

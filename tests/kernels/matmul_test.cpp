@@ -1,5 +1,7 @@
 #include "kernels/cpu/matmul.h"
 
+#include "kernels/backend.h"
+
 #include "testing.h"
 
 namespace linattn {
@@ -54,6 +56,23 @@ TEST(Gemm, BetaZeroIgnoresGarbage) {
   c.fill_(NAN);
   cpu::gemm<double>(false, false, 8, 8, 8, 1.0, a.data<double>(), 8, b.data<double>(), 8, 0.0, c.data<double>(), 8);
   EXPECT_CLOSE(c, reference_gemm(false, false, a, b, 8, 8, 8), 1e-14);
+}
+
+// The backend's gemm entry takes contiguous row-major tensors and derives the leading dimensions
+// from the transposes: every combination against the reference.
+TEST(Gemm, BackendEntryDerivesTheLeadingDimensions) {
+  Rng rng(4);
+  const int64_t M = 5, N = 7, K = 3;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Tensor a = random_tensor(ta ? Shape{K, M} : Shape{M, K}, rng);
+      Tensor b = random_tensor(tb ? Shape{N, K} : Shape{K, N}, rng);
+      Tensor c = random_tensor({M, N}, rng);
+      Tensor want = reference_gemm(ta, tb, a, b, M, N, K);
+      for (int64_t i = 0; i < M * N; ++i) want.data<double>()[i] = 3 * want.data<double>()[i] + c.data<double>()[i];
+      backend::gemm(Device::cpu, ta, tb, M, N, K, 3.0, a, b, 1.0, c);
+      EXPECT_CLOSE(c, want, 1e-14);
+    }
 }
 
 }  // namespace

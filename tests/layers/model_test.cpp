@@ -168,5 +168,19 @@ train: {max_steps: 1}
   EXPECT_GT(testing::compare(crossed, logits).max_abs, 1e-6);
 }
 
+// On a device without a mixer's kernels, the model names the first layer that cannot run there.
+TEST(Model, UnsupportedDeviceNamesTheLayer) {
+  const ModelConfig c = tiny_hybrid();  // layer 0 linear attention, layer 1 GLA, ...
+  Model model(c, DType::f32);
+  EXPECT_EQ(model.unsupported_on(Device::cpu), "");
+  EXPECT_EQ(model.unsupported_on(Device::cuda),
+            "model.layers.0 (linear_attn): the linear attention mixer has no CUDA kernel yet");
+  ModelConfig gla_only = c;
+  gla_only.layers.erase(gla_only.layers.begin());
+  gla_only.num_hidden_layers = int64_t(gla_only.layers.size());
+  EXPECT_EQ(Model(gla_only, DType::f32).unsupported_on(Device::cuda),
+            "model.layers.0 (gla): the GLA mixer has no CUDA kernel yet");
+}
+
 }  // namespace
 }  // namespace linattn

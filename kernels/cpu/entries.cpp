@@ -1,0 +1,405 @@
+#include "kernels/cpu/entries.h"
+
+#include <cmath>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/deltanet.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gla.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/rope.h"
+
+namespace linattn::cpu::entry {
+
+namespace {
+
+// The data of an optional tensor: nullptr when undefined.
+template <class T>
+T* ptr(In t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+// Calls f(T{}) for the floating type of t (see dispatch_float).
+template <class F>
+decltype(auto) floating(In t, F&& f) {
+  return dispatch_float(t.dtype(), std::forward<F>(f));
+}
+
+}  // namespace
+
+// ---- pointwise ----
+
+void add(In y, In a, In b) {
+  floating(y, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::add_forward(y.data<T>(), a.data<T>(), b.data<T>(), y.numel());
+  });
+}
+
+void add_inplace(In y, In x) {
+  floating(y, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::add_inplace(y.data<T>(), x.data<T>(), y.numel());
+  });
+}
+
+void mul_forward(In y, In a, In b) {
+  floating(y, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::mul_forward(y.data<T>(), a.data<T>(), b.data<T>(), y.numel());
+  });
+}
+
+void mul_backward(In da, In db, In a, In b, In dy) {
+  floating(a, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::mul_backward(ptr<T>(da), ptr<T>(db), a.data<T>(), b.data<T>(), dy.data<T>(), a.numel());
+  });
+}
+
+void scale_forward(In y, In x, double c) {
+  floating(y, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::scale_forward(y.data<T>(), x.data<T>(), T(c), y.numel());
+  });
+}
+
+void axpy(In y, double c, In x) {
+  floating(y, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::axpy(y.data<T>(), T(c), x.data<T>(), x.numel());
+  });
+}
+
+void activation_forward(cpu::Activation f, In y, In x) {
+  floating(y, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::activation_forward(f, y.data<T>(), x.data<T>(), y.numel());
+  });
+}
+
+void activation_backward(cpu::Activation f, In dx, In x, In dy) {
+  floating(x, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::activation_backward(f, dx.data<T>(), x.data<T>(), dy.data<T>(), x.numel());
+  });
+}
+
+void swiglu_forward(In y, In gate, In up) {
+  floating(y, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::swiglu_forward(y.data<T>(), gate.data<T>(), up.data<T>(), y.numel());
+  });
+}
+
+void swiglu_backward(In dgate, In dup, In gate, In up, In dy) {
+  floating(gate, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::swiglu_backward(dgate.data<T>(), dup.data<T>(), gate.data<T>(), up.data<T>(), dy.data<T>(), gate.numel());
+  });
+}
+
+void gdn_decay_forward(In a, In x, In A_log, In dt_bias) {
+  floating(x, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::gdn_decay_forward(a.data<T>(), x.data<T>(), A_log.data<T>(), dt_bias.data<T>(), x.shape().rows(),
+                           x.shape().last());
+  });
+}
+
+void gdn_decay_backward(In dx, In dA_log, In ddt_bias, In x, In A_log, In dt_bias, In da) {
+  floating(x, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::gdn_decay_backward(ptr<T>(dx), ptr<T>(dA_log), ptr<T>(ddt_bias), x.data<T>(), A_log.data<T>(),
+                            dt_bias.data<T>(), da.data<T>(), x.shape().rows(), x.shape().last());
+  });
+}
+
+// ---- matrix products ----
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C) {
+  floating(C, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::gemm<T>(trans_a, trans_b, M, N, K, T(alpha), A.data<T>(), trans_a ? M : K, B.data<T>(), trans_b ? K : N,
+                 T(beta), C.data<T>(), N);
+  });
+}
+
+void bias_forward(In y, In bias) {
+  floating(y, [&](auto zero) {
+    using T = decltype(zero);
+    T* Y = y.data<T>();
+    const T* b = bias.data<T>();
+    const int64_t cols = bias.numel(), N = y.numel() / cols;
+#pragma omp parallel for if (N * cols > (1 << 15))
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t j = 0; j < cols; ++j) Y[i * cols + j] += b[j];
+  });
+}
+
+void bias_backward(In dbias, In dy) {
+  floating(dy, [&](auto zero) {
+    using T = decltype(zero);
+    T* db = dbias.data<T>();
+    const T* dY = dy.data<T>();
+    const int64_t cols = dbias.numel(), N = dy.numel() / cols;
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t j = 0; j < cols; ++j) db[j] += dY[i * cols + j];
+  });
+}
+
+// ---- norms ----
+
+void rmsnorm_forward(In y, In rstd, In x, In w, double eps) {
+  floating(x, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::rmsnorm_forward(y.data<T>(), rstd.data<T>(), x.data<T>(), w.data<T>(), x.shape().rows(), x.shape().last(),
+                         T(eps));
+  });
+}
+
+void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy) {
+  floating(x, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::rmsnorm_backward(dx.data<T>(), ptr<T>(dw), x.data<T>(), w.data<T>(), rstd.data<T>(), dy.data<T>(),
+                          x.shape().rows(), x.shape().last());
+  });
+}
+
+void l2norm_forward(In y, In r, In x, double eps) {
+  floating(x, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::l2norm_forward(y.data<T>(), r.data<T>(), x.data<T>(), x.shape().rows(), x.shape().last(), T(eps));
+  });
+}
+
+void l2norm_backward(In dx, In y, In r, In dy) {
+  floating(y, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::l2norm_backward(dx.data<T>(), y.data<T>(), r.data<T>(), dy.data<T>(), y.shape().rows(), y.shape().last());
+  });
+}
+
+// ---- embedding, convolution, loss ----
+
+void embedding_forward(In y, In ids, In table) {
+  const int64_t N = ids.numel(), V = table.size(0), D = table.size(1);
+  cpu::check_token_ids(ids.data<int32_t>(), N, V, "embedding");
+  floating(table, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::embedding_forward(y.data<T>(), ids.data<int32_t>(), table.data<T>(), N, V, D);
+  });
+}
+
+void embedding_backward(In dtable, In ids, In dy) {
+  floating(dtable, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::embedding_backward(dtable.data<T>(), ids.data<int32_t>(), dy.data<T>(), ids.numel(), dtable.size(0),
+                            dtable.size(1));
+  });
+}
+
+void short_conv_forward(In y, In x, In w, In bias) {
+  floating(x, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::short_conv_forward(y.data<T>(), x.data<T>(), w.data<T>(), ptr<T>(bias), x.size(0), x.size(1), x.size(2),
+                            w.size(1));
+  });
+}
+
+void short_conv_backward(In dx, In dw, In dbias, In x, In w, In dy) {
+  floating(x, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::short_conv_backward(dx.data<T>(), dw.data<T>(), ptr<T>(dbias), x.data<T>(), w.data<T>(), dy.data<T>(),
+                             x.size(0), x.size(1), x.size(2), w.size(1));
+  });
+}
+
+int64_t cross_entropy_forward(In loss, In lse, In logits, In targets, int32_t ignore_index) {
+  return floating(logits, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::CrossEntropySum s = cpu::cross_entropy_forward(lse.data<T>(), logits.data<T>(), targets.data<int32_t>(),
+                                                        logits.shape().rows(), logits.shape().last(), ignore_index);
+    loss.data<T>()[0] = T(s.count ? s.loss_sum / double(s.count) : 0.0);
+    return s.count;
+  });
+}
+
+void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss, int64_t count, int32_t ignore_index) {
+  floating(logits, [&](auto zero) {
+    using T = decltype(zero);
+    // forward: loss = mean over counted rows  =>  each row's loss gets d(loss) / count
+    T scale = dloss.data<T>()[0] / T(count);
+    cpu::cross_entropy_backward(dlogits.data<T>(), logits.data<T>(), lse.data<T>(), targets.data<int32_t>(),
+                                logits.shape().rows(), logits.shape().last(), ignore_index, scale);
+  });
+}
+
+// ---- attention and positions ----
+
+void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double scale) {
+  floating(q, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::attention_forward<T>(o.data<T>(), lse.data<T>(), q.data<T>(), k.data<T>(), v.data<T>(), q.size(0), q.size(1),
+                              q.size(2), k.size(2), q.size(3), v.size(3), window, T(scale));
+  });
+}
+
+void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In dO, int64_t window, double scale) {
+  floating(q, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::attention_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), q.data<T>(), k.data<T>(), v.data<T>(),
+                               o.data<T>(), lse.data<T>(), dO.data<T>(), q.size(0), q.size(1), q.size(2), k.size(2),
+                               q.size(3), v.size(3), window, T(scale));
+  });
+}
+
+void rope_forward(In y, In x, int64_t offset, double theta) {
+  floating(x, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::rope_forward<T>(y.data<T>(), x.data<T>(), x.size(0), x.size(1), x.size(2), x.size(3), offset, theta);
+  });
+}
+
+void rope_backward(In dx, In dy, int64_t offset, double theta) {
+  floating(dx, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::rope_backward<T>(dx.data<T>(), dy.data<T>(), dx.size(0), dx.size(1), dx.size(2), dx.size(3), offset, theta);
+  });
+}
+
+// ---- token mixers ----
+
+void linear_attention_forward(const MixerArgs& r) {
+  floating(r.q, [&](auto zero) {
+    using T = decltype(zero);
+    if (r.chunk)
+      cpu::linear_attn_chunk_forward<T>(r.o.data<T>(), ptr<T>(r.ht), ptr<T>(r.zt), r.saved.data<T>(), r.q.data<T>(),
+                                        r.k.data<T>(), r.v.data<T>(), ptr<T>(r.h0), ptr<T>(r.z0), r.B, r.T, r.H, r.Dk,
+                                        r.Dv, T(r.scale), r.phi, r.normalize, r.chunk_size);
+    else
+      cpu::linear_attn_recurrent_forward<T>(r.o.data<T>(), ptr<T>(r.ht), ptr<T>(r.zt), r.q.data<T>(), r.k.data<T>(),
+                                            r.v.data<T>(), ptr<T>(r.h0), ptr<T>(r.z0), r.B, r.T, r.H, r.Dk, r.Dv,
+                                            T(r.scale), r.phi, r.normalize);
+  });
+}
+
+void linear_attention_backward(const MixerArgs& r) {
+  floating(r.q, [&](auto zero) {
+    using T = decltype(zero);
+    if (r.chunk)
+      cpu::linear_attn_chunk_backward<T>(r.dq.data<T>(), r.dk.data<T>(), r.dv.data<T>(), ptr<T>(r.dh0), ptr<T>(r.dz0),
+                                         r.saved.data<T>(), r.q.data<T>(), r.k.data<T>(), r.v.data<T>(),
+                                         r.dO.data<T>(), ptr<T>(r.dht), ptr<T>(r.dzt), r.B, r.T, r.H, r.Dk, r.Dv,
+                                         T(r.scale), r.phi, r.normalize, r.chunk_size);
+    else
+      cpu::linear_attn_recurrent_backward<T>(r.dq.data<T>(), r.dk.data<T>(), r.dv.data<T>(), ptr<T>(r.dh0),
+                                             ptr<T>(r.dz0), r.q.data<T>(), r.k.data<T>(), r.v.data<T>(), ptr<T>(r.h0),
+                                             ptr<T>(r.z0), r.dO.data<T>(), ptr<T>(r.dht), ptr<T>(r.dzt), r.B, r.T,
+                                             r.H, r.Dk, r.Dv, T(r.scale), r.phi, r.normalize);
+  });
+}
+
+void gla_forward(const MixerArgs& r) {
+  floating(r.q, [&](auto zero) {
+    using T = decltype(zero);
+    if (r.chunk)
+      cpu::gla_chunk_forward<T>(r.o.data<T>(), ptr<T>(r.ht), r.saved.data<T>(), r.q.data<T>(), r.k.data<T>(),
+                                r.v.data<T>(), r.gate.data<T>(), ptr<T>(r.h0), r.B, r.T, r.H, r.Dk, r.Dv, T(r.scale),
+                                r.chunk_size);
+    else
+      cpu::gla_recurrent_forward<T>(r.o.data<T>(), ptr<T>(r.ht), r.q.data<T>(), r.k.data<T>(), r.v.data<T>(),
+                                    r.gate.data<T>(), ptr<T>(r.h0), r.B, r.T, r.H, r.Dk, r.Dv, T(r.scale));
+  });
+}
+
+void gla_backward(const MixerArgs& r) {
+  floating(r.q, [&](auto zero) {
+    using T = decltype(zero);
+    if (r.chunk)
+      cpu::gla_chunk_backward<T>(r.dq.data<T>(), r.dk.data<T>(), r.dv.data<T>(), r.dgate.data<T>(), ptr<T>(r.dh0),
+                                 r.saved.data<T>(), r.q.data<T>(), r.k.data<T>(), r.v.data<T>(), r.gate.data<T>(),
+                                 r.dO.data<T>(), ptr<T>(r.dht), r.B, r.T, r.H, r.Dk, r.Dv, T(r.scale), r.chunk_size);
+    else
+      cpu::gla_recurrent_backward<T>(r.dq.data<T>(), r.dk.data<T>(), r.dv.data<T>(), r.dgate.data<T>(), ptr<T>(r.dh0),
+                                     r.q.data<T>(), r.k.data<T>(), r.v.data<T>(), r.gate.data<T>(), ptr<T>(r.h0),
+                                     r.dO.data<T>(), ptr<T>(r.dht), r.B, r.T, r.H, r.Dk, r.Dv, T(r.scale));
+  });
+}
+
+void delta_rule_forward(const MixerArgs& r) {
+  floating(r.q, [&](auto zero) {
+    using T = decltype(zero);
+    const T *Q = r.q.data<T>(), *K = r.k.data<T>(), *V = r.v.data<T>();
+    const T *Bt = r.gate.data<T>(), *A = ptr<T>(r.decay);
+    if (r.chunk)
+      cpu::deltanet_chunk_forward<T>(r.o.data<T>(), ptr<T>(r.ht), r.saved.data<T>(), Q, K, V, Bt, A, ptr<T>(r.h0),
+                                     r.B, r.T, r.H, r.Dk, r.Dv, T(r.scale), r.chunk_size);
+    else
+      cpu::deltanet_recurrent_forward<T>(r.o.data<T>(), ptr<T>(r.ht), Q, K, V, Bt, A, ptr<T>(r.h0), r.B, r.T, r.H,
+                                         r.Dk, r.Dv, T(r.scale));
+  });
+}
+
+void delta_rule_backward(const MixerArgs& r) {
+  floating(r.q, [&](auto zero) {
+    using T = decltype(zero);
+    T *dq = r.dq.data<T>(), *dk = r.dk.data<T>(), *dv = r.dv.data<T>(), *dbeta = r.dgate.data<T>();
+    T *da = ptr<T>(r.ddecay), *dh0 = ptr<T>(r.dh0);
+    const T *Q = r.q.data<T>(), *K = r.k.data<T>(), *V = r.v.data<T>();
+    const T *Bt = r.gate.data<T>(), *A = ptr<T>(r.decay);
+    const T *dO = r.dO.data<T>(), *dHt = ptr<T>(r.dht);
+    if (r.chunk)
+      cpu::deltanet_chunk_backward<T>(dq, dk, dv, dbeta, da, dh0, r.saved.data<T>(), Q, K, V, Bt, A, ptr<T>(r.h0), dO,
+                                      dHt, r.B, r.T, r.H, r.Dk, r.Dv, T(r.scale), r.chunk_size);
+    else
+      cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, da, dh0, Q, K, V, Bt, A, ptr<T>(r.h0), dO, dHt, r.B, r.T,
+                                          r.H, r.Dk, r.Dv, T(r.scale));
+  });
+}
+
+// ---- optimizer ----
+
+void adamw_step(In w_, In g_, In m_, In v_, const AdamWStep& s) {
+  floating(w_, [&](auto zero) {
+    using T = decltype(zero);
+    T *w = w_.data<T>(), *m = m_.data<T>(), *v = v_.data<T>();
+    const T* g = g_.data<T>();
+    const int64_t n = w_.numel();
+    const T b1 = T(s.beta1), b2 = T(s.beta2), step_size = T(s.step_size), rbc2 = T(s.rbc2), eps = T(s.eps),
+            decay = T(s.decay);
+#pragma omp parallel for simd if (n > (1 << 15))
+    for (int64_t j = 0; j < n; ++j) {
+      m[j] = b1 * m[j] + (T(1) - b1) * g[j];
+      v[j] = b2 * v[j] + (T(1) - b2) * g[j] * g[j];
+      w[j] -= step_size * m[j] / (std::sqrt(v[j] * rbc2) + eps) + decay * w[j];
+    }
+  });
+}
+
+double sum_squares(In x) {
+  double sum = 0;
+  floating(x, [&](auto zero) {
+    using T = decltype(zero);
+    const T* p = x.data<T>();
+    const int64_t n = x.numel();
+#pragma omp parallel for reduction(+ : sum) if (n > (1 << 15))
+    for (int64_t i = 0; i < n; ++i) sum += double(p[i]) * double(p[i]);
+  });
+  return sum;
+}
+
+void scale_inplace(In x, double c) {
+  floating(x, [&](auto zero) {
+    using T = decltype(zero);
+    T* p = x.data<T>();
+    const int64_t n = x.numel();
+#pragma omp parallel for simd if (n > (1 << 15))
+    for (int64_t i = 0; i < n; ++i) p[i] *= T(c);
+  });
+}
+
+}  // namespace linattn::cpu::entry

@@ -1,0 +1,83 @@
+#include "kernels/cuda/cross_entropy.h"
+
+#include "kernels/cuda/common.cuh"
+
+namespace linattn::cuda {
+
+namespace {
+
+// One block per row: the row's max, then the sum of exp(logit - max), each a strided pass by the
+// block's threads and a block reduction (the second pass reads the row from L2).
+constexpr int kRowThreads = 512;
+__global__ void lse_kernel(float* lse, const float* logits, int64_t V) {
+  const float* row = logits + int64_t(blockIdx.x) * V;
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, row[j]);
+  m = block_max(m);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) sum += expf(row[j] - m);
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) lse[blockIdx.x] = m + logf(sum);
+}
+
+// One block adds the rows' losses in float64 in a fixed order: the same total on every run.
+constexpr int kSumThreads = 1024;
+__global__ void loss_sum_kernel(double* sums, const float* lse, const float* logits, const int32_t* targets,
+                                int64_t N, int64_t V, int32_t ignore_index) {
+  double loss = 0, count = 0, bad = 0;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+    const int32_t t = targets[i];
+    if (t == ignore_index) continue;
+    if (t < 0 || t >= V) {
+      bad += 1;
+      continue;
+    }
+    loss += double(lse[i]) - double(logits[i * V + t]);
+    count += 1;
+  }
+  loss = block_sum(loss);
+  count = block_sum(count);
+  bad = block_sum(bad);
+  if (threadIdx.x == 0) {
+    sums[0] = loss;
+    sums[1] = count;
+    sums[2] = bad;
+  }
+}
+
+// One thread per logit: dlogits += scale (exp(logit - lse) - [j == target]), in the CPU's order.
+__global__ void cross_entropy_backward_kernel(float* dlogits, const float* logits, const float* lse,
+                                              const int32_t* targets, int64_t N, int64_t V, int32_t ignore_index,
+                                              float scale) {
+  const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= N * V) return;
+  const int64_t i = k / V, j = k - i * V;
+  const int32_t t = targets[i];
+  if (t == ignore_index || t < 0 || t >= V) return;
+  float d = dlogits[k] + scale * expf(logits[k] - lse[i]);
+  if (j == t) d -= scale;
+  dlogits[k] = d;
+}
+
+}  // namespace
+
+void cross_entropy_forward(float* lse, double* sums, const float* logits, const int32_t* targets, int64_t N, int64_t V,
+                           int32_t ignore_index) {
+  LINATTN_CHECK(N < (int64_t(1) << 31), "cuda::cross_entropy_forward: ", N, " rows is more than one launch takes (2^31 - 1)");
+  if (N > 0 && V > 0) {
+    lse_kernel<<<unsigned(N), kRowThreads, 0, stream()>>>(lse, logits, V);
+    LINATTN_CUDA_CHECK_LAUNCH();
+  }
+  loss_sum_kernel<<<1, kSumThreads, 0, stream()>>>(sums, lse, logits, targets, N, V, ignore_index);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
+                            int64_t V, int32_t ignore_index, float scale) {
+  if (N * V == 0) return;
+  cross_entropy_backward_kernel<<<blocks_for(N * V), kThreads, 0, stream()>>>(dlogits, logits, lse, targets, N, V,
+                                                                                ignore_index, scale);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace linattn::cuda

@@ -1,0 +1,227 @@
+#ifdef LINATTN_CUDA
+#include "kernels/cuda/entries.h"
+
+#include <cmath>
+
+#include "core/cuda/check.h"
+#include "core/cuda/stream.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cuda/conv.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/optimizer.h"
+#include "kernels/cuda/rope.h"
+
+namespace linattn::cuda::entry {
+
+namespace {
+
+// Our CUDA kernels are float32 (bf16 comes with mixed precision); float64 is the CPU's check type.
+void require_f32(const char* op, In t) {
+  LINATTN_CHECK(t.dtype() == DType::f32, op, ": the CUDA kernels take float32 tensors, got ", t.str(),
+                " (train.dtype f64 runs on the CPU only)");
+}
+
+}  // namespace
+
+void add(In y, In a, In b) {
+  require_f32("add", y);
+  add_forward(y.data<float>(), a.data<float>(), b.data<float>(), y.numel());
+}
+
+void add_inplace(In y, In x) {
+  require_f32("add_inplace", y);
+  cuda::add_inplace(y.data<float>(), x.data<float>(), y.numel());
+}
+
+
+// ---- the kernels of kernels/cuda/{elementwise,norm,embedding,conv,cross_entropy,rope,optimizer}.cu ----
+
+namespace {
+
+float* f32(In t) { return t.defined() ? t.data<float>() : nullptr; }
+
+cudaStream_t compute() { return static_cast<cudaStream_t>(compute_stream()); }
+
+// One value from device memory, after the kernels queued before it on the compute stream.
+template <class T>
+T read_device(const T* p) {
+  T value;
+  LINATTN_CUDA_CHECK(cudaMemcpyAsync(&value, p, sizeof(T), cudaMemcpyDeviceToHost, compute()));
+  return value;
+}
+
+// Token ids (or targets) as the kernels need them: on the device. Host ids are copied on the
+// compute stream (the copy reads them before it returns).
+Tensor ids_on_device(In ids) {
+  if (ids.device() == Device::cuda) return ids;
+  Tensor d = Tensor::empty(ids.shape(), DType::i32, Device::cuda);
+  LINATTN_CUDA_CHECK(cudaMemcpyAsync(d.raw(), ids.raw(), ids.nbytes(), cudaMemcpyHostToDevice, compute()));
+  return d;
+}
+
+// A host copy of device ids, after the kernels queued before it.
+Tensor ids_on_host(In ids) {
+  if (ids.device() == Device::cpu) return ids;
+  Tensor h = Tensor::empty(ids.shape(), DType::i32);
+  LINATTN_CUDA_CHECK(cudaMemcpyAsync(h.raw(), ids.raw(), ids.nbytes(), cudaMemcpyDeviceToHost, compute()));
+  return h;
+}
+
+}  // namespace
+
+void mul_forward(In y, In a, In b) {
+  require_f32("mul", y);
+  cuda::mul_forward(f32(y), f32(a), f32(b), y.numel());
+}
+
+void mul_backward(In da, In db, In a, In b, In dy) {
+  require_f32("mul", a);
+  cuda::mul_backward(f32(da), f32(db), f32(a), f32(b), f32(dy), a.numel());
+}
+
+void scale_forward(In y, In x, double c) {
+  require_f32("scale", y);
+  cuda::scale_forward(f32(y), f32(x), float(c), y.numel());
+}
+
+void axpy(In y, double c, In x) {
+  require_f32("axpy", y);
+  cuda::axpy(f32(y), float(c), f32(x), x.numel());
+}
+
+void activation_forward(cpu::Activation f, In y, In x) {
+  require_f32(cpu::activation_name(f), y);
+  cuda::activation_forward(f, f32(y), f32(x), y.numel());
+}
+
+void activation_backward(cpu::Activation f, In dx, In x, In dy) {
+  require_f32(cpu::activation_name(f), x);
+  cuda::activation_backward(f, f32(dx), f32(x), f32(dy), x.numel());
+}
+
+void swiglu_forward(In y, In gate, In up) {
+  require_f32("swiglu", y);
+  cuda::swiglu_forward(f32(y), f32(gate), f32(up), y.numel());
+}
+
+void swiglu_backward(In dgate, In dup, In gate, In up, In dy) {
+  require_f32("swiglu", gate);
+  cuda::swiglu_backward(f32(dgate), f32(dup), f32(gate), f32(up), f32(dy), gate.numel());
+}
+
+void rmsnorm_forward(In y, In rstd, In x, In w, double eps) {
+  require_f32("rmsnorm", x);
+  cuda::rmsnorm_forward(f32(y), f32(rstd), f32(x), f32(w), x.shape().rows(), x.shape().last(), float(eps));
+}
+
+void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy) {
+  require_f32("rmsnorm", x);
+  cuda::rmsnorm_backward(f32(dx), f32(dw), f32(x), f32(w), f32(rstd), f32(dy), x.shape().rows(), x.shape().last());
+}
+
+void l2norm_forward(In y, In r, In x, double eps) {
+  require_f32("l2norm", x);
+  cuda::l2norm_forward(f32(y), f32(r), f32(x), x.shape().rows(), x.shape().last(), float(eps));
+}
+
+void l2norm_backward(In dx, In y, In r, In dy) {
+  require_f32("l2norm", y);
+  cuda::l2norm_backward(f32(dx), f32(y), f32(r), f32(dy), y.shape().rows(), y.shape().last());
+}
+
+void embedding_forward(In y, In ids, In table) {
+  require_f32("embedding", table);
+  const int64_t N = ids.numel(), V = table.size(0), D = table.size(1);
+  Tensor host = ids_on_host(ids);
+  cpu::check_token_ids(host.data<int32_t>(), N, V, "embedding");
+  Tensor dev = ids_on_device(ids);
+  cuda::embedding_forward(f32(y), dev.data<int32_t>(), f32(table), N, V, D);
+}
+
+void embedding_backward(In dtable, In ids, In dy) {
+  require_f32("embedding", dtable);
+  Tensor dev = ids_on_device(ids);
+  cuda::embedding_backward(f32(dtable), dev.data<int32_t>(), f32(dy), ids.numel(), dtable.size(0), dtable.size(1));
+}
+
+void short_conv_forward(In y, In x, In w, In bias) {
+  require_f32("short_conv", x);
+  cuda::short_conv_forward(f32(y), f32(x), f32(w), f32(bias), x.size(0), x.size(1), x.size(2), w.size(1));
+}
+
+void short_conv_backward(In dx, In dw, In dbias, In x, In w, In dy) {
+  require_f32("short_conv", x);
+  cuda::short_conv_backward(f32(dx), f32(dw), f32(dbias), f32(x), f32(w), f32(dy), x.size(0), x.size(1), x.size(2),
+                            w.size(1));
+}
+
+int64_t cross_entropy_forward(In loss, In lse, In logits, In targets, int32_t ignore_index) {
+  require_f32("cross_entropy", logits);
+  const int64_t N = logits.shape().rows(), V = logits.shape().last();
+  Tensor dev = ids_on_device(targets);
+  Tensor sums = Tensor::empty({3}, DType::f64, Device::cuda);
+  cuda::cross_entropy_forward(f32(lse), sums.data<double>(), f32(logits), dev.data<int32_t>(), N, V, ignore_index);
+  double s[3];
+  LINATTN_CUDA_CHECK(cudaMemcpyAsync(s, sums.raw(), sizeof(s), cudaMemcpyDeviceToHost, compute()));
+  if (s[2] > 0) {  // name the first bad row, as the CPU kernel does
+    Tensor host = ids_on_host(targets);
+    const int32_t* t = host.data<int32_t>();
+    for (int64_t i = 0; i < N; ++i)
+      LINATTN_CHECK(t[i] == ignore_index || (t[i] >= 0 && t[i] < V), "cross_entropy: target id ", t[i], " at row ", i,
+                    " is outside the vocabulary [0, ", V, ") and is not the ignore index ", ignore_index);
+  }
+  if (!std::isfinite(s[0]))
+    throw NonFiniteError("cross_entropy: non-finite loss (the logits hold NaN or Inf; the model diverged: lower the "
+                         "learning rate or check the data)");
+  const int64_t count = int64_t(s[1]);
+  const float mean = float(count ? s[0] / double(count) : 0.0);
+  LINATTN_CUDA_CHECK(cudaMemcpyAsync(loss.raw(), &mean, sizeof(float), cudaMemcpyHostToDevice, compute()));
+  LINATTN_CUDA_CHECK(cudaStreamSynchronize(compute()));  // `mean` is a local: the copy must end here
+  return count;
+}
+
+void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss, int64_t count, int32_t ignore_index) {
+  require_f32("cross_entropy", logits);
+  if (count == 0) return;
+  // forward: loss = mean over counted rows  =>  each row's loss gets d(loss) / count
+  const float dl = dloss.device() == Device::cuda ? read_device(dloss.data<float>()) : dloss.data<float>()[0];
+  Tensor dev = ids_on_device(targets);
+  cuda::cross_entropy_backward(f32(dlogits), f32(logits), f32(lse), dev.data<int32_t>(), logits.shape().rows(),
+                               logits.shape().last(), ignore_index, dl / float(count));
+}
+
+void rope_forward(In y, In x, int64_t offset, double theta) {
+  require_f32("rope", x);
+  cuda::rope_forward(f32(y), f32(x), x.size(0), x.size(1), x.size(2), x.size(3), offset, theta);
+}
+
+void rope_backward(In dx, In dy, int64_t offset, double theta) {
+  require_f32("rope", dx);
+  cuda::rope_backward(f32(dx), f32(dy), dx.size(0), dx.size(1), dx.size(2), dx.size(3), offset, theta);
+}
+
+void adamw_step(In w, In g, In m, In v, const AdamWStep& s) {
+  require_f32("adamw", w);
+  // the constants rounded to float32 as the CPU entry rounds them
+  const cuda::AdamWStep c{float(s.beta1), float(s.beta2), float(s.step_size), float(s.rbc2), float(s.eps),
+                          float(s.decay)};
+  cuda::adamw_update(f32(w), f32(m), f32(v), f32(g), w.numel(), c);
+}
+
+double sum_squares(In x) {
+  require_f32("sum_squares", x);
+  Tensor out = Tensor::empty({1}, DType::f64, Device::cuda);
+  cuda::sum_squares(out.data<double>(), f32(x), x.numel());
+  return read_device(out.data<double>());
+}
+
+void scale_inplace(In x, double c) {
+  require_f32("scale", x);
+  cuda::scale_forward(f32(x), f32(x), float(c), x.numel());
+}
+
+}  // namespace linattn::cuda::entry
+#endif  // LINATTN_CUDA

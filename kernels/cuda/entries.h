@@ -1,0 +1,43 @@
+// The CUDA column of the backend table (kernels/backend.cpp): each entry checks the dtype, takes
+// the device pointers and sizes from its tensors and launches the kernel of kernels/cuda/ on the
+// compute stream. Only entries with a kernel are here. Signatures and shapes: kernels/backend.h.
+// Compiled with the CUDA backend only (LINATTN_CUDA).
+#pragma once
+
+#include "kernels/backend.h"
+
+namespace linattn::cuda::entry {
+
+using backend::AdamWStep;
+using backend::In;
+using backend::MixerArgs;
+
+void add(In y, In a, In b);
+void add_inplace(In y, In x);
+
+// kernels/cuda/{elementwise,norm,embedding,conv,cross_entropy,rope,optimizer}.cu
+void mul_forward(In y, In a, In b);
+void mul_backward(In da, In db, In a, In b, In dy);
+void scale_forward(In y, In x, double c);
+void axpy(In y, double c, In x);
+void activation_forward(cpu::Activation f, In y, In x);
+void activation_backward(cpu::Activation f, In dx, In x, In dy);
+void swiglu_forward(In y, In gate, In up);
+void swiglu_backward(In dgate, In dup, In gate, In up, In dy);
+void rmsnorm_forward(In y, In rstd, In x, In w, double eps);
+void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy);
+void l2norm_forward(In y, In r, In x, double eps);
+void l2norm_backward(In dx, In y, In r, In dy);
+void embedding_forward(In y, In ids, In table);
+void embedding_backward(In dtable, In ids, In dy);
+void short_conv_forward(In y, In x, In w, In bias);
+void short_conv_backward(In dx, In dw, In dbias, In x, In w, In dy);
+int64_t cross_entropy_forward(In loss, In lse, In logits, In targets, int32_t ignore_index);
+void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss, int64_t count, int32_t ignore_index);
+void rope_forward(In y, In x, int64_t offset, double theta);
+void rope_backward(In dx, In dy, int64_t offset, double theta);
+void adamw_step(In w, In g, In m, In v, const AdamWStep& s);
+double sum_squares(In x);
+void scale_inplace(In x, double c);
+
+}  // namespace linattn::cuda::entry

@@ -1,0 +1,132 @@
+#include "kernels/cuda/norm.h"
+
+#include "kernels/cuda/column_sums.cuh"
+#include "kernels/cuda/common.cuh"
+
+namespace linattn::cuda {
+
+namespace {
+
+// One warp per row, kRows rows per block: rows are short (a hidden size or a head dim), and a warp
+// reduction needs no shared memory and no block barrier.
+constexpr int kRows = 8;
+
+unsigned row_blocks(int64_t N) { return unsigned((N + kRows - 1) / kRows); }
+
+// The row of the calling warp (>= N past the end: the whole warp returns, so shuffles stay full).
+__device__ inline int64_t warp_row() { return int64_t(blockIdx.x) * kRows + threadIdx.x / 32; }
+
+__global__ void rmsnorm_forward_kernel(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t D,
+                                       float eps) {
+  const int64_t row = warp_row();
+  if (row >= N) return;
+  const int lane = threadIdx.x % 32;
+  const float* xr = x + row * D;
+  float ss = 0;
+  for (int64_t j = lane; j < D; j += 32) ss += xr[j] * xr[j];
+  const float r = 1.0f / sqrtf(warp_sum(ss) / float(D) + eps);
+  if (lane == 0) rstd[row] = r;
+  float* yr = y + row * D;
+  for (int64_t j = lane; j < D; j += 32) yr[j] = xr[j] * r * w[j];
+}
+
+// forward: xhat = x r, y = xhat w, r = (mean(x^2) + eps)^-1/2  =>  dx += r (dy w - xhat mean(dy w xhat))
+__global__ void rmsnorm_dx_kernel(float* dx, const float* x, const float* w, const float* rstd, const float* dy,
+                                  int64_t N, int64_t D) {
+  const int64_t row = warp_row();
+  if (row >= N) return;
+  const int lane = threadIdx.x % 32;
+  const float* xr = x + row * D;
+  const float* dyr = dy + row * D;
+  const float r = rstd[row];
+  float dot = 0;
+  for (int64_t j = lane; j < D; j += 32) dot += dyr[j] * w[j] * xr[j] * r;
+  const float mean = warp_sum(dot) / float(D);
+  float* dxr = dx + row * D;
+  for (int64_t j = lane; j < D; j += 32) dxr[j] += r * (dyr[j] * w[j] - xr[j] * r * mean);
+}
+
+// forward: y = xhat w  =>  dw += sum over rows of dy xhat. A block takes 32 columns of one chunk
+// of rows, its kLanes row lanes split the rows, and lane 0 adds the lanes in order into the chunk's
+// partial sums (column_partials, common.cuh).
+constexpr int kLanes = 16;
+__global__ void rmsnorm_dw_kernel(const float* x, const float* rstd, const float* dy, int64_t N, int64_t D,
+                                  int64_t rows_per_chunk) {
+  __shared__ float partial[kLanes][33];
+  const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t begin = int64_t(blockIdx.y) * rows_per_chunk, end = begin + rows_per_chunk < N ? begin + rows_per_chunk : N;
+  float acc = 0;
+  if (j < D)
+    for (int64_t i = begin + threadIdx.y; i < end; i += kLanes) acc += dy[i * D + j] * (x[i * D + j] * rstd[i]);
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < D) {
+    float sum = 0;
+    for (int k = 0; k < kLanes; ++k) sum += partial[k][threadIdx.x];
+    column_partials[int64_t(blockIdx.y) * D + j] = sum;
+  }
+}
+
+__global__ void l2norm_forward_kernel(float* y, float* r, const float* x, int64_t N, int64_t D, float eps) {
+  const int64_t row = warp_row();
+  if (row >= N) return;
+  const int lane = threadIdx.x % 32;
+  const float* xr = x + row * D;
+  float ss = 0;
+  for (int64_t j = lane; j < D; j += 32) ss += xr[j] * xr[j];
+  const float ri = 1.0f / sqrtf(warp_sum(ss) + eps);
+  if (lane == 0) r[row] = ri;
+  float* yr = y + row * D;
+  for (int64_t j = lane; j < D; j += 32) yr[j] = xr[j] * ri;
+}
+
+// forward: y = x r, r = (x.x + eps)^-1/2, dr/dx = -r^3 x  =>  dx += r (dy - y (y . dy))
+__global__ void l2norm_backward_kernel(float* dx, const float* y, const float* r, const float* dy, int64_t N,
+                                       int64_t D) {
+  const int64_t row = warp_row();
+  if (row >= N) return;
+  const int lane = threadIdx.x % 32;
+  const float* yr = y + row * D;
+  const float* dyr = dy + row * D;
+  float dot = 0;
+  for (int64_t j = lane; j < D; j += 32) dot += yr[j] * dyr[j];
+  dot = warp_sum(dot);
+  const float ri = r[row];
+  float* dxr = dx + row * D;
+  for (int64_t j = lane; j < D; j += 32) dxr[j] += ri * (dyr[j] - yr[j] * dot);
+}
+
+}  // namespace
+
+void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t D, float eps) {
+  if (N == 0) return;
+  rmsnorm_forward_kernel<<<row_blocks(N), kRows * 32, 0, stream()>>>(y, rstd, x, w, N, D, eps);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void rmsnorm_backward(float* dx, float* dw, const float* x, const float* w, const float* rstd, const float* dy,
+                      int64_t N, int64_t D) {
+  if (N == 0 || D == 0) return;
+  rmsnorm_dx_kernel<<<row_blocks(N), kRows * 32, 0, stream()>>>(dx, x, w, rstd, dy, N, D);
+  LINATTN_CUDA_CHECK_LAUNCH();
+  if (!dw) return;
+  const RowChunks chunks = row_chunks(N, (D + 31) / 32, D);
+  rmsnorm_dw_kernel<<<dim3(unsigned((D + 31) / 32), unsigned(chunks.count)), dim3(32, kLanes), 0, stream()>>>(
+      x, rstd, dy, N, D, chunks.rows);
+  LINATTN_CUDA_CHECK_LAUNCH();
+  add_column_partials(dw, D, nullptr, 0, chunks.count);
+}
+
+void l2norm_forward(float* y, float* r, const float* x, int64_t N, int64_t D, float eps) {
+  if (N == 0) return;
+  l2norm_forward_kernel<<<row_blocks(N), kRows * 32, 0, stream()>>>(y, r, x, N, D, eps);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void l2norm_backward(float* dx, const float* y, const float* r, const float* dy, int64_t N, int64_t D) {
+  if (N == 0) return;
+  l2norm_backward_kernel<<<row_blocks(N), kRows * 32, 0, stream()>>>(dx, y, r, dy, N, D);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace linattn::cuda

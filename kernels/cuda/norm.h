@@ -1,0 +1,33 @@
+// CUDA row normalizations over the last dim (float32, statistics in float32): RMSNorm and L2
+// normalization, with the argument order and semantics of kernels/cpu/norm.h. x is [N, D]
+// row-major; pointers are device memory; gradients accumulate (+=). Deterministic: no atomics.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/no_cuda.h"
+
+namespace linattn::cuda {
+
+#ifdef LINATTN_CUDA
+// y = x * rstd * w, rstd = (mean(x^2) + eps)^-1/2 per row.
+// y: [N, D]; rstd (saved): [N]; x: [N, D]; w: [D]
+void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t D, float eps);
+// dx: [N, D] (+=); dw: [D] (+=, may be null); dy: [N, D]
+void rmsnorm_backward(float* dx, float* dw, const float* x, const float* w, const float* rstd, const float* dy,
+                      int64_t N, int64_t D);
+// y = x * r, r = (sum(x^2) + eps)^-1/2 per row.  y: [N, D]; r (saved): [N]; x: [N, D]
+void l2norm_forward(float* y, float* r, const float* x, int64_t N, int64_t D, float eps);
+// dx: [N, D] (+=); y: the forward output; dy: [N, D]
+void l2norm_backward(float* dx, const float* y, const float* r, const float* dy, int64_t N, int64_t D);
+#else
+inline void rmsnorm_forward(float*, float*, const float*, const float*, int64_t, int64_t, float) { LINATTN_NO_CUDA(); }
+inline void rmsnorm_backward(float*, float*, const float*, const float*, const float*, const float*, int64_t,
+                             int64_t) {
+  LINATTN_NO_CUDA();
+}
+inline void l2norm_forward(float*, float*, const float*, int64_t, int64_t, float) { LINATTN_NO_CUDA(); }
+inline void l2norm_backward(float*, const float*, const float*, const float*, int64_t, int64_t) { LINATTN_NO_CUDA(); }
+#endif
+
+}  // namespace linattn::cuda

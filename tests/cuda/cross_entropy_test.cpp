@@ -1,0 +1,134 @@
+// CUDA fused softmax cross-entropy against the CPU kernel (kernels/cpu/cross_entropy.h) in float64.
+#include "kernels/cuda/cross_entropy.h"
+
+#include "kernel_testing.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/cross_entropy.h"
+
+namespace linattn {
+namespace {
+
+using namespace testing;
+
+constexpr int32_t kIgnore = -100;
+
+// Tolerance basis, relative to the largest reference entry: a row's sum of exp is a float32 sum of
+// ~V/512 + 10 terms in the block's order, so lse is off by at most ~(V/512 + 20) ulp of the sum,
+// an absolute 1e-5 for V = 50257 against |lse| >= 10; the loss total adds such rows in float64;
+// the gradient's softmax exp(logit - lse) inherits the lse error (relative 1e-5 at most) plus expf's
+// 2 ulp.
+constexpr double kTol = 1e-5;
+
+TEST(CudaCrossEntropy, ForwardAndBackwardMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    int64_t N, V;
+  };
+  // One row of one class; V smaller than a warp; V just past a multiple of the 512 threads; GPT-2's
+  // vocabulary; a 128k vocabulary.
+  const Case cases[] = {{1, 1}, {3, 5}, {300, 513}, {17, 50257}, {2, 131072}};
+  Rng rng(61);
+  for (auto [N, V] : cases) {
+    SCOPED_TRACE("N = " + std::to_string(N) + ", V = " + std::to_string(V));
+    Tensor logits = random_f32({N, V}, rng, -10, 10);
+    Tensor targets = Tensor::empty({N}, DType::i32);
+    for (int64_t i = 0; i < N; ++i)  // every third row ignored (when there are several)
+      targets.data<int32_t>()[i] = N > 1 && i % 3 == 1 ? kIgnore : int32_t(rng.below(uint64_t(V)));
+    Tensor logitsd = on_device(logits), targetsd = on_device(targets);
+    Tensor lse = Tensor::empty({N}, DType::f32, Device::cuda), sums = Tensor::empty({3}, DType::f64, Device::cuda);
+    cuda::cross_entropy_forward(lse.data<float>(), sums.data<double>(), logitsd.data<float>(),
+                                targetsd.data<int32_t>(), N, V, kIgnore);
+    Tensor got_sums = on_host(sums);
+
+    Tensor want_lse = Tensor::empty({N}, DType::f64);
+    cpu::CrossEntropySum want = cpu::cross_entropy_forward(want_lse.data<double>(), f64(logits).data<double>(),
+                                                           targets.data<int32_t>(), N, V, kIgnore);
+    EXPECT_CLOSE(on_host(lse), want_lse, kTol);
+    EXPECT_NEAR(got_sums.data<double>()[0], want.loss_sum, kTol * std::max(1.0, std::abs(want.loss_sum)));
+    EXPECT_EQ(got_sums.data<double>()[1], double(want.count));
+    EXPECT_EQ(got_sums.data<double>()[2], 0.0);
+
+    // The backward accumulates into a gradient a tenth of its own size: a larger one would swamp
+    // the softmax terms (and where softmax is ~1, as with V = 1, dlogits + scale - scale cancels
+    // to an ulp of scale that float32 cannot hold relative to a small dlogits).
+    const double scale = 1.0 / double(std::max<int64_t>(want.count, 1));
+    Tensor dlogits0 = random_f32({N, V}, rng, -0.1 * scale, 0.1 * scale), want_dlogits = f64(dlogits0);
+    Tensor dlogits = on_device(dlogits0);
+    cuda::cross_entropy_backward(dlogits.data<float>(), logitsd.data<float>(), lse.data<float>(),
+                                 targetsd.data<int32_t>(), N, V, kIgnore, float(scale));
+    cpu::cross_entropy_backward(want_dlogits.data<double>(), f64(logits).data<double>(), want_lse.data<double>(),
+                                targets.data<int32_t>(), N, V, kIgnore, scale);
+    EXPECT_CLOSE(on_host(dlogits), want_dlogits, kTol);
+  }
+}
+
+// The CPU kernel throws on a target outside the vocabulary; the CUDA forward counts such rows for
+// the caller to report, leaves them out of the loss, and the backward skips them.
+TEST(CudaCrossEntropy, TargetsOutsideTheVocabularyAreCountedAndSkipped) {
+  SKIP_WITHOUT_GPU();
+  const int64_t N = 4, V = 10;
+  Rng rng(62);
+  Tensor logits = random_f32({N, V}, rng, -3, 3);
+  Tensor targets = Tensor::empty({N}, DType::i32);
+  const int32_t t[N] = {3, V, -1, kIgnore};  // one good row, two bad ones, one ignored
+  for (int64_t i = 0; i < N; ++i) targets.data<int32_t>()[i] = t[i];
+  Tensor logitsd = on_device(logits), targetsd = on_device(targets);
+  Tensor lse = Tensor::empty({N}, DType::f32, Device::cuda), sums = Tensor::empty({3}, DType::f64, Device::cuda);
+  Tensor dlogits = on_device(Tensor::zeros({N, V}, DType::f32));
+  cuda::cross_entropy_forward(lse.data<float>(), sums.data<double>(), logitsd.data<float>(), targetsd.data<int32_t>(),
+                              N, V, kIgnore);
+  cuda::cross_entropy_backward(dlogits.data<float>(), logitsd.data<float>(), lse.data<float>(),
+                               targetsd.data<int32_t>(), N, V, kIgnore, 1.0f);
+  Tensor s = on_host(sums), lse_h = on_host(lse), d = on_host(dlogits);
+  EXPECT_NEAR(s.data<double>()[0], double(lse_h.data<float>()[0]) - double(logits.data<float>()[3]), 1e-12);
+  EXPECT_EQ(s.data<double>()[1], 1.0);
+  EXPECT_EQ(s.data<double>()[2], 2.0);
+  for (int64_t j = V; j < N * V; ++j) EXPECT_EQ(d.data<float>()[j], 0.0f) << "entry " << j;
+  EXPECT_GT(std::abs(d.data<float>()[0]), 0.0f);
+}
+
+// The backend entry: the mean loss and the count as the CPU entry gives them, targets on the host or
+// the device, and the CPU's errors: a bad target names its row, a NaN logit is a NonFiniteError.
+TEST(CudaCrossEntropy, TheBackendEntryMatchesTheCpuEntryAndRaisesItsErrors) {
+  SKIP_WITHOUT_GPU();
+  const int64_t N = 6, V = 11;
+  Rng rng(63);
+  Tensor logits = random_f32({N, V}, rng, -3, 3);
+  Tensor targets = Tensor::empty({N}, DType::i32);
+  for (int64_t i = 0; i < N; ++i) targets.data<int32_t>()[i] = i == 4 ? kIgnore : int32_t(rng.below(V));
+  Tensor loss = Tensor::empty({1}, DType::f32), lse = Tensor::empty({N}, DType::f32);
+  const int64_t want_count = backend::cross_entropy_forward(Device::cpu, loss, lse, logits, targets, kIgnore);
+  Tensor dloss = Tensor::empty({1}, DType::f32);
+  dloss.data<float>()[0] = 0.7f;
+  Tensor want_dlogits = Tensor::zeros({N, V}, DType::f32);
+  backend::cross_entropy_backward(Device::cpu, want_dlogits, logits, lse, targets, dloss, want_count, kIgnore);
+
+  Tensor logitsd = on_device(logits), dlossd = on_device(dloss);
+  for (bool targets_on_device : {false, true}) {
+    SCOPED_TRACE(targets_on_device ? "targets on the device" : "targets on the host");
+    Tensor t = targets_on_device ? on_device(targets) : targets;
+    Tensor lossd = on_device(Tensor::zeros({1}, DType::f32)), lsed = on_device(Tensor::zeros({N}, DType::f32));
+    Tensor dlogits = on_device(Tensor::zeros({N, V}, DType::f32));
+    EXPECT_EQ(backend::cross_entropy_forward(Device::cuda, lossd, lsed, logitsd, t, kIgnore), want_count);
+    EXPECT_CLOSE(on_host(lossd), loss, 1e-6);  // a mean of 5 rows, each as the first test bounds it
+    backend::cross_entropy_backward(Device::cuda, dlogits, logitsd, lsed, t, dlossd, want_count, kIgnore);
+    EXPECT_CLOSE(on_host(dlogits), want_dlogits, 1e-6);
+  }
+
+  Tensor lossd = on_device(Tensor::zeros({1}, DType::f32)), lsed = on_device(Tensor::zeros({N}, DType::f32));
+  Tensor bad = targets.clone();
+  bad.data<int32_t>()[2] = int32_t(V);
+  try {
+    backend::cross_entropy_forward(Device::cuda, lossd, lsed, logitsd, bad, kIgnore);
+    ADD_FAILURE() << "a target outside the vocabulary was accepted";
+  } catch (const linattn::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("target id 11 at row 2"), std::string::npos) << e.what();
+  }
+  Tensor nan_logits = logits.clone();
+  nan_logits.data<float>()[3 * V + 5] = NAN;
+  Tensor nand = on_device(nan_logits);
+  EXPECT_THROW(backend::cross_entropy_forward(Device::cuda, lossd, lsed, nand, targets, kIgnore), NonFiniteError);
+}
+
+}  // namespace
+}  // namespace linattn

@@ -1,0 +1,83 @@
+// CUDA RMSNorm and L2 norm against the CPU kernels (kernels/cpu/norm.h) in float64.
+#include "kernels/cuda/norm.h"
+
+#include "kernels/cpu/norm.h"
+#include "kernel_testing.h"
+
+namespace linattn {
+namespace {
+
+using namespace testing;
+
+struct RowShape {
+  int64_t N, D;
+};
+// One row, rows shorter than a warp (not of 1 or 2 entries: their backward cancels down to O(eps)
+// and float32 keeps too few digits of it for a relative tolerance), D not a multiple of 32, a
+// hidden size, N not a multiple of the 8 rows of a block, of the 16 row lanes or the
+// ~256-row chunks of the dw reduction (4099 rows: 17 chunks of 242).
+const RowShape kShapes[] = {{1, 5}, {1, 768}, {37, 33}, {1000, 129}, {4099, 64}};
+
+// Tolerance basis, relative to the largest reference entry: a row statistic is a float32 sum of D
+// squares (error ~ D/32 + 5 roundings in the warp's order, < 30 ulp for D <= 768), and each output
+// a few more roundings: 1e-5 (~80 ulp of float32) has room. dw sums N rows in chunks of ~256
+// rows, 16 lanes each, then the lanes and the chunks: < N/16 + 16 + 32 terms, within 1e-5 here.
+constexpr double kTol = 1e-5;
+
+TEST(CudaNorm, RmsNormForwardAndBackwardMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(21);
+  for (auto [N, D] : kShapes) {
+    SCOPED_TRACE("N = " + std::to_string(N) + ", D = " + std::to_string(D));
+    Tensor x = random_f32({N, D}, rng, -2, 2), w = random_f32({D}, rng, 0.5, 1.5), dy = random_f32({N, D}, rng);
+    Tensor dx0 = random_f32({N, D}, rng), dw0 = random_f32({D}, rng);
+    const float eps = 1e-6f;
+    Tensor xd = on_device(x), wd = on_device(w), dyd = on_device(dy), dx = on_device(dx0), dw = on_device(dw0);
+    Tensor y = Tensor::empty({N, D}, DType::f32, Device::cuda), rstd = Tensor::empty({N}, DType::f32, Device::cuda);
+    cuda::rmsnorm_forward(y.data<float>(), rstd.data<float>(), xd.data<float>(), wd.data<float>(), N, D, eps);
+    cuda::rmsnorm_backward(dx.data<float>(), dw.data<float>(), xd.data<float>(), wd.data<float>(), rstd.data<float>(),
+                           dyd.data<float>(), N, D);
+
+    Tensor want_y = Tensor::empty({N, D}, DType::f64), want_rstd = Tensor::empty({N}, DType::f64);
+    Tensor want_dx = f64(dx0), want_dw = f64(dw0);
+    cpu::rmsnorm_forward(want_y.data<double>(), want_rstd.data<double>(), f64(x).data<double>(), f64(w).data<double>(),
+                         N, D, double(eps));
+    cpu::rmsnorm_backward(want_dx.data<double>(), want_dw.data<double>(), f64(x).data<double>(),
+                          f64(w).data<double>(), want_rstd.data<double>(), f64(dy).data<double>(), N, D);
+    EXPECT_CLOSE(on_host(y), want_y, kTol);
+    EXPECT_CLOSE(on_host(rstd), want_rstd, kTol);
+    EXPECT_CLOSE(on_host(dx), want_dx, kTol);
+    EXPECT_CLOSE(on_host(dw), want_dw, kTol);
+
+    // Without a weight gradient only dx moves (the per-head norm of a frozen weight, say).
+    Tensor dx2 = on_device(dx0);
+    cuda::rmsnorm_backward(dx2.data<float>(), nullptr, xd.data<float>(), wd.data<float>(), rstd.data<float>(),
+                           dyd.data<float>(), N, D);
+    EXPECT_CLOSE(on_host(dx2), want_dx, kTol);
+  }
+}
+
+TEST(CudaNorm, L2NormForwardAndBackwardMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(22);
+  for (auto [N, D] : kShapes) {
+    SCOPED_TRACE("N = " + std::to_string(N) + ", D = " + std::to_string(D));
+    Tensor x = random_f32({N, D}, rng, -2, 2), dy = random_f32({N, D}, rng), dx0 = random_f32({N, D}, rng);
+    const float eps = 1e-6f;
+    Tensor xd = on_device(x), dyd = on_device(dy), dx = on_device(dx0);
+    Tensor y = Tensor::empty({N, D}, DType::f32, Device::cuda), r = Tensor::empty({N}, DType::f32, Device::cuda);
+    cuda::l2norm_forward(y.data<float>(), r.data<float>(), xd.data<float>(), N, D, eps);
+    cuda::l2norm_backward(dx.data<float>(), y.data<float>(), r.data<float>(), dyd.data<float>(), N, D);
+
+    Tensor want_y = Tensor::empty({N, D}, DType::f64), want_r = Tensor::empty({N}, DType::f64), want_dx = f64(dx0);
+    cpu::l2norm_forward(want_y.data<double>(), want_r.data<double>(), f64(x).data<double>(), N, D, double(eps));
+    cpu::l2norm_backward(want_dx.data<double>(), want_y.data<double>(), want_r.data<double>(), f64(dy).data<double>(),
+                         N, D);
+    EXPECT_CLOSE(on_host(y), want_y, kTol);
+    EXPECT_CLOSE(on_host(r), want_r, kTol);
+    EXPECT_CLOSE(on_host(dx), want_dx, kTol);
+  }
+}
+
+}  // namespace
+}  // namespace linattn
