@@ -74,6 +74,9 @@ extern const Kernel<void(In y, In gate, In up)> swiglu_forward;  // y = silu(gat
 extern const Kernel<void(In dgate, In dup, In gate, In up, In dy)> swiglu_backward;
 
 // --- matrix products ---
+// TF32 tensor cores for the float32 products on CUDA (train.tf32); off by default.
+void set_tf32(bool on);
+bool tf32();
 // C [M, N] = alpha op(A) op(B) + beta C, row-major and contiguous: op(A) [M, K], op(B) [K, N].
 extern const Kernel<void(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B,
                          double beta, In C)>

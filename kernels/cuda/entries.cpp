@@ -2,6 +2,7 @@
 #include "kernels/cuda/entries.h"
 
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/matmul.h"
 
 namespace linattn::cuda::entry {
 
@@ -23,6 +24,12 @@ void add(In y, In a, In b) {
 void add_inplace(In y, In x) {
   require_f32("add_inplace", y);
   cuda::add_inplace(y.data<float>(), x.data<float>(), y.numel());
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C) {
+  require_f32("gemm", C);
+  cuda::gemm(trans_a, trans_b, M, N, K, float(alpha), A.data<float>(), trans_a ? M : K, B.data<float>(),
+             trans_b ? K : N, float(beta), C.data<float>(), N, backend::tf32());
 }
 
 }  // namespace linattn::cuda::entry
