@@ -29,9 +29,12 @@ Model::Model(const ModelConfig& c, DType dtype) : config_(c) {
   params_.allocate(dtype);
 }
 
+// Batches come from the host: their token ids go to the parameters' device.
+static Tensor on(Device device, const Tensor& t) { return t.device() == device ? t : t.to(device); }
+
 Variable Model::logits(const Tensor& ids) const {
   LINATTN_CHECK(ids.ndim() == 2, "Model::logits: ids must be [batch, seq_len], got ", ids.str());
-  Variable x = ops::embedding(ids, params_[embeddings_]);
+  Variable x = ops::embedding(on(device(), ids), params_[embeddings_]);
   for (const Block& b : blocks_) {
     x = ops::add(x, b.attn->forward(params_, b.attn_norm(params_, x)));
     x = ops::add(x, b.mlp(params_, b.mlp_norm(params_, x)));
@@ -40,7 +43,7 @@ Variable Model::logits(const Tensor& ids) const {
 }
 
 Variable Model::loss(const Tensor& ids, const Tensor& targets) const {
-  return ops::cross_entropy(logits(ids), targets);
+  return ops::cross_entropy(logits(ids), on(device(), targets));
 }
 
 std::string Model::unsupported_on(Device device) const {

@@ -320,6 +320,9 @@ std::string emit(const Config& c) {
   out << YAML::Key << "dtype" << YAML::Value << t.dtype;
   out << YAML::Key << "out_dir" << YAML::Value << t.out_dir;
   out << YAML::Key << "max_bad_steps" << YAML::Value << t.max_bad_steps;
+  out << YAML::Key << "device" << YAML::Value << t.device;
+  out << YAML::Key << "precision" << YAML::Value << t.precision;
+  out << YAML::Key << "tf32" << YAML::Value << t.tf32;
   out << YAML::EndMap;
   out << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "every" << YAML::Value << c.checkpoint.every;
@@ -530,7 +533,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.check_keys(t, "train",
                {"batch_size", "micro_batch_size", "lr", "lr_min", "warmup_steps", "schedule", "weight_decay", "beta1",
                 "beta2", "adam_eps", "grad_clip", "max_steps", "max_tokens", "max_time", "seed", "threads",
-                "eval_every", "log_every", "dtype", "out_dir", "max_bad_steps"});
+                "eval_every", "log_every", "dtype", "out_dir", "max_bad_steps", "device", "precision", "tf32"});
   r.get(t, "train", "batch_size", tc.batch_size);
   r.get(t, "train", "micro_batch_size", tc.micro_batch_size);
   r.get(t, "train", "lr", tc.lr);
@@ -579,6 +582,19 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.require(tc.log_every >= 1, t, "train", "log_every", "'log_every' must be at least 1");
   r.require(tc.dtype == "f32" || tc.dtype == "f64", t, "train", "dtype", "'dtype' must be f32 or f64");
   r.require(tc.max_bad_steps >= 1, t, "train", "max_bad_steps", "'max_bad_steps' must be at least 1");
+  // The device keys. Whether a GPU is there is checked when training starts (Trainer), not here.
+  r.get(t, "train", "device", tc.device);
+  r.get(t, "train", "precision", tc.precision);
+  r.get(t, "train", "tf32", tc.tf32);
+  r.require(tc.device == "cpu" || tc.device == "cuda", t, "train", "device",
+            "'device' must be cpu or cuda, got '" + tc.device + "'");
+  r.require(tc.precision == "fp32" || tc.precision == "bf16", t, "train", "precision",
+            "'precision' must be fp32 or bf16, got '" + tc.precision + "'");
+  r.require(tc.precision == "fp32", t, "train", "precision",
+            "'precision: bf16' (mixed precision) is not implemented yet; use fp32");
+  r.require(tc.device == "cpu" || tc.dtype == "f32", t, "train", "dtype",
+            "'dtype: f64' runs on the CPU only (the CUDA kernels are float32): set train.dtype: f32 or "
+            "train.device: cpu");
 
   const double micro = double(tc.micro_batch_size > 0 ? tc.micro_batch_size : tc.batch_size);
   const double widest = std::max({double(mc.vocab_size), double(mc.resolved_intermediate_size()),

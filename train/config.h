@@ -42,6 +42,10 @@ struct TrainConfig {
   std::string dtype = "f32";  // f32 | f64
   std::string out_dir = "runs/default";
   int64_t max_bad_steps = 5;  // consecutive non-finite steps before the run stops
+  // Where the step runs (README "Training on a GPU"): cpu | cuda.
+  std::string device = "cpu";
+  std::string precision = "fp32";  // fp32 | bf16 (bf16 is not implemented yet: an error)
+  bool tf32 = false;               // cuda: TF32 tensor cores for the float32 matrix products (ignored on cpu)
 };
 
 struct CheckpointConfig {

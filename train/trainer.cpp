@@ -12,7 +12,8 @@
 #include <optional>
 #include <sstream>
 
-#include "kernels/cpu/matmul.h"
+#include "kernels/backend.h"
+#include "train/device.h"
 #include "train/metrics_log.h"
 #include "train/schedule.h"
 #include "train/signals.h"
@@ -77,6 +78,8 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
                   ": each of the ", world, " ranks gets ", t.batch_size / world,
                   " sequences of the global batch, which is not a multiple of micro_batch_size ", micro_);
   dtype_ = t.dtype == "f64" ? DType::f64 : DType::f32;
+  device_ = training_device(config_);
+  backend::set_tf32(t.tf32);
 
   const std::string& dir = config_.data.path;
   LINATTN_REQUIRE(std::filesystem::is_directory(dir), config_.where("data.path"), ": data folder '", dir,
@@ -99,6 +102,11 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   accumulation_ = t.batch_size / world / micro_;
   model_ = std::make_unique<Model>(m, dtype_);
   model_->params().initialize(t.seed);
+  // On a GPU the parameters, gradients, AdamW moments and activations live there; the host sees
+  // them at checkpoints, evaluations and log lines.
+  check_model_on_device(config_, *model_, device_);
+  model_->params().to(device_);
+  arena_ = Arena(device_);
   optimizer_ = std::make_unique<AdamW>(model_->params(), t);
   data::LoaderOptions lo;
   lo.batch_size = micro_;
@@ -131,12 +139,13 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   if (world > 1)
     buckets_ = std::make_unique<GradientBuckets>(
         model_->params(), int64_t(config_.distributed.bucket_mb * 1024 * 1024), *comm_);
-  gemm_peak_ = cpu::measure_sgemm_gflops(1024, 10);
+  gemm_peak_ = measure_gemm_gflops(device_);
 
   say("%s\n", model_->summary().c_str());
   const double pbytes = double(model_->params().layout().total() * int64_t(dtype_size(dtype_)));
-  say("memory: parameters %s, gradients %s, AdamW moments %s\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
-      mib(2 * pbytes).c_str());
+  say("device: %s\n", describe_device(device_).c_str());
+  say("memory: parameters %s, gradients %s, AdamW moments %s (on %s)\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
+      mib(2 * pbytes).c_str(), device_name(device_));
   say("data: %s: %llu training tokens, %llu validation tokens, tokenizer %s (vocab %u)\n", dir.c_str(),
       (unsigned long long)train_data_->num_tokens(), (unsigned long long)val_data_->num_tokens(),
       train_data_->tokenizer().c_str(), train_data_->vocab_size());
@@ -183,10 +192,7 @@ EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val
     {
       ArenaScope scope(arena);
       Variable loss = model.loss(batch.inputs, batch.targets);
-      double l = dispatch_float(loss.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        return double(loss.value().data<T>()[0]);
-      });
+      double l = loss.value().item();
       int64_t n = batch.rows * seq_len;
       loss_sum += l * double(n);
       tokens += n;
@@ -214,17 +220,14 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
   // makes the gradients, summed over the micro-batches and the ranks, those of the mean over the
   // global batch.
   const int64_t world = comm_->world_size();
-  Tensor seed = Tensor::empty({1}, dtype_);
+  Tensor seed = Tensor::empty({1}, dtype_, device_);
   seed.fill_(1.0 / double(accumulation_ * world));
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     data::Batch batch = loader_->next();
     try {
       ArenaScope scope(arena_);
       Variable l = model_->loss(batch.inputs, batch.targets);
-      loss += dispatch_float(l.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        return double(l.value().data<T>()[0]);
-      }) / double(accumulation_);
+      loss += l.value().item() / double(accumulation_);
       // The last micro-batch's backward sums each bucket across ranks as soon as it is complete.
       backward({l}, {seed}, buckets_ && micro == accumulation_ - 1 ? &buckets_->hooks() : nullptr);
     } catch (const NonFiniteError& e) {
