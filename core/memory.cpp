@@ -47,6 +47,8 @@ std::pair<std::shared_ptr<Storage>, size_t> Arena::allocate(size_t bytes) {
 void Arena::reset() {
   if (blocks_.size() > 1) {
     blocks_.clear();
+    // On a GPU the old blocks would otherwise stay in the allocator's cache beside the new one.
+    if (device_ == Device::cuda) cuda::empty_cache();
     blocks_.push_back({std::make_shared<Storage>(high_water_, device_), 0});
   }
   for (Block& b : blocks_) b.used = 0;
