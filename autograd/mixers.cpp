@@ -74,15 +74,16 @@ Tensor grad_or_zeros(const Variable& o) {
   return o.grad().defined() ? o.grad() : Tensor::scratch_zeros(o.shape(), o.dtype(), o.device());
 }
 
-// The prologue and epilogue every mixer op shares, after its own shape and range checks: checks the
-// `finite` inputs, allocates the outputs and (chunk form) saved_size elements for the backward,
-// runs the backend's `forward` entry, and records one tape node over `inputs` whose backward runs
-// the `backward` entry. `in` holds the inputs (q, k, v, gate, decay, h0, z0); `vars` the same as
-// Variables, for their gradients.
+// A mixer op's inputs (undefined when absent): their values go to the kernels, and their gradients
+// are what the backward writes.
 struct MixerVars {
   Variable q, k, v, gate, decay, h0, z0;
 };
 
+// The prologue and epilogue every mixer op shares, after its own shape and range checks: checks the
+// `finite` inputs, allocates the outputs and (chunk form) saved_size elements for the backward,
+// runs the backend's `forward` entry, and records one tape node over `inputs` whose backward runs
+// the `backward` entry.
 MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inputs,
                      std::initializer_list<std::pair<const char*, const Variable*>> finite, const Sizes& s,
                      const MixerOptions& options, bool normalize, cpu::FeatureMap phi, int64_t saved_size,

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -144,17 +145,23 @@ void* allocate(size_t bytes) {
   return p;
 }
 
+// Called from Storage's destructor: never throws and calls no CUDA function (the block may belong to
+// another device than the current one, and the runtime may be shutting down at exit).
 void release(void* ptr) {
   if (!ptr) return;
   std::lock_guard<std::mutex> lock(g_mutex);
-  DeviceState& s = state_locked();
-  auto it = s.live.find(ptr);
-  LINATTN_CHECK(it != s.live.end(), "cuda::release of a pointer the allocator did not hand out (or released twice)");
-  const size_t size = it->second;
-  s.live.erase(it);
-  s.stats.in_use -= size;
-  s.stats.cached += size;
-  s.free_blocks[size].push_back(ptr);
+  for (DeviceState* s : devices()) {
+    if (!s) continue;
+    auto it = s->live.find(ptr);
+    if (it == s->live.end()) continue;
+    const size_t size = it->second;
+    s->live.erase(it);
+    s->stats.in_use -= size;
+    s->stats.cached += size;
+    s->free_blocks[size].push_back(ptr);
+    return;
+  }
+  std::fprintf(stderr, "linattn: warning: cuda::release of a pointer the allocator did not hand out\n");
 }
 
 void empty_cache() {
