@@ -106,15 +106,16 @@ backend::MixerArgs call_args(const backend::MixerArgs& a, const Call& c) {
   return r;
 }
 
-// The prologue and epilogue every mixer op shares, after its own shape and range checks: checks the
-// `finite` inputs, allocates the outputs and (chunk form) saved_size(rows, len) elements per segment
-// part for the backward, runs the backend's `forward` entry once per segment part, and records one
-// tape node over `inputs` whose backward runs the `backward` entry once per part. `in` holds the
-// inputs (q, k, v, gate, decay, h0, z0) as Variables, for their values and gradients.
+// A mixer op's inputs (undefined when absent): their values go to the kernels, and their gradients
+// are what the backward writes.
 struct MixerVars {
   Variable q, k, v, gate, decay, h0, z0;
 };
 
+// The prologue and epilogue every mixer op shares, after its own shape and range checks: checks the
+// `finite` inputs, allocates the outputs and (chunk form) saved_size(rows, len) elements per segment
+// part for the backward, runs the backend's `forward` entry once per segment part, and records one
+// tape node over `inputs` whose backward runs the `backward` entry once per part.
 template <class SavedSize>
 MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inputs,
                      std::initializer_list<std::pair<const char*, const Variable*>> finite, const Sizes& s,

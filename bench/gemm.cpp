@@ -1,11 +1,17 @@
-// linattn-bench gemm: achieved float32 GFLOP/s of the CPU matmul at square and projection shapes.
+// linattn-bench gemm: achieved float32 GFLOP/s of the matmul at square and projection shapes, on the
+// CPU (oneDNN) or with --device cuda on the GPU (cuBLAS, float32 and TF32).
 #include <omp.h>
 
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 #include "bench/bench.h"
+#include "core/cuda/runtime.h"
 #include "core/rng.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/matmul.h"
+#include "train/device.h"
 
 namespace linattn::bench {
 
@@ -26,15 +32,76 @@ static double gemm_gflops(int64_t M, int64_t N, int64_t K, int reps) {
 
 double gemm_peak_gflops() { return cpu::measure_sgemm_gflops(1024, 10); }
 
+// Median TFLOP/s over reps of C[M,N] = A[M,K] B[K,N] through the backend's CUDA gemm (cuBLAS),
+// timed with events on the compute stream.
+static double cuda_gemm_tflops(int64_t M, int64_t N, int64_t K, bool tf32, int reps) {
+  Rng rng(0);
+  Tensor a = Tensor::empty({M, K}, DType::f32), b = Tensor::empty({K, N}, DType::f32);
+  rng.fill_uniform(a, -1, 1);
+  rng.fill_uniform(b, -1, 1);
+  Tensor da = a.to(Device::cuda), db = b.to(Device::cuda), dc = Tensor::zeros({M, N}, DType::f32, Device::cuda);
+  backend::set_tf32(tf32);
+  auto once = [&] { backend::gemm(Device::cuda, false, false, M, N, K, 1.0, da, db, 0.0, dc); };
+  once();  // warm-up: cuBLAS picks its kernel
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    cuda::Event start, stop;
+    start.record();
+    once();
+    stop.record();
+    ms.push_back(stop.ms_since(start));
+  }
+  backend::set_tf32(false);
+  std::sort(ms.begin(), ms.end());
+  return 2.0 * double(M) * double(N) * double(K) / (ms[ms.size() / 2] * 1e9);
+}
+
+struct GemmCase {
+  int64_t M, N, K;
+  const char* what;
+};
+
+static int run_cuda_gemm() {
+  if (!cuda_available()) {
+    std::printf("gemm --device cuda: skipped: no CUDA GPU here%s\n",
+#ifdef LINATTN_CUDA
+                ""
+#else
+                " (this build has no CUDA backend)"
+#endif
+    );
+    return 0;
+  }
+  std::printf("float32 GEMM (cuBLAS), median of 20, CUDA events; %s\n", describe_device(Device::cuda).c_str());
+  std::printf("spec-sheet peaks of an H100 SXM: 67 TFLOP/s float32, 495 TFLOP/s TF32 (dense)\n");
+  const GemmCase cases[] = {
+      {1024, 1024, 1024, "square"},
+      {4096, 4096, 4096, "square"},
+      {8192, 8192, 8192, "square"},
+      {8192, 2304, 768, "qkv projection, B*T=8192, d=768"},
+      {8192, 3072, 768, "MLP up, B*T=8192, d=768"},
+      {8192, 768, 3072, "MLP down, B*T=8192, d=768"},
+      {8192, 50304, 768, "LM head, B*T=8192, vocab 50304"},
+  };
+  for (const GemmCase& c : cases)
+    std::printf("gemm %5ld x %5ld x %5ld  float32 %6.1f TFLOP/s  tf32 %6.1f TFLOP/s  (%s)\n", long(c.M), long(c.N),
+                long(c.K), cuda_gemm_tflops(c.M, c.N, c.K, false, 20), cuda_gemm_tflops(c.M, c.N, c.K, true, 20),
+                c.what);
+  return 0;
+}
+
 static int run_gemm(int argc, char** argv) {
+  std::string device = "cpu";
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
+    else throw Error(std::string("unknown argument '") + argv[i] + "' (usage: linattn-bench gemm [--device cpu|cuda])");
+  }
+  if (device == "cuda") return run_cuda_gemm();
+  if (device != "cpu") throw Error("--device " + device + ": expected cpu or cuda");
   std::printf("float32 GEMM (oneDNN), %d threads, best of 10; the reference figure in "
               "shared/design/performance.md is 298 GFLOP/s at 1024^3 on 2 threads\n",
               omp_get_max_threads());
-  struct Case {
-    int64_t M, N, K;
-    const char* what;
-  };
-  const Case cases[] = {
+  const GemmCase cases[] = {
       {256, 256, 256, "square"},
       {512, 512, 512, "square"},
       {1024, 1024, 1024, "square"},
@@ -44,12 +111,14 @@ static int run_gemm(int argc, char** argv) {
       {8192, 256, 1024, "MLP down, B*T=8192, d=256"},
       {8192, 256, 8192, "weight gradient, d=256, B*T=8192"},
   };
-  for (const Case& c : cases)
+  for (const GemmCase& c : cases)
     std::printf("gemm %5ld x %5ld x %5ld  %7.1f GFLOP/s  (%s)\n", long(c.M), long(c.N), long(c.K),
                 gemm_gflops(c.M, c.N, c.K, 10), c.what);
   return 0;
 }
 
-static bool registered = add_command({"gemm", "float32 GFLOP/s of the matmul at square and model shapes", run_gemm});
+static bool registered = add_command(
+    {"gemm", "float32 GFLOP/s of the matmul at square and model shapes (--device cuda: cuBLAS, float32 and TF32)",
+     run_gemm});
 
 }  // namespace linattn::bench

@@ -3,9 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#ifdef LINATTN_CUDA
-#include <cuda_runtime.h>
-#endif
+#include "core/cuda/runtime.h"
 
 namespace linattn {
 
@@ -20,22 +18,12 @@ Storage::Storage(size_t n, Device d) : bytes(n), device(d) {
     LINATTN_CHECK(ptr, "out of host memory allocating ", n, " bytes");
     return;
   }
-#ifdef LINATTN_CUDA
-  cudaError_t err = cudaMalloc(&ptr, padded);
-  LINATTN_CHECK(err == cudaSuccess, "cudaMalloc of ", n, " bytes failed: ", cudaGetErrorString(err));
-#else
-  LINATTN_FAIL("a CUDA tensor was requested but linattn was built without CUDA (configure with -DLINATTN_CUDA=ON)");
-#endif
+  ptr = cuda::allocate(padded);  // cudaMalloc alignment (256 B) covers kAlignment
 }
 
 Storage::~Storage() {
-  if (device == Device::cpu) {
-    std::free(ptr);
-    return;
-  }
-#ifdef LINATTN_CUDA
-  cudaFree(ptr);
-#endif
+  if (device == Device::cpu) std::free(ptr);
+  else cuda::release(ptr);
 }
 
 Arena::Arena(Device device, size_t initial_bytes) : device_(device) {
@@ -59,6 +47,8 @@ std::pair<std::shared_ptr<Storage>, size_t> Arena::allocate(size_t bytes) {
 void Arena::reset() {
   if (blocks_.size() > 1) {
     blocks_.clear();
+    // On a GPU the old blocks would otherwise stay in the allocator's cache beside the new one.
+    if (device_ == Device::cuda) cuda::empty_cache();
     blocks_.push_back({std::make_shared<Storage>(high_water_, device_), 0});
   }
   for (Block& b : blocks_) b.used = 0;
@@ -75,15 +65,7 @@ ArenaScope::ArenaScope(Arena& arena) : previous_(t_current_arena) { t_current_ar
 ArenaScope::~ArenaScope() { t_current_arena = previous_; }
 Arena* current_arena() { return t_current_arena; }
 
-int cuda_device_count() {
-#ifdef LINATTN_CUDA
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
-  return n;
-#else
-  return 0;
-#endif
-}
+int cuda_device_count() { return cuda::device_count(); }
 
 bool cuda_available() { return cuda_device_count() > 0; }
 

@@ -2,9 +2,7 @@
 
 #include <cstring>
 
-#ifdef LINATTN_CUDA
-#include <cuda_runtime.h>
-#endif
+#include "core/cuda/runtime.h"
 
 namespace linattn {
 
@@ -60,9 +58,8 @@ Tensor Tensor::view_at(int64_t offset, const Shape& shape) const {
 }
 
 Tensor Tensor::clone() const {
-  LINATTN_CHECK(device() == Device::cpu, "clone() of a ", device_name(device()), " tensor is not supported yet");
   Tensor t = empty(shape_, dtype_, device());
-  std::memcpy(t.raw(), raw(), nbytes());
+  t.copy_from(*this);
   return t;
 }
 
@@ -91,44 +88,46 @@ Tensor Tensor::to(DType dtype) const {
 
 Tensor Tensor::to(Device target) const {
   Tensor t = empty(shape_, dtype_, target);
-  if (device() == Device::cpu && target == Device::cpu) {
-    std::memcpy(t.raw(), raw(), nbytes());
-    return t;
-  }
-#ifdef LINATTN_CUDA
-  cudaError_t err = cudaMemcpy(t.raw(), raw(), nbytes(), cudaMemcpyDefault);
-  LINATTN_CHECK(err == cudaSuccess, "copying ", str(), " from ", device_name(device()), " to ", device_name(target),
-                " failed: ", cudaGetErrorString(err));
-#endif
+  t.copy_from(*this);
   return t;
 }
 
 void Tensor::copy_from(const Tensor& src) const {
   check_same_shape(*this, src, "copy_from");
   check_same_dtype(*this, src, "copy_from");
-  LINATTN_CHECK(device() == Device::cpu && src.device() == Device::cpu, "copy_from supports CPU tensors only");
-  std::memcpy(raw(), src.raw(), nbytes());
+  if (device() == Device::cpu && src.device() == Device::cpu) std::memcpy(raw(), src.raw(), nbytes());
+  else cuda::copy(raw(), src.raw(), nbytes());  // returns once a host destination holds the data
 }
 
 void Tensor::zero_() const {
-  if (device() == Device::cpu) {
-    std::memset(raw(), 0, nbytes());
-    return;
-  }
-#ifdef LINATTN_CUDA
-  cudaError_t err = cudaMemset(raw(), 0, nbytes());
-  LINATTN_CHECK(err == cudaSuccess, "zeroing ", str(), " on the device failed: ", cudaGetErrorString(err));
-#endif
+  if (device() == Device::cpu) std::memset(raw(), 0, nbytes());
+  else cuda::zero(raw(), nbytes());
 }
 
 void Tensor::fill_(double value) const {
-  LINATTN_CHECK(device() == Device::cpu, "fill_() supports CPU tensors only");
+  if (device() != Device::cpu) {  // rare (a seed, a constant): fill on the host, copy over
+    Tensor host = empty(shape_, dtype_);
+    host.fill_(value);
+    copy_from(host);
+    return;
+  }
   int64_t n = numel();
   switch (dtype_) {
     case DType::f32: std::fill_n(data<float>(), n, float(value)); break;
     case DType::f64: std::fill_n(data<double>(), n, value); break;
     case DType::i32: std::fill_n(data<int32_t>(), n, int32_t(value)); break;
   }
+}
+
+double Tensor::item() const {
+  LINATTN_CHECK(numel() == 1, "item() needs a one-element tensor, got ", str());
+  if (device() != Device::cpu) return to(Device::cpu).item();
+  switch (dtype_) {
+    case DType::f32: return double(data<float>()[0]);
+    case DType::f64: return data<double>()[0];
+    case DType::i32: return double(data<int32_t>()[0]);
+  }
+  return 0;
 }
 
 std::string Tensor::str() const { return std::string(dtype_name(dtype_)) + shape_.str(); }

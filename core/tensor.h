@@ -49,10 +49,12 @@ class Tensor {
   Tensor clone() const;
   Tensor to(DType dtype) const;      // a converted copy (CPU)
   Tensor to(Device device) const;    // a copy on another device (needs the CUDA backend for cuda)
-  void copy_from(const Tensor& src) const;  // the handle is const, the data it views is not
+  void copy_from(const Tensor& src) const;  // any devices; the handle is const, the data it views is not
   void zero_() const;
   void fill_(double value) const;
 
+  // The value of a one-element tensor (from any device: a device tensor is copied to the host).
+  double item() const;
   std::string str() const;  // e.g. "f32[2, 3]"
 
  private:

@@ -30,6 +30,12 @@ void no_kernel(const char* op, Device device) {
   LINATTN_FAIL(op, ": no ", dev, " kernel yet for this op; train on the CPU (train.device: cpu)");
 }
 
+namespace {
+bool g_tf32 = false;
+}
+void set_tf32(bool on) { g_tf32 = on; }
+bool tf32() { return g_tf32; }
+
 #define ENTRY(name, cpu_fn, cuda_fn) decltype(name) name{#name, cpu_fn, cuda_fn}
 #define CPU(name) &cpu::entry::name
 
@@ -46,7 +52,7 @@ ENTRY(swiglu_forward,                CPU(swiglu_forward),         CUDA(swiglu_fo
 ENTRY(swiglu_backward,               CPU(swiglu_backward),        CUDA(swiglu_backward));
 ENTRY(gdn_decay_forward,             CPU(gdn_decay_forward),      nullptr);
 ENTRY(gdn_decay_backward,            CPU(gdn_decay_backward),     nullptr);
-ENTRY(gemm,                          CPU(gemm),                   nullptr);
+ENTRY(gemm,                          CPU(gemm),                   CUDA(gemm));
 ENTRY(bias_forward,                  CPU(bias_forward),           nullptr);
 ENTRY(bias_backward,                 CPU(bias_backward),          nullptr);
 ENTRY(rmsnorm_forward,               CPU(rmsnorm_forward),        CUDA(rmsnorm_forward));

@@ -77,6 +77,9 @@ extern const Kernel<void(In a, In x, In A_log, In dt_bias)> gdn_decay_forward;
 extern const Kernel<void(In dx, In dA_log, In ddt_bias, In x, In A_log, In dt_bias, In da)> gdn_decay_backward;
 
 // --- matrix products ---
+// TF32 tensor cores for the float32 products on CUDA (train.tf32); off by default.
+void set_tf32(bool on);
+bool tf32();
 // C [M, N] = alpha op(A) op(B) + beta C, row-major and contiguous: op(A) [M, K], op(B) [K, N].
 extern const Kernel<void(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B,
                          double beta, In C)>

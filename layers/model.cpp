@@ -29,6 +29,9 @@ Model::Model(const ModelConfig& c, DType dtype) : config_(c) {
   params_.allocate(dtype);
 }
 
+// Batches come from the host: their token ids go to the parameters' device.
+static Tensor on(Device device, const Tensor& t) { return t.device() == device ? t : t.to(device); }
+
 Variable Model::logits(const Tensor& ids, const ops::Segments& segments) const {
   return head(body(ids, nullptr, 0, segments));
 }
@@ -36,7 +39,7 @@ Variable Model::logits(const Tensor& ids, const ops::Segments& segments) const {
 Variable Model::body(const Tensor& ids, std::vector<MixerState>* states, int64_t pos,
                      const ops::Segments& segments) const {
   LINATTN_CHECK(ids.ndim() == 2, "Model::logits: ids must be [batch, seq_len], got ", ids.str());
-  Variable x = ops::embedding(ids, params_[embeddings_]);
+  Variable x = ops::embedding(on(device(), ids), params_[embeddings_]);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
     Variable h = b.attn_norm(params_, x);
@@ -49,7 +52,7 @@ Variable Model::body(const Tensor& ids, std::vector<MixerState>* states, int64_t
 Variable Model::head(const Variable& x) const { return ops::linear(norm_(params_, x), params_[lm_head_]); }
 
 Variable Model::loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments) const {
-  return ops::cross_entropy(logits(ids, segments), targets);
+  return ops::cross_entropy(logits(ids, segments), on(device(), targets));
 }
 
 std::string Model::unsupported_on(Device device) const {

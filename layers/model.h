@@ -23,6 +23,7 @@ class Model {
   Parameters& params() { return params_; }
   const Parameters& params() const { return params_; }
   const ModelConfig& config() const { return config_; }
+  Device device() const { return params_.values().all().device(); }
 
   // Training FLOPs per token for sequences of T tokens: 6 x (parameters used in matrix products)
   // as in llm.c, plus the mixers' own work.

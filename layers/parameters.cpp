@@ -59,4 +59,17 @@ void Parameters::initialize(uint64_t seed) {
 
 void Parameters::zero_grad() { grads_.all().zero_(); }
 
+void Parameters::to(Device device) {
+  LINATTN_CHECK(allocated(), "Parameters::to() before allocate()");
+  const Tensor& old = values_.all();
+  if (old.device() == device) return;
+  FlatBuffer values(layout_, old.dtype(), device), grads(layout_, old.dtype(), device);
+  values.all().copy_from(old);
+  grads.all().copy_from(grads_.all());
+  values_ = std::move(values);
+  grads_ = std::move(grads);
+  vars_.clear();
+  for (size_t i = 0; i < values_.size(); ++i) vars_.push_back(Variable::parameter(values_[int(i)], grads_[int(i)]));
+}
+
 }  // namespace linattn

@@ -34,6 +34,9 @@ class Parameters {
   // Draws every parameter from its init, in declaration order, from one seeded stream.
   void initialize(uint64_t seed);
   void zero_grad();
+  // Moves the value and gradient buffers to `device` (a copy, then the old buffers are freed).
+  // Variables taken with operator[] before the move still view the old buffers: move first.
+  void to(Device device);
 
   const Variable& operator[](int id) const { return vars_.at(size_t(id)); }
   size_t size() const { return layout_.entries().size(); }

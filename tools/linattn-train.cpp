@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "train/device.h"
 #include "train/init_from.h"
 #include "train/signals.h"
 #include "train/trainer.h"
@@ -30,8 +31,8 @@ options:
   --init-from FILE  start from the weights in FILE (a linattn checkpoint or export .h5, or a safetensors
                     file or folder with fla's parameter names, docs/interop.md) with a fresh optimizer at
                     step 0; every shape that differs from the config's model is named, and nothing trains
-  --dry-run         validate the config and the data, build the model, print its summary and memory
-                    budget, then exit
+  --dry-run         validate the config and the data, build the model, print its summary, the device
+                    (train.device) and the memory budget on it, then exit
   -h, --help        this help
 
 Data parallel: mpirun -np N linattn-train CONFIG.yaml (train.batch_size is the global batch).
@@ -179,6 +180,8 @@ int main(int argc, char** argv) {
       if (!comm->is_root()) return 0;
       std::printf("memory: activations %.1f MiB per micro-batch (measured)\n",
                   double(trainer.measure_activation_bytes()) / (1024.0 * 1024.0));
+      if (config.train.device == "cuda")
+        std::printf("%s\n", linattn::device_memory_budget(linattn::Device::cuda).c_str());
       std::printf("dry run: the config is valid and the model runs\n");
       return 0;
     }

@@ -7,6 +7,8 @@
 #ifdef LINATTN_NCCL
 #include <cuda_runtime.h>
 #include <nccl.h>
+
+#include "core/cuda/stream.h"
 #endif
 
 namespace linattn {
@@ -43,13 +45,12 @@ class NcclCommunicator : public Communicator {
     if (host.is_root()) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
     host.broadcast(&id, sizeof id, 0);
     check_nccl(ncclCommInitRank(&comm_, host.world_size(), id, host.rank()), "ncclCommInitRank");
-    check_cuda(cudaStreamCreate(&stream_), "cudaStreamCreate");
+    stream_ = static_cast<cudaStream_t>(cuda::comm_stream());  // the device's, created after cudaSetDevice
     check_cuda(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   }
   ~NcclCommunicator() override {
     ncclCommDestroy(comm_);
     cudaEventDestroy(computed_);
-    cudaStreamDestroy(stream_);
   }
   int rank() const override { return host_.rank(); }
   int world_size() const override { return host_.world_size(); }
@@ -58,8 +59,8 @@ class NcclCommunicator : public Communicator {
   const char* backend() const override { return "NCCL"; }
   void start_allreduce_sum(const Tensor& t) override {
     if (t.device() == Device::cpu) return host_.start_allreduce_sum(t);
-    // The gradients come from kernels on the default stream: the sum starts after them.
-    check_cuda(cudaEventRecord(computed_, 0), "cudaEventRecord");
+    // The gradients come from kernels on the compute stream: the sum starts after them.
+    check_cuda(cudaEventRecord(computed_, static_cast<cudaStream_t>(cuda::compute_stream())), "cudaEventRecord");
     check_cuda(cudaStreamWaitEvent(stream_, computed_, 0), "cudaStreamWaitEvent");
     check_nccl(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), nccl_type(t.dtype()), ncclSum, comm_, stream_),
                "ncclAllReduce");
@@ -82,8 +83,8 @@ class NcclCommunicator : public Communicator {
  private:
   Communicator& host_;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;   // the sums run here, beside the compute on the default stream
-  cudaEvent_t computed_ = nullptr;  // recorded on the default stream when a sum starts
+  cudaStream_t stream_ = nullptr;   // the communication stream: the sums run here, beside the compute stream
+  cudaEvent_t computed_ = nullptr;  // recorded on the compute stream when a sum starts
 };
 
 }  // namespace

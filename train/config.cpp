@@ -336,6 +336,9 @@ std::string emit(const Config& c) {
   out << YAML::Key << "sample_every" << YAML::Value << t.sample_every;
   out << YAML::Key << "sample_tokens" << YAML::Value << t.sample_tokens;
   out << YAML::Key << "sample_prompt" << YAML::Value << YAML::DoubleQuoted << t.sample_prompt;
+  out << YAML::Key << "device" << YAML::Value << t.device;
+  out << YAML::Key << "precision" << YAML::Value << t.precision;
+  out << YAML::Key << "tf32" << YAML::Value << t.tf32;
   out << YAML::EndMap;
   out << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "every" << YAML::Value << c.checkpoint.every;
@@ -588,8 +591,8 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.check_keys(t, "train",
                {"batch_size", "micro_batch_size", "lr", "lr_min", "warmup_steps", "schedule", "weight_decay", "beta1",
                 "beta2", "adam_eps", "grad_clip", "max_steps", "max_tokens", "max_time", "seed", "threads",
-                "eval_every", "log_every", "dtype", "out_dir", "max_bad_steps",
-                "sample_every", "sample_tokens", "sample_prompt"});
+                 "eval_every", "log_every", "dtype", "out_dir", "max_bad_steps",
+                 "sample_every", "sample_tokens", "sample_prompt", "device", "precision", "tf32"});
   r.get(t, "train", "batch_size", tc.batch_size);
   r.get(t, "train", "micro_batch_size", tc.micro_batch_size);
   r.get(t, "train", "lr", tc.lr);
@@ -644,6 +647,19 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.require(tc.sample_every >= 0, t, "train", "sample_every", "'sample_every' must be >= 0 (0 = no samples)");
   r.require(tc.sample_tokens >= 1 && tc.sample_tokens <= 100000, t, "train", "sample_tokens",
             "'sample_tokens' must be in [1, 100000]");
+  // The device keys. Whether a GPU is there is checked when training starts (Trainer), not here.
+  r.get(t, "train", "device", tc.device);
+  r.get(t, "train", "precision", tc.precision);
+  r.get(t, "train", "tf32", tc.tf32);
+  r.require(tc.device == "cpu" || tc.device == "cuda", t, "train", "device",
+            "'device' must be cpu or cuda, got '" + tc.device + "'");
+  r.require(tc.precision == "fp32" || tc.precision == "bf16", t, "train", "precision",
+            "'precision' must be fp32 or bf16, got '" + tc.precision + "'");
+  r.require(tc.precision == "fp32", t, "train", "precision",
+            "'precision: bf16' (mixed precision) is not implemented yet; use fp32");
+  r.require(tc.device == "cpu" || tc.dtype == "f32", t, "train", "dtype",
+            "'dtype: f64' runs on the CPU only (the CUDA kernels are float32): set train.dtype: f32 or "
+            "train.device: cpu");
 
   const double micro = double(tc.micro_batch_size > 0 ? tc.micro_batch_size : tc.batch_size);
   const double widest = std::max({double(mc.vocab_size), double(mc.resolved_intermediate_size()),

@@ -54,6 +54,10 @@ struct TrainConfig {
   int64_t sample_every = 0;          // steps between samples printed after the evaluation; 0 = none
   int64_t sample_tokens = 64;        // tokens per sample
   std::string sample_prompt = "";    // the text each sample continues ("" = a new document)
+  // Where the step runs (README "Training on a GPU"): cpu | cuda.
+  std::string device = "cpu";
+  std::string precision = "fp32";  // fp32 | bf16 (bf16 is not implemented yet: an error)
+  bool tf32 = false;               // cuda: TF32 tensor cores for the float32 matrix products (ignored on cpu)
 };
 
 struct CheckpointConfig {

@@ -13,7 +13,9 @@
 #include <sstream>
 
 #include "data/mqar.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/matmul.h"
+#include "train/device.h"
 #include "train/metrics_log.h"
 #include "train/sample.h"
 #include "train/schedule.h"
@@ -90,6 +92,8 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
                   ": each of the ", world, " ranks gets ", t.batch_size / world,
                   " sequences of the global batch, which is not a multiple of micro_batch_size ", micro_);
   dtype_ = t.dtype == "f64" ? DType::f64 : DType::f32;
+  device_ = training_device(config_);
+  backend::set_tf32(t.tf32);
 
   const ModelConfig& m = config_.model;
   if (config_.data.source == "tokens") open_token_data();
@@ -99,6 +103,11 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   if (!resume_path.empty()) keep_checkpoint_model_defaults(config_, resume_path);
   model_ = std::make_unique<Model>(m, dtype_);
   model_->params().initialize(t.seed);
+  // On a GPU the parameters, gradients, AdamW moments and activations live there; the host sees
+  // them at checkpoints, evaluations and log lines.
+  check_model_on_device(config_, *model_, device_);
+  model_->params().to(device_);
+  arena_ = Arena(device_);
   optimizer_ = std::make_unique<AdamW>(model_->params(), t);
   data::LoaderOptions lo;
   lo.batch_size = micro_;
@@ -124,12 +133,13 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   if (world > 1)
     buckets_ = std::make_unique<GradientBuckets>(
         model_->params(), int64_t(config_.distributed.bucket_mb * 1024 * 1024), *comm_);
-  gemm_peak_ = cpu::measure_sgemm_gflops(1024, 10);
+  gemm_peak_ = measure_gemm_gflops(device_);
 
   say("%s\n", model_->summary().c_str());
   const double pbytes = double(model_->params().layout().total() * int64_t(dtype_size(dtype_)));
-  say("memory: parameters %s, gradients %s, AdamW moments %s\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
-      mib(2 * pbytes).c_str());
+  say("device: %s\n", describe_device(device_).c_str());
+  say("memory: parameters %s, gradients %s, AdamW moments %s (on %s)\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
+      mib(2 * pbytes).c_str(), device_name(device_));
   if (train_data_)
     say("data: %s: %llu training tokens, %llu validation tokens, tokenizer %s (vocab %u), document boundaries %s\n",
         config_.data.path.c_str(), (unsigned long long)train_data_->num_tokens(),
@@ -213,13 +223,6 @@ EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val
 
 namespace {
 
-double scalar(const Variable& v) {
-  return dispatch_float(v.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    return double(v.value().data<T>()[0]);
-  });
-}
-
 // Targets that take a loss; of them, those whose logits' argmax is the target.
 void count_targets(const Tensor& logits, const Tensor& targets, bool argmax, int64_t& counted, int64_t& correct) {
   const int32_t* tg = targets.data<int32_t>();
@@ -250,9 +253,14 @@ EvalResult evaluate(const Model& model, data::ValBatches& val, Arena& arena, Com
     {
       ArenaScope scope(arena);
       Variable logits = model.logits(batch.inputs, document_segments(batch.inputs, boundaries, eot));
-      const double l = scalar(ops::cross_entropy(logits, batch.targets, data::kIgnoreTarget));
+      const Device device = logits.device();
+      const Tensor targets = device == Device::cpu ? batch.targets : batch.targets.to(device);
+      const double l = ops::cross_entropy(logits, targets, data::kIgnoreTarget).value().item();
       int64_t n = 0;
-      count_targets(logits.value(), batch.targets, val.scores_recall(), n, correct);
+      // The argmax is read on the host (MQAR's recall only).
+      const bool argmax = val.scores_recall();
+      count_targets(argmax && device != Device::cpu ? logits.value().to(Device::cpu) : logits.value(), batch.targets,
+                    argmax, n, correct);
       loss_sum += l * double(n);
       tokens += n;
     }
@@ -291,7 +299,7 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
   // makes the gradients, summed over the micro-batches and the ranks, those of the mean over the
   // global batch.
   const int64_t world = comm_->world_size();
-  Tensor seed = Tensor::empty({1}, dtype_);
+  Tensor seed = Tensor::empty({1}, dtype_, device_);
   seed.fill_(1.0 / double(accumulation_ * world));
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     data::Batch batch = loader_->next();
@@ -299,10 +307,7 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
       ArenaScope scope(arena_);
       Variable l = model_->loss(batch.inputs, batch.targets,
                                 document_segments(batch.inputs, config_.data.document_boundaries, eot_));
-      loss += dispatch_float(l.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        return double(l.value().data<T>()[0]);
-      }) / double(accumulation_);
+      loss += l.value().item() / double(accumulation_);
       // The last micro-batch's backward sums each bucket across ranks as soon as it is complete.
       backward({l}, {seed}, buckets_ && micro == accumulation_ - 1 ? &buckets_->hooks() : nullptr);
     } catch (const NonFiniteError& e) {

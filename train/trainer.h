@@ -93,6 +93,7 @@ class Trainer {
 
   Config config_;
   DType dtype_;
+  Device device_ = Device::cpu;  // train.device
   std::shared_ptr<const data::Dataset> train_data_, val_data_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<AdamW> optimizer_;

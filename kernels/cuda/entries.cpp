@@ -10,6 +10,7 @@
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/matmul.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/rope.h"
@@ -221,6 +222,12 @@ double sum_squares(In x) {
 void scale_inplace(In x, double c) {
   require_f32("scale", x);
   cuda::scale_forward(f32(x), f32(x), float(c), x.numel());
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C) {
+  require_f32("gemm", C);
+  cuda::gemm(trans_a, trans_b, M, N, K, float(alpha), A.data<float>(), trans_a ? M : K, B.data<float>(),
+             trans_b ? K : N, float(beta), C.data<float>(), N, backend::tf32());
 }
 
 }  // namespace linattn::cuda::entry

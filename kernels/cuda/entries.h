@@ -14,6 +14,7 @@ using backend::MixerArgs;
 
 void add(In y, In a, In b);
 void add_inplace(In y, In x);
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C);
 
 // kernels/cuda/{elementwise,norm,embedding,conv,cross_entropy,rope,optimizer}.cu
 void mul_forward(In y, In a, In b);

@@ -105,6 +105,34 @@ TEST(Config, WrongTypesAndRanges) {
       << msg;
 }
 
+TEST(Config, DeviceKeys) {
+  Config c = parse_config(kBase, "test.yaml");
+  EXPECT_EQ(c.train.device, "cpu");
+  EXPECT_EQ(c.train.precision, "fp32");
+  EXPECT_FALSE(c.train.tf32);
+  c = parse_config(std::string(kBase) + "  device: cuda\n  tf32: true\n", "test.yaml");
+  EXPECT_EQ(c.train.device, "cuda");
+  EXPECT_TRUE(c.train.tf32);
+  EXPECT_EQ(c.where("train.device"), "test.yaml:7:11");
+  EXPECT_EQ(parse_config(kBase, "test.yaml", {"train.device=cuda"}).train.device, "cuda");
+  // The resolved config (config.yaml, checkpoints) keeps them.
+  EXPECT_EQ(parse_config(c.text, "resolved.yaml").train.device, "cuda");
+  EXPECT_TRUE(parse_config(c.text, "resolved.yaml").train.tf32);
+
+  std::string msg = config_error(std::string(kBase) + "  device: gpu\n");
+  EXPECT_NE(msg.find("test.yaml:7:11: 'device' must be cpu or cuda, got 'gpu'"), std::string::npos) << msg;
+  msg = config_error(std::string(kBase) + "  precision: bf16\n");
+  EXPECT_NE(msg.find("test.yaml:7:14: 'precision: bf16' (mixed precision) is not implemented yet; use fp32"),
+            std::string::npos)
+      << msg;
+  msg = config_error(std::string(kBase) + "  precision: fp8\n");
+  EXPECT_NE(msg.find("test.yaml:7:14: 'precision' must be fp32 or bf16, got 'fp8'"), std::string::npos) << msg;
+  msg = config_error(std::string(kBase) + "  dtype: f64\n  device: cuda\n");
+  EXPECT_NE(msg.find("test.yaml:7:10: 'dtype: f64' runs on the CPU only"), std::string::npos) << msg;
+  msg = config_error(std::string(kBase) + "  tf32: maybe\n");
+  EXPECT_NE(msg.find("test.yaml:7:9: 'tf32' has the wrong type: expected true or false"), std::string::npos) << msg;
+}
+
 TEST(Config, LayerIndexOutOfRange) {
   std::string msg = config_error(std::string(kBase) + "", {"model.attn.layers=[1, 6]"});
   EXPECT_NE(msg.find("layer index 6 is out of range"), std::string::npos) << msg;

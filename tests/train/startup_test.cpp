@@ -6,6 +6,7 @@
 
 #include "data/prepare.h"
 #include "testing.h"
+#include "train/device.h"
 #include "train/trainer.h"
 #include "train_testing.h"
 
@@ -38,6 +39,35 @@ TEST(TrainerStartup, AValidationSplitShorterThanOneSequenceIsRefusedAtStartUp) {
   EXPECT_NE(msg.find("has only 41 tokens"), std::string::npos) << msg;
   EXPECT_NE(msg.find("lower data.seq_len to at most 40"), std::string::npos) << msg;
   fs::remove_all(dir);
+}
+
+// Without a GPU (or in a build without CUDA) train.device: cuda stops at start-up, before the data
+// is opened, naming the config line and the way out.
+TEST(TrainerStartup, CudaWithoutAGpuNamesTheConfigLine) {
+  if (cuda_available()) GTEST_SKIP() << "a GPU is here: train.device: cuda is allowed";
+  Config c = parse_config("model: {hidden_size: 16, num_heads: 2, num_hidden_layers: 1, mixer: attention}\n"
+                          "data: {path: /nonexistent}\n"
+                          "train:\n  max_steps: 1\n  device: cuda\n",
+                          "gpu.yaml");
+  std::string msg = testing::error_of([&] { Trainer trainer(c); });
+  EXPECT_NE(msg.find("gpu.yaml:5:11: train.device is cuda, but "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("set train.device: cpu (or pass --set train.device=cpu)"), std::string::npos) << msg;
+  c = parse_config("train: {max_steps: 1}\n", "cpu.yaml", {"train.device=cuda"});
+  msg = testing::error_of([&] { Trainer trainer(c); });
+  EXPECT_NE(msg.find("--set train.device=cuda: train.device is cuda, but "), std::string::npos) << msg;
+}
+
+// A model with a layer whose mixer has no CUDA kernel is refused for train.device: cuda, naming the
+// layer and the config line (checked before anything moves to the GPU, so no GPU is needed here).
+TEST(TrainerStartup, AMixerWithoutCudaKernelsNamesTheLayer) {
+  Config c = parse_config("model: {hidden_size: 16, num_heads: 2, num_hidden_layers: 2, layers: [gla, attention]}\n"
+                          "train:\n  max_steps: 1\n  device: cuda\n",
+                          "hybrid.yaml");
+  Model model(c.model, DType::f32);
+  std::string msg = testing::error_of([&] { check_model_on_device(c, model, Device::cuda); });
+  EXPECT_EQ(msg, "hybrid.yaml:4:11: model.layers.0 (gla): the GLA mixer has no CUDA kernel yet; use train.device: "
+                 "cpu or an attention-only model");
+  EXPECT_EQ(testing::error_of([&] { check_model_on_device(c, model, Device::cpu); }), "");
 }
 
 }  // namespace

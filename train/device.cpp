@@ -1,0 +1,65 @@
+#include "train/device.h"
+
+#include <cstdio>
+
+#include "core/cuda/runtime.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/matmul.h"
+
+namespace linattn {
+
+Device training_device(const Config& config) {
+  if (config.train.device == "cpu") return Device::cpu;
+#ifdef LINATTN_CUDA
+  const char* why = "no CUDA GPU is visible here (cudaGetDeviceCount found none)";
+#else
+  const char* why = "this linattn was built without CUDA (configure with -DLINATTN_CUDA=ON where nvcc is installed)";
+#endif
+  LINATTN_REQUIRE(cuda::device_count() > 0, config.where("train.device"), ": train.device is cuda, but ", why,
+                  "; set train.device: cpu (or pass --set train.device=cpu)");
+  return Device::cuda;
+}
+
+void check_model_on_device(const Config& config, const Model& model, Device device) {
+  const std::string problem = model.unsupported_on(device);
+  LINATTN_REQUIRE(problem.empty(), config.where("train.device"), ": ", problem,
+                  "; use train.device: cpu or an attention-only model");
+}
+
+std::string describe_device(Device device) {
+  if (device == Device::cpu) return "cpu";
+  const cuda::DeviceInfo d = cuda::device_info();
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "cuda:%d %s (sm_%d%d, %d SMs), %.1f GiB free of %.1f GiB", d.index, d.name.c_str(),
+                d.sm_major, d.sm_minor, d.multiprocessors, double(d.free_bytes) / double(1 << 30),
+                double(d.total_bytes) / double(1 << 30));
+  return buf;
+}
+
+std::string device_memory_budget(Device device) {
+  if (device == Device::cpu) return "";
+  const cuda::DeviceInfo d = cuda::device_info();
+  const cuda::MemoryStats m = cuda::memory_stats();
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "device memory: %.1f MiB at the peak (parameters, gradients, AdamW moments, one micro-batch's "
+                "activations), %.1f GiB free of %.1f GiB",
+                double(m.peak_in_use) / double(1 << 20), double(d.free_bytes) / double(1 << 30),
+                double(d.total_bytes) / double(1 << 30));
+  return buf;
+}
+
+double measure_gemm_gflops(Device device, int64_t n, int reps) {
+  if (device == Device::cpu) return cpu::measure_sgemm_gflops(1024, reps);
+  Tensor a = Tensor::zeros({n, n}, DType::f32, device), b = Tensor::zeros({n, n}, DType::f32, device);
+  Tensor c = Tensor::zeros({n, n}, DType::f32, device);
+  backend::gemm(device, false, false, n, n, n, 1.0, a, b, 0.0, c);  // warm-up (cuBLAS picks its kernel)
+  cuda::Event start, stop;
+  start.record();
+  for (int i = 0; i < reps; ++i) backend::gemm(device, false, false, n, n, n, 1.0, a, b, 0.0, c);
+  stop.record();
+  const double seconds = double(stop.ms_since(start)) / 1e3;
+  return 2.0 * double(n) * double(n) * double(n) * reps / seconds / 1e9;
+}
+
+}  // namespace linattn

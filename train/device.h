@@ -1,0 +1,27 @@
+// train.device: whether the configured device can train here, what it is, and its GEMM peak.
+#pragma once
+
+#include <string>
+
+#include "layers/model.h"
+#include "train/config.h"
+
+namespace linattn {
+
+// The device train.device names. cuda without a GPU (or in a build without CUDA) is an error that
+// points at the config line; so is a model with a layer that has no kernels there.
+Device training_device(const Config& config);
+void check_model_on_device(const Config& config, const Model& model, Device device);
+
+// One line: "cpu" or "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 132 SMs), 79.1 GiB free of 79.6 GiB".
+std::string describe_device(Device device);
+
+// The memory budget on a GPU, for --dry-run after one step: "device memory: 812.0 MiB at the peak
+// (parameters, gradients, AdamW moments, one micro-batch's activations), 78.3 GiB free of 79.6 GiB".
+std::string device_memory_budget(Device device);
+
+// Measured float32 GEMM rate (GFLOP/s) of n x n products on the device: the MFU reference. On cuda
+// it is cuBLAS's, with TF32 when backend::tf32() is on.
+double measure_gemm_gflops(Device device, int64_t n = 2048, int reps = 10);
+
+}  // namespace linattn
