@@ -94,7 +94,10 @@ H5File::H5File(const std::string& path, Mode mode) : path_(path) {
     LINATTN_CHECK(H5Fis_hdf5(path.c_str()) > 0, "cannot open '", path,
                   "': not an HDF5 file (or its header is damaged)");
     file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    LINATTN_REQUIRE(file_ >= 0, "cannot open the HDF5 file '", path, "' (check the path and permissions)");
+    LINATTN_REQUIRE(file_ >= 0 || access(path.c_str(), R_OK) == 0, "cannot open '", path,
+                    "': no permission to read it");
+    LINATTN_REQUIRE(file_ >= 0, "cannot open '", path, "': the HDF5 file is damaged or cut short (its header is "
+                    "there, its structure cannot be read); use an earlier copy, e.g. another checkpoint of the run");
   } else {
     errno = 0;
     file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);

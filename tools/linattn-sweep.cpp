@@ -22,6 +22,7 @@
 #include "sweep/results.h"
 #include "sweep/sweep_file.h"
 #include "train/checkpoint.h"
+#include "train/shell_quote.h"
 
 namespace {
 
@@ -59,16 +60,6 @@ std::string duration(double seconds) {
   else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
   else std::snprintf(buf, sizeof buf, "%lds", s);
   return buf;
-}
-
-// `arg` as a POSIX shell reads it back: unchanged when it is plain, else in single quotes.
-std::string shell_quoted(const std::string& arg) {
-  const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                           "0123456789_-+./=:,@%") == std::string::npos;
-  if (plain) return arg;
-  std::string out = "'";
-  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
 }
 
 // A command line to copy into a shell.

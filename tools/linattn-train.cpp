@@ -9,6 +9,7 @@
 
 #include "train/device.h"
 #include "train/init_from.h"
+#include "train/shell_quote.h"
 #include "train/signals.h"
 #include "train/trainer.h"
 
@@ -122,24 +123,14 @@ Args parse_args(int argc, char** argv) {
   return args;
 }
 
-// `arg` as a POSIX shell reads it back: unchanged when it is plain, else in single quotes.
-std::string shell_quoted(const std::string& arg) {
-  const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                           "0123456789_-+./=:,@%") == std::string::npos;
-  if (plain) return arg;
-  std::string out = "'";
-  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // The command line that continues this run: this one without its --resume, plus --resume RUN_DIR.
 std::string resume_command(const std::vector<std::string>& argv, const std::string& run_dir, int world_size) {
   std::string cmd = world_size > 1 ? "mpirun -np " + std::to_string(world_size) + " " : "";
   for (size_t i = 0; i < argv.size(); ++i) {
     if (int n = resume_option_length(argv, i)) i += size_t(n - 1);
-    else cmd += shell_quoted(argv[i]) + " ";
+    else cmd += linattn::shell_quoted(argv[i]) + " ";
   }
-  return cmd + "--resume " + shell_quoted(run_dir);
+  return cmd + "--resume " + linattn::shell_quoted(run_dir);
 }
 
 // "loss 2.3456, perplexity 10.447, bits per byte 1.2345" (bits per byte when the data has it).

@@ -88,6 +88,20 @@ TEST(H5File, MissingOrForeignFilesAreClearErrors) {
   std::filesystem::remove(path);
 }
 
+TEST(H5File, ATruncatedFileIsCalledDamagedNotAPermissionProblem) {
+  std::string path = temp_path("truncated");
+  Rng rng(2);
+  {
+    H5File f(path, H5File::Mode::create);
+    f.write("w", testing::random_tensor({256, 256}, rng));
+  }
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);  // a copy cut short
+  const std::string message = testing::error_of([&] { H5File f(path, H5File::Mode::read); });
+  EXPECT_NE(message.find("damaged or cut short"), std::string::npos) << message;
+  EXPECT_EQ(message.find("permission"), std::string::npos) << message;
+  std::filesystem::remove(path);
+}
+
 TEST(H5File, AFullDiskIsAClearErrorAndLeavesTheOldFile) {
   // A 512 KiB disk holding a small file; rewriting it with more than fits must fail wherever HDF5
   // first notices (a dataset write, a cached chunk written when the dataset closes, the final
