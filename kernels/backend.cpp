@@ -65,8 +65,8 @@ ENTRY(short_conv_forward,            CPU(short_conv_forward),     CUDA(short_con
 ENTRY(short_conv_backward,           CPU(short_conv_backward),    CUDA(short_conv_backward));
 ENTRY(cross_entropy_forward,         CPU(cross_entropy_forward),  CUDA(cross_entropy_forward));
 ENTRY(cross_entropy_backward,        CPU(cross_entropy_backward), CUDA(cross_entropy_backward));
-ENTRY(attention_forward,             CPU(attention_forward),      nullptr);
-ENTRY(attention_backward,            CPU(attention_backward),     nullptr);
+ENTRY(attention_forward,             CPU(attention_forward),      CUDA(attention_forward));
+ENTRY(attention_backward,            CPU(attention_backward),     CUDA(attention_backward));
 ENTRY(rope_forward,                  CPU(rope_forward),           CUDA(rope_forward));
 ENTRY(rope_backward,                 CPU(rope_backward),          CUDA(rope_backward));
 ENTRY(linear_attention_forward,      CPU(linear_attention_forward),  nullptr);

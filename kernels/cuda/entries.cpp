@@ -6,6 +6,7 @@
 #include "core/cuda/check.h"
 #include "core/cuda/stream.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/conv.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/elementwise.h"
@@ -192,6 +193,18 @@ void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss,
   Tensor dev = ids_on_device(targets);
   cuda::cross_entropy_backward(f32(dlogits), f32(logits), f32(lse), dev.data<int32_t>(), logits.shape().rows(),
                                logits.shape().last(), ignore_index, dl / float(count));
+}
+
+void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double scale) {
+  require_f32("attention", q);
+  cuda::attention_forward(f32(o), f32(lse), f32(q), f32(k), f32(v), q.size(0), q.size(1), q.size(2), k.size(2),
+                          q.size(3), v.size(3), window, float(scale));
+}
+
+void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In dO, int64_t window, double scale) {
+  require_f32("attention", q);
+  cuda::attention_backward(f32(dq), f32(dk), f32(dv), f32(q), f32(k), f32(v), f32(o), f32(lse), f32(dO), q.size(0),
+                           q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), window, float(scale));
 }
 
 void rope_forward(In y, In x, int64_t offset, double theta) {

@@ -35,6 +35,8 @@ void short_conv_forward(In y, In x, In w, In bias);
 void short_conv_backward(In dx, In dw, In dbias, In x, In w, In dy);
 int64_t cross_entropy_forward(In loss, In lse, In logits, In targets, int32_t ignore_index);
 void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss, int64_t count, int32_t ignore_index);
+void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double scale);
+void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In dO, int64_t window, double scale);
 void rope_forward(In y, In x, int64_t offset, double theta);
 void rope_backward(In dx, In dy, int64_t offset, double theta);
 void adamw_step(In w, In g, In m, In v, const AdamWStep& s);
