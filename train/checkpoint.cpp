@@ -71,9 +71,18 @@ std::map<std::string, std::string> section_fields(const std::string& config_text
 std::string upgrade_saved_config(const std::string& config_text) {
   try {
     YAML::Node root = YAML::Load(config_text);
+    bool changed = false;
     YAML::Node model = root["model"];
-    if (!model.IsMap() || model["gated_deltanet_decay"]) return config_text;
-    model["gated_deltanet_decay"] = "logsigmoid";  // the only decay before the key existed
+    if (model.IsMap() && !model["gated_deltanet_decay"]) {
+      model["gated_deltanet_decay"] = "logsigmoid";  // the only decay before the key existed
+      changed = true;
+    }
+    YAML::Node data = root["data"];
+    if (data.IsMap() && !data["document_boundaries"]) {
+      data["document_boundaries"] = "cross";  // the only mode before the key existed
+      changed = true;
+    }
+    if (!changed) return config_text;
     YAML::Emitter e;
     e << root;
     return std::string(e.c_str()) + "\n";
@@ -82,14 +91,17 @@ std::string upgrade_saved_config(const std::string& config_text) {
   }
 }
 
-void keep_checkpoint_model_defaults(Config& config, const std::string& checkpoint) {
-  const std::string key = "model.gated_deltanet_decay";
-  if (config.locations.count(key)) return;  // set by the user: load_checkpoint compares it
+void keep_checkpoint_defaults(Config& config, const std::string& checkpoint) {
   Config saved = parse_config(checkpoint_config_text(checkpoint), checkpoint);
-  if (saved.model.gated_deltanet_decay == config.model.gated_deltanet_decay) return;
-  std::map<std::string, std::string> locations = config.locations;
-  config = parse_config(config.text, config.source, {key + "=" + gdn_decay_name(saved.model.gated_deltanet_decay)});
-  config.locations = locations;
+  std::vector<std::string> keep;  // KEY=VALUE
+  if (!config.locations.count("model.gated_deltanet_decay") &&
+      saved.model.gated_deltanet_decay != config.model.gated_deltanet_decay)
+    keep.push_back(std::string("model.gated_deltanet_decay=") + gdn_decay_name(saved.model.gated_deltanet_decay));
+  if (!config.locations.count("data.document_boundaries") &&
+      saved.data.document_boundaries != config.data.document_boundaries)
+    keep.push_back(std::string("data.document_boundaries=") +
+                   document_boundaries_name(saved.data.document_boundaries));
+  if (!keep.empty()) config = with_settings(config, keep);  // keys the user set are checked on load
 }
 
 namespace {

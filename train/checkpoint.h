@@ -34,13 +34,14 @@ void save_checkpoint(const std::string& path, const Config& config, const Model&
 std::string checkpoint_config_text(const std::string& path);
 
 // A saved config text with the defaults of the build that wrote it made explicit: a model section
-// without gated_deltanet_decay predates the key, when Gated DeltaNet's decay was logsigmoid.
+// without gated_deltanet_decay predates the key, when Gated DeltaNet's decay was logsigmoid; a data
+// section without document_boundaries predates that key, when every window was one sequence (cross).
 std::string upgrade_saved_config(const std::string& config_text);
 
-// Before resuming from `checkpoint`: the model settings whose default changed since the checkpoint
-// was written (gated_deltanet_decay) take the checkpoint's value when `config` does not set them,
-// so that a run written before the change resumes unchanged.
-void keep_checkpoint_model_defaults(Config& config, const std::string& checkpoint);
+// Before resuming from `checkpoint`: the settings whose default changed since the checkpoint was
+// written (model.gated_deltanet_decay, data.document_boundaries) take the checkpoint's value when
+// `config` does not set them, so that a run written before the change resumes unchanged.
+void keep_checkpoint_defaults(Config& config, const std::string& checkpoint);
 
 // Reads a checkpoint into the model (and optimizer and state, when given). The model built from
 // `config` must match the checkpoint's: otherwise the error names the differing model fields.

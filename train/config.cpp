@@ -548,14 +548,14 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
   r.require(c.data.seq_len >= 1 && c.data.seq_len <= kMaxSeqLen, d, "data", "seq_len",
             "'seq_len' must be in [1, " + std::to_string(kMaxSeqLen) + "]");
   r.require(c.data.val_tokens >= 0, d, "data", "val_tokens", "'val_tokens' must be >= 0 (0 = the whole split)");
-  std::string boundaries = document_boundaries_name(c.data.document_boundaries);
+  r.get(d, "data", "source", c.data.source);
+  std::string boundaries = c.data.source == "mqar" ? "cross" : "reset";
   r.get(d, "data", "document_boundaries", boundaries);
   r.require(boundaries == "cross" || boundaries == "reset", d, "data", "document_boundaries",
             "'document_boundaries' must be cross or reset, got '" + boundaries + "'");
   c.data.document_boundaries = boundaries == "reset" ? DocumentBoundaries::reset : DocumentBoundaries::cross;
 
   // ---- data.source and data.mqar
-  r.get(d, "data", "source", c.data.source);
   r.require(c.data.source == "tokens" || c.data.source == "mqar", d, "data", "source",
             "'source' must be tokens (the prepared folder at data.path) or mqar (generated associative recall, "
             "data.mqar), got '" + c.data.source + "'");
@@ -692,6 +692,12 @@ std::string Config::where(const std::string& path) const {
   auto it = locations.find(path);
   if (it != locations.end()) return it->second;
   return source + " (" + path + " not set; default used)";
+}
+
+Config with_settings(const Config& config, const std::vector<std::string>& settings) {
+  Config out = parse_config(config.text, config.source, settings);
+  out.locations = config.locations;
+  return out;
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {

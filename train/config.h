@@ -24,7 +24,9 @@ struct DataConfig {
   int64_t val_tokens = 0;  // evaluations during training; 0 = the whole split (the final one always is)
   std::string source = "tokens";  // tokens: the prepared folder at path; mqar: generated MQAR examples
   data::MqarTask mqar;            // source mqar: the task (data/mqar.h, docs/mqar.md)
-  DocumentBoundaries document_boundaries = DocumentBoundaries::cross;
+  // Unset: reset for a token corpus, cross for MQAR (one example per row); a checkpoint written
+  // before reset became the default keeps cross (train/checkpoint.h, upgrade_saved_config).
+  DocumentBoundaries document_boundaries = DocumentBoundaries::reset;
 };
 
 enum class Schedule { cosine, linear, constant };
@@ -88,5 +90,8 @@ struct Config {
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 Config parse_config(const std::string& yaml_text, const std::string& source,
                     const std::vector<std::string>& overrides = {});
+// `config` with settings the program chose ("section.key=value"), its text rewritten to say so; the
+// locations stay those of the user's keys, so a setting chosen this way still counts as unset.
+Config with_settings(const Config& config, const std::vector<std::string>& settings);
 
 }  // namespace linattn

@@ -95,12 +95,12 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   device_ = training_device(config_);
   backend::set_tf32(t.tf32);
 
+  const std::string resume_path = resume.empty() ? "" : resume_checkpoint(resume);
+  if (!resume_path.empty()) keep_checkpoint_defaults(config_, resume_path);
   const ModelConfig& m = config_.model;
   if (config_.data.source == "tokens") open_token_data();
 
   accumulation_ = t.batch_size / world / micro_;
-  const std::string resume_path = resume.empty() ? "" : resume_checkpoint(resume);
-  if (!resume_path.empty()) keep_checkpoint_model_defaults(config_, resume_path);
   model_ = std::make_unique<Model>(m, dtype_);
   model_->params().initialize(t.seed);
   // On a GPU the parameters, gradients, AdamW moments and activations live there; the host sees
@@ -169,6 +169,9 @@ void Trainer::open_token_data() {
   train_data_ = data::Dataset::open(dir, "train");
   val_data_ = data::Dataset::open(dir, "val");
   eot_ = train_data_->eot();
+  // reset is the default: on shards that record no end-of-text token there is nothing to cut at.
+  if (eot_ == data::no_eot && !config_.locations.count("data.document_boundaries"))
+    config_ = with_settings(config_, {"data.document_boundaries=cross"});
   LINATTN_REQUIRE(config_.data.document_boundaries == DocumentBoundaries::cross || eot_ != data::no_eot,
                   config_.where("data.document_boundaries"), ": reset needs the end-of-text token that separates "
                   "documents, and the shards of ", dir, " record none: prepare the data with linattn-data prepare, "
@@ -446,10 +449,11 @@ TrainSummary Trainer::run() {
     eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (tty) say("\r\033[K");
     const bool recall = std::isfinite(r.recall_accuracy);
-    char recall_text[48] = "";
+    char recall_text[48] = "", bpb_text[32] = "";  // MQAR has recall and no bytes
     if (recall) std::snprintf(recall_text, sizeof recall_text, " | recall %.4f", r.recall_accuracy);
-    say("eval  step %6lld | val loss %.4f | ppl %.3f | bpb %.4f | %lld tokens%s | documents %s\n", (long long)step,
-        r.loss, r.perplexity, r.bits_per_byte, (long long)r.tokens, recall_text,
+    if (std::isfinite(r.bits_per_byte)) std::snprintf(bpb_text, sizeof bpb_text, " | bpb %.4f", r.bits_per_byte);
+    say("eval  step %6lld | val loss %.4f | ppl %.3f%s | %lld tokens%s | documents %s\n", (long long)step, r.loss,
+        r.perplexity, bpb_text, (long long)r.tokens, recall_text,
         document_boundaries_name(config_.data.document_boundaries));
     std::fflush(stdout);
     MetricFields fields{{"val_loss", r.loss}, {"val_ppl", r.perplexity}, {"val_bpb", r.bits_per_byte},

@@ -51,6 +51,31 @@ TEST_F(Checkpoints, ResumeContinuesBitExactly) {
   EXPECT_EQ(rest.tokens, full.tokens);
 }
 
+// A checkpoint from before data.document_boundaries (every window one sequence then) resumes as
+// cross when the config does not set the key, whatever today's default; a config that sets it wins.
+TEST_F(Checkpoints, ACheckpointFromBeforeDocumentBoundariesResumesAcrossDocuments) {
+  Config c = testing::tiny_config(dir_, {"train.max_steps=1"});
+  ASSERT_EQ(c.data.document_boundaries, DocumentBoundaries::reset);
+  Trainer(c).run();
+  Model model(c.model, DType::f32);
+  load_checkpoint(latest_checkpoint(dir_), c, model, nullptr, nullptr);
+  Config before = c;
+  const std::string line = "  document_boundaries: reset\n";
+  ASSERT_NE(before.text.find(line), std::string::npos) << before.text;
+  before.text.erase(before.text.find(line), line.size());
+  const std::string legacy = dir_ + "/legacy.h5";
+  save_checkpoint(legacy, before, model, nullptr, TrainState{});
+  EXPECT_EQ(parse_config(checkpoint_config_text(legacy), legacy).data.document_boundaries, DocumentBoundaries::cross);
+
+  Config resumed = c;
+  keep_checkpoint_defaults(resumed, legacy);
+  EXPECT_EQ(resumed.data.document_boundaries, DocumentBoundaries::cross);
+  EXPECT_NE(resumed.text.find("document_boundaries: cross"), std::string::npos) << resumed.text;
+  Config asked = testing::tiny_config(dir_, {"train.max_steps=1", "data.document_boundaries=reset"});
+  keep_checkpoint_defaults(asked, legacy);
+  EXPECT_EQ(asked.data.document_boundaries, DocumentBoundaries::reset);
+}
+
 TEST_F(Checkpoints, FlippedByteInAWeightFailsNamingTheDataset) {
   Config c = testing::tiny_config(dir_, {"train.max_steps=2"});
   Trainer(c).run();

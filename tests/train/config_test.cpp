@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "testing.h"
+#include "train/checkpoint.h"
 
 namespace linattn {
 namespace {
@@ -288,18 +289,24 @@ TEST(Config, EmitParseRoundTrip) {
   }
 }
 
-// data.document_boundaries: cross by default (old configs and checkpoints read as before), reset on
-// request, anything else refused at its position.
+// data.document_boundaries: reset by default on a token corpus, cross on request, anything else
+// refused at its position. (MQAR's default, cross: Config.MqarKeysRoundTrip.)
 TEST(Config, DocumentBoundaries) {
-  EXPECT_EQ(parse_config(kBase, "t.yaml").data.document_boundaries, DocumentBoundaries::cross);
-  Config c = parse_config(std::string(kBase) + "data:\n  document_boundaries: reset\n", "t.yaml");
-  EXPECT_EQ(c.data.document_boundaries, DocumentBoundaries::reset);
-  EXPECT_EQ(parse_config(c.text, "emitted.yaml").data.document_boundaries, DocumentBoundaries::reset);
+  EXPECT_EQ(parse_config(kBase, "t.yaml").data.document_boundaries, DocumentBoundaries::reset);
+  Config c = parse_config(std::string(kBase) + "data:\n  document_boundaries: cross\n", "t.yaml");
+  EXPECT_EQ(c.data.document_boundaries, DocumentBoundaries::cross);
+  EXPECT_EQ(parse_config(c.text, "emitted.yaml").data.document_boundaries, DocumentBoundaries::cross);
   std::string msg = config_error(std::string(kBase) + "data:\n  document_boundaries: split\n");
   EXPECT_NE(msg.find("test.yaml:8:24: 'document_boundaries' must be cross or reset, got 'split'"), std::string::npos)
       << msg;
   EXPECT_EQ(config_error(kBase, {"data.document_boundaries=yes"}),
             "--set data.document_boundaries=yes: 'document_boundaries' must be cross or reset, got 'yes'");
+  // A checkpoint's config from before the key: every window was one sequence then.
+  std::string old_text = parse_config(kBase, "t.yaml").text;
+  const std::string line = "  document_boundaries: reset\n";
+  ASSERT_NE(old_text.find(line), std::string::npos) << old_text;
+  old_text.erase(old_text.find(line), line.size());
+  EXPECT_EQ(parse_config(upgrade_saved_config(old_text), "ckpt").data.document_boundaries, DocumentBoundaries::cross);
 }
 
 TEST(Config, SyntaxErrorHasALine) {
@@ -341,6 +348,7 @@ TEST(Config, MqarKeysRoundTrip) {
   EXPECT_EQ(c.data.mqar.num_train_examples, 100000u);  // defaults
   EXPECT_EQ(c.data.mqar.num_val_examples, 3000u);
   EXPECT_EQ(c.data.mqar.seed, 4u);
+  EXPECT_EQ(c.data.document_boundaries, DocumentBoundaries::cross);  // one example per row: nothing to cut
   Config again = parse_config(c.text, "config.yaml");
   EXPECT_EQ(again.data.mqar, c.data.mqar);
   EXPECT_EQ(again.text, c.text);

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "data/prepare.h"
+#include "data/shard.h"
 #include "testing.h"
 #include "train/device.h"
 #include "train/trainer.h"
@@ -38,6 +39,35 @@ TEST(TrainerStartup, AValidationSplitShorterThanOneSequenceIsRefusedAtStartUp) {
   EXPECT_NE(msg.find("the validation split (" + dir + "/shards/"), std::string::npos) << msg;
   EXPECT_NE(msg.find("has only 41 tokens"), std::string::npos) << msg;
   EXPECT_NE(msg.find("lower data.seq_len to at most 40"), std::string::npos) << msg;
+  fs::remove_all(dir);
+}
+
+// Shards that record no end-of-text token (written by another tool) have no documents to cut at:
+// the default document_boundaries (reset) becomes cross, and the run's config.yaml says so; reset
+// asked for by the config is refused, naming its line.
+TEST(TrainerStartup, ShardsWithoutEndOfTextTrainAcrossDocumentsUnlessResetIsAskedFor) {
+  const std::string dir = (fs::temp_directory_path() / ("linattn-no-eot-" + std::to_string(getpid()))).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/shards");
+  for (const char* split : {"train", "val"}) {
+    data::ShardWriter w(dir + "/shards/" + split + ".bin", "bytes", 257, data::no_eot);
+    std::vector<uint32_t> ids(4000);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = uint32_t('a' + i % 26);
+    w.add_tokens(ids.data(), ids.size(), ids.size());
+    w.finish();
+  }
+  Config c = testing::tiny_config(dir + "/run", {"data.path=" + dir + "/shards", "train.max_steps=1"});
+  ASSERT_EQ(c.data.document_boundaries, DocumentBoundaries::reset);
+  Trainer(c).run();
+  std::ifstream saved(dir + "/run/config.yaml");
+  std::string text((std::istreambuf_iterator<char>(saved)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("document_boundaries: cross"), std::string::npos) << text;
+
+  Config reset = testing::tiny_config(dir + "/run2", {"data.path=" + dir + "/shards", "train.max_steps=1",
+                                                      "data.document_boundaries=reset"});
+  std::string msg = testing::error_of([&] { Trainer trainer(reset); });
+  EXPECT_NE(msg.find("--set data.document_boundaries=reset: reset needs the end-of-text token"), std::string::npos)
+      << msg;
   fs::remove_all(dir);
 }
 
