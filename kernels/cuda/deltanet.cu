@@ -10,17 +10,17 @@ namespace {
 // Threads per head: enough for the [C, D] phases (C * D = 4096 elements at C = D = 64).
 constexpr int kHeadThreads = 256;
 
-__global__ void chunk_forward_kernel(delta::ForwardArgs<float> p) {
+__global__ void __launch_bounds__(kHeadThreads) chunk_forward_kernel(delta::ForwardArgs<float> p) {
   extern __shared__ float sh[];
   delta::chunk_forward_head(delta::DeviceBlock{}, p, blockIdx.x, sh);
 }
 
-__global__ void chunk_backward_kernel(delta::BackwardArgs<float> p) {
+__global__ void __launch_bounds__(kHeadThreads) chunk_backward_kernel(delta::BackwardArgs<float> p) {
   extern __shared__ float sh[];
   delta::chunk_backward_head(delta::DeviceBlock{}, p, blockIdx.x, sh);
 }
 
-__global__ void recurrent_forward_kernel(delta::ForwardArgs<float> p, float* state) {
+__global__ void __launch_bounds__(kHeadThreads) recurrent_forward_kernel(delta::ForwardArgs<float> p, float* state) {
   extern __shared__ float sh[];
   const int64_t bh = blockIdx.x;
   delta::recurrent_forward_head(delta::DeviceBlock{}, p, state + bh * p.d.state(), bh, sh);

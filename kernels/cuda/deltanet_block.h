@@ -8,7 +8,8 @@
 // devices: per (batch, head) and chunk, S0 [Dk, Dv], A^-1 [C, C], PG [C, C], U' [C, Dv], R [C, Dv].
 // Chunks run one after the other inside the block; within a chunk every phase is a loop over the
 // elements of one output (Block::each), separated by Block::sync, and every element is written by
-// one iteration only, so the phases have no races whatever order the iterations run in.
+// one iteration only, so the phases have no races whatever order the iterations run in. Every head
+// function ends with a sync, so that everything a phase issued has run when it returns.
 //
 // Fast memory: the gates and the C x C products of the current chunk live in `sh` (shared memory
 // on the device, forward_shared / backward_shared elements); the states and the [C, D] products in
@@ -153,6 +154,7 @@ LINATTN_HD void chunk_forward_head(const Block& blk, const ForwardArgs<T>& p, in
   T* ht = p.ht ? p.ht + bh * S : nullptr;
   if (NC == 0) {  // T == 0: the final state is the initial one
     if (ht) blk.each(S, [&](int64_t e) { ht[e] = h0 ? h0[e] : T(0); });
+    blk.sync();
     return;
   }
   blk.each(S, [&](int64_t e) { base[e] = h0 ? h0[e] : T(0); });
@@ -406,6 +408,7 @@ LINATTN_HD void chunk_backward_head(const Block& blk, const BackwardArgs<T>& p, 
     blk.sync();
   }
   if (p.dh0) blk.each(S, [&](int64_t e) { p.dh0[bh * S + e] += dS[e]; });
+  blk.sync();
 }
 
 // ---- the recurrent forward of head bh: S_t = exp(a_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,
@@ -435,11 +438,10 @@ LINATTN_HD void recurrent_forward_head(const Block& blk, const ForwardArgs<T>& p
       for (int64_t i = 0; i < Dk; ++i) acc += qt[i] * state[i * Dv + j];
       p.o[at.vo + t * ldv + j] = p.scale * acc;
     });
-  }
-  if (p.ht) {
     blk.sync();
-    blk.each(S, [&](int64_t e) { p.ht[bh * S + e] = state[e]; });
   }
+  if (p.ht) blk.each(S, [&](int64_t e) { p.ht[bh * S + e] = state[e]; });
+  blk.sync();
 }
 
 }  // namespace linattn::cuda::delta

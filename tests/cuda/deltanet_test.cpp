@@ -109,21 +109,39 @@ void expect_match(const Result& got, const Result& want, double tol) {
 
 // ---- the host mirror of the CUDA entries (kernels/cuda/entries.cpp) -------------------------------
 
-// A CUDA block played by one host thread: each() runs its iterations in order or reversed.
-struct HostBlock {
-  bool reversed;
+// A CUDA block played by one host thread. In order: every each() and one() runs at once, its
+// iterations in order. Reversed: the work issued between two syncs (a phase) is held until the sync
+// and then run last-issued first, each loop's iterations last first; a phase whose parts or
+// iterations depend on each other (a missing sync or a race on the device) then computes something else.
+class HostBlock {
+ public:
+  explicit HostBlock(bool reversed) : reversed_(reversed) {}
   template <class F>
-  void each(int64_t n, F&& f) const {
-    if (reversed)
-      for (int64_t e = n - 1; e >= 0; --e) f(e);
-    else
-      for (int64_t e = 0; e < n; ++e) f(e);
+  void each(int64_t n, F f) const {
+    issue([this, n, f] {
+      if (reversed_)
+        for (int64_t e = n - 1; e >= 0; --e) f(e);
+      else
+        for (int64_t e = 0; e < n; ++e) f(e);
+    });
   }
-  void sync() const {}
   template <class F>
-  void one(F&& f) const {
-    f();
+  void one(F f) const {
+    issue(f);
   }
+  void sync() const {
+    for (auto it = phase_.rbegin(); it != phase_.rend(); ++it) (*it)();
+    phase_.clear();
+  }
+  ~HostBlock() { EXPECT_TRUE(phase_.empty()) << "a head function returned with work after its last sync"; }
+
+ private:
+  void issue(std::function<void()> f) const {
+    if (reversed_) phase_.push_back(std::move(f));
+    else f();
+  }
+  bool reversed_;
+  mutable std::vector<std::function<void()>> phase_;
 };
 
 template <class T>
@@ -140,7 +158,7 @@ cuda::delta::ForwardArgs<T> forward_args(const MixerArgs& r, T* saved, int64_t C
 
 // What the CUDA delta_rule_forward entry launches, one "block" per head.
 template <class T>
-void mirror_forward(const MixerArgs& r, HostBlock blk) {
+void mirror_forward(const MixerArgs& r, const HostBlock& blk) {
   if (r.chunk) {
     const auto p = forward_args<T>(r, r.saved.data<T>(), r.chunk_size);
     std::vector<T> sh(size_t(cuda::delta::forward_shared(p.d)));
@@ -154,7 +172,7 @@ void mirror_forward(const MixerArgs& r, HostBlock blk) {
 
 // What the CUDA delta_rule_backward entry launches (the recurrent form recomputes with chunk 64).
 template <class T>
-void mirror_backward(const MixerArgs& r, HostBlock blk) {
+void mirror_backward(const MixerArgs& r, const HostBlock& blk) {
   const int64_t C = r.chunk ? r.chunk_size : 64;
   Tensor saved = r.saved;
   if (!r.chunk) {
@@ -178,7 +196,7 @@ void mirror_backward(const MixerArgs& r, HostBlock blk) {
 
 template <class T>
 Result mirror_run(const Inputs<double>& in, const Case& c, const Result& g0, bool reversed) {
-  const HostBlock blk{reversed};
+  const HostBlock blk(reversed);
   return run(
       in, c, g0, dtype_of<T>(), Device::cpu, [&](const MixerArgs& r) { mirror_forward<T>(r, blk); },
       [&](const MixerArgs& r) { mirror_backward<T>(r, blk); });
