@@ -41,13 +41,15 @@ struct Case {
 };
 
 // One token, T off every chunk size, chunk sizes 16/32/64, Dk != Dv, with and without states,
-// gated and not, strong decays (whole chunks decaying to exp(-300)), and the recurrent form.
+// gated and not, strong decays (whole chunks decaying to exp(-300)), the recurrent form, and no
+// tokens at all (the final state is h0, dh0 is dht).
 const std::vector<Case> kCases = {
     {2, 1, 2, 16, 16, 64, true, true, true},     {2, 100, 2, 32, 32, 64, true, true, true},
     {1, 100, 3, 16, 24, 16, false, false, true}, {2, 77, 2, 32, 48, 32, true, false, true},
     {1, 64, 2, 64, 64, 64, false, true, true},   {1, 50, 2, 16, 16, 16, true, true, true, -5.0},
     {2, 33, 2, 16, 24, 64, false, true, false},  {1, 70, 2, 24, 16, 64, true, true, false},
-    {1, 1, 1, 16, 16, 64, true, false, false},
+    {1, 1, 1, 16, 16, 64, true, false, false},   {1, 0, 2, 16, 16, 64, true, true, true},
+    {1, 0, 2, 16, 16, 64, false, true, false},
 };
 
 struct Result {
