@@ -22,7 +22,7 @@ namespace linattn::cuda {
 
 inline constexpr int64_t kDeltaNetMaxChunk = 64;
 
-// p.saved: delta-sized (cpu::deltanet_chunk_saved_size) buffer the backward reads.
+// p.saved: cpu::deltanet_chunk_saved_size elements, filled here and read by the backward.
 void deltanet_chunk_forward(const delta::ForwardArgs<float>& p);
 // p.work: B * H * delta::backward_work(p.d) floats.
 void deltanet_chunk_backward(const delta::BackwardArgs<float>& p);
