@@ -39,6 +39,9 @@ void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double sc
 void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In dO, int64_t window, double scale);
 void rope_forward(In y, In x, int64_t offset, double theta);
 void rope_backward(In dx, In dy, int64_t offset, double theta);
+// kernels/cuda/deltanet.cu
+void delta_rule_forward(const MixerArgs& r);
+void delta_rule_backward(const MixerArgs& r);
 void adamw_step(In w, In g, In m, In v, const AdamWStep& s);
 double sum_squares(In x);
 void scale_inplace(In x, double c);

@@ -1,0 +1,62 @@
+// CUDA DeltaNet and Gated DeltaNet: the launches of the per-head work of deltanet_block.h.
+#include "kernels/cuda/deltanet.h"
+
+#include "core/error.h"
+#include "kernels/cuda/common.cuh"
+
+namespace linattn::cuda {
+namespace {
+
+// Threads per head: enough for the [C, D] phases (C * D = 4096 elements at C = D = 64).
+constexpr int kHeadThreads = 256;
+
+__global__ void __launch_bounds__(kHeadThreads) chunk_forward_kernel(delta::ForwardArgs<float> p) {
+  extern __shared__ float sh[];
+  delta::chunk_forward_head(delta::DeviceBlock{}, p, blockIdx.x, sh);
+}
+
+__global__ void __launch_bounds__(kHeadThreads) chunk_backward_kernel(delta::BackwardArgs<float> p) {
+  extern __shared__ float sh[];
+  delta::chunk_backward_head(delta::DeviceBlock{}, p, blockIdx.x, sh);
+}
+
+__global__ void __launch_bounds__(kHeadThreads) recurrent_forward_kernel(delta::ForwardArgs<float> p, float* state) {
+  extern __shared__ float sh[];
+  const int64_t bh = blockIdx.x;
+  delta::recurrent_forward_head(delta::DeviceBlock{}, p, state + bh * p.d.state(), bh, sh);
+}
+
+// Shared bytes of a launch, within the default 48 KiB for every chunk size check_chunk lets through.
+size_t shared_bytes(int64_t floats) { return size_t(floats) * sizeof(float); }
+
+void check_chunk(const delta::Dims& d, const char* op) {
+  LINATTN_CHECK(d.C >= 1 && d.C <= kDeltaNetMaxChunk, op, ": chunk_size ", d.C, " is not supported by the CUDA ",
+                "kernels; set the mixer's chunk_size to 16, 32 or 64");
+}
+
+}  // namespace
+
+void deltanet_chunk_forward(const delta::ForwardArgs<float>& p) {
+  check_chunk(p.d, "deltanet (cuda)");
+  if (p.d.B * p.d.H == 0) return;
+  chunk_forward_kernel<<<unsigned(p.d.B * p.d.H), kHeadThreads,
+                         shared_bytes(delta::forward_shared(p.d)), stream()>>>(p);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void deltanet_chunk_backward(const delta::BackwardArgs<float>& p) {
+  check_chunk(p.d, "deltanet (cuda)");
+  if (p.d.B * p.d.H == 0) return;
+  chunk_backward_kernel<<<unsigned(p.d.B * p.d.H), kHeadThreads,
+                          shared_bytes(delta::backward_shared(p.d)), stream()>>>(p);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void deltanet_recurrent_forward(const delta::ForwardArgs<float>& p, float* state) {
+  if (p.d.B * p.d.H == 0) return;
+  recurrent_forward_kernel<<<unsigned(p.d.B * p.d.H), kHeadThreads,
+                             shared_bytes(delta::recurrent_shared(p.d)), stream()>>>(p, state);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace linattn::cuda
