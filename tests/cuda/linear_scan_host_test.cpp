@@ -97,6 +97,7 @@ const MixerCase kLinearCases[] = {
     {1, 30, 2, 8, 40, 64, false, FeatureMap::elu1, true},
     {1, 23, 1, 8, 8, 1, true, FeatureMap::elu1, true, true},
     {1, 1, 1, 8, 8, 64, true, FeatureMap::relu, true},
+    {1, 70, 1, 128, 128, 64, true, FeatureMap::elu1, true},  // the largest heads of the device tests
 };
 
 const MixerCase kGlaCases[] = {
@@ -107,6 +108,7 @@ const MixerCase kGlaCases[] = {
     {2, 19, 2, 8, 8, 1, true, FeatureMap::identity, false, true},
     {1, 70, 2, 16, 16, 32, true, FeatureMap::identity, false, false, -40},  // strong decays
     {1, 50, 1, 8, 8, 16, true, FeatureMap::identity, false, false, -1e-3},  // almost none
+    {1, 70, 1, 128, 128, 64},  // the largest heads of the device tests
 };
 
 TEST(LinearScanHost, LinearAttentionMatchesTheCpuEntry) {
