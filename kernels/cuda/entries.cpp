@@ -7,7 +7,6 @@
 #include "core/cuda/stream.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cuda/attention.h"
-#include "kernels/cuda/bias.h"
 #include "kernels/cuda/conv.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/elementwise.h"
@@ -239,16 +238,6 @@ double sum_squares(In x) {
 void scale_inplace(In x, double c) {
   require_f32("scale", x);
   cuda::scale_forward(f32(x), f32(x), float(c), x.numel());
-}
-
-void bias_forward(In y, In bias) {
-  require_f32("bias", y);
-  cuda::bias_forward(f32(y), f32(bias), y.numel() / bias.numel(), bias.numel());
-}
-
-void bias_backward(In dbias, In dy) {
-  require_f32("bias", dy);
-  cuda::bias_backward(f32(dbias), f32(dy), dy.numel() / dbias.numel(), dbias.numel());
 }
 
 // ---- token mixers (the recurrent form is the chunk scan one token at a time; `saved` is not used) ----

@@ -43,10 +43,6 @@ void adamw_step(In w, In g, In m, In v, const AdamWStep& s);
 double sum_squares(In x);
 void scale_inplace(In x, double c);
 
-// kernels/cuda/bias.cu
-void bias_forward(In y, In bias);
-void bias_backward(In dbias, In dy);
-
 // kernels/cuda/{linear_attn,gla}.cu
 void linear_attention_forward(const MixerArgs& r);
 void linear_attention_backward(const MixerArgs& r);
