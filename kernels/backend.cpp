@@ -69,10 +69,10 @@ ENTRY(attention_forward,             CPU(attention_forward),      CUDA(attention
 ENTRY(attention_backward,            CPU(attention_backward),     CUDA(attention_backward));
 ENTRY(rope_forward,                  CPU(rope_forward),           CUDA(rope_forward));
 ENTRY(rope_backward,                 CPU(rope_backward),          CUDA(rope_backward));
-ENTRY(linear_attention_forward,      CPU(linear_attention_forward),  nullptr);
-ENTRY(linear_attention_backward,     CPU(linear_attention_backward), nullptr);
-ENTRY(gla_forward,                   CPU(gla_forward),            nullptr);
-ENTRY(gla_backward,                  CPU(gla_backward),           nullptr);
+ENTRY(linear_attention_forward,      CPU(linear_attention_forward),  CUDA(linear_attention_forward));
+ENTRY(linear_attention_backward,     CPU(linear_attention_backward), CUDA(linear_attention_backward));
+ENTRY(gla_forward,                   CPU(gla_forward),            CUDA(gla_forward));
+ENTRY(gla_backward,                  CPU(gla_backward),           CUDA(gla_backward));
 ENTRY(delta_rule_forward,            CPU(delta_rule_forward),     CUDA(delta_rule_forward));
 ENTRY(delta_rule_backward,           CPU(delta_rule_backward),    CUDA(delta_rule_backward));
 ENTRY(adamw_step,                    CPU(adamw_step),             CUDA(adamw_step));

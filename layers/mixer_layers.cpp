@@ -131,7 +131,7 @@ class GatedLayer : public MixerLayer {
 
   Variable mix(const Parameters& p, const Variable& x, MixerState* s, const ops::Segments& segments) const {
     Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
-    Variable g = retnet_ ? Variable(retnet_gate(q.shape(), x.dtype()))
+    Variable g = retnet_ ? Variable(retnet_gate(q.shape(), x.dtype(), x.device()))
                          : heads(ops::scale(ops::logsigmoid(gk_up_(p, gk_low_(p, x))), 1.0 / kGateNormalizer), H_);
     ops::MixerOutput out = ops::gla(q, k, v, g, initial(s, &MixerState::h),
                                     with_segments(step_options(options_, s, x), segments));
@@ -140,8 +140,9 @@ class GatedLayer : public MixerLayer {
     return o_proj_(p, merge_heads(gated));
   }
 
-  // RetNet's fixed decay per head, gamma_h = 1 - 2^(-5-h), as a constant log-gate.
-  Tensor retnet_gate(const Shape& s, DType dtype) const {
+  // RetNet's fixed decay per head, gamma_h = 1 - 2^(-5-h), as a constant log-gate,
+  // filled on the host (and copied to `device`).
+  Tensor retnet_gate(const Shape& s, DType dtype, Device device) const {
     Tensor g = Tensor::scratch(s, dtype);
     dispatch_float(dtype, [&](auto zero) {
       using T = decltype(zero);
@@ -153,7 +154,7 @@ class GatedLayer : public MixerLayer {
           for (int64_t j = 0; j < d; ++j) p[(r * Hh + h) * d + j] = value;
         }
     });
-    return g;
+    return device == Device::cpu ? g : g.to(device);
   }
 
   int64_t H_, C_, key_dim_ = 0, value_dim_ = 0;

@@ -13,7 +13,10 @@
 #include "kernels/cuda/deltanet.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gla.h"
+#include "kernels/cuda/linear_attn.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/mixer_args.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/rope.h"
@@ -281,6 +284,28 @@ double sum_squares(In x) {
 void scale_inplace(In x, double c) {
   require_f32("scale", x);
   cuda::scale_forward(f32(x), f32(x), float(c), x.numel());
+}
+
+// ---- token mixers (the recurrent form is the chunk scan one token at a time; `saved` is not used) ----
+
+void linear_attention_forward(const MixerArgs& r) {
+  require_f32("linear_attention", r.q);
+  cuda::linear_attention_forward(scan::to_mixer<float>(r));
+}
+
+void linear_attention_backward(const MixerArgs& r) {
+  require_f32("linear_attention", r.q);
+  cuda::linear_attention_backward(scan::to_mixer<float>(r));
+}
+
+void gla_forward(const MixerArgs& r) {
+  require_f32("gla", r.q);
+  cuda::gla_forward(scan::to_mixer<float>(r));
+}
+
+void gla_backward(const MixerArgs& r) {
+  require_f32("gla", r.q);
+  cuda::gla_backward(scan::to_mixer<float>(r));
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C) {

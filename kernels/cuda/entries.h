@@ -46,4 +46,10 @@ void adamw_step(In w, In g, In m, In v, const AdamWStep& s);
 double sum_squares(In x);
 void scale_inplace(In x, double c);
 
+// kernels/cuda/{linear_attn,gla}.cu
+void linear_attention_forward(const MixerArgs& r);
+void linear_attention_backward(const MixerArgs& r);
+void gla_forward(const MixerArgs& r);
+void gla_backward(const MixerArgs& r);
+
 }  // namespace linattn::cuda::entry

@@ -1,6 +1,6 @@
 // The device path: a tensor knows its device and ops pick the kernel by device. Runs only where a
 // GPU exists; elsewhere every test skips with the reason.
-#include "autograd/mixers.h"
+#include "autograd/decoding.h"
 #include "autograd/ops.h"
 #include "testing.h"
 
@@ -32,11 +32,11 @@ TEST(Cuda, AddForwardAndBackwardMatchTheCpu) {
   EXPECT_CLOSE(da.grad().to(Device::cpu), up, 0.0);
 }
 
-// Linear attention's CUDA kernels come in their own issue (silu, the op tested here first, has one now).
+// Decoding's slice_time runs on the CPU only (linear attention, tested here before, has CUDA kernels now).
 TEST(Cuda, CpuOnlyOpOnADeviceTensorSaysSo) {
   SKIP_WITHOUT_GPU();
   Variable x(Tensor::zeros({1, 2, 1, 4}, DType::f32).to(Device::cuda));
-  EXPECT_THROW(ops::linear_attention(x, x, x, Variable(), cpu::FeatureMap::identity, false), Error);
+  EXPECT_THROW(ops::slice_time(x, 0, 1), Error);
 }
 
 TEST(Cuda, WithoutTheBackendADeviceTensorIsAClearError) {

@@ -4,6 +4,7 @@
 
 #include <omp.h>
 
+#include "kernels/backend.h"
 #include "testing.h"
 #include "train/config.h"
 
@@ -168,18 +169,29 @@ train: {max_steps: 1}
   EXPECT_GT(testing::compare(crossed, logits).max_abs, 1e-6);
 }
 
-// On a device without a mixer's kernels, the model names the first layer that cannot run there.
+// On a device without a mixer's kernels, the model names the first layer that cannot run there; the
+// layers whose kernels the backend table has pass (which those are depends on the build).
 TEST(Model, UnsupportedDeviceNamesTheLayer) {
-  const ModelConfig c = tiny_hybrid();  // layer 0 linear attention, layer 1 GLA, ...
-  Model model(c, DType::f32);
-  EXPECT_EQ(model.unsupported_on(Device::cpu), "");
-  EXPECT_EQ(model.unsupported_on(Device::cuda),
-            "model.layers.0 (linear_attn): the linear attention mixer has no CUDA kernel yet");
-  ModelConfig gla_only = c;
-  gla_only.layers.erase(gla_only.layers.begin());
-  gla_only.num_hidden_layers = int64_t(gla_only.layers.size());
-  EXPECT_EQ(Model(gla_only, DType::f32).unsupported_on(Device::cuda),
-            "model.layers.0 (gla): the GLA mixer has no CUDA kernel yet");
+  const ModelConfig c = tiny_hybrid();  // linear attention, GLA, RetNet, DeltaNet, Gated DeltaNet, attention
+  EXPECT_EQ(Model(c, DType::f32).unsupported_on(Device::cpu), "");
+  using Entry = backend::Kernel<void(const backend::MixerArgs&)>;
+  const std::pair<const char*, const Entry*> mixers[] = {{"linear attention", &backend::linear_attention_forward},
+                                                         {"GLA", &backend::gla_forward},
+                                                         {"RetNet", &backend::gla_forward},
+                                                         {"DeltaNet", &backend::delta_rule_forward},
+                                                         {"Gated DeltaNet", &backend::delta_rule_forward}};
+  std::string first;  // what the whole hybrid should say
+  for (size_t i = 0; i < std::size(mixers); ++i) {
+    auto [title, entry] = mixers[i];
+    const std::string problem = entry->has(Device::cuda) ? "" : std::string("(") + mixer_name(c.layers[i].mixer) +
+                                                                     "): the " + title + " mixer has no CUDA kernel yet";
+    if (first.empty() && !problem.empty()) first = "model.layers." + std::to_string(i) + " " + problem;
+    ModelConfig alone = c;
+    alone.layers = {c.layers[i]};
+    alone.num_hidden_layers = 1;
+    EXPECT_EQ(Model(alone, DType::f32).unsupported_on(Device::cuda), problem.empty() ? "" : "model.layers.0 " + problem);
+  }
+  EXPECT_EQ(Model(c, DType::f32).unsupported_on(Device::cuda), first);
 }
 
 }  // namespace

@@ -1,0 +1,33 @@
+// The backend's MixerArgs (kernels/backend.h) as the raw pointers of a scan::Mixer, the form the CUDA
+// linear attention and GLA kernels take (kernels/cuda/linear_scan.h). Host code only; used by the
+// CUDA entries and by the host test that runs the same scans on the CPU.
+#pragma once
+
+#include "kernels/backend.h"
+#include "kernels/cuda/linear_scan.h"
+
+namespace linattn::cuda::scan {
+
+template <class T>
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+// The chunk form runs chunks of r.chunk_size tokens; the recurrent form is the same scan one token at a time.
+template <class T>
+Mixer<T> to_mixer(const backend::MixerArgs& r) {
+  Mixer<T> m;
+  m.B = r.B, m.len = r.T, m.H = r.H, m.Dk = r.Dk, m.Dv = r.Dv;
+  m.scale = T(r.scale);
+  m.chunk = r.chunk ? r.chunk_size : 1;
+  m.phi = r.phi, m.normalize = r.normalize;
+  m.o = data_or_null<T>(r.o), m.ht = data_or_null<T>(r.ht), m.zt = data_or_null<T>(r.zt);
+  m.q = data_or_null<T>(r.q), m.k = data_or_null<T>(r.k), m.v = data_or_null<T>(r.v);
+  m.g = data_or_null<T>(r.gate), m.h0 = data_or_null<T>(r.h0), m.z0 = data_or_null<T>(r.z0);
+  m.dq = data_or_null<T>(r.dq), m.dk = data_or_null<T>(r.dk), m.dv = data_or_null<T>(r.dv);
+  m.dg = data_or_null<T>(r.dgate), m.dh0 = data_or_null<T>(r.dh0), m.dz0 = data_or_null<T>(r.dz0);
+  m.dO = data_or_null<T>(r.dO), m.dht = data_or_null<T>(r.dht), m.dzt = data_or_null<T>(r.dzt);
+  return m;
+}
+
+}  // namespace linattn::cuda::scan
