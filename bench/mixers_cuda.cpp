@@ -1,7 +1,8 @@
 // linattn-bench mixers --device cuda: forward+backward of each linear mixer's autograd op (the
 // backend table's CUDA entries, as training runs them) on the GPU, float32, at the shapes of issue
 // 14: B=4 H=4 D=64 for T from 1K to 64K (fla's reference shape at T=2048), and B=8 T=2048 H=16 D=128.
-// A mixer whose CUDA entries are missing is skipped with a message, so this runs before its kernels land.
+// A mixer whose CUDA entries are missing (ops::missing_kernels) is skipped with a message, so this
+// runs before its kernels land.
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -13,29 +14,14 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/rng.h"
-#include "kernels/backend.h"
 #include "train/device.h"
 
 namespace linattn::bench {
 
 namespace {
 
-using MixerKernel = backend::Kernel<void(const backend::MixerArgs&)>;
-
-// A mixer as this benchmark runs it: its name in the CPU list (whose flops() it uses), its table
-// entries, and the op on inputs made as the layer makes them.
-struct DeviceMixer {
-  const char* name;
-  const MixerKernel& forward;
-  const MixerKernel& backward;
-};
-
-const DeviceMixer kMixers[] = {
-    {"linear_attn", backend::linear_attention_forward, backend::linear_attention_backward},
-    {"gla", backend::gla_forward, backend::gla_backward},
-    {"deltanet", backend::delta_rule_forward, backend::delta_rule_backward},
-    {"gated_deltanet", backend::delta_rule_forward, backend::delta_rule_backward},
-};
+// The linear mixers, by their names in the CPU list (whose flops() this uses) and in ops::missing_kernels.
+const char* const kMixers[] = {"linear_attn", "gla", "deltanet", "gated_deltanet"};
 
 // Uniform(lo, hi) host values through f, as a device leaf that takes a gradient.
 Variable device_input(const Shape& shape, Rng& rng, double lo, double hi, float (*f)(float) = nullptr) {
@@ -98,7 +84,7 @@ int run_mixers_cuda(const std::string& only, int64_t max_t) {
     throw Error("--device cuda: " + why + "; run it on a machine with an NVIDIA GPU, or leave out --device cuda "
                 "for the CPU kernels");
   bool known = only.empty();
-  for (const DeviceMixer& m : kMixers) known = known || only == m.name;
+  for (const char* m : kMixers) known = known || only == m;
   if (!known) throw Error("--only " + only + ": no such linear mixer (linear_attn, gla, deltanet, gated_deltanet)");
 
   struct Shape4 {
@@ -115,35 +101,34 @@ int run_mixers_cuda(const std::string& only, int64_t max_t) {
   std::printf("TFLOP/s from the chunkwise product count of the CPU benchmark (chunk 64)\n");
   std::printf("%-16s %3s %6s %3s %4s %10s %12s %9s %10s\n", "mixer", "B", "T", "H", "D", "ms", "tokens/s", "TFLOP/s",
               "ns/token");
-  for (const DeviceMixer& m : kMixers) {
-    if (!only.empty() && only != m.name) continue;
-    if (!m.forward.has(Device::cuda) || !m.backward.has(Device::cuda)) {
-      std::printf("%-16s skipped: no CUDA kernel yet (backend entries %s, %s)\n", m.name, m.forward.op,
-                  m.backward.op);
+  for (const char* name : kMixers) {
+    if (!only.empty() && only != name) continue;
+    if (std::string missing = ops::missing_kernels(name, Device::cuda); !missing.empty()) {
+      std::printf("%-16s skipped: no CUDA kernel yet (backend entries %s)\n", name, missing.c_str());
       continue;
     }
-    const MixerBench* cpu = cpu_bench(m.name);
+    const MixerBench* cpu = cpu_bench(name);
     double ns_1k = 0, ns_last = 0;
     int64_t t_last = 0;
     for (const Shape4& s : shapes) {
       try {
-        const double ms = cuda_median_ms(prepare(m.name, s.B, s.T, s.H, s.D));
+        const double ms = cuda_median_ms(prepare(name, s.B, s.T, s.H, s.D));
         const double tokens = double(s.B * s.T), ns = ms * 1e6 / tokens;
         const double tflops = cpu ? cpu->flops(s.T, s.D, s.D) * double(s.B * s.H) / (ms * 1e9) : 0;
-        std::printf("%-16s %3ld %6ld %3ld %4ld %10.3f %12.0f %9.2f %10.2f\n", m.name, long(s.B), long(s.T), long(s.H),
+        std::printf("%-16s %3ld %6ld %3ld %4ld %10.3f %12.0f %9.2f %10.2f\n", name, long(s.B), long(s.T), long(s.H),
                     long(s.D), ms, tokens / (ms * 1e-3), tflops, ns);
         if (s.B == 4 && s.H == 4 && s.D == 64) {
           if (s.T == 1024) ns_1k = ns;
           ns_last = ns, t_last = s.T;
         }
       } catch (const Error& e) {  // one shape a kernel refuses (or a GPU too small) does not end the run
-        std::printf("%-16s %3ld %6ld %3ld %4ld failed: %s\n", m.name, long(s.B), long(s.T), long(s.H), long(s.D),
+        std::printf("%-16s %3ld %6ld %3ld %4ld failed: %s\n", name, long(s.B), long(s.T), long(s.H), long(s.D),
                     e.what());
       }
       std::fflush(stdout);
     }
     if (ns_1k > 0 && t_last > 1024)  // linear cost: time per token flat as T grows (target <= 1.3)
-      std::printf("%-16s ns/token at T=%ld / T=1024: %.2f\n", m.name, long(t_last), ns_last / ns_1k);
+      std::printf("%-16s ns/token at T=%ld / T=1024: %.2f\n", name, long(t_last), ns_last / ns_1k);
   }
   return 0;
 }
