@@ -245,7 +245,7 @@ int run(const Options& o) {
   if (o.device == Device::cuda) {
     if (!cuda_available())
       throw Error(std::string("--device cuda: no CUDA device here (this build ") +
-                  (kBuiltWithCuda ? "has the CUDA backend" : "has no CUDA backend") +
+                  (kBuiltWithCuda ? "has the CUDA backend" : "has no CUDA backend: configure with -DLINATTN_CUDA=ON") +
                   "); run it on a machine with an NVIDIA GPU, or leave out --device cuda to run the CPU kernels");
     if (std::string missing = ops::missing_kernels(o.op, Device::cuda); !missing.empty()) {
       std::printf("linattn-ops %s --device cuda: skipped: no CUDA kernel yet (backend entries %s); nothing written\n",

@@ -23,9 +23,10 @@ void expect_decoding_error(const std::function<void()>& f, const std::string& op
 
 TEST(CudaDecoding, ADecoderOnAModelOnTheGpuIsAClearError) {
   SKIP_WITHOUT_GPU();
-  Config c = parse_config("model: {vocab_size: 11, hidden_size: 8, num_hidden_layers: 1, num_heads: 2, mixer: attention}\n"
-                          "train: {max_steps: 1}\n",
-                          "tiny.yaml");
+  Config c = parse_config(
+      "model: {vocab_size: 11, hidden_size: 8, num_hidden_layers: 1, num_heads: 2, mixer: attention}\n"
+      "train: {max_steps: 1}\n",
+      "tiny.yaml");
   Model model(c.model, DType::f32);
   model.params().to(Device::cuda);
   expect_decoding_error([&] { Decoder decoder(model, 1); }, "Decoder");
