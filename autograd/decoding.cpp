@@ -14,6 +14,12 @@ using detail::check_inputs;
 
 namespace {
 
+// These ops call CPU kernels and copy host memory directly; on another device they throw, naming the op.
+void require_cpu(const char* op, const Variable& x) {
+  LINATTN_CHECK(!x.defined() || x.device() == Device::cpu, op, ": decoding runs on the CPU only, not yet on ",
+                device_name(x.device()), "; sample from a checkpoint with linattn-generate, which decodes on the CPU");
+}
+
 // Copies rows [t0, t0 + n) along dim 1 of src [B, Ts, inner...] to rows [u0, u0 + n) of dst [B, Td, inner...].
 void copy_rows(const Tensor& dst, int64_t u0, const Tensor& src, int64_t t0, int64_t n) {
   const int64_t B = src.shape()[0], Ts = src.shape()[1], Td = dst.shape()[1];
@@ -41,7 +47,7 @@ void grow(KVCache& cache, int64_t need, int64_t pos) {
 
 Variable slice_time(const Variable& x, int64_t t0, int64_t t1) {
   check_inputs("slice_time", {&x});
-  detail::require_cpu("slice_time", x);
+  require_cpu("slice_time", x);
   const Shape& s = x.shape();
   LINATTN_CHECK(s.ndim() >= 2 && 0 <= t0 && t0 <= t1 && t1 <= s[1], "slice_time: rows [", t0, ", ", t1, ") of ",
                 x.value().str(), " (time is dim 1)");
@@ -54,7 +60,7 @@ Variable slice_time(const Variable& x, int64_t t0, int64_t t1) {
 
 Variable short_conv_continue(const Variable& x, const Variable& weight, Tensor& window) {
   check_inputs("short_conv_continue", {&x, &weight});
-  detail::require_cpu("short_conv_continue", x);
+  require_cpu("short_conv_continue", x);
   LINATTN_CHECK(x.shape().ndim() == 3 && weight.shape().ndim() == 2 && weight.shape()[0] == x.shape()[2] &&
                     weight.shape()[1] >= 2,
                 "short_conv_continue: expected x [B, T, C] and weight [C, W >= 2], got ", x.value().str(), " and ",
@@ -87,7 +93,7 @@ Variable attention_continue(const Variable& q, const Variable& k, const Variable
                             int64_t window, double scale) {
   const char* op = "attention_continue";
   check_inputs(op, {&q, &k, &v});
-  detail::require_cpu(op, q);
+  require_cpu(op, q);
   LINATTN_CHECK(q.shape().ndim() == 4 && k.shape().ndim() == 4 && v.shape().ndim() == 4 &&
                     k.shape()[0] == q.shape()[0] && k.shape()[1] == q.shape()[1] && k.shape()[3] == q.shape()[3] &&
                     v.shape()[0] == q.shape()[0] && v.shape()[1] == q.shape()[1] && v.shape()[2] == k.shape()[2] &&

@@ -296,4 +296,19 @@ Variable rope(const Variable& x, double theta, int64_t offset, const Segments& s
   return out;
 }
 
+std::string missing_kernels(const std::string& op, Device device) {
+  std::string missing;
+  auto check = [&](const auto&... entries) {
+    for (const char* name : {(entries.has(device) ? "" : entries.op)...})
+      if (*name) missing += (missing.empty() ? "" : ", ") + std::string(name);
+  };
+  if (op == "linear_attn") check(backend::linear_attention_forward, backend::linear_attention_backward);
+  else if (op == "gla") check(backend::gla_forward, backend::gla_backward);
+  else if (op == "deltanet") check(backend::delta_rule_forward, backend::delta_rule_backward);
+  else if (op == "gated_deltanet") check(backend::delta_rule_forward, backend::delta_rule_backward);
+  else if (op == "attention") check(backend::attention_forward, backend::attention_backward);
+  else LINATTN_FAIL("missing_kernels: unknown op '", op, "'");
+  return missing;
+}
+
 }  // namespace linattn::ops

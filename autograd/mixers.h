@@ -4,6 +4,8 @@
 // throws a linattn::Error that names the op, the input and the offending value.
 #pragma once
 
+#include <string>
+
 #include "autograd/segments.h"
 #include "autograd/variable.h"
 #include "kernels/cpu/linear_attn.h"
@@ -47,5 +49,9 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
 // Rotary position embedding on x [B, T, H, d] (d even), positions offset .. offset + T - 1; with
 // segments, positions restart from 0 at each sequence start inside a row.
 Variable rope(const Variable& x, double theta = 10000.0, int64_t offset = 0, const Segments& segments = {});
+
+// The backend entries the op named `op` (linear_attn, gla, deltanet, gated_deltanet, attention) runs
+// that have no kernel on `device`, comma-separated ("gla_forward, gla_backward"); empty when all do.
+std::string missing_kernels(const std::string& op, Device device);
 
 }  // namespace linattn::ops

@@ -51,10 +51,4 @@ inline Tensor positions(const Tensor& x, const SegmentPart& p) {
   return x.view_at(p.start * per, s);
 }
 
-// For the ops that call CPU kernels directly (not through the backend table yet): throws, naming the
-// op, when x lives on another device.
-inline void require_cpu(const char* op, const Variable& x) {
-  if (x.defined() && x.device() != Device::cpu) backend::no_kernel(op, x.device());
-}
-
 }  // namespace linattn::ops::detail

@@ -86,12 +86,6 @@ MixerBench mixer(std::string name, int64_t window) {
           [window](int64_t T, int64_t dk, int64_t dv) { return attention_flops(T, dk, dv, window); }};
 }
 
-#ifdef LINATTN_CUDA
-constexpr bool kCudaBuilt = true;
-#else
-constexpr bool kCudaBuilt = false;
-#endif
-
 double peak_rss_mib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -148,33 +142,17 @@ double cuda_forward_backward_ms(int64_t B, int64_t T, int64_t H, int64_t d, int6
                                     H, d, d, window, scale);
     }
   };
-  cudaEvent_t start, stop;
-  LINATTN_CUDA_CHECK(cudaEventCreate(&start));
-  LINATTN_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> ms;
-  for (int r = 0; r < 23; ++r) {
-    for (const DeviceBuffer<E>* g : {&dq, &dk, &dv}) g->zero(stream);  // the caller zeroes: not timed
-    LINATTN_CUDA_CHECK(cudaEventRecord(start, stream));
-    run();
-    LINATTN_CUDA_CHECK(cudaEventRecord(stop, stream));
-    LINATTN_CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0;
-    LINATTN_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    if (r >= 3) ms.push_back(t);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+  // The caller zeroes the gradients: not timed.
+  return cuda_median_ms(run, 20, 3, [&] {
+    for (const DeviceBuffer<E>* g : {&dq, &dk, &dv}) g->zero(stream);
+  });
 }
 #endif
 
 // linattn-bench attention --device cuda: the gpu.md shapes against the figures measured on the H100.
 int run_attention_cuda(int64_t window) {
-  if (!cuda_available()) {
-    std::printf("linattn-bench attention --device cuda: no CUDA device here (this build %s the CUDA backend); "
-                "skipping\n",
-                kCudaBuilt ? "has" : "lacks");
+  if (std::string why = no_gpu_reason(); !why.empty()) {
+    std::printf("linattn-bench attention --device cuda: %s; skipping\n", why.c_str());
     return 0;
   }
 #ifdef LINATTN_CUDA

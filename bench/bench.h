@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -55,6 +56,15 @@ inline Timing time_runs(const std::function<void()>& fn, double budget_ms, int m
   return {ms.front(), n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2])};
 }
 
+// `--device cuda`: the median milliseconds of run() on the GPU, timed by CUDA events on the compute
+// stream, over `reps` runs after `warmup` untimed ones; before() (untimed; may be empty) runs before
+// each. bench/device.cpp.
+double cuda_median_ms(const std::function<void()>& run, int reps = 20, int warmup = 3,
+                      const std::function<void()>& before = {});
+// Empty where a CUDA device is here; else why not, for a message ("no CUDA device here (this build
+// has the CUDA backend)").
+std::string no_gpu_reason();
+
 // Achieved float32 GFLOP/s of a square 1024^3 oneDNN product with the current thread count:
 // the machine's reference figure that the other benchmarks print beside their own.
 double gemm_peak_gflops();
@@ -73,5 +83,10 @@ struct MixerBench {
 };
 
 bool add_mixer_bench(MixerBench mixer);
+const std::vector<MixerBench>& mixer_benches();  // in registration order
+
+// linattn-bench mixers --device cuda (bench/mixers_cuda.cpp): the linear mixers' autograd ops on the
+// GPU; `only` as --only, lengths up to max_t.
+int run_mixers_cuda(const std::string& only, int64_t max_t);
 
 }  // namespace linattn::bench

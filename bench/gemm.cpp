@@ -7,7 +7,6 @@
 #include <string>
 
 #include "bench/bench.h"
-#include "core/cuda/runtime.h"
 #include "core/rng.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/matmul.h"
@@ -42,18 +41,9 @@ static double cuda_gemm_tflops(int64_t M, int64_t N, int64_t K, bool tf32, int r
   Tensor da = a.to(Device::cuda), db = b.to(Device::cuda), dc = Tensor::zeros({M, N}, DType::f32, Device::cuda);
   backend::set_tf32(tf32);
   auto once = [&] { backend::gemm(Device::cuda, false, false, M, N, K, 1.0, da, db, 0.0, dc); };
-  once();  // warm-up: cuBLAS picks its kernel
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    cuda::Event start, stop;
-    start.record();
-    once();
-    stop.record();
-    ms.push_back(stop.ms_since(start));
-  }
+  const double ms = cuda_median_ms(once, reps, 1);  // the warm-up run: cuBLAS picks its kernel
   backend::set_tf32(false);
-  std::sort(ms.begin(), ms.end());
-  return 2.0 * double(M) * double(N) * double(K) / (ms[ms.size() / 2] * 1e9);
+  return 2.0 * double(M) * double(N) * double(K) / (ms * 1e9);
 }
 
 struct GemmCase {
@@ -62,14 +52,8 @@ struct GemmCase {
 };
 
 static int run_cuda_gemm() {
-  if (!cuda_available()) {
-    std::printf("gemm --device cuda: skipped: no CUDA GPU here%s\n",
-#ifdef LINATTN_CUDA
-                ""
-#else
-                " (this build has no CUDA backend)"
-#endif
-    );
+  if (std::string why = no_gpu_reason(); !why.empty()) {
+    std::printf("gemm --device cuda: skipped: %s\n", why.c_str());
     return 0;
   }
   std::printf("float32 GEMM (cuBLAS), median of 20, CUDA events; %s\n", describe_device(Device::cuda).c_str());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "core/error.h"
 
 namespace linattn::bench {
 
@@ -20,21 +21,29 @@ bool add_mixer_bench(MixerBench mixer) {
   return true;
 }
 
+const std::vector<MixerBench>& mixer_benches() { return mixers(); }
+
 static int run_mixers(int argc, char** argv) {
   int64_t B = 4, H = 4, dk = 64, dv = 64;
   std::vector<int64_t> lengths = {512, 1024, 2048, 4096, 8192, 16384};
-  std::string only;
+  std::string only, device = "cpu";
+  int64_t max_t = -1;  // none
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else if (a == "--max-t" && i + 1 < argc) {
-      int64_t max_t = std::atoll(argv[++i]);
-      std::erase_if(lengths, [&](int64_t t) { return t > max_t; });
+    else if (a == "--max-t" && i + 1 < argc) max_t = std::atoll(argv[++i]);
+    else if (a == "--device" && i + 1 < argc) {
+      device = argv[++i];
+      if (device != "cpu" && device != "cuda") throw Error("unknown --device '" + device + "': use cpu or cuda");
     } else {
-      std::printf("usage: linattn-bench mixers [--only NAME] [--max-t T]\n");
+      std::printf("usage: linattn-bench mixers [--device cpu|cuda] [--only NAME] [--max-t T]\n"
+                  "  --device cuda: the linear mixers' CUDA kernels (an error without a GPU; a mixer\n"
+                  "  without a CUDA kernel yet is skipped with a message)\n");
       return a == "--help" ? 0 : 1;
     }
   }
+  if (device == "cuda") return run_mixers_cuda(only, max_t);
+  if (max_t >= 0) std::erase_if(lengths, [&](int64_t t) { return t > max_t; });
   std::printf("mixers, float32, forward+backward, B=%ld H=%ld dk=%ld dv=%ld, %d threads\n", long(B), long(H),
               long(dk), long(dv), omp_get_max_threads());
   std::printf("GEMM peak here (1024^3): %.1f GFLOP/s\n", gemm_peak_gflops());

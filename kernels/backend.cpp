@@ -50,11 +50,11 @@ ENTRY(activation_forward,            CPU(activation_forward),     CUDA(activatio
 ENTRY(activation_backward,           CPU(activation_backward),    CUDA(activation_backward));
 ENTRY(swiglu_forward,                CPU(swiglu_forward),         CUDA(swiglu_forward));
 ENTRY(swiglu_backward,               CPU(swiglu_backward),        CUDA(swiglu_backward));
-ENTRY(gdn_decay_forward,             CPU(gdn_decay_forward),      nullptr);
-ENTRY(gdn_decay_backward,            CPU(gdn_decay_backward),     nullptr);
+ENTRY(gdn_decay_forward,             CPU(gdn_decay_forward),      CUDA(gdn_decay_forward));
+ENTRY(gdn_decay_backward,            CPU(gdn_decay_backward),     CUDA(gdn_decay_backward));
 ENTRY(gemm,                          CPU(gemm),                   CUDA(gemm));
-ENTRY(bias_forward,                  CPU(bias_forward),           nullptr);
-ENTRY(bias_backward,                 CPU(bias_backward),          nullptr);
+ENTRY(bias_forward,                  CPU(bias_forward),           CUDA(bias_forward));
+ENTRY(bias_backward,                 CPU(bias_backward),          CUDA(bias_backward));
 ENTRY(rmsnorm_forward,               CPU(rmsnorm_forward),        CUDA(rmsnorm_forward));
 ENTRY(rmsnorm_backward,              CPU(rmsnorm_backward),       CUDA(rmsnorm_backward));
 ENTRY(l2norm_forward,                CPU(l2norm_forward),         CUDA(l2norm_forward));

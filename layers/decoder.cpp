@@ -7,6 +7,10 @@ namespace linattn {
 Decoder::Decoder(const Model& model, int64_t batch)
     : model_(model), batch_(batch), states_(size_t(model.config().num_hidden_layers)) {
   LINATTN_CHECK(batch >= 1, "Decoder: batch ", batch, " must be >= 1");
+  // The decoding ops (autograd/decoding.h) and the sampler read host memory.
+  LINATTN_CHECK(model.device() == Device::cpu, "Decoder: decoding runs on the CPU only, not yet on ",
+                device_name(model.device()), " (where the model's parameters are); sample from a checkpoint with ",
+                "linattn-generate, which decodes on the CPU");
 }
 
 Tensor Decoder::run(const Tensor& ids, bool all_positions) {

@@ -12,12 +12,20 @@
 
 #include "autograd/mixers.h"
 #include "core/hdf5.h"
+#include "core/memory.h"
 
 namespace {
 
 using namespace linattn;
 
+#ifdef LINATTN_CUDA
+constexpr bool kBuiltWithCuda = true;
+#else
+constexpr bool kBuiltWithCuda = false;
+#endif
+
 const char* kUsage = R"(usage: linattn-ops OP IN.h5 OUT.h5 [--dtype f32|f64] [--form chunk|recurrent] [--chunk-size N]
+                   [--device cpu|cuda]
 
 Runs the token mixer OP forward and backward on the inputs in IN.h5 and writes the outputs and
 gradients to OUT.h5 (as float64), for checking linattn against another implementation.
@@ -42,20 +50,43 @@ options:
   --dtype f32|f64          compute in float32 or float64 (default f64)
   --form chunk|recurrent   the chunkwise training kernels or the step-by-step recurrence (default chunk)
   --chunk-size N           chunk length of the chunk form, 1 to 256 (default 64)
+  --device cpu|cuda        where the kernels run (default cpu). cuda: the CUDA kernels, float32,
+                           checked against the CPU kernels in float64 on the same float32 inputs:
+                           one line per array (max abs and relative error, tolerance 1e-4 of its
+                           largest entry), exit status 1 when one is beyond; OUT.h5 holds the
+                           CUDA results. An OP without a CUDA kernel yet is reported as skipped
+                           (exit status 0, nothing written); without a GPU it is an error.
 )";
 
 struct Options {
   std::string op, in, out;
   DType dtype = DType::f64;
+  bool dtype_given = false;
+  Device device = Device::cpu;
   ops::MixerOptions mixer;
 };
+
+// How the inputs are read and where the op runs: the file's float64 values rounded to `read`, then
+// computed in `dtype` on `device`.
+struct Run {
+  DType read, dtype;
+  Device device;
+};
+
+// The CUDA results against the CPU's, relative to the largest entry of the CPU's array. Basis: the
+// CUDA kernels compute in float32 (relative rounding 6e-8 per operation) over sums of up to a few
+// thousand terms in another order than the CPU; a wrong index, sign or scale moves results by 1e-2
+// or more.
+constexpr double kCudaTolerance = 1e-4;
 
 // The largest dataset read: 2^32 values (32 GiB in float64), far beyond what a conformance check needs;
 // bounding it turns a corrupt or mistyped shape into an error naming the dataset instead of bad_alloc.
 constexpr int64_t kMaxValues = int64_t(1) << 32;
 
-// Reads a dataset (float64 in the file) as the compute dtype, checking its shape when one is given.
-Variable input(const H5File& f, const std::string& name, DType dtype, const Shape* expected, const std::string& needs) {
+// Reads a dataset (float64 in the file) as how.read, then to how.dtype on how.device, checking its
+// shape when one is given.
+Tensor read_input(const H5File& f, const std::string& name, const Run& how, const Shape* expected,
+                  const std::string& needs) {
   LINATTN_REQUIRE(f.has(name), f.path(), ": missing dataset '", name, "' (", needs, ")");
   Shape s = f.shape(name);
   int64_t values = 1;
@@ -67,21 +98,35 @@ Variable input(const H5File& f, const std::string& name, DType dtype, const Shap
   if (expected)
     LINATTN_REQUIRE(s == *expected, f.path(), ": dataset '", name, "' has shape ", s.str(), ", expected ",
                     expected->str());
-  return Variable(f.read(name, dtype), true);
+  Tensor t = f.read(name, how.read);
+  if (how.dtype != how.read) t = t.to(how.dtype);
+  return how.device == Device::cpu ? t : t.to(how.device);
 }
 
-Variable optional_input(const H5File& f, const std::string& name, DType dtype, const Shape& expected) {
+Variable input(const H5File& f, const std::string& name, const Run& how, const Shape* expected,
+               const std::string& needs) {
+  return Variable(read_input(f, name, how, expected, needs), true);
+}
+
+Variable optional_input(const H5File& f, const std::string& name, const Run& how, const Shape& expected) {
   if (!f.has(name)) return {};
-  return input(f, name, dtype, &expected, "");
+  return input(f, name, how, &expected, "");
 }
 
-int run(const Options& o) {
+// What one run of the op gives: its outputs (o, ht, zt) and the gradient of every input given
+// (dq, dk, ...), on the host in float64, in the order OUT.h5 holds them.
+struct Results {
+  std::vector<std::pair<std::string, Tensor>> arrays;
+  int64_t B, T, H, dk;
+};
+
+Results compute(const Options& o, const Run& how) {
   H5File in(o.in, H5File::Mode::read);
   const std::string needs = o.op == "gla"              ? "gla needs q, k, v, g"
                             : o.op == "deltanet"       ? "deltanet needs q, k, v, beta"
                             : o.op == "gated_deltanet" ? "gated_deltanet needs q, k, v, beta, a"
                                                        : o.op + " needs q, k, v";
-  Variable q = input(in, "q", o.dtype, nullptr, needs);
+  Variable q = input(in, "q", how, nullptr, needs);
   LINATTN_REQUIRE(q.shape().ndim() == 4, o.in, ": dataset 'q' has shape ", q.shape().str(), ", expected [B, T, H, dk]");
   const int64_t B = q.shape()[0], T = q.shape()[1], H = q.shape()[2], dk = q.shape()[3];
   ops::MixerOptions mixer = o.mixer;
@@ -90,7 +135,7 @@ int run(const Options& o) {
   std::map<std::string, Variable> inputs{{"q", q}};
   Variable out_o, out_ht, out_zt;
   if (o.op == "attention") {
-    Variable k = input(in, "k", o.dtype, nullptr, needs), v = input(in, "v", o.dtype, nullptr, needs);
+    Variable k = input(in, "k", how, nullptr, needs), v = input(in, "v", how, nullptr, needs);
     const int64_t window = in.attr_int("window_size").value_or(0);
     LINATTN_REQUIRE(window >= 0, o.in, ": attribute window_size is ", window, ", expected 0 (global) or a positive "
                     "window length");
@@ -99,12 +144,12 @@ int run(const Options& o) {
     inputs["v"] = v;
   } else {
     Shape qk{B, T, H, dk};
-    Variable k = input(in, "k", o.dtype, &qk, needs);
-    Variable v = input(in, "v", o.dtype, nullptr, needs);
+    Variable k = input(in, "k", how, &qk, needs);
+    Variable v = input(in, "v", how, nullptr, needs);
     LINATTN_REQUIRE(v.shape().ndim() == 4 && v.shape()[0] == B && v.shape()[1] == T && v.shape()[2] == H, o.in,
                     ": dataset 'v' has shape ", v.shape().str(), ", expected [", B, ", ", T, ", ", H, ", dv]");
     const int64_t dv = v.shape()[3];
-    Variable h0 = optional_input(in, "h0", o.dtype, {B, H, dk, dv});
+    Variable h0 = optional_input(in, "h0", how, {B, H, dk, dv});
     inputs["k"] = k;
     inputs["v"] = v;
     if (h0.defined()) inputs["h0"] = h0;
@@ -116,23 +161,23 @@ int run(const Options& o) {
       cpu::FeatureMap phi = fm == "elu1" ? cpu::FeatureMap::elu1 : fm == "relu" ? cpu::FeatureMap::relu
                                                                                 : cpu::FeatureMap::identity;
       const bool normalize = in.attr_int("normalize").value_or(0) != 0;
-      Variable z0 = optional_input(in, "z0", o.dtype, {B, H, dk});
+      Variable z0 = optional_input(in, "z0", how, {B, H, dk});
       LINATTN_CHECK(!z0.defined() || normalize, o.in, ": dataset 'z0' is the normalizer state of the normalized form; "
                     "set the attribute normalize = 1 or drop z0");
       if (z0.defined()) inputs["z0"] = z0;
       r = ops::linear_attention(q, k, v, h0, phi, normalize, mixer, z0);
     } else if (o.op == "gla") {
-      Variable g = input(in, "g", o.dtype, &qk, needs);
+      Variable g = input(in, "g", how, &qk, needs);
       inputs["g"] = g;
       r = ops::gla(q, k, v, g, h0, mixer);
     } else {
       Shape bth{B, T, H};
-      Variable beta = input(in, "beta", o.dtype, &bth, needs);
+      Variable beta = input(in, "beta", how, &bth, needs);
       inputs["beta"] = beta;
       if (o.op == "deltanet") {
         r = ops::deltanet(q, k, v, beta, h0, mixer);
       } else {
-        Variable a = input(in, "a", o.dtype, &bth, needs);
+        Variable a = input(in, "a", how, &bth, needs);
         inputs["a"] = a;
         r = ops::gated_deltanet(q, k, v, beta, a, h0, mixer);
       }
@@ -143,35 +188,85 @@ int run(const Options& o) {
   }
 
   std::vector<Variable> outputs{out_o};
-  std::vector<Tensor> grads{in.has("do") ? input(in, "do", o.dtype, &out_o.shape(), "").value()
-                                         : Tensor::zeros(out_o.shape(), o.dtype)};
+  std::vector<Tensor> grads{in.has("do") ? read_input(in, "do", how, &out_o.shape(), "")
+                                         : Tensor::zeros(out_o.shape(), how.dtype, how.device)};
   if (out_ht.defined()) {
     outputs.push_back(out_ht);
-    grads.push_back(in.has("dht") ? input(in, "dht", o.dtype, &out_ht.shape(), "").value()
-                                  : Tensor::zeros(out_ht.shape(), o.dtype));
+    grads.push_back(in.has("dht") ? read_input(in, "dht", how, &out_ht.shape(), "")
+                                  : Tensor::zeros(out_ht.shape(), how.dtype, how.device));
   }
   if (out_zt.defined()) {
     outputs.push_back(out_zt);
-    grads.push_back(in.has("dzt") ? input(in, "dzt", o.dtype, &out_zt.shape(), "").value()
-                                  : Tensor::zeros(out_zt.shape(), o.dtype));
+    grads.push_back(in.has("dzt") ? read_input(in, "dzt", how, &out_zt.shape(), "")
+                                  : Tensor::zeros(out_zt.shape(), how.dtype, how.device));
   }
   backward(outputs, grads);
 
-  H5File out(o.out, H5File::Mode::create);
-  out.write("o", out_o.value().to(DType::f64));
-  if (out_ht.defined()) out.write("ht", out_ht.value().to(DType::f64));
-  if (out_zt.defined()) out.write("zt", out_zt.value().to(DType::f64));
-  for (auto& [name, var] : inputs) {
-    Tensor g = var.grad().defined() ? var.grad() : Tensor::zeros(var.shape(), o.dtype);
-    out.write("d" + name, g.to(DType::f64));
+  auto host = [](const Tensor& t) { return (t.device() == Device::cpu ? t : t.to(Device::cpu)).to(DType::f64); };
+  Results r{{}, B, T, H, dk};
+  r.arrays.emplace_back("o", host(out_o.value()));
+  if (out_ht.defined()) r.arrays.emplace_back("ht", host(out_ht.value()));
+  if (out_zt.defined()) r.arrays.emplace_back("zt", host(out_zt.value()));
+  for (auto& [name, var] : inputs)
+    r.arrays.emplace_back("d" + name, var.grad().defined() ? host(var.grad()) : Tensor::zeros(var.shape(), DType::f64));
+  return r;
+}
+
+// The CUDA results against the CPU's, one line per array; true when all are within the tolerance.
+bool compare(const Options& o, const Results& cuda, const Results& cpu) {
+  int bad = 0;
+  for (size_t i = 0; i < cuda.arrays.size(); ++i) {
+    const auto& [name, got] = cuda.arrays[i];
+    const Tensor& want = cpu.arrays[i].second;
+    double max_abs = 0, scale = 0;
+    for (int64_t j = 0; j < got.numel(); ++j) {
+      const double a = got.data<double>()[j], b = want.data<double>()[j];
+      max_abs = std::isnan(a - b) ? INFINITY : std::max(max_abs, std::abs(a - b));
+      scale = std::max(scale, std::abs(b));
+    }
+    const double relative = max_abs / std::max(scale, 1e-300);
+    const bool ok = relative <= kCudaTolerance;
+    bad += !ok;
+    std::printf("  %-5s max abs error %.3g, relative %.3g: %s\n", name.c_str(), max_abs, relative,
+                ok ? "ok" : "BEYOND THE TOLERANCE");
   }
+  std::printf("linattn-ops %s --device cuda: %s (tolerance %g of each array's largest entry)\n", o.op.c_str(),
+              bad ? (std::to_string(bad) + " of " + std::to_string(cuda.arrays.size()) +
+                     " arrays differ from the CPU kernels").c_str()
+                  : "every array matches the CPU kernels",
+              kCudaTolerance);
+  return bad == 0;
+}
+
+int run(const Options& o) {
+  const char* form = o.mixer.form == ops::MixerForm::chunk ? "chunk" : "recurrent";
+  int status = 0;
+  Results r;
+  if (o.device == Device::cuda) {
+    if (!cuda_available())
+      throw Error(std::string("--device cuda: no CUDA device here (this build ") +
+                  (kBuiltWithCuda ? "has the CUDA backend" : "has no CUDA backend: configure with -DLINATTN_CUDA=ON") +
+                  "); run it on a machine with an NVIDIA GPU, or leave out --device cuda to run the CPU kernels");
+    if (std::string missing = ops::missing_kernels(o.op, Device::cuda); !missing.empty()) {
+      std::printf("linattn-ops %s --device cuda: skipped: no CUDA kernel yet (backend entries %s); nothing written\n",
+                  o.op.c_str(), missing.c_str());
+      return 0;
+    }
+    r = compute(o, {DType::f32, DType::f32, Device::cuda});
+    status = compare(o, r, compute(o, {DType::f32, DType::f64, Device::cpu})) ? 0 : 1;
+  } else {
+    r = compute(o, {o.dtype, o.dtype, Device::cpu});
+  }
+  const DType dtype = o.device == Device::cuda ? DType::f32 : o.dtype;
+  H5File out(o.out, H5File::Mode::create);
+  for (const auto& [name, t] : r.arrays) out.write(name, t);
   out.set_attr("op", o.op);
-  out.set_attr("dtype", std::string(dtype_name(o.dtype)));
-  out.set_attr("form", std::string(mixer.form == ops::MixerForm::chunk ? "chunk" : "recurrent"));
-  std::printf("linattn-ops %s: wrote %s (B=%ld T=%ld H=%ld dk=%ld, %s, %s)\n", o.op.c_str(), o.out.c_str(), long(B),
-              long(T), long(H), long(dk), dtype_name(o.dtype),
-              mixer.form == ops::MixerForm::chunk ? "chunk" : "recurrent");
-  return 0;
+  out.set_attr("dtype", std::string(dtype_name(dtype)));
+  out.set_attr("form", std::string(form));
+  out.set_attr("device", std::string(device_name(o.device)));
+  std::printf("linattn-ops %s: wrote %s (B=%ld T=%ld H=%ld dk=%ld, %s, %s, %s)\n", o.op.c_str(), o.out.c_str(),
+              long(r.B), long(r.T), long(r.H), long(r.dk), dtype_name(dtype), form, device_name(o.device));
+  return status;
 }
 
 }  // namespace
@@ -198,6 +293,14 @@ int main(int argc, char** argv) {
         return 2;
       }
       o.dtype = d == "f32" ? DType::f32 : DType::f64;
+      o.dtype_given = true;
+    } else if (a == "--device") {
+      std::string d = value();
+      if (d != "cpu" && d != "cuda") {
+        std::fprintf(stderr, "linattn-ops: error: --device must be cpu or cuda, got '%s'\n", d.c_str());
+        return 2;
+      }
+      o.device = d == "cpu" ? Device::cpu : Device::cuda;
     } else if (a == "--form") {
       std::string f = value();
       if (f != "chunk" && f != "recurrent") {
@@ -234,6 +337,11 @@ int main(int argc, char** argv) {
   if (std::find(known.begin(), known.end(), o.op) == known.end()) {
     std::fprintf(stderr, "linattn-ops: error: unknown op '%s' (linear_attn, gla, deltanet, gated_deltanet, attention)\n",
                  o.op.c_str());
+    return 2;
+  }
+  if (o.device == Device::cuda && o.dtype_given && o.dtype != DType::f32) {
+    std::fprintf(stderr, "linattn-ops: error: --device cuda computes in float32 (the CUDA kernels' type): use "
+                         "--dtype f32 or leave --dtype out\n");
     return 2;
   }
   try {

@@ -37,15 +37,15 @@ inline RowChunks row_chunks(int64_t rows, int64_t tiles, int64_t columns) {
 }
 
 // out1[j] += sum over chunks of column_partials[chunk][j] for j < n1, out2[j - n1] for the n2 after
-// (out2 may be null: those columns are dropped).
+// (out1 or out2 may be null: those columns are dropped).
 __global__ void add_column_partials_kernel(float* out1, int64_t n1, float* out2, int64_t n2, int64_t chunks) {
   const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= n1 + n2) return;
   float sum = 0;
   for (int64_t r = 0; r < chunks; ++r) sum += column_partials[r * (n1 + n2) + j];
-  if (j < n1)
-    out1[j] += sum;
-  else if (out2)
+  if (j < n1) {
+    if (out1) out1[j] += sum;
+  } else if (out2)
     out2[j - n1] += sum;
 }
 

@@ -8,11 +8,13 @@
 #include "kernels/cpu/deltanet.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/bias.h"
 #include "kernels/cuda/conv.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/deltanet.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gdn_decay.h"
 #include "kernels/cuda/gla.h"
 #include "kernels/cuda/linear_attn.h"
 #include "kernels/cuda/matmul.h"
@@ -117,6 +119,28 @@ void swiglu_forward(In y, In gate, In up) {
 void swiglu_backward(In dgate, In dup, In gate, In up, In dy) {
   require_f32("swiglu", gate);
   cuda::swiglu_backward(f32(dgate), f32(dup), f32(gate), f32(up), f32(dy), gate.numel());
+}
+
+// kernels/cuda/{gdn_decay,bias}.cu
+void gdn_decay_forward(In a, In x, In A_log, In dt_bias) {
+  require_f32("gdn_decay", x);
+  cuda::gdn_decay_forward(f32(a), f32(x), f32(A_log), f32(dt_bias), x.shape().rows(), x.shape().last());
+}
+
+void gdn_decay_backward(In dx, In dA_log, In ddt_bias, In x, In A_log, In dt_bias, In da) {
+  require_f32("gdn_decay", x);
+  cuda::gdn_decay_backward(f32(dx), f32(dA_log), f32(ddt_bias), f32(x), f32(A_log), f32(dt_bias), f32(da),
+                           x.shape().rows(), x.shape().last());
+}
+
+void bias_forward(In y, In bias) {
+  require_f32("bias", y);
+  cuda::bias_forward(f32(y), f32(bias), y.numel() / bias.numel(), bias.numel());
+}
+
+void bias_backward(In dbias, In dy) {
+  require_f32("bias", dy);
+  cuda::bias_backward(f32(dbias), f32(dy), dy.numel() / dbias.numel(), dbias.numel());
 }
 
 void rmsnorm_forward(In y, In rstd, In x, In w, double eps) {

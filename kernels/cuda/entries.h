@@ -25,6 +25,11 @@ void activation_forward(cpu::Activation f, In y, In x);
 void activation_backward(cpu::Activation f, In dx, In x, In dy);
 void swiglu_forward(In y, In gate, In up);
 void swiglu_backward(In dgate, In dup, In gate, In up, In dy);
+// kernels/cuda/{gdn_decay,bias}.cu
+void gdn_decay_forward(In a, In x, In A_log, In dt_bias);
+void gdn_decay_backward(In dx, In dA_log, In ddt_bias, In x, In A_log, In dt_bias, In da);
+void bias_forward(In y, In bias);
+void bias_backward(In dbias, In dy);
 void rmsnorm_forward(In y, In rstd, In x, In w, double eps);
 void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy);
 void l2norm_forward(In y, In r, In x, double eps);

@@ -8,6 +8,7 @@
 #include <hdf5.h>
 
 #include "core/hdf5.h"
+#include "core/memory.h"
 #include "testing.h"
 
 namespace linattn {
@@ -162,6 +163,54 @@ TEST_F(LinattnOps, SizesAreBounded) {
                                 0),
             0u)
       << r.output;
+}
+
+// --device cuda without a GPU: an error that says so and how to go on, and nothing written.
+TEST_F(LinattnOps, CudaWithoutAGpuIsAClearError) {
+  if (cuda_available()) GTEST_SKIP() << "a GPU is here: linattn-ops --device cuda would run";
+  write_inputs("gla", path("in.h5"));
+  testing::CommandResult r = run_tool("gla " + path("in.h5") + " " + path("out.h5") + " --device cuda");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_EQ(r.output.rfind("linattn-ops: error: --device cuda: no CUDA device here (this build ", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("leave out --device cuda to run the CPU kernels"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("out.h5")));
+}
+
+TEST_F(LinattnOps, CudaComputesInFloat32AndKnowsTwoDevices) {
+  write_inputs("gla", path("in.h5"));
+  testing::CommandResult r = run_tool("gla " + path("in.h5") + " " + path("out.h5") + " --device cuda --dtype f64");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--device cuda computes in float32 (the CUDA kernels' type): use --dtype f32 or leave "
+                          "--dtype out"),
+            std::string::npos)
+      << r.output;
+  r = run_tool("gla " + path("in.h5") + " " + path("out.h5") + " --device tpu");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--device must be cpu or cuda, got 'tpu'"), std::string::npos) << r.output;
+}
+
+// On a GPU: every op either matches the CPU kernels (and OUT.h5 holds the CUDA results), or has no
+// CUDA kernel yet and is reported as skipped with nothing written.
+TEST_F(LinattnOps, CudaMatchesTheCpuOrIsSkipped) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device here";
+  for (std::string op : {"linear_attn", "gla", "deltanet", "gated_deltanet", "attention"}) {
+    for (const char* form : {"chunk", "recurrent"}) {
+      if (op == "attention" && std::string(form) == "recurrent") continue;
+      SCOPED_TRACE(op + " " + form);
+      write_inputs(op, path("in.h5"));
+      fs::remove(path("out.h5"));
+      testing::CommandResult r =
+          run_tool(op + " " + path("in.h5") + " " + path("out.h5") + " --device cuda --form " + form);
+      EXPECT_EQ(r.status, 0) << r.output;
+      if (r.output.find("skipped: no CUDA kernel yet") != std::string::npos) {
+        EXPECT_FALSE(fs::exists(path("out.h5")));
+        continue;
+      }
+      EXPECT_NE(r.output.find("every array matches the CPU kernels"), std::string::npos) << r.output;
+      H5File out(path("out.h5"), H5File::Mode::read);
+      EXPECT_EQ(out.attr_string("device"), std::optional<std::string>("cuda"));
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,136 @@
+// linattn-bench mixers --device cuda: forward+backward of each linear mixer's autograd op (the
+// backend table's CUDA entries, as training runs them) on the GPU, float32, at the shapes of issue
+// 14: B=4 H=4 D=64 for T from 1K to 64K (fla's reference shape at T=2048), and B=8 T=2048 H=16 D=128.
+// A mixer whose CUDA entries are missing (ops::missing_kernels) is skipped with a message, so this
+// runs before its kernels land.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/mixers.h"
+#include "bench/bench.h"
+#include "core/error.h"
+#include "core/memory.h"
+#include "core/rng.h"
+#include "train/device.h"
+
+namespace linattn::bench {
+
+namespace {
+
+// The linear mixers, by their names in the CPU list (whose flops() this uses) and in ops::missing_kernels.
+const char* const kMixers[] = {"linear_attn", "gla", "deltanet", "gated_deltanet"};
+
+// Uniform(lo, hi) host values through f, as a device leaf that takes a gradient.
+Variable device_input(const Shape& shape, Rng& rng, double lo, double hi, float (*f)(float) = nullptr) {
+  Tensor t = Tensor::empty(shape, DType::f32);
+  rng.fill_uniform(t, lo, hi);
+  if (f)
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = f(t.data<float>()[i]);
+  return Variable(t.to(Device::cuda), true);
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float log_gate(float x) { return -std::log1p(std::exp(-x)) / 16.0f; }  // logsigmoid(x) / 16, as the layers
+
+// One forward+backward of mixer m on fresh device inputs [B, T, H, D] (chunk 64, no initial state,
+// the gradient seeded on o). The gradients accumulate from run to run: harmless for timing.
+std::function<void()> prepare(const std::string& m, int64_t B, int64_t T, int64_t H, int64_t D) {
+  Rng rng(3);
+  auto q = device_input({B, T, H, D}, rng, -1, 1), v = device_input({B, T, H, D}, rng, -1, 1);
+  Variable k;
+  if (m == "deltanet" || m == "gated_deltanet") {  // L2-normalized keys, as the layer makes them
+    Tensor t = Tensor::empty({B, T, H, D}, DType::f32);
+    rng.fill_uniform(t, -1, 1);
+    float* p = t.data<float>();
+    for (int64_t r = 0; r < B * T * H; ++r) {
+      double n = 0;
+      for (int64_t i = 0; i < D; ++i) n += double(p[r * D + i]) * p[r * D + i];
+      for (int64_t i = 0; i < D; ++i) p[r * D + i] = float(p[r * D + i] / (std::sqrt(n) + 1e-6));
+    }
+    k = Variable(t.to(Device::cuda), true);
+  } else {
+    k = device_input({B, T, H, D}, rng, -1, 1);
+  }
+  Tensor dO = Tensor::empty({B, T, H, D}, DType::f32);
+  rng.fill_uniform(dO, -1, 1);
+  auto up = std::make_shared<Tensor>(dO.to(Device::cuda));
+  if (m == "linear_attn")
+    return [=] {
+      backward({ops::linear_attention(q, k, v, {}, cpu::FeatureMap::identity, false).o}, {*up});
+    };
+  if (m == "gla") {
+    Variable g = device_input({B, T, H, D}, rng, -3, 3, log_gate);
+    return [=] { backward({ops::gla(q, k, v, g, {}).o}, {*up}); };
+  }
+  Variable beta = device_input({B, T, H}, rng, -3, 3, sigmoid);
+  if (m == "deltanet") return [=] { backward({ops::deltanet(q, k, v, beta, {}).o}, {*up}); };
+  Variable a = device_input({B, T, H}, rng, -3, 3, log_gate);
+  return [=] { backward({ops::gated_deltanet(q, k, v, beta, a, {}).o}, {*up}); };
+}
+
+const MixerBench* cpu_bench(const std::string& name) {
+  for (const MixerBench& b : mixer_benches())
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+}  // namespace
+
+int run_mixers_cuda(const std::string& only, int64_t max_t) {
+  if (std::string why = no_gpu_reason(); !why.empty())
+    throw Error("--device cuda: " + why + "; run it on a machine with an NVIDIA GPU, or leave out --device cuda "
+                "for the CPU kernels");
+  bool known = only.empty();
+  for (const char* m : kMixers) known = known || only == m;
+  if (!known) throw Error("--only " + only + ": no such linear mixer (linear_attn, gla, deltanet, gated_deltanet)");
+
+  struct Shape4 {
+    int64_t B, T, H, D;
+  };
+  std::vector<Shape4> shapes;
+  for (int64_t T = 1024; T <= 65536 && (max_t < 0 || T <= max_t); T *= 2) shapes.push_back({4, T, 4, 64});
+  shapes.push_back({8, 2048, 16, 128});
+  std::printf("linear mixers on %s, float32, forward+backward (autograd op, chunk 64, gradient seeded on o), "
+              "median of 20 after 3 warm-up runs (CUDA events)\n",
+              describe_device(Device::cuda).c_str());
+  std::printf("H100 reference, fla at B=4 T=2048 H=4 D=64 (shared/design/gpu.md): targets linear_attn float32 <= "
+              "1.72 ms, gla float32 <= 3.25 ms, deltanet bf16 <= 2.46 ms\n");
+  std::printf("TFLOP/s from the chunkwise product count of the CPU benchmark (chunk 64)\n");
+  std::printf("%-16s %3s %6s %3s %4s %10s %12s %9s %10s\n", "mixer", "B", "T", "H", "D", "ms", "tokens/s", "TFLOP/s",
+              "ns/token");
+  for (const char* name : kMixers) {
+    if (!only.empty() && only != name) continue;
+    if (std::string missing = ops::missing_kernels(name, Device::cuda); !missing.empty()) {
+      std::printf("%-16s skipped: no CUDA kernel yet (backend entries %s)\n", name, missing.c_str());
+      continue;
+    }
+    const MixerBench* cpu = cpu_bench(name);
+    double ns_1k = 0, ns_last = 0;
+    int64_t t_last = 0;
+    for (const Shape4& s : shapes) {
+      try {
+        const double ms = cuda_median_ms(prepare(name, s.B, s.T, s.H, s.D));
+        const double tokens = double(s.B * s.T), ns = ms * 1e6 / tokens;
+        const double tflops = cpu ? cpu->flops(s.T, s.D, s.D) * double(s.B * s.H) / (ms * 1e9) : 0;
+        std::printf("%-16s %3ld %6ld %3ld %4ld %10.3f %12.0f %9.2f %10.2f\n", name, long(s.B), long(s.T), long(s.H),
+                    long(s.D), ms, tokens / (ms * 1e-3), tflops, ns);
+        if (s.B == 4 && s.H == 4 && s.D == 64) {
+          if (s.T == 1024) ns_1k = ns;
+          ns_last = ns, t_last = s.T;
+        }
+      } catch (const Error& e) {  // one shape a kernel refuses (or a GPU too small) does not end the run
+        std::printf("%-16s %3ld %6ld %3ld %4ld failed: %s\n", name, long(s.B), long(s.T), long(s.H), long(s.D),
+                    e.what());
+      }
+      std::fflush(stdout);
+    }
+    if (ns_1k > 0 && t_last > 1024)  // linear cost: time per token flat as T grows (target <= 1.3)
+      std::printf("%-16s ns/token at T=%ld / T=1024: %.2f\n", name, long(t_last), ns_last / ns_1k);
+  }
+  return 0;
+}
+
+}  // namespace linattn::bench
