@@ -58,7 +58,7 @@ TEST_F(ExportEval, EvaluationRepeatsTheTrainersFigure) {
   load_checkpoint(ckpt_, config_, model, nullptr, nullptr);
   Arena arena;
   EvalResult r = evaluate(model, data::Dataset::open(config_.data.path, "val"), config_.data.seq_len,
-                          config_.train.batch_size, /*max_tokens=*/0, arena);
+                          config_.train.batch_size, /*max_tokens=*/0, arena, nullptr, config_.data.document_boundaries);
   EXPECT_EQ(r.loss, summary_.last.loss);
   EXPECT_EQ(r.bits_per_byte, summary_.last.bits_per_byte);
 
