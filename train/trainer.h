@@ -29,10 +29,10 @@ struct EvalResult {
 
 // Mean validation loss of `model` over `val` (or its first max_tokens tokens, 0 = all) in windows of
 // seq_len tokens, batch rows at a time, without recording a tape. Activations use `arena`.
-// `boundaries`: whether each end-of-text token of a window starts a fresh sequence (reset).
+// `boundaries`: whether each end-of-text token of a window starts a fresh sequence (reset); no
+// default, since the run's data.document_boundaries is what an evaluation must repeat.
 EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val, int64_t seq_len, int64_t batch,
-                    int64_t max_tokens, Arena& arena, Communicator* comm = nullptr,
-                    DocumentBoundaries boundaries = DocumentBoundaries::cross);
+                    int64_t max_tokens, Arena& arena, Communicator* comm, DocumentBoundaries boundaries);
 // The same over any validation batches (from the first), with recall accuracy where they score it;
 // `eot`: the end-of-text token that cuts documents when `boundaries` is reset.
 EvalResult evaluate(const Model& model, data::ValBatches& val, Arena& arena, Communicator* comm = nullptr,

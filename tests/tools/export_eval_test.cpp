@@ -111,7 +111,7 @@ TEST_F(ExportEval, EvaluatesAnyTextFiles) {
   load_checkpoint(ckpt_, config_, model, nullptr, nullptr);
   Arena arena;
   EvalResult r = evaluate(model, std::make_shared<const data::Dataset>(std::vector<std::string>{o.out_dir + "/train.bin"}),
-                          32, config_.train.batch_size, 0, arena);
+                          32, config_.train.batch_size, 0, arena, nullptr, config_.data.document_boundaries);
 
   int status = 0;
   std::string out = run_and_capture(testing::built_binary("linattn-eval") + " " + ckpt_ + " --text " + text + " --seq-len 32", &status);

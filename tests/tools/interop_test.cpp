@@ -134,8 +134,8 @@ TEST_F(Interop, SafetensorsRoundTripIsBitIdenticalAndEvaluatesTheSame) {
   init_from(out, imported, "tiny.yaml");
   Arena arena;
   auto val = data::Dataset::open(c.data.path, "val");
-  EvalResult a = evaluate(original, val, c.data.seq_len, 8, 8192, arena);
-  EvalResult b = evaluate(imported, val, c.data.seq_len, 8, 8192, arena);
+  EvalResult a = evaluate(original, val, c.data.seq_len, 8, 8192, arena, nullptr, c.data.document_boundaries);
+  EvalResult b = evaluate(imported, val, c.data.seq_len, 8, 8192, arena, nullptr, c.data.document_boundaries);
   EXPECT_EQ(a.loss, b.loss);
   EXPECT_EQ(a.bits_per_byte, b.bits_per_byte);
   // linattn-eval on the checkpoint prints the imported model's figure.
