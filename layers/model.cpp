@@ -4,7 +4,7 @@
 #include <map>
 #include <sstream>
 
-#include "kernels/backend.h"
+#include "autograd/mixers.h"
 
 namespace linattn {
 
@@ -58,21 +58,11 @@ Variable Model::loss(const Tensor& ids, const Tensor& targets, const ops::Segmen
 std::string Model::unsupported_on(Device device) const {
   for (size_t i = 0; i < config_.layers.size(); ++i) {
     const MixerKind kind = config_.layers[i].mixer;
-    // The backend entries each mixer kind runs, and what a person calls it.
-    const backend::Kernel<void(const backend::MixerArgs&)>* mixer = nullptr;
-    const char* title = "";
-    switch (kind) {
-      case MixerKind::linear_attn: mixer = &backend::linear_attention_forward, title = "linear attention"; break;
-      case MixerKind::gla: mixer = &backend::gla_forward, title = "GLA"; break;
-      case MixerKind::retnet: mixer = &backend::gla_forward, title = "RetNet"; break;
-      case MixerKind::deltanet: mixer = &backend::delta_rule_forward, title = "DeltaNet"; break;
-      case MixerKind::gated_deltanet: mixer = &backend::delta_rule_forward, title = "Gated DeltaNet"; break;
-      case MixerKind::attention: title = "attention"; break;
-    }
-    const bool ok = mixer ? mixer->has(device) : backend::attention_forward.has(device);
-    if (!ok)
-      return "model.layers." + std::to_string(i) + " (" + mixer_name(kind) + "): the " + title + " mixer has no " +
-             (device == Device::cuda ? "CUDA" : device_name(device)) + " kernel yet";
+    // RetNet runs GLA's kernels with a constant gate.
+    const std::string missing = ops::missing_kernels(kind == MixerKind::retnet ? "gla" : mixer_name(kind), device);
+    if (!missing.empty())
+      return "model.layers." + std::to_string(i) + " (" + mixer_name(kind) + "): no " +
+             (device == Device::cuda ? "CUDA" : device_name(device)) + " kernel yet for " + missing;
   }
   return "";
 }

@@ -30,8 +30,9 @@ class Model {
   double flops_per_token(int64_t T) const;
   int64_t matmul_params() const;
   std::string summary() const;  // one line per layer kind, the parameter count
-  // Empty when every mixer of the model has kernels on `device`; else names the first layer that
-  // has none: "model.layers.0 (gla): the GLA mixer has no CUDA kernel yet".
+  // Empty when every mixer of the model has its kernels on `device`; else names the first layer
+  // that lacks some, and which: "model.layers.0 (gla): no CUDA kernel yet for gla_forward,
+  // gla_backward" (ops::missing_kernels).
   std::string unsupported_on(Device device) const;
 
  private:

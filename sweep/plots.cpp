@@ -16,8 +16,13 @@ LinePlot curve_plot(const std::vector<RunRecord>& runs, const std::vector<std::s
                     const std::string& metric) {
   LinePlot p{metric_label(metric) + " against training tokens", "training tokens", metric_label(metric), {}};
   for (size_t i = 0; i < runs.size(); ++i) {
+    const std::vector<EvalPoint>& evals = runs[i].evals;
+    // The evaluations during training when there are some: a final one on the whole split is
+    // left out, since it reads other tokens than they do and would bend the line at its end.
+    const bool partial = std::any_of(evals.begin(), evals.end(), [](const EvalPoint& e) { return !e.whole_split; });
     Series s{labels.at(i), {}};
-    for (const EvalPoint& e : runs[i].evals) s.points.push_back({e.tokens, metric_value(e, metric)});
+    for (const EvalPoint& e : evals)
+      if (!(partial && e.whole_split)) s.points.push_back({e.tokens, metric_value(e, metric)});
     p.series.push_back(s);
   }
   return p;

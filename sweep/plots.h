@@ -12,7 +12,8 @@ namespace linattn {
 // The metric's axis name: "validation loss (nats/token)", ...
 std::string metric_label(const std::string& metric);
 
-// `metric` against training tokens at every evaluation, one line per run, named by `labels`.
+// `metric` against training tokens, one line per run, named by `labels`: the evaluations during
+// training, or those on the whole split where a run has no others (EvalPoint::whole_split).
 LinePlot curve_plot(const std::vector<RunRecord>& runs, const std::vector<std::string>& labels,
                     const std::string& metric);
 

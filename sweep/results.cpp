@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -68,6 +69,7 @@ RunRecord read_run(const std::string& dir) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   std::map<int64_t, EvalPoint> evals;
+  std::set<int64_t> done_steps;  // a finished run's final evaluation is at the step of its "done" record
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;
     data::JsonValue r;
@@ -85,12 +87,16 @@ RunRecord read_run(const std::string& dir) {
     }
     // A resumed run past its end appends more: the last record counts.
     if (r.find("done")) {
+      done_steps.insert(step);
       run.done = true;
       run.tokens = number(r, "tokens");
       run.tokens_per_s = run.tokens / number(r, "seconds");
     }
   }
-  for (const auto& [step, e] : evals) run.evals.push_back(e);
+  for (auto& [step, e] : evals) {
+    e.whole_split = run.config.data.val_tokens == 0 || done_steps.count(step);
+    run.evals.push_back(e);
+  }
   if (!run.done) {
     run.tokens_per_s = NAN;
     run.tokens = run.evals.empty() ? 0 : run.evals.back().tokens;

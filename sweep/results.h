@@ -16,6 +16,10 @@ struct EvalPoint {
   double tokens = 0;  // training tokens seen: step x batch_size x seq_len
   double val_loss = 0, val_ppl = 0, val_bpb = 0;
   double recall_accuracy = 0;  // NaN when the run is not on MQAR
+  // Read the whole validation split: the final evaluation of a finished run, or every evaluation
+  // when data.val_tokens is 0. The others read the split's first data.val_tokens tokens, which is
+  // easier or harder than the whole: only evaluations of one kind compare with each other.
+  bool whole_split = false;
 };
 
 struct RunRecord {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/flag_values.h"
 #include "data/dataset.h"
 #include "data/prepare.h"
 #include "data/shard.h"
@@ -93,12 +94,8 @@ Args parse(int argc, char** argv, int first) {
     else if (s == "--gpt2-dir") a.gpt2_dir = value();
     else if (s == "--out") a.out = value();
     else if (s == "--val-glob") a.val_glob = value();
-    else if (s == "--val-fraction") {
-      const std::string v = value();
-      char* end = nullptr;
-      a.val_fraction = std::strtod(v.c_str(), &end);
-      LINATTN_REQUIRE(end && *end == '\0' && !v.empty(), "--val-fraction '", v, "' is not a number");
-    } else if (s.size() > 1 && s[0] == '-') {
+    else if (s == "--val-fraction") a.val_fraction = parse_number(s, value());
+    else if (s.size() > 1 && s[0] == '-') {
       LINATTN_REQUIRE(false, "unknown option '", s, "' (see linattn-data --help)");
     } else {
       a.args.push_back(s);

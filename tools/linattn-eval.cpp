@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/flag_values.h"
 #include "data/mqar.h"
 #include "data/prepare.h"
 #include "train/checkpoint.h"
@@ -50,16 +51,6 @@ read only the first data.val_tokens tokens (--tokens N repeats those).
 
 Errors name the file and the fix; LINATTN_DEBUG=1 adds the source location of the failed check.
 )";
-
-// A whole-number flag value in [lo, hi], or an error naming the flag.
-int64_t parse_count(const std::string& flag, const std::string& text, int64_t lo, int64_t hi) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  LINATTN_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && v >= lo && v <= hi, flag, " '", text,
-                  "' is not a whole number in [", lo, ", ", hi, "]");
-  return v;
-}
 
 // A folder removed with everything in it when the evaluation ends.
 struct TempFolder {

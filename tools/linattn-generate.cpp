@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/flag_values.h"
 #include "core/hdf5.h"
 #include "data/dataset.h"
 #include "data/tokenizer.h"
@@ -58,24 +59,6 @@ A byte-level model can write bytes that are not UTF-8: they are printed as U+FFF
 token goes to stderr at the end. Errors name the flag or file and the fix; LINATTN_DEBUG=1 adds the
 source location of the failed check.
 )";
-
-int64_t parse_count(const std::string& flag, const std::string& text, int64_t lo, int64_t hi) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  LINATTN_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && v >= lo && v <= hi, flag, " '", text,
-                  "' is not a whole number in [", lo, ", ", hi, "]");
-  return v;
-}
-
-double parse_number(const std::string& flag, const std::string& text) {
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(text.c_str(), &end);
-  LINATTN_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && std::isfinite(v), flag, " '", text,
-                  "' is not a number");
-  return v;
-}
 
 std::string read_file(const std::string& path, const std::string& flag) {
   std::ifstream in(path, std::ios::binary);

@@ -40,6 +40,18 @@ std::string duration(double seconds) {
   return buf;
 }
 
+// The run line's bounds: "max_steps 573, max_time 10m00s".
+std::string run_bounds(const TrainConfig& t) {
+  std::string bounds;
+  auto bound = [&](const std::string& b) { bounds += (bounds.empty() ? "" : ", ") + b; };
+  if (t.max_steps) bound("max_steps " + std::to_string(t.max_steps));
+  if (t.max_tokens) bound("max_tokens " + std::to_string(t.max_tokens));
+  char fraction[32];
+  std::snprintf(fraction, sizeof fraction, "%gs", t.max_time);  // duration() rounds to whole seconds
+  if (t.max_time) bound("max_time " + (t.max_time == std::floor(t.max_time) ? duration(t.max_time) : fraction));
+  return bounds.empty() ? "no bound (Ctrl-C stops it with a checkpoint)" : bounds;
+}
+
 // A fresh run must not write into the folder of another: its metrics would mix, and pruning by
 // step number would delete checkpoints of either run.
 void refuse_existing_run(const std::string& out_dir) {
@@ -400,17 +412,47 @@ void Trainer::log_step(int64_t done_steps, const LogWindow& window, double lr, d
                                 {"ms_per_step", ms_per_step}, {"mfu", mfu}});
 }
 
+double Trainer::report_eval(int64_t step, bool final, const MetricsLog* metrics, TrainSummary& summary) {
+  const TrainConfig& t = config_.train;
+  auto t0 = std::chrono::steady_clock::now();
+  // Evaluations during training read data.val_tokens tokens; the final one the whole split.
+  EvalResult r = linattn::evaluate(*model_, *val_batches(final ? 0 : config_.data.val_tokens), arena_, comm_,
+                                   config_.data.document_boundaries, eot_);
+  const std::string sample = t.sample_every && val_data_ && (final || step % t.sample_every == 0) &&
+                                     comm_->is_root()
+                                 ? training_sample_line(*model_, val_data_->tokenizer(), t, step)
+                                 : "";
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (isatty(fileno(stdout)) && comm_->world_size() == 1) say("\r\033[K");  // over the step counter
+  const bool recall = std::isfinite(r.recall_accuracy);
+  char recall_text[48] = "", bpb_text[32] = "";  // MQAR has recall and no bytes
+  if (recall) std::snprintf(recall_text, sizeof recall_text, " | recall %.4f", r.recall_accuracy);
+  if (std::isfinite(r.bits_per_byte)) std::snprintf(bpb_text, sizeof bpb_text, " | bpb %.4f", r.bits_per_byte);
+  say("eval  step %6lld | val loss %.4f | ppl %.3f%s | %lld tokens%s | documents %s\n", (long long)step, r.loss,
+      r.perplexity, bpb_text, (long long)r.tokens, recall_text,
+      document_boundaries_name(config_.data.document_boundaries));
+  std::fflush(stdout);
+  MetricFields fields{{"val_loss", r.loss}, {"val_ppl", r.perplexity}, {"val_bpb", r.bits_per_byte},
+                      {"val_document_reset", config_.data.document_boundaries == DocumentBoundaries::reset ? 1.0 : 0.0}};
+  if (recall) fields.push_back({"recall_accuracy", r.recall_accuracy});
+  if (metrics) metrics->write(step, fields);
+  if (!sample.empty()) say("%s\n", sample.c_str());
+  summary.last = r;
+  // Only evaluations of the whole split compare with each other (a prefix is easier or harder).
+  if ((final || config_.data.val_tokens == 0) && r.loss < summary.best.loss) summary.best = r;
+  return seconds;
+}
+
 TrainSummary Trainer::run() {
   const TrainConfig& t = config_.train;
-  const std::optional<MetricsLog> metrics = open_run_folder();
+  const std::optional<MetricsLog> metrics_log = open_run_folder();
+  const MetricsLog* metrics = metrics_log ? &*metrics_log : nullptr;  // rank 0 only
   size_t activations = measure_activation_bytes();
   say("memory: activations %s per micro-batch (measured)\n", mib(double(activations)).c_str());
 
   const int64_t tokens_per_step = t.batch_size * config_.data.seq_len;
   const bool tty = isatty(fileno(stdout)) && comm_->world_size() == 1;
-  say("run: %s%s%s, out %s\n", t.max_steps ? ("max_steps " + std::to_string(t.max_steps) + " ").c_str() : "",
-      t.max_tokens ? ("max_tokens " + std::to_string(t.max_tokens) + " ").c_str() : "",
-      t.max_time ? ("max_time " + duration(t.max_time)).c_str() : "", t.out_dir.c_str());
+  say("run: %s, out %s\n", run_bounds(t).c_str(), t.out_dir.c_str());
   std::fflush(stdout);
 
   TrainSummary summary;
@@ -436,35 +478,6 @@ TrainSummary Trainer::run() {
   };
   int64_t bad_in_row = 0;
   LogWindow window;
-
-  auto report_eval = [&](int64_t step, bool final) {
-    auto t0 = std::chrono::steady_clock::now();
-    // Evaluations during training read data.val_tokens tokens; the final one the whole split.
-    EvalResult r = linattn::evaluate(*model_, *val_batches(final ? 0 : config_.data.val_tokens), arena_, comm_,
-                                     config_.data.document_boundaries, eot_);
-    const std::string sample = t.sample_every && val_data_ && (final || step % t.sample_every == 0) &&
-                                       comm_->is_root()
-                                   ? training_sample_line(*model_, val_data_->tokenizer(), t, step)
-                                   : "";
-    eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (tty) say("\r\033[K");
-    const bool recall = std::isfinite(r.recall_accuracy);
-    char recall_text[48] = "", bpb_text[32] = "";  // MQAR has recall and no bytes
-    if (recall) std::snprintf(recall_text, sizeof recall_text, " | recall %.4f", r.recall_accuracy);
-    if (std::isfinite(r.bits_per_byte)) std::snprintf(bpb_text, sizeof bpb_text, " | bpb %.4f", r.bits_per_byte);
-    say("eval  step %6lld | val loss %.4f | ppl %.3f%s | %lld tokens%s | documents %s\n", (long long)step, r.loss,
-        r.perplexity, bpb_text, (long long)r.tokens, recall_text,
-        document_boundaries_name(config_.data.document_boundaries));
-    std::fflush(stdout);
-    MetricFields fields{{"val_loss", r.loss}, {"val_ppl", r.perplexity}, {"val_bpb", r.bits_per_byte},
-                        {"val_document_reset", config_.data.document_boundaries == DocumentBoundaries::reset ? 1.0 : 0.0}};
-    if (recall) fields.push_back({"recall_accuracy", r.recall_accuracy});
-    if (metrics) metrics->write(step, fields);
-    if (!sample.empty()) say("%s\n", sample.c_str());
-    summary.last = r;
-    // Only evaluations of the whole split compare with each other (a prefix is easier or harder).
-    if ((final || config_.data.val_tokens == 0) && r.loss < summary.best.loss) summary.best = r;
-  };
 
   int64_t step = start_.step;
   for (;; ++step) {
@@ -499,14 +512,14 @@ TrainSummary Trainer::run() {
     ++window.steps;
     const int64_t done_steps = step + 1;
     if (done_steps % t.log_every == 0 || done_steps == 1) {
-      log_step(done_steps, window, lr, norm, summary.tokens, elapsed(), metrics ? &*metrics : nullptr);
+      log_step(done_steps, window, lr, norm, summary.tokens, elapsed(), metrics);
       window = {};
     } else if (tty) {
       say("\r\033[Kstep %lld  loss %.4f", (long long)done_steps, loss);
       std::fflush(stdout);
     }
     if (t.eval_every && done_steps % t.eval_every == 0 && !(t.max_steps && done_steps == t.max_steps))
-      report_eval(done_steps, false);
+      eval_seconds += report_eval(done_steps, false, metrics, summary);
     if (config_.checkpoint.every && done_steps % config_.checkpoint.every == 0) save(state_now(done_steps));
   }
   summary.steps = step;
@@ -515,7 +528,7 @@ TrainSummary Trainer::run() {
     save(state_now(step));
     return summary;
   }
-  report_eval(step, true);
+  report_eval(step, true, metrics, summary);
   if (!config_.checkpoint.every || step % config_.checkpoint.every != 0) save(state_now(step));
   // The last record of a finished run (linattn-sweep skips such runs): its tokens and training time.
   if (metrics) metrics->write(step, {{"done", 1}, {"tokens", double(summary.tokens)}, {"seconds", summary.seconds}});

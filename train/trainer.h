@@ -80,6 +80,9 @@ class Trainer {
   // The log line of step `done_steps` (1-based) over `window`, on stdout and in metrics.jsonl.
   void log_step(int64_t done_steps, const LogWindow& window, double lr, double norm, int64_t tokens,
                 double elapsed, const MetricsLog* metrics) const;
+  // Evaluates (data.val_tokens tokens, the whole split when `final`), prints the eval line and the
+  // sample, writes metrics.jsonl, keeps the result in `summary`; returns the seconds it took.
+  double report_eval(int64_t step, bool final, const MetricsLog* metrics, TrainSummary& summary);
   void save(const TrainState& state);
   // The checkpoint --resume names: the newest intact one of a run folder ("latest": the config's), or the file.
   std::string resume_checkpoint(const std::string& resume) const;

@@ -4,7 +4,7 @@
 
 #include <omp.h>
 
-#include "kernels/backend.h"
+#include "autograd/mixers.h"
 #include "testing.h"
 #include "train/config.h"
 
@@ -169,22 +169,80 @@ train: {max_steps: 1}
   EXPECT_GT(testing::compare(crossed, logits).max_abs, 1e-6);
 }
 
-// On a device without a mixer's kernels, the model names the first layer that cannot run there; the
-// layers whose kernels the backend table has pass (which those are depends on the build).
+// The same in float32 at the default run's sizes (hidden 256, chunks of 64, windows of 256 tokens),
+// where the fast paths run (blocked chunk kernels, oneDNN products): documents cut off a chunk edge
+// in one row, at one in the other, give the logits and every parameter's gradient of the documents
+// run alone, to float32 rounding.
+TEST(Model, AWindowOfTwoDocumentsEqualsTheDocumentsRunAloneInFloat32) {
+  Config c = parse_config(R"(model:
+  vocab_size: 257
+  hidden_size: 128
+  num_hidden_layers: 6
+  num_heads: 2
+  layers: [linear_attn, gla, deltanet, gated_deltanet, {mixer: attention, window_size: 128}, attention]
+train: {max_steps: 1}
+)",
+                          "default-sizes.yaml");
+  Model model(c.model, DType::f32);
+  model.params().initialize(3);
+  constexpr int32_t eot = 256;
+  constexpr int64_t T = 256;
+  const int64_t cuts[2] = {100, 192};  // where the second document starts in row 0 and in row 1
+  Rng rng(5);
+  Tensor ids = Tensor::empty({2, T}, DType::i32), targets = Tensor::empty({2, T}, DType::i32);
+  for (int64_t i = 0; i < 2 * T; ++i) {
+    ids.data<int32_t>()[i] = int32_t(rng.below(256));
+    targets.data<int32_t>()[i] = int32_t(rng.below(256));
+  }
+  for (int64_t b = 0; b < 2; ++b) ids.data<int32_t>()[b * T + cuts[b]] = eot;
+  const ops::Segments segments = ops::Segments::starting_at(ids, eot);
+  ASSERT_EQ(segments.offsets, (std::vector<int64_t>{0, cuts[0], T, T + cuts[1], 2 * T}));
+
+  const int64_t V = c.model.vocab_size;
+  Tensor logits = model.logits(ids, segments).value();
+  model.params().zero_grad();
+  backward(model.loss(ids, targets, segments));
+  std::vector<Tensor> window_grads, alone_grads;
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    window_grads.push_back(model.params()[int(i)].grad().to(DType::f64));
+    alone_grads.push_back(Tensor::zeros(window_grads.back().shape(), DType::f64));
+  }
+  for (size_t d = 0; d + 1 < segments.offsets.size(); ++d) {
+    const int64_t at = segments.offsets[d], n = segments.offsets[d + 1] - at;
+    SCOPED_TRACE("document at " + std::to_string(at) + ", " + std::to_string(n) + " tokens");
+    Tensor doc = Tensor::empty({1, n}, DType::i32), doc_targets = Tensor::empty({1, n}, DType::i32);
+    std::copy_n(ids.data<int32_t>() + at, n, doc.data<int32_t>());
+    std::copy_n(targets.data<int32_t>() + at, n, doc_targets.data<int32_t>());
+    Tensor window_part = Tensor::empty({1, n, V}, DType::f32);
+    std::copy_n(logits.data<float>() + at * V, n * V, window_part.data<float>());
+    EXPECT_CLOSE(window_part, model.logits(doc).value(), 1e-5);
+    model.params().zero_grad();
+    backward(model.loss(doc, doc_targets));
+    // The window's loss is the mean over its 2T targets: each document's mean weighs n / 2T.
+    for (size_t i = 0; i < alone_grads.size(); ++i) {
+      const Tensor g = model.params()[int(i)].grad().to(DType::f64);
+      for (int64_t j = 0; j < g.numel(); ++j) alone_grads[i].data<double>()[j] += g.data<double>()[j] * double(n) / (2.0 * T);
+    }
+  }
+  for (size_t i = 0; i < alone_grads.size(); ++i) {
+    SCOPED_TRACE(model.params().name(int(i)));
+    EXPECT_CLOSE(window_grads[i], alone_grads[i], 1e-5);  // about 1e-6 measured
+  }
+}
+
+// On a device without a mixer's kernels, the model names the first layer that cannot run there and
+// the backend entries it lacks; the layers whose kernels the backend table has pass (which those
+// are depends on the build).
 TEST(Model, UnsupportedDeviceNamesTheLayer) {
   const ModelConfig c = tiny_hybrid();  // linear attention, GLA, RetNet, DeltaNet, Gated DeltaNet, attention
   EXPECT_EQ(Model(c, DType::f32).unsupported_on(Device::cpu), "");
-  using Entry = backend::Kernel<void(const backend::MixerArgs&)>;
-  const std::pair<const char*, const Entry*> mixers[] = {{"linear attention", &backend::linear_attention_forward},
-                                                         {"GLA", &backend::gla_forward},
-                                                         {"RetNet", &backend::gla_forward},
-                                                         {"DeltaNet", &backend::delta_rule_forward},
-                                                         {"Gated DeltaNet", &backend::delta_rule_forward}};
+  const char* ops[] = {"linear_attn", "gla", "gla", "deltanet", "gated_deltanet", "attention"};  // RetNet runs GLA's
+  ASSERT_EQ(c.layers.size(), std::size(ops));
   std::string first;  // what the whole hybrid should say
-  for (size_t i = 0; i < std::size(mixers); ++i) {
-    auto [title, entry] = mixers[i];
-    const std::string problem = entry->has(Device::cuda) ? "" : std::string("(") + mixer_name(c.layers[i].mixer) +
-                                                                     "): the " + title + " mixer has no CUDA kernel yet";
+  for (size_t i = 0; i < std::size(ops); ++i) {
+    const std::string missing = ops::missing_kernels(ops[i], Device::cuda);
+    const std::string problem =
+        missing.empty() ? "" : std::string("(") + mixer_name(c.layers[i].mixer) + "): no CUDA kernel yet for " + missing;
     if (first.empty() && !problem.empty()) first = "model.layers." + std::to_string(i) + " " + problem;
     ModelConfig alone = c;
     alone.layers = {c.layers[i]};

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "layers/model.h"
+#include "sweep/plots.h"
 #include "testing.h"
 
 namespace linattn {
@@ -62,6 +63,33 @@ TEST_F(RunFolder, EvaluationsByStepTheLaterOfARepeatedOneAndTheFinalRecord) {
   EXPECT_DOUBLE_EQ(run.evals[2].recall_accuracy, 0.25);
   EXPECT_TRUE(run.done);
   EXPECT_DOUBLE_EQ(run.tokens_per_s, 512);
+}
+
+TEST_F(RunFolder, TheFinalEvaluationOfTheWholeSplitStaysOffTheCurveOfPrefixEvaluations) {
+  // data.val_tokens unset (0): every evaluation reads the whole split, and the curve has them all.
+  RunRecord run = read_run(dir_);
+  for (const EvalPoint& e : run.evals) EXPECT_TRUE(e.whole_split);
+  EXPECT_EQ(curve_plot({run}, {"run"}, "val_loss").series.at(0).points.size(), 3u);
+
+  // Evaluations during training on 256 tokens: only the final one (the "done" step) is whole.
+  std::string config = kConfig;
+  config.replace(config.find("  seq_len: 64\n"), 14, "  seq_len: 64\n  val_tokens: 256\n");
+  std::ofstream(fs::path(dir_) / "config.yaml") << config;
+  run = read_run(dir_);
+  ASSERT_EQ(run.evals.size(), 3u);
+  EXPECT_FALSE(run.evals[0].whole_split);
+  EXPECT_FALSE(run.evals[1].whole_split);
+  EXPECT_TRUE(run.evals[2].whole_split);
+  const Series curve = curve_plot({run}, {"run"}, "val_loss").series.at(0);
+  ASSERT_EQ(curve.points.size(), 2u);
+  EXPECT_DOUBLE_EQ(curve.points[1].second, 4.5);
+  ResultRow row;
+  fill_row(row, run);
+  EXPECT_DOUBLE_EQ(row.val_loss, 4.0);  // the table keeps the final, whole-split figure
+
+  // A run that only evaluated at its end keeps that point.
+  run.evals.erase(run.evals.begin(), run.evals.begin() + 2);
+  EXPECT_EQ(curve_plot({run}, {"run"}, "val_loss").series.at(0).points.size(), 1u);
 }
 
 TEST_F(RunFolder, AnUnfinishedRunHasNoFinalNumbers) {

@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "autograd/mixers.h"
 #include "data/prepare.h"
 #include "data/shard.h"
-#include "kernels/backend.h"
 #include "testing.h"
 #include "train/device.h"
 #include "train/trainer.h"
@@ -92,18 +92,17 @@ TEST(TrainerStartup, CudaWithoutAGpuNamesTheConfigLine) {
 // layer and the config line (checked before anything moves to the GPU, so no GPU is needed here).
 TEST(TrainerStartup, AMixerWithoutCudaKernelsNamesTheLayer) {
   // A mixer without CUDA kernels in this build (in a CPU-only build, none has them).
-  const char* mixer = !backend::gla_forward.has(Device::cuda)          ? "gla"
-                      : !backend::delta_rule_forward.has(Device::cuda) ? "deltanet"
-                                                                        : nullptr;
-  if (!mixer) GTEST_SKIP() << "every mixer has CUDA kernels in this build";
-  const char* title = mixer == std::string("gla") ? "GLA" : "DeltaNet";
-  Config c = parse_config(std::string("model: {hidden_size: 16, num_heads: 2, num_hidden_layers: 2, layers: [") + mixer +
+  std::string mixer;
+  for (const char* m : {"gla", "deltanet"})
+    if (mixer.empty() && !ops::missing_kernels(m, Device::cuda).empty()) mixer = m;
+  if (mixer.empty()) GTEST_SKIP() << "every mixer has CUDA kernels in this build";
+  Config c = parse_config("model: {hidden_size: 16, num_heads: 2, num_hidden_layers: 2, layers: [" + mixer +
                               ", attention]}\ntrain:\n  max_steps: 1\n  device: cuda\n",
                           "hybrid.yaml");
   Model model(c.model, DType::f32);
   std::string msg = testing::error_of([&] { check_model_on_device(c, model, Device::cuda); });
-  EXPECT_EQ(msg, std::string("hybrid.yaml:4:11: model.layers.0 (") + mixer + "): the " + title +
-                     " mixer has no CUDA kernel yet; use train.device: cpu or an attention-only model");
+  EXPECT_EQ(msg, "hybrid.yaml:4:11: model.layers.0 (" + mixer + "): no CUDA kernel yet for " +
+                     ops::missing_kernels(mixer, Device::cuda) + "; use train.device: cpu or an attention-only model");
   EXPECT_EQ(testing::error_of([&] { check_model_on_device(c, model, Device::cpu); }), "");
 }
 
