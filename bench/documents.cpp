@@ -77,7 +77,7 @@ static int run_documents(int argc, char** argv) {
         ms[mode].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
                            double(batches));
     }
-  std::printf("%-20s %12s %12s %12s %10s\n", "mode", "best ms", "median ms", "tokens/s", "vs cross");
+  std::printf("%-24s %12s %12s %12s %10s\n", "mode", "best ms", "median ms", "tokens/s", "vs cross");
   double cross_median = 0;
   for (int mode = 0; mode < 3; ++mode) {
     std::sort(ms[mode].begin(), ms[mode].end());
@@ -85,7 +85,7 @@ static int run_documents(int argc, char** argv) {
     if (mode == 0) cross_median = median;
     std::string label = names[mode];
     if (mode == 2) label += " (" + std::to_string(doc_len) + ")";
-    std::printf("%-20s %12.1f %12.1f %12.0f %9.1f%%\n", label.c_str(), ms[mode].front(), median,
+    std::printf("%-24s %12.1f %12.1f %12.0f %9.1f%%\n", label.c_str(), ms[mode].front(), median,
                 double(lo.batch_size * lo.seq_len) / (median * 1e-3), 100.0 * (median / cross_median - 1.0));
   }
   return 0;
