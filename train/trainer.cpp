@@ -163,10 +163,12 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
         (long long)config_.data.mqar.num_kv_pairs, config_.data.mqar.power_a,
         (unsigned long long)config_.data.mqar.num_train_examples,
         (unsigned long long)config_.data.mqar.num_val_examples, (unsigned long long)config_.data.mqar.seed);
-  say("train: batch %lld x %lld tokens (%d ranks (%s) x micro-batch %lld x %lld accumulation steps), %d threads "
+  const int ranks = comm_->world_size();
+  say("train: batch %lld x %lld tokens (%d rank%s (%s) x micro-batch %lld x %lld accumulation step%s), %d thread%s "
       "per rank, %s, GEMM peak here %.0f GFLOP/s\n",
-      (long long)t.batch_size, (long long)config_.data.seq_len, comm_->world_size(), comm_->backend(),
-      (long long)micro_, (long long)accumulation_, omp_get_max_threads(), t.dtype.c_str(), gemm_peak_);
+      (long long)t.batch_size, (long long)config_.data.seq_len, ranks, ranks == 1 ? "" : "s", comm_->backend(),
+      (long long)micro_, (long long)accumulation_, accumulation_ == 1 ? "" : "s", omp_get_max_threads(),
+      omp_get_max_threads() == 1 ? "" : "s", t.dtype.c_str(), gemm_peak_);
   if (buckets_)
     say("data parallel: %zu gradient buckets of about %g MiB, each all-reduced as soon as backward completes it\n",
         buckets_->buckets().size(), config_.distributed.bucket_mb);
