@@ -169,17 +169,17 @@ train: {max_steps: 1}
   EXPECT_GT(testing::compare(crossed, logits).max_abs, 1e-6);
 }
 
-// The same in float32 at the default run's sizes (hidden 256, chunks of 64, windows of 256 tokens),
-// where the fast paths run (blocked chunk kernels, oneDNN products): documents cut off a chunk edge
+// The same in float32 at the default run's window and chunk sizes (256 tokens, chunks of 64; hidden
+// 128), where the fast paths run (blocked chunk kernels, oneDNN products): documents cut off a chunk edge
 // in one row, at one in the other, give the logits and every parameter's gradient of the documents
 // run alone, to float32 rounding.
 TEST(Model, AWindowOfTwoDocumentsEqualsTheDocumentsRunAloneInFloat32) {
   Config c = parse_config(R"(model:
   vocab_size: 257
   hidden_size: 128
-  num_hidden_layers: 6
+  num_hidden_layers: 7
   num_heads: 2
-  layers: [linear_attn, gla, deltanet, gated_deltanet, {mixer: attention, window_size: 128}, attention]
+  layers: [linear_attn, gla, retnet, deltanet, gated_deltanet, {mixer: attention, window_size: 128}, attention]
 train: {max_steps: 1}
 )",
                           "default-sizes.yaml");
