@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include "core/cuda/check.h"
+#include "core/cuda/runtime.h"
 #include "core/cuda/stream.h"
 #endif
 
@@ -113,7 +114,9 @@ struct DeviceBuffer {
       }
     }
     LINATTN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(E)));
-    LINATTN_CUDA_CHECK(cudaMemcpy(ptr, host.data(), n * sizeof(E), cudaMemcpyHostToDevice));
+    // On the compute stream, the kernels' own: cudaMemcpy runs on the legacy default stream, which the
+    // non-blocking compute stream does not wait for.
+    cuda::copy(ptr, host.data(), n * sizeof(E));
   }
   ~DeviceBuffer() { cudaFree(ptr); }
   DeviceBuffer(const DeviceBuffer&) = delete;

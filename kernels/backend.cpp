@@ -36,7 +36,22 @@ bool g_tf32 = false;
 void set_tf32(bool on) { g_tf32 = on; }
 bool tf32() { return g_tf32; }
 
-#define ENTRY(name, cpu_fn, cuda_fn) decltype(name) name{#name, cpu_fn, cuda_fn}
+namespace {
+std::vector<const char*>& listed() {
+  static std::vector<const char*> names;
+  return names;
+}
+bool list(const char* name) {
+  listed().push_back(name);
+  return true;
+}
+}  // namespace
+const std::vector<const char*>& entry_names() { return listed(); }
+
+// Defines the entry and lists its name (entry_names), so that no entry can be left out of the list.
+#define ENTRY(name, cpu_fn, cuda_fn)          \
+  decltype(name) name{#name, cpu_fn, cuda_fn}; \
+  [[maybe_unused]] static const bool name##_listed = list(#name)
 #define CPU(name) &cpu::entry::name
 
 // name                              CPU                          CUDA

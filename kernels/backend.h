@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 #include "kernels/cpu/elementwise.h"
@@ -20,6 +21,10 @@ namespace linattn::backend {
 
 // Throws "OP: no CUDA kernel yet ..." (or the same for another device).
 [[noreturn]] void no_kernel(const char* op, Device device);
+
+// The name of every entry of the table, in its order (kernels/backend.cpp), so that a test can
+// require a case for each (tests/cuda/backend_ops_test.cpp).
+const std::vector<const char*>& entry_names();
 
 template <class Sig>
 struct Kernel;

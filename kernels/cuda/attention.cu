@@ -12,6 +12,7 @@
 
 #include "core/cuda/check.h"
 #include "core/cuda/stream.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace linattn::cuda {
 
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(kThreads)
     forward_kernel(S* o, float* lse, const S* q, const S* k, const S* v, int T, int H, int Hkv, int dk, int dv, int W,
                    float scale) {
   constexpr int I = BQ / 16, J = DMAX / 16;
-  extern __shared__ __align__(128) float smem[];
+  LINATTN_DYNAMIC_SHARED(float, smem);
   const int ldk = dk + 1, ldv = dv + 1;
   float* qs = smem;            // [BQ, ldk]
   float* ks = qs + BQ * ldk;   // [BK, ldk]
@@ -241,7 +242,7 @@ __global__ void __launch_bounds__(kThreads)
     backward_dkdv_kernel(S* dk, S* dv, const S* q, const S* k, const S* v, const float* lse, const float* D,
                          const S* do_, int T, int H, int Hkv, int dk_, int dv_, int W, float scale) {
   constexpr int I = BK / 16, J = DMAX / 16;
-  extern __shared__ __align__(128) float smem[];
+  LINATTN_DYNAMIC_SHARED(float, smem);
   const int ldk = dk_ + 1, ldv = dv_ + 1;
   float* ks = smem;             // [BK, ldk]
   float* vs = ks + BK * ldk;    // [BK, ldv]
@@ -301,7 +302,7 @@ __global__ void __launch_bounds__(kThreads)
     backward_dq_kernel(S* dq, const S* q, const S* k, const S* v, const float* lse, const float* D, const S* do_,
                        int T, int H, int Hkv, int dk_, int dv_, int W, float scale) {
   constexpr int I = BQB / 16, J = DMAX / 16;
-  extern __shared__ __align__(128) float smem[];
+  LINATTN_DYNAMIC_SHARED(float, smem);
   const int ldk = dk_ + 1, ldv = dv_ + 1;
   float* ks = smem;             // [BK, ldk]
   float* vs = ks + BK * ldk;    // [BK, ldv]
@@ -493,7 +494,7 @@ template <int DK, int DV>
 __global__ void __launch_bounds__(kTcThreads)
     tc_forward_kernel(bf16_t* o, float* lse, const bf16_t* q, const bf16_t* k, const bf16_t* v, int T, int H, int Hkv,
                       int W, float scale) {
-  extern __shared__ __align__(128) float smem[];
+  LINATTN_DYNAMIC_SHARED(float, smem);
   char* base = reinterpret_cast<char*>(smem);
   const TcLayout L(DK, DV);
   bf16_t* qs = reinterpret_cast<bf16_t*>(base);                         // [TB, DK + 8]
@@ -566,7 +567,7 @@ __global__ void __launch_bounds__(kTcThreads)
     tc_backward_dkdv_kernel(bf16_t* dk, bf16_t* dv, const bf16_t* q, const bf16_t* k, const bf16_t* v,
                             const float* lse, const float* D, const bf16_t* do_, int T, int H, int Hkv, int W,
                             float scale) {
-  extern __shared__ __align__(128) float smem[];
+  LINATTN_DYNAMIC_SHARED(float, smem);
   char* base = reinterpret_cast<char*>(smem);
   const TcLayout L(DK, DV);
   bf16_t* ks = reinterpret_cast<bf16_t*>(base);                                // [TB, DK + 8]
@@ -628,7 +629,7 @@ template <int DK, int DV>
 __global__ void __launch_bounds__(kTcThreads)
     tc_backward_dq_kernel(bf16_t* dq, const bf16_t* q, const bf16_t* k, const bf16_t* v, const float* lse,
                           const float* D, const bf16_t* do_, int T, int H, int Hkv, int W, float scale) {
-  extern __shared__ __align__(128) float smem[];
+  LINATTN_DYNAMIC_SHARED(float, smem);
   char* base = reinterpret_cast<char*>(smem);
   const TcLayout L(DK, DV);
   bf16_t* qs = reinterpret_cast<bf16_t*>(base);                                // [TB, DK + 8]
@@ -699,14 +700,20 @@ void check_sizes(const char* what, int64_t B, int64_t T, int64_t H, int64_t Hkv,
                 " exceed the CUDA grid (B and H at most 65535, T below 2^30)");
 }
 
-// Launches kernel on the compute stream with `smem` bytes of dynamic shared memory (above the
-// default 48 KiB a kernel must opt in, up to the device's per-block limit).
-template <class Kernel, class... Args>
-void launch(Kernel kernel, dim3 grid, int threads, size_t smem, Args... args) {
+// Opts kernel in to `smem` bytes of dynamic shared memory (above the default 48 KiB a kernel must
+// opt in, up to the device's per-block limit) and returns smem, for the launch.
+template <class Kernel>
+size_t opt_in_shared(size_t smem, Kernel kernel) {
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kernel<<<grid, threads, smem, static_cast<cudaStream_t>(compute_stream())>>>(args...);
-  LINATTN_CUDA_CHECK_LAUNCH();
+  return smem;
 }
+
+// Launches a kernel (the last argument) on the compute stream with `smem` bytes of dynamic shared
+// memory: LAUNCH_WITH_SHARED(grid, threads, smem, kernel<...>)(args...). A macro rather than a
+// function taking the kernel, so that the launch names the kernel (the emulation's errors do).
+#define LAUNCH_WITH_SHARED(grid, threads, smem, ...)                                  \
+  LINATTN_LAUNCH(grid, threads, opt_in_shared(smem, __VA_ARGS__),                     \
+                 static_cast<cudaStream_t>(compute_stream()), __VA_ARGS__)
 
 // Calls fn(std::integral_constant<int, d>) for the head sizes the tensor-core kernels are built for
 // (dk = dv = d in {32, 64, 128}); false for the others, which take the CUDA-core kernels.
@@ -731,19 +738,21 @@ void forward(S* o, float* lse, const S* q, const S* k, const S* v, int64_t B, in
     const dim3 grid(unsigned(ceil_div(T, TB)), unsigned(H), unsigned(B));
     if (with_tc_head_size(dk, dv, [&](auto d) {
           constexpr int hd = decltype(d)::value;
-          launch(tc_forward_kernel<hd, hd>, grid, kTcThreads, TcLayout(hd, hd).total, o, lse, q, k, v, int(T), int(H),
-                 int(Hkv), W, scale);
+          LAUNCH_WITH_SHARED(grid, kTcThreads, TcLayout(hd, hd).total, tc_forward_kernel<hd, hd>)(
+              o, lse, q, k, v, int(T), int(H), int(Hkv), W, scale);
+          LINATTN_CUDA_CHECK_LAUNCH();
         }))
       return;
   }
   const dim3 grid(unsigned(ceil_div(T, BQ)), unsigned(H), unsigned(B));
   const size_t smem = forward_smem_bytes(int(dk), int(dv));
   if (std::max(dk, dv) <= 64)
-    launch(forward_kernel<S, 64>, grid, kThreads, smem, o, lse, q, k, v, int(T), int(H), int(Hkv), int(dk), int(dv), W,
-           scale);
+    LAUNCH_WITH_SHARED(grid, kThreads, smem, forward_kernel<S, 64>)(o, lse, q, k, v, int(T), int(H), int(Hkv), int(dk),
+                                                                    int(dv), W, scale);
   else
-    launch(forward_kernel<S, 128>, grid, kThreads, smem, o, lse, q, k, v, int(T), int(H), int(Hkv), int(dk), int(dv),
-           W, scale);
+    LAUNCH_WITH_SHARED(grid, kThreads, smem, forward_kernel<S, 128>)(o, lse, q, k, v, int(T), int(H), int(Hkv), int(dk),
+                                                                     int(dv), W, scale);
+  LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 template <class S>
@@ -756,8 +765,8 @@ void backward(S* dq, S* dk, S* dv, const S* q, const S* k, const S* v, const S* 
   const int64_t n_rows = B * T * H;
   float* D = nullptr;  // [B, H, T], lives on the stream until the two passes below are done
   LINATTN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&D), size_t(n_rows) * sizeof(float), stream));
-  rowdot_kernel<S><<<unsigned(ceil_div(n_rows * 32, kThreads)), kThreads, 0, stream>>>(D, o, do_, n_rows, int(T),
-                                                                                        int(H), int(dv_));
+  LINATTN_LAUNCH(unsigned(ceil_div(n_rows * 32, kThreads)), kThreads, 0, stream, rowdot_kernel<S>)(
+      D, o, do_, n_rows, int(T), int(H), int(dv_));
   LINATTN_CUDA_CHECK_LAUNCH();
   const float* Dc = D;
   const int t = int(T), h = int(H), hkv = int(Hkv), dki = int(dk_), dvi = int(dv_);
@@ -768,9 +777,12 @@ void backward(S* dq, S* dk, S* dv, const S* q, const S* k, const S* v, const S* 
     done = with_tc_head_size(dk_, dv_, [&](auto d) {
       constexpr int hd = decltype(d)::value;
       const size_t smem = TcLayout(hd, hd).total;
-      launch(tc_backward_dkdv_kernel<hd, hd>, kv_grid, kTcThreads, smem, dk, dv, q, k, v, lse, Dc, do_, t, h, hkv, W,
-             scale);
-      launch(tc_backward_dq_kernel<hd, hd>, q_grid, kTcThreads, smem, dq, q, k, v, lse, Dc, do_, t, h, hkv, W, scale);
+      LAUNCH_WITH_SHARED(kv_grid, kTcThreads, smem, tc_backward_dkdv_kernel<hd, hd>)(dk, dv, q, k, v, lse, Dc, do_, t,
+                                                                                      h, hkv, W, scale);
+      LINATTN_CUDA_CHECK_LAUNCH();
+      LAUNCH_WITH_SHARED(q_grid, kTcThreads, smem, tc_backward_dq_kernel<hd, hd>)(dq, q, k, v, lse, Dc, do_, t, h, hkv,
+                                                                                  W, scale);
+      LINATTN_CUDA_CHECK_LAUNCH();
     });
   }
   if (!done) {
@@ -778,16 +790,19 @@ void backward(S* dq, S* dk, S* dv, const S* q, const S* k, const S* v, const S* 
     const dim3 kv_grid(unsigned(ceil_div(T, BK)), unsigned(Hkv), unsigned(B));
     const dim3 q_grid(unsigned(ceil_div(T, BQB)), unsigned(H), unsigned(B));
     if (std::max(dk_, dv_) <= 64) {
-      launch(backward_dkdv_kernel<S, 64>, kv_grid, kThreads, smem, dk, dv, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi,
-             W, scale);
-      launch(backward_dq_kernel<S, 64>, q_grid, kThreads, smem, dq, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi, W,
-             scale);
+      LAUNCH_WITH_SHARED(kv_grid, kThreads, smem, backward_dkdv_kernel<S, 64>)(dk, dv, q, k, v, lse, Dc, do_, t, h, hkv,
+                                                                              dki, dvi, W, scale);
+      LINATTN_CUDA_CHECK_LAUNCH();
+      LAUNCH_WITH_SHARED(q_grid, kThreads, smem, backward_dq_kernel<S, 64>)(dq, q, k, v, lse, Dc, do_, t, h, hkv, dki,
+                                                                           dvi, W, scale);
     } else {
-      launch(backward_dkdv_kernel<S, 128>, kv_grid, kThreads, smem, dk, dv, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi,
-             W, scale);
-      launch(backward_dq_kernel<S, 128>, q_grid, kThreads, smem, dq, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi, W,
-             scale);
+      LAUNCH_WITH_SHARED(kv_grid, kThreads, smem, backward_dkdv_kernel<S, 128>)(dk, dv, q, k, v, lse, Dc, do_, t, h,
+                                                                               hkv, dki, dvi, W, scale);
+      LINATTN_CUDA_CHECK_LAUNCH();
+      LAUNCH_WITH_SHARED(q_grid, kThreads, smem, backward_dq_kernel<S, 128>)(dq, q, k, v, lse, Dc, do_, t, h, hkv, dki,
+                                                                            dvi, W, scale);
     }
+    LINATTN_CUDA_CHECK_LAUNCH();
   }
   LINATTN_CUDA_CHECK(cudaFreeAsync(D, stream));
 }

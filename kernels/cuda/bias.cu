@@ -36,15 +36,15 @@ __global__ void bias_backward_kernel(const float* dy, int64_t N, int64_t out, in
 
 void bias_forward(float* y, const float* bias, int64_t N, int64_t out) {
   if (N * out == 0) return;
-  bias_forward_kernel<<<blocks_for(N * out), kThreads, 0, stream()>>>(y, bias, N * out, out);
+  LINATTN_LAUNCH(blocks_for(N * out), kThreads, 0, stream(), bias_forward_kernel)(y, bias, N * out, out);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void bias_backward(float* dbias, const float* dy, int64_t N, int64_t out) {
   if (out == 0) return;
   const RowChunks chunks = row_chunks(N, (out + 31) / 32, out);
-  bias_backward_kernel<<<dim3(unsigned((out + 31) / 32), unsigned(chunks.count)), dim3(32, kLanes), 0, stream()>>>(
-      dy, N, out, chunks.rows);
+  const dim3 grid(unsigned((out + 31) / 32), unsigned(chunks.count));
+  LINATTN_LAUNCH(grid, dim3(32, kLanes), 0, stream(), bias_backward_kernel)(dy, N, out, chunks.rows);
   LINATTN_CUDA_CHECK_LAUNCH();
   add_column_partials(dbias, out, nullptr, 0, chunks.count);
 }

@@ -1,5 +1,5 @@
-// What the CUDA kernel files share: the stream and grid of a launch, and warp/block reductions.
-// Included only by kernels/cuda/*.cu.
+// What the CUDA kernel files share: the launch macros (launch.cuh), the stream and grid of a launch,
+// and warp/block reductions. Included only by kernels/cuda/*.cu.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,6 +8,7 @@
 
 #include "core/cuda/check.h"
 #include "core/cuda/stream.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace linattn::cuda {
 

@@ -85,7 +85,7 @@ void short_conv_forward(float* y, const float* x, const float* w, const float* b
   check_width(W, "cuda::short_conv_forward");
   const int64_t n = B * T_ * C;
   if (n == 0) return;
-  short_conv_forward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(y, x, w, bias, T_, C, W, n);
+  LINATTN_LAUNCH(blocks_for(n), kThreads, 0, stream(), short_conv_forward_kernel)(y, x, w, bias, T_, C, W, n);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
@@ -94,11 +94,11 @@ void short_conv_backward(float* dx, float* dw, float* dbias, const float* x, con
   check_width(W, "cuda::short_conv_backward");
   const int64_t n = B * T_ * C;
   if (n == 0) return;
-  short_conv_dx_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(dx, w, dy, T_, C, W, n);
+  LINATTN_LAUNCH(blocks_for(n), kThreads, 0, stream(), short_conv_dx_kernel)(dx, w, dy, T_, C, W, n);
   LINATTN_CUDA_CHECK_LAUNCH();
   const RowChunks chunks = row_chunks(B * T_, (C + 31) / 32, C * (W + 1));
-  short_conv_dw_kernel<<<dim3(unsigned((C + 31) / 32), unsigned(chunks.count)), dim3(32, kLanes), 0, stream()>>>(
-      x, dy, B, T_, C, W, chunks.rows);
+  const dim3 grid(unsigned((C + 31) / 32), unsigned(chunks.count));
+  LINATTN_LAUNCH(grid, dim3(32, kLanes), 0, stream(), short_conv_dw_kernel)(x, dy, B, T_, C, W, chunks.rows);
   LINATTN_CUDA_CHECK_LAUNCH();
   add_column_partials(dw, C * W, dbias, C, chunks.count);
 }

@@ -65,18 +65,18 @@ void cross_entropy_forward(float* lse, double* sums, const float* logits, const 
                            int32_t ignore_index) {
   LINATTN_CHECK(N < (int64_t(1) << 31), "cuda::cross_entropy_forward: ", N, " rows is more than one launch takes (2^31 - 1)");
   if (N > 0 && V > 0) {
-    lse_kernel<<<unsigned(N), kRowThreads, 0, stream()>>>(lse, logits, V);
+    LINATTN_LAUNCH(unsigned(N), kRowThreads, 0, stream(), lse_kernel)(lse, logits, V);
     LINATTN_CUDA_CHECK_LAUNCH();
   }
-  loss_sum_kernel<<<1, kSumThreads, 0, stream()>>>(sums, lse, logits, targets, N, V, ignore_index);
+  LINATTN_LAUNCH(1, kSumThreads, 0, stream(), loss_sum_kernel)(sums, lse, logits, targets, N, V, ignore_index);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
                             int64_t V, int32_t ignore_index, float scale) {
   if (N * V == 0) return;
-  cross_entropy_backward_kernel<<<blocks_for(N * V), kThreads, 0, stream()>>>(dlogits, logits, lse, targets, N, V,
-                                                                                ignore_index, scale);
+  LINATTN_LAUNCH(blocks_for(N * V), kThreads, 0, stream(), cross_entropy_backward_kernel)(
+      dlogits, logits, lse, targets, N, V, ignore_index, scale);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

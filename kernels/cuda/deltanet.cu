@@ -11,17 +11,17 @@ namespace {
 constexpr int kHeadThreads = 256;
 
 __global__ void __launch_bounds__(kHeadThreads) chunk_forward_kernel(delta::ForwardArgs<float> p) {
-  extern __shared__ float sh[];
+  LINATTN_DYNAMIC_SHARED(float, sh);
   delta::chunk_forward_head(delta::DeviceBlock{}, p, blockIdx.x, sh);
 }
 
 __global__ void __launch_bounds__(kHeadThreads) chunk_backward_kernel(delta::BackwardArgs<float> p) {
-  extern __shared__ float sh[];
+  LINATTN_DYNAMIC_SHARED(float, sh);
   delta::chunk_backward_head(delta::DeviceBlock{}, p, blockIdx.x, sh);
 }
 
 __global__ void __launch_bounds__(kHeadThreads) recurrent_forward_kernel(delta::ForwardArgs<float> p, float* state) {
-  extern __shared__ float sh[];
+  LINATTN_DYNAMIC_SHARED(float, sh);
   const int64_t bh = blockIdx.x;
   delta::recurrent_forward_head(delta::DeviceBlock{}, p, state + bh * p.d.state(), bh, sh);
 }
@@ -39,23 +39,23 @@ void check_chunk(const delta::Dims& d, const char* op) {
 void deltanet_chunk_forward(const delta::ForwardArgs<float>& p) {
   check_chunk(p.d, "deltanet (cuda)");
   if (p.d.B * p.d.H == 0) return;
-  chunk_forward_kernel<<<unsigned(p.d.B * p.d.H), kHeadThreads,
-                         shared_bytes(delta::forward_shared(p.d)), stream()>>>(p);
+  LINATTN_LAUNCH(unsigned(p.d.B * p.d.H), kHeadThreads, shared_bytes(delta::forward_shared(p.d)), stream(),
+                 chunk_forward_kernel)(p);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void deltanet_chunk_backward(const delta::BackwardArgs<float>& p) {
   check_chunk(p.d, "deltanet (cuda)");
   if (p.d.B * p.d.H == 0) return;
-  chunk_backward_kernel<<<unsigned(p.d.B * p.d.H), kHeadThreads,
-                          shared_bytes(delta::backward_shared(p.d)), stream()>>>(p);
+  LINATTN_LAUNCH(unsigned(p.d.B * p.d.H), kHeadThreads, shared_bytes(delta::backward_shared(p.d)), stream(),
+                 chunk_backward_kernel)(p);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void deltanet_recurrent_forward(const delta::ForwardArgs<float>& p, float* state) {
   if (p.d.B * p.d.H == 0) return;
-  recurrent_forward_kernel<<<unsigned(p.d.B * p.d.H), kHeadThreads,
-                             shared_bytes(delta::recurrent_shared(p.d)), stream()>>>(p, state);
+  LINATTN_LAUNCH(unsigned(p.d.B * p.d.H), kHeadThreads, shared_bytes(delta::recurrent_shared(p.d)), stream(),
+                 recurrent_forward_kernel)(p, state);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

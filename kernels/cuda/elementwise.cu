@@ -16,7 +16,7 @@ __global__ void pointwise_kernel(int64_t n, F f) {
 template <class F>
 void launch(int64_t n, F f) {
   if (n == 0) return;
-  pointwise_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, f);
+  LINATTN_LAUNCH(blocks_for(n), kThreads, 0, stream(), pointwise_kernel<F>)(n, f);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/cuda/check.h"
+#include "core/cuda/runtime.h"
 #include "core/cuda/stream.h"
 #include "kernels/cpu/deltanet.h"
 #include "kernels/cpu/embedding.h"
@@ -59,6 +60,7 @@ template <class T>
 T read_device(const T* p) {
   T value;
   LINATTN_CUDA_CHECK(cudaMemcpyAsync(&value, p, sizeof(T), cudaMemcpyDeviceToHost, compute()));
+  cuda::synchronize();  // the copy is queued behind those kernels: `value` holds it once the stream has run it
   return value;
 }
 
@@ -76,6 +78,7 @@ Tensor ids_on_host(In ids) {
   if (ids.device() == Device::cpu) return ids;
   Tensor h = Tensor::empty(ids.shape(), DType::i32);
   LINATTN_CUDA_CHECK(cudaMemcpyAsync(h.raw(), ids.raw(), ids.nbytes(), cudaMemcpyDeviceToHost, compute()));
+  cuda::synchronize();  // the caller reads h at once
   return h;
 }
 
@@ -197,6 +200,7 @@ int64_t cross_entropy_forward(In loss, In lse, In logits, In targets, int32_t ig
   cuda::cross_entropy_forward(f32(lse), sums.data<double>(), f32(logits), dev.data<int32_t>(), N, V, ignore_index);
   double s[3];
   LINATTN_CUDA_CHECK(cudaMemcpyAsync(s, sums.raw(), sizeof(s), cudaMemcpyDeviceToHost, compute()));
+  cuda::synchronize();  // s is read below
   if (s[2] > 0) {  // name the first bad row, as the CPU kernel does
     Tensor host = ids_on_host(targets);
     const int32_t* t = host.data<int32_t>();

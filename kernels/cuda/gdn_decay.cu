@@ -60,7 +60,8 @@ __global__ void gdn_decay_backward_kernel(float* dx, const float* x, const float
 
 void gdn_decay_forward(float* a, const float* x, const float* A_log, const float* dt_bias, int64_t rows, int64_t H) {
   if (rows * H == 0) return;
-  gdn_decay_forward_kernel<<<blocks_for(rows * H), kThreads, 0, stream()>>>(a, x, A_log, dt_bias, rows * H, H);
+  LINATTN_LAUNCH(blocks_for(rows * H), kThreads, 0, stream(), gdn_decay_forward_kernel)(
+      a, x, A_log, dt_bias, rows * H, H);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
@@ -68,8 +69,9 @@ void gdn_decay_backward(float* dx, float* dA_log, float* ddt_bias, const float* 
                         const float* dt_bias, const float* da, int64_t rows, int64_t H) {
   if (H == 0) return;
   const RowChunks chunks = row_chunks(rows, (H + 31) / 32, 2 * H);
-  gdn_decay_backward_kernel<<<dim3(unsigned((H + 31) / 32), unsigned(chunks.count)), dim3(32, kLanes), 0,
-                              stream()>>>(dx, x, A_log, dt_bias, da, rows, H, chunks.rows);
+  const dim3 grid(unsigned((H + 31) / 32), unsigned(chunks.count));
+  LINATTN_LAUNCH(grid, dim3(32, kLanes), 0, stream(), gdn_decay_backward_kernel)(
+      dx, x, A_log, dt_bias, da, rows, H, chunks.rows);
   LINATTN_CUDA_CHECK_LAUNCH();
   if (dA_log || ddt_bias) add_column_partials(dA_log, H, ddt_bias, H, chunks.count);
 }

@@ -25,14 +25,14 @@ struct DeviceBlock {
 
 template <class T>
 __global__ void __launch_bounds__(kBlockThreads) scan_c_kernel(Scan<T> s) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  LINATTN_DYNAMIC_SHARED(unsigned char, smem_raw);
   DeviceBlock ex{int(blockDim.x)};
   scan_c_block(ex, s, int64_t(blockIdx.x), int64_t(blockIdx.y), reinterpret_cast<T*>(smem_raw));
 }
 
 template <class T>
 __global__ void __launch_bounds__(kBlockThreads) scan_o_kernel(Scan<T> s) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  LINATTN_DYNAMIC_SHARED(unsigned char, smem_raw);
   DeviceBlock ex{int(blockDim.x)};
   scan_o_block(ex, s, int64_t(blockIdx.x), int64_t(blockIdx.y), reinterpret_cast<T*>(smem_raw));
 }
@@ -65,19 +65,34 @@ class DeviceRun {
   template <class F>
   void each(int64_t n, const F& f) {
     if (n <= 0) return;
-    each_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(f, n);
+    LINATTN_LAUNCH(blocks_for(n), kThreads, 0, stream(), each_kernel<F>)(f, n);
     LINATTN_CUDA_CHECK_LAUNCH();
   }
+  // Each kernel is named at its launch (not passed to a helper that launches it), so that the
+  // launch's errors name it.
   void scan_c(const Scan<float>& s) {
-    launch(scan_c_kernel<float>, s, scan_c_smem(s.chunk, s.K, s.g.p != nullptr), s.N);
+    const Config c = configure(scan_c_kernel<float>, s, scan_c_smem(s.chunk, s.K, s.g.p != nullptr), s.N);
+    if (c.empty) return;
+    LINATTN_LAUNCH(c.grid, kBlockThreads, c.smem, stream(), scan_c_kernel<float>)(s);
+    LINATTN_CUDA_CHECK_LAUNCH();
   }
   void scan_o(const Scan<float>& s) {
-    launch(scan_o_kernel<float>, s, scan_o_smem(s.chunk, s.N, s.g.p != nullptr), s.K);
+    const Config c = configure(scan_o_kernel<float>, s, scan_o_smem(s.chunk, s.N, s.g.p != nullptr), s.K);
+    if (c.empty) return;
+    LINATTN_LAUNCH(c.grid, kBlockThreads, c.smem, stream(), scan_o_kernel<float>)(s);
+    LINATTN_CUDA_CHECK_LAUNCH();
   }
 
  private:
+  struct Config {
+    bool empty;  // nothing to launch
+    dim3 grid;
+    size_t smem;
+  };
+  // The grid and the shared memory of a launch of `kernel` (smem_elems floats per block, `tiled`
+  // state columns in tiles), checked against the GPU's limits; opts the kernel in to the memory.
   template <class Kernel>
-  void launch(Kernel kernel, const Scan<float>& s, int64_t smem_elems, int64_t tiled) {
+  Config configure(Kernel kernel, const Scan<float>& s, int64_t smem_elems, int64_t tiled) {
     const size_t smem = size_t(smem_elems) * sizeof(float);
     int device = 0, limit = 0;
     LINATTN_CUDA_CHECK(cudaGetDevice(&device));
@@ -88,10 +103,9 @@ class DeviceRun {
     const int64_t tiles = (tiled + kTile - 1) / kTile;
     LINATTN_CHECK(s.B * s.H <= INT32_MAX && tiles <= 65535, op_, ": B * H = ", s.B * s.H, " or ", tiles,
                   " column tiles exceed the CUDA grid");
-    if (s.B * s.H == 0 || tiles == 0) return;
+    if (s.B * s.H == 0 || tiles == 0) return {true, dim3(), 0};
     LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    kernel<<<dim3(unsigned(s.B * s.H), unsigned(tiles)), kBlockThreads, smem, stream()>>>(s);
-    LINATTN_CUDA_CHECK_LAUNCH();
+    return {false, dim3(unsigned(s.B * s.H), unsigned(tiles)), smem};
   }
 
   const char* op_;

@@ -100,32 +100,32 @@ __global__ void l2norm_backward_kernel(float* dx, const float* y, const float* r
 
 void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t D, float eps) {
   if (N == 0) return;
-  rmsnorm_forward_kernel<<<row_blocks(N), kRows * 32, 0, stream()>>>(y, rstd, x, w, N, D, eps);
+  LINATTN_LAUNCH(row_blocks(N), kRows * 32, 0, stream(), rmsnorm_forward_kernel)(y, rstd, x, w, N, D, eps);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void rmsnorm_backward(float* dx, float* dw, const float* x, const float* w, const float* rstd, const float* dy,
                       int64_t N, int64_t D) {
   if (N == 0 || D == 0) return;
-  rmsnorm_dx_kernel<<<row_blocks(N), kRows * 32, 0, stream()>>>(dx, x, w, rstd, dy, N, D);
+  LINATTN_LAUNCH(row_blocks(N), kRows * 32, 0, stream(), rmsnorm_dx_kernel)(dx, x, w, rstd, dy, N, D);
   LINATTN_CUDA_CHECK_LAUNCH();
   if (!dw) return;
   const RowChunks chunks = row_chunks(N, (D + 31) / 32, D);
-  rmsnorm_dw_kernel<<<dim3(unsigned((D + 31) / 32), unsigned(chunks.count)), dim3(32, kLanes), 0, stream()>>>(
-      x, rstd, dy, N, D, chunks.rows);
+  const dim3 grid(unsigned((D + 31) / 32), unsigned(chunks.count));
+  LINATTN_LAUNCH(grid, dim3(32, kLanes), 0, stream(), rmsnorm_dw_kernel)(x, rstd, dy, N, D, chunks.rows);
   LINATTN_CUDA_CHECK_LAUNCH();
   add_column_partials(dw, D, nullptr, 0, chunks.count);
 }
 
 void l2norm_forward(float* y, float* r, const float* x, int64_t N, int64_t D, float eps) {
   if (N == 0) return;
-  l2norm_forward_kernel<<<row_blocks(N), kRows * 32, 0, stream()>>>(y, r, x, N, D, eps);
+  LINATTN_LAUNCH(row_blocks(N), kRows * 32, 0, stream(), l2norm_forward_kernel)(y, r, x, N, D, eps);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void l2norm_backward(float* dx, const float* y, const float* r, const float* dy, int64_t N, int64_t D) {
   if (N == 0) return;
-  l2norm_backward_kernel<<<row_blocks(N), kRows * 32, 0, stream()>>>(dx, y, r, dy, N, D);
+  LINATTN_LAUNCH(row_blocks(N), kRows * 32, 0, stream(), l2norm_backward_kernel)(dx, y, r, dy, N, D);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

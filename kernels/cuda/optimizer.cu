@@ -46,16 +46,16 @@ __global__ void adamw_kernel(float* w, float* m, float* v, const float* g, int64
 void sum_squares(double* sum_sq, const float* g, int64_t n) {
   const int blocks = int(n < int64_t(kMaxPartials) * kSumThreads ? (n + kSumThreads - 1) / kSumThreads : kMaxPartials);
   if (blocks > 0) {
-    sum_squares_partial_kernel<<<blocks, kSumThreads, 0, stream()>>>(g, n);
+    LINATTN_LAUNCH(blocks, kSumThreads, 0, stream(), sum_squares_partial_kernel)(g, n);
     LINATTN_CUDA_CHECK_LAUNCH();
   }
-  sum_squares_final_kernel<<<1, kMaxPartials, 0, stream()>>>(sum_sq, blocks);
+  LINATTN_LAUNCH(1, kMaxPartials, 0, stream(), sum_squares_final_kernel)(sum_sq, blocks);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, const AdamWStep& s) {
   if (n == 0) return;
-  adamw_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(w, m, v, g, n, s);
+  LINATTN_LAUNCH(blocks_for(n), kThreads, 0, stream(), adamw_kernel)(w, m, v, g, n, s);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

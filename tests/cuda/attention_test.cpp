@@ -19,6 +19,8 @@
 
 #ifdef LINATTN_CUDA
 #include <cuda_runtime.h>
+
+#include "core/cuda/runtime.h"
 #endif
 
 namespace linattn {
@@ -93,7 +95,9 @@ class DeviceArray {
  public:
   explicit DeviceArray(const std::vector<E>& host) : n_(host.size()) {
     EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&ptr_), std::max<size_t>(n_, 1) * sizeof(E)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(ptr_, host.data(), n_ * sizeof(E), cudaMemcpyHostToDevice), cudaSuccess);
+    // On the compute stream, the kernels' own: cudaMemcpy runs on the legacy default stream, which the
+    // non-blocking compute stream does not wait for.
+    cuda::copy(ptr_, host.data(), n_ * sizeof(E));
   }
   ~DeviceArray() { cudaFree(ptr_); }
   DeviceArray(const DeviceArray&) = delete;

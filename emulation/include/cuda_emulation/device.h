@@ -211,6 +211,8 @@ class Launcher {
     static_assert(sizeof...(A) == sizeof...(P), "a kernel launch needs one argument per parameter");
     auto data = std::make_shared<Data>(Data{kernel_, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)});
     std::vector<ArgBytes> views;
+    // Padding bytes are zeroed so that the pointer check never reads leftovers as an address.
+    std::apply([&](auto&... a) { (__builtin_clear_padding(&a), ...); }, data->args);
     std::apply([&](const auto&... a) { (views.push_back(ArgBytes{&a, sizeof(a)}), ...); }, data->args);
     const void* raw = data.get();
     submit(config_, std::move(views), std::move(data), &run, raw);
