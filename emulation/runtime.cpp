@@ -69,7 +69,7 @@ std::unordered_map<const void*, size_t> g_max_shared;
 int device_count_setting() {
   static const int n = [] {
     const char* s = std::getenv("LINATTN_EMULATED_GPUS");
-    int v = s ? std::atoi(s) : 2;
+    int v = s ? std::atoi(s) : 4;
     return v < 0 ? 0 : v;
   }();
   return n;

@@ -5,9 +5,9 @@
 // Each thread of a block is a fiber (emulation/device.cpp). Threads run one after another, each up
 // to its next barrier or warp operation; a barrier opens when every live thread of the block (or
 // every lane of the mask) has reached it, and a barrier that some live thread never reaches is an
-// error naming the kernel and the source lines. Every launch runs twice, threads and blocks in order
-// and then in reverse, and the two results must be bitwise equal (LINATTN_EMULATION_SCHEDULES=1
-// runs it once).
+// error naming the kernel and the source lines. A launch runs twice, threads and blocks in order and
+// then in reverse, and the two results must be bitwise equal (LINATTN_EMULATION_CHECK in
+// emulation/device.cpp: every launch, the first ones of each configuration, or none).
 #pragma once
 
 #include <cmath>
