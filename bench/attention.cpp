@@ -159,12 +159,13 @@ int run_attention_cuda(int64_t window) {
     return 0;
   }
 #ifdef LINATTN_CUDA
-  const int64_t B = 4, T = 2048, H = 4, d = 64;
+  const std::string note = emulation_note();
+  const int64_t B = 4, T = kEmulatedCuda ? 256 : 2048, H = 4, d = 64;
   cudaDeviceProp prop{};
   LINATTN_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("causal softmax attention on %s, forward+backward, B=%ld T=%ld H=%ld dk=dv=%ld, median of 20 "
-              "(CUDA events)\n",
-              prop.name, long(B), long(T), long(H), long(d));
+              "(CUDA events)\n%s",
+              prop.name, long(B), long(T), long(H), long(d), note.c_str());
   std::printf("H100 reference (shared/design/gpu.md): bf16 global 0.45 ms (PyTorch SDPA, flash), bf16 window 256 "
               "1.25 ms (fla); targets 0.6 ms and 1.25 ms\n");
   std::printf("%-8s %-8s %10s %10s\n", "window", "dtype", "ms", "TFLOP/s");

@@ -65,6 +65,16 @@ double cuda_median_ms(const std::function<void()>& run, int reps = 20, int warmu
 // has the CUDA backend)").
 std::string no_gpu_reason();
 
+// The CUDA emulation build (docs/cuda-emulation.md) runs the device benchmarks too, at small shapes
+// and with few repetitions: its times are the CPU's, printed under emulation_note().
+#ifdef LINATTN_CUDA_EMULATION
+inline constexpr bool kEmulatedCuda = true;
+#else
+inline constexpr bool kEmulatedCuda = false;
+#endif
+// "" on a GPU; in the emulation build, a line saying what its times are.
+std::string emulation_note();
+
 // Achieved float32 GFLOP/s of a square 1024^3 oneDNN product with the current thread count:
 // the machine's reference figure that the other benchmarks print beside their own.
 double gemm_peak_gflops();

@@ -1,5 +1,6 @@
 // What the `--device cuda` benchmarks share: GPU timing and the reason a GPU is missing.
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "bench/bench.h"
@@ -9,6 +10,7 @@
 namespace linattn::bench {
 
 double cuda_median_ms(const std::function<void()>& run, int reps, int warmup, const std::function<void()>& before) {
+  if (kEmulatedCuda) reps = std::min(reps, 3), warmup = std::min(warmup, 1);
   for (int r = 0; r < warmup; ++r) {
     if (before) before();
     run();
@@ -25,6 +27,14 @@ double cuda_median_ms(const std::function<void()>& run, int reps, int warmup, co
   std::sort(ms.begin(), ms.end());
   const size_t n = ms.size();
   return n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+}
+
+std::string emulation_note() {
+  if (!kEmulatedCuda) return "";
+  // Read once, at the first launch: timing the race check's second run would only add noise.
+  setenv("LINATTN_EMULATION_CHECK", "off", 0);
+  return "emulated: the CUDA emulation on the CPU (docs/cuda-emulation.md): small shapes, median of 3, CPU times, "
+         "not GPU times\n";
 }
 
 std::string no_gpu_reason() {

@@ -19,6 +19,7 @@ class SingleCommunicator : public Communicator {
   int local_rank() const override { return 0; }
   int local_size() const override { return 1; }
   const char* backend() const override { return "single process"; }
+  bool sums_on(Device) const override { return true; }  // one rank's sum is its data, wherever it is
   void start_allreduce_sum(const Tensor&) override {}
   void poll() override {}
   void wait_all() override {}

@@ -21,6 +21,8 @@ class Communicator {
   virtual int local_rank() const = 0;   // rank among the processes on this machine
   virtual int local_size() const = 0;
   virtual const char* backend() const = 0;
+  // Whether start_allreduce_sum takes tensors on `device` (MPI's, and by default: host memory only).
+  virtual bool sums_on(Device device) const { return device == Device::cpu; }
 
   // Starts an in-place sum across ranks of a contiguous tensor (f32, f64 or i32) without waiting
   // for it: `t` must not be read or written until wait_all() returns. Every rank must start the

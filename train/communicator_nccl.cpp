@@ -57,6 +57,7 @@ class NcclCommunicator : public Communicator {
   int local_rank() const override { return host_.local_rank(); }
   int local_size() const override { return host_.local_size(); }
   const char* backend() const override { return "NCCL"; }
+  bool sums_on(Device device) const override { return device == Device::cuda || host_.sums_on(device); }
   void start_allreduce_sum(const Tensor& t) override {
     if (t.device() == Device::cpu) return host_.start_allreduce_sum(t);
     // The gradients come from kernels on the compute stream: the sum starts after them.

@@ -1,5 +1,7 @@
 #include "train/device.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "core/cuda/runtime.h"
@@ -24,6 +26,15 @@ void check_model_on_device(const Config& config, const Model& model, Device devi
   const std::string problem = model.unsupported_on(device);
   LINATTN_REQUIRE(problem.empty(), config.where("train.device"), ": ", problem,
                   "; use train.device: cpu or an attention-only model");
+}
+
+void select_rank_gpu(const Communicator& comm) {
+  const int gpus = cuda::device_count();
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  LINATTN_REQUIRE(comm.local_rank() < gpus, "rank ", comm.rank(), " on host ", host, " needs GPU ", comm.local_rank(),
+                  " but the host has ", gpus, "; run at most ", gpus, " rank", gpus == 1 ? "" : "s", " per host");
+  cuda::set_device(comm.local_rank());
 }
 
 std::string describe_device(Device device) {
@@ -51,6 +62,12 @@ std::string device_memory_budget(Device device) {
 
 double measure_gemm_gflops(Device device, int64_t n, int reps) {
   if (device == Device::cpu) return cpu::measure_sgemm_gflops(1024, reps);
+#ifdef LINATTN_CUDA_EMULATION
+  // The emulated GPU is the CPU running the kernels one thread at a time: its rate is nobody's
+  // peak, and eleven 2048^3 products would take minutes.
+  n = std::min<int64_t>(n, 128);
+  reps = 1;
+#endif
   Tensor a = Tensor::zeros({n, n}, DType::f32, device), b = Tensor::zeros({n, n}, DType::f32, device);
   Tensor c = Tensor::zeros({n, n}, DType::f32, device);
   backend::gemm(device, false, false, n, n, n, 1.0, a, b, 0.0, c);  // warm-up (cuBLAS picks its kernel)

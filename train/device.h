@@ -4,6 +4,7 @@
 #include <string>
 
 #include "layers/model.h"
+#include "train/communicator.h"
 #include "train/config.h"
 
 namespace linattn {
@@ -12,6 +13,12 @@ namespace linattn {
 // points at the config line; so is a model with a layer that has no kernels there.
 Device training_device(const Config& config);
 void check_model_on_device(const Config& config, const Model& model, Device device);
+
+// For train.device: cuda, before anything touches a GPU: makes GPU `comm.local_rank()` the device of
+// the calling thread (the one that trains: every CUDA call of the run, the gradient sums' included,
+// is made from it), so that the ranks sharing a host use one GPU each. A host with fewer GPUs than
+// ranks is an error that names the rank, the host and the way out.
+void select_rank_gpu(const Communicator& comm);
 
 // One line: "cpu" or "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 132 SMs), 79.1 GiB free of 79.6 GiB".
 std::string describe_device(Device device);

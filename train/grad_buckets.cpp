@@ -6,6 +6,10 @@ GradientBuckets::GradientBuckets(const Parameters& params, int64_t bucket_bytes,
     : params_(params), comm_(comm), bucket_of_(params.size()) {
   LINATTN_CHECK(params.allocated() && params.size() > 0, "GradientBuckets needs allocated parameters");
   LINATTN_CHECK(bucket_bytes > 0, "bucket size must be positive, got ", bucket_bytes, " bytes");
+  // Refused here rather than at the first step's sum.
+  const Device device = params.grads().all().device();
+  LINATTN_CHECK(comm.sums_on(device), "the ", comm.backend(), " communicator cannot sum gradients on ",
+                device_name(device), ": gradients on a GPU are summed with NCCL (make_nccl_communicator)");
   const auto& entries = params.layout().entries();
   const int64_t elem_bytes = int64_t(dtype_size(params.grads().all().dtype()));
   for (int i = int(params.size()) - 1; i >= 0; --i) {

@@ -65,6 +65,17 @@ void refuse_existing_run(const std::string& out_dir) {
                   "(or delete this one)");
 }
 
+// NCCL over `host`, which sums the gradients of a GPU run across its ranks; its errors (a build
+// without NCCL, ranks without a GPU each) stop the run at start-up, pointing at train.device.
+std::unique_ptr<Communicator> nccl_for_gradients(const Config& config, Communicator& host) {
+  try {
+    return make_nccl_communicator(host);
+  } catch (const Error& e) {
+    throw Error(config.where("train.device") + ": train.device is cuda with " + std::to_string(host.world_size()) +
+                " ranks, which sum their gradients with NCCL: " + e.what());
+  }
+}
+
 }  // namespace
 
 void Trainer::say(const char* format, ...) const {
@@ -105,6 +116,11 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
                   " sequences of the global batch, which is not a multiple of micro_batch_size ", micro_);
   dtype_ = t.dtype == "f64" ? DType::f64 : DType::f32;
   device_ = training_device(config_);
+  if (device_ == Device::cuda) {
+    // Before anything touches a GPU: each rank of a host on its own.
+    select_rank_gpu(*comm_);
+    if (world > 1) gradient_comm_ = nccl_for_gradients(config_, *comm_);
+  }
   backend::set_tf32(t.tf32);
 
   const std::string resume_path = resume.empty() ? "" : resume_checkpoint(resume);
@@ -143,8 +159,9 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
     for (const std::string& w : warnings) say("warning: the training settings changed since the checkpoint: %s\n", w.c_str());
   }
   if (world > 1)
-    buckets_ = std::make_unique<GradientBuckets>(
-        model_->params(), int64_t(config_.distributed.bucket_mb * 1024 * 1024), *comm_);
+    buckets_ = std::make_unique<GradientBuckets>(model_->params(),
+                                                 int64_t(config_.distributed.bucket_mb * 1024 * 1024),
+                                                 gradient_comm_ ? *gradient_comm_ : *comm_);
   gemm_peak_ = measure_gemm_gflops(device_);
 
   say("%s\n", model_->summary().c_str());
@@ -170,8 +187,9 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
       (long long)micro_, (long long)accumulation_, accumulation_ == 1 ? "" : "s", omp_get_max_threads(),
       omp_get_max_threads() == 1 ? "" : "s", t.dtype.c_str(), gemm_peak_);
   if (buckets_)
-    say("data parallel: %zu gradient buckets of about %g MiB, each all-reduced as soon as backward completes it\n",
-        buckets_->buckets().size(), config_.distributed.bucket_mb);
+    say("data parallel: %zu gradient buckets of about %g MiB, each all-reduced (%s) as soon as backward completes "
+        "it\n", buckets_->buckets().size(), config_.distributed.bucket_mb,
+        (gradient_comm_ ? gradient_comm_.get() : comm_)->backend());
   std::fflush(stdout);
 }
 

@@ -57,7 +57,8 @@ class Trainer {
   // config line to fix). Prints the model summary and the memory budget. With `resume` (a
   // checkpoint path, or "latest" for the newest in the run folder) the weights, optimizer moments,
   // step and data position come from the checkpoint, so the run continues exactly.
-  // `comm` spreads each global batch over data-parallel ranks (nullptr: a single process).
+  // `comm` spreads each global batch over data-parallel ranks (nullptr: a single process). With
+  // train.device: cuda each rank takes GPU local_rank, and NCCL sums the gradients on the GPUs.
   explicit Trainer(const Config& config, const std::string& resume = "", Communicator* comm = nullptr);
 
   // One forward + backward on a zero batch: measures the activation memory, and proves the model runs.
@@ -107,6 +108,9 @@ class Trainer {
   int64_t micro_ = 1;  // sequences per forward pass on this rank
   std::unique_ptr<Communicator> single_;
   Communicator* comm_ = nullptr;
+  // With train.device: cuda and more than one rank, NCCL over comm_: it sums the device gradients;
+  // the host numbers (losses, bad-step flags, evaluation sums, agreement on stopping) go through comm_.
+  std::unique_ptr<Communicator> gradient_comm_;
   std::unique_ptr<GradientBuckets> buckets_;  // with more than one rank
   TrainState start_;       // where the run starts: zeros, or the resumed checkpoint's state
   bool resumed_ = false;

@@ -91,6 +91,8 @@ int device_count() {
   return n;
 }
 
+void set_device(int index) { LINATTN_CUDA_CHECK(cudaSetDevice(index)); }
+
 DeviceInfo device_info() {
   DeviceInfo info;
   info.index = current_device();
@@ -227,6 +229,7 @@ namespace {
 void* compute_stream() { no_backend("the CUDA compute stream"); }
 void* comm_stream() { no_backend("the CUDA communication stream"); }
 int device_count() { return 0; }
+void set_device(int) { no_backend("cuda::set_device"); }
 DeviceInfo device_info() { no_backend("the CUDA device"); }
 void synchronize() { no_backend("cuda::synchronize"); }
 void* allocate(size_t) { no_backend("a CUDA tensor"); }

@@ -10,6 +10,9 @@
 namespace linattn::cuda {
 
 int device_count();  // 0 without a GPU, without a driver, or without the CUDA backend
+// Makes GPU `index` the calling host thread's device (cudaSetDevice): its allocations, streams and
+// kernels go there from then on. The device is per host thread, as in CUDA.
+void set_device(int index);
 
 struct DeviceInfo {
   int index = 0;
