@@ -33,10 +33,10 @@
 #define LINATTN_EMULATION_ASAN 1
 #endif
 
-thread_local uint3 threadIdx{};
-thread_local uint3 blockIdx{};
-thread_local dim3 blockDim{};
-thread_local dim3 gridDim{};
+uint3 threadIdx{};
+uint3 blockIdx{};
+dim3 blockDim{};
+dim3 gridDim{};
 
 namespace cuda_emu {
 namespace {

@@ -22,11 +22,12 @@
 #include <vector>
 
 // ---- where the running thread is ----
-// Set by the emulation before a fiber runs; one OS thread runs one block at a time.
-extern thread_local uint3 threadIdx;
-extern thread_local uint3 blockIdx;
-extern thread_local dim3 blockDim;
-extern thread_local dim3 gridDim;
+// Set by the emulation before a fiber runs. One block runs at a time in the whole process
+// (emulation/device.cpp), so these are plain globals.
+extern uint3 threadIdx;
+extern uint3 blockIdx;
+extern dim3 blockDim;
+extern dim3 gridDim;
 constexpr int warpSize = 32;
 
 namespace cuda_emu {
