@@ -539,13 +539,19 @@ struct MappedRanges {
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
   std::unordered_set<uint64_t> unmapped;  // words already found outside every mapping
 
+  // The readable mappings of at most 1 TiB: a host object lives in one. Left out: reserved
+  // PROT_NONE ranges and the terabytes AddressSanitizer maps for its shadow, where small integers
+  // and float pairs would otherwise look like addresses.
   void reload() {
     ranges.clear();
     std::ifstream maps("/proc/self/maps");
     std::string line;
     while (std::getline(maps, line)) {
       uintptr_t lo = 0, hi = 0;
-      if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) == 2) ranges.emplace_back(lo, hi);
+      char perms[8] = "";
+      if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " %7s", &lo, &hi, perms) == 3 && perms[0] == 'r' &&
+          hi - lo <= (uintptr_t(1) << 40))
+        ranges.emplace_back(lo, hi);
     }
   }
   bool contains(uintptr_t w) const {
