@@ -168,7 +168,6 @@ void switch_to_scheduler(Thread* self, bool final) {
   __sanitizer_start_switch_fiber(final ? nullptr : &self->fake_stack, self->back_low, self->back_size);
 #endif
   fc::transfer_t t = fc::jump_fcontext(self->back, nullptr);
-  (void)final;
   self->back = t.fctx;
 #if LINATTN_EMULATION_ASAN
   __sanitizer_finish_switch_fiber(self->fake_stack, &self->back_low, &self->back_size);
@@ -318,15 +317,11 @@ bool resolve_warps(BlockRun& b) {
 void resolve_barrier(BlockRun& b) {
   const Thread* waiting = nullptr;
   const Thread* other = nullptr;
-  const Thread* exited = nullptr;
   for (const Thread& t : b.threads) {
-    if (t.state == State::at_barrier) {
-      if (!waiting) waiting = &t;
-      else if (t.site.line() != waiting->site.line() || std::strcmp(t.site.file_name(), waiting->site.file_name()))
-        other = &t;
-    } else if (t.state == State::done) {
-      exited = &t;
-    }
+    if (t.state != State::at_barrier) continue;
+    if (!waiting) waiting = &t;
+    else if (t.site.line() != waiting->site.line() || std::strcmp(t.site.file_name(), waiting->site.file_name()))
+      other = &t;
   }
   if (!waiting) return;
   if (other) {
@@ -335,7 +330,7 @@ void resolve_barrier(BlockRun& b) {
               "): a barrier must be reached by every thread of the block at the same place";
     return;
   }
-  (void)exited;  // exited threads do not hold a barrier up, as on the hardware
+  // Exited threads do not hold a barrier up, as on the hardware.
   for (Thread& t : b.threads)
     if (t.state == State::at_barrier) t.state = State::ready;
 }
