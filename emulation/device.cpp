@@ -29,6 +29,7 @@
 #include "emulation/internal.h"
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define LINATTN_EMULATION_ASAN 1
 #endif
@@ -381,7 +382,7 @@ void run_block(BlockRun& b, bool reverse) {
 
 constexpr unsigned char kSharedFill = 0xFF;  // shared memory at a block's start: NaN floats
 #if LINATTN_EMULATION_ASAN
-constexpr size_t kSharedGuard = 0;  // AddressSanitizer guards the buffer's end itself
+constexpr size_t kSharedGuard = 0;  // AddressSanitizer guards the buffer's end (poisoned in run_grid)
 #else
 constexpr size_t kSharedGuard = 64;  // bytes past the end that must stay untouched
 #endif
@@ -433,6 +434,10 @@ std::string run_grid(const Launch& L, bool reverse) {
   const uint64_t blocks = uint64_t(c.grid.x) * c.grid.y * c.grid.z;
   const size_t shared_total = (c.shared_bytes + kSharedGuard + 127) / 128 * 128;
   char* shared = static_cast<char*>(std::aligned_alloc(128, shared_total ? shared_total : 128));
+#if LINATTN_EMULATION_ASAN
+  // The rounding up to 128 bytes is not the kernel's: any access there is an overrun.
+  ASAN_POISON_MEMORY_REGION(shared + c.shared_bytes, (shared_total ? shared_total : 128) - c.shared_bytes);
+#endif
   BlockRun b;
   b.launch = &L;
   b.threads.resize(threads);
@@ -465,6 +470,9 @@ std::string run_grid(const Launch& L, bool reverse) {
   }
   t_block = nullptr;
   t_dynamic_shared = nullptr;
+#if LINATTN_EMULATION_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(shared, shared_total ? shared_total : 128);
+#endif
   std::free(shared);
   return error;
 }
