@@ -4,7 +4,6 @@
 #include <map>
 #include <sstream>
 
-#include "autograd/mixers.h"
 
 namespace linattn {
 
@@ -18,7 +17,8 @@ Model::Model(const ModelConfig& c, DType dtype) : config_(c) {
     std::string prefix = "model.layers." + std::to_string(i);
     Block b;
     b.attn_norm = RMSNorm(params_, prefix + ".attn_norm", c.hidden_size, c.norm_eps);
-    b.attn = make_mixer(params_, prefix + ".attn", c, c.layers[size_t(i)], std, out_std);
+    const LayerSpec& spec = c.layers[size_t(i)];
+    b.attn = mixer_descriptor(spec.mixer).make(params_, prefix + ".attn", c, spec, std, out_std);
     b.mlp_norm = RMSNorm(params_, prefix + ".mlp_norm", c.hidden_size, c.norm_eps);
     b.mlp = MLP(params_, prefix + ".mlp", c.hidden_size, c.resolved_intermediate_size(), std, out_std);
     blocks_.push_back(std::move(b));
@@ -57,11 +57,10 @@ Variable Model::loss(const Tensor& ids, const Tensor& targets, const ops::Segmen
 
 std::string Model::unsupported_on(Device device) const {
   for (size_t i = 0; i < config_.layers.size(); ++i) {
-    const MixerKind kind = config_.layers[i].mixer;
-    // RetNet runs GLA's kernels with a constant gate.
-    const std::string missing = ops::missing_kernels(kind == MixerKind::retnet ? "gla" : mixer_name(kind), device);
+    const std::string& name = config_.layers[i].mixer;
+    const std::string missing = mixer_descriptor(name).missing_kernels(device);
     if (!missing.empty())
-      return "model.layers." + std::to_string(i) + " (" + mixer_name(kind) + "): no " +
+      return "model.layers." + std::to_string(i) + " (" + name + "): no " +
              (device == Device::cuda ? "CUDA" : device_name(device)) + " kernel yet for " + missing;
   }
   return "";
@@ -87,8 +86,8 @@ double Model::flops_per_token(int64_t T) const {
 std::string Model::summary() const {
   std::map<std::string, int> kinds;
   for (const LayerSpec& l : config_.layers) {
-    std::string k = mixer_name(l.mixer);
-    if (l.mixer == MixerKind::attention) k += l.window_size > 0 ? " (window " + std::to_string(l.window_size) + ")" : " (global)";
+    std::string k = l.mixer;
+    if (mixer_descriptor(l.mixer).attention) k += l.window_size > 0 ? " (window " + std::to_string(l.window_size) + ")" : " (global)";
     kinds[k]++;
   }
   std::ostringstream os;
@@ -99,8 +98,8 @@ std::string Model::summary() const {
   os << "\nlayers:";
   for (size_t i = 0; i < config_.layers.size(); ++i) {
     const LayerSpec& l = config_.layers[i];
-    os << " " << i << ":" << mixer_name(l.mixer);
-    if (l.mixer == MixerKind::attention && l.window_size > 0) os << "/w" << l.window_size;
+    os << " " << i << ":" << l.mixer;
+    if (mixer_descriptor(l.mixer).attention && l.window_size > 0) os << "/w" << l.window_size;
   }
   os << "\nparameters: " << params_.count() << " (" << matmul_params() << " in matrix products)";
   return os.str();

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/mixer_layers.h"
+#include "layers/mixer.h"
 #include "layers/modules.h"
 
 namespace linattn {
@@ -32,7 +32,7 @@ class Model {
   std::string summary() const;  // one line per layer kind, the parameter count
   // Empty when every mixer of the model has its kernels on `device`; else names the first layer
   // that lacks some, and which: "model.layers.0 (gla): no CUDA kernel yet for gla_forward,
-  // gla_backward" (ops::missing_kernels).
+  // gla_backward" (the mixer descriptor's missing_kernels).
   std::string unsupported_on(Device device) const;
 
  private:

@@ -2,38 +2,11 @@
 
 #include <cmath>
 
+#include "layers/mixer.h"
+
 namespace linattn {
 
-namespace {
-const MixerKind kAllMixers[] = {MixerKind::linear_attn, MixerKind::gla,            MixerKind::retnet,
-                                MixerKind::deltanet,    MixerKind::gated_deltanet, MixerKind::attention};
-}
-
-const char* mixer_name(MixerKind m) {
-  switch (m) {
-    case MixerKind::linear_attn: return "linear_attn";
-    case MixerKind::gla: return "gla";
-    case MixerKind::retnet: return "retnet";
-    case MixerKind::deltanet: return "deltanet";
-    case MixerKind::gated_deltanet: return "gated_deltanet";
-    case MixerKind::attention: return "attention";
-  }
-  return "?";
-}
-
 const char* gdn_decay_name(GdnDecay d) { return d == GdnDecay::fla ? "fla" : "logsigmoid"; }
-
-std::optional<MixerKind> mixer_from_name(const std::string& name) {
-  for (MixerKind m : kAllMixers)
-    if (name == mixer_name(m)) return m;
-  return std::nullopt;
-}
-
-std::vector<std::string> mixer_names() {
-  std::vector<std::string> names;
-  for (MixerKind m : kAllMixers) names.push_back(mixer_name(m));
-  return names;
-}
 
 int64_t ModelConfig::resolved_intermediate_size() const {
   if (intermediate_size > 0) return intermediate_size;
@@ -41,9 +14,8 @@ int64_t ModelConfig::resolved_intermediate_size() const {
   return (raw + 255) / 256 * 256;
 }
 
-double ModelConfig::resolved_expand_k(MixerKind m) const {
-  if (expand_k > 0) return expand_k;
-  return m == MixerKind::gla ? 0.5 : 1.0;
+double ModelConfig::resolved_expand_k(const std::string& m) const {
+  return expand_k > 0 ? expand_k : mixer_descriptor(m).default_expand_k;
 }
 
 LayerSpec ModelConfig::default_layer() const {
@@ -88,12 +60,19 @@ void resolve_layers(ModelConfig& c, const std::optional<AttnBlock>& attn,
   }
   // Attention splits hidden_size into its heads (checked with num_heads); the linear mixers split
   // their key and value dims.
-  for (const LayerSpec& l : c.layers) {
-    if (l.mixer == MixerKind::attention) continue;
+  for (size_t i = 0; i < c.layers.size(); ++i) {
+    const LayerSpec& l = c.layers[i];
+    const MixerDescriptor* m = find_mixer(l.mixer);
+    if (!m) {
+      std::string known;
+      for (const MixerDescriptor* d : all_mixers()) known += (known.empty() ? "" : ", ") + d->name;
+      throw ScheduleError("", "layer " + std::to_string(i) + ": unknown mixer '" + l.mixer + "' (known: " + known + ")");
+    }
+    if (m->attention) continue;
     int64_t key_dim = int64_t(std::llround(c.resolved_expand_k(l.mixer) * double(c.hidden_size)));
     int64_t value_dim = int64_t(std::llround(c.expand_v * double(c.hidden_size)));
     if (key_dim % l.num_heads || value_dim % l.num_heads)
-      throw ScheduleError("", std::string("the ") + mixer_name(l.mixer) + " layers' key dim (" +
+      throw ScheduleError("", "the " + l.mixer + " layers' key dim (" +
                                   std::to_string(key_dim) + ") and value dim (" + std::to_string(value_dim) +
                                   ") must be divisible by num_heads (" + std::to_string(l.num_heads) +
                                   "): adjust expand_k / expand_v or num_heads");

@@ -11,14 +11,6 @@
 
 namespace linattn {
 
-// The mixers a layer can use.
-enum class MixerKind { linear_attn, gla, retnet, deltanet, gated_deltanet, attention };
-const char* mixer_name(MixerKind m);
-// The kind named `name` ("gla", ...), or nothing.
-std::optional<MixerKind> mixer_from_name(const std::string& name);
-// Every mixer name, for messages.
-std::vector<std::string> mixer_names();
-
 // How Gated DeltaNet makes its per-head log-decay a from x:
 // fla:        a = -exp(A_log) * softplus(a_proj(x) + dt_bias)   (fla's GatedDeltaNet; parameters A_log, dt_bias)
 // logsigmoid: a = logsigmoid(a_proj(x) + a_proj.bias)            (linattn's first form; parameter a_proj.bias)
@@ -28,8 +20,9 @@ enum class GdnDecay { fla, logsigmoid };
 const char* gdn_decay_name(GdnDecay d);
 
 // One layer's token mixer, resolved from the default mixer, the `attn` block and `layers`.
+// `mixer` names a mixer of the registry (layers/mixer.h).
 struct LayerSpec {
-  MixerKind mixer = MixerKind::gla;
+  std::string mixer = "gla";
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;  // attention only
   int64_t window_size = 0;   // attention only; 0 = global
@@ -52,7 +45,7 @@ struct ModelConfig {
   int64_t conv_size = 4;
   bool tie_word_embeddings = false;
   double initializer_range = 0.02;
-  MixerKind mixer = MixerKind::gla;       // the default mixer of every layer
+  std::string mixer = "gla";              // the default mixer of every layer (layers/mixer.h)
   std::string feature_map = "elu1";       // linear_attn: identity | elu1 | relu
   bool normalize = false;                 // linear_attn: the normalized form
   int64_t chunk_size = 64;                // linear mixers' training chunk
@@ -61,7 +54,7 @@ struct ModelConfig {
   std::vector<LayerSpec> layers;  // resolved, one per layer
 
   int64_t resolved_intermediate_size() const;
-  double resolved_expand_k(MixerKind m) const;
+  double resolved_expand_k(const std::string& mixer) const;
   // A layer of the default mixer with the model-wide head settings: what every layer starts from.
   LayerSpec default_layer() const;
 };

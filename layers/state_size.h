@@ -8,12 +8,9 @@
 
 namespace linattn {
 
-// One layer's state after T tokens:
-//   linear mixers (linear attention, GLA, RetNet, DeltaNet, Gated DeltaNet): per head a dk x dv
-//     matrix, H (key_dim/H)(value_dim/H) = key_dim value_dim / H, whatever T; normalized linear
-//     attention adds its key_dim normalizer; DeltaNet's short convolutions keep their last
-//     conv_size - 1 inputs of q, k and v;
-//   attention: the key and value cache, 2 x min(T, window_size or T) x num_kv_heads x head_dim.
+// One layer's state after T tokens, as its mixer's descriptor (layers/mixers/) counts it: a linear
+// mixer's dk x dv matrix per head whatever T (plus what else it keeps: a normalizer, the short
+// convolutions' last inputs), attention's key and value cache of min(T, window) positions.
 int64_t layer_state_size(const ModelConfig& c, const LayerSpec& layer, int64_t T);
 // The sum over c.layers (resolved).
 int64_t state_size(const ModelConfig& c, int64_t T);

@@ -140,7 +140,7 @@ void check_length(const Config& config, int64_t prompt_tokens, int64_t new_token
   const ModelConfig& m = config.model;
   double per_token = 0;
   for (const LayerSpec& l : m.layers)
-    if (l.mixer == MixerKind::attention && l.window_size == 0)
+    if (mixer_descriptor(l.mixer).attention && l.window_size == 0)
       per_token += 2.0 * double(l.num_kv_heads) * double(m.hidden_size / l.num_heads) * double(scalar_bytes);
   const double need = per_token * double(prompt_tokens + new_tokens);
   LINATTN_REQUIRE(need <= machine_bytes(), prompt_flag, ": the prompt's ", prompt_tokens, " tokens and --max-new-tokens ",

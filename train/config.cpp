@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "layers/mixer.h"
 
 namespace linattn {
 
@@ -136,11 +137,10 @@ class Reader {
   std::map<std::string, std::string>& locations_;
 };
 
-MixerKind parse_mixer(const Reader& r, const YAML::Node& n, const std::string& path) {
+std::string parse_mixer(const Reader& r, const YAML::Node& n, const std::string& path) {
   std::string s = n.IsScalar() ? n.as<std::string>() : "";
-  std::optional<MixerKind> m = mixer_from_name(s);
-  if (!m) r.fail(n, path, "unknown mixer '" + s + "'" + did_you_mean(s, mixer_names()));
-  return *m;
+  if (!find_mixer(s)) r.fail(n, path, "unknown mixer '" + s + "'" + did_you_mean(s, mixer_names()));
+  return s;
 }
 
 // The node at a dotted path below `node` ("attn.layers.1"), or the deepest one that exists.
@@ -246,7 +246,7 @@ std::string yaml_number(double v) {
 double emitted_expand_k(const ModelConfig& m) {
   std::optional<double> common;
   for (const LayerSpec& l : m.layers) {
-    if (l.mixer == MixerKind::attention) continue;  // attention does not use expand_k
+    if (mixer_descriptor(l.mixer).attention) continue;  // attention does not use expand_k
     double ek = m.resolved_expand_k(l.mixer);
     if (common && *common != ek) return m.expand_k;
     common = ek;
@@ -273,7 +273,7 @@ std::string emit(const Config& c) {
   out << YAML::Key << "conv_size" << YAML::Value << m.conv_size;
   out << YAML::Key << "tie_word_embeddings" << YAML::Value << m.tie_word_embeddings;
   out << YAML::Key << "initializer_range" << YAML::Value << yaml_number(m.initializer_range);
-  out << YAML::Key << "mixer" << YAML::Value << mixer_name(m.mixer);
+  out << YAML::Key << "mixer" << YAML::Value << m.mixer;
   out << YAML::Key << "feature_map" << YAML::Value << m.feature_map;
   out << YAML::Key << "normalize" << YAML::Value << m.normalize;
   out << YAML::Key << "chunk_size" << YAML::Value << m.chunk_size;
@@ -282,9 +282,9 @@ std::string emit(const Config& c) {
   out << YAML::Key << "gated_deltanet_decay" << YAML::Value << gdn_decay_name(m.gated_deltanet_decay);
   out << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
   for (const LayerSpec& l : m.layers) {
-    out << YAML::Flow << YAML::BeginMap << YAML::Key << "mixer" << YAML::Value << mixer_name(l.mixer);
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "mixer" << YAML::Value << l.mixer;
     out << YAML::Key << "num_heads" << YAML::Value << l.num_heads;
-    if (l.mixer == MixerKind::attention) {
+    if (mixer_descriptor(l.mixer).attention) {
       out << YAML::Key << "num_kv_heads" << YAML::Value << l.num_kv_heads;
       out << YAML::Key << "window_size" << YAML::Value << l.window_size;
       out << YAML::Key << "rope_theta" << YAML::Value << yaml_number(l.rope_theta);
@@ -486,7 +486,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
     r.check_keys(a, "model.attn", {"layers", "every", "num_heads", "num_kv_heads", "window_size", "rope_theta"});
     attn.emplace();
     attn->spec = base;
-    attn->spec.mixer = MixerKind::attention;
+    attn->spec.mixer = "attention";
     attn->spec.window_size = 0;  // no window_size in the attn block = global
     read_attention_fields(a, "model.attn", attn->spec);
     if (a.IsMap() && a["layers"]) {

@@ -5,9 +5,12 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "data/json.h"
+#include "layers/mixer.h"
 
 namespace linattn {
 
@@ -45,24 +48,19 @@ class Object {
   std::vector<std::pair<std::string, std::string>> fields_;
 };
 
-struct FlaModel {
-  const char* model_type;
-  const char* architecture;
-};
-
-std::optional<FlaModel> fla_model(MixerKind m) {
-  switch (m) {
-    case MixerKind::gla: return FlaModel{"gla", "GLAForCausalLM"};
-    case MixerKind::deltanet: return FlaModel{"delta_net", "DeltaNetForCausalLM"};
-    case MixerKind::gated_deltanet: return FlaModel{"gated_deltanet", "GatedDeltaNetForCausalLM"};
-    case MixerKind::linear_attn: return FlaModel{"linear_attn", "LinearAttentionForCausalLM"};
-    case MixerKind::attention: return FlaModel{"transformer", "TransformerForCausalLM"};
-    case MixerKind::retnet: return std::nullopt;
-  }
-  return std::nullopt;
+// One field's value as JSON.
+std::string json(const FlaValue& v) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using V = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<V, std::nullptr_t>) return "null";
+        else if constexpr (std::is_same_v<V, bool>) return boolean(x);
+        else if constexpr (std::is_same_v<V, int64_t>) return integer(x);
+        else if constexpr (std::is_same_v<V, double>) return number(x);
+        else return text(x);
+      },
+      v);
 }
-
-int64_t dim(double expand, int64_t hidden) { return int64_t(std::llround(expand * double(hidden))); }
 
 // The attention layers grouped by their settings: fla's `attn` is one spec (or a list of them) of
 // {layers, num_heads, num_kv_heads, window_size, rope_theta}.
@@ -70,7 +68,7 @@ std::string attn_specs(const ModelConfig& m) {
   std::map<std::tuple<int64_t, int64_t, int64_t, double>, std::vector<int64_t>> groups;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const LayerSpec& l = m.layers[i];
-    if (l.mixer == MixerKind::attention)
+    if (mixer_descriptor(l.mixer).attention)
       groups[{l.num_heads, l.num_kv_heads, l.window_size, l.rope_theta}].push_back(int64_t(i));
   }
   std::vector<std::string> specs;
@@ -112,7 +110,7 @@ FlaConfig fla_config(const ModelConfig& m) {
   bool any_attention = false;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const LayerSpec& l = m.layers[i];
-    if (l.mixer == MixerKind::attention) {
+    if (mixer_descriptor(l.mixer).attention) {
       any_attention = true;
       continue;
     }
@@ -122,34 +120,21 @@ FlaConfig fla_config(const ModelConfig& m) {
     }
     const LayerSpec& f = m.layers[*first_linear];
     if (l.mixer != f.mixer)
-      problem("layer " + std::to_string(*first_linear) + " is " + mixer_name(f.mixer) + " but layer " +
-              std::to_string(i) + " is " + mixer_name(l.mixer) + ": an fla model has one linear mixer (and "
+      problem("layer " + std::to_string(*first_linear) + " is " + f.mixer + " but layer " +
+              std::to_string(i) + " is " + l.mixer + ": an fla model has one linear mixer (and "
               "softmax attention at the layers of its 'attn')");
     else if (l.num_heads != f.num_heads)
-      problem("layers " + std::to_string(*first_linear) + " and " + std::to_string(i) + " give " + mixer_name(f.mixer) +
+      problem("layers " + std::to_string(*first_linear) + " and " + std::to_string(i) + " give " + f.mixer +
               " different head counts (" + std::to_string(f.num_heads) + ", " + std::to_string(l.num_heads) +
               "): fla's config has one num_heads for its linear layers");
   }
-  const MixerKind kind = first_linear ? m.layers[*first_linear].mixer : MixerKind::attention;
-  const int64_t H = first_linear ? m.layers[*first_linear].num_heads : m.layers[0].num_heads;
-  const std::optional<FlaModel> fla = fla_model(kind);
-  if (!fla)
-    problem("retnet has no fla equivalent: fla's RetNet applies rotary position embedding to q and k inside its "
-            "retention layers, linattn's RetNet does not");
-  if (kind == MixerKind::linear_attn && m.normalize)
-    problem("linear_attn with normalize: true is not exported: the normalized form's epsilon is not the one of "
-            "fla's norm_feature_map; train with normalize: false");
-  if (kind == MixerKind::gated_deltanet && m.gated_deltanet_decay != GdnDecay::fla)
-    problem("gated_deltanet with gated_deltanet_decay: logsigmoid has no fla equivalent (fla's decay is "
-            "-exp(A_log) * softplus(a_proj(x) + dt_bias)); train with gated_deltanet_decay: fla");
-  const int64_t key_dim = dim(m.resolved_expand_k(kind), m.hidden_size), value_dim = dim(m.expand_v, m.hidden_size);
-  if (kind == MixerKind::gated_deltanet) {
-    // fla derives the value head dim as int(head_dim * expand_v): it must come out exact.
-    const int64_t head_dim = key_dim / H, head_v_dim = value_dim / H;
-    if (double(head_dim) * (double(value_dim) / double(key_dim)) != double(head_v_dim))
-      problem("gated_deltanet's value head dim " + std::to_string(head_v_dim) + " is not exactly head_dim " +
-              std::to_string(head_dim) + " x expand_v in floating point, as fla computes it");
-  }
+  // The mixer fla's model is named after: the linear one, or attention when every layer is.
+  const LayerSpec& spec = m.layers[first_linear.value_or(0)];
+  const MixerDescriptor& kind = mixer_descriptor(spec.mixer);
+  const int64_t H = spec.num_heads;
+  if (kind.fla_model_type.empty()) problem(kind.fla_unsupported);
+  if (kind.fla_problems)
+    for (const std::string& p : kind.fla_problems(m, spec)) problem(p);
   if (!first_linear) {
     // Every layer attention: fla's Transformer, whose layers share one setting.
     for (const LayerSpec& l : m.layers)
@@ -163,8 +148,8 @@ FlaConfig fla_config(const ModelConfig& m) {
   if (!out.problems.empty()) return out;
 
   Object c;
-  c.add("model_type", text(fla->model_type));
-  c.add("architectures", "[" + text(fla->architecture) + "]");
+  c.add("model_type", text(kind.fla_model_type));
+  c.add("architectures", "[" + text(kind.fla_architecture) + "]");
   c.add("vocab_size", integer(m.vocab_size));
   c.add("hidden_size", integer(m.hidden_size));
   c.add("num_hidden_layers", integer(m.num_hidden_layers));
@@ -177,71 +162,14 @@ FlaConfig fla_config(const ModelConfig& m) {
   c.add("initializer_range", number(m.initializer_range));
   c.add("fuse_cross_entropy", "true");
   c.add("torch_dtype", text("float32"));
-  switch (kind) {
-    case MixerKind::gla:
-      c.add("expand_k", number(m.resolved_expand_k(kind)));
-      c.add("expand_v", number(m.expand_v));
-      c.add("num_kv_heads", "null");
-      c.add("feature_map", "null");
-      c.add("use_short_conv", "false");
-      c.add("use_output_gate", "true");
-      c.add("use_gk", "true");
-      c.add("use_gv", "false");
-      c.add("clamp_min", "null");
-      c.add("elementwise_affine", "true");
-      c.add("attn_mode", text("chunk"));
-      break;
-    case MixerKind::deltanet:
-      c.add("expand_k", number(m.resolved_expand_k(kind)));
-      c.add("expand_v", number(m.expand_v));
-      c.add("use_gate", "false");
-      c.add("use_short_conv", boolean(m.use_short_conv));
-      c.add("conv_size", integer(m.conv_size));
-      c.add("use_beta", "true");
-      c.add("use_output_norm", "true");
-      c.add("qk_norm", text("l2"));
-      c.add("qk_activation", text("silu"));
-      c.add("allow_neg_eigval", "false");
-      c.add("attn_mode", text("chunk"));
-      break;
-    case MixerKind::gated_deltanet:
-      c.add("head_dim", integer(key_dim / H));
-      c.add("expand_v", number(double(value_dim) / double(key_dim)));
-      c.add("num_v_heads", "null");
-      c.add("use_gate", "true");
-      c.add("use_short_conv", boolean(m.use_short_conv));
-      c.add("conv_size", integer(m.conv_size));
-      c.add("allow_neg_eigval", "false");
-      c.add("attn_mode", text("chunk"));
-      break;
-    case MixerKind::linear_attn:
-      c.add("expand_k", number(m.resolved_expand_k(kind)));
-      c.add("expand_v", number(m.expand_v));
-      c.add("num_kv_heads", "null");
-      c.add("feature_map", text(m.feature_map == "elu1" ? "elu" : m.feature_map));  // fla's 'elu' is elu(x) + 1
-      c.add("tie_feature_map_qk", "false");
-      c.add("norm_q", "false");
-      c.add("norm_k", "false");
-      c.add("norm_feature_map", "false");
-      c.add("elementwise_affine", "true");
-      c.add("attn_mode", text("chunk"));
-      break;
-    case MixerKind::attention:
-      c.add("num_kv_heads", integer(m.layers[0].num_kv_heads));
-      c.add("qkv_bias", "false");
-      c.add("qk_norm", "false");
-      c.add("window_size", m.layers[0].window_size > 0 ? integer(m.layers[0].window_size) : "null");
-      c.add("rope_theta", number(m.layers[0].rope_theta));
-      break;
-    case MixerKind::retnet: break;
-  }
+  for (const auto& [key, value] : kind.fla_fields(m, spec)) c.add(key, json(value));
   if (first_linear && any_attention) {
     c.add("attn", attn_specs(m));
   } else if (first_linear) {
     c.add("attn", "null");
   }
   out.json = c.str() + "\n";
-  out.model_type = fla->model_type;
+  out.model_type = kind.fla_model_type;
   return out;
 }
 

@@ -1,5 +1,6 @@
 // The layer schedule without YAML: default mixer, then the attn block, then explicit layers, and
 // the entry each schedule error points at.
+#include "layers/mixer.h"
 #include "layers/model_config.h"
 
 #include <gtest/gtest.h>
@@ -13,14 +14,14 @@ ModelConfig six_deltanet_layers() {
   c.num_hidden_layers = 6;
   c.num_heads = 4;
   c.num_kv_heads = 4;
-  c.mixer = MixerKind::deltanet;
+  c.mixer = "deltanet";
   return c;
 }
 
 AttnBlock attention_block(const ModelConfig& c) {
   AttnBlock a;
   a.spec = c.default_layer();
-  a.spec.mixer = MixerKind::attention;
+  a.spec.mixer = "attention";
   return a;
 }
 
@@ -41,12 +42,12 @@ TEST(ModelConfig, ScheduleInOrder) {
   a.every = 3;  // layers 2 and 5
   resolve_layers(c, a, std::nullopt);
   for (int i = 0; i < 6; ++i)
-    EXPECT_EQ(c.layers[i].mixer, i == 0 || i == 2 || i == 5 ? MixerKind::attention : MixerKind::deltanet) << i;
+    EXPECT_EQ(c.layers[i].mixer, i == 0 || i == 2 || i == 5 ? "attention" : "deltanet") << i;
 
   std::vector<LayerSpec> explicit_layers(6, c.default_layer());
-  explicit_layers[4].mixer = MixerKind::retnet;
+  explicit_layers[4].mixer = "retnet";
   resolve_layers(c, a, explicit_layers);  // explicit layers replace the attn block's choice
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(c.layers[i].mixer, i == 4 ? MixerKind::retnet : MixerKind::deltanet) << i;
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(c.layers[i].mixer, i == 4 ? "retnet" : "deltanet") << i;
 }
 
 TEST(ModelConfig, ScheduleErrorsNameTheEntry) {
@@ -67,8 +68,9 @@ TEST(ModelConfig, ScheduleErrorsNameTheEntry) {
 }
 
 TEST(ModelConfig, MixerNames) {
-  for (const std::string& name : mixer_names()) EXPECT_EQ(mixer_name(*mixer_from_name(name)), name);
-  EXPECT_FALSE(mixer_from_name("gla2"));
+  for (const std::string& name : mixer_names()) EXPECT_EQ(mixer_descriptor(name).name, name);
+  EXPECT_EQ(find_mixer("gla2"), nullptr);
+  EXPECT_THROW(mixer_descriptor("gla2"), Error);
 }
 
 }  // namespace

@@ -242,7 +242,7 @@ TEST(Model, UnsupportedDeviceNamesTheLayer) {
   for (size_t i = 0; i < std::size(ops); ++i) {
     const std::string missing = ops::missing_kernels(ops[i], Device::cuda);
     const std::string problem =
-        missing.empty() ? "" : std::string("(") + mixer_name(c.layers[i].mixer) + "): no CUDA kernel yet for " + missing;
+        missing.empty() ? "" : "(" + c.layers[i].mixer + "): no CUDA kernel yet for " + missing;
     if (first.empty() && !problem.empty()) first = "model.layers." + std::to_string(i) + " " + problem;
     ModelConfig alone = c;
     alone.layers = {c.layers[i]};

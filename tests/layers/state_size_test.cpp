@@ -15,11 +15,11 @@ ModelConfig four_layers() {
   c.num_kv_heads = 4;
   c.conv_size = 4;
   LayerSpec gla = c.default_layer(), delta = gla, window = gla, global = gla;
-  gla.mixer = MixerKind::gla;
-  delta.mixer = MixerKind::deltanet;
-  window.mixer = MixerKind::attention;
+  gla.mixer = "gla";
+  delta.mixer = "deltanet";
+  window.mixer = "attention";
   window.window_size = 16;
-  global.mixer = MixerKind::attention;
+  global.mixer = "attention";
   global.num_kv_heads = 2;
   c.layers = {gla, delta, window, global};
   return c;
@@ -48,7 +48,7 @@ TEST(StateSize, OnlyAttentionGrowsWithTheSequence) {
 
 TEST(StateSize, NormalizedLinearAttentionAndDeltaNetWithoutConvolution) {
   ModelConfig c = four_layers();
-  c.layers[0].mixer = MixerKind::linear_attn;
+  c.layers[0].mixer = "linear_attn";
   EXPECT_EQ(layer_state_size(c, c.layers[0], 10), 4 * 16 * 16);
   c.normalize = true;  // its normalizer z: one key_dim vector
   EXPECT_EQ(layer_state_size(c, c.layers[0], 10), 4 * 16 * 16 + 64);

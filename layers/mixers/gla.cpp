@@ -1,0 +1,128 @@
+// GLA and RetNet (fla's GatedLinearAttention layer, and RetNet's fixed decay): they share the output
+// path o_proj(RMSNorm(o) * silu(g_proj(x))) and GLA's kernels; they differ in the gate.
+#include <cmath>
+
+#include "layers/mixers/parts.h"
+
+namespace linattn::mixers {
+
+namespace {
+
+class GatedLayer : public MixerLayer {
+ public:
+  GatedLayer(Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
+             double out_std, bool retnet)
+      : H_(spec.num_heads), C_(c.chunk_size), key_dim_(key_dim(c, spec)), value_dim_(value_dim(c, spec)),
+        retnet_(retnet) {
+    q_proj_ = Linear(p, prefix + ".q_proj", c.hidden_size, key_dim_, std);
+    k_proj_ = Linear(p, prefix + ".k_proj", c.hidden_size, key_dim_, std);
+    v_proj_ = Linear(p, prefix + ".v_proj", c.hidden_size, value_dim_, std);
+    g_proj_ = Linear(p, prefix + ".g_proj", c.hidden_size, value_dim_, std);
+    if (!retnet_) {
+      gk_low_ = Linear(p, prefix + ".gk_proj.0", c.hidden_size, kGateLowRank, std);
+      gk_up_ = Linear(p, prefix + ".gk_proj.1", kGateLowRank, key_dim_, std, /*with_bias=*/true);
+    }
+    g_norm_ = RMSNorm(p, prefix + ".g_norm_swish_gate", value_dim_ / H_, c.norm_eps);
+    o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
+  }
+  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
+    return mix(p, x, nullptr, segments);
+  }
+  Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t) const override {
+    return mix(p, x, &s, {});
+  }
+  double mixing_flops_per_token(int64_t) const override {
+    // GLA's gated products cost about twice the plain ones (the decays enter every product).
+    return (retnet_ ? 1.0 : 2.0) * chunk_mixing_flops(H_, key_dim_ / H_, value_dim_ / H_, C_);
+  }
+
+ private:
+  static constexpr int64_t kGateLowRank = 16;
+  static constexpr double kGateNormalizer = 16;  // fla's gate_logit_normalizer
+
+  Variable mix(const Parameters& p, const Variable& x, MixerState* s, const ops::Segments& segments) const {
+    Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
+    Variable g = retnet_ ? Variable(retnet_gate(q.shape(), x.dtype(), x.device()))
+                         : heads(ops::scale(ops::logsigmoid(gk_up_(p, gk_low_(p, x))), 1.0 / kGateNormalizer), H_);
+    ops::MixerOutput out = ops::gla(q, k, v, g, initial(s, "h"), linear_options(C_, s, x, segments));
+    keep(s, out);
+    Variable gated = ops::swiglu(heads(g_proj_(p, x), H_), g_norm_(p, out.o));  // silu(g_proj(x)) * RMSNorm(o)
+    return o_proj_(p, merge_heads(gated));
+  }
+
+  // RetNet's fixed decay per head, gamma_h = 1 - 2^(-5-h), as a constant log-gate,
+  // filled on the host (and copied to `device`).
+  Tensor retnet_gate(const Shape& s, DType dtype, Device device) const {
+    Tensor g = Tensor::scratch(s, dtype);
+    dispatch_float(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      T* p = g.data<T>();
+      const int64_t rows = s[0] * s[1], Hh = s[2], d = s[3];
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t h = 0; h < Hh; ++h) {
+          T value = T(std::log1p(-std::exp2(-5.0 - double(h))));
+          for (int64_t j = 0; j < d; ++j) p[(r * Hh + h) * d + j] = value;
+        }
+    });
+    return device == Device::cpu ? g : g.to(device);
+  }
+
+  int64_t H_, C_, key_dim_, value_dim_;
+  bool retnet_;
+  Linear q_proj_, k_proj_, v_proj_, g_proj_, gk_low_, gk_up_, o_proj_;
+  RMSNorm g_norm_;
+};
+
+int64_t state_size(const ModelConfig& c, const LayerSpec& spec, int64_t) { return matrix_state_size(c, spec); }
+
+std::string missing_kernels(Device d) { return ops::missing_kernels("gla", d); }
+
+FlaFields fla_fields(const ModelConfig& c, const LayerSpec& spec) {
+  return {{"expand_k", c.resolved_expand_k(spec.mixer)},
+          {"expand_v", c.expand_v},
+          {"num_kv_heads", nullptr},
+          {"feature_map", nullptr},
+          {"use_short_conv", false},
+          {"use_output_gate", true},
+          {"use_gk", true},
+          {"use_gv", false},
+          {"clamp_min", nullptr},
+          {"elementwise_affine", true},
+          {"attn_mode", std::string("chunk")}};
+}
+
+}  // namespace
+
+extern const MixerDescriptor gla = [] {
+  MixerDescriptor d;
+  d.name = "gla";
+  d.summary = "gated linear attention: a data-dependent decay per key dim";
+  d.default_expand_k = 0.5;
+  d.make = [](Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
+             double out_std) -> std::unique_ptr<MixerLayer> {
+    return std::make_unique<GatedLayer>(p, prefix, c, spec, std, out_std, /*retnet=*/false);
+  };
+  d.state_size = state_size;
+  d.missing_kernels = missing_kernels;
+  d.fla_model_type = "gla";
+  d.fla_architecture = "GLAForCausalLM";
+  d.fla_fields = fla_fields;
+  return d;
+}();
+
+extern const MixerDescriptor retnet = [] {
+  MixerDescriptor d;
+  d.name = "retnet";
+  d.summary = "RetNet's retention: a fixed decay 1 - 2^(-5-h) per head, on GLA's kernels";
+  d.make = [](Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
+             double out_std) -> std::unique_ptr<MixerLayer> {
+    return std::make_unique<GatedLayer>(p, prefix, c, spec, std, out_std, /*retnet=*/true);
+  };
+  d.state_size = state_size;
+  d.missing_kernels = missing_kernels;
+  d.fla_unsupported = "retnet has no fla equivalent: fla's RetNet applies rotary position embedding to q and k "
+                     "inside its retention layers, linattn's RetNet does not";
+  return d;
+}();
+
+}  // namespace linattn::mixers

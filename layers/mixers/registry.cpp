@@ -1,0 +1,46 @@
+// The registry of token mixers (layers/mixer.h): one line per mixer, each defined in its own file.
+#include "layers/mixer.h"
+
+#include "core/error.h"
+
+namespace linattn {
+
+namespace mixers {
+extern const MixerDescriptor linear_attn, gla, retnet, deltanet, gated_deltanet, attention;
+}
+
+const std::vector<const MixerDescriptor*>& all_mixers() {
+  static const std::vector<const MixerDescriptor*> all = {
+      &mixers::linear_attn, &mixers::gla,           &mixers::retnet,
+      &mixers::deltanet,    &mixers::gated_deltanet, &mixers::attention,
+  };
+  return all;
+}
+
+const MixerDescriptor* find_mixer(const std::string& name) {
+  for (const MixerDescriptor* m : all_mixers())
+    if (m->name == name) return m;
+  return nullptr;
+}
+
+const MixerDescriptor& mixer_descriptor(const std::string& name) {
+  if (const MixerDescriptor* m = find_mixer(name)) return *m;
+  std::string known;
+  for (const MixerDescriptor* m : all_mixers()) known += (known.empty() ? "" : ", ") + m->name;
+  LINATTN_FAIL("unknown mixer '", name, "' (known: ", known, ")");
+}
+
+std::vector<std::string> mixer_names() {
+  std::vector<std::string> names;
+  for (const MixerDescriptor* m : all_mixers()) names.push_back(m->name);
+  return names;
+}
+
+size_t MixerState::bytes() const {
+  size_t n = 0;
+  for (const auto& [name, t] : tensors)
+    if (t.defined()) n += t.nbytes();
+  return n;
+}
+
+}  // namespace linattn
