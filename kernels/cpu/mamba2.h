@@ -66,7 +66,8 @@ template <class T>
 struct Mamba2Forward {
   T* y;         // [B, T, H, P]
   T* ht;        // [B, H, N, P] or nullptr
-  T* saved;     // chunk form: [mamba2_chunk_saved_size(dims, chunk_size)], for the backward; recurrent: unused
+  T* saved;     // chunk form: [mamba2_chunk_saved_size(dims, chunk_size)] (always: the forward's chunk
+                //   states, then the backward's input); recurrent: unused, may be nullptr
   const T* x;   // [B, T, H, P]
   const T* dt;  // [B, T, H]  > 0 (after softplus)
   const T* A;   // [H]  < 0 (-exp(A_log))
