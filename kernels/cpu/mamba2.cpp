@@ -327,13 +327,13 @@ void mamba2_chunk_backward(const Mamba2Backward<T>& a) {
                  {Pm, C * C},             // P = Q K^T ⊙ D
                  {dPm, C * C},            // dP
                  {Qg, C * N},             // diag(gamma) Q
-                 {tmp, C * N},            // V dS1^T
+                 {tmp, C * N},            // diag(lambda) V dS1^T, then the column sums Z below
                  {dV, C * P},             // gradient wrt V
                  {dQ, C * N},             // this head's gradient wrt the chunk's C rows
                  {dK, C * N},             // ... and B rows
-                 {read0, C},              // decay-gradient terms, see below
-                 {into1, C},              //
-                 {crossing, C},           //
+                 {read0, C},              // the three per-token terms of the decay's gradient (below)
+                 {into1, C},
+                 {crossing, C},
                  {dstates, d.H * N * P}});  // gradients wrt the states after the current chunk
     auto state = [&](int64_t h, int64_t c) { return a.saved + ((b * d.H + h) * (NC + 1) + c) * N * P; };
     for (int64_t h = h_begin; h < h_end; ++h) load_state(dstates + h * N * P, a.dht, nullptr, b * d.H + h, N, P, P);
