@@ -25,6 +25,9 @@ const std::vector<Spec>& case_specs() {
     add({.name = "deltanet", .op = "deltanet", .T = 9});
     add({.name = "gated_deltanet_h0", .op = "gated_deltanet", .B = 2, .h0 = true});
     add({.name = "gated_deltanet", .op = "gated_deltanet", .T = 13, .chunk_size = 8});
+    add({.name = "mamba2_h0", .op = "mamba2", .B = 2, .H = 4, .G = 2, .h0 = true});
+    add({.name = "mamba2", .op = "mamba2", .T = 13, .G = 1, .chunk_size = 8});
+    add({.name = "mamba2_heads_h0", .op = "mamba2", .H = 3, .h0 = true});
     add({.name = "attention", .op = "attention"});
     add({.name = "attention_gqa", .op = "attention", .H = 4, .Hkv = 2});
     add({.name = "attention_window", .op = "attention", .window = 4});
@@ -50,6 +53,20 @@ Problem random_problem(const Spec& s, uint64_t seed) {
     }
     return x;
   };
+  if (s.op == "mamba2") {
+    const int64_t G = s.G ? s.G : s.H;
+    Problem p;
+    p.op = s.op;
+    p.in["x"] = uniform({s.B, s.T, s.H, s.dv}, -1, 1);
+    p.in["dt"] = uniform({s.B, s.T, s.H}, 0.05, 1);
+    p.in["A"] = uniform({s.H}, -2, -0.2);
+    p.in["B"] = uniform({s.B, s.T, G, s.dk}, -1, 1);
+    p.in["C"] = uniform({s.B, s.T, G, s.dk}, -1, 1);
+    p.in["do"] = uniform({s.B, s.T, s.H, s.dv}, -1, 1);
+    p.in["dht"] = uniform({s.B, s.H, s.dk, s.dv}, -1, 1);
+    if (s.h0) p.in["h0"] = uniform({s.B, s.H, s.dk, s.dv}, -1, 1);
+    return p;
+  }
   const bool delta = s.op == "deltanet" || s.op == "gated_deltanet";
   const int64_t Hkv = s.Hkv ? s.Hkv : s.H;
   Problem p;

@@ -22,6 +22,7 @@ namespace linattn::reference {
 struct Spec {
   std::string name, op;
   int64_t B = 1, T = 11, H = 2, Hkv = 0, dk = 4, dv = 3;  // Hkv = 0: as many key/value heads as H
+  int64_t G = 0;  // mamba2: groups of heads sharing B and C, 0 = H (its N is dk, its P is dv)
   bool h0 = false;  // an initial state (linear mixers): h0, and z0 for the normalized form
   std::string feature_map = "identity";
   bool normalize = false;
@@ -37,7 +38,8 @@ const std::vector<Spec>& case_specs();
 
 // Random inputs for spec s: q, k, v, do in [-1, 1] (unit-norm q and k for the DeltaNets, as their
 // layer makes them), g in [-2, 0), beta in [0.05, 0.95], a in [-1, 0), h0, dht, dzt in [-1, 1],
-// z0 in [0.5, 1.5]. The seed picks the values; the same spec and seed give the same problem.
+// z0 in [0.5, 1.5]; mamba2: x, B, C, do in [-1, 1], dt in [0.05, 1], A in [-2, -0.2]. The seed picks
+// the values; the same spec and seed give the same problem.
 Problem random_problem(const Spec& s, uint64_t seed);
 
 struct Case {

@@ -390,7 +390,73 @@ Result attention(const Problem& p, bool with_gradients) {
   return r;
 }
 
+// ---- Mamba2 (SSD), with dt > 0 [B, T, H], A < 0 [H], and B, C [B, T, G, N] shared by groups of H / G
+// heads (head h reads group h / (H / G)); x [B, T, H, P], states [B, H, N, P]:
+//   S_t = exp(dt_t A_h) S_{t-1} + dt_t B_t x_t^T,  o_t = S_t^T C_t  (no scale)
+
+Result mamba2(const Problem& p, bool with_gradients) {
+  const Array &x = p.in.at("x"), &dt = p.in.at("dt"), &A = p.in.at("A"), &Bm = p.in.at("B"), &Cm = p.in.at("C");
+  const int64_t B = x.shape[0], T = x.shape[1], H = x.shape[2], P = x.shape[3], G = Bm.shape[2], N = Bm.shape[3];
+  if (G < 1 || H % G != 0)
+    throw std::invalid_argument("mamba2: " + std::to_string(H) + " heads do not split into " + std::to_string(G) +
+                                " groups");
+  Result r;
+  Array& o = r.out["o"] = zeros({B, T, H, P});
+  Array& ht = r.out["ht"] = zeros({B, H, N, P});
+  if (with_gradients) r.grad = zero_gradients(p);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t g = h / (H / G);
+      const double Ah = A.data[h];
+      std::vector<Vec> S(T + 1);
+      S[0] = initial(find(p, "h0"), b, h, N * P);
+      for (int64_t t = 0; t < T; ++t) {
+        const double *xt = row(x, b, t, h), *Bt = row(Bm, b, t, g), *Ct = row(Cm, b, t, g);
+        const double step = scalar(dt, b, t, h);
+        S[t + 1] = Vec(N * P);
+        double* ot = row(o, b, t, h);
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t j = 0; j < P; ++j) {
+            S[t + 1][n * P + j] = std::exp(step * Ah) * S[t][n * P + j] + step * Bt[n] * xt[j];
+            ot[j] += S[t + 1][n * P + j] * Ct[n];
+          }
+      }
+      std::copy(S[T].begin(), S[T].end(), head(ht, b, h));
+      if (!with_gradients) continue;
+
+      Vec dS = initial(find(p, "dht"), b, h, N * P);
+      for (int64_t t = T - 1; t >= 0; --t) {
+        const double *xt = row(x, b, t, h), *Bt = row(Bm, b, t, g), *Ct = row(Cm, b, t, g);
+        const double* dot = row(p.in.at("do"), b, t, h);
+        const double step = scalar(dt, b, t, h), decay = std::exp(step * Ah);
+        double *dx = row(r.grad["dx"], b, t, h), *dB = row(r.grad["dB"], b, t, g), *dC = row(r.grad["dC"], b, t, g);
+        double& ddt = scalar(r.grad["ddt"], b, t, h);
+        // o = S_t^T C  =>  dC += S_t do, dS_t += C do^T
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t j = 0; j < P; ++j) {
+            dC[n] += S[t + 1][n * P + j] * dot[j];
+            dS[n * P + j] += Ct[n] * dot[j];
+          }
+        // S_t = exp(dt A) S_{t-1} + dt B x^T  =>  dB = dt dS_t x, dx = dt dS_t^T B,
+        // d dt = sum(dS_t * (A exp(dt A) S_{t-1} + B x^T)), dA = dt exp(dt A) sum(dS_t * S_{t-1}),
+        // dS_{t-1} = exp(dt A) dS_t
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t j = 0; j < P; ++j) {
+            const double ds = dS[n * P + j];
+            dB[n] += step * ds * xt[j];
+            dx[j] += step * ds * Bt[n];
+            ddt += ds * (Ah * decay * S[t][n * P + j] + Bt[n] * xt[j]);
+            r.grad["dA"].data[h] += step * decay * ds * S[t][n * P + j];
+            dS[n * P + j] = decay * ds;
+          }
+      }
+      if (find(p, "h0")) std::copy(dS.begin(), dS.end(), head(r.grad["dh0"], b, h));
+    }
+  return r;
+}
+
 Result run(const Problem& p, bool with_gradients) {
+  if (p.op == "mamba2") return mamba2(p, with_gradients);
   if (p.op == "linear_attn") return linear_attention(p, with_gradients);
   if (p.op == "gla") return gla(p, with_gradients);
   if (p.op == "deltanet" || p.op == "gated_deltanet") return deltanet(p, with_gradients);
@@ -402,7 +468,7 @@ Result run(const Problem& p, bool with_gradients) {
 
 std::vector<std::string> differentiable_inputs(const Problem& p) {
   std::vector<std::string> names;
-  for (const char* name : {"q", "k", "v", "g", "beta", "a", "h0", "z0"})
+  for (const char* name : {"q", "k", "v", "g", "beta", "a", "x", "dt", "A", "B", "C", "h0", "z0"})
     if (p.in.count(name)) names.push_back(name);
   return names;
 }

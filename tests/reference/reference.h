@@ -26,9 +26,11 @@ using Arrays = std::map<std::string, Array>;
 
 // One mixer call, as linattn-ops takes it (see its usage text and the README).
 struct Problem {
-  std::string op;  // linear_attn | gla | deltanet | gated_deltanet | attention
+  std::string op;  // linear_attn | gla | deltanet | gated_deltanet | attention | mamba2
   // q, k, v; g (gla), beta (deltanets), a (gated_deltanet); optional h0 (linear mixers) and z0
   // (normalized linear attention); do, dht and dzt: the upstream gradients of o, ht and zt.
+  // mamba2 instead of q, k, v: x [B, T, H, P], dt [B, T, H], A [H], B and C [B, T, G, N] (its output
+  // y is called o here, its state is [B, H, N, P]).
   Arrays in;
   double scale = 0;                      // 0 = dk^-1/2
   std::string feature_map = "identity";  // linear_attn: identity | elu1 | relu
@@ -39,7 +41,8 @@ struct Problem {
 // The inputs that have gradients (all of p.in but do and dht), in a fixed order.
 std::vector<std::string> differentiable_inputs(const Problem& p);
 
-// o [B, T, H, dv]; ht [B, H, dk, dv] for the linear mixers; zt [B, H, dk] for the normalized form.
+// o [B, T, H, dv]; ht [B, H, dk, dv] for the linear mixers (mamba2: [B, H, N, P]); zt [B, H, dk] for
+// the normalized form.
 Arrays forward(const Problem& p);
 
 // d<name> for every differentiable input: the gradient of sum(o * do) + sum(ht * dht) + sum(zt * dzt).
