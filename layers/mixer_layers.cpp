@@ -59,9 +59,9 @@ class LinearAttentionLayer : public MixerLayer {
       : H_(spec.num_heads), C_(c.chunk_size), options_(chunk_options(c)), normalize_(c.normalize) {
     key_dim_ = scaled_dim(c.resolved_expand_k(spec.mixer), c.hidden_size);
     value_dim_ = scaled_dim(c.expand_v, c.hidden_size);
-    phi_ = c.feature_map == "identity" ? cpu::FeatureMap::identity
-           : c.feature_map == "relu"   ? cpu::FeatureMap::relu
-                                       : cpu::FeatureMap::elu1;
+    phi_ = c.feature_map == "identity" ? FeatureMap::identity
+           : c.feature_map == "relu"   ? FeatureMap::relu
+                                       : FeatureMap::elu1;
     q_proj_ = Linear(p, prefix + ".q_proj", c.hidden_size, key_dim_, std);
     k_proj_ = Linear(p, prefix + ".k_proj", c.hidden_size, key_dim_, std);
     v_proj_ = Linear(p, prefix + ".v_proj", c.hidden_size, value_dim_, std);
@@ -90,7 +90,7 @@ class LinearAttentionLayer : public MixerLayer {
   int64_t H_, C_, key_dim_ = 0, value_dim_ = 0;
   ops::MixerOptions options_;
   bool normalize_;
-  cpu::FeatureMap phi_;
+  FeatureMap phi_;
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
   RMSNorm norm_;
 };
