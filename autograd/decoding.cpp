@@ -5,8 +5,7 @@
 #include <cstring>
 
 #include "autograd/op_support.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/conv.h"
+#include "kernels/backend.h"
 
 namespace linattn::ops {
 
@@ -14,7 +13,8 @@ using detail::check_inputs;
 
 namespace {
 
-// These ops call CPU kernels and copy host memory directly; on another device they throw, naming the op.
+// These ops copy host memory directly (and the cache entries have CPU kernels only); on another
+// device they throw, naming the op.
 void require_cpu(const char* op, const Variable& x) {
   LINATTN_CHECK(!x.defined() || x.device() == Device::cpu, op, ": decoding runs on the CPU only, not yet on ",
                 device_name(x.device()), "; sample from a checkpoint with linattn-generate, which decodes on the CPU");
@@ -76,11 +76,7 @@ Variable short_conv_continue(const Variable& x, const Variable& weight, Tensor& 
   copy_rows(whole, 0, window, 0, W - 1);
   copy_rows(whole, W - 1, x.value(), 0, T_);
   Tensor y_whole = Tensor::scratch(whole.shape(), x.dtype());
-  dispatch_float(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    cpu::short_conv_forward<T>(y_whole.data<T>(), whole.data<T>(), weight.value().data<T>(), nullptr, B, W - 1 + T_,
-                               C, W);
-  });
+  backend::short_conv_forward(x.device(), y_whole, whole, weight.value(), Tensor());
   Tensor next = Tensor::empty(window.shape(), x.dtype());
   copy_rows(next, 0, whole, T_, W - 1);
   window = next;
@@ -125,17 +121,10 @@ Variable attention_continue(const Variable& q, const Variable& k, const Variable
                 op, ": the cache ", cache.k.defined() ? cache.k.str() : "(empty)", " does not continue q ",
                 q.value().str(), ", k ", k.value().str(), " at position ", pos);
   if (window == 0) grow(cache, pos + T_, pos);
-  const int64_t C = cache.capacity();
-  dispatch_float(dt, [&](auto zero) {
-    using T = decltype(zero);
-    const T *Q = q.value().data<T>(), *K = k.value().data<T>(), *V = v.value().data<T>();
-    if (pos == 0)
-      cpu::attention_forward<T>(o.data<T>(), nullptr, Q, K, V, B, T_, H, Hkv, dk, dv, window, T(sc));
-    cpu::kv_cache_write<T>(cache.k.data<T>(), cache.v.data<T>(), K, V, B, T_, Hkv, dk, dv, C, pos);
-    if (pos > 0)
-      cpu::attention_decode<T>(o.data<T>(), Q, cache.k.data<T>(), cache.v.data<T>(), B, T_, H, Hkv, dk, dv, C, pos,
-                               window, T(sc));
-  });
+  const Device dev = q.device();
+  if (pos == 0) backend::attention_forward(dev, o, Tensor(), q.value(), k.value(), v.value(), window, sc);
+  backend::kv_cache_write(dev, cache.k, cache.v, k.value(), v.value(), pos);
+  if (pos > 0) backend::attention_decode(dev, o, q.value(), cache.k, cache.v, pos, window, sc);
   return Variable(o);
 }
 

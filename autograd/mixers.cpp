@@ -4,8 +4,6 @@
 #include <limits>
 
 #include "autograd/op_support.h"
-#include "kernels/cpu/deltanet.h"
-#include "kernels/cpu/gla.h"
 
 namespace linattn::ops {
 
@@ -112,26 +110,25 @@ struct MixerVars {
   Variable q, k, v, gate, decay, h0, z0;
 };
 
+// A mixer's entries of the backend table: its forward, its backward, and the size of the `saved`
+// buffer of its chunk form on the device's column.
+struct MixerEntries {
+  const backend::Kernel<void(const backend::MixerArgs&)>& forward;
+  const backend::Kernel<void(const backend::MixerArgs&)>& backward;
+  const backend::Kernel<int64_t(const backend::MixerArgs&)>& saved_size;
+};
+
 // The prologue and epilogue every mixer op shares, after its own shape and range checks: checks the
-// `finite` inputs, allocates the outputs and (chunk form) saved_size(rows, len) elements per segment
-// part for the backward, runs the backend's `forward` entry once per segment part, and records one
-// tape node over `inputs` whose backward runs the `backward` entry once per part.
-template <class SavedSize>
+// `finite` inputs, allocates the outputs and (chunk form) the `saved` elements the device's column
+// asks for per segment part, runs the `forward` entry once per segment part, and records one tape
+// node over `inputs` whose backward runs the `backward` entry once per part.
 MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inputs,
                      std::initializer_list<std::pair<const char*, const Variable*>> finite, const Sizes& s,
-                     const MixerOptions& options, bool normalize, cpu::FeatureMap phi, SavedSize saved_size,
-                     const MixerVars& in, const backend::Kernel<void(const backend::MixerArgs&)>& forward,
-                     const backend::Kernel<void(const backend::MixerArgs&)>& backward) {
+                     const MixerOptions& options, bool normalize, FeatureMap phi, const MixerVars& in,
+                     const MixerEntries& entries) {
   for (auto [name, x] : finite) check_finite(op, name, *x);
   const DType dt = in.q.dtype();
   const Device dev = in.q.device();
-  std::vector<Call> calls;
-  int64_t saved = 0;
-  for (const SegmentPart& p : segment_parts(options.segments ? *options.segments : Segments{}, s.B, s.T)) {
-    const int64_t n = options.form == MixerForm::chunk ? saved_size(p.rows, p.len) : 0;
-    calls.push_back({p, saved, n});
-    saved += n;
-  }
   backend::MixerArgs r;
   r.B = s.B, r.T = s.T, r.H = s.H, r.Dk = s.Dk, r.Dv = s.Dv;
   r.scale = options.scale != 0 ? options.scale : 1.0 / std::sqrt(double(s.Dk));
@@ -139,6 +136,15 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
   r.chunk_size = options.chunk_size;
   r.phi = phi;
   r.normalize = normalize;
+  std::vector<Call> calls;
+  int64_t saved = 0;
+  for (const SegmentPart& p : segment_parts(options.segments ? *options.segments : Segments{}, s.B, s.T)) {
+    backend::MixerArgs part = r;
+    part.B = p.rows, part.T = p.len;
+    const int64_t n = r.chunk ? entries.saved_size(dev, part) : 0;
+    calls.push_back({p, saved, n});
+    saved += n;
+  }
   r.o = Tensor::scratch({s.B, s.T, s.H, s.Dv}, dt, dev);
   r.ht = Tensor::scratch({s.B, s.H, s.Dk, s.Dv}, dt, dev);
   if (normalize) r.zt = Tensor::scratch({s.B, s.H, s.Dk}, dt, dev);
@@ -146,11 +152,11 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
   r.q = in.q.value(), r.k = in.k.value(), r.v = in.v.value();
   r.gate = value_or_none(in.gate), r.decay = value_or_none(in.decay);
   r.h0 = value_or_none(in.h0), r.z0 = value_or_none(in.z0);
-  for (const Call& c : calls) forward(dev, call_args(r, c));
+  for (const Call& c : calls) entries.forward(dev, call_args(r, c));
   const bool rg = needs_grad(inputs);
   MixerOutput out{Variable(r.o, rg), Variable(r.ht, rg), normalize ? Variable(r.zt, rg) : Variable()};
   if (rg)
-    record(inputs, [r, calls, in, out, &backward, dev] {
+    record(inputs, [r, calls, in, out, &backward = entries.backward, dev] {
       backend::MixerArgs b = r;
       // Kernels write dq, dk, dv and the gate's gradient always (a gate nobody differentiates, such as
       // RetNet's constant one, gets throw-away zeros); the rest only when needed.
@@ -169,7 +175,7 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
 }  // namespace
 
 MixerOutput linear_attention(const Variable& q, const Variable& k, const Variable& v, const Variable& h0,
-                             cpu::FeatureMap phi, bool normalize, const MixerOptions& options, const Variable& z0) {
+                             FeatureMap phi, bool normalize, const MixerOptions& options, const Variable& z0) {
   const char* op = "linear_attention";
   check_inputs(op, {&q, &k, &v, &h0, &z0});
   const Sizes s = check_qkv(op, q, k, v, h0);
@@ -179,11 +185,9 @@ MixerOutput linear_attention(const Variable& q, const Variable& k, const Variabl
                   z0.value().str());
   }
   return mixer_op(op, {&q, &k, &v, &h0, &z0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}, {"z0", &z0}}, s,
-                  options, normalize, phi,
-                  [&](int64_t rows, int64_t len) {
-                    return cpu::linear_attn_chunk_saved_size(rows, len, s.H, s.Dk, s.Dv, normalize, options.chunk_size);
-                  },
-                  {q, k, v, {}, {}, h0, z0}, backend::linear_attention_forward, backend::linear_attention_backward);
+                  options, normalize, phi, {q, k, v, {}, {}, h0, z0},
+                  {backend::linear_attention_forward, backend::linear_attention_backward,
+                   backend::linear_attention_saved_size});
 }
 
 MixerOutput gla(const Variable& q, const Variable& k, const Variable& v, const Variable& g, const Variable& h0,
@@ -195,11 +199,8 @@ MixerOutput gla(const Variable& q, const Variable& k, const Variable& v, const V
                 q.shape().str(), ", got ", g.value().str());
   check_values(op, "g", g, -kMaxFinite, 0.0, "a finite log-gate <= 0 (make it with logsigmoid)");
   return mixer_op(op, {&q, &k, &v, &g, &h0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}, s, options, false,
-                  cpu::FeatureMap::identity,
-                  [&](int64_t rows, int64_t len) {
-                    return cpu::gla_chunk_saved_size(rows, len, s.H, s.Dk, s.Dv, options.chunk_size);
-                  },
-                  {q, k, v, g, {}, h0, {}}, backend::gla_forward, backend::gla_backward);
+                  FeatureMap::identity, {q, k, v, g, {}, h0, {}},
+                  {backend::gla_forward, backend::gla_backward, backend::gla_saved_size});
 }
 
 // DeltaNet and Gated DeltaNet share everything but the decay input (a undefined = DeltaNet).
@@ -219,11 +220,8 @@ static MixerOutput delta_rule(const char* op, const Variable& q, const Variable&
   check_values(op, "beta", beta, 0.0, 1.0, "in [0, 1] (make it with a sigmoid)");
   if (gated) check_values(op, "a", a, -kMaxFinite, 0.0, "a finite log-decay <= 0");
   return mixer_op(op, {&q, &k, &v, &beta, &a, &h0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}, s, options,
-                  false, cpu::FeatureMap::identity,
-                  [&](int64_t rows, int64_t len) {
-                    return cpu::deltanet_chunk_saved_size(rows, len, s.H, s.Dk, s.Dv, options.chunk_size);
-                  },
-                  {q, k, v, beta, a, h0, {}}, backend::delta_rule_forward, backend::delta_rule_backward);
+                  false, FeatureMap::identity, {q, k, v, beta, a, h0, {}},
+                  {backend::delta_rule_forward, backend::delta_rule_backward, backend::delta_rule_saved_size});
 }
 
 MixerOutput deltanet(const Variable& q, const Variable& k, const Variable& v, const Variable& beta,

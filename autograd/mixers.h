@@ -8,7 +8,7 @@
 
 #include "autograd/segments.h"
 #include "autograd/variable.h"
-#include "kernels/cpu/linear_attn.h"
+#include "kernels/op_types.h"
 
 namespace linattn::ops {
 
@@ -30,7 +30,7 @@ struct MixerOutput {
 
 // Linear attention with feature map phi on q and k; h0 (and z0 when normalized) optional.
 MixerOutput linear_attention(const Variable& q, const Variable& k, const Variable& v, const Variable& h0,
-                             cpu::FeatureMap phi, bool normalize, const MixerOptions& options = {},
+                             FeatureMap phi, bool normalize, const MixerOptions& options = {},
                              const Variable& z0 = {});
 // GLA with log-gate g [B, T, H, dk], g <= 0.
 MixerOutput gla(const Variable& q, const Variable& k, const Variable& v, const Variable& g, const Variable& h0,

@@ -6,18 +6,18 @@
 
 #include "autograd/segments.h"
 #include "autograd/variable.h"
-#include "kernels/cpu/elementwise.h"
+#include "kernels/op_types.h"
 
 namespace linattn::ops {
 
 Variable add(const Variable& a, const Variable& b);
 Variable mul(const Variable& a, const Variable& b);
 Variable scale(const Variable& x, double c);  // c * x
-Variable activation(cpu::Activation f, const Variable& x);
-inline Variable silu(const Variable& x) { return activation(cpu::Activation::silu, x); }
-inline Variable sigmoid(const Variable& x) { return activation(cpu::Activation::sigmoid, x); }
-inline Variable logsigmoid(const Variable& x) { return activation(cpu::Activation::logsigmoid, x); }
-inline Variable elu1(const Variable& x) { return activation(cpu::Activation::elu1, x); }
+Variable activation(Activation f, const Variable& x);
+inline Variable silu(const Variable& x) { return activation(Activation::silu, x); }
+inline Variable sigmoid(const Variable& x) { return activation(Activation::sigmoid, x); }
+inline Variable logsigmoid(const Variable& x) { return activation(Activation::logsigmoid, x); }
+inline Variable elu1(const Variable& x) { return activation(Activation::elu1, x); }
 // silu(gate) * up, one node.
 Variable swiglu(const Variable& gate, const Variable& up);
 // Gated DeltaNet's log-decay as fla computes it: -exp(A_log) * softplus(x + dt_bias), per head.

@@ -51,8 +51,8 @@ Variable scale(const Variable& x, double c) {
   return out;
 }
 
-Variable activation(cpu::Activation f, const Variable& x) {
-  check_inputs(cpu::activation_name(f), {&x});
+Variable activation(Activation f, const Variable& x) {
+  check_inputs(activation_name(f), {&x});
   Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
   backend::activation_forward(x.device(), f, y, x.value());
   Variable out(y, needs_grad({&x}));

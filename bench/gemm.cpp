@@ -9,7 +9,6 @@
 #include "bench/bench.h"
 #include "core/rng.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/matmul.h"
 #include "train/device.h"
 
 namespace linattn::bench {
@@ -21,15 +20,11 @@ static double gemm_gflops(int64_t M, int64_t N, int64_t K, int reps) {
   Tensor c = Tensor::zeros({M, N}, DType::f32);
   rng.fill_uniform(a, -1, 1);
   rng.fill_uniform(b, -1, 1);
-  double ms = best_ms(
-      [&] {
-        cpu::gemm<float>(false, false, M, N, K, 1.0f, a.data<float>(), K, b.data<float>(), N, 0.0f, c.data<float>(), N);
-      },
-      reps);
+  double ms = best_ms([&] { backend::gemm(Device::cpu, false, false, M, N, K, 1.0, a, b, 0.0, c); }, reps);
   return 2.0 * double(M) * double(N) * double(K) / (ms * 1e6);
 }
 
-double gemm_peak_gflops() { return cpu::measure_sgemm_gflops(1024, 10); }
+double gemm_peak_gflops() { return measure_gemm_gflops(Device::cpu, 1024, 10); }
 
 // Median TFLOP/s over reps of C[M,N] = A[M,K] B[K,N] through the backend's CUDA gemm (cuBLAS),
 // timed with events on the compute stream.

@@ -5,19 +5,19 @@
 
 #include "bench/bench.h"
 #include "core/rng.h"
-#include "kernels/cpu/linear_attn.h"
+#include "kernels/backend.h"
 
 namespace linattn::bench {
 namespace {
 
-struct LinearAttnBuffers {
-  Tensor q, k, v, o, ht, saved, dq, dk, dv, do_, dht, dh0;
-};
+constexpr int64_t kChunk = 64;
 
-constexpr int64_t kChunk = cpu::kLinearAttnDefaultChunkSize;
-
+// The CPU column's entries (kernels/backend.def), as the linear attention op calls them.
 std::function<void()> prepare(int64_t B, int64_t T, int64_t H, int64_t dk, int64_t dv) {
-  auto t = std::make_shared<LinearAttnBuffers>();
+  auto t = std::make_shared<backend::MixerArgs>();
+  t->B = B, t->T = T, t->H = H, t->Dk = dk, t->Dv = dv;
+  t->scale = 1.0 / std::sqrt(double(dk));
+  t->chunk_size = kChunk;  // phi identity, unnormalized: the defaults
   Rng rng(1);
   auto rand = [&](const Shape& s) {
     Tensor x = Tensor::empty(s, DType::f32);
@@ -25,22 +25,15 @@ std::function<void()> prepare(int64_t B, int64_t T, int64_t H, int64_t dk, int64
     return x;
   };
   t->q = rand({B, T, H, dk}), t->k = rand({B, T, H, dk}), t->v = rand({B, T, H, dv});
-  t->do_ = rand({B, T, H, dv}), t->dht = rand({B, H, dk, dv});
+  t->dO = rand({B, T, H, dv}), t->dht = rand({B, H, dk, dv});
   t->o = Tensor::zeros({B, T, H, dv}, DType::f32), t->ht = Tensor::zeros({B, H, dk, dv}, DType::f32);
-  t->saved = Tensor::zeros({cpu::linear_attn_chunk_saved_size(B, T, H, dk, dv, false, kChunk)}, DType::f32);
+  t->saved = Tensor::zeros({backend::linear_attention_saved_size(Device::cpu, *t)}, DType::f32);
   t->dq = Tensor::zeros(t->q.shape(), DType::f32), t->dk = Tensor::zeros(t->k.shape(), DType::f32);
   t->dv = Tensor::zeros(t->v.shape(), DType::f32), t->dh0 = Tensor::zeros({B, H, dk, dv}, DType::f32);
-  const float scale = 1.0f / std::sqrt(float(dk));
   // Gradients accumulate across repetitions (the caller would zero them): harmless for timing.
-  return [t, B, T, H, dk, dv, scale] {
-    cpu::linear_attn_chunk_forward<float>(t->o.data<float>(), t->ht.data<float>(), nullptr, t->saved.data<float>(),
-                                          t->q.data<float>(), t->k.data<float>(), t->v.data<float>(), nullptr, nullptr,
-                                          B, T, H, dk, dv, scale, cpu::FeatureMap::identity, false, kChunk);
-    cpu::linear_attn_chunk_backward<float>(t->dq.data<float>(), t->dk.data<float>(), t->dv.data<float>(),
-                                           t->dh0.data<float>(), nullptr, t->saved.data<float>(), t->q.data<float>(),
-                                           t->k.data<float>(), t->v.data<float>(), t->do_.data<float>(),
-                                           t->dht.data<float>(), nullptr, B, T, H, dk, dv, scale,
-                                           cpu::FeatureMap::identity, false, kChunk);
+  return [t] {
+    backend::linear_attention_forward(Device::cpu, *t);
+    backend::linear_attention_backward(Device::cpu, *t);
   };
 }
 

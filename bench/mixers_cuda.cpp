@@ -59,7 +59,7 @@ std::function<void()> prepare(const std::string& m, int64_t B, int64_t T, int64_
   auto up = std::make_shared<Tensor>(dO.to(Device::cuda));
   if (m == "linear_attn")
     return [=] {
-      backward({ops::linear_attention(q, k, v, {}, cpu::FeatureMap::identity, false).o}, {*up});
+      backward({ops::linear_attention(q, k, v, {}, FeatureMap::identity, false).o}, {*up});
     };
   if (m == "gla") {
     Variable g = device_input({B, T, H, D}, rng, -3, 3, log_gate);

@@ -37,6 +37,11 @@ foreach(folder ${layer_folders})
       if(folder MATCHES "^(autograd|layers)$" AND line MATCHES "^[ \t]*#[ \t]*include[ \t]*[<\"](kernels/cuda/|core/cuda/check|cuda|cublas|nccl)")
         string(APPEND violations "  ${rel}:${line_no}: ${folder}/ includes a CUDA header; call the backend table (kernels/backend.h) instead\n")
       endif()
+      # Above kernels/, the columns are reached through the table and named with the neutral
+      # vocabulary (kernels/backend.h, kernels/op_types.h), never by a column's own header.
+      if(folder MATCHES "^(autograd|layers|train|data|sweep)$" AND line MATCHES "^[ \t]*#[ \t]*include[ \t]*\"kernels/cpu/")
+        string(APPEND violations "  ${rel}:${line_no}: ${folder}/ includes a CPU kernel header; call the backend table (kernels/backend.h) and name ops with kernels/op_types.h instead\n")
+      endif()
       if(line MATCHES "^[ \t]*#[ \t]*include[ \t]*\"([^\"]*)\"")
         set(target "${CMAKE_MATCH_1}")
         string(FIND "${target}" "/" slash)

@@ -4,7 +4,7 @@
 // Adding a CUDA kernel for an entry:
 //   1. the kernel: kernels/cuda/FAMILY.{h,cu}, a plain function on raw device pointers and sizes,
 //      launched on linattn::cuda::compute_stream();
-//   2. the entry: a function with the entry's signature in kernels/cuda/entries.{h,cpp} that checks
+//   2. the entry: its function in kernels/cuda/entries.cpp (declared from kernels/backend.def) that checks
 //      the dtype (require_f32), takes the pointers and sizes from the tensors (undefined tensor =
 //      nullptr) and calls the kernel;
 //   3. here: replace the entry's nullptr with CUDA(name).
@@ -13,6 +13,7 @@
 #include "kernels/backend.h"
 
 #include <string>
+#include <string_view>
 
 #include "kernels/cpu/entries.h"
 
@@ -37,21 +38,33 @@ void set_tf32(bool on) { g_tf32 = on; }
 bool tf32() { return g_tf32; }
 
 namespace {
-std::vector<const char*>& listed() {
-  static std::vector<const char*> names;
-  return names;
+struct Listed {
+  const char* name;
+  bool cuda;
+};
+std::vector<Listed>& listed() {
+  static std::vector<Listed> entries;
+  return entries;
 }
-bool list(const char* name) {
-  listed().push_back(name);
+bool list(const char* name, bool cuda) {
+  listed().push_back({name, cuda});
   return true;
 }
 }  // namespace
-const std::vector<const char*>& entry_names() { return listed(); }
 
-// Defines the entry and lists its name (entry_names), so that no entry can be left out of the list.
+std::vector<const char*> entry_names(Device device) {
+  std::vector<const char*> names;
+  for (const Listed& e : listed())
+    if (device == Device::cpu || e.cuda) names.push_back(e.name);
+  return names;
+}
+
+// Defines the entry (declared by kernels/backend.def) and lists its name (entry_names), so that no
+// entry can be left out of the list; whether the table names a CUDA kernel for it is read from the
+// line as written, so that a build without CUDA lists the same entries.
 #define ENTRY(name, cpu_fn, cuda_fn)          \
   decltype(name) name{#name, cpu_fn, cuda_fn}; \
-  [[maybe_unused]] static const bool name##_listed = list(#name)
+  [[maybe_unused]] static const bool name##_listed = list(#name, std::string_view(#cuda_fn) != "nullptr")
 #define CPU(name) &cpu::entry::name
 
 // name                              CPU                          CUDA
@@ -82,14 +95,19 @@ ENTRY(cross_entropy_forward,         CPU(cross_entropy_forward),  CUDA(cross_ent
 ENTRY(cross_entropy_backward,        CPU(cross_entropy_backward), CUDA(cross_entropy_backward));
 ENTRY(attention_forward,             CPU(attention_forward),      CUDA(attention_forward));
 ENTRY(attention_backward,            CPU(attention_backward),     CUDA(attention_backward));
+ENTRY(kv_cache_write,                CPU(kv_cache_write),         nullptr);
+ENTRY(attention_decode,              CPU(attention_decode),       nullptr);
 ENTRY(rope_forward,                  CPU(rope_forward),           CUDA(rope_forward));
 ENTRY(rope_backward,                 CPU(rope_backward),          CUDA(rope_backward));
 ENTRY(linear_attention_forward,      CPU(linear_attention_forward),  CUDA(linear_attention_forward));
 ENTRY(linear_attention_backward,     CPU(linear_attention_backward), CUDA(linear_attention_backward));
+ENTRY(linear_attention_saved_size,   CPU(linear_attention_saved_size), CUDA(linear_attention_saved_size));
 ENTRY(gla_forward,                   CPU(gla_forward),            CUDA(gla_forward));
 ENTRY(gla_backward,                  CPU(gla_backward),           CUDA(gla_backward));
+ENTRY(gla_saved_size,                CPU(gla_saved_size),         CUDA(gla_saved_size));
 ENTRY(delta_rule_forward,            CPU(delta_rule_forward),     CUDA(delta_rule_forward));
 ENTRY(delta_rule_backward,           CPU(delta_rule_backward),    CUDA(delta_rule_backward));
+ENTRY(delta_rule_saved_size,         CPU(delta_rule_saved_size),  CUDA(delta_rule_saved_size));
 ENTRY(adamw_step,                    CPU(adamw_step),             CUDA(adamw_step));
 ENTRY(sum_squares,                   CPU(sum_squares),            CUDA(sum_squares));
 ENTRY(scale_inplace,                 CPU(scale_inplace),          CUDA(scale_inplace));

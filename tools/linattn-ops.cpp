@@ -158,8 +158,7 @@ Results compute(const Options& o, const Run& how) {
       std::string fm = in.attr_string("feature_map").value_or("identity");
       LINATTN_REQUIRE(fm == "identity" || fm == "elu1" || fm == "relu", o.in, ": attribute feature_map is '", fm,
                     "', expected identity, elu1 or relu");
-      cpu::FeatureMap phi = fm == "elu1" ? cpu::FeatureMap::elu1 : fm == "relu" ? cpu::FeatureMap::relu
-                                                                                : cpu::FeatureMap::identity;
+      FeatureMap phi = fm == "elu1" ? FeatureMap::elu1 : fm == "relu" ? FeatureMap::relu : FeatureMap::identity;
       const bool normalize = in.attr_int("normalize").value_or(0) != 0;
       Variable z0 = optional_input(in, "z0", how, {B, H, dk});
       LINATTN_CHECK(!z0.defined() || normalize, o.in, ": dataset 'z0' is the normalizer state of the normalized form; "

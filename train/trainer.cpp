@@ -14,7 +14,6 @@
 
 #include "data/mqar.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/matmul.h"
 #include "train/device.h"
 #include "train/metrics_log.h"
 #include "train/sample.h"

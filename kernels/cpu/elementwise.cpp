@@ -47,17 +47,6 @@ void axpy(T* y, T c, const T* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += c * x[i];
 }
 
-const char* activation_name(Activation a) {
-  switch (a) {
-    case Activation::silu: return "silu";
-    case Activation::sigmoid: return "sigmoid";
-    case Activation::logsigmoid: return "logsigmoid";
-    case Activation::elu1: return "elu1";
-    case Activation::relu: return "relu";
-  }
-  return "?";
-}
-
 template <class T>
 static inline T sigmoid(T x) {
   return T(1) / (T(1) + std::exp(-x));

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/op_types.h"
+
 namespace linattn::cpu {
 
 // forward: y = a + b  =>  da += dy, db += dy (the caller does the accumulation with add_inplace)
@@ -19,9 +21,6 @@ template <class T> void mul_backward(T* da, T* db, const T* a, const T* b, const
 template <class T> void scale_forward(T* y, const T* x, T c, int64_t n);
 // y += c x
 template <class T> void axpy(T* y, T c, const T* x, int64_t n);
-
-enum class Activation { silu, sigmoid, logsigmoid, elu1, relu };
-const char* activation_name(Activation a);
 
 // y = f(x) for the activation; backward: dx += f'(x) dy (computed from x).
 template <class T> void activation_forward(Activation f, T* y, const T* x, int64_t n);

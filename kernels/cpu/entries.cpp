@@ -6,8 +6,10 @@
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/deltanet.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gla.h"
+#include "kernels/cpu/linear_attn.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
@@ -74,14 +76,14 @@ void axpy(In y, double c, In x) {
   });
 }
 
-void activation_forward(cpu::Activation f, In y, In x) {
+void activation_forward(Activation f, In y, In x) {
   floating(y, [&](auto zero) {
     using T = decltype(zero);
     cpu::activation_forward(f, y.data<T>(), x.data<T>(), y.numel());
   });
 }
 
-void activation_backward(cpu::Activation f, In dx, In x, In dy) {
+void activation_backward(Activation f, In dx, In x, In dy) {
   floating(x, [&](auto zero) {
     using T = decltype(zero);
     cpu::activation_backward(f, dx.data<T>(), x.data<T>(), dy.data<T>(), x.numel());
@@ -243,7 +245,7 @@ void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss,
 void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double scale) {
   floating(q, [&](auto zero) {
     using T = decltype(zero);
-    cpu::attention_forward<T>(o.data<T>(), lse.data<T>(), q.data<T>(), k.data<T>(), v.data<T>(), q.size(0), q.size(1),
+    cpu::attention_forward<T>(o.data<T>(), ptr<T>(lse), q.data<T>(), k.data<T>(), v.data<T>(), q.size(0), q.size(1),
                               q.size(2), k.size(2), q.size(3), v.size(3), window, T(scale));
   });
 }
@@ -254,6 +256,23 @@ void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In 
     cpu::attention_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), q.data<T>(), k.data<T>(), v.data<T>(),
                                o.data<T>(), lse.data<T>(), dO.data<T>(), q.size(0), q.size(1), q.size(2), k.size(2),
                                q.size(3), v.size(3), window, T(scale));
+  });
+}
+
+void kv_cache_write(In k_cache, In v_cache, In k, In v, int64_t pos) {
+  floating(k, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::kv_cache_write<T>(k_cache.data<T>(), v_cache.data<T>(), k.data<T>(), v.data<T>(), k.size(0), k.size(1),
+                           k.size(2), k.size(3), v.size(3), k_cache.size(1), pos);
+  });
+}
+
+void attention_decode(In o, In q, In k_cache, In v_cache, int64_t pos, int64_t window, double scale) {
+  floating(q, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::attention_decode<T>(o.data<T>(), q.data<T>(), k_cache.data<T>(), v_cache.data<T>(), q.size(0), q.size(1),
+                             q.size(2), k_cache.size(2), q.size(3), v_cache.size(3), k_cache.size(1), pos, window,
+                             T(scale));
   });
 }
 
@@ -303,6 +322,10 @@ void linear_attention_backward(const MixerArgs& r) {
   });
 }
 
+int64_t linear_attention_saved_size(const MixerArgs& r) {
+  return cpu::linear_attn_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.normalize, r.chunk_size);
+}
+
 void gla_forward(const MixerArgs& r) {
   floating(r.q, [&](auto zero) {
     using T = decltype(zero);
@@ -328,6 +351,10 @@ void gla_backward(const MixerArgs& r) {
                                      r.q.data<T>(), r.k.data<T>(), r.v.data<T>(), r.gate.data<T>(), ptr<T>(r.h0),
                                      r.dO.data<T>(), ptr<T>(r.dht), r.B, r.T, r.H, r.Dk, r.Dv, T(r.scale));
   });
+}
+
+int64_t gla_saved_size(const MixerArgs& r) {
+  return cpu::gla_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.chunk_size);
 }
 
 void delta_rule_forward(const MixerArgs& r) {
@@ -359,6 +386,10 @@ void delta_rule_backward(const MixerArgs& r) {
       cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, da, dh0, Q, K, V, Bt, A, ptr<T>(r.h0), dO, dHt, r.B, r.T,
                                           r.H, r.Dk, r.Dv, T(r.scale));
   });
+}
+
+int64_t delta_rule_saved_size(const MixerArgs& r) {
+  return cpu::deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.chunk_size);
 }
 
 // ---- optimizer ----

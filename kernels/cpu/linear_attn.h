@@ -18,11 +18,10 @@
 
 #include <cstdint>
 
+#include "kernels/op_types.h"
+
 namespace linattn::cpu {
 
-enum class FeatureMap { identity, elu1, relu };  // elu1(x) = elu(x) + 1
-
-constexpr double kLinearAttnEps = 1e-6;  // normalized form: o = S^T phi(q) / (phi(q)^T z + eps)
 constexpr int64_t kLinearAttnDefaultChunkSize = 64;
 
 template <class T>

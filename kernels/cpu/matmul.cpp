@@ -2,10 +2,6 @@
 
 #include <omp.h>
 
-#include <algorithm>
-#include <chrono>
-#include <vector>
-
 #include <oneapi/dnnl/dnnl.h>
 
 #include "core/error.h"
@@ -44,18 +40,6 @@ void gemm<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, d
       }
     }
   }
-}
-
-double measure_sgemm_gflops(int64_t n, int reps) {
-  std::vector<float> a(size_t(n * n), 0.5f), b(size_t(n * n), 0.25f), c(size_t(n * n));
-  double best = 1e300;
-  for (int r = 0; r <= reps; ++r) {  // the first run warms up
-    auto t0 = std::chrono::steady_clock::now();
-    gemm<float>(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) best = std::min(best, s);
-  }
-  return 2.0 * double(n) * double(n) * double(n) / best * 1e-9;
 }
 
 }  // namespace linattn::cpu

@@ -15,8 +15,4 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
           const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
 
-// Achieved float32 GFLOP/s of an n x n x n product on this machine (best of reps, current thread
-// count): the reference peak for MFU and for the benchmarks.
-double measure_sgemm_gflops(int64_t n = 1024, int reps = 5);
-
 }  // namespace linattn::cpu

@@ -9,9 +9,9 @@
 
 #include <cstdint>
 
-namespace linattn::cpu {
+#include "kernels/op_types.h"
 
-inline constexpr double kRopeTheta = 10000.0;
+namespace linattn::cpu {
 
 // y: [B, T, H, d] (overwritten; y == x is allowed)   x: [B, T, H, d]
 template <class T>

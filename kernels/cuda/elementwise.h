@@ -6,12 +6,10 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/no_cuda.h"
+#include "kernels/op_types.h"
 
 namespace linattn::cuda {
-
-using cpu::Activation;
 
 #ifdef LINATTN_CUDA
 // y = a + b

@@ -104,13 +104,13 @@ void axpy(In y, double c, In x) {
   cuda::axpy(f32(y), float(c), f32(x), x.numel());
 }
 
-void activation_forward(cpu::Activation f, In y, In x) {
-  require_f32(cpu::activation_name(f), y);
+void activation_forward(Activation f, In y, In x) {
+  require_f32(activation_name(f), y);
   cuda::activation_forward(f, f32(y), f32(x), y.numel());
 }
 
-void activation_backward(cpu::Activation f, In dx, In x, In dy) {
-  require_f32(cpu::activation_name(f), x);
+void activation_backward(Activation f, In dx, In x, In dy) {
+  require_f32(activation_name(f), x);
   cuda::activation_backward(f, f32(dx), f32(x), f32(dy), x.numel());
 }
 
@@ -294,6 +294,10 @@ void delta_rule_backward(const MixerArgs& r) {
                                  f32(r.h0), f32(r.dO), f32(r.dht), f32(work), float(r.scale), d});
 }
 
+int64_t delta_rule_saved_size(const MixerArgs& r) {
+  return cpu::deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.chunk_size);  // the same layout as the CPU's
+}
+
 void adamw_step(In w, In g, In m, In v, const AdamWStep& s) {
   require_f32("adamw", w);
   // the constants rounded to float32 as the CPU entry rounds them
@@ -335,6 +339,10 @@ void gla_backward(const MixerArgs& r) {
   require_f32("gla", r.q);
   cuda::gla_backward(scan::to_mixer<float>(r));
 }
+
+// The scans recompute what the backward needs: they keep nothing in `saved`.
+int64_t linear_attention_saved_size(const MixerArgs&) { return 0; }
+int64_t gla_saved_size(const MixerArgs&) { return 0; }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C) {
   require_f32("gemm", C);

@@ -28,7 +28,7 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/linear_attn.h"
+#include "kernels/op_types.h"
 
 #ifdef __CUDACC__
 #define LINATTN_HD __host__ __device__
@@ -37,8 +37,6 @@
 #endif
 
 namespace linattn::cuda::scan {
-
-using cpu::FeatureMap;
 
 constexpr int kTile = 32;  // state columns per block
 constexpr int kBlockThreads = 256;
@@ -309,7 +307,7 @@ struct DivideRows {
   T* o;
   const T* den;
   int64_t W;
-  LINATTN_HD void operator()(int64_t i) const { o[i] /= den[i / W] + T(cpu::kLinearAttnEps); }
+  LINATTN_HD void operator()(int64_t i) const { o[i] /= den[i / W] + T(kLinearAttnEps); }
 };
 
 // The normalized form's gradient of its numerator and denominator columns, dO' [rows, W + 1]:
@@ -321,7 +319,7 @@ struct NormalizedGrad {
   int64_t W;
   LINATTN_HD void operator()(int64_t i) const {
     const int64_t row = i / (W + 1), j = i % (W + 1);
-    const T d = den[row] + T(cpu::kLinearAttnEps);
+    const T d = den[row] + T(kLinearAttnEps);
     if (j < W) {
       dO2[i] = dO[row * W + j] / d;
     } else {

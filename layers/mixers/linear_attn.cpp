@@ -6,10 +6,10 @@ namespace linattn::mixers {
 
 namespace {
 
-cpu::FeatureMap feature_map(const ModelConfig& c) {
-  return c.feature_map == "identity" ? cpu::FeatureMap::identity
-         : c.feature_map == "relu"   ? cpu::FeatureMap::relu
-                                     : cpu::FeatureMap::elu1;
+FeatureMap feature_map(const ModelConfig& c) {
+  return c.feature_map == "identity" ? FeatureMap::identity
+         : c.feature_map == "relu"   ? FeatureMap::relu
+                                     : FeatureMap::elu1;
 }
 
 class LinearAttentionLayer : public MixerLayer {
@@ -44,7 +44,7 @@ class LinearAttentionLayer : public MixerLayer {
   }
   int64_t H_, C_, key_dim_, value_dim_;
   bool normalize_;
-  cpu::FeatureMap phi_;
+  FeatureMap phi_;
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
   RMSNorm norm_;
 };

@@ -56,7 +56,7 @@ TEST(MixerOps, LinearAttentionBothForms) {
     opt.form = form;
     opt.chunk_size = 4;
     expect_mixer_gradients_match(
-        [opt](const V& x) { return ops::linear_attention(x[0], x[1], x[2], x[3], cpu::FeatureMap::elu1, false, opt); },
+        [opt](const V& x) { return ops::linear_attention(x[0], x[1], x[2], x[3], FeatureMap::elu1, false, opt); },
         {random_tensor({B, T, H, DK}, rng), random_tensor({B, T, H, DK}, rng), random_tensor({B, T, H, DV}, rng),
          random_tensor({B, H, DK, DV}, rng)},
         rng);
@@ -124,7 +124,7 @@ TEST(MixerOps, BadInputGetsAClearError) {
   EXPECT_NE(msg.find("[1, 4, 3]"), std::string::npos) << msg;
   Tensor nan_q = q.value().clone();
   nan_q.data<double>()[5] = NAN;
-  msg = error_of([&] { ops::linear_attention(Variable(nan_q), k, v, {}, cpu::FeatureMap::identity, false); });
+  msg = error_of([&] { ops::linear_attention(Variable(nan_q), k, v, {}, FeatureMap::identity, false); });
   EXPECT_NE(msg.find("flat index 5"), std::string::npos) << msg;
   nan_q.data<double>()[5] = -INFINITY;
   msg = error_of([&] { ops::deltanet(Variable(nan_q), k, v, Variable(random_tensor({1, 4, 2}, rng, 0.1, 0.9)), {}); });
@@ -135,7 +135,7 @@ TEST(MixerOps, BadInputGetsAClearError) {
   EXPECT_NE(msg.find("multiple"), std::string::npos) << msg;
   msg = error_of([&] { ops::attention(q, k, Variable(random_tensor({1, 4, 2, 3}, rng)), -2); });
   EXPECT_NE(msg.find("window_size -2"), std::string::npos) << msg;
-  msg = error_of([&] { ops::linear_attention(q, k, Variable(random_tensor({1, 5, 2, 3}, rng)), {}, cpu::FeatureMap::identity, false); });
+  msg = error_of([&] { ops::linear_attention(q, k, Variable(random_tensor({1, 5, 2, 3}, rng)), {}, FeatureMap::identity, false); });
   EXPECT_NE(msg.find("v f64[1, 5, 2, 3]"), std::string::npos) << msg;
 }
 

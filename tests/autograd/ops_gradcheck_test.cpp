@@ -27,9 +27,9 @@ TEST(GradCheck, Scale) {
 }
 
 TEST(GradCheck, Activations) {
-  for (cpu::Activation f : {cpu::Activation::silu, cpu::Activation::sigmoid, cpu::Activation::logsigmoid,
-                            cpu::Activation::elu1, cpu::Activation::relu}) {
-    SCOPED_TRACE(cpu::activation_name(f));
+  for (Activation f : {Activation::silu, Activation::sigmoid, Activation::logsigmoid,
+                            Activation::elu1, Activation::relu}) {
+    SCOPED_TRACE(activation_name(f));
     Rng rng(3);
     // Inputs on both sides of 0 but away from relu's and elu's kink, where the derivative jumps.
     Tensor x = random_tensor({4, 7}, rng, -3, 3);

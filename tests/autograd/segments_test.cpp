@@ -171,7 +171,7 @@ std::vector<MixerCase> mixer_cases() {
       {"linear_attention_elu1",
        [](Rng& r) { return with(qkv(r, false), {{random_tensor({B, H, DK, DV}, r), Kind::state}}); },
        [](const V& x, const ops::MixerOptions& o) {
-         return ops::linear_attention(x[0], x[1], x[2], x[3], cpu::FeatureMap::elu1, false, o);
+         return ops::linear_attention(x[0], x[1], x[2], x[3], FeatureMap::elu1, false, o);
        }},
       {"linear_attention_normalized",
        [](Rng& r) {
@@ -179,7 +179,7 @@ std::vector<MixerCase> mixer_cases() {
                                      {random_tensor({B, H, DK}, r, 1.0, 2.0), Kind::state}});
        },
        [](const V& x, const ops::MixerOptions& o) {
-         return ops::linear_attention(x[0], x[1], x[2], x[3], cpu::FeatureMap::elu1, true, o, x[4]);
+         return ops::linear_attention(x[0], x[1], x[2], x[3], FeatureMap::elu1, true, o, x[4]);
        }},
       {"gla",
        [](Rng& r) {

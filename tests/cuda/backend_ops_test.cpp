@@ -11,7 +11,9 @@
 // query heads, sliding windows, documents (each a kernel call on views of the batch's buffers, cut
 // by autograd/segments.h as the ops cut them), optional inputs and gradients absent and present.
 //
-// CudaBackendOpsCoverage.EveryEntryHasACase fails naming any entry of the table without a case.
+// CudaBackendOpsCoverage.EveryEntryHasACase fails naming any entry of the table with a CUDA kernel
+// and without a case. A mixer's *_saved_size entry is covered by its cases, where each column runs
+// with the `saved` buffer it asks for.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -29,16 +31,11 @@
 #include "autograd/segments.h"
 #include "kernel_testing.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/deltanet.h"
-#include "kernels/cpu/gla.h"
-#include "kernels/cpu/linear_attn.h"
 
 namespace linattn {
 namespace {
 
 using backend::MixerArgs;
-using cpu::Activation;
-using cpu::FeatureMap;
 
 // Tolerances, relative to each output's largest reference entry (testing::compare). The reference is
 // the CPU column in float64 on the same float32 values, so a tolerance bounds the CUDA column's
@@ -228,7 +225,7 @@ void add_pointwise_cases(std::vector<Case>& cases) {
     for (Activation f :
          {Activation::silu, Activation::sigmoid, Activation::logsigmoid, Activation::elu1, Activation::relu})
       cases.push_back({{"activation_forward", "activation_backward"},
-                       what + " " + cpu::activation_name(f),
+                       what + " " + activation_name(f),
                        kShortSums,
                        [s, f](Side& x) {
                          // [-20, 20]: both branches of logsigmoid and elu1, the saturated ends of sigmoid
@@ -544,6 +541,9 @@ void run_mixer(Side& x, const MixerCase& c) {
   const auto& backward = c.kind == K::linear_attention ? backend::linear_attention_backward
                          : c.kind == K::gla            ? backend::gla_backward
                                                        : backend::delta_rule_backward;
+  const auto& saved_size = c.kind == K::linear_attention ? backend::linear_attention_saved_size
+                           : c.kind == K::gla            ? backend::gla_saved_size
+                                                         : backend::delta_rule_saved_size;
   const Shape qk{c.B, c.T, c.H, c.Dk}, vo{c.B, c.T, c.H, c.Dv}, st{c.B, c.H, c.Dk, c.Dv}, z{c.B, c.H, c.Dk},
       bth{c.B, c.T, c.H};
   MixerArgs a;
@@ -570,11 +570,9 @@ void run_mixer(Side& x, const MixerCase& c) {
   std::vector<Call> calls;
   int64_t saved = 0;
   for (const ops::SegmentPart& p : parts_of(c.docs, c.B, c.T)) {
-    const int64_t n = !a.chunk ? 0
-                      : c.kind == K::linear_attention
-                          ? cpu::linear_attn_chunk_saved_size(p.rows, p.len, c.H, c.Dk, c.Dv, c.normalize, c.chunk)
-                      : c.kind == K::gla ? cpu::gla_chunk_saved_size(p.rows, p.len, c.H, c.Dk, c.Dv, c.chunk)
-                                         : cpu::deltanet_chunk_saved_size(p.rows, p.len, c.H, c.Dk, c.Dv, c.chunk);
+    MixerArgs part = a;  // each column's own size of `saved` (the CUDA scans keep nothing there)
+    part.B = p.rows, part.T = p.len;
+    const int64_t n = a.chunk ? saved_size(x.device, part) : 0;
     calls.push_back({p, saved, n});
     saved += n;
   }
@@ -626,8 +624,11 @@ void add_mixer_cases(std::vector<Case>& cases) {
     const char* bwd = c.kind == K::linear_attention ? "linear_attention_backward"
                       : c.kind == K::gla            ? "gla_backward"
                                                     : "delta_rule_backward";
+    const char* saved = c.kind == K::linear_attention ? "linear_attention_saved_size"
+                        : c.kind == K::gla            ? "gla_saved_size"
+                                                      : "delta_rule_saved_size";
     const std::string what = (c.kind == K::gated_deltanet ? "gated " : "") + c.str();
-    cases.push_back({{fwd, bwd}, what, kScans, [c](Side& x) { run_mixer(x, c); }});
+    cases.push_back({{fwd, bwd, saved}, what, kScans, [c](Side& x) { run_mixer(x, c); }});
   }
 }
 
@@ -674,14 +675,15 @@ uint64_t seed_of(const std::string& s) {
 TEST(CudaBackendOpsCoverage, EveryEntryHasACase) {
   std::set<std::string> covered, table;
   for (const Case& c : all_cases()) covered.insert(c.entries.begin(), c.entries.end());
-  for (const char* name : backend::entry_names()) {
+  for (const char* name : backend::entry_names(Device::cuda)) {
     table.insert(name);
     EXPECT_TRUE(covered.count(name)) << "backend entry '" << name
                                      << "' has no case in tests/cuda/backend_ops_test.cpp: "
                                      << "add one that compares its CUDA column with its CPU column";
   }
   for (const std::string& name : covered)
-    EXPECT_TRUE(table.count(name)) << "a case names '" << name << "', which is no entry of kernels/backend.cpp";
+    EXPECT_TRUE(table.count(name)) << "a case names '" << name
+                                   << "', which is no entry of kernels/backend.cpp with a CUDA kernel";
 }
 
 class CudaBackendOps : public ::testing::TestWithParam<Case> {};

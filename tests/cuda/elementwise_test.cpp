@@ -61,11 +61,10 @@ TEST(CudaElementwise, AddMulScaleAxpyMatchTheCpu) {
 TEST(CudaElementwise, ActivationsForwardAndBackwardMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   Rng rng(12);
-  using cpu::Activation;
   for (Activation f : {Activation::silu, Activation::sigmoid, Activation::logsigmoid, Activation::elu1,
                        Activation::relu})
     for (int64_t n : kSizes) {
-      SCOPED_TRACE(std::string(cpu::activation_name(f)) + ", n = " + std::to_string(n));
+      SCOPED_TRACE(std::string(activation_name(f)) + ", n = " + std::to_string(n));
       // [-20, 20] reaches both branches of logsigmoid and elu1 and the saturated ends of sigmoid.
       Tensor x = random_f32({n}, rng, -20, 20), dy = random_f32({n}, rng), dx0 = random_f32({n}, rng);
       Tensor y = Tensor::empty({n}, DType::f32, Device::cuda), dx = on_device(dx0), xd = on_device(x);

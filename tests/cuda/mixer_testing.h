@@ -14,8 +14,6 @@
 
 namespace linattn::testing {
 
-using cpu::FeatureMap;
-
 struct MixerCase {
   int64_t B, T, H, Dk, Dv, chunk;
   bool h0 = true;

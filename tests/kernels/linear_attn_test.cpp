@@ -11,7 +11,6 @@
 namespace linattn {
 namespace {
 
-using cpu::FeatureMap;
 using testing::compare;
 using testing::dot;
 using testing::finite_difference;

@@ -15,7 +15,7 @@ using testing::dot;
 using testing::finite_difference;
 using testing::random_tensor;
 
-Tensor rope(const Tensor& x, int64_t pos_offset, double theta = cpu::kRopeTheta) {
+Tensor rope(const Tensor& x, int64_t pos_offset, double theta = kRopeTheta) {
   Tensor y = Tensor::empty(x.shape(), DType::f64);
   cpu::rope_forward<double>(y.data<double>(), x.data<double>(), x.size(0), x.size(1), x.size(2), x.size(3), pos_offset,
                             theta);
@@ -77,7 +77,7 @@ TEST(Rope, InPlace) {
   Rng rng(23);
   Tensor x = random_tensor({2, 5, 2, 8}, rng);
   Tensor want = rope(x, 2);
-  cpu::rope_forward<double>(x.data<double>(), x.data<double>(), 2, 5, 2, 8, 2, cpu::kRopeTheta);
+  cpu::rope_forward<double>(x.data<double>(), x.data<double>(), 2, 5, 2, 8, 2, kRopeTheta);
   EXPECT_CLOSE(x, want, 0.0);
 }
 
@@ -106,7 +106,7 @@ TEST(Rope, GradientMatchesFiniteDifferences) {
     Tensor x = random_tensor({2, 5, 3, 6}, rng), dy = random_tensor({2, 5, 3, 6}, rng);
     Tensor fd = finite_difference([&] { return dot(rope(x, offset), dy); }, x);
     Tensor dx = Tensor::zeros(x.shape(), DType::f64);
-    cpu::rope_backward<double>(dx.data<double>(), dy.data<double>(), 2, 5, 3, 6, offset, cpu::kRopeTheta);
+    cpu::rope_backward<double>(dx.data<double>(), dy.data<double>(), 2, 5, 3, 6, offset, kRopeTheta);
     EXPECT_CLOSE(dx, fd, 1e-6);
     // a gradient perturbed by 1e-5 of its scale in one entry fails the same check
     dx.data<double>()[3] += 1e-5 * testing::max_abs(dx);
@@ -118,8 +118,8 @@ TEST(Rope, BackwardAccumulates) {
   Rng rng(26);
   Tensor dy = random_tensor({1, 7, 2, 4}, rng), dx0 = random_tensor({1, 7, 2, 4}, rng);
   Tensor fresh = Tensor::zeros(dy.shape(), DType::f64), acc = dx0.clone();
-  cpu::rope_backward<double>(fresh.data<double>(), dy.data<double>(), 1, 7, 2, 4, 3, cpu::kRopeTheta);
-  cpu::rope_backward<double>(acc.data<double>(), dy.data<double>(), 1, 7, 2, 4, 3, cpu::kRopeTheta);
+  cpu::rope_backward<double>(fresh.data<double>(), dy.data<double>(), 1, 7, 2, 4, 3, kRopeTheta);
+  cpu::rope_backward<double>(acc.data<double>(), dy.data<double>(), 1, 7, 2, 4, 3, kRopeTheta);
   for (int64_t i = 0; i < acc.numel(); ++i) acc.data<double>()[i] -= dx0.data<double>()[i];
   EXPECT_CLOSE(acc, fresh, 1e-14);
 }
@@ -129,8 +129,8 @@ TEST(Rope, Float32) {
   Rng rng(27);
   Tensor x = random_tensor({2, 50, 2, 64}, rng);
   Tensor x32 = x.to(DType::f32), y32 = Tensor::empty(x.shape(), DType::f32);
-  cpu::rope_forward<float>(y32.data<float>(), x32.data<float>(), 2, 50, 2, 64, 100, cpu::kRopeTheta);
-  EXPECT_CLOSE(y32, reference_rope(x, 100, cpu::kRopeTheta), 1e-6);
+  cpu::rope_forward<float>(y32.data<float>(), x32.data<float>(), 2, 50, 2, 64, 100, kRopeTheta);
+  EXPECT_CLOSE(y32, reference_rope(x, 100, kRopeTheta), 1e-6);
 }
 
 }  // namespace

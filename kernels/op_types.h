@@ -1,0 +1,32 @@
+// The op vocabulary that both kernel columns (kernels/cpu/, kernels/cuda/) implement and the layers
+// above them name: the choices an op takes and the constants of its math, in one neutral place as
+// ggml declares its ops. The tensor-level half (the entries' signatures, MixerArgs, AdamWStep) is
+// kernels/backend.h. Plain C++ with no tensor type, so that CUDA device code can include it.
+#pragma once
+
+namespace linattn {
+
+// Linear attention's feature map on q and k (shared/design/ops.md).
+enum class FeatureMap { identity, elu1, relu };  // elu1(x) = elu(x) + 1
+
+// Pointwise activations: y = f(x), dx += f'(x) dy.
+enum class Activation { silu, sigmoid, logsigmoid, elu1, relu };
+
+constexpr const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::silu: return "silu";
+    case Activation::sigmoid: return "sigmoid";
+    case Activation::logsigmoid: return "logsigmoid";
+    case Activation::elu1: return "elu1";
+    case Activation::relu: return "relu";
+  }
+  return "?";
+}
+
+// Normalized linear attention: o = S^T phi(q) / (phi(q)^T z + eps).
+constexpr double kLinearAttnEps = 1e-6;
+
+// RoPE's base: the angle of pair i at position t is t * theta^(-2i/d).
+constexpr double kRopeTheta = 10000.0;
+
+}  // namespace linattn
