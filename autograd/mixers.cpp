@@ -3,28 +3,22 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/mixer_op.h"
 #include "autograd/op_support.h"
 
 namespace linattn::ops {
 
+using detail::check_finite;
 using detail::check_inputs;
-using detail::grad_or_none;
+using detail::check_values;
 using detail::grad_or_scratch;
 using detail::positions;
-using detail::value_or_none;
+using detail::kMaxFinite;
+using detail::mixer_op;
+using detail::shape_list;
+using detail::Sizes;
 
 namespace {
-
-struct Sizes {
-  int64_t B, T, H, Dk, Dv;
-};
-
-std::string shape_list(std::initializer_list<std::pair<const char*, const Variable*>> named) {
-  std::string s;
-  for (auto& [name, v] : named)
-    if (v->defined()) s += std::string(s.empty() ? "" : ", ") + name + " " + v->value().str();
-  return s;
-}
 
 // q, k [B, T, H, dk], v [B, T, H, dv], h0 [B, H, dk, dv] (optional).
 Sizes check_qkv(const char* op, const Variable& q, const Variable& k, const Variable& v, const Variable& h0) {
@@ -37,139 +31,6 @@ Sizes check_qkv(const char* op, const Variable& q, const Variable& k, const Vari
     LINATTN_CHECK(h0.shape() == (Shape{s.B, s.H, s.Dk, s.Dv}), op, ": initial state h0 should be [", s.B, ", ", s.H,
                   ", ", s.Dk, ", ", s.Dv, "], got ", shapes());
   return s;
-}
-
-constexpr double kMaxFinite = std::numeric_limits<double>::max();
-
-// Throws naming the op, the input and the first bad entry when a value is NaN or outside [lo, hi].
-// Device tensors are not read back here (that would synchronize every op): on a device, a NaN
-// shows in the loss and the gradient norm, which the trainer checks every step.
-void check_values(const char* op, const char* name, const Variable& x, double lo, double hi, const char* range) {
-  if (!x.defined() || x.device() != Device::cpu) return;
-  dispatch_float(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    const T* p = x.value().data<T>();
-    const int64_t n = x.value().numel();
-    int64_t bad = n;
-#pragma omp parallel for reduction(min : bad) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i)
-      if (!(p[i] >= lo && p[i] <= hi)) bad = std::min(bad, i);
-    if (bad < n && !std::isfinite(double(p[bad])))
-      throw NonFiniteError(std::string(op) + ": " + name + " " + x.value().str() + " has the value " +
-                           std::to_string(double(p[bad])) + " at flat index " + std::to_string(bad) + "; " + name +
-                           " must be " + range);
-    if (bad < n)
-      LINATTN_FAIL(op, ": ", name, " ", x.value().str(), " has the value ", double(p[bad]), " at flat index ", bad,
-                   "; ", name, " must be ", range);
-  });
-}
-
-void check_finite(const char* op, const char* name, const Variable& x) {
-  check_values(op, name, x, -kMaxFinite, kMaxFinite, "finite (a NaN or Inf reached the mixer)");
-}
-
-// The upstream gradient of the output o: zeros when nothing used o (held like grad_or_scratch's).
-Tensor grad_or_zeros(const Variable& o) {
-  return o.grad().defined() ? o.grad() : Tensor::scratch_zeros(o.shape(), o.dtype(), o.device());
-}
-
-// A [B, ...] state's rows in segment part p, as a [rows, ...] view, when `take`; else none.
-Tensor state_rows(const Tensor& x, const SegmentPart& p, bool take) {
-  if (!take || !x.defined()) return Tensor();
-  Shape s = x.shape();
-  const int64_t per = s[0] ? x.numel() / s[0] : 0;
-  s[0] = p.rows;
-  return x.view_at(p.row * per, s);
-}
-
-// One backend call of a mixer op: a segment part and its share [saved_at, saved_at + saved_n) of
-// the saved buffer.
-struct Call {
-  SegmentPart p;
-  int64_t saved_at, saved_n;
-};
-
-// The share of call c in the whole-batch arguments a: views of every [B, T, ...] tensor at the
-// part's positions; the initial states of its rows when the part begins them and the final states
-// when it ends them (none elsewhere: zeros in, nothing out); its share of `saved`. A batch without
-// document boundaries is one call whose views are the whole tensors.
-backend::MixerArgs call_args(const backend::MixerArgs& a, const Call& c) {
-  backend::MixerArgs r = a;
-  r.B = c.p.rows, r.T = c.p.len;
-  for (Tensor* x : {&r.o, &r.q, &r.k, &r.v, &r.gate, &r.decay, &r.dq, &r.dk, &r.dv, &r.dgate, &r.ddecay, &r.dO})
-    *x = positions(*x, c.p);
-  for (Tensor* x : {&r.h0, &r.z0, &r.dh0, &r.dz0}) *x = state_rows(*x, c.p, c.p.first);
-  for (Tensor* x : {&r.ht, &r.zt, &r.dht, &r.dzt}) *x = state_rows(*x, c.p, c.p.last);
-  if (r.saved.defined()) r.saved = r.saved.view_at(c.saved_at, {c.saved_n});
-  return r;
-}
-
-// A mixer op's inputs (undefined when absent): their values go to the kernels, and their gradients
-// are what the backward writes.
-struct MixerVars {
-  Variable q, k, v, gate, decay, h0, z0;
-};
-
-// A mixer's entries of the backend table: its forward, its backward, and the size of the `saved`
-// buffer of its chunk form on the device's column.
-struct MixerEntries {
-  const backend::Kernel<void(const backend::MixerArgs&)>& forward;
-  const backend::Kernel<void(const backend::MixerArgs&)>& backward;
-  const backend::Kernel<int64_t(const backend::MixerArgs&)>& saved_size;
-};
-
-// The prologue and epilogue every mixer op shares, after its own shape and range checks: checks the
-// `finite` inputs, allocates the outputs and (chunk form) the `saved` elements the device's column
-// asks for per segment part, runs the `forward` entry once per segment part, and records one tape
-// node over `inputs` whose backward runs the `backward` entry once per part.
-MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inputs,
-                     std::initializer_list<std::pair<const char*, const Variable*>> finite, const Sizes& s,
-                     const MixerOptions& options, bool normalize, FeatureMap phi, const MixerVars& in,
-                     const MixerEntries& entries) {
-  for (auto [name, x] : finite) check_finite(op, name, *x);
-  const DType dt = in.q.dtype();
-  const Device dev = in.q.device();
-  backend::MixerArgs r;
-  r.B = s.B, r.T = s.T, r.H = s.H, r.Dk = s.Dk, r.Dv = s.Dv;
-  r.scale = options.scale != 0 ? options.scale : 1.0 / std::sqrt(double(s.Dk));
-  r.chunk = options.form == MixerForm::chunk;
-  r.chunk_size = options.chunk_size;
-  r.phi = phi;
-  r.normalize = normalize;
-  std::vector<Call> calls;
-  int64_t saved = 0;
-  for (const SegmentPart& p : segment_parts(options.segments ? *options.segments : Segments{}, s.B, s.T)) {
-    backend::MixerArgs part = r;
-    part.B = p.rows, part.T = p.len;
-    const int64_t n = r.chunk ? entries.saved_size(dev, part) : 0;
-    calls.push_back({p, saved, n});
-    saved += n;
-  }
-  r.o = Tensor::scratch({s.B, s.T, s.H, s.Dv}, dt, dev);
-  r.ht = Tensor::scratch({s.B, s.H, s.Dk, s.Dv}, dt, dev);
-  if (normalize) r.zt = Tensor::scratch({s.B, s.H, s.Dk}, dt, dev);
-  if (r.chunk) r.saved = Tensor::scratch({saved}, dt, dev);
-  r.q = in.q.value(), r.k = in.k.value(), r.v = in.v.value();
-  r.gate = value_or_none(in.gate), r.decay = value_or_none(in.decay);
-  r.h0 = value_or_none(in.h0), r.z0 = value_or_none(in.z0);
-  for (const Call& c : calls) entries.forward(dev, call_args(r, c));
-  const bool rg = needs_grad(inputs);
-  MixerOutput out{Variable(r.o, rg), Variable(r.ht, rg), normalize ? Variable(r.zt, rg) : Variable()};
-  if (rg)
-    record(inputs, [r, calls, in, out, &backward = entries.backward, dev] {
-      backend::MixerArgs b = r;
-      // Kernels write dq, dk, dv and the gate's gradient always (a gate nobody differentiates, such as
-      // RetNet's constant one, gets throw-away zeros); the rest only when needed.
-      b.dq = grad_or_scratch(in.q), b.dk = grad_or_scratch(in.k), b.dv = grad_or_scratch(in.v);
-      if (in.gate.defined()) b.dgate = grad_or_scratch(in.gate);
-      if (in.decay.defined()) b.ddecay = grad_or_scratch(in.decay);
-      b.dh0 = grad_or_none(in.h0);
-      if (r.normalize) b.dz0 = grad_or_none(in.z0), b.dzt = out.zt.grad();
-      b.dO = grad_or_zeros(out.o);
-      b.dht = out.ht.grad();
-      for (const Call& c : calls) backward(dev, call_args(b, c));
-    });
-  return out;
 }
 
 }  // namespace
@@ -185,7 +46,7 @@ MixerOutput linear_attention(const Variable& q, const Variable& k, const Variabl
                   z0.value().str());
   }
   return mixer_op(op, {&q, &k, &v, &h0, &z0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}, {"z0", &z0}}, s,
-                  options, normalize, phi, {q, k, v, {}, {}, h0, z0},
+                  options, normalize, phi, {q, k, v, {}, {}, {}, {}, h0, z0},
                   {backend::linear_attention_forward, backend::linear_attention_backward,
                    backend::linear_attention_saved_size});
 }
@@ -199,7 +60,7 @@ MixerOutput gla(const Variable& q, const Variable& k, const Variable& v, const V
                 q.shape().str(), ", got ", g.value().str());
   check_values(op, "g", g, -kMaxFinite, 0.0, "a finite log-gate <= 0 (make it with logsigmoid)");
   return mixer_op(op, {&q, &k, &v, &g, &h0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}, s, options, false,
-                  FeatureMap::identity, {q, k, v, g, {}, h0, {}},
+                  FeatureMap::identity, {q, k, v, g, {}, {}, {}, h0, {}},
                   {backend::gla_forward, backend::gla_backward, backend::gla_saved_size});
 }
 
@@ -220,7 +81,7 @@ static MixerOutput delta_rule(const char* op, const Variable& q, const Variable&
   check_values(op, "beta", beta, 0.0, 1.0, "in [0, 1] (make it with a sigmoid)");
   if (gated) check_values(op, "a", a, -kMaxFinite, 0.0, "a finite log-decay <= 0");
   return mixer_op(op, {&q, &k, &v, &beta, &a, &h0}, {{"q", &q}, {"k", &k}, {"v", &v}, {"h0", &h0}}, s, options,
-                  false, FeatureMap::identity, {q, k, v, beta, a, h0, {}},
+                  false, FeatureMap::identity, {q, k, v, beta, a, {}, {}, h0, {}},
                   {backend::delta_rule_forward, backend::delta_rule_backward, backend::delta_rule_saved_size});
 }
 
@@ -305,6 +166,7 @@ std::string missing_kernels(const std::string& op, Device device) {
   else if (op == "deltanet") check(backend::delta_rule_forward, backend::delta_rule_backward);
   else if (op == "gated_deltanet") check(backend::delta_rule_forward, backend::delta_rule_backward);
   else if (op == "attention") check(backend::attention_forward, backend::attention_backward);
+  else if (op == "mamba2") check(backend::mamba2_forward, backend::mamba2_backward);
   else LINATTN_FAIL("missing_kernels: unknown op '", op, "'");
   return missing;
 }

@@ -25,6 +25,9 @@ Variable swiglu(const Variable& gate, const Variable& up);
 Variable gdn_decay(const Variable& x, const Variable& A_log, const Variable& dt_bias);
 // Same storage, another shape (same element count).
 Variable view(const Variable& x, const Shape& shape);
+// Rows [begin, begin + count) of x along its first dim, a view (no copy): e.g. one part of a
+// fused projection's weight [out, in].
+Variable rows(const Variable& x, int64_t begin, int64_t count);
 
 // y = x W^T (+ b): x [..., in], weight [out, in], bias [out] (optional); y [..., out].
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias = {});

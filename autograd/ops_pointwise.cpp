@@ -107,4 +107,21 @@ Variable view(const Variable& x, const Shape& shape) {
   return out;
 }
 
+Variable rows(const Variable& x, int64_t begin, int64_t count) {
+  LINATTN_CHECK(x.shape().ndim() >= 1 && begin >= 0 && count >= 1 && begin + count <= x.shape()[0], "rows: rows [",
+                begin, ", ", begin + count, ") of ", x.value().str());
+  Shape s = x.shape();
+  const int64_t per = x.value().numel() / s[0];
+  s[0] = count;
+  Variable out(x.value().view_at(begin * per, s), needs_grad({&x}));
+  if (out.requires_grad())
+    record({&x}, [x, out, begin, per, s] {
+      if (!out.grad().defined()) return;
+      // forward: y = x[begin : begin + count]  =>  dx[begin : begin + count] += dy
+      const Tensor dx = x.ensure_grad().view_at(begin * per, s);
+      backend::add_inplace(dx.device(), dx, out.grad());
+    });
+  return out;
+}
+
 }  // namespace linattn::ops

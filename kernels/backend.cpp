@@ -108,6 +108,9 @@ ENTRY(gla_saved_size,                CPU(gla_saved_size),         CUDA(gla_saved
 ENTRY(delta_rule_forward,            CPU(delta_rule_forward),     CUDA(delta_rule_forward));
 ENTRY(delta_rule_backward,           CPU(delta_rule_backward),    CUDA(delta_rule_backward));
 ENTRY(delta_rule_saved_size,         CPU(delta_rule_saved_size),  CUDA(delta_rule_saved_size));
+ENTRY(mamba2_forward,                CPU(mamba2_forward),         nullptr);
+ENTRY(mamba2_backward,               CPU(mamba2_backward),        nullptr);
+ENTRY(mamba2_saved_size,             CPU(mamba2_saved_size),      nullptr);
 ENTRY(adamw_step,                    CPU(adamw_step),             CUDA(adamw_step));
 ENTRY(sum_squares,                   CPU(sum_squares),            CUDA(sum_squares));
 ENTRY(scale_inplace,                 CPU(scale_inplace),          CUDA(scale_inplace));

@@ -49,16 +49,20 @@ using In = const Tensor&;  // every tensor argument; outputs too (the handle is 
 // What a token mixer's forward and backward read and write. Shapes as in autograd/mixers.h:
 // q, k [B, T, H, Dk]; v, o [B, T, H, Dv]; states [B, H, Dk, Dv]; z [B, H, Dk]; gate: g [B, T, H, Dk]
 // (GLA) or beta [B, T, H] (delta rule); decay: a [B, T, H] (Gated DeltaNet). Undefined = absent.
+// Mamba2 (SSD, kernels/cpu/mamba2.h) in these terms: q = C and k = B [B, T, G, Dk = N] shared by
+// groups of H / G heads, v = x [B, T, H, Dv = P], gate = the time step before its softplus
+// [B, T, H], rate = A_log [H] (A = -exp(A_log)), skip = D [H] (o += D x); no scale.
 struct MixerArgs {
   int64_t B = 0, T = 0, H = 0, Dk = 0, Dv = 0;
+  int64_t G = 0;  // q and k heads when groups of heads share them (Mamba2); 0 = H
   double scale = 0;
   bool chunk = true;  // the chunk form, else the recurrent one
   int64_t chunk_size = 64;
   FeatureMap phi = FeatureMap::identity;       // linear attention only
   bool normalize = false;                      // linear attention only
   Tensor o, ht, zt, saved;                     // forward outputs; saved: chunk form only (*_saved_size)
-  Tensor q, k, v, gate, decay, h0, z0;         // inputs
-  Tensor dq, dk, dv, dgate, ddecay, dh0, dz0;  // backward outputs (+=)
+  Tensor q, k, v, gate, decay, rate, skip, h0, z0;           // inputs
+  Tensor dq, dk, dv, dgate, ddecay, drate, dskip, dh0, dz0;  // backward outputs (+=)
   Tensor dO, dht, dzt;                         // upstream gradients
 };
 

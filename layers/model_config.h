@@ -43,6 +43,8 @@ struct ModelConfig {
   bool use_short_conv = true;  // DeltaNet / Gated DeltaNet
   GdnDecay gated_deltanet_decay = GdnDecay::fla;
   int64_t conv_size = 4;
+  int64_t state_size = 64;  // mamba2: N, the dim of B and C (the state per head is N x head dim)
+  int64_t n_groups = 1;     // mamba2: groups of heads sharing B and C
   bool tie_word_embeddings = false;
   double initializer_range = 0.02;
   std::string mixer = "gla";              // the default mixer of every layer (layers/mixer.h)

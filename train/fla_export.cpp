@@ -16,8 +16,9 @@ namespace linattn {
 
 namespace {
 
+// A short convolution's weight: DeltaNet's q_conv1d.weight, ..., Mamba2's conv1d.weight.
 bool is_conv(const std::string& name) {
-  const std::string tail = "_conv1d.weight";
+  const std::string tail = "conv1d.weight";
   return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
 }
 

@@ -6,13 +6,13 @@
 namespace linattn {
 
 namespace mixers {
-extern const MixerDescriptor linear_attn, gla, retnet, deltanet, gated_deltanet, attention;
+extern const MixerDescriptor linear_attn, gla, retnet, deltanet, gated_deltanet, attention, mamba2;
 }
 
 const std::vector<const MixerDescriptor*>& all_mixers() {
   static const std::vector<const MixerDescriptor*> all = {
       &mixers::linear_attn, &mixers::gla,           &mixers::retnet,
-      &mixers::deltanet,    &mixers::gated_deltanet, &mixers::attention,
+      &mixers::deltanet,    &mixers::gated_deltanet, &mixers::attention, &mixers::mamba2,
   };
   return all;
 }

@@ -27,8 +27,11 @@ std::vector<Case> cases() {
       c.push_back({std::string("linear_attn_") + phi + (normalize ? "_normalized" : ""),
                    tiny + "  mixer: linear_attn\n  feature_map: " + phi + "\n  normalize: " +
                        (normalize ? "true" : "false") + "\n"});
-  for (const char* m : {"gla", "retnet", "deltanet", "gated_deltanet"})
-    c.push_back({m, tiny + "  mixer: " + m + "\n"});
+  // Every other mixer of the registry, as configured by default (linear attention and attention
+  // have their variants here).
+  for (const MixerDescriptor* m : all_mixers())
+    if (m->name != "linear_attn" && !m->attention) c.push_back({m->name, tiny + "  mixer: " + m->name + "\n"});
+  c.push_back({"mamba2_groups", tiny + "  mixer: mamba2\n  n_groups: 2\n  state_size: 8\n"});
   c.push_back({"deltanet_no_short_conv", tiny + "  mixer: deltanet\n  use_short_conv: false\n"});
   c.push_back({"attention_global", tiny + "  mixer: attention\n"});
   c.push_back({"attention_window", tiny + "  mixer: attention\n  window_size: 5\n"});

@@ -1,0 +1,95 @@
+// Mamba2 (fla's Mamba2 layer, the SSD form): one input projection split into z, x, B, C and the
+// time step; a short convolution and SiLU on x, B and C; the SSD scan with per-head decay
+// exp(softplus(dt) A) and the D skip (autograd/mamba2.h); then RMSNorm(y * silu(z)) and the output
+// projection. The inner width is value_dim = expand_v x hidden_size, split into num_heads heads;
+// B and C have state_size (N) channels per group of heads (n_groups).
+#include <cmath>
+
+#include "autograd/decoding.h"
+#include "autograd/mamba2.h"
+#include "layers/mixers/parts.h"
+
+namespace linattn::mixers {
+
+namespace {
+
+class Mamba2Layer : public MixerLayer {
+ public:
+  Mamba2Layer(Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
+              double out_std)
+      : H_(spec.num_heads), C_(c.chunk_size), I_(value_dim(c, spec)), G_(c.n_groups), N_(c.state_size) {
+    // fla's in_proj rows: z [I], x [I], B [G N], C [G N], dt [H]; conv1d over x, B, C (no bias).
+    in_proj_ = p.add(prefix + ".in_proj.weight", {2 * I_ + 2 * G_ * N_ + H_, c.hidden_size}, Init::Normal(std), true);
+    Init conv = Init::Uniform(1.0 / std::sqrt(double(c.conv_size)));  // PyTorch's Conv1d default
+    conv_ = p.add(prefix + ".conv1d.weight", {I_ + 2 * G_ * N_, c.conv_size}, conv, false);
+    // fla's init: dt = softplus(dt_bias) with log(dt) ~ U(log 0.001, log 0.1); A = -exp(A_log), -A ~ U(1, 16); D = 1.
+    dt_bias_ = p.add(prefix + ".dt_bias", {H_}, Init::SoftplusInverseOfLogUniform(0.001, 0.1), false);
+    A_log_ = p.add(prefix + ".A_log", {H_}, Init::LogOfUniform(1.0, 16.0), false);
+    D_ = p.add(prefix + ".D", {H_}, Init::Constant(1.0), false);
+    norm_ = RMSNorm(p, prefix + ".norm", I_, c.norm_eps);
+    out_proj_ = Linear(p, prefix + ".out_proj", I_, c.hidden_size, out_std);
+  }
+  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
+    return mix(p, x, nullptr, segments);
+  }
+  Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t) const override {
+    return mix(p, x, &s, {});
+  }
+  double mixing_flops_per_token(int64_t) const override { return chunk_mixing_flops(H_, N_, I_ / H_, C_); }
+
+ private:
+  Variable mix(const Parameters& p, const Variable& x, MixerState* s, const ops::Segments& segments) const {
+    const Variable& w = p[in_proj_];
+    const int64_t GN = G_ * N_;
+    Variable z = ops::linear(x, ops::rows(w, 0, I_));
+    Variable xs = conv(p, ops::linear(x, ops::rows(w, I_, I_)), 0, I_, s ? &s->tensors["x_conv"] : nullptr, segments);
+    Variable b = conv(p, ops::linear(x, ops::rows(w, 2 * I_, GN)), I_, GN, s ? &s->tensors["B_conv"] : nullptr,
+                      segments);
+    Variable c = conv(p, ops::linear(x, ops::rows(w, 2 * I_ + GN, GN)), I_ + GN, GN,
+                      s ? &s->tensors["C_conv"] : nullptr, segments);
+    Variable dt = ops::linear(x, ops::rows(w, 2 * I_ + 2 * GN, H_), p[dt_bias_]);  // [B, T, H], before softplus
+    const Shape& bt = x.shape();
+    ops::MixerOutput out = ops::mamba2(heads(xs, H_), dt, p[A_log_], ops::view(b, {bt[0], bt[1], G_, N_}),
+                                       ops::view(c, {bt[0], bt[1], G_, N_}), p[D_], initial(s, "h"),
+                                       linear_options(C_, s, x, segments));
+    keep(s, out);
+    Variable gated = ops::swiglu(z, merge_heads(out.o));  // y * silu(z), normalized after (fla: norm_before_gate=False)
+    return out_proj_(p, norm_(p, gated));
+  }
+  // The short convolution and SiLU on channels [first, first + n) of conv1d; window: its last
+  // inputs when decoding (nullptr in training).
+  Variable conv(const Parameters& p, const Variable& x, int64_t first, int64_t n, Tensor* window,
+                const ops::Segments& segments) const {
+    Variable w = ops::rows(p[conv_], first, n);
+    return ops::silu(window ? ops::short_conv_continue(x, w, *window) : ops::short_conv(x, w, {}, segments));
+  }
+  int64_t H_, C_, I_, G_, N_;
+  int in_proj_ = -1, conv_ = -1, dt_bias_ = -1, A_log_ = -1, D_ = -1;
+  RMSNorm norm_;
+  Linear out_proj_;
+};
+
+// The N x P state per head and the convolution's last conv_size - 1 inputs of x, B and C.
+int64_t state_size(const ModelConfig& c, const LayerSpec& spec, int64_t) {
+  const int64_t I = value_dim(c, spec);
+  return I * c.state_size + (c.conv_size - 1) * (I + 2 * c.n_groups * c.state_size);
+}
+
+}  // namespace
+
+extern const MixerDescriptor mamba2 = [] {
+  MixerDescriptor d;
+  d.name = "mamba2";
+  d.summary = "Mamba2 (SSD): a data-dependent scalar decay per head, B and C shared by groups of heads";
+  d.make = [](Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
+              double out_std) -> std::unique_ptr<MixerLayer> {
+    return std::make_unique<Mamba2Layer>(p, prefix, c, spec, std, out_std);
+  };
+  d.state_size = state_size;
+  d.missing_kernels = [](Device device) { return ops::missing_kernels("mamba2", device); };
+  d.fla_unsupported = "mamba2 layers are exported with the parameter names of fla's Mamba2 layer, but fla's "
+                      "Mamba2 model has no MLP in its blocks, so no fla model matches this one";
+  return d;
+}();
+
+}  // namespace linattn::mixers
