@@ -82,7 +82,8 @@ std::vector<ConfigKey<M>> schedule_keys() {
       config_custom<M>("attn", "a mapping",
                        "fla's hybrid convention: `{layers: [i, ...] or every: N, num_heads, num_kv_heads, "
                        "window_size, rope_theta}` makes those layers softmax attention (no `window_size` = global; "
-                       "`every: 2` = layers 1, 3, 5, ...); config.yaml writes it into `layers`"),
+                       "`every: 2` = layers 1, 3, 5, ...); config.yaml writes it into `layers`")
+          .written_only_if([](const M&) { return false; }),
       config_custom<M>("layers", "a list",
                        "one entry per layer: a mixer name, or a mapping of the keys below (`model.layers[i]`)"),
   };
