@@ -66,7 +66,11 @@ void read_layer_fields(const Reader& r, const YAML::Node& node, const std::strin
                 std::to_string(spec.num_kv_heads) + ")");
 }
 
-const ConfigKey<LayerSpec>& mixer_key() { return layer_keys().front(); }
+const ConfigKey<LayerSpec>& mixer_key() {
+  static const ConfigKey<LayerSpec>& key =
+      *std::find_if(layer_keys().begin(), layer_keys().end(), [](const auto& k) { return k.name == "mixer"; });
+  return key;
+}
 
 std::optional<AttnBlock> read_attn(const Reader& r, const YAML::Node& m, const ModelConfig& mc) {
   if (!m.IsMap() || !m["attn"]) return std::nullopt;
