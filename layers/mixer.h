@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "autograd/segments.h"
+#include "core/config_key.h"
 #include "layers/model_config.h"
 #include "layers/modules.h"
 
@@ -48,6 +49,10 @@ struct MixerDescriptor {
   std::string name;     // as configs write it: "gla"
   std::string summary;  // one line for the docs and --help
   double default_expand_k = 1.0;  // the key dim / hidden_size when the config leaves expand_k out
+  // The mixer's own keys of the config's model section (README's config reference lists them), and
+  // what is wrong with a layer of it in model c beyond what one key's bound says ("" = nothing).
+  std::vector<ConfigKey<ModelConfig>> config_keys;
+  std::string (*config_problem)(const ModelConfig& c, const LayerSpec& spec) = nullptr;
   // Softmax attention: the layer's heads split hidden_size (with num_kv_heads, window_size and
   // rope_theta of LayerSpec) instead of the expanded key and value dims.
   bool attention = false;

@@ -68,6 +68,8 @@ void resolve_layers(ModelConfig& c, const std::optional<AttnBlock>& attn,
       for (const MixerDescriptor* d : all_mixers()) known += (known.empty() ? "" : ", ") + d->name;
       throw ScheduleError("", "layer " + std::to_string(i) + ": unknown mixer '" + l.mixer + "' (known: " + known + ")");
     }
+    if (m->config_problem)
+      if (std::string problem = m->config_problem(c, l); !problem.empty()) throw ScheduleError("", problem);
     if (m->attention) continue;
     int64_t key_dim = int64_t(std::llround(c.resolved_expand_k(l.mixer) * double(c.hidden_size)));
     int64_t value_dim = int64_t(std::llround(c.expand_v * double(c.hidden_size)));

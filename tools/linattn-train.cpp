@@ -156,6 +156,11 @@ int main(int argc, char** argv) {
   linattn::take_interrupt_signals();
   // Before MPI sees argv (it may change it): the command that continues the run is printed from it.
   const std::vector<std::string> command(argv, argv + argc);
+  // README.md's config reference, printed from the key declarations (train/config_keys.cpp).
+  if (argc == 2 && std::string(argv[1]) == "--config-reference") {
+    std::fputs(linattn::config_reference_markdown().c_str(), stdout);
+    return 0;
+  }
   Args args = parse_args(argc, argv);
   // Under mpirun every rank runs this; rank 0 alone prints and writes.
   std::unique_ptr<linattn::Communicator> comm = linattn::make_communicator(&argc, &argv);

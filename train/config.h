@@ -1,5 +1,6 @@
 // The run configuration: one YAML file with sections model, data, train, checkpoint, distributed.
-// Every key, its default and its meaning are listed in README.md ("Config reference").
+// Every key is declared once, in train/config_keys.cpp; README.md's "Config reference" is printed
+// from the declarations (config_reference_markdown, `linattn-train --config-reference`).
 // Errors are reported as FILE:LINE:COL: message, before anything is allocated.
 #pragma once
 
@@ -93,5 +94,9 @@ Config parse_config(const std::string& yaml_text, const std::string& source,
 // `config` with settings the program chose ("section.key=value"), its text rewritten to say so; the
 // locations stay those of the user's keys, so a setting chosen this way still counts as unset.
 Config with_settings(const Config& config, const std::vector<std::string>& settings);
+
+// README.md's config reference: for each section a heading and a table of its keys (key, default,
+// values, meaning), from the declarations.
+std::string config_reference_markdown();
 
 }  // namespace linattn

@@ -146,6 +146,7 @@ FlaFields gated_fields(const ModelConfig& c, const LayerSpec& spec) {
 extern const MixerDescriptor deltanet = [] {
   MixerDescriptor d;
   d.name = "deltanet";
+  d.config_keys = {use_short_conv_key(), conv_size_key()};
   d.summary = "DeltaNet: the delta rule S += beta k (v - S^T k)^T, chunkwise in WY form";
   d.make = [](Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
              double out_std) -> std::unique_ptr<MixerLayer> {
@@ -162,6 +163,16 @@ extern const MixerDescriptor deltanet = [] {
 extern const MixerDescriptor gated_deltanet = [] {
   MixerDescriptor d;
   d.name = "gated_deltanet";
+  d.config_keys = {
+      use_short_conv_key(),
+      conv_size_key(),
+      config_choice("gated_deltanet_decay", &ModelConfig::gated_deltanet_decay,
+                    {{GdnDecay::fla, {"fla", "-exp(A_log) * softplus(a_proj(x) + dt_bias), as fla computes it"}},
+                     {GdnDecay::logsigmoid, {"logsigmoid", "logsigmoid(a_proj(x) + bias), linattn's first form"}}},
+                    "Gated DeltaNet's decay: `fla` = `-exp(A_log) * softplus(a_proj(x) + dt_bias)` (fla's, with "
+                    "its init), `logsigmoid` = `logsigmoid(a_proj(x) + bias)` (linattn's first form; a checkpoint "
+                    "whose config lacks the key has it)"),
+  };
   d.summary = "Gated DeltaNet: the delta rule with a data-dependent decay per head";
   d.make = [](Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
              double out_std) -> std::unique_ptr<MixerLayer> {

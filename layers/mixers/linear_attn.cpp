@@ -83,6 +83,11 @@ FlaFields fla_fields(const ModelConfig& c, const LayerSpec& spec) {
 extern const MixerDescriptor linear_attn = [] {
   MixerDescriptor d;
   d.name = "linear_attn";
+  d.config_keys = {
+      config_key("feature_map", &ModelConfig::feature_map, "linear attention's feature map")
+          .one_of({{"identity", ""}, {"elu1", ""}, {"relu", ""}}),
+      config_key("normalize", &ModelConfig::normalize, "linear attention's normalized form"),
+  };
   d.summary = "linear attention with a feature map (feature_map, normalize)";
   d.make = make;
   d.state_size = state_size;

@@ -80,6 +80,19 @@ int64_t state_size(const ModelConfig& c, const LayerSpec& spec, int64_t) {
 extern const MixerDescriptor mamba2 = [] {
   MixerDescriptor d;
   d.name = "mamba2";
+  d.config_keys = {
+      config_key("state_size", &ModelConfig::state_size,
+                 "Mamba2: N, the channels of B and C per group (a head's state is N x its head dim)")
+          .in(1, 1024),
+      config_key("n_groups", &ModelConfig::n_groups, "Mamba2: groups of heads sharing B and C (must divide `num_heads`)")
+          .in(1, 1024),
+      conv_size_key(),
+  };
+  d.config_problem = [](const ModelConfig& c, const LayerSpec& spec) -> std::string {
+    if (spec.num_heads % c.n_groups == 0) return "";
+    return "the mamba2 layers' " + std::to_string(spec.num_heads) + " heads do not split into n_groups (" +
+           std::to_string(c.n_groups) + ") groups: make n_groups divide num_heads";
+  };
   d.summary = "Mamba2 (SSD): a data-dependent scalar decay per head, B and C shared by groups of heads";
   d.make = [](Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
               double out_std) -> std::unique_ptr<MixerLayer> {

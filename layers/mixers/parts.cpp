@@ -51,4 +51,15 @@ int64_t matrix_state_size(const ModelConfig& c, const LayerSpec& spec) {
   return key_dim(c, spec) * value_dim(c, spec) / spec.num_heads;
 }
 
+ConfigKey<ModelConfig> conv_size_key() {
+  return config_key("conv_size", &ModelConfig::conv_size,
+                    "DeltaNet / Gated DeltaNet / Mamba2: the short convolution's width")
+      .in(1, 16);
+}
+
+ConfigKey<ModelConfig> use_short_conv_key() {
+  return config_key("use_short_conv", &ModelConfig::use_short_conv,
+                    "DeltaNet / Gated DeltaNet: causal depthwise convolution on q, k, v");
+}
+
 }  // namespace linattn::mixers
