@@ -330,34 +330,32 @@ void gla_backward(const MixerArgs& r) {
   });
 }
 
+// The delta rule kernels' arguments (sizes, pointers; absent tensors null) from the backend's.
+template <class T>
+cpu::DeltaNetArgs<T> deltanet_args(const MixerArgs& r) {
+  cpu::DeltaNetArgs<T> p;
+  p.B = r.B, p.len = r.T, p.H = r.H, p.Dk = r.Dk, p.Dv = r.Dv, p.scale = T(r.scale), p.chunk_size = r.chunk_size;
+  p.o = ptr<T>(r.o), p.ht = ptr<T>(r.ht), p.saved = ptr<T>(r.saved);
+  p.q = ptr<T>(r.q), p.k = ptr<T>(r.k), p.v = ptr<T>(r.v), p.beta = ptr<T>(r.gate), p.a = ptr<T>(r.decay);
+  p.h0 = ptr<T>(r.h0), p.dO = ptr<T>(r.dO), p.dht = ptr<T>(r.dht);
+  p.dq = ptr<T>(r.dq), p.dk = ptr<T>(r.dk), p.dv = ptr<T>(r.dv), p.dbeta = ptr<T>(r.dgate);
+  p.da = ptr<T>(r.ddecay), p.dh0 = ptr<T>(r.dh0);
+  return p;
+}
+
 void delta_rule_forward(const MixerArgs& r) {
   floating(r.q, [&](auto zero) {
     using T = decltype(zero);
-    const T *Q = r.q.data<T>(), *K = r.k.data<T>(), *V = r.v.data<T>();
-    const T *Bt = r.gate.data<T>(), *A = ptr<T>(r.decay);
-    if (r.chunk)
-      cpu::deltanet_chunk_forward<T>(r.o.data<T>(), ptr<T>(r.ht), r.saved.data<T>(), Q, K, V, Bt, A, ptr<T>(r.h0),
-                                     r.B, r.T, r.H, r.Dk, r.Dv, T(r.scale), r.chunk_size);
-    else
-      cpu::deltanet_recurrent_forward<T>(r.o.data<T>(), ptr<T>(r.ht), Q, K, V, Bt, A, ptr<T>(r.h0), r.B, r.T, r.H,
-                                         r.Dk, r.Dv, T(r.scale));
+    if (r.chunk) cpu::deltanet_chunk_forward(deltanet_args<T>(r));
+    else cpu::deltanet_recurrent_forward(deltanet_args<T>(r));
   });
 }
 
 void delta_rule_backward(const MixerArgs& r) {
   floating(r.q, [&](auto zero) {
     using T = decltype(zero);
-    T *dq = r.dq.data<T>(), *dk = r.dk.data<T>(), *dv = r.dv.data<T>(), *dbeta = r.dgate.data<T>();
-    T *da = ptr<T>(r.ddecay), *dh0 = ptr<T>(r.dh0);
-    const T *Q = r.q.data<T>(), *K = r.k.data<T>(), *V = r.v.data<T>();
-    const T *Bt = r.gate.data<T>(), *A = ptr<T>(r.decay);
-    const T *dO = r.dO.data<T>(), *dHt = ptr<T>(r.dht);
-    if (r.chunk)
-      cpu::deltanet_chunk_backward<T>(dq, dk, dv, dbeta, da, dh0, r.saved.data<T>(), Q, K, V, Bt, A, ptr<T>(r.h0), dO,
-                                      dHt, r.B, r.T, r.H, r.Dk, r.Dv, T(r.scale), r.chunk_size);
-    else
-      cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, da, dh0, Q, K, V, Bt, A, ptr<T>(r.h0), dO, dHt, r.B, r.T,
-                                          r.H, r.Dk, r.Dv, T(r.scale));
+    if (r.chunk) cpu::deltanet_chunk_backward(deltanet_args<T>(r));
+    else cpu::deltanet_recurrent_backward(deltanet_args<T>(r));
   });
 }
 
