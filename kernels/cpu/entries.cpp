@@ -11,6 +11,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/deltanet_args.h"
 
 namespace linattn::cpu::entry {
 
@@ -330,32 +331,19 @@ void gla_backward(const MixerArgs& r) {
   });
 }
 
-// The delta rule kernels' arguments (sizes, pointers; absent tensors null) from the backend's.
-template <class T>
-cpu::DeltaNetArgs<T> deltanet_args(const MixerArgs& r) {
-  cpu::DeltaNetArgs<T> p;
-  p.B = r.B, p.len = r.T, p.H = r.H, p.Dk = r.Dk, p.Dv = r.Dv, p.scale = T(r.scale), p.chunk_size = r.chunk_size;
-  p.o = ptr<T>(r.o), p.ht = ptr<T>(r.ht), p.saved = ptr<T>(r.saved);
-  p.q = ptr<T>(r.q), p.k = ptr<T>(r.k), p.v = ptr<T>(r.v), p.beta = ptr<T>(r.gate), p.a = ptr<T>(r.decay);
-  p.h0 = ptr<T>(r.h0), p.dO = ptr<T>(r.dO), p.dht = ptr<T>(r.dht);
-  p.dq = ptr<T>(r.dq), p.dk = ptr<T>(r.dk), p.dv = ptr<T>(r.dv), p.dbeta = ptr<T>(r.dgate);
-  p.da = ptr<T>(r.ddecay), p.dh0 = ptr<T>(r.dh0);
-  return p;
-}
-
 void delta_rule_forward(const MixerArgs& r) {
   floating(r.q, [&](auto zero) {
     using T = decltype(zero);
-    if (r.chunk) cpu::deltanet_chunk_forward(deltanet_args<T>(r));
-    else cpu::deltanet_recurrent_forward(deltanet_args<T>(r));
+    if (r.chunk) cpu::deltanet_chunk_forward(backend::deltanet_args<T>(r));
+    else cpu::deltanet_recurrent_forward(backend::deltanet_args<T>(r));
   });
 }
 
 void delta_rule_backward(const MixerArgs& r) {
   floating(r.q, [&](auto zero) {
     using T = decltype(zero);
-    if (r.chunk) cpu::deltanet_chunk_backward(deltanet_args<T>(r));
-    else cpu::deltanet_recurrent_backward(deltanet_args<T>(r));
+    if (r.chunk) cpu::deltanet_chunk_backward(backend::deltanet_args<T>(r));
+    else cpu::deltanet_recurrent_backward(backend::deltanet_args<T>(r));
   });
 }
 
