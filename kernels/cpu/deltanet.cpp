@@ -1,5 +1,7 @@
 // DeltaNet and Gated DeltaNet: recurrent and chunkwise (WY) forward and backward.
 // One implementation serves both mixers: a == nullptr is plain DeltaNet (every gate factor is 1).
+// The recurrent form steps token by token (delta_step, delta_step_backward); the chunkwise form runs
+// the stages of deltanet_stages.h chunk after chunk (the math and derivations are there).
 #include "kernels/cpu/deltanet.h"
 
 #include <algorithm>
@@ -53,6 +55,73 @@ MixerDims dims(const DeltaNetArgs<T>& p) {
   return {p.B, p.len, p.H, p.Dk, p.Dv};
 }
 
+// One token's rows of the inputs and of their gradients.
+template <class T>
+struct TokenRows {
+  const T *q, *k, *v, *dO;
+  T *dq, *dk, *dv;
+};
+
+// Backward of one step (delta_step, then o_t = scale S_t^T q_t), given S_{t-1} (prev) and S_t (cur):
+// dS holds dLoss/dS_t on entry and dLoss/dS_{t-1} on return; dbeta, dgate receive this token's
+// gradients of beta and of the log-decay a (the latter meaningless without gates). Scratch: v_old,
+// u, du, dv_old [Dv].
+template <class T>
+void delta_step_backward(T* dS, T& dbeta, T& dgate_out, const TokenRows<T>& x, const T* prev, const T* cur, T bt,
+                         T decay, T scale, int64_t Dk, int64_t Dv, T* v_old, T* u, T* du, T* dv_old) {
+  // Recompute v_old = decay S_{t-1}^T k and u = beta (v - v_old).
+  std::fill(v_old, v_old + Dv, T(0));
+  for (int64_t i = 0; i < Dk; ++i)
+    for (int64_t j = 0; j < Dv; ++j) v_old[j] += x.k[i] * prev[i * Dv + j];
+  for (int64_t j = 0; j < Dv; ++j) {
+    v_old[j] *= decay;
+    u[j] = bt * (x.v[j] - v_old[j]);
+  }
+  // forward: o_t = scale S_t^T q_t  =>  dq_t += scale S_t do_t, dS_t += scale q_t do_t^T
+  for (int64_t i = 0; i < Dk; ++i) {
+    T acc = 0;
+    for (int64_t j = 0; j < Dv; ++j) {
+      acc += cur[i * Dv + j] * x.dO[j];
+      dS[i * Dv + j] += scale * x.q[i] * x.dO[j];
+    }
+    x.dq[i] += scale * acc;
+  }
+  // forward: S_t = S~ + k u^T  =>  du = dS_t^T k, dk += dS_t u, dS~ = dS_t
+  std::fill(du, du + Dv, T(0));
+  for (int64_t i = 0; i < Dk; ++i) {
+    T acc = 0;
+    for (int64_t j = 0; j < Dv; ++j) {
+      du[j] += dS[i * Dv + j] * x.k[i];
+      acc += dS[i * Dv + j] * u[j];
+    }
+    x.dk[i] += acc;
+  }
+  // forward: u = beta (v - v_old)  =>  dv += beta du, dbeta += du . (v - v_old), dv_old = -beta du
+  T db = 0;
+  for (int64_t j = 0; j < Dv; ++j) {
+    x.dv[j] += bt * du[j];
+    db += du[j] * (x.v[j] - v_old[j]);
+    dv_old[j] = -bt * du[j];
+  }
+  dbeta += db;
+  // forward: v_old = S~^T k with S~ = decay S_{t-1}
+  //   =>  dS~ += k dv_old^T, dk += S~ dv_old
+  // forward: S~ = exp(a) S_{t-1}  =>  da += <dS~, S~>, dS_{t-1} = decay dS~
+  T dgate = 0;
+  for (int64_t i = 0; i < Dk; ++i) {
+    T acc = 0;
+    for (int64_t j = 0; j < Dv; ++j) {
+      T& g = dS[i * Dv + j];
+      g += x.k[i] * dv_old[j];
+      acc += prev[i * Dv + j] * dv_old[j];
+      dgate += g * prev[i * Dv + j];
+      g *= decay;
+    }
+    x.dk[i] += decay * acc;
+  }
+  dgate_out = decay * dgate;
+}
+
 // Backward of the recurrence, last token first, carrying dS = dLoss/dS_t. The states are
 // recomputed segment by segment from checkpoints taken every `kSegment` tokens.
 constexpr int64_t kSegment = 64;
@@ -62,33 +131,28 @@ constexpr int64_t kSegment = 64;
 template <class T>
 void deltanet_recurrent_forward(const DeltaNetArgs<T>& p) {
   const MixerDims d = dims(p);
-  const int64_t T_ = d.T, H = d.H, Dk = d.Dk, Dv = d.Dv;
-  const T *q = p.q, *k = p.k, *v = p.v, *beta = p.beta, *a = p.a, *h0 = p.h0;
-  T *o = p.o, *ht = p.ht;
   check_mixer(d, 1, "deltanet_recurrent_forward");
-  const int64_t ldk = d.ldk(), ldv = d.ldv();
+  const int64_t H = d.H, Dk = d.Dk, Dv = d.Dv, ldk = d.ldk(), ldv = d.ldv();
   for_each_head<T>(d, [&](ScratchArena<T>& arena, int64_t b, int64_t h) {
     T *S, *v_old, *u;
     arena.carve({{S, Dk * Dv}, {v_old, Dv}, {u, Dv}});
-    load_state(S, h0, nullptr, b * H + h, Dk, Dv, Dv);
+    load_state(S, p.h0, nullptr, b * H + h, Dk, Dv, Dv);
     const int64_t og = d.row(b, 0, h), oq = og * Dk, ov = og * Dv;
-    for (int64_t t = 0; t < T_; ++t) {
-      const T decay = a ? std::exp(a[og + t * H]) : T(1);
-      delta_step(S, v_old, u, k + oq + t * ldk, v + ov + t * ldv, beta[og + t * H], decay, Dk, Dv);
-      read_out(o + ov + t * ldv, S, q + oq + t * ldk, p.scale, Dk, Dv);
+    for (int64_t t = 0; t < d.T; ++t) {
+      const T decay = p.a ? std::exp(p.a[og + t * H]) : T(1);
+      delta_step(S, v_old, u, p.k + oq + t * ldk, p.v + ov + t * ldv, p.beta[og + t * H], decay, Dk, Dv);
+      read_out(p.o + ov + t * ldv, S, p.q + oq + t * ldk, p.scale, Dk, Dv);
     }
-    store_state(ht, nullptr, S, b * H + h, Dk, Dv, Dv, false);
+    store_state(p.ht, nullptr, S, b * H + h, Dk, Dv, Dv, false);
   });
 }
+
 template <class T>
 void deltanet_recurrent_backward(const DeltaNetArgs<T>& p) {
   const MixerDims d = dims(p);
-  const int64_t T_ = d.T, H = d.H, Dk = d.Dk, Dv = d.Dv;
-  const T *q = p.q, *k = p.k, *v = p.v, *beta = p.beta, *a = p.a, *h0 = p.h0, *do_ = p.dO, *dht = p.dht;
-  T *dq = p.dq, *dk = p.dk, *dv = p.dv, *dbeta = p.dbeta, *da = p.da, *dh0 = p.dh0;
-  const T scale = p.scale;
   check_mixer(d, 1, "deltanet_recurrent_backward");
-  const int64_t state = Dk * Dv, nseg = (T_ + kSegment - 1) / kSegment, ldk = d.ldk(), ldv = d.ldv();
+  const int64_t T_ = d.T, H = d.H, Dk = d.Dk, Dv = d.Dv, ldk = d.ldk(), ldv = d.ldv();
+  const int64_t state = Dk * Dv, nseg = (T_ + kSegment - 1) / kSegment;
   for_each_head<T>(d, [&](ScratchArena<T>& arena, int64_t b, int64_t h) {
     T *checkpoints, *states, *dS, *v_old, *u, *du, *dv_old;
     arena.carve({{checkpoints, std::max<int64_t>(nseg, 1) * state},
@@ -99,16 +163,18 @@ void deltanet_recurrent_backward(const DeltaNetArgs<T>& p) {
                  {du, Dv},
                  {dv_old, Dv}});
     const int64_t og = d.row(b, 0, h), oq = og * Dk, ov = og * Dv;
-    auto decay_at = [&](int64_t t) { return a ? std::exp(a[og + t * H]) : T(1); };
+    auto decay_at = [&](int64_t t) { return p.a ? std::exp(p.a[og + t * H]) : T(1); };
+    auto step = [&](T* S, int64_t t) {
+      delta_step(S, v_old, u, p.k + oq + t * ldk, p.v + ov + t * ldv, p.beta[og + t * H], decay_at(t), Dk, Dv);
+    };
     // Forward sweep: the state at the start of every segment.
     T* S = states;
-    load_state(S, h0, nullptr, b * H + h, Dk, Dv, Dv);
+    load_state(S, p.h0, nullptr, b * H + h, Dk, Dv, Dv);
     for (int64_t s = 0; s < nseg; ++s) {
       std::copy(S, S + state, checkpoints + s * state);
-      for (int64_t t = s * kSegment; t < std::min(T_, (s + 1) * kSegment); ++t)
-        delta_step(S, v_old, u, k + oq + t * ldk, v + ov + t * ldv, beta[og + t * H], decay_at(t), Dk, Dv);
+      for (int64_t t = s * kSegment; t < std::min(T_, (s + 1) * kSegment); ++t) step(S, t);
     }
-    load_state(dS, dht, nullptr, b * H + h, Dk, Dv, Dv);
+    load_state(dS, p.dht, nullptr, b * H + h, Dk, Dv, Dv);
     for (int64_t s = nseg - 1; s >= 0; --s) {
       const int64_t t0 = s * kSegment, t1 = std::min(T_, t0 + kSegment);
       // states[i] = S_{t0 + i - 1}: the state before token t0 + i.
@@ -116,73 +182,19 @@ void deltanet_recurrent_backward(const DeltaNetArgs<T>& p) {
       for (int64_t t = t0; t < t1; ++t) {
         T* next = states + (t - t0 + 1) * state;
         std::copy(next - state, next, next);
-        delta_step(next, v_old, u, k + oq + t * ldk, v + ov + t * ldv, beta[og + t * H], decay_at(t), Dk, Dv);
+        step(next, t);
       }
       for (int64_t t = t1 - 1; t >= t0; --t) {
         const T* prev = states + (t - t0) * state;  // S_{t-1}
-        const T* cur = prev + state;                 // S_t
-        const T* qt = q + oq + t * ldk;
-        const T* kt = k + oq + t * ldk;
-        const T* vt = v + ov + t * ldv;
-        const T* dot = do_ + ov + t * ldv;
-        T* dqt = dq + oq + t * ldk;
-        T* dkt = dk + oq + t * ldk;
-        T* dvt = dv + ov + t * ldv;
-        const T bt = beta[og + t * H], decay = decay_at(t);
-        // Recompute v_old = decay S_{t-1}^T k and u = beta (v - v_old).
-        std::fill(v_old, v_old + Dv, T(0));
-        for (int64_t i = 0; i < Dk; ++i)
-          for (int64_t j = 0; j < Dv; ++j) v_old[j] += kt[i] * prev[i * Dv + j];
-        for (int64_t j = 0; j < Dv; ++j) {
-          v_old[j] *= decay;
-          u[j] = bt * (vt[j] - v_old[j]);
-        }
-        // forward: o_t = scale S_t^T q_t  =>  dq_t += scale S_t do_t, dS_t += scale q_t do_t^T
-        for (int64_t i = 0; i < Dk; ++i) {
-          T acc = 0;
-          for (int64_t j = 0; j < Dv; ++j) {
-            acc += cur[i * Dv + j] * dot[j];
-            dS[i * Dv + j] += scale * qt[i] * dot[j];
-          }
-          dqt[i] += scale * acc;
-        }
-        // forward: S_t = S~ + k u^T  =>  du = dS_t^T k, dk += dS_t u, dS~ = dS_t
-        std::fill(du, du + Dv, T(0));
-        for (int64_t i = 0; i < Dk; ++i) {
-          T acc = 0;
-          for (int64_t j = 0; j < Dv; ++j) {
-            du[j] += dS[i * Dv + j] * kt[i];
-            acc += dS[i * Dv + j] * u[j];
-          }
-          dkt[i] += acc;
-        }
-        // forward: u = beta (v - v_old)  =>  dv += beta du, dbeta += du . (v - v_old), dv_old = -beta du
-        T db = 0;
-        for (int64_t j = 0; j < Dv; ++j) {
-          dvt[j] += bt * du[j];
-          db += du[j] * (vt[j] - v_old[j]);
-          dv_old[j] = -bt * du[j];
-        }
-        dbeta[og + t * H] += db;
-        // forward: v_old = S~^T k with S~ = decay S_{t-1}
-        //   =>  dS~ += k dv_old^T, dk += S~ dv_old
-        // forward: S~ = exp(a) S_{t-1}  =>  da += <dS~, S~>, dS_{t-1} = decay dS~
+        const TokenRows<T> x{p.q + oq + t * ldk,  p.k + oq + t * ldk,  p.v + ov + t * ldv, p.dO + ov + t * ldv,
+                             p.dq + oq + t * ldk, p.dk + oq + t * ldk, p.dv + ov + t * ldv};
         T dgate = 0;
-        for (int64_t i = 0; i < Dk; ++i) {
-          T acc = 0;
-          for (int64_t j = 0; j < Dv; ++j) {
-            T& g = dS[i * Dv + j];
-            g += kt[i] * dv_old[j];
-            acc += prev[i * Dv + j] * dv_old[j];
-            dgate += g * prev[i * Dv + j];
-            g *= decay;
-          }
-          dkt[i] += decay * acc;
-        }
-        if (da) da[og + t * H] += decay * dgate;
+        delta_step_backward(dS, p.dbeta[og + t * H], dgate, x, prev, prev + state, p.beta[og + t * H], decay_at(t),
+                            p.scale, Dk, Dv, v_old, u, du, dv_old);
+        if (p.da) p.da[og + t * H] += dgate;
       }
     }
-    store_state(dh0, nullptr, dS, b * H + h, Dk, Dv, Dv, true);
+    store_state(p.dh0, nullptr, dS, b * H + h, Dk, Dv, Dv, true);
   });
 }
 
