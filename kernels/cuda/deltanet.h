@@ -1,6 +1,7 @@
 // CUDA DeltaNet and Gated DeltaNet (the delta rule; a null log-decay a is DeltaNet): the device twin
-// of kernels/cpu/deltanet.h, with the same arguments (cpu::DeltaNetArgs), layouts, math, stages and `saved` buffer (so the
-// chunkwise backward may follow either device's forward of the same sizes). Gradients accumulate (+=).
+// of kernels/cpu/deltanet.h, with the same arguments (cpu::DeltaNetArgs), layouts, math, named
+// stages and `saved` buffer (so the chunkwise backward may follow either device's forward of the
+// same sizes). Gradients accumulate (+=).
 //
 // One thread block per (batch, head) runs its chunks in order (deltanet_block.h holds the per-head
 // work and how it splits over the block's threads): per chunk the WY factors with A^-1 by forward
