@@ -252,8 +252,8 @@ void deltanet_chunk_forward(const DeltaNetArgs<T>& p) {
                  {g.gamma, C},
                  {g.inv_gamma, C},
                  {g.lambda, C},
-                 {S, Dk * Dv},                              // the final state
-                 {own, p.saved ? 0 : 2 * block}});          // forward without `saved`: two blocks in turn
+                 {S, Dk * Dv},   // the final state
+                 {own, p.saved ? 0 : 2 * block}});  // forward without `saved`: two blocks in turn
     if (!g.gated) std::fill(g.D, g.D + C * C, T(1));
     const int64_t bh = b * d.H + h;
     auto block_of = [&](int64_t c) {
