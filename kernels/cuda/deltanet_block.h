@@ -9,11 +9,15 @@
 // and chunk, S0 [Dk, Dv], A^-1 [C, C], PG [C, C], U' [C, Dv], R [C, Dv].
 // Chunks run one after the other inside the block; within a stage every phase is a loop over the
 // elements of one output (Block::each), separated by Block::sync, and every element is written by
-// one iteration only, so the phases have no races whatever order the iterations run in. Every stage
-// ends with a sync, so that everything it issued has run when it returns.
-// Two places differ from the CPU's cut, to keep each element's sums as they were: the backward's
+// one iteration only, so the phases have no races whatever order the iterations run in. A stage
+// ends with a sync, except the ones marked "open": their last phase runs beside the next stage's
+// first (which neither reads what it writes nor writes what it reads), so that a phase of few
+// threads (the columns of A^-1, a sum per token) shares the block with a wide one. The stages'
+// loops copy what they use ([=]), so work a block defers past a stage's return stays valid.
+// Three places differ from the CPU's cut, to keep each element's sums as they were: the backward's
 // state_pass_backward comes before intra_output_backward_du, which adds both parts of dU' in one
-// expression, and inter_output_backward leaves its dQ term in z for scores_backward to add.
+// expression; inter_output_backward leaves its dQ term in z for scores_backward to add; and
+// decay_backward folds state_backward's partial sums <dS1, S0> into gamma_last's gradient.
 //
 // Fast memory: the gates and the C x C products of the current chunk live in `sh` (shared memory
 // on the device, forward_shared / backward_shared elements); the states and the [C, D] products in
@@ -90,10 +94,10 @@ LINATTN_HD T dot(const T* x, const T* y, int64_t n) {
 // ---- forward stages (kernels/cpu/deltanet_stages.h has each one's math) ------------------------
 
 // G (within-chunk inclusive cumulative log-decay), gamma = exp(G), lambda = exp(G_last - G), and
-// beta contiguous. Without a they are 0, 1, 1. One thread.
+// beta contiguous. Without a they are 0, 1, 1. One thread. Open.
 template <class T, class Block>
 LINATTN_HD void chunk_decays(const Block& blk, const Gates<T>& g, const T* beta, const T* a, int64_t H, int64_t n) {
-  blk.one([&] {
+  blk.one([=] {
     T acc = 0;
     for (int64_t i = 0; i < n; ++i) {
       if (a) acc += a[i * H];
@@ -103,44 +107,37 @@ LINATTN_HD void chunk_decays(const Block& blk, const Gates<T>& g, const T* beta,
     }
     for (int64_t i = 0; i < n; ++i) g.lambda[i] = exp_(g.G[n - 1] - g.G[i]);
   });
-  blk.sync();
 }
 
-// gd = K K^T . D (all of it: the upper triangle is saved for the backward), into M [C, C].
+// gd = K K^T . D, all of it into M [C, C], and (saved for the backward) above the diagonal of PG.
 template <class T, class Block>
-LINATTN_HD void gram_kkt(const Block& blk, T* M, const T* k, const Gates<T>& g, const Shape& s) {
+LINATTN_HD void gram_kkt(const Block& blk, T* M, T* pg, const T* k, const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n;
-  blk.each(n * n, [&](int64_t e) {
+  blk.each(n * n, [=](int64_t e) {
     const int64_t i = e / n, j = e % n;
-    M[i * s.C + j] = dot(k + i * s.ldk, k + j * s.ldk, s.Dk) * decay_ratio(g.G, i, j);
+    const T x = dot(k + i * s.ldk, k + j * s.ldk, s.Dk) * decay_ratio(g.G, i, j);
+    M[i * s.C + j] = x;
+    if (j > i) pg[i * s.C + j] = x;
   });
   blk.sync();
 }
 
-// A^-1, A = I + tril(diag(beta) gd, -1), by forward substitution into ainv [C, C] (sh): column m of
-// A^-1 solves A x = e_m, so every column is independent (one iteration each):
+// A^-1, A = I + tril(diag(beta) gd, -1), by forward substitution into ainv [C, C] (sh) and the
+// saved ainv_s: column m of A^-1 solves A x = e_m, so every column is independent (one iteration each):
 //   x_i = 0 (i < m), x_m = 1, x_i = -beta_i sum_{m <= j < i} gd_ij x_j (i > m)
-// Then saved: A^-1 (ainv_s), and gd above the diagonal of PG.
+// Open: the n columns run beside wy_updates' first phase.
 template <class T, class Block>
-LINATTN_HD void solve_unit_lower(const Block& blk, T* ainv, T* ainv_s, T* pg, const T* M, const Gates<T>& g,
-                                 const Shape& s) {
+LINATTN_HD void solve_unit_lower(const Block& blk, T* ainv, T* ainv_s, const T* M, const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, C = s.C;
-  blk.each(n, [&](int64_t m) {
-    for (int64_t i = 0; i < m; ++i) ainv[i * C + m] = 0;
-    ainv[m * C + m] = 1;
+  blk.each(n, [=](int64_t m) {
+    for (int64_t i = 0; i < m; ++i) ainv[i * C + m] = ainv_s[i * C + m] = 0;
+    ainv[m * C + m] = ainv_s[m * C + m] = 1;
     for (int64_t i = m + 1; i < n; ++i) {
       T acc = 0;
       for (int64_t j = m; j < i; ++j) acc += M[i * C + j] * ainv[j * C + m];
-      ainv[i * C + m] = -g.bt[i] * acc;
+      ainv[i * C + m] = ainv_s[i * C + m] = -g.bt[i] * acc;
     }
   });
-  blk.sync();
-  blk.each(n * n, [&](int64_t e) {
-    const int64_t i = e / n, j = e % n;
-    ainv_s[i * C + j] = ainv[i * C + j];
-    if (j > i) pg[i * C + j] = M[i * C + j];
-  });
-  blk.sync();
 }
 
 // R = V - diag(gamma) K S0 and U' = A^-1 diag(beta) R (both saved).
@@ -148,14 +145,14 @@ template <class T, class Block>
 LINATTN_HD void wy_updates(const Block& blk, T* U, T* R, const T* ainv, const T* k, const T* v, const T* S0,
                            const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, Dv = s.Dv;
-  blk.each(n * Dv, [&](int64_t e) {
+  blk.each(n * Dv, [=](int64_t e) {
     const int64_t i = e / Dv, j = e % Dv;
     T acc = 0;
     for (int64_t x = 0; x < s.Dk; ++x) acc += k[i * s.ldk + x] * S0[x * Dv + j];
     R[i * Dv + j] = v[i * s.ldv + j] - g.gamma[i] * acc;
   });
   blk.sync();
-  blk.each(n * Dv, [&](int64_t e) {
+  blk.each(n * Dv, [=](int64_t e) {
     const int64_t i = e / Dv, j = e % Dv;
     T acc = 0;
     for (int64_t m = 0; m <= i; ++m) acc += ainv[i * s.C + m] * g.bt[m] * R[m * Dv + j];
@@ -169,7 +166,7 @@ template <class T, class Block>
 LINATTN_HD void causal_scores_qk(const Block& blk, T* M, T* pg, const T* q, const T* k, const Gates<T>& g,
                                  const Shape& s) {
   const int64_t n = s.n;
-  blk.each(n * n, [&](int64_t e) {
+  blk.each(n * n, [=](int64_t e) {
     const int64_t i = e / n, j = e % n;
     if (j > i) return;
     const T x = dot(q + i * s.ldk, k + j * s.ldk, s.Dk) * decay_ratio(g.G, i, j);
@@ -179,12 +176,12 @@ LINATTN_HD void causal_scores_qk(const Block& blk, T* M, T* pg, const T* q, cons
   blk.sync();
 }
 
-// O = scale (diag(gamma) Q S0 + P U'), P in M.
+// O = scale (diag(gamma) Q S0 + P U'), P in M. Open: runs beside state_pass.
 template <class T, class Block>
 LINATTN_HD void chunk_output(const Block& blk, T* o, const T* q, const T* S0, const T* M, const T* U, T scale,
                              const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, Dv = s.Dv;
-  blk.each(n * Dv, [&](int64_t e) {
+  blk.each(n * Dv, [=](int64_t e) {
     const int64_t i = e / Dv, j = e % Dv;
     T acc = 0;
     for (int64_t x = 0; x < s.Dk; ++x) acc += q[i * s.ldk + x] * S0[x * Dv + j];
@@ -192,7 +189,6 @@ LINATTN_HD void chunk_output(const Block& blk, T* o, const T* q, const T* S0, co
     for (int64_t m = 0; m <= i; ++m) acc += M[i * s.C + m] * U[m * Dv + j];
     o[i * s.ldv + j] = scale * acc;
   });
-  blk.sync();
 }
 
 // S1 = gamma_last S0 + K^T diag(lambda) U' (the next chunk's S0, or ht; null: not wanted).
@@ -201,7 +197,7 @@ LINATTN_HD void state_pass(const Block& blk, T* S1, const T* S0, const T* k, con
                            const Shape& s) {
   const int64_t n = s.n, Dv = s.Dv;
   if (S1)
-    blk.each(s.Dk * Dv, [&](int64_t e) {
+    blk.each(s.Dk * Dv, [=](int64_t e) {
       const int64_t x = e / Dv, j = e % Dv;
       T acc = g.gamma[n - 1] * S0[e];
       for (int64_t i = 0; i < n; ++i) acc += k[i * s.ldk + x] * g.lambda[i] * U[i * Dv + j];
@@ -236,8 +232,9 @@ LINATTN_HD void chunk_forward_head(const Block& blk, const Args<T>& p, int64_t b
     T* S1 = c + 1 < NC ? base + (c + 1) * d.block() : ht;
     const T *q = p.q + at.qk, *k = p.k + at.qk, *v = p.v + at.vo;
     chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, H, at.n);
-    gram_kkt(blk, M, k, g, s);
-    solve_unit_lower(blk, ainv, ainv_s, pg, M, g, s);
+    blk.sync();  // gram_kkt reads the decays
+    gram_kkt(blk, M, pg, k, g, s);
+    solve_unit_lower(blk, ainv, ainv_s, M, g, s);
     wy_updates(blk, U, R, ainv, k, v, S0, g, s);
     causal_scores_qk(blk, M, pg, q, k, g, s);
     chunk_output(blk, p.o + at.vo, q, S0, M, U, p.scale, g, s);
@@ -255,24 +252,23 @@ struct GateGrads {
 };
 
 // S1 = gamma_last S0 + K^T diag(lambda) U'  =>  y = K dS1 (dU' += diag(lambda) y, added by
-// intra_output_backward_du), dK += diag(lambda) U' dS1^T, dlambda_i = y_i . U'_i.
+// intra_output_backward_du), dK += diag(lambda) U' dS1^T, dlambda_i = y_i . U'_i. Open.
 template <class T, class Block>
 LINATTN_HD void state_pass_backward(const Block& blk, T* y, T* dk, const GateGrads<T>& gg, const T* dS, const T* k,
                                     const T* U, const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, Dk = s.Dk, Dv = s.Dv;
-  blk.each(n * Dv, [&](int64_t e) {
+  blk.each(n * Dv, [=](int64_t e) {
     const int64_t i = e / Dv, j = e % Dv;
     T acc = 0;
     for (int64_t t = 0; t < Dk; ++t) acc += k[i * s.ldk + t] * dS[t * Dv + j];
     y[i * Dv + j] = acc;
   });
   blk.sync();
-  blk.each(n * Dk, [&](int64_t e) {
+  blk.each(n * Dk, [=](int64_t e) {
     const int64_t i = e / Dk, t = e % Dk;
     dk[i * s.ldk + t] += g.lambda[i] * dot(U + i * Dv, dS + t * Dv, Dv);
   });
-  blk.each(n, [&](int64_t i) { gg.dlambda[i] = dot(y + i * Dv, U + i * Dv, Dv); });
-  blk.sync();
+  blk.each(n, [=](int64_t i) { gg.dlambda[i] = dot(y + i * Dv, U + i * Dv, Dv); });
 }
 
 // O += scale P U'  =>  dU' = scale P^T dO, plus the state pass's diag(lambda) y.
@@ -280,7 +276,7 @@ template <class T, class Block>
 LINATTN_HD void intra_output_backward_du(const Block& blk, T* du, const T* pg, const T* dO, const T* y, T scale,
                                          const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, Dv = s.Dv;
-  blk.each(n * Dv, [&](int64_t e) {
+  blk.each(n * Dv, [=](int64_t e) {
     const int64_t i = e / Dv, j = e % Dv;
     T acc = 0;
     for (int64_t m = i; m < n; ++m) acc += pg[m * s.C + i] * dO[m * s.ldv + j];
@@ -291,19 +287,19 @@ LINATTN_HD void intra_output_backward_du(const Block& blk, T* du, const T* pg, c
 
 // U' = A^-1 diag(beta) R  =>  X = A^-T dU', dR = diag(beta) X, dbeta_i += R_i . X_i;
 // R = V - diag(gamma) K S0  =>  dV += dR, gamma_i dgamma_i += dR_i . (R_i - V_i),
-// dK -= diag(gamma) dR S0^T; dr = diag(gamma) dR (for dS0 in state_backward).
+// dK -= diag(gamma) dR S0^T; dr = diag(gamma) dR (for dS0 in state_backward). Open.
 template <class T, class Block>
 LINATTN_HD void wy_backward(const Block& blk, T* x, T* dr, T* dv, T* dk, const GateGrads<T>& gg, const T* du,
                             const T* ainv, const T* R, const T* v, const T* S0, const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, Dv = s.Dv;
-  blk.each(n * Dv, [&](int64_t e) {
+  blk.each(n * Dv, [=](int64_t e) {
     const int64_t i = e / Dv, j = e % Dv;
     T acc = 0;
     for (int64_t m = i; m < n; ++m) acc += ainv[m * s.C + i] * du[m * Dv + j];
     x[i * Dv + j] = acc;
   });
   blk.sync();
-  blk.each(n, [&](int64_t i) {
+  blk.each(n, [=](int64_t i) {
     T acc_beta = 0, acc_gamma = 0;
     for (int64_t j = 0; j < Dv; ++j) {
       const T xi = x[i * Dv + j], ri = R[i * Dv + j];
@@ -313,33 +309,31 @@ LINATTN_HD void wy_backward(const Block& blk, T* x, T* dr, T* dv, T* dk, const G
     gg.db[i] += acc_beta;
     gg.gdg[i] += g.bt[i] * acc_gamma;
   });
-  blk.each(n * Dv, [&](int64_t e) {
+  blk.each(n * Dv, [=](int64_t e) {
     const int64_t i = e / Dv, j = e % Dv;
     const T dR = g.bt[i] * x[i * Dv + j];
     dv[i * s.ldv + j] += dR;
     dr[i * Dv + j] = g.gamma[i] * dR;
   });
   blk.sync();
-  blk.each(n * s.Dk, [&](int64_t e) {
+  blk.each(n * s.Dk, [=](int64_t e) {
     const int64_t i = e / s.Dk, t = e % s.Dk;
     dk[i * s.ldk + t] -= dot(dr + i * Dv, S0 + t * Dv, Dv);
   });
-  blk.sync();
 }
 
 // O = scale diag(gamma) Q S0 + ...  =>  z = dO S0^T (dQ += scale diag(gamma) z, added by
-// scores_backward), gamma_i dgamma_i += scale gamma_i q_i . z_i.
+// scores_backward), gamma_i dgamma_i += scale gamma_i q_i . z_i. Open.
 template <class T, class Block>
 LINATTN_HD void inter_output_backward(const Block& blk, T* z, const GateGrads<T>& gg, const T* q, const T* dO,
                                       const T* S0, T scale, const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, Dk = s.Dk;
-  blk.each(n * Dk, [&](int64_t e) {
+  blk.each(n * Dk, [=](int64_t e) {
     const int64_t i = e / Dk, t = e % Dk;
     z[i * Dk + t] = dot(dO + i * s.ldv, S0 + t * s.Dv, s.Dv);
   });
   blk.sync();
-  blk.each(n, [&](int64_t i) { gg.gdg[i] += scale * g.gamma[i] * dot(q + i * s.ldk, z + i * Dk, Dk); });
-  blk.sync();
+  blk.each(n, [=](int64_t i) { gg.gdg[i] += scale * g.gamma[i] * dot(q + i * s.ldk, z + i * Dk, Dk); });
 }
 
 // P = tril(Q K^T) . D with O += scale P U'  =>  dP = scale tril(dO U'^T) (into M);
@@ -350,24 +344,24 @@ LINATTN_HD void scores_backward(const Block& blk, T* M, T* dq, T* dk, const Gate
                                 const T* k, const T* dO, const T* U, const T* z, T scale, const Gates<T>& g,
                                 const Shape& s) {
   const int64_t n = s.n, C = s.C, Dk = s.Dk;
-  blk.each(n * n, [&](int64_t e) {
+  blk.each(n * n, [=](int64_t e) {
     const int64_t i = e / n, j = e % n;
     M[i * C + j] = j <= i ? scale * dot(dO + i * s.ldv, U + j * s.Dv, s.Dv) : T(0);
   });
   blk.sync();
-  blk.each(n, [&](int64_t i) {
+  blk.each(n, [=](int64_t i) {
     T acc = 0;
     for (int64_t j = 0; j < i; ++j) acc += M[i * C + j] * pg[i * C + j];
     for (int64_t m = i + 1; m < n; ++m) acc -= M[m * C + i] * pg[m * C + i];
     gg.dG[i] += acc;
   });
   blk.sync();
-  blk.each(n * n, [&](int64_t e) {
+  blk.each(n * n, [=](int64_t e) {
     const int64_t i = e / n, j = e % n;
     if (j <= i) M[i * C + j] *= decay_ratio(g.G, i, j);
   });
   blk.sync();
-  blk.each(n * Dk, [&](int64_t e) {
+  blk.each(n * Dk, [=](int64_t e) {
     const int64_t i = e / Dk, t = e % Dk;
     T aq = 0, ak = 0;
     for (int64_t j = 0; j <= i; ++j) aq += M[i * C + j] * k[j * s.ldk + t];
@@ -381,65 +375,61 @@ LINATTN_HD void scores_backward(const Block& blk, T* M, T* dq, T* dk, const Gate
 // A = I + L, L_ij = beta_i gd_ij (j < i; gd above the diagonal of PG):  dA = -X U'^T, held
 // transposed in M: dLT_ji = -U'_j . X_i (i > j). Then dbeta_i += sum_j dL_ij gd_ij;
 // dG_i += beta_i dL_ij gd_ij, dG_j -= the same; dK += (F + F^T) K with F_ij = beta_i dL_ij D_ij (j < i).
+// Open.
 template <class T, class Block>
 LINATTN_HD void gram_solve_backward(const Block& blk, T* M, T* dk, const GateGrads<T>& gg, const T* U, const T* x,
                                     const T* pg, const T* k, const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, C = s.C;
-  blk.each(n * n, [&](int64_t e) {
+  blk.each(n * n, [=](int64_t e) {
     const int64_t j = e / n, i = e % n;
     M[j * C + i] = i > j ? -dot(U + j * s.Dv, x + i * s.Dv, s.Dv) : T(0);
   });
   blk.sync();
-  blk.each(n, [&](int64_t i) {
+  blk.each(n, [=](int64_t i) {
     T acc_beta = 0, acc_g = 0;
     for (int64_t j = 0; j < i; ++j) acc_beta += M[j * C + i] * pg[j * C + i];
     for (int64_t m = i + 1; m < n; ++m) acc_g += g.bt[m] * M[i * C + m] * pg[i * C + m];
     gg.db[i] += acc_beta;
     gg.dG[i] += g.bt[i] * acc_beta - acc_g;
   });
-  blk.each(n * s.Dk, [&](int64_t e) {
+  blk.each(n * s.Dk, [=](int64_t e) {
     const int64_t i = e / s.Dk, t = e % s.Dk;
     T acc = 0;
     for (int64_t m = 0; m < i; ++m) acc += g.bt[i] * M[m * C + i] * decay_ratio(g.G, i, m) * k[m * s.ldk + t];
     for (int64_t m = i + 1; m < n; ++m) acc += g.bt[m] * M[i * C + m] * decay_ratio(g.G, m, i) * k[m * s.ldk + t];
     dk[i * s.ldk + t] += acc;
   });
-  blk.sync();
 }
 
-// dS0 = gamma_last dS1 + scale Q^T diag(gamma) dO - K^T dr, in place in dS; with gates,
-// gamma_last dgamma_last += gamma_last <dS1, S0> (from the partial sums `part` [Dk], in sh).
+// dS0 = gamma_last dS1 + scale Q^T diag(gamma) dO - K^T dr, in place in dS, after the partial sums
+// part_t = <dS1, S0>_t [Dk] (in sh) that decay_backward turns into gamma_last's gradient. Open.
 template <class T, class Block>
-LINATTN_HD void state_backward(const Block& blk, T* dS, T* part, const GateGrads<T>& gg, const T* S0, const T* q,
-                               const T* k, const T* dO, const T* dr, T scale, bool gated, const Gates<T>& g,
-                               const Shape& s) {
-  const int64_t n = s.n, Dk = s.Dk, Dv = s.Dv;
-  blk.each(Dk, [&](int64_t t) { part[t] = dot(dS + t * Dv, S0 + t * Dv, Dv); });
+LINATTN_HD void state_backward(const Block& blk, T* dS, T* part, const T* S0, const T* q, const T* k, const T* dO,
+                               const T* dr, T scale, const Gates<T>& g, const Shape& s) {
+  const int64_t n = s.n, Dv = s.Dv;
+  blk.each(s.Dk, [=](int64_t t) { part[t] = dot(dS + t * Dv, S0 + t * Dv, Dv); });
   blk.sync();
-  blk.each(Dk * Dv, [&](int64_t e) {
+  blk.each(s.Dk * Dv, [=](int64_t e) {
     const int64_t t = e / Dv, j = e % Dv;
     T acc = 0;
     for (int64_t i = 0; i < n; ++i)
       acc += scale * q[i * s.ldk + t] * g.gamma[i] * dO[i * s.ldv + j] - k[i * s.ldk + t] * dr[i * Dv + j];
     dS[e] = g.gamma[n - 1] * dS[e] + acc;
   });
-  if (gated)
-    blk.one([&] {
-      T inner = 0;
-      for (int64_t t = 0; t < Dk; ++t) inner += part[t];
-      gg.gdg[n - 1] += g.gamma[n - 1] * inner;
-    });
-  blk.sync();
 }
 
-// The chunk's dbeta; and with gates: dG_i += gdg_i - lambda_i dlambda_i, dG_last += sum lambda_i
-// dlambda_i, and da = the reverse cumulative sum of dG (G_i = sum_{t <= i} a_t). One thread.
+// The chunk's dbeta; and with gates: gamma_last dgamma_last += gamma_last <dS1, S0> (the sum of
+// state_backward's partials), dG_i += gdg_i - lambda_i dlambda_i, dG_last += sum lambda_i dlambda_i,
+// and da = the reverse cumulative sum of dG (G_i = sum_{t <= i} a_t). One thread.
 template <class T, class Block>
-LINATTN_HD void decay_backward(const Block& blk, T* dbeta, T* da, const GateGrads<T>& gg, const Gates<T>& g,
-                               int64_t H, int64_t n) {
-  blk.one([&] {
+LINATTN_HD void decay_backward(const Block& blk, T* dbeta, T* da, const GateGrads<T>& gg, const T* part,
+                               const Gates<T>& g, int64_t H, int64_t Dk, int64_t n) {
+  blk.one([=] {
     for (int64_t i = 0; i < n; ++i) dbeta[i * H] += gg.db[i];
     if (!da) return;
+    T inner = 0;
+    for (int64_t t = 0; t < Dk; ++t) inner += part[t];
+    gg.gdg[n - 1] += g.gamma[n - 1] * inner;
     T lam = 0;
     for (int64_t i = 0; i < n; ++i) {
       gg.dG[i] += gg.gdg[i] - g.lambda[i] * gg.dlambda[i];
@@ -476,9 +466,11 @@ LINATTN_HD void chunk_backward_head(const Block& blk, const Args<T>& p, T* work,
     const T *ainv = S0 + S, *pg = ainv + C * C, *U = pg + C * C, *R = U + C * Dv;
     const T *q = p.q + at.qk, *k = p.k + at.qk, *v = p.v + at.vo, *dO = p.dO + at.vo;
     T *dq = p.dq + at.qk, *dk = p.dk + at.qk, *dv = p.dv + at.vo;
+    // (the open stages run their last phase beside the next stage's first: see the top)
     chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, H, at.n);
-    blk.one([&] {
-      for (int64_t i = 0; i < at.n; ++i) gg.gdg[i] = gg.dG[i] = gg.db[i] = 0;
+    const int64_t n = at.n;
+    blk.one([=] {
+      for (int64_t i = 0; i < n; ++i) gg.gdg[i] = gg.dG[i] = gg.db[i] = 0;
     });
     state_pass_backward(blk, y, dk, gg, dS, k, U, g, s);
     intra_output_backward_du(blk, du, pg, dO, y, p.scale, g, s);
@@ -486,8 +478,8 @@ LINATTN_HD void chunk_backward_head(const Block& blk, const Args<T>& p, T* work,
     inter_output_backward(blk, z, gg, q, dO, S0, p.scale, g, s);
     scores_backward(blk, M, dq, dk, gg, pg, q, k, dO, U, z, p.scale, g, s);
     gram_solve_backward(blk, M, dk, gg, U, x, pg, k, g, s);
-    state_backward(blk, dS, part, gg, S0, q, k, dO, dr, p.scale, p.da != nullptr, g, s);
-    decay_backward(blk, p.dbeta + at.s, p.da ? p.da + at.s : nullptr, gg, g, H, at.n);
+    state_backward(blk, dS, part, S0, q, k, dO, dr, p.scale, g, s);
+    decay_backward(blk, p.dbeta + at.s, p.da ? p.da + at.s : nullptr, gg, part, g, H, Dk, at.n);
   }
   if (p.dh0) blk.each(S, [&](int64_t e) { p.dh0[bh * S + e] += dS[e]; });
   blk.sync();
