@@ -10,9 +10,7 @@ namespace {
 // Threads per head: enough for the [C, D] phases (C * D = 4096 elements at C = D = 64).
 constexpr int kHeadThreads = 256;
 
-// At least two heads per SM: without the bound ptxas (nvcc 13.0, sm_80) settles at 64 registers and
-// spills; with it, 128 and no spill (build/cuda-resources.md).
-__global__ void __launch_bounds__(kHeadThreads, 2) chunk_forward_kernel(cpu::DeltaNetArgs<float> p) {
+__global__ void __launch_bounds__(kHeadThreads) chunk_forward_kernel(cpu::DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
   delta::chunk_forward_head(DeviceBlock{}, p, blockIdx.x, sh);
 }
