@@ -64,17 +64,17 @@ std::function<void()> prepare(bool gated, int64_t B, int64_t T_, int64_t H, int6
   b->da = Tensor::zeros(b->a.shape(), DType::f32);
   b->dh0 = Tensor::zeros(b->h0.shape(), DType::f32);
   const float scale = float(1.0 / std::sqrt(double(dk)));
-  return [b, gated, B, T_, H, dk, dv, C, scale] {
-    float* f[] = {b->o.data<float>(), b->ht.data<float>(), b->saved.data<float>()};
-    const float *q = b->q.data<float>(), *k = b->k.data<float>(), *v = b->v.data<float>(),
-                *beta = b->beta.data<float>(), *a = b->a.data<float>(), *h0 = b->h0.data<float>(),
-                *dO = b->dO.data<float>(), *dht = b->dht.data<float>();
-    float *dq = b->dq.data<float>(), *dk_ = b->dk.data<float>(), *dv_ = b->dv.data<float>(),
-          *dbeta = b->dbeta.data<float>(), *da = b->da.data<float>(), *dh0 = b->dh0.data<float>();
-    const float* gate = gated ? a : nullptr;
-    cpu::deltanet_chunk_forward<float>(f[0], f[1], f[2], q, k, v, beta, gate, h0, B, T_, H, dk, dv, scale, C);
-    cpu::deltanet_chunk_backward<float>(dq, dk_, dv_, dbeta, gated ? da : nullptr, dh0, f[2], q, k, v, beta, gate, h0,
-                                        dO, dht, B, T_, H, dk, dv, scale, C);
+  cpu::DeltaNetArgs<float> p;
+  p.B = B, p.len = T_, p.H = H, p.Dk = dk, p.Dv = dv, p.scale = scale, p.chunk_size = C;
+  p.o = b->o.data<float>(), p.ht = b->ht.data<float>(), p.saved = b->saved.data<float>();
+  p.q = b->q.data<float>(), p.k = b->k.data<float>(), p.v = b->v.data<float>(), p.beta = b->beta.data<float>();
+  p.a = gated ? b->a.data<float>() : nullptr, p.h0 = b->h0.data<float>();
+  p.dO = b->dO.data<float>(), p.dht = b->dht.data<float>();
+  p.dq = b->dq.data<float>(), p.dk = b->dk.data<float>(), p.dv = b->dv.data<float>();
+  p.dbeta = b->dbeta.data<float>(), p.da = gated ? b->da.data<float>() : nullptr, p.dh0 = b->dh0.data<float>();
+  return [b, p] {
+    cpu::deltanet_chunk_forward(p);
+    cpu::deltanet_chunk_backward(p);
   };
 }
 

@@ -14,10 +14,12 @@
 //   U' = A^-1 diag(beta) R                         (= T V - W S0 with T = A^-1 diag(beta), W = T diag(gamma) K)
 //   O = scale (diag(gamma) Q S0 + (tril(Q K^T) . D) U')
 //   S1 = gamma_last S0 + K^T diag(lambda) U'
-// The backward passes are derived in the .cpp, next to the lines they differentiate.
+// The backward passes are derived in deltanet_stages.h, next to the lines they differentiate.
 //
-// One entry point per form and direction serves both mixers: a == nullptr is plain DeltaNet (every
-// gate factor is 1; da is then not written and may be nullptr).
+// One implementation serves both mixers: a == nullptr is plain DeltaNet (every gate factor is 1; da
+// is then not written and may be nullptr). The chunkwise form is a sequence of named stages, one
+// function each (kernels/cpu/deltanet_stages.h), shared by the two mixers: the gated form passes its
+// decays to the stages that use them.
 //
 // Shapes: q, k [B, T, H, Dk]; v, o [B, T, H, Dv]; beta, a [B, T, H]; states h0, ht [B, H, Dk, Dv].
 // Optional pointers (a, h0, ht, dh0, dht) may be nullptr. Gradient outputs are accumulated (+=).
@@ -31,35 +33,46 @@ namespace linattn::cpu {
 
 constexpr int64_t kDeltaNetDefaultChunkSize = 64;
 
-// Token by token: the reference and the decoding path.
+// Everything one DeltaNet kernel call reads and writes. A forward reads the inputs and writes o, ht
+// and (chunk form) `saved`; a backward reads the inputs, `saved` (chunk form) and the upstream
+// gradients, and accumulates into the gradients. Pointers a kernel does not use may stay null.
+// A plain aggregate of pointers and sizes, so the CUDA kernels take it by value too
+// (kernels/cuda/deltanet.h).
 template <class T>
-void deltanet_recurrent_forward(T* o,           // [B, T, H, Dv]
-                                T* ht,          // [B, H, Dk, Dv] or nullptr
-                                const T* q,     // [B, T, H, Dk]
-                                const T* k,     // [B, T, H, Dk]
-                                const T* v,     // [B, T, H, Dv]
-                                const T* beta,  // [B, T, H]
-                                const T* a,     // [B, T, H] log-decay <= 0, or nullptr (DeltaNet)
-                                const T* h0,    // [B, H, Dk, Dv] or nullptr
-                                int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale);
+struct DeltaNetArgs {
+  int64_t B = 0, len = 0, H = 0, Dk = 0, Dv = 0;  // len: the sequence length T
+  T scale = 1;
+  int64_t chunk_size = kDeltaNetDefaultChunkSize;  // the chunk forms: 16, 32 or 64 (any C >= 1 works)
+  // forward outputs
+  T* o = nullptr;      // [B, T, H, Dv]
+  T* ht = nullptr;     // [B, H, Dk, Dv] or nullptr
+  T* saved = nullptr;  // [deltanet_chunk_saved_size(...)]: chunk forward writes (nullptr: no backward follows), chunk backward reads
+  // inputs
+  const T* q = nullptr;     // [B, T, H, Dk]
+  const T* k = nullptr;     // [B, T, H, Dk]
+  const T* v = nullptr;     // [B, T, H, Dv]
+  const T* beta = nullptr;  // [B, T, H] in (0, 1)
+  const T* a = nullptr;     // [B, T, H] log-decay <= 0 (Gated DeltaNet), or nullptr (DeltaNet)
+  const T* h0 = nullptr;    // [B, H, Dk, Dv] or nullptr
+  // upstream gradients
+  const T* dO = nullptr;   // [B, T, H, Dv]
+  const T* dht = nullptr;  // [B, H, Dk, Dv] or nullptr
+  // gradients (+=)
+  T* dq = nullptr;     // [B, T, H, Dk]
+  T* dk = nullptr;     // [B, T, H, Dk]
+  T* dv = nullptr;     // [B, T, H, Dv]
+  T* dbeta = nullptr;  // [B, T, H]
+  T* da = nullptr;     // [B, T, H], or nullptr when a is
+  T* dh0 = nullptr;    // [B, H, Dk, Dv] or nullptr
+};
+
+// Token by token: the reference and the decoding path. Writes o, ht.
+template <class T>
+void deltanet_recurrent_forward(const DeltaNetArgs<T>& p);
 
 // Recomputes the states from checkpoints every 64 tokens (memory O(T/64 + 64) states per thread).
 template <class T>
-void deltanet_recurrent_backward(T* dq,           // [B, T, H, Dk]
-                                 T* dk,           // [B, T, H, Dk]
-                                 T* dv,           // [B, T, H, Dv]
-                                 T* dbeta,        // [B, T, H]
-                                 T* da,           // [B, T, H], or nullptr when a is
-                                 T* dh0,          // [B, H, Dk, Dv] or nullptr
-                                 const T* q,      // [B, T, H, Dk]
-                                 const T* k,      // [B, T, H, Dk]
-                                 const T* v,      // [B, T, H, Dv]
-                                 const T* beta,   // [B, T, H]
-                                 const T* a,      // [B, T, H] or nullptr
-                                 const T* h0,     // [B, H, Dk, Dv] or nullptr
-                                 const T* do_,    // [B, T, H, Dv]
-                                 const T* dht,    // [B, H, Dk, Dv] or nullptr
-                                 int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale);
+void deltanet_recurrent_backward(const DeltaNetArgs<T>& p);
 
 // Elements of the `saved` buffer the chunkwise forward fills and the chunkwise backward reads, so
 // that the backward recomputes nothing (the gates are recomputed from a). Layout: for each
@@ -75,39 +88,13 @@ void deltanet_recurrent_backward(T* dq,           // [B, T, H, Dk]
 int64_t deltanet_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv,
                                   int64_t chunk_size = kDeltaNetDefaultChunkSize);
 
-// Chunkwise WY forward. chunk_size: 16, 32 or 64 (any C >= 1 works); T need not be a multiple of it.
+// Chunkwise WY forward (T need not be a multiple of the chunk size). Writes o, ht, saved.
 template <class T>
-void deltanet_chunk_forward(T* o,           // [B, T, H, Dv]
-                            T* ht,          // [B, H, Dk, Dv] or nullptr
-                            T* saved,       // [deltanet_chunk_saved_size(...)], or nullptr when no backward follows
-                            const T* q,     // [B, T, H, Dk]
-                            const T* k,     // [B, T, H, Dk]
-                            const T* v,     // [B, T, H, Dv]
-                            const T* beta,  // [B, T, H]
-                            const T* a,     // [B, T, H] or nullptr
-                            const T* h0,    // [B, H, Dk, Dv] or nullptr
-                            int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale,
-                            int64_t chunk_size = kDeltaNetDefaultChunkSize);
+void deltanet_chunk_forward(const DeltaNetArgs<T>& p);
 
 // Chunkwise backward from the forward's `saved` (same sizes and chunk_size). Runs chunks last to
 // first with small dense products only; nothing steps token by token.
 template <class T>
-void deltanet_chunk_backward(T* dq,            // [B, T, H, Dk]
-                             T* dk,            // [B, T, H, Dk]
-                             T* dv,            // [B, T, H, Dv]
-                             T* dbeta,         // [B, T, H]
-                             T* da,            // [B, T, H], or nullptr when a is
-                             T* dh0,           // [B, H, Dk, Dv] or nullptr
-                             const T* saved,   // as written by deltanet_chunk_forward
-                             const T* q,       // [B, T, H, Dk]
-                             const T* k,       // [B, T, H, Dk]
-                             const T* v,       // [B, T, H, Dv]
-                             const T* beta,    // [B, T, H]
-                             const T* a,       // [B, T, H] or nullptr
-                             const T* h0,      // [B, H, Dk, Dv] or nullptr
-                             const T* do_,     // [B, T, H, Dv]
-                             const T* dht,     // [B, H, Dk, Dv] or nullptr
-                             int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, T scale,
-                             int64_t chunk_size = kDeltaNetDefaultChunkSize);
+void deltanet_chunk_backward(const DeltaNetArgs<T>& p);
 
 }  // namespace linattn::cpu

@@ -13,6 +13,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/deltanet_args.h"
 
 namespace linattn::cpu::entry {
 
@@ -360,31 +361,16 @@ int64_t gla_saved_size(const MixerArgs& r) {
 void delta_rule_forward(const MixerArgs& r) {
   floating(r.q, [&](auto zero) {
     using T = decltype(zero);
-    const T *Q = r.q.data<T>(), *K = r.k.data<T>(), *V = r.v.data<T>();
-    const T *Bt = r.gate.data<T>(), *A = ptr<T>(r.decay);
-    if (r.chunk)
-      cpu::deltanet_chunk_forward<T>(r.o.data<T>(), ptr<T>(r.ht), r.saved.data<T>(), Q, K, V, Bt, A, ptr<T>(r.h0),
-                                     r.B, r.T, r.H, r.Dk, r.Dv, T(r.scale), r.chunk_size);
-    else
-      cpu::deltanet_recurrent_forward<T>(r.o.data<T>(), ptr<T>(r.ht), Q, K, V, Bt, A, ptr<T>(r.h0), r.B, r.T, r.H,
-                                         r.Dk, r.Dv, T(r.scale));
+    if (r.chunk) cpu::deltanet_chunk_forward(backend::deltanet_args<T>(r));
+    else cpu::deltanet_recurrent_forward(backend::deltanet_args<T>(r));
   });
 }
 
 void delta_rule_backward(const MixerArgs& r) {
   floating(r.q, [&](auto zero) {
     using T = decltype(zero);
-    T *dq = r.dq.data<T>(), *dk = r.dk.data<T>(), *dv = r.dv.data<T>(), *dbeta = r.dgate.data<T>();
-    T *da = ptr<T>(r.ddecay), *dh0 = ptr<T>(r.dh0);
-    const T *Q = r.q.data<T>(), *K = r.k.data<T>(), *V = r.v.data<T>();
-    const T *Bt = r.gate.data<T>(), *A = ptr<T>(r.decay);
-    const T *dO = r.dO.data<T>(), *dHt = ptr<T>(r.dht);
-    if (r.chunk)
-      cpu::deltanet_chunk_backward<T>(dq, dk, dv, dbeta, da, dh0, r.saved.data<T>(), Q, K, V, Bt, A, ptr<T>(r.h0), dO,
-                                      dHt, r.B, r.T, r.H, r.Dk, r.Dv, T(r.scale), r.chunk_size);
-    else
-      cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, da, dh0, Q, K, V, Bt, A, ptr<T>(r.h0), dO, dHt, r.B, r.T,
-                                          r.H, r.Dk, r.Dv, T(r.scale));
+    if (r.chunk) cpu::deltanet_chunk_backward(backend::deltanet_args<T>(r));
+    else cpu::deltanet_recurrent_backward(backend::deltanet_args<T>(r));
   });
 }
 

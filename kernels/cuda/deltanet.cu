@@ -10,20 +10,20 @@ namespace {
 // Threads per head: enough for the [C, D] phases (C * D = 4096 elements at C = D = 64).
 constexpr int kHeadThreads = 256;
 
-__global__ void __launch_bounds__(kHeadThreads) chunk_forward_kernel(delta::ForwardArgs<float> p) {
+__global__ void __launch_bounds__(kHeadThreads) chunk_forward_kernel(cpu::DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  delta::chunk_forward_head(delta::DeviceBlock{}, p, blockIdx.x, sh);
+  delta::chunk_forward_head(DeviceBlock{}, p, blockIdx.x, sh);
 }
 
-__global__ void __launch_bounds__(kHeadThreads) chunk_backward_kernel(delta::BackwardArgs<float> p) {
+__global__ void __launch_bounds__(kHeadThreads) chunk_backward_kernel(cpu::DeltaNetArgs<float> p, float* work) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  delta::chunk_backward_head(delta::DeviceBlock{}, p, blockIdx.x, sh);
+  delta::chunk_backward_head(DeviceBlock{}, p, work, blockIdx.x, sh);
 }
 
-__global__ void __launch_bounds__(kHeadThreads) recurrent_forward_kernel(delta::ForwardArgs<float> p, float* state) {
+__global__ void __launch_bounds__(kHeadThreads) recurrent_forward_kernel(cpu::DeltaNetArgs<float> p, float* state) {
   LINATTN_DYNAMIC_SHARED(float, sh);
   const int64_t bh = blockIdx.x;
-  delta::recurrent_forward_head(delta::DeviceBlock{}, p, state + bh * p.d.state(), bh, sh);
+  delta::recurrent_forward_head(DeviceBlock{}, p, state + bh * p.Dk * p.Dv, bh, sh);
 }
 
 // Shared bytes of a launch, within the default 48 KiB for every chunk size check_chunk lets through.
@@ -36,25 +36,28 @@ void check_chunk(const delta::Dims& d, const char* op) {
 
 }  // namespace
 
-void deltanet_chunk_forward(const delta::ForwardArgs<float>& p) {
-  check_chunk(p.d, "deltanet (cuda)");
-  if (p.d.B * p.d.H == 0) return;
-  LINATTN_LAUNCH(unsigned(p.d.B * p.d.H), kHeadThreads, shared_bytes(delta::forward_shared(p.d)), stream(),
+void deltanet_chunk_forward(const cpu::DeltaNetArgs<float>& p) {
+  const delta::Dims d = delta::dims(p);
+  check_chunk(d, "deltanet (cuda)");
+  if (d.B * d.H == 0) return;
+  LINATTN_LAUNCH(unsigned(d.B * d.H), kHeadThreads, shared_bytes(delta::forward_shared(d)), stream(),
                  chunk_forward_kernel)(p);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
-void deltanet_chunk_backward(const delta::BackwardArgs<float>& p) {
-  check_chunk(p.d, "deltanet (cuda)");
-  if (p.d.B * p.d.H == 0) return;
-  LINATTN_LAUNCH(unsigned(p.d.B * p.d.H), kHeadThreads, shared_bytes(delta::backward_shared(p.d)), stream(),
-                 chunk_backward_kernel)(p);
+void deltanet_chunk_backward(const cpu::DeltaNetArgs<float>& p, float* work) {
+  const delta::Dims d = delta::dims(p);
+  check_chunk(d, "deltanet (cuda)");
+  if (d.B * d.H == 0) return;
+  LINATTN_LAUNCH(unsigned(d.B * d.H), kHeadThreads, shared_bytes(delta::backward_shared(d)), stream(),
+                 chunk_backward_kernel)(p, work);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
-void deltanet_recurrent_forward(const delta::ForwardArgs<float>& p, float* state) {
-  if (p.d.B * p.d.H == 0) return;
-  LINATTN_LAUNCH(unsigned(p.d.B * p.d.H), kHeadThreads, shared_bytes(delta::recurrent_shared(p.d)), stream(),
+void deltanet_recurrent_forward(const cpu::DeltaNetArgs<float>& p, float* state) {
+  const delta::Dims d = delta::dims(p);
+  if (d.B * d.H == 0) return;
+  LINATTN_LAUNCH(unsigned(d.B * d.H), kHeadThreads, shared_bytes(delta::recurrent_shared(d)), stream(),
                  recurrent_forward_kernel)(p, state);
   LINATTN_CUDA_CHECK_LAUNCH();
 }

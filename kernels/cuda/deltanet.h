@@ -1,11 +1,12 @@
 // CUDA DeltaNet and Gated DeltaNet (the delta rule; a null log-decay a is DeltaNet): the device twin
-// of kernels/cpu/deltanet.h, with the same arguments, layouts, math and `saved` buffer (so the
-// chunkwise backward may follow either device's forward of the same sizes). Gradients accumulate (+=).
+// of kernels/cpu/deltanet.h, with the same arguments (cpu::DeltaNetArgs), layouts, math, named
+// stages and `saved` buffer (so the chunkwise backward may follow either device's forward of the
+// same sizes). Gradients accumulate (+=).
 //
 // One thread block per (batch, head) runs its chunks in order (deltanet_block.h holds the per-head
 // work and how it splits over the block's threads): per chunk the WY factors with A^-1 by forward
 // substitution in shared memory, the state carried from chunk to chunk in float32. The backward
-// reads the forward's `saved` and needs delta::backward_work(d) floats per head of scratch.
+// reads the forward's `saved` and needs delta::backward_work floats per head of scratch.
 // The recurrent form steps token by token (the decoding path); its backward runs the chunkwise
 // forward (into a scratch `saved`) and backward, which give the same gradients.
 //
@@ -23,10 +24,10 @@ namespace linattn::cuda {
 inline constexpr int64_t kDeltaNetMaxChunk = 64;
 
 // p.saved: cpu::deltanet_chunk_saved_size elements, filled here and read by the backward.
-void deltanet_chunk_forward(const delta::ForwardArgs<float>& p);
-// p.work: B * H * delta::backward_work(p.d) floats.
-void deltanet_chunk_backward(const delta::BackwardArgs<float>& p);
+void deltanet_chunk_forward(const cpu::DeltaNetArgs<float>& p);
+// work: B * H * delta::backward_work(delta::dims(p)) floats of scratch.
+void deltanet_chunk_backward(const cpu::DeltaNetArgs<float>& p, float* work);
 // p.saved unused; state: B * H * Dk * Dv floats of scratch.
-void deltanet_recurrent_forward(const delta::ForwardArgs<float>& p, float* state);
+void deltanet_recurrent_forward(const cpu::DeltaNetArgs<float>& p, float* state);
 
 }  // namespace linattn::cuda

@@ -23,6 +23,7 @@
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/rope.h"
+#include "kernels/deltanet_args.h"
 
 namespace linattn::cuda::entry {
 
@@ -252,46 +253,38 @@ void rope_backward(In dx, In dy, int64_t offset, double theta) {
 
 // ---- DeltaNet and Gated DeltaNet (kernels/cuda/deltanet.cu) ----
 
-namespace {
-
-delta::ForwardArgs<float> delta_forward_args(const MixerArgs& r, float* saved, int64_t chunk_size) {
-  return {f32(r.o),  f32(r.ht),    saved,     f32(r.q),        f32(r.k),
-          f32(r.v),  f32(r.gate), f32(r.decay), f32(r.h0), float(r.scale),
-          {r.B, r.T, r.H, r.Dk, r.Dv, chunk_size}};
-}
-
-}  // namespace
-
 void delta_rule_forward(const MixerArgs& r) {
   require_f32("deltanet", r.q);
+  cpu::DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
   if (r.chunk) {
     LINATTN_CHECK(r.saved.defined(), "deltanet (cuda): the chunk form needs the `saved` buffer of ",
                   "cpu::deltanet_chunk_saved_size elements");
-    cuda::deltanet_chunk_forward(delta_forward_args(r, f32(r.saved), r.chunk_size));
+    cuda::deltanet_chunk_forward(p);
   } else {
     Tensor state = Tensor::scratch({r.B * r.H * r.Dk * r.Dv}, DType::f32, Device::cuda);
-    cuda::deltanet_recurrent_forward(delta_forward_args(r, nullptr, 1), f32(state));
+    p.saved = nullptr;
+    cuda::deltanet_recurrent_forward(p, f32(state));
   }
 }
 
 void delta_rule_backward(const MixerArgs& r) {
   require_f32("deltanet", r.q);
-  const int64_t C = r.chunk ? r.chunk_size : cuda::kDeltaNetMaxChunk;
+  cpu::DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
+  p.chunk_size = r.chunk ? r.chunk_size : cuda::kDeltaNetMaxChunk;
+  const int64_t C = p.chunk_size;
   Tensor saved = r.saved;
   if (!r.chunk) {
     // The recurrent form saves nothing: the chunkwise forward recomputes what the chunkwise backward
     // reads (the same function, so the same gradients), into scratch, leaving o and ht alone.
     saved = Tensor::scratch({cpu::deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, C)}, DType::f32, Device::cuda);
     Tensor o = Tensor::scratch(r.dO.shape(), DType::f32, Device::cuda);
-    delta::ForwardArgs<float> f = delta_forward_args(r, f32(saved), C);
-    f.o = f32(o), f.ht = nullptr;
+    cpu::DeltaNetArgs<float> f = p;
+    f.o = f32(o), f.ht = nullptr, f.saved = f32(saved);
     cuda::deltanet_chunk_forward(f);
   }
-  const delta::Dims d{r.B, r.T, r.H, r.Dk, r.Dv, C};
-  Tensor work = Tensor::scratch({r.B * r.H * delta::backward_work(d)}, DType::f32, Device::cuda);
-  cuda::deltanet_chunk_backward({f32(r.dq), f32(r.dk), f32(r.dv), f32(r.dgate), r.decay.defined() ? f32(r.ddecay) : nullptr,
-                                 f32(r.dh0), f32(saved), f32(r.q), f32(r.k), f32(r.v), f32(r.gate), f32(r.decay),
-                                 f32(r.h0), f32(r.dO), f32(r.dht), f32(work), float(r.scale), d});
+  p.saved = f32(saved);
+  Tensor work = Tensor::scratch({r.B * r.H * delta::backward_work(delta::dims(p))}, DType::f32, Device::cuda);
+  cuda::deltanet_chunk_backward(p, f32(work));
 }
 
 int64_t delta_rule_saved_size(const MixerArgs& r) {

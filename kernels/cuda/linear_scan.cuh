@@ -11,18 +11,6 @@
 
 namespace linattn::cuda::scan {
 
-// A thread block: each phase is every thread's share of the work, then a barrier.
-struct DeviceBlock {
-  int threads;
-  template <class F>
-  LINATTN_HD void phase(F f) {
-#ifdef __CUDA_ARCH__
-    f(int(threadIdx.x));
-    __syncthreads();
-#endif
-  }
-};
-
 template <class T>
 __global__ void __launch_bounds__(kBlockThreads) scan_c_kernel(Scan<T> s) {
   LINATTN_DYNAMIC_SHARED(unsigned char, smem_raw);

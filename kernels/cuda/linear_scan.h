@@ -28,21 +28,13 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/host_device.h"
 #include "kernels/op_types.h"
-
-#ifdef __CUDACC__
-#define LINATTN_HD __host__ __device__
-#else
-#define LINATTN_HD
-#endif
 
 namespace linattn::cuda::scan {
 
 constexpr int kTile = 32;  // state columns per block
 constexpr int kBlockThreads = 256;
-
-LINATTN_HD inline float exp_(float x) { return expf(x); }
-LINATTN_HD inline double exp_(double x) { return ::exp(x); }
 
 template <class T>
 LINATTN_HD inline T phi(FeatureMap f, T x) {

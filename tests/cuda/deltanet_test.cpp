@@ -21,6 +21,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/deltanet.h"
 #include "kernels/cuda/deltanet_block.h"
+#include "kernels/deltanet_args.h"
 #include "kernels/deltanet_cases.h"
 
 namespace linattn {
@@ -146,28 +147,16 @@ class HostBlock {
   mutable std::vector<std::function<void()>> phase_;
 };
 
-template <class T>
-T* data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
-template <class T>
-cuda::delta::ForwardArgs<T> forward_args(const MixerArgs& r, T* saved, int64_t C) {
-  return {data_or_null<T>(r.o), data_or_null<T>(r.ht), saved, data_or_null<T>(r.q), data_or_null<T>(r.k),
-          data_or_null<T>(r.v), data_or_null<T>(r.gate), data_or_null<T>(r.decay), data_or_null<T>(r.h0),
-          T(r.scale), {r.B, r.T, r.H, r.Dk, r.Dv, C}};
-}
-
 // What the CUDA delta_rule_forward entry launches, one "block" per head.
 template <class T>
 void mirror_forward(const MixerArgs& r, const HostBlock& blk) {
+  const cpu::DeltaNetArgs<T> p = backend::deltanet_args<T>(r);
+  const cuda::delta::Dims d = cuda::delta::dims(p);
   if (r.chunk) {
-    const auto p = forward_args<T>(r, r.saved.data<T>(), r.chunk_size);
-    std::vector<T> sh(size_t(cuda::delta::forward_shared(p.d)));
+    std::vector<T> sh(size_t(cuda::delta::forward_shared(d)));
     for (int64_t bh = 0; bh < r.B * r.H; ++bh) cuda::delta::chunk_forward_head(blk, p, bh, sh.data());
   } else {
-    const auto p = forward_args<T>(r, nullptr, 1);
-    std::vector<T> sh(size_t(cuda::delta::recurrent_shared(p.d))), state(size_t(p.d.state()));
+    std::vector<T> sh(size_t(cuda::delta::recurrent_shared(d))), state(size_t(d.state()));
     for (int64_t bh = 0; bh < r.B * r.H; ++bh) cuda::delta::recurrent_forward_head(blk, p, state.data(), bh, sh.data());
   }
 }
@@ -175,25 +164,21 @@ void mirror_forward(const MixerArgs& r, const HostBlock& blk) {
 // What the CUDA delta_rule_backward entry launches (the recurrent form recomputes with chunk 64).
 template <class T>
 void mirror_backward(const MixerArgs& r, const HostBlock& blk) {
-  const int64_t C = r.chunk ? r.chunk_size : 64;
+  cpu::DeltaNetArgs<T> p = backend::deltanet_args<T>(r);
+  p.chunk_size = r.chunk ? r.chunk_size : 64;
+  const cuda::delta::Dims d = cuda::delta::dims(p);
   Tensor saved = r.saved;
   if (!r.chunk) {
-    saved = Tensor::zeros({cpu::deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, C)}, r.q.dtype());
+    saved = Tensor::zeros({cpu::deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, d.C)}, r.q.dtype());
     Tensor o = Tensor::zeros(r.dO.shape(), r.q.dtype());
-    auto f = forward_args<T>(r, saved.data<T>(), C);
-    f.o = o.data<T>(), f.ht = nullptr;
-    std::vector<T> sh(size_t(cuda::delta::forward_shared(f.d)));
+    cpu::DeltaNetArgs<T> f = p;
+    f.o = o.data<T>(), f.ht = nullptr, f.saved = saved.data<T>();
+    std::vector<T> sh(size_t(cuda::delta::forward_shared(d)));
     for (int64_t bh = 0; bh < r.B * r.H; ++bh) cuda::delta::chunk_forward_head(blk, f, bh, sh.data());
   }
-  const cuda::delta::Dims d{r.B, r.T, r.H, r.Dk, r.Dv, C};
+  p.saved = saved.data<T>();
   std::vector<T> work(size_t(r.B * r.H * cuda::delta::backward_work(d))), sh(size_t(cuda::delta::backward_shared(d)));
-  const cuda::delta::BackwardArgs<T> p{
-      data_or_null<T>(r.dq),    data_or_null<T>(r.dk),     data_or_null<T>(r.dv),   data_or_null<T>(r.dgate),
-      data_or_null<T>(r.ddecay), data_or_null<T>(r.dh0),   saved.data<T>(),         data_or_null<T>(r.q),
-      data_or_null<T>(r.k),     data_or_null<T>(r.v),      data_or_null<T>(r.gate), data_or_null<T>(r.decay),
-      data_or_null<T>(r.h0),    data_or_null<T>(r.dO),     data_or_null<T>(r.dht),  work.data(),
-      T(r.scale),               d};
-  for (int64_t bh = 0; bh < r.B * r.H; ++bh) cuda::delta::chunk_backward_head(blk, p, bh, sh.data());
+  for (int64_t bh = 0; bh < r.B * r.H; ++bh) cuda::delta::chunk_backward_head(blk, p, work.data(), bh, sh.data());
 }
 
 template <class T>

@@ -100,22 +100,30 @@ Tensor saved_buffer(const Inputs<T>& in, int64_t C) {
   return Tensor::zeros({cpu::deltanet_chunk_saved_size(in.B, in.T_, in.H, in.dk, in.dv, C)}, dtype_of<T>());
 }
 
+// The kernels' arguments for `in` (gated when in.a is defined) with chunk size C.
+template <class T>
+cpu::DeltaNetArgs<T> args(const Inputs<T>& in, int64_t C) {
+  cpu::DeltaNetArgs<T> p;
+  p.B = in.B, p.len = in.T_, p.H = in.H, p.Dk = in.dk, p.Dv = in.dv, p.scale = T(in.scale), p.chunk_size = C;
+  p.q = ptr<T>(in.q), p.k = ptr<T>(in.k), p.v = ptr<T>(in.v), p.beta = ptr<T>(in.beta), p.a = ptr<T>(in.a);
+  p.h0 = ptr<T>(in.h0), p.dO = ptr<T>(in.do_), p.dht = ptr<T>(in.dht);
+  return p;
+}
+
 // Forward of the given form; `saved` (chunk form only) receives what the backward needs.
 template <class T>
 Outputs forward(const Inputs<T>& in, Form form, int64_t C = 64, Tensor* saved = nullptr) {
   Outputs out;
   out.o = Tensor::zeros({in.B, in.T_, in.H, in.dv}, dtype_of<T>());
   out.ht = Tensor::zeros({in.B, in.H, in.dk, in.dv}, dtype_of<T>());
-  const T s = T(in.scale);
-  const T *q = ptr<T>(in.q), *k = ptr<T>(in.k), *v = ptr<T>(in.v), *beta = ptr<T>(in.beta), *a = ptr<T>(in.a),
-          *h0 = ptr<T>(in.h0);
-  T *o = mut<T>(out.o), *ht = mut<T>(out.ht);
-  // a is nullptr for plain DeltaNet
-  if (form == Form::recurrent)
-    cpu::deltanet_recurrent_forward<T>(o, ht, q, k, v, beta, a, h0, in.B, in.T_, in.H, in.dk, in.dv, s);
-  else
-    cpu::deltanet_chunk_forward<T>(o, ht, saved ? mut<T>(*saved) : nullptr, q, k, v, beta, a, h0, in.B, in.T_, in.H,
-                                   in.dk, in.dv, s, C);
+  cpu::DeltaNetArgs<T> p = args(in, C);
+  p.o = mut<T>(out.o), p.ht = mut<T>(out.ht);
+  if (form == Form::recurrent) {
+    cpu::deltanet_recurrent_forward(p);
+  } else {
+    p.saved = saved ? mut<T>(*saved) : nullptr;
+    cpu::deltanet_chunk_forward(p);
+  }
   return out;
 }
 
@@ -131,19 +139,16 @@ void backward(const Inputs<T>& in, Form form, Grads& g, int64_t C = 64) {
     if (in.gated) g.da = zeros_like(in.a);
     if (in.h0.defined()) g.dh0 = zeros_like(in.h0);
   }
-  const T s = T(in.scale);
-  const T *q = ptr<T>(in.q), *k = ptr<T>(in.k), *v = ptr<T>(in.v), *beta = ptr<T>(in.beta), *a = ptr<T>(in.a),
-          *h0 = ptr<T>(in.h0), *dO = ptr<T>(in.do_), *dht = ptr<T>(in.dht);
-  T *dq = mut<T>(g.dq), *dk = mut<T>(g.dk), *dv = mut<T>(g.dv), *dbeta = mut<T>(g.dbeta), *da = mut<T>(g.da),
-    *dh0 = mut<T>(g.dh0);
+  cpu::DeltaNetArgs<T> p = args(in, C);
+  p.dq = mut<T>(g.dq), p.dk = mut<T>(g.dk), p.dv = mut<T>(g.dv), p.dbeta = mut<T>(g.dbeta), p.da = mut<T>(g.da);
+  p.dh0 = mut<T>(g.dh0);
   if (form == Form::recurrent) {
-    cpu::deltanet_recurrent_backward<T>(dq, dk, dv, dbeta, da, dh0, q, k, v, beta, a, h0, dO, dht, in.B, in.T_, in.H,
-                                        in.dk, in.dv, s);
+    cpu::deltanet_recurrent_backward(p);
   } else {
     Tensor saved = saved_buffer(in, C);
     forward(in, form, C, &saved);
-    cpu::deltanet_chunk_backward<T>(dq, dk, dv, dbeta, da, dh0, saved.data<T>(), q, k, v, beta, a, h0, dO, dht, in.B,
-                                    in.T_, in.H, in.dk, in.dv, s, C);
+    p.saved = saved.data<T>();
+    cpu::deltanet_chunk_backward(p);
   }
 }
 

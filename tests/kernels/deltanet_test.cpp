@@ -1,6 +1,6 @@
 // DeltaNet and Gated DeltaNet kernels, one suite run for both (the parameter says whether the log-decay
 // a is given): chunkwise against recurrent, both backward passes (including the gradient of a, derived
-// in kernels/cpu/deltanet.cpp) against finite differences.
+// in kernels/cpu/deltanet_stages.h) against finite differences. Each stage alone: deltanet_stages_test.cpp.
 #include "deltanet_cases.h"
 
 namespace linattn {
