@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "core/hdf5.h"
 #include "sweep/plots.h"
 #include "sweep/results.h"
 #include "sweep/sweep_file.h"
-#include "core/hdf5.h"
 #include "train/checkpoint.h"
 #include "train/folder_lock.h"
 #include "train/shell_quote.h"

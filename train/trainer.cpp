@@ -13,8 +13,8 @@
 #include <optional>
 #include <sstream>
 
-#include "data/mqar.h"
 #include "core/hdf5.h"
+#include "data/mqar.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/matmul.h"
 #include "train/device.h"
