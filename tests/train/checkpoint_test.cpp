@@ -2,6 +2,7 @@
 #include "train/checkpoint.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -197,9 +198,10 @@ TEST_F(Checkpoints, AFreshRunIntoAFolderWithARunIsRefused) {
 class CheckpointsProcess : public Checkpoints {
  protected:
   // Starts linattn-train with `extra` arguments, its output in DIR/LOG_NAME; with a `gate` pipe, only
-  // once its write end is closed (so that two processes start at the same moment).
+  // once its write end is closed (so that two processes start at the same moment); with a
+  // `file_size_limit`, under that RLIMIT_FSIZE (a write past it fails, as on a full disk).
   pid_t start(const std::vector<std::string>& extra, const std::string& log_name = "log.txt",
-              const int* gate = nullptr) {
+              const int* gate = nullptr, rlim_t file_size_limit = 0) {
     std::string cfg = dir_ + "/tiny.yaml";
     fs::create_directories(dir_);
     std::ofstream(cfg) << testing::tiny_config(dir_ + "/run").text;
@@ -212,6 +214,11 @@ class CheckpointsProcess : public Checkpoints {
       char c;
       if (gate) close(gate[1]);
       if (gate && read(gate[0], &c, 1) < 0) _exit(126);
+      if (file_size_limit) {
+        signal(SIGXFSZ, SIG_IGN);
+        const rlimit limit{file_size_limit, RLIM_INFINITY};
+        setrlimit(RLIMIT_FSIZE, &limit);
+      }
       std::string log = dir_ + "/" + log_name;
       freopen(log.c_str(), "a", stdout);
       freopen(log.c_str(), "a", stderr);
@@ -419,6 +426,27 @@ TEST_F(CheckpointsProcess, AnInterruptRightAfterACheckpointPrintsItOnce) {
     if (line.rfind("checkpoint: ", 0) == 0) announced.push_back(line.substr(0, line.find(" (")));
   ASSERT_FALSE(announced.empty()) << out;
   EXPECT_EQ(std::set<std::string>(announced.begin(), announced.end()).size(), announced.size()) << out;
+}
+
+TEST_F(CheckpointsProcess, AMetricsRecordThatCannotBeWrittenStopsTheRunCleanlyWithoutRoot) {
+  // A file size limit of 6000 bytes: metrics.jsonl reaches it after some 40 records, and the
+  // checkpoint (about 0.5 MB) cannot be written either. The run stops with exit code 1, saying both,
+  // and leaves only whole records and no temporary file.
+  const pid_t pid = start({"--out", dir_ + "/run", "--set", "train.max_steps=400", "--set", "train.log_every=1"},
+                          "log.txt", nullptr, 6000);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string out = log();
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << "\n" << out;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+  EXPECT_NE(out.find("to '" + dir_ + "/run/metrics.jsonl': File too large"), std::string::npos) << out;
+  EXPECT_NE(out.find("was not written"), std::string::npos) << out;
+  EXPECT_NE(out.find("there is no earlier checkpoint"), std::string::npos) << out;
+  const std::string metrics = read_text(dir_ + "/run/metrics.jsonl");
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_EQ(metrics.back(), '\n') << "a partial record was left";
+  EXPECT_GT(steps_of(metrics, "loss").size(), 10u);
+  EXPECT_TRUE(!fs::exists(dir_ + "/run/checkpoints") || fs::is_empty(dir_ + "/run/checkpoints"));
 }
 
 TEST_F(CheckpointsProcess, AFullDiskUnderTheMetricsStopsTheRunWithACheckpointAndAResumeContinuesTheLog) {
