@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -327,6 +328,18 @@ void write_atomically(const std::string& path, const std::function<void(const st
     throw;
   }
   fsync_path(target.has_parent_path() ? target.parent_path().string() : ".", true);
+}
+
+void write_text_atomically(const std::string& path, const std::string& text) {
+  write_atomically(path, [&](const std::string& tmp) {
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    LINATTN_REQUIRE(f, "cannot create '", tmp, "': ", std::strerror(errno));
+    const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    const int write_error = errno;
+    const bool closed = std::fclose(f) == 0;  // a full disk may show only here, as the buffer is flushed
+    if (!written) errno = write_error;
+    require_written(written && closed, tmp, std::string(": ") + std::strerror(errno), "cannot write '", path, "'");
+  });
 }
 
 void write_h5_atomically(const std::string& path, const std::function<void(H5File&)>& fill) {

@@ -65,5 +65,7 @@ void write_h5_atomically(const std::string& path, const std::function<void(H5Fil
 // The same for any file: `fill` writes the temporary file whose path it is given, then it is flushed
 // to disk and renamed over `path`; on failure it is removed and `path` is left as it was.
 void write_atomically(const std::string& path, const std::function<void(const std::string& tmp)>& fill);
+// A text file written so: `path` holds either its old content or all of `text`, never a part.
+void write_text_atomically(const std::string& path, const std::string& text);
 
 }  // namespace linattn

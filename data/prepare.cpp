@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -13,6 +14,7 @@
 
 #include "core/error.h"
 #include "data/mapped_file.h"
+#include "data/shard.h"
 #include "data/tokenizer.h"
 
 namespace linattn::data {
@@ -28,12 +30,23 @@ std::vector<std::string> split_patterns(const std::string& list) {
   return out;
 }
 
+// Whether the file at `path` starts as a linattn or llm.c token shard does.
+static bool is_token_shard(const std::string& path) {
+  char head[8] = {};
+  std::ifstream(path, std::ios::binary).read(head, sizeof head);
+  int32_t llmc = 0;
+  std::memcpy(&llmc, head, sizeof llmc);
+  return std::memcmp(head, shard_magic, sizeof head) == 0 || llmc == llmc_magic;
+}
+
 std::vector<Document> list_documents(const std::vector<std::string>& inputs, const std::string& out_dir) {
   LINATTN_REQUIRE(!inputs.empty(), "no input: give text files or folders of text files");
   std::vector<Document> docs;
   auto add_file = [&](const fs::path& p) {
     const uint64_t bytes = fs::file_size(p);
     LINATTN_REQUIRE(bytes > 0, p.string(), ": input file is empty");
+    LINATTN_REQUIRE(!is_token_shard(p.string()), p.string(), ": a token shard (the output of a prepare, or llm.c's), "
+                    "not text: give the text files it was prepared from");
     docs.push_back(Document{p.string(), bytes, false, 0, bytes});
   };
   // The output folder, when it exists: its shards and listing are never read as documents.

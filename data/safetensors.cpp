@@ -189,4 +189,17 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   });
 }
 
+bool looks_like_safetensors(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  unsigned char head[9] = {};
+  const bool read = std::fread(head, 1, sizeof head, f) == sizeof head;
+  std::fseek(f, 0, SEEK_END);
+  const long size = std::ftell(f);
+  std::fclose(f);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | head[i];  // little-endian
+  return read && size > 8 && n >= 2 && n <= uint64_t(size) - 8 && head[8] == '{';
+}
+
 }  // namespace linattn::data

@@ -48,6 +48,10 @@ class SafetensorsFile {
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// Whether `path` starts as a safetensors file does (a header length that fits the file, then a JSON
+// object), so that a tool expecting HDF5 can say what it was given.
+bool looks_like_safetensors(const std::string& path);
+
 // Bytes per element of a safetensors dtype name, or 0 for a name the format does not define.
 size_t safetensors_dtype_size(const std::string& dtype);
 

@@ -1,5 +1,6 @@
 #include "sweep/results.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -64,22 +65,35 @@ RunRecord read_run(const std::string& dir) {
                   "that linattn-train wrote, the --out or train.out_dir of a run)");
   run.config = load_config(config.string());
   const double tokens_per_step = double(run.config.train.batch_size * run.config.data.seq_len);
-  std::ifstream in(metrics);
+  std::ifstream in(metrics, std::ios::binary);
   LINATTN_REQUIRE(in, "cannot read '", metrics.string(), "': the run has not started yet");
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::stringstream whole;
+  whole << in.rdbuf();
+  const std::string text = whole.str();
   std::map<int64_t, EvalPoint> evals;
   std::set<int64_t> done_steps;  // a finished run's final evaluation is at the step of its "done" record
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (lines[i].empty()) continue;
+  int64_t last_step = 0;
+  size_t line_number = 0;
+  for (size_t from = 0; from < text.size();) {
+    const size_t end = text.find('\n', from);
+    if (end == std::string::npos) break;  // the half-written last line of a run writing or killed
+    const std::string line = text.substr(from, end - from);
+    from = end + 1;
+    const std::string where = metrics.string() + ":" + std::to_string(++line_number);
+    if (line.empty()) continue;
     data::JsonValue r;
     try {
-      r = data::parse_json(lines[i], metrics.string() + ":" + std::to_string(i + 1));
-    } catch (const Error&) {
-      if (i + 1 == lines.size()) break;  // the half-written last line of a killed run
-      throw;
+      r = data::parse_json(line, where);
+    } catch (const Error& e) {
+      run.damaged.push_back(e.what());
+      continue;
+    }
+    if (r.kind != data::JsonValue::Kind::object || !std::isfinite(number(r, "step"))) {
+      run.damaged.push_back(where + ": not a record (no \"step\" number)");
+      continue;
     }
     const int64_t step = int64_t(number(r, "step"));
+    last_step = std::max(last_step, step);
     if (r.find("val_loss")) {
       EvalPoint& e = evals[step];
       e = {step, double(step) * tokens_per_step, number(r, "val_loss"), number(r, "val_ppl"),
@@ -99,7 +113,7 @@ RunRecord read_run(const std::string& dir) {
   }
   if (!run.done) {
     run.tokens_per_s = NAN;
-    run.tokens = run.evals.empty() ? 0 : run.evals.back().tokens;
+    run.tokens = double(last_step) * tokens_per_step;
   }
   return run;
 }

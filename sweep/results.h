@@ -27,12 +27,15 @@ struct RunRecord {
   Config config;                // RUN_DIR/config.yaml
   std::vector<EvalPoint> evals;  // by step; of a step evaluated twice (a resumed run), the later
   bool done = false;            // the trainer's last record ({"done": 1, ...}) is there
-  double tokens = 0;            // trained, from the last record
+  double tokens = 0;            // trained: from the last record, else the last step logged
   double tokens_per_s = 0;      // tokens over training seconds (NaN when not done)
+  // "RUN_DIR/metrics.jsonl:LINE: what is wrong" for each damaged line, which is left out (a
+  // half-written last line, of a run still writing or killed, is left out without a word).
+  std::vector<std::string> damaged;
 };
 
 // Reads RUN_DIR/config.yaml and RUN_DIR/metrics.jsonl; throws linattn::Error naming the file when
-// one is missing or unreadable.
+// one is missing or unreadable. Damaged lines of the metrics are left out and listed in `damaged`.
 RunRecord read_run(const std::string& dir);
 
 // The value of `metric` ("val_loss", "bpb" or "recall_accuracy") in an evaluation.

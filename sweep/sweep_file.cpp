@@ -182,6 +182,9 @@ Sweep load_sweep(const std::string& path) {
   if (!fs::is_regular_file(s.base))
     fail(path, top["base"], "no config '" + s.base + "' (base is relative to the sweep file's folder)");
   s.out_dir = top["out_dir"].as<std::string>();
+  if (fs::exists(s.out_dir) && !fs::is_directory(s.out_dir))
+    fail(path, top["out_dir"], "out_dir '" + s.out_dir + "' is a file: give the folder the sweep's runs and results "
+         "go to (one that does not exist yet is created)");
   if (top["launcher"]) {
     std::stringstream words(top["launcher"].as<std::string>());
     for (std::string w; words >> w;) s.launcher.push_back(w);

@@ -32,7 +32,23 @@ on stderr. docs/interop.md has the whole mapping. (--format hdf5, the first form
 --list prints a checkpoint's (or an export's) step, model config and every tensor's name and shape.
 )";
 
+// The tensors of a safetensors file (an export with fla's names, or any other).
+int list_safetensors(const std::string& path) {
+  const data::SafetensorsFile f(path);
+  std::printf("%s: safetensors, %zu tensors\n", path.c_str(), f.entries().size());
+  int64_t params = 0;
+  for (const data::SafetensorsEntry& e : f.entries()) {
+    params += e.shape.numel();
+    std::printf("  %-56s %s %s\n", e.name.c_str(), e.dtype.c_str(), e.shape.str().c_str());
+  }
+  std::printf("%lld parameters\n", (long long)params);
+  return 0;
+}
+
 int list(const std::string& path) {
+  if (std::filesystem::is_directory(path) && data::looks_like_safetensors(path + "/model.safetensors"))
+    return list_safetensors(path + "/model.safetensors");
+  if (data::looks_like_safetensors(path)) return list_safetensors(path);
   H5File f(path, H5File::Mode::read);
   std::string format = f.attr_string("format").value_or("?");
   LINATTN_REQUIRE(format == "linattn-checkpoint" || format == "linattn-weights", path,

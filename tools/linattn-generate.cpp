@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -16,6 +17,7 @@
 #include "core/flag_values.h"
 #include "core/hdf5.h"
 #include "data/dataset.h"
+#include "data/safetensors.h"
 #include "data/tokenizer.h"
 #include "data/utf8_stream.h"
 #include "layers/decoder.h"
@@ -61,6 +63,8 @@ source location of the failed check.
 )";
 
 std::string read_file(const std::string& path, const std::string& flag) {
+  LINATTN_REQUIRE(!std::filesystem::is_directory(path), flag, " ", path, ": a folder, not a file: give the file "
+                  "that holds the text");
   std::ifstream in(path, std::ios::binary);
   LINATTN_REQUIRE(in.good(), flag, " ", path, ": cannot read the file (", std::strerror(errno), ")");
   std::ostringstream os;
@@ -78,6 +82,10 @@ struct Loaded {
 Loaded load(const std::string& path) {
   LINATTN_REQUIRE(access(path.c_str(), R_OK) == 0, path, ": cannot read the checkpoint (", std::strerror(errno),
                   "); give the path of a .h5 file written by linattn-train or linattn-export");
+  const std::string weights = std::filesystem::is_directory(path) ? path + "/model.safetensors" : path;
+  LINATTN_REQUIRE(!data::looks_like_safetensors(weights), path, ": safetensors weights (fla's names and shapes, "
+                  "without linattn's config): linattn-generate reads linattn .h5 files; give the checkpoint they "
+                  "were exported from, or its .h5 export (linattn-export CKPT.h5 OUT.h5)");
   std::string format, export_dtype;
   {
     H5File f(path, H5File::Mode::read);
@@ -120,6 +128,9 @@ Loaded load(const std::string& path) {
 
 // The tokenizer the run's data was prepared with, or the --tokenizer flag's.
 std::unique_ptr<data::Tokenizer> run_tokenizer(const Config& config, const std::string& ckpt, std::string name) {
+  LINATTN_REQUIRE(!name.empty() || config.data.source != "mqar", ckpt, ": an MQAR model (data.source: mqar, "
+                  "docs/mqar.md): its tokens are the task's key and value ids, not text, so it has no text tokenizer "
+                  "to generate with; measure its recall with linattn-eval instead");
   if (name.empty())
     name = data::Dataset::open(find_run_data(config.data.path, ckpt, false, "--tokenizer bytes|gpt2"), "train")
                ->tokenizer();

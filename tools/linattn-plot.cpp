@@ -2,10 +2,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "core/hdf5.h"
 #include "sweep/plots.h"
 
 namespace {
@@ -61,6 +61,8 @@ int main(int argc, char** argv) {
     size_t measured = 0;
     for (const std::string& dir : dirs) {
       runs.push_back(read_run(dir));
+      for (const std::string& d : runs.back().damaged)
+        std::fprintf(stderr, "linattn-plot: warning: left out a damaged line: %s\n", d.c_str());
       labels.push_back(fs::path(dir).lexically_normal().filename().empty()
                            ? fs::path(dir).lexically_normal().parent_path().filename().string()
                            : fs::path(dir).lexically_normal().filename().string());
@@ -69,9 +71,9 @@ int main(int argc, char** argv) {
     LINATTN_REQUIRE(measured > 0, "no evaluation of ", metric, " in these runs",
                     metric == "recall_accuracy" ? " (only MQAR runs, data.source: mqar, measure it)"
                                                 : " yet (a run evaluates every train.eval_every steps and at its end)");
-    std::ofstream file(out);
-    LINATTN_REQUIRE(file, "cannot write '", out, "': check that its folder exists and is writable");
-    file << render_svg(curve_plot(runs, labels, metric));
+    LINATTN_REQUIRE(!fs::path(out).has_parent_path() || fs::is_directory(fs::path(out).parent_path()), "cannot write '",
+                    out, "': its folder does not exist");
+    write_text_atomically(out, render_svg(curve_plot(runs, labels, metric)));
     std::printf("wrote %s: %s of %zu runs\n", out.c_str(), metric.c_str(), runs.size());
     return 0;
   } catch (const std::exception& e) {

@@ -18,10 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "core/hdf5.h"
 #include "sweep/plots.h"
 #include "sweep/results.h"
 #include "sweep/sweep_file.h"
 #include "train/checkpoint.h"
+#include "train/folder_lock.h"
 #include "train/shell_quote.h"
 
 namespace {
@@ -208,6 +210,7 @@ void write_results(const Sweep& s) {
     if (row.status == "failed") row.error = read_text(error_file(dir));
     if (has_metrics) {
       RunRecord run = read_run(dir);
+      for (const std::string& d : run.damaged) std::fprintf(stderr, "warning: left out a damaged line: %s\n", d.c_str());
       fill_row(row, run);
       for (const EvalPoint& e : run.evals) any_recall |= std::isfinite(e.recall_accuracy);
       records.push_back(std::move(run));
@@ -216,13 +219,14 @@ void write_results(const Sweep& s) {
     rows.push_back(row);
   }
   mark_best(rows);
-  fs::create_directories(s.out_dir);
+  // Each through a temporary file: a full disk leaves the last complete one, and an error.
   const fs::path out(s.out_dir);
-  std::ofstream(out / "results.csv") << results_csv(s.keys, rows);
-  std::ofstream(out / "results.md") << "# " << s.path << "\n\nBase config: " << s.base << "\n\n"
-                                    << results_markdown(s.keys, rows);
-  std::ofstream(out / "val_loss.svg") << render_svg(curve_plot(records, labels, "val_loss"));
-  if (any_recall) std::ofstream(out / "recall_accuracy.svg") << render_svg(curve_plot(records, labels, "recall_accuracy"));
+  write_text_atomically(out / "results.csv", results_csv(s.keys, rows));
+  write_text_atomically(out / "results.md", "# " + s.path + "\n\nBase config: " + s.base + "\n\n" +
+                                                results_markdown(s.keys, rows));
+  write_text_atomically(out / "val_loss.svg", render_svg(curve_plot(records, labels, "val_loss")));
+  if (any_recall)
+    write_text_atomically(out / "recall_accuracy.svg", render_svg(curve_plot(records, labels, "recall_accuracy")));
   // The final metric against each swept number, one line per runs entry and other grid values.
   const std::string metric = any_recall ? "recall_accuracy" : "val_loss";
   for (const std::string& key : s.grid_keys) {
@@ -236,8 +240,8 @@ void write_results(const Sweep& s) {
         if (o.key != key) label += (label.empty() ? "" : " ") + o.key.substr(o.key.rfind('.') + 1) + "=" + o.value;
       series.push_back(label.empty() ? "runs" : label);
     }
-    std::ofstream(out / ("final_" + metric + "_vs_" + folder_name(key) + ".svg"))
-        << render_svg(final_plot(key, rows, x, series, metric));
+    write_text_atomically(out / ("final_" + metric + "_vs_" + folder_name(key) + ".svg"),
+                          render_svg(final_plot(key, rows, x, series, metric)));
   }
 }
 
@@ -305,6 +309,8 @@ int main(int argc, char** argv) {
       return 0;
     }
 
+    // One sweep at a time in its folder (each run locks its own run folder too).
+    const FolderLock sweep_lock(s.out_dir, "the sweep folder");
     struct sigaction sa {};
     sa.sa_handler = on_signal;  // no SA_RESTART: a blocking call returns, and the signal is seen
     sigaction(SIGINT, &sa, nullptr);
@@ -324,12 +330,15 @@ int main(int argc, char** argv) {
       }
       if (g_signals) break;
       const bool resume = !latest_checkpoint(dir).empty();
-      // Started before but without a checkpoint to continue from: start again.
-      if (!resume) {
-        fs::remove(fs::path(dir) / "metrics.jsonl");
-        fs::remove(fs::path(dir) / "config.yaml");
+      {
+        const FolderLock run_lock(dir, "the run folder");  // not while someone else trains there
+        // Started before but without a checkpoint to continue from: start again.
+        if (!resume) {
+          fs::remove(fs::path(dir) / "metrics.jsonl");
+          fs::remove(fs::path(dir) / "config.yaml");
+        }
+        fs::remove(error_file(dir));
       }
-      fs::remove(error_file(dir));
       const double eta = trained ? run_seconds / trained * remaining : NAN;
       std::printf("[sweep] run %zu/%zu %s: %s | elapsed %s | ETA %s\n", k + 1, todo.size(), name.c_str(),
                   resume ? "resuming from its checkpoint" : "starting", duration(since_start()).c_str(),
@@ -342,8 +351,8 @@ int main(int argc, char** argv) {
       if (!interrupted && (o.status != 0 || !finished(dir))) {
         fs::create_directories(dir);
         // Its error, with the sweep file's place of an override it names.
-        std::ofstream(error_file(dir)) << (o.stderr_tail.empty() ? "exit status " + std::to_string(o.status)
-                                                                  : s.in_sweep_terms(o.stderr_tail, i));
+        write_text_atomically(error_file(dir), o.stderr_tail.empty() ? "exit status " + std::to_string(o.status)
+                                                                      : s.in_sweep_terms(o.stderr_tail, i));
         ++failed;
         std::printf("[sweep] run %zu/%zu %s: FAILED (exit status %d); going on\n", k + 1, todo.size(), name.c_str(),
                     o.status);

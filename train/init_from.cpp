@@ -1,5 +1,6 @@
 #include "train/init_from.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -54,6 +55,17 @@ Source safetensors_source(const std::string& path) {
   return s;
 }
 
+// How many entries of the host tensor `t` are NaN or infinite.
+int64_t non_finite_count(const Tensor& t) {
+  int64_t n = 0;
+  dispatch_float(t.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* v = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) n += !std::isfinite(v[i]);
+  });
+  return n;
+}
+
 }  // namespace
 
 size_t init_from(const std::string& path_in, Model& model, const std::string& config_source) {
@@ -95,8 +107,25 @@ size_t init_from(const std::string& path_in, Model& model, const std::string& co
                     "\nuse the config the weights were trained with (a linattn file stores it: linattn-export "
                     "--list FILE), or export the weights of this model");
   }
+  // Every tensor is read and checked before any is copied: a NaN or an infinity would otherwise
+  // surface steps later as a loss or gate error that names neither the file nor the tensor.
   const DType dt = p.values().all().dtype();
-  for (size_t i = 0; i < p.size(); ++i) p.values()[int(i)].copy_from(src.read(p.name(int(i)), dt));
+  std::vector<Tensor> weights;
+  std::vector<std::string> non_finite;
+  for (size_t i = 0; i < p.size(); ++i) {
+    weights.push_back(src.read(p.name(int(i)), dt));
+    if (const int64_t n = non_finite_count(weights.back()))
+      non_finite.push_back(p.name(int(i)) + " " + weights.back().shape().str() + ": " + std::to_string(n) + " of " +
+                           std::to_string(weights.back().numel()) + " entries");
+  }
+  if (!non_finite.empty()) {
+    std::string list;
+    for (const std::string& s : non_finite) list += "\n  " + s;
+    LINATTN_REQUIRE(false, "--init-from ", path, ": ", non_finite.size(), " tensor", non_finite.size() == 1 ? "" : "s",
+                    " hold NaN or infinite values; nothing was trained:", list,
+                    "\nthe weights come from a run that diverged: start from an earlier checkpoint of it");
+  }
+  for (size_t i = 0; i < p.size(); ++i) p.values()[int(i)].copy_from(weights[i]);
   return p.size();
 }
 

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
+
 namespace linattn {
 
 using MetricFields = std::vector<std::pair<const char*, double>>;
@@ -14,13 +16,35 @@ using MetricFields = std::vector<std::pair<const char*, double>>;
 // (JSON has no NaN or infinity).
 std::string metrics_json_line(int64_t step, const MetricFields& fields);
 
+// A record that could not be written (a full disk): the run must stop, since its log would have a gap.
+class MetricsWriteError : public Error {
+ public:
+  using Error::Error;
+};
+
+// What a resume cut from the log: the records after its checkpoint, a finished run's ending, and
+// damaged lines (a partial last line of a killed run or a full disk, a cut record mid-file).
+struct MetricsCut {
+  int64_t records_dropped = 0;      // whole records past the checkpoint, or ending the run
+  std::vector<std::string> damaged;  // "metrics.jsonl:LINE: what is wrong", one per line dropped
+};
+
 class MetricsLog {
  public:
-  // Appends to `path`; with `fresh`, empties it first.
-  MetricsLog(std::string path, bool fresh);
+  // A fresh run's log: `path` emptied.
+  static MetricsLog start(const std::string& path);
+  // The log of a run resumed from the checkpoint of `step`: `path` cut back (through a temporary
+  // file and a rename) to the records of the steps up to `step`, less the "done" record and the
+  // final evaluation of a run that ended there, and less every line that is not a whole record.
+  static MetricsLog resume(const std::string& path, int64_t step, MetricsCut* cut = nullptr);
+
+  // Appends one record, a whole line. Throws MetricsWriteError when it cannot (the file is then cut
+  // back to the records before it, so no partial line stays).
   void write(int64_t step, const MetricFields& fields) const;
+  const std::string& path() const { return path_; }
 
  private:
+  explicit MetricsLog(std::string path) : path_(std::move(path)) {}
   std::string path_;
 };
 

@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 
+#include "core/hdf5.h"
 #include "data/mqar.h"
 #include "kernels/backend.h"
 #include "train/device.h"
@@ -104,6 +106,9 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   const TrainConfig& t = config_.train;
   const int64_t world = comm_->world_size();
   comm_->check_same(config_.text, "config");
+  LINATTN_REQUIRE(!std::filesystem::exists(t.out_dir) || std::filesystem::is_directory(t.out_dir), "the run folder '",
+                  t.out_dir, "' is a file: give a folder with --out DIR (or train.out_dir); one that does not exist "
+                  "is created");
   if (t.threads > 0) omp_set_num_threads(int(t.threads));
   // Ranks sharing a machine share its cores.
   else if (comm_->local_size() > 1) omp_set_num_threads(std::max(1, omp_get_num_procs() / comm_->local_size()));
@@ -395,9 +400,31 @@ void Trainer::save(const TrainState& state) {
 std::optional<MetricsLog> Trainer::open_run_folder() {
   if (!comm_->is_root()) return std::nullopt;  // rank 0 alone writes
   const std::filesystem::path dir(config_.train.out_dir);
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "config.yaml") << "# resolved from " << config_.source << "\n" << config_.text;
-  return MetricsLog((dir / "metrics.jsonl").string(), /*fresh=*/!resumed_);
+  folder_lock_ = std::make_unique<FolderLock>(dir.string(), "the run folder");
+  // Again under the lock: another run may have started there since the constructor looked.
+  if (!resumed_) refuse_existing_run(dir.string());
+  write_text_atomically((dir / "config.yaml").string(), "# resolved from " + config_.source + "\n" + config_.text);
+  const std::string metrics = (dir / "metrics.jsonl").string();
+  if (!resumed_) return MetricsLog::start(metrics);
+  MetricsCut cut;
+  MetricsLog log = MetricsLog::resume(metrics, start_.step, &cut);
+  for (const std::string& d : cut.damaged) say("warning: dropped a damaged line of the metrics: %s\n", d.c_str());
+  if (cut.records_dropped)
+    say("metrics: %s cut back to step %lld (%lld later records dropped)\n", metrics.c_str(),
+        (long long)start_.step, (long long)cut.records_dropped);
+  return log;
+}
+
+void Trainer::stop_for_metrics(const MetricsWriteError& e, const TrainState& state) {
+  std::string outcome;
+  try {
+    save(state);
+    outcome = "the run stopped with the checkpoint of step " + std::to_string(state.step) +
+              "; once there is space, continue with --resume " + config_.train.out_dir;
+  } catch (const Error& not_saved) {
+    outcome = not_saved.what();  // it says which earlier checkpoint is intact
+  }
+  throw Error(std::string(e.what()) + "\n" + outcome);
 }
 
 void Trainer::agree_across_ranks(bool& done, bool& interrupted, double& progress) const {
@@ -454,11 +481,11 @@ double Trainer::report_eval(int64_t step, bool final, const MetricsLog* metrics,
   MetricFields fields{{"val_loss", r.loss}, {"val_ppl", r.perplexity}, {"val_bpb", r.bits_per_byte},
                       {"val_document_reset", config_.data.document_boundaries == DocumentBoundaries::reset ? 1.0 : 0.0}};
   if (recall) fields.push_back({"recall_accuracy", r.recall_accuracy});
-  if (metrics) metrics->write(step, fields);
   if (!sample.empty()) say("%s\n", sample.c_str());
   summary.last = r;
   // Only evaluations of the whole split compare with each other (a prefix is easier or harder).
   if ((final || config_.data.val_tokens == 0) && r.loss < summary.best.loss) summary.best = r;
+  if (metrics) metrics->write(step, fields);
   return seconds;
 }
 
@@ -495,7 +522,15 @@ TrainSummary Trainer::run() {
     s.sampler = loader_->state();
     return s;
   };
-  int64_t bad_in_row = 0;
+  // Writes metrics records; when one cannot be written the run stops with a checkpoint of `at_step`.
+  auto recorded = [&](int64_t at_step, const std::function<void()>& write) {
+    try {
+      write();
+    } catch (const MetricsWriteError& e) {
+      stop_for_metrics(e, state_now(at_step));
+    }
+  };
+  int64_t bad_in_row = 0, saved_step = -1;
   LogWindow window;
 
   int64_t step = start_.step;
@@ -530,27 +565,35 @@ TrainSummary Trainer::run() {
     window.loss += loss;
     ++window.steps;
     const int64_t done_steps = step + 1;
-    if (done_steps % t.log_every == 0 || done_steps == 1) {
-      log_step(done_steps, window, lr, norm, summary.tokens, elapsed(), metrics);
-      window = {};
-    } else if (tty) {
-      say("\r\033[Kstep %lld  loss %.4f", (long long)done_steps, loss);
-      std::fflush(stdout);
+    recorded(done_steps, [&] {
+      if (done_steps % t.log_every == 0 || done_steps == 1) {
+        log_step(done_steps, window, lr, norm, summary.tokens, elapsed(), metrics);
+        window = {};
+      } else if (tty) {
+        say("\r\033[Kstep %lld  loss %.4f", (long long)done_steps, loss);
+        std::fflush(stdout);
+      }
+      if (t.eval_every && done_steps % t.eval_every == 0 && !(t.max_steps && done_steps == t.max_steps))
+        eval_seconds += report_eval(done_steps, false, metrics, summary);
+    });
+    if (config_.checkpoint.every && done_steps % config_.checkpoint.every == 0) {
+      save(state_now(done_steps));
+      saved_step = done_steps;
     }
-    if (t.eval_every && done_steps % t.eval_every == 0 && !(t.max_steps && done_steps == t.max_steps))
-      eval_seconds += report_eval(done_steps, false, metrics, summary);
-    if (config_.checkpoint.every && done_steps % config_.checkpoint.every == 0) save(state_now(done_steps));
   }
   summary.steps = step;
   summary.seconds = elapsed();
   if (summary.interrupted) {
-    save(state_now(step));
+    if (saved_step != step) save(state_now(step));  // interrupted right after a checkpoint: that one
     return summary;
   }
-  report_eval(step, true, metrics, summary);
+  recorded(step, [&] { report_eval(step, true, metrics, summary); });
   if (!config_.checkpoint.every || step % config_.checkpoint.every != 0) save(state_now(step));
   // The last record of a finished run (linattn-sweep skips such runs): its tokens and training time.
-  if (metrics) metrics->write(step, {{"done", 1}, {"tokens", double(summary.tokens)}, {"seconds", summary.seconds}});
+  if (metrics)
+    recorded(step, [&] {
+      metrics->write(step, {{"done", 1}, {"tokens", double(summary.tokens)}, {"seconds", summary.seconds}});
+    });
   return summary;
 }
 

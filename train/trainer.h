@@ -13,6 +13,7 @@
 #include "train/checkpoint.h"
 #include "train/communicator.h"
 #include "train/config.h"
+#include "train/folder_lock.h"
 #include "train/grad_buckets.h"
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
@@ -90,8 +91,12 @@ class Trainer {
   void open_token_data();  // data.source tokens: the splits of data.path, checked against the config
   // This rank's validation batches, the first max_tokens tokens (0: all).
   std::unique_ptr<data::ValBatches> val_batches(int64_t max_tokens) const;
-  // Writes config.yaml into the run folder; the metrics log on rank 0 (nullopt on the others).
+  // Locks the run folder and writes config.yaml into it; the metrics log on rank 0 (nullopt on the
+  // others), cut back to the resumed checkpoint's step.
   std::optional<MetricsLog> open_run_folder();
+  // A metrics record that could not be written stops the run, with a checkpoint of `state` where
+  // there is room for one; throws the error that says so.
+  [[noreturn]] void stop_for_metrics(const MetricsWriteError& e, const TrainState& state);
   // printf on rank 0 only.
   void say(const char* format, ...) const __attribute__((format(printf, 2, 3)));
 
@@ -106,6 +111,7 @@ class Trainer {
   double gemm_peak_ = 0;
   int64_t accumulation_ = 1;
   int64_t micro_ = 1;  // sequences per forward pass on this rank
+  std::unique_ptr<FolderLock> folder_lock_;  // rank 0's, while run() writes the run folder
   std::unique_ptr<Communicator> single_;
   Communicator* comm_ = nullptr;
   // With train.device: cuda and more than one rank, NCCL over comm_: it sums the device gradients;

@@ -3,6 +3,8 @@
 
 #include <sys/wait.h>
 
+#include <cstring>
+
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "data_testing.h"
@@ -201,6 +203,29 @@ TEST(Prepare, OutputFolderIsNeverReadAsInput) {
   o.out_dir = dir / "in/";  // the same folder, spelled otherwise
   EXPECT_EQ(has(error_of([&] { prepare(o); }), "give an --out outside the input folder"), "");
   EXPECT_FALSE(std::filesystem::exists(dir / "in/train.bin"));
+}
+
+TEST(Prepare, TokenShardsAreRefusedAsText) {
+  // Given its own output as input, prepare would read the binary shard as text and overwrite it.
+  TempDir dir;
+  write_file(dir / "in/a.txt", "alpha");
+  PrepareOptions o;
+  o.inputs = {dir / "in"};
+  o.out_dir = dir / "data";
+  prepare(o);
+  const std::vector<int32_t> tokens = all_tokens(dir / "data/train.bin");
+  o.inputs = {dir / "data/train.bin"};
+  EXPECT_EQ(has(error_of([&] { prepare(o); }), dir / "data/train.bin" + ": a token shard (the output of a prepare, "
+                                                                          "or llm.c's), not text"),
+            "");
+  EXPECT_EQ(all_tokens(dir / "data/train.bin"), tokens);
+  // An llm.c shard, inside a folder of text, too.
+  std::string llmc(1024, '\0');
+  const int32_t magic = 20240520;
+  std::memcpy(llmc.data(), &magic, 4);
+  write_file(dir / "in/llmc.bin", llmc);
+  o.inputs = {dir / "in"};
+  EXPECT_EQ(has(error_of([&] { prepare(o); }), dir / "in/llmc.bin" + ": a token shard"), "");
 }
 
 // GPT-2 refuses text that is not UTF-8, naming the file and the offset; the shards are not written.

@@ -101,14 +101,28 @@ TEST_F(RunFolder, AnUnfinishedRunHasNoFinalNumbers) {
   fill_row(row, run);
   EXPECT_TRUE(std::isnan(row.val_loss));  // an evaluation on data.val_tokens is not the final one
   EXPECT_DOUBLE_EQ(row.tokens, 2.0 * 4 * 64);
+  // Its tokens are those trained, to the last step logged, not to the last evaluation.
+  std::ofstream(fs::path(dir_) / "metrics.jsonl", std::ios::app) << R"({"step": 3, "loss": 4.8})" << "\n";
+  fill_row(row, read_run(dir_));
+  EXPECT_DOUBLE_EQ(row.tokens, 3.0 * 4 * 64);
 }
 
-TEST_F(RunFolder, AHalfWrittenLastLineIsLeftOutAndABrokenOneElseNamed) {
+TEST_F(RunFolder, AHalfWrittenLastLineIsLeftOutAndDamagedOnesAreNamedAndTheRestRead) {
   std::ofstream(fs::path(dir_) / "metrics.jsonl", std::ios::app) << R"({"step": 7, "val_lo)";
-  EXPECT_EQ(read_run(dir_).evals.size(), 3u);
-  std::ofstream(fs::path(dir_) / "metrics.jsonl", std::ios::app) << "\n{}\n";
-  const std::string e = testing::error_of([&] { read_run(dir_); });
-  EXPECT_EQ(e.rfind(dir_ + "/metrics.jsonl:7:", 0), 0u) << e;
+  RunRecord run = read_run(dir_);
+  EXPECT_EQ(run.evals.size(), 3u);
+  EXPECT_TRUE(run.damaged.empty());
+  // A record cut by a full disk with the next appended to it (the cut line then ends), and a line
+  // that is no record: each named, and the records around them read.
+  std::ofstream(fs::path(dir_) / "metrics.jsonl", std::ios::app)
+      << "{\"step\": 8, \"val_loss\": 3.9}\n{}\n{\"step\": 9, \"val_loss\": 3.8}\n";
+  run = read_run(dir_);
+  ASSERT_EQ(run.damaged.size(), 2u);
+  EXPECT_EQ(run.damaged[0].rfind(dir_ + "/metrics.jsonl:7:", 0), 0u) << run.damaged[0];
+  EXPECT_EQ(run.damaged[1], dir_ + "/metrics.jsonl:8: not a record (no \"step\" number)");
+  ASSERT_EQ(run.evals.size(), 4u);
+  EXPECT_EQ(run.evals.back().step, 9);
+  EXPECT_TRUE(run.done);
 }
 
 TEST_F(RunFolder, RowFromTheRun) {

@@ -116,5 +116,56 @@ TEST_F(Generate, BadInputNamesTheFlagOrFile) {
   }
 }
 
+TEST_F(Generate, APromptFileThatIsAFolderIsAnError) {
+  // It used to generate from an empty prompt, with exit code 0.
+  const testing::CommandResult r = generate_all(ckpt_ + " --prompt-file " + dir_);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--prompt-file " + dir_ + ": a folder, not a file"), std::string::npos) << r.output;
+}
+
+TEST_F(Generate, SafetensorsWeightsAreRecognisedAndListed) {
+  const std::string out = dir_ + "/fla";
+  const testing::CommandResult exported = testing::run_command(testing::built_binary("linattn-export") + " " + ckpt_ +
+                                                               " " + out + " --format safetensors");
+  ASSERT_EQ(exported.status, 0) << exported.output;
+  // linattn-generate says what it reads and what to give, for the file and for its folder.
+  for (const std::string& path : {out, out + "/model.safetensors"}) {
+    const testing::CommandResult r = generate_all(path);
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find(path + ": safetensors weights (fla's names and shapes, without linattn's config): "
+                            "linattn-generate reads linattn .h5 files; give the checkpoint they were exported from"),
+              std::string::npos)
+        << r.output;
+    // linattn-export --list lists its tensors instead of "not an HDF5 file".
+    const testing::CommandResult l = testing::run_command(testing::built_binary("linattn-export") + " --list " + path);
+    EXPECT_EQ(l.status, 0) << l.output;
+    EXPECT_NE(l.output.find(out + "/model.safetensors: safetensors, "), std::string::npos) << l.output;
+    EXPECT_NE(l.output.find("model.embeddings.weight"), std::string::npos) << l.output;
+    EXPECT_NE(l.output.find(" parameters\n"), std::string::npos) << l.output;
+  }
+}
+
+TEST(GenerateMqar, AnMqarModelHasNoTextTokenizerAndSaysSo) {
+  const std::string dir = (fs::temp_directory_path() / ("linattn-mqar-generate-" + std::to_string(getpid()))).string();
+  fs::remove_all(dir);
+  Config c = parse_config(R"(model: {vocab_size: 16, hidden_size: 32, num_hidden_layers: 1, num_heads: 2, mixer: deltanet}
+data:
+  source: mqar
+  seq_len: 32
+  mqar: {vocab_size: 16, num_kv_pairs: 4, num_train_examples: 100, num_val_examples: 30}
+train: {batch_size: 8, warmup_steps: 2, max_steps: 2, out_dir: )" + dir + "}\n",
+                          "mqar.yaml");
+  Trainer(c).run();
+  const std::string ckpt = latest_checkpoint(dir);
+  const testing::CommandResult r =
+      testing::run_command(testing::built_binary("linattn-generate") + " " + ckpt + " --prompt 1");
+  fs::remove_all(dir);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(ckpt + ": an MQAR model (data.source: mqar, docs/mqar.md): its tokens are the task's key "
+                          "and value ids, not text"),
+            std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace linattn

@@ -283,6 +283,33 @@ TEST_F(Interop, InitFromAnotherShapeNamesEveryMismatchAndTrainsNothing) {
   EXPECT_NE(r.output.find("give one of them"), std::string::npos) << r.output;
 }
 
+TEST_F(Interop, InitFromWeightsWithNaNOrInfinityNamesTheFileAndTheTensors) {
+  // A diverged run's weights: refused at load, naming the file and each tensor, before anything trains.
+  Config c = testing::tiny_config(dir_ + "/run");
+  Model source(c.model, DType::f32);
+  source.params().initialize(3);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (size_t i = 0; i < source.params().size(); ++i) {
+    Tensor t = source.params().values()[int(i)];
+    const std::string& name = source.params().name(int(i));
+    if (name == "model.norm.weight") t.data<float>()[1] = NAN;
+    if (name == "lm_head.weight") t.data<float>()[0] = t.data<float>()[5] = -INFINITY;
+    tensors.emplace_back(name, t);
+  }
+  data::write_safetensors(dir_ + "/diverged.safetensors", tensors);
+  Model m(c.model, DType::f32);
+  m.params().initialize(7);
+  Model untouched(c.model, DType::f32);
+  untouched.params().initialize(7);
+  const std::string err = testing::error_of([&] { init_from(dir_ + "/diverged.safetensors", m, "tiny.yaml"); });
+  EXPECT_NE(err.find("--init-from " + dir_ + "/diverged.safetensors: 2 tensors hold NaN or infinite values; nothing "
+                     "was trained:\n  model.norm.weight [64]: 1 of 64 entries\n  lm_head.weight [257, 64]: 2 of "
+                     "16448 entries"),
+            std::string::npos)
+      << err;
+  EXPECT_TRUE(same_bits(m, untouched)) << "the model was changed by a refused import";
+}
+
 TEST_F(Interop, InitFromStartsATrainingRunAtStepZero) {
   Config c = testing::tiny_config(dir_ + "/run");
   const std::string ckpt = checkpoint_of(c, "start.h5");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -215,6 +216,87 @@ TEST_F(SweepCommand, DryRunHelpAndOptions) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("linattn-plot: error: '" + dir_.string() + "' is no run folder"), std::string::npos)
       << r.output;
+}
+
+TEST_F(SweepCommand, ASecondSweepIntoTheSameFolderIsRefusedAndTheFirstFinishesWhole) {
+  const std::string file = sweep_file(
+      "runs:\n"
+      "  - {name: first, train.max_steps: 4}\n"
+      "  - {name: second, train.max_steps: 600, train.eval_every: 300}\n");
+  const std::string log = (dir_ / "first.log").string();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = "exec " + testing::built_binary("linattn-sweep") + " " + file + " > " + log + " 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    _exit(127);
+  }
+  // The second starts while the first trains its first run.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (!fs::exists(out() / "first" / "metrics.jsonl") && std::chrono::steady_clock::now() < deadline &&
+         waitpid(pid, nullptr, WNOHANG) == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const testing::CommandResult second = sweep(file);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string first = read(log);
+  EXPECT_EQ(second.status, 1) << second.output;
+  EXPECT_NE(second.output.find("linattn-sweep: error: the sweep folder '" + out().string() +
+                               "' is in use by another process (pid " + std::to_string(pid) + ", command: "),
+            std::string::npos)
+      << second.output;
+  EXPECT_EQ(second.output.find("[sweep] run"), std::string::npos) << "the second ran something\n" << second.output;
+  ASSERT_TRUE(WIFEXITED(status)) << first;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << first;
+  const std::string csv = read(out() / "results.csv");
+  EXPECT_EQ(count(csv, ",done,"), 2u) << csv;
+  for (const char* run : {"first", "second"}) {
+    EXPECT_TRUE(fs::exists(out() / run / "config.yaml")) << run;
+    EXPECT_FALSE(fs::exists(out() / run / "sweep-error.txt")) << run;
+  }
+}
+
+TEST_F(SweepCommand, ResultsThatCannotBeWrittenAreAnErrorAndTheLastCompleteOnesStay) {
+  const std::string file = sweep_file("runs:\n  - {name: only, train.max_steps: 4}\n");
+  ASSERT_EQ(sweep(file).status, 0);
+  const std::string csv = read(out() / "results.csv"), md = read(out() / "results.md"),
+                    svg = read(out() / "val_loss.svg");
+  ASSERT_GT(md.size(), 600u);
+  // Again, with nothing left to train, under a file size limit of 600 bytes (RLIMIT_FSIZE, which
+  // needs no root): the table no longer fits, as on a full disk.
+  const std::string log = (dir_ / "limited.log").string();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails instead of killing the process
+    const rlimit limit{600, RLIM_INFINITY};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    const std::string cmd = "exec " + testing::built_binary("linattn-sweep") + " " + file + " > " + log + " 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string output = read(log);
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << output;
+  EXPECT_NE(output.find("linattn-sweep: error: cannot write '" + out().string() + "/results."), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("File too large"), std::string::npos) << output;
+  EXPECT_EQ(output.find("results in"), std::string::npos) << output;
+  EXPECT_EQ(read(out() / "results.csv"), csv);
+  EXPECT_EQ(read(out() / "results.md"), md);
+  EXPECT_EQ(read(out() / "val_loss.svg"), svg);
+  for (const auto& e : fs::directory_iterator(out()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+}
+
+TEST_F(SweepCommand, AnOutDirThatIsAFileIsNamedByTheDryRun) {
+  std::ofstream(out()) << "a file";
+  const std::string file = sweep_file("runs:\n  - {name: a}\n");
+  const testing::CommandResult r = sweep(file + " --dry-run");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(file + ":2:10: out_dir '" + out().string() + "' is a file"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <unistd.h>
@@ -44,6 +45,15 @@ TEST(TrainCommandLine, ResumeTargetsThatAreNotThereOrNotARunAreClearErrors) {
   EXPECT_EQ(train("configs/default.yaml --resume " + dir + " --out " + dir + "-other", out), 2);
   EXPECT_NE(out.find("drop --out"), std::string::npos) << out;
   fs::remove_all(dir);
+}
+
+TEST(TrainCommandLine, AnOutThatIsAFileIsNamed) {
+  const std::string file = (fs::temp_directory_path() / ("linattn-cli-file-" + std::to_string(getpid()))).string();
+  std::ofstream(file) << "a file";
+  std::string out;
+  EXPECT_EQ(train("configs/default.yaml --out " + file + " --dry-run", out), 1);
+  EXPECT_NE(out.find("the run folder '" + file + "' is a file"), std::string::npos) << out;
+  fs::remove(file);
 }
 
 }  // namespace

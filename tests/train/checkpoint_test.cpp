@@ -2,12 +2,16 @@
 #include "train/checkpoint.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "core/hdf5.h"
@@ -193,7 +197,11 @@ TEST_F(Checkpoints, AFreshRunIntoAFolderWithARunIsRefused) {
 // resume; SIGKILL at random moments never leaves the newest checkpoint unreadable.
 class CheckpointsProcess : public Checkpoints {
  protected:
-  pid_t start(const std::vector<std::string>& extra) {
+  // Starts linattn-train with `extra` arguments, its output in DIR/LOG_NAME; with a `gate` pipe, only
+  // once its write end is closed (so that two processes start at the same moment); with a
+  // `file_size_limit`, under that RLIMIT_FSIZE (a write past it fails, as on a full disk).
+  pid_t start(const std::vector<std::string>& extra, const std::string& log_name = "log.txt",
+              const int* gate = nullptr, rlim_t file_size_limit = 0) {
     std::string cfg = dir_ + "/tiny.yaml";
     fs::create_directories(dir_);
     std::ofstream(cfg) << testing::tiny_config(dir_ + "/run").text;
@@ -203,7 +211,15 @@ class CheckpointsProcess : public Checkpoints {
     args.insert(args.end(), extra.begin(), extra.end());
     pid_t pid = fork();
     if (pid == 0) {
-      std::string log = dir_ + "/log.txt";
+      char c;
+      if (gate) close(gate[1]);
+      if (gate && read(gate[0], &c, 1) < 0) _exit(126);
+      if (file_size_limit) {
+        signal(SIGXFSZ, SIG_IGN);
+        const rlimit limit{file_size_limit, RLIM_INFINITY};
+        setrlimit(RLIMIT_FSIZE, &limit);
+      }
+      std::string log = dir_ + "/" + log_name;
       freopen(log.c_str(), "a", stdout);
       freopen(log.c_str(), "a", stderr);
       std::vector<char*> argv;
@@ -214,8 +230,8 @@ class CheckpointsProcess : public Checkpoints {
     }
     return pid;
   }
-  std::string log() {
-    std::ifstream in(dir_ + "/log.txt");
+  std::string log(const std::string& name = "log.txt") {
+    std::ifstream in(dir_ + "/" + name);
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
   // Waits until the run in `run_dir` has written a checkpoint (or exited, or ten minutes passed: a
@@ -319,6 +335,163 @@ TEST_F(CheckpointsProcess, AFullDiskStopsTheRunKeepingTheLastCheckpoint) {
     EXPECT_EQ(names, std::vector<std::string>{"step-00000001.h5"});
     EXPECT_EQ(checkpoint_problem(disk.dir() + "/run/checkpoints/step-00000001.h5"), "");
   }
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The "step" of each record of `kind` ("loss", "val_loss", "done") in a metrics.jsonl text.
+std::vector<int64_t> steps_of(const std::string& metrics, const std::string& kind) {
+  std::vector<int64_t> steps;
+  std::istringstream lines(metrics);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("\"" + kind + "\": ") != std::string::npos) steps.push_back(std::stoll(line.substr(9)));
+  return steps;
+}
+
+bool strictly_increasing(const std::vector<int64_t>& v) {
+  return std::adjacent_find(v.begin(), v.end(), [](int64_t a, int64_t b) { return a >= b; }) == v.end();
+}
+
+TEST_F(CheckpointsProcess, TwoTrainersStartedTogetherIntoOneFolderOneIsRefused) {
+  // Released at the same moment, both pass the "already holds a run" check; the folder's lock lets one
+  // train and refuses the other, naming the first's PID. The folder then holds one run's records.
+  int gate[2];
+  ASSERT_EQ(pipe(gate), 0);
+  const std::vector<std::string> common{"--out", dir_ + "/run", "--set", "train.max_steps=30", "--set",
+                                        "train.log_every=1", "--set", "checkpoint.every=10"};
+  auto with_seed = [&](const char* seed) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), {"--set", std::string("train.seed=") + seed});
+    return args;
+  };
+  const pid_t a = start(with_seed("11"), "a.txt", gate), b = start(with_seed("22"), "b.txt", gate);
+  close(gate[0]);
+  close(gate[1]);
+  int status_a = 0, status_b = 0;
+  waitpid(a, &status_a, 0);
+  waitpid(b, &status_b, 0);
+  ASSERT_TRUE(WIFEXITED(status_a) && WIFEXITED(status_b)) << log("a.txt") << log("b.txt");
+  ASSERT_EQ(WEXITSTATUS(status_a) + WEXITSTATUS(status_b), 1) << log("a.txt") << log("b.txt");
+  const bool a_won = WEXITSTATUS(status_a) == 0;
+  const std::string loser = log(a_won ? "b.txt" : "a.txt");
+  // Refused by the lock (or, if the winner was through before the loser looked, by the check).
+  const std::string holder = "is in use by another process (pid " + std::to_string(a_won ? a : b) + ", command: ";
+  EXPECT_TRUE(loser.find(holder) != std::string::npos || loser.find("already holds a run") != std::string::npos)
+      << loser;
+  const std::string metrics = read_text(dir_ + "/run/metrics.jsonl");
+  const std::vector<int64_t> losses = steps_of(metrics, "loss");
+  EXPECT_EQ(losses.size(), 30u) << metrics;
+  EXPECT_TRUE(strictly_increasing(losses)) << metrics;
+  EXPECT_EQ(steps_of(metrics, "done"), std::vector<int64_t>{30}) << metrics;
+  EXPECT_NE(read_text(dir_ + "/run/config.yaml").find(a_won ? "seed: 11" : "seed: 22"), std::string::npos);
+  EXPECT_EQ(checkpoint_problem(latest_checkpoint(dir_ + "/run")), "");
+}
+
+TEST_F(CheckpointsProcess, ResumingARunThatIsStillTrainingIsRefusedWithItsPid) {
+  const pid_t pid = start({"--out", dir_ + "/run", "--set", "checkpoint.every=1"});
+  wait_for_checkpoint(pid, dir_ + "/run");
+  const testing::CommandResult second = testing::run_command(
+      testing::built_binary("linattn-train") + " --resume " + dir_ + "/run --set train.max_steps=1");
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_EQ(second.status, 1) << second.output;
+  EXPECT_NE(second.output.find("the run folder '" + dir_ + "/run' is in use by another process (pid " +
+                               std::to_string(pid) + ", command: "),
+            std::string::npos)
+      << second.output;
+  EXPECT_EQ(steps_of(read_text(dir_ + "/run/metrics.jsonl"), "done"), std::vector<int64_t>{}) << "the second wrote";
+  // Once the first is gone, the run continues.
+  const testing::CommandResult third = testing::run_command(
+      testing::built_binary("linattn-train") + " --resume " + dir_ + "/run --set train.max_steps=1");
+  EXPECT_EQ(third.status, 0) << third.output;
+}
+
+TEST_F(CheckpointsProcess, AnInterruptRightAfterACheckpointPrintsItOnce) {
+  // With a checkpoint after every step, Ctrl-C always lands right after one: the run stops with that
+  // checkpoint, announced once.
+  const pid_t pid = start({"--out", dir_ + "/run", "--set", "checkpoint.every=1"});
+  wait_for_checkpoint(pid, dir_ + "/run");
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string out = log();
+  EXPECT_EQ(WEXITSTATUS(status), 130) << out;
+  std::istringstream lines(out);
+  std::vector<std::string> announced;
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("checkpoint: ", 0) == 0) announced.push_back(line.substr(0, line.find(" (")));
+  ASSERT_FALSE(announced.empty()) << out;
+  EXPECT_EQ(std::set<std::string>(announced.begin(), announced.end()).size(), announced.size()) << out;
+}
+
+TEST_F(CheckpointsProcess, AMetricsRecordThatCannotBeWrittenStopsTheRunCleanlyWithoutRoot) {
+  // A file size limit of 6000 bytes: metrics.jsonl reaches it after some 40 records, and the
+  // checkpoint (about 0.5 MB) cannot be written either. The run stops with exit code 1, saying both,
+  // and leaves only whole records and no temporary file.
+  const pid_t pid = start({"--out", dir_ + "/run", "--set", "train.max_steps=400", "--set", "train.log_every=1"},
+                          "log.txt", nullptr, 6000);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string out = log();
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << "\n" << out;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+  EXPECT_NE(out.find("to '" + dir_ + "/run/metrics.jsonl': File too large"), std::string::npos) << out;
+  EXPECT_NE(out.find("was not written"), std::string::npos) << out;
+  EXPECT_NE(out.find("there is no earlier checkpoint"), std::string::npos) << out;
+  const std::string metrics = read_text(dir_ + "/run/metrics.jsonl");
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_EQ(metrics.back(), '\n') << "a partial record was left";
+  EXPECT_GT(steps_of(metrics, "loss").size(), 10u);
+  EXPECT_TRUE(!fs::exists(dir_ + "/run/checkpoints") || fs::is_empty(dir_ + "/run/checkpoints"));
+}
+
+TEST_F(CheckpointsProcess, AFullDiskUnderTheMetricsStopsTheRunWithACheckpointAndAResumeContinuesTheLog) {
+  // metrics.jsonl on a small disk of its own (a link into it), the checkpoints beside it with room:
+  // the record that does not fit stops the run with exit code 1, a checkpoint of the step it reached,
+  // and no partial line. Resumed once there is space, the log goes on from that checkpoint.
+  testing::SmallDisk disk(dir_ + "/disk", 8192);
+  if (!disk.mounted()) GTEST_SKIP() << disk.why_not();
+  fs::create_directories(dir_ + "/run");
+  fs::create_symlink(disk.dir() + "/metrics.jsonl", dir_ + "/run/metrics.jsonl");
+  const pid_t pid = start({"--out", dir_ + "/run", "--set", "train.max_steps=400", "--set", "train.log_every=1",
+                           "--set", "checkpoint.every=100"});
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string out = log();
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+  EXPECT_NE(out.find("to '" + dir_ + "/run/metrics.jsonl': No space left on device"), std::string::npos) << out;
+  const std::string stopped_at = "the run stopped with the checkpoint of step ";
+  const size_t at = out.find(stopped_at);
+  ASSERT_NE(at, std::string::npos) << out;
+  const int64_t stopped = std::stoll(out.substr(at + stopped_at.size()));
+  EXPECT_NE(out.find("continue with --resume " + dir_ + "/run"), std::string::npos) << out;
+  const std::string ckpt = checkpoint_path(dir_ + "/run", stopped);
+  EXPECT_EQ(checkpoint_problem(ckpt), "") << out;
+  std::string metrics = read_text(dir_ + "/run/metrics.jsonl");
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_EQ(metrics.back(), '\n') << "a partial record was left";
+  std::vector<int64_t> losses = steps_of(metrics, "loss");
+  ASSERT_FALSE(losses.empty());
+  EXPECT_EQ(losses.back(), stopped - 1) << "the records before the one that failed are all there";
+
+  // Space again: the log moves off the small disk; the resume appends after the last whole record.
+  fs::remove(dir_ + "/run/metrics.jsonl");
+  std::ofstream(dir_ + "/run/metrics.jsonl") << metrics;
+  fs::remove(dir_ + "/log.txt");
+  const pid_t again = start({"--resume", dir_ + "/run", "--set", "train.max_steps=" + std::to_string(stopped + 20),
+                             "--set", "train.log_every=1", "--set", "checkpoint.every=100"});
+  waitpid(again, &status, 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << log();
+  metrics = read_text(dir_ + "/run/metrics.jsonl");
+  losses = steps_of(metrics, "loss");
+  EXPECT_TRUE(strictly_increasing(losses)) << metrics;
+  EXPECT_EQ(losses.back(), stopped + 20);
+  EXPECT_EQ(steps_of(metrics, "done"), std::vector<int64_t>{stopped + 20}) << metrics;
 }
 
 }  // namespace
