@@ -18,9 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double number(const data::JsonValue& record, const char* key) {
-  const data::JsonValue* v = record.find(key);
-  return v && v->kind == data::JsonValue::Kind::number ? v->number : NAN;
+double number(const data::Json& record, const char* key) {
+  return record.contains(key) && record[key].is_number() ? record[key].get<double>() : NAN;
 }
 
 // A number for a table: "" when not measured, else printf's `format`.
@@ -72,7 +71,7 @@ RunRecord read_run(const std::string& dir) {
   std::set<int64_t> done_steps;  // a finished run's final evaluation is at the step of its "done" record
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;
-    data::JsonValue r;
+    data::Json r;
     try {
       r = data::parse_json(lines[i], metrics.string() + ":" + std::to_string(i + 1));
     } catch (const Error&) {
@@ -80,13 +79,13 @@ RunRecord read_run(const std::string& dir) {
       throw;
     }
     const int64_t step = int64_t(number(r, "step"));
-    if (r.find("val_loss")) {
+    if (r.contains("val_loss")) {
       EvalPoint& e = evals[step];
       e = {step, double(step) * tokens_per_step, number(r, "val_loss"), number(r, "val_ppl"),
            number(r, "val_bpb"), number(r, "recall_accuracy")};
     }
     // A resumed run past its end appends more: the last record counts.
-    if (r.find("done")) {
+    if (r.contains("done")) {
       done_steps.insert(step);
       run.done = true;
       run.tokens = number(r, "tokens");

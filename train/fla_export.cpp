@@ -7,7 +7,7 @@
 #include <tuple>
 #include <utility>
 
-#include "data/json.h"
+#include <nlohmann/json.hpp>
 
 namespace linattn {
 
@@ -18,32 +18,8 @@ bool is_conv(const std::string& name) {
   return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// The shortest decimal that reads back as v (JSON has no 1.0e-06 vs 1e-06 question).
-std::string number(double v) {
-  char buf[32];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  std::string s(buf, r.ptr);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";  // a float field stays a float
-  return s;
-}
-std::string integer(int64_t v) { return std::to_string(v); }
-std::string boolean(bool v) { return v ? "true" : "false"; }
-std::string text(const std::string& v) { return data::json_quote(v); }
-
-// An ordered JSON object written one field at a time.
-class Object {
- public:
-  void add(const std::string& key, const std::string& json_value) { fields_.emplace_back(key, json_value); }
-  std::string str(const std::string& indent = "") const {
-    std::string out = "{";
-    for (size_t i = 0; i < fields_.size(); ++i)
-      out += (i ? ",\n" : "\n") + indent + "  " + data::json_quote(fields_[i].first) + ": " + fields_[i].second;
-    return out + "\n" + indent + "}";
-  }
-
- private:
-  std::vector<std::pair<std::string, std::string>> fields_;
-};
+// config.json keeps its fields in the order they are added, as HF writes them.
+using Json = nlohmann::ordered_json;
 
 struct FlaModel {
   const char* model_type;
@@ -66,31 +42,26 @@ int64_t dim(double expand, int64_t hidden) { return int64_t(std::llround(expand 
 
 // The attention layers grouped by their settings: fla's `attn` is one spec (or a list of them) of
 // {layers, num_heads, num_kv_heads, window_size, rope_theta}.
-std::string attn_specs(const ModelConfig& m) {
+Json attn_specs(const ModelConfig& m) {
   std::map<std::tuple<int64_t, int64_t, int64_t, double>, std::vector<int64_t>> groups;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const LayerSpec& l = m.layers[i];
     if (l.mixer == MixerKind::attention)
       groups[{l.num_heads, l.num_kv_heads, l.window_size, l.rope_theta}].push_back(int64_t(i));
   }
-  std::vector<std::string> specs;
+  Json specs = Json::array();
   for (const auto& [key, layers] : groups) {
     const auto& [heads, kv_heads, window, theta] = key;
-    std::string list = "[";
-    for (size_t j = 0; j < layers.size(); ++j) list += (j ? ", " : "") + integer(layers[j]);
-    Object spec;
-    spec.add("layers", list + "]");
-    spec.add("num_heads", integer(heads));
-    spec.add("num_kv_heads", integer(kv_heads));
-    spec.add("qkv_bias", "false");
-    spec.add("window_size", window > 0 ? integer(window) : "null");  // null: global attention
-    spec.add("rope_theta", number(theta));
-    specs.push_back(spec.str("    "));
+    Json spec;
+    spec["layers"] = layers;
+    spec["num_heads"] = heads;
+    spec["num_kv_heads"] = kv_heads;
+    spec["qkv_bias"] = false;
+    spec["window_size"] = window > 0 ? Json(window) : Json(nullptr);  // null: global attention
+    spec["rope_theta"] = theta;
+    specs.push_back(spec);
   }
-  if (specs.size() == 1) return specs[0];
-  std::string out = "[";
-  for (size_t j = 0; j < specs.size(); ++j) out += (j ? ", " : "") + specs[j];
-  return out + "]";
+  return specs.size() == 1 ? specs[0] : specs;
 }
 
 }  // namespace
@@ -162,85 +133,85 @@ FlaConfig fla_config(const ModelConfig& m) {
   }
   if (!out.problems.empty()) return out;
 
-  Object c;
-  c.add("model_type", text(fla->model_type));
-  c.add("architectures", "[" + text(fla->architecture) + "]");
-  c.add("vocab_size", integer(m.vocab_size));
-  c.add("hidden_size", integer(m.hidden_size));
-  c.add("num_hidden_layers", integer(m.num_hidden_layers));
-  c.add("num_heads", integer(H));
-  c.add("hidden_ratio", number(m.hidden_ratio));
-  c.add("intermediate_size", integer(m.resolved_intermediate_size()));
-  c.add("hidden_act", text("swish"));
-  c.add("norm_eps", number(m.norm_eps));
-  c.add("tie_word_embeddings", boolean(m.tie_word_embeddings));
-  c.add("initializer_range", number(m.initializer_range));
-  c.add("fuse_cross_entropy", "true");
-  c.add("torch_dtype", text("float32"));
+  Json c;
+  c["model_type"] = fla->model_type;
+  c["architectures"] = Json::array({fla->architecture});
+  c["vocab_size"] = m.vocab_size;
+  c["hidden_size"] = m.hidden_size;
+  c["num_hidden_layers"] = m.num_hidden_layers;
+  c["num_heads"] = H;
+  c["hidden_ratio"] = m.hidden_ratio;
+  c["intermediate_size"] = m.resolved_intermediate_size();
+  c["hidden_act"] = "swish";
+  c["norm_eps"] = m.norm_eps;
+  c["tie_word_embeddings"] = m.tie_word_embeddings;
+  c["initializer_range"] = m.initializer_range;
+  c["fuse_cross_entropy"] = true;
+  c["torch_dtype"] = "float32";
   switch (kind) {
     case MixerKind::gla:
-      c.add("expand_k", number(m.resolved_expand_k(kind)));
-      c.add("expand_v", number(m.expand_v));
-      c.add("num_kv_heads", "null");
-      c.add("feature_map", "null");
-      c.add("use_short_conv", "false");
-      c.add("use_output_gate", "true");
-      c.add("use_gk", "true");
-      c.add("use_gv", "false");
-      c.add("clamp_min", "null");
-      c.add("elementwise_affine", "true");
-      c.add("attn_mode", text("chunk"));
+      c["expand_k"] = m.resolved_expand_k(kind);
+      c["expand_v"] = m.expand_v;
+      c["num_kv_heads"] = nullptr;
+      c["feature_map"] = nullptr;
+      c["use_short_conv"] = false;
+      c["use_output_gate"] = true;
+      c["use_gk"] = true;
+      c["use_gv"] = false;
+      c["clamp_min"] = nullptr;
+      c["elementwise_affine"] = true;
+      c["attn_mode"] = "chunk";
       break;
     case MixerKind::deltanet:
-      c.add("expand_k", number(m.resolved_expand_k(kind)));
-      c.add("expand_v", number(m.expand_v));
-      c.add("use_gate", "false");
-      c.add("use_short_conv", boolean(m.use_short_conv));
-      c.add("conv_size", integer(m.conv_size));
-      c.add("use_beta", "true");
-      c.add("use_output_norm", "true");
-      c.add("qk_norm", text("l2"));
-      c.add("qk_activation", text("silu"));
-      c.add("allow_neg_eigval", "false");
-      c.add("attn_mode", text("chunk"));
+      c["expand_k"] = m.resolved_expand_k(kind);
+      c["expand_v"] = m.expand_v;
+      c["use_gate"] = false;
+      c["use_short_conv"] = m.use_short_conv;
+      c["conv_size"] = m.conv_size;
+      c["use_beta"] = true;
+      c["use_output_norm"] = true;
+      c["qk_norm"] = "l2";
+      c["qk_activation"] = "silu";
+      c["allow_neg_eigval"] = false;
+      c["attn_mode"] = "chunk";
       break;
     case MixerKind::gated_deltanet:
-      c.add("head_dim", integer(key_dim / H));
-      c.add("expand_v", number(double(value_dim) / double(key_dim)));
-      c.add("num_v_heads", "null");
-      c.add("use_gate", "true");
-      c.add("use_short_conv", boolean(m.use_short_conv));
-      c.add("conv_size", integer(m.conv_size));
-      c.add("allow_neg_eigval", "false");
-      c.add("attn_mode", text("chunk"));
+      c["head_dim"] = key_dim / H;
+      c["expand_v"] = double(value_dim) / double(key_dim);
+      c["num_v_heads"] = nullptr;
+      c["use_gate"] = true;
+      c["use_short_conv"] = m.use_short_conv;
+      c["conv_size"] = m.conv_size;
+      c["allow_neg_eigval"] = false;
+      c["attn_mode"] = "chunk";
       break;
     case MixerKind::linear_attn:
-      c.add("expand_k", number(m.resolved_expand_k(kind)));
-      c.add("expand_v", number(m.expand_v));
-      c.add("num_kv_heads", "null");
-      c.add("feature_map", text(m.feature_map == "elu1" ? "elu" : m.feature_map));  // fla's 'elu' is elu(x) + 1
-      c.add("tie_feature_map_qk", "false");
-      c.add("norm_q", "false");
-      c.add("norm_k", "false");
-      c.add("norm_feature_map", "false");
-      c.add("elementwise_affine", "true");
-      c.add("attn_mode", text("chunk"));
+      c["expand_k"] = m.resolved_expand_k(kind);
+      c["expand_v"] = m.expand_v;
+      c["num_kv_heads"] = nullptr;
+      c["feature_map"] = m.feature_map == "elu1" ? "elu" : m.feature_map;  // fla's 'elu' is elu(x) + 1
+      c["tie_feature_map_qk"] = false;
+      c["norm_q"] = false;
+      c["norm_k"] = false;
+      c["norm_feature_map"] = false;
+      c["elementwise_affine"] = true;
+      c["attn_mode"] = "chunk";
       break;
     case MixerKind::attention:
-      c.add("num_kv_heads", integer(m.layers[0].num_kv_heads));
-      c.add("qkv_bias", "false");
-      c.add("qk_norm", "false");
-      c.add("window_size", m.layers[0].window_size > 0 ? integer(m.layers[0].window_size) : "null");
-      c.add("rope_theta", number(m.layers[0].rope_theta));
+      c["num_kv_heads"] = m.layers[0].num_kv_heads;
+      c["qkv_bias"] = false;
+      c["qk_norm"] = false;
+      c["window_size"] = m.layers[0].window_size > 0 ? Json(m.layers[0].window_size) : Json(nullptr);
+      c["rope_theta"] = m.layers[0].rope_theta;
       break;
     case MixerKind::retnet: break;
   }
   if (first_linear && any_attention) {
-    c.add("attn", attn_specs(m));
+    c["attn"] = attn_specs(m);
   } else if (first_linear) {
-    c.add("attn", "null");
+    c["attn"] = nullptr;
   }
-  out.json = c.str() + "\n";
+  out.json = c.dump(2) + "\n";
   out.model_type = fla->model_type;
   return out;
 }
