@@ -235,11 +235,12 @@ void add_gpt2_dir(CLI::App& command, Args& a) {
       ->type_name("DIR");
 }
 
-}  // namespace
+struct Commands {
+  CLI::App *prepare, *stats, *encode, *decode;
+};
 
-int main(int argc, char** argv) {
-  Args a;
-  CLI::App app("Prepares token shards from text and describes them (docs/data-format.md).", "linattn-data");
+// The commands and their options, parsed into `a`.
+Commands add_commands(CLI::App& app, Args& a) {
   app.require_subcommand(0, 1);
   CLI::App* prepare = app.add_subcommand(
       "prepare",
@@ -286,6 +287,15 @@ int main(int argc, char** argv) {
       "Example (the default corpus, after scripts/fetch-data):\n"
       "  linattn-data prepare data/corpus/sotu --tokenizer bytes --out data/cache/sotu-bytes --val-glob '201*,202*'\n"
       "  linattn-data stats data/cache/sotu-bytes");
+  return {prepare, stats, encode, decode};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app("Prepares token shards from text and describes them (docs/data-format.md).", "linattn-data");
+  const auto [prepare, stats, encode, decode] = add_commands(app, a);
   if (argc < 2) {
     std::fputs(app.help().c_str(), stderr);
     return 2;
