@@ -1,6 +1,5 @@
 #include "train/fla_export.h"
 
-#include <charconv>
 #include <cmath>
 #include <map>
 #include <optional>
