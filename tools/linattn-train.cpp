@@ -64,14 +64,13 @@ Args parse_args(int argc, char** argv) {
                  "the run folder: config.yaml, metrics.jsonl and checkpoints/ go there (train.out_dir); a fresh run "
                  "refuses a folder that holds another run")
       ->type_name("DIR");
-  app.add_option("--resume", args.resume,
+  CLI::Option* resume = app.add_option("--resume", args.resume,
                  "continue a run exactly (the losses are those the uninterrupted run would have printed) from the "
                  "newest intact checkpoint of the run folder RUN_DIR (default: the config's run folder), or from "
                  "the checkpoint CKPT.h5. With RUN_DIR and no CONFIG, the run's own config (RUN_DIR/config.yaml) "
                  "is used")
       ->type_name("[RUN_DIR|CKPT.h5]")
-      ->expected(0, 1)
-      ->default_str("latest");
+      ->expected(0, 1);
   app.add_option("--init-from", args.init_from,
                  "start from the weights in FILE (a linattn checkpoint or export .h5, or a safetensors file or folder "
                  "with fla's parameter names, docs/interop.md) with a fresh optimizer at step 0; every shape that "
@@ -85,6 +84,7 @@ Args parse_args(int argc, char** argv) {
       "Ctrl-C (or SIGTERM) finishes the current step, writes a checkpoint, prints the command that\n"
       "continues the run and exits; a second Ctrl-C exits at once (the last complete checkpoint stays intact).");
   cli::parse(app, argc, argv, 2);
+  if (resume->count() > 0 && args.resume.empty()) args.resume = "latest";  // --resume without its value
   // `--resume CONFIG.yaml`: the config, after a --resume without its value.
   if (is_yaml(args.resume) && args.config_path.empty()) args.config_path = std::exchange(args.resume, "latest");
   if (!args.resume.empty() && args.resume != "latest" && !std::filesystem::exists(args.resume))
