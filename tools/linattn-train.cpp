@@ -86,7 +86,12 @@ Args parse_args(int argc, char** argv) {
   cli::parse(app, argc, argv, 2);
   if (resume->count() > 0 && args.resume.empty()) args.resume = "latest";  // --resume without its value
   // `--resume CONFIG.yaml`: the config, after a --resume without its value.
-  if (is_yaml(args.resume) && args.config_path.empty()) args.config_path = std::exchange(args.resume, "latest");
+  if (is_yaml(args.resume)) {
+    if (!args.config_path.empty())
+      usage_error("a second config '" + args.resume + "' (the first is '" + args.config_path + "'); give one "
+                  "CONFIG.yaml (a run folder to continue goes after --resume)");
+    args.config_path = std::exchange(args.resume, "latest");
+  }
   if (!args.resume.empty() && args.resume != "latest" && !std::filesystem::exists(args.resume))
     usage_error("--resume " + args.resume + ": no such run folder or checkpoint");
   if (args.resume != "latest" && std::filesystem::is_directory(args.resume)) resume_in_folder(args);
