@@ -3,10 +3,7 @@
 #include <omp.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -16,8 +13,8 @@
 #include "data/prepare.h"
 #include "tools/cli.h"
 #include "train/checkpoint.h"
-#include "train/run_data.h"
 #include "train/evaluate.h"
+#include "train/run_data.h"
 
 namespace {
 

@@ -1,7 +1,6 @@
 // linattn-ops: runs one token mixer on inputs from an HDF5 file and writes its outputs and
 // gradients to another, so the kernels can be checked against any other implementation.
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
