@@ -182,26 +182,14 @@ int run_attention_cuda(int64_t window) {
   return 0;
 }
 
-int run_attention(int argc, char** argv) {
-  int64_t B = 4, H = 4, d = 64, max_t = 16384, global_max_t = -1, window = 256;
+struct AttentionOptions {
+  int64_t max_t = 16384, global_max_t = -1, window = 256;
   std::string device = "cpu";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--device" && i + 1 < argc) {
-      device = argv[++i];
-      if (device != "cpu" && device != "cuda") throw Error("unknown --device '" + device + "': use cpu or cuda");
-    } else if (a == "--max-t" && i + 1 < argc) max_t = std::atoll(argv[++i]);
-    else if (a == "--global-max-t" && i + 1 < argc) global_max_t = std::atoll(argv[++i]);
-    else if (a == "--window" && i + 1 < argc) window = std::atoll(argv[++i]);
-    else {
-      std::printf("usage: linattn-bench attention [--device cpu|cuda] [--max-t T] [--global-max-t T] [--window W]\n"
-                  "  forward+backward of causal softmax attention, global and window W (default 256),\n"
-                  "  B=4 H=4 d=64, T = 512, 1024, ... up to --max-t (default 16384); --global-max-t caps\n"
-                  "  the global runs only (global at T=16384 takes about a minute on 2 cores)\n"
-                  "  --device cuda: the CUDA kernels at T=2048, float32 and bf16 (skips without a GPU)\n");
-      return a == "--help" ? 0 : 1;
-    }
-  }
+};
+
+int run_attention(const AttentionOptions& o) {
+  int64_t B = 4, H = 4, d = 64, max_t = o.max_t, global_max_t = o.global_max_t, window = o.window;
+  const std::string& device = o.device;
   if (device == "cuda") return run_attention_cuda(window);
   std::printf("causal softmax attention, float32, forward+backward, B=%ld H=%ld dk=dv=%ld, %d threads\n", long(B),
               long(H), long(d), omp_get_max_threads());
@@ -249,8 +237,27 @@ int run_attention(int argc, char** argv) {
   return 0;
 }
 
+std::function<int()> attention_command(CLI::App& c) {
+  auto o = std::make_shared<AttentionOptions>();
+  c.add_option("--device", o->device, "cpu, or cuda: the CUDA kernels at T=2048, float32 and bf16 (skips without a GPU)")
+      ->type_name("cpu|cuda")
+      ->check(cli::one_of({"cpu", "cuda"}));
+  c.add_option("--max-t", o->max_t, "T = 512, 1024, ... up to T (default 16384)")
+      ->type_name("T")
+      ->check(cli::whole_number(1, int64_t(1) << 24));
+  c.add_option("--global-max-t", o->global_max_t,
+               "caps the global runs only (global at T=16384 takes about a minute on 2 cores)")
+      ->type_name("T")
+      ->check(cli::whole_number(0, int64_t(1) << 24));
+  c.add_option("--window", o->window, "the window of the windowed runs (default 256)")
+      ->type_name("W")
+      ->check(cli::whole_number(1, int64_t(1) << 24));
+  c.footer("Forward+backward of causal softmax attention, global and window W, B=4 H=4 d=64.");
+  return [o] { return run_attention(*o); };
+}
+
 bool registered = add_command({"attention", "softmax attention (global, window) time and memory as T grows",
-                               run_attention}) &&
+                               attention_command}) &&
                   add_mixer_bench(mixer("attention", cpu::kGlobalWindow)) && add_mixer_bench(mixer("attention_w256", 256));
 
 }  // namespace

@@ -5,15 +5,20 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "tools/cli.h"
 
 namespace linattn::bench {
 
 struct Command {
   std::string name;
   std::string help;
-  std::function<int(int argc, char** argv)> run;  // argv[0] is the subcommand's name
+  // Adds the subcommand's options to `command` (tools/cli.h) and returns what runs it once they
+  // are parsed.
+  std::function<std::function<int()>(CLI::App& command)> setup;
 };
 
 bool add_command(Command command);

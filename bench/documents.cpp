@@ -13,21 +13,16 @@
 
 namespace linattn::bench {
 
-static int run_documents(int argc, char** argv) {
+struct DocumentsOptions {
   std::string config_path = "configs/default.yaml";
   std::vector<std::string> overrides;
   int64_t batches = 6, doc_len = 64;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--config" && i + 1 < argc) config_path = argv[++i];
-    else if (a == "--batches" && i + 1 < argc) batches = std::max(1LL, std::atoll(argv[++i]));
-    else if (a == "--doc-len" && i + 1 < argc) doc_len = std::max(1LL, std::atoll(argv[++i]));
-    else if (a == "--set" && i + 1 < argc) overrides.push_back(argv[++i]);
-    else {
-      std::printf("usage: linattn-bench documents [--config FILE] [--set KEY=VALUE ...] [--batches N] [--doc-len L]\n");
-      return a == "--help" ? 0 : 1;
-    }
-  }
+};
+
+static int run_documents(const DocumentsOptions& o) {
+  const std::string& config_path = o.config_path;
+  const std::vector<std::string>& overrides = o.overrides;
+  const int64_t batches = o.batches, doc_len = o.doc_len;
   const Config config = load_config(config_path, overrides);
   Model model(config.model, DType::f32);
   model.params().initialize(config.train.seed);
@@ -91,7 +86,18 @@ static int run_documents(int argc, char** argv) {
   return 0;
 }
 
+static std::function<int()> documents_command(CLI::App& c) {
+  auto o = std::make_shared<DocumentsOptions>();
+  c.add_option("--config", o->config_path, "the model and data (default configs/default.yaml)")->type_name("FILE");
+  c.add_option("--set", o->overrides, "override one config value")->type_name("KEY=VALUE")->allow_extra_args(false);
+  c.add_option("--batches", o->batches, "training batches (default 6)")->type_name("N")->check(cli::whole_number(1, 1 << 20));
+  c.add_option("--doc-len", o->doc_len, "the length of the documents cut into every row (default 64)")
+      ->type_name("L")
+      ->check(cli::whole_number(1, int64_t(1) << 24));
+  return [o] { return run_documents(*o); };
+}
+
 static const bool registered = add_command(
-    {"documents", "forward+backward time of data.document_boundaries reset against cross", run_documents});
+    {"documents", "forward+backward time of data.document_boundaries reset against cross", documents_command});
 
 }  // namespace linattn::bench

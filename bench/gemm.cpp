@@ -72,14 +72,8 @@ static int run_cuda_gemm() {
   return 0;
 }
 
-static int run_gemm(int argc, char** argv) {
-  std::string device = "cpu";
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
-    else throw Error(std::string("unknown argument '") + argv[i] + "' (usage: linattn-bench gemm [--device cpu|cuda])");
-  }
+static int run_gemm(const std::string& device) {
   if (device == "cuda") return run_cuda_gemm();
-  if (device != "cpu") throw Error("--device " + device + ": expected cpu or cuda");
   std::printf("float32 GEMM (oneDNN), %d threads, best of 10; the reference figure in "
               "shared/design/performance.md is 298 GFLOP/s at 1024^3 on 2 threads\n",
               omp_get_max_threads());
@@ -101,6 +95,12 @@ static int run_gemm(int argc, char** argv) {
 
 static bool registered = add_command(
     {"gemm", "float32 GFLOP/s of the matmul at square and model shapes (--device cuda: cuBLAS, float32 and TF32)",
-     run_gemm});
+     [](CLI::App& c) -> std::function<int()> {
+       auto device = std::make_shared<std::string>("cpu");
+       c.add_option("--device", *device, "cpu (oneDNN), or cuda (cuBLAS, float32 and TF32; skips without a GPU)")
+           ->type_name("cpu|cuda")
+           ->check(cli::one_of({"cpu", "cuda"}));
+       return [device] { return run_gemm(*device); };
+     }});
 
 }  // namespace linattn::bench

@@ -22,25 +22,16 @@ static double cpu_seconds() {
   return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-static int run_generate(int argc, char** argv) {
-  std::vector<int64_t> contexts = {1024, 8192, 32768};
-  int64_t steps = 32;
+struct GenerateOptions {
+  int64_t max_context = INT64_MAX, steps = 32;
   std::string only;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--max-context" && i + 1 < argc) {
-      const int64_t max_c = std::atoll(argv[++i]);
-      std::erase_if(contexts, [&](int64_t c) { return c > max_c; });
-    } else if (a == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else if (a == "--steps" && i + 1 < argc) {
-      steps = std::max<int64_t>(1, std::atoll(argv[++i]));
-    } else {
-      std::printf("usage: linattn-bench generate [--max-context T] [--steps N] [--only linear|hybrid|attention]\n"
-                  "(run from the project root)\n");
-      return a == "--help" ? 0 : 1;
-    }
-  }
+};
+
+static int run_generate(const GenerateOptions& o) {
+  std::vector<int64_t> contexts = {1024, 8192, 32768};
+  std::erase_if(contexts, [&](int64_t c) { return c > o.max_context; });
+  const int64_t steps = o.steps;
+  const std::string& only = o.only;
   // configs/default.yaml's model (hidden 256, 4 layers, 4 heads, byte vocabulary), with its layers
   // all GLA, as they are (GLA, windowed attention, GLA, global attention), and all global attention.
   const std::vector<std::pair<std::string, std::string>> models = {
@@ -94,8 +85,21 @@ static int run_generate(int argc, char** argv) {
   return 0;
 }
 
+static std::function<int()> generate_command(CLI::App& c) {
+  auto o = std::make_shared<GenerateOptions>();
+  c.add_option("--max-context", o->max_context, "the longest context of 1024, 8192, 32768 to measure (default all)")
+      ->type_name("T")
+      ->check(cli::whole_number(1, INT64_MAX));
+  c.add_option("--steps", o->steps, "new tokens timed per context (default 32)")
+      ->type_name("N")
+      ->check(cli::whole_number(1, 1 << 20));
+  c.add_option("--only", o->only, "one model")->type_name("linear|hybrid|attention");
+  c.footer("Run it from the project root (it reads configs/default.yaml).");
+  return [o] { return run_generate(*o); };
+}
+
 static bool registered = add_command(
     {"generate", "prefill and decode tokens/s and decoding memory per sequence: linear, hybrid, attention models",
-     run_generate});
+     generate_command});
 
 }  // namespace linattn::bench

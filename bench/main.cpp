@@ -24,26 +24,25 @@ bool add_command(Command command) {
 
 int main(int argc, char** argv) {
   using namespace linattn::bench;
-  auto usage = [] {
-    std::printf("usage: linattn-bench COMMAND [options]\n\nPrints performance figures (float32, %d threads; set "
-                "OMP_NUM_THREADS to change).\n\ncommands:\n",
-                omp_get_max_threads());
-    for (const Command& c : commands()) std::printf("  %-12s %s\n", c.name.c_str(), c.help.c_str());
-  };
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    usage();
-    return argc < 2 ? 1 : 0;
-  }
+  CLI::App app("Prints performance figures (float32, " + std::to_string(omp_get_max_threads()) +
+                   " threads; set OMP_NUM_THREADS to change).",
+               "linattn-bench");
+  app.require_subcommand(0, 1);
+  std::vector<std::pair<CLI::App*, std::function<int()>>> runs;
   for (const Command& c : commands()) {
-    if (c.name != argv[1]) continue;
+    CLI::App* sub = app.add_subcommand(c.name, c.help);
+    runs.emplace_back(sub, c.setup(*sub));
+  }
+  linattn::cli::parse(app, argc, argv, 1);
+  for (const auto& [sub, run] : runs) {
+    if (!sub->parsed()) continue;
     try {
-      return c.run(argc - 1, argv + 1);
+      return run();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "linattn-bench %s: error: %s\n", argv[1], e.what());
+      std::fprintf(stderr, "linattn-bench %s: error: %s\n", sub->get_name().c_str(), e.what());
       return 1;
     }
   }
-  std::fprintf(stderr, "linattn-bench: unknown command '%s'\n\n", argv[1]);
-  usage();
+  std::fputs(app.help().c_str(), stderr);  // no command
   return 1;
 }

@@ -23,25 +23,16 @@ bool add_mixer_bench(MixerBench mixer) {
 
 const std::vector<MixerBench>& mixer_benches() { return mixers(); }
 
-static int run_mixers(int argc, char** argv) {
-  int64_t B = 4, H = 4, dk = 64, dv = 64;
-  std::vector<int64_t> lengths = {512, 1024, 2048, 4096, 8192, 16384};
+struct MixersOptions {
   std::string only, device = "cpu";
   int64_t max_t = -1;  // none
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else if (a == "--max-t" && i + 1 < argc) max_t = std::atoll(argv[++i]);
-    else if (a == "--device" && i + 1 < argc) {
-      device = argv[++i];
-      if (device != "cpu" && device != "cuda") throw Error("unknown --device '" + device + "': use cpu or cuda");
-    } else {
-      std::printf("usage: linattn-bench mixers [--device cpu|cuda] [--only NAME] [--max-t T]\n"
-                  "  --device cuda: the linear mixers' CUDA kernels (an error without a GPU; a mixer\n"
-                  "  without a CUDA kernel yet is skipped with a message)\n");
-      return a == "--help" ? 0 : 1;
-    }
-  }
+};
+
+static int run_mixers(const MixersOptions& o) {
+  int64_t B = 4, H = 4, dk = 64, dv = 64;
+  std::vector<int64_t> lengths = {512, 1024, 2048, 4096, 8192, 16384};
+  const std::string &only = o.only, &device = o.device;
+  const int64_t max_t = o.max_t;
   if (device == "cuda") return run_mixers_cuda(only, max_t);
   if (max_t >= 0) std::erase_if(lengths, [&](int64_t t) { return t > max_t; });
   std::printf("mixers, float32, forward+backward, B=%ld H=%ld dk=%ld dv=%ld, %d threads\n", long(B), long(H),
@@ -72,7 +63,21 @@ static int run_mixers(int argc, char** argv) {
   return 0;
 }
 
+static std::function<int()> mixers_command(CLI::App& c) {
+  auto o = std::make_shared<MixersOptions>();
+  c.add_option("--device", o->device,
+               "cpu, or cuda: the linear mixers' CUDA kernels (an error without a GPU; a mixer without a CUDA "
+               "kernel yet is skipped with a message)")
+      ->type_name("cpu|cuda")
+      ->check(cli::one_of({"cpu", "cuda"}));
+  c.add_option("--only", o->only, "one mixer")->type_name("NAME");
+  c.add_option("--max-t", o->max_t, "the longest sequence length (default 16384)")
+      ->type_name("T")
+      ->check(cli::whole_number(1, int64_t(1) << 24));
+  return [o] { return run_mixers(*o); };
+}
+
 static bool registered =
-    add_command({"mixers", "forward+backward time, tokens/s and GFLOP/s of each token mixer", run_mixers});
+    add_command({"mixers", "forward+backward time, tokens/s and GFLOP/s of each token mixer", mixers_command});
 
 }  // namespace linattn::bench

@@ -29,12 +29,11 @@ float f16_to_float(uint16_t h) {
   return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
 }
 
-// A whole number >= 0 from the header, exact in a double (the writers print integers).
-uint64_t header_count(const JsonValue& v, const std::string& where) {
-  LINATTN_REQUIRE(v.kind == JsonValue::Kind::number && v.number >= 0 && v.number == std::floor(v.number) &&
-                      v.number <= 9007199254740992.0,
-                  where, " must be a whole number >= 0");
-  return uint64_t(v.number);
+// A whole number >= 0 from the header.
+uint64_t header_count(const Json& v, const std::string& where) {
+  LINATTN_REQUIRE(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), where,
+                  " must be a whole number >= 0");
+  return v.get<uint64_t>();
 }
 
 }  // namespace
@@ -58,44 +57,44 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
   LINATTN_REQUIRE(n <= kMaxHeader, path, ": a header of ", n, " bytes is beyond the format's 100 MB limit");
   data_start_ = 8 + n;
   const uint64_t data_size = size - data_start_;
-  JsonValue header;
+  Json header;
   try {
     header = parse_json(file_.text().substr(8, n), path + " (header)");
   } catch (const Error& e) {
     LINATTN_REQUIRE(false, e.what(), " (the header is damaged or truncated)");
   }
-  LINATTN_REQUIRE(header.kind == JsonValue::Kind::object, path, ": the header is not a JSON object");
-  for (const auto& [name, v] : header.object) {
+  LINATTN_REQUIRE(header.is_object(), path, ": the header is not a JSON object");
+  for (const auto& [name, v] : header.items()) {
     const std::string at = path + ": tensor '" + name + "'";
     if (name == "__metadata__") {
-      LINATTN_REQUIRE(v.kind == JsonValue::Kind::object, path, ": '__metadata__' must map names to strings");
-      for (const auto& [k, s] : v.object) {
-        LINATTN_REQUIRE(s.kind == JsonValue::Kind::string, path, ": '__metadata__' entry '", k, "' is not a string");
-        metadata_[k] = s.string;
+      LINATTN_REQUIRE(v.is_object(), path, ": '__metadata__' must map names to strings");
+      for (const auto& [k, s] : v.items()) {
+        LINATTN_REQUIRE(s.is_string(), path, ": '__metadata__' entry '", k, "' is not a string");
+        metadata_[k] = s.get<std::string>();
       }
       continue;
     }
-    LINATTN_REQUIRE(v.kind == JsonValue::Kind::object, at, ": expected {\"dtype\", \"shape\", \"data_offsets\"}");
-    const JsonValue *dtype = v.find("dtype"), *shape = v.find("shape"), *offsets = v.find("data_offsets");
-    LINATTN_REQUIRE(dtype && shape && offsets, at, ": missing ", !dtype ? "\"dtype\"" : !shape ? "\"shape\"" : "\"data_offsets\"");
+    LINATTN_REQUIRE(v.is_object(), at, ": expected {\"dtype\", \"shape\", \"data_offsets\"}");
+    for (const char* key : {"dtype", "shape", "data_offsets"})
+      LINATTN_REQUIRE(v.contains(key), at, ": missing \"", key, "\"");
+    const Json &dtype = v["dtype"], &shape = v["shape"], &offsets = v["data_offsets"];
     SafetensorsEntry e;
     e.name = name;
-    e.dtype = dtype->string;
+    e.dtype = dtype.is_string() ? dtype.get<std::string>() : dtype.dump();
     const size_t width = safetensors_dtype_size(e.dtype);
-    LINATTN_REQUIRE(dtype->kind == JsonValue::Kind::string && width > 0, at, ": unknown dtype '", e.dtype,
+    LINATTN_REQUIRE(dtype.is_string() && width > 0, at, ": unknown dtype '", e.dtype,
                     "' (the format's dtypes: BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, "
                     "I64, U64, F64)");
-    LINATTN_REQUIRE(shape->kind == JsonValue::Kind::array, at, ": \"shape\" must be a list of sizes");
-    LINATTN_REQUIRE(shape->array.size() <= 4, at, ": ", shape->array.size(), " dims; linattn's tensors have at most 4");
+    LINATTN_REQUIRE(shape.is_array(), at, ": \"shape\" must be a list of sizes");
+    LINATTN_REQUIRE(shape.size() <= 4, at, ": ", shape.size(), " dims; linattn's tensors have at most 4");
     double elements = 1;
-    for (const JsonValue& d : shape->array) {
+    for (const Json& d : shape) {
       e.shape = e.shape.appended(int64_t(header_count(d, at + ": a size in \"shape\"")));
       elements *= double(e.shape[-1]);
     }
-    LINATTN_REQUIRE(offsets->kind == JsonValue::Kind::array && offsets->array.size() == 2, at,
-                    ": \"data_offsets\" must be [begin, end]");
-    e.begin = header_count(offsets->array[0], at + ": data_offsets begin");
-    e.end = header_count(offsets->array[1], at + ": data_offsets end");
+    LINATTN_REQUIRE(offsets.is_array() && offsets.size() == 2, at, ": \"data_offsets\" must be [begin, end]");
+    e.begin = header_count(offsets[0], at + ": data_offsets begin");
+    e.end = header_count(offsets[1], at + ": data_offsets end");
     LINATTN_REQUIRE(e.begin <= e.end && e.end <= data_size, at, ": data_offsets [", e.begin, ", ", e.end,
                     "] are out of range: the data after the header holds ", data_size, " bytes",
                     e.end > data_size ? " (the file is truncated?)" : "");
@@ -151,28 +150,20 @@ Tensor SafetensorsFile::read(const std::string& name, DType dtype) const {
 
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  std::string header = "{";
-  if (!metadata.empty()) {
-    header += "\"__metadata__\":{";
-    const char* sep = "";
-    for (const auto& [key, value] : metadata) {
-      header.append(sep).append(json_quote(key)).append(":").append(json_quote(value));
-      sep = ",";
-    }
-    header += "}";
-  }
+  nlohmann::ordered_json json = nlohmann::ordered_json::object();
+  if (!metadata.empty()) json["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     LINATTN_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64, "write_safetensors: '", name, "' is ", t.str());
     const uint64_t bytes = uint64_t(t.numel()) * dtype_size(t.dtype());
-    header.append(header.size() > 1 ? "," : "").append(json_quote(name)).append(":{\"dtype\":\"");
-    header.append(t.dtype() == DType::f32 ? "F32" : "F64").append("\",\"shape\":[");
-    for (int d = 0; d < t.shape().ndim(); ++d) header.append(d ? "," : "").append(std::to_string(t.shape()[d]));
-    header.append("],\"data_offsets\":[").append(std::to_string(offset)).append(",");
-    header.append(std::to_string(offset + bytes)).append("]}");
+    std::vector<int64_t> shape;
+    for (int d = 0; d < t.shape().ndim(); ++d) shape.push_back(t.shape()[d]);
+    json[name] = {{"dtype", t.dtype() == DType::f32 ? "F32" : "F64"},
+                  {"shape", shape},
+                  {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  header += "}";
+  std::string header = json.dump();
   header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned, as HF's writer does
   write_atomically(path, [&](const std::string& tmp) {
     std::FILE* f = std::fopen(tmp.c_str(), "wb");

@@ -200,21 +200,20 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_json_path, const std::st
 
   // encoder.json: {"token chars": id, ...}
   const MappedFile encoder_file(encoder_json_path);
-  const JsonValue encoder = parse_json(encoder_file.text(), encoder_json_path);
-  LINATTN_CHECK(encoder.kind == JsonValue::Kind::object && !encoder.object.empty(), encoder_json_path,
+  const Json encoder = parse_json(encoder_file.text(), encoder_json_path);
+  LINATTN_CHECK(encoder.is_object() && !encoder.empty(), encoder_json_path,
                 ": expected a non-empty JSON object mapping token strings to ids");
-  const size_t n = encoder.object.size();
+  const size_t n = encoder.size();
   vocab_.assign(n, std::string());
   std::vector<bool> seen(n, false);
   std::unordered_map<std::string, uint32_t> id_of;
   id_of.reserve(n);
   bool have_eot = false;
   std::string bytes;
-  for (const auto& [key, value] : encoder.object) {
-    LINATTN_CHECK(value.kind == JsonValue::Kind::number && value.number >= 0 && value.number < double(n) &&
-                      value.number == double(uint32_t(value.number)),
+  for (const auto& [key, value] : encoder.items()) {
+    LINATTN_CHECK(value.is_number_integer() && value.get<int64_t>() >= 0 && value.get<int64_t>() < int64_t(n),
                   encoder_json_path, ": the id of '", key, "' is not an integer in [0, ", n, ")");
-    const auto id = uint32_t(value.number);
+    const auto id = value.get<uint32_t>();
     LINATTN_CHECK(!seen[id], encoder_json_path, ": id ", id, " is given to more than one token");
     seen[id] = true;
     if (key == eot_text) {

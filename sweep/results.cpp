@@ -19,9 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double number(const data::JsonValue& record, const char* key) {
-  const data::JsonValue* v = record.find(key);
-  return v && v->kind == data::JsonValue::Kind::number ? v->number : NAN;
+double number(const data::Json& record, const char* key) {
+  return record.contains(key) && record[key].is_number() ? record[key].get<double>() : NAN;
 }
 
 // A number for a table: "" when not measured, else printf's `format`.
@@ -81,26 +80,26 @@ RunRecord read_run(const std::string& dir) {
     from = end + 1;
     const std::string where = metrics.string() + ":" + std::to_string(++line_number);
     if (line.empty()) continue;
-    data::JsonValue r;
+    data::Json r;
     try {
       r = data::parse_json(line, where);
     } catch (const Error& e) {
       run.damaged.push_back(e.what());
       continue;
     }
-    if (r.kind != data::JsonValue::Kind::object || !std::isfinite(number(r, "step"))) {
+    if (!r.is_object() || !std::isfinite(number(r, "step"))) {
       run.damaged.push_back(where + ": not a record (no \"step\" number)");
       continue;
     }
     const int64_t step = int64_t(number(r, "step"));
     last_step = std::max(last_step, step);
-    if (r.find("val_loss")) {
+    if (r.contains("val_loss")) {
       EvalPoint& e = evals[step];
       e = {step, double(step) * tokens_per_step, number(r, "val_loss"), number(r, "val_ppl"),
            number(r, "val_bpb"), number(r, "recall_accuracy")};
     }
     // A resumed run past its end appends more: the last record counts.
-    if (r.find("done")) {
+    if (r.contains("done")) {
       done_steps.insert(step);
       run.done = true;
       run.tokens = number(r, "tokens");

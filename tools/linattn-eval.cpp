@@ -3,54 +3,77 @@
 #include <omp.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "core/flag_values.h"
 #include "data/mqar.h"
 #include "data/prepare.h"
+#include "tools/cli.h"
 #include "train/checkpoint.h"
+#include "train/evaluate.h"
 #include "train/run_data.h"
-#include "train/trainer.h"
 
 namespace {
 
 using namespace linattn;
 namespace fs = std::filesystem;
 
-const char* kUsage = R"(usage: linattn-eval CKPT.h5 [--data DIR | --text FILE...] [--tokens N] [--seq-len T]
-                    [--batch B] [--threads N] [--document-boundaries cross|reset]
+struct Args {
+  std::string ckpt, data, tokenizer, boundaries;
+  std::vector<std::string> texts;
+  std::optional<int64_t> tokens, seq_len, batch, threads;
+};
 
-Evaluates a checkpoint and prints loss (nats per token), perplexity and bits per byte (an MQAR run:
-loss and recall accuracy at the queries of its validation examples, docs/mqar.md). The model,
-and by default the data folder and the sequence length, come from the checkpoint's config. By
-default the whole validation split is evaluated, as the trainer's final evaluation does, so the
-result equals the loss linattn-train printed at its last step; the evaluations during training
-read only the first data.val_tokens tokens (--tokens N repeats those).
-
-  --data DIR     a folder written by linattn-data prepare (its *val*.bin split). Default: the
-                 run's data.path; a relative one is looked for from the working directory, then
-                 from the checkpoint's folder and each folder above it
-  --text FILE... evaluate on these text files (or folders of them) instead: each is one document,
-                 tokenized with the tokenizer of the run's data (bytes or gpt2; GPT-2's files are
-                 found as linattn-data finds them, $LINATTN_GPT2_DIR)
-  --tokenizer bytes|gpt2   the tokenizer for --text when the run's data folder is not at hand
-  --tokens N     evaluate the first N tokens (default 0: all of them)
-  --seq-len T    tokens per window (default: the run's data.seq_len)
-  --batch B      sequences per forward pass, 1 to 65536 (default: the run's micro-batch, or batch)
-  --threads N    OpenMP threads, 1 to 4096 (default: all cores)
-  --document-boundaries cross|reset
-                 reset: each end-of-text token in a window starts a fresh sequence, as
-                 data.document_boundaries: reset trains (default: the run's setting); the result
-                 line says which was used
-
-Errors name the file and the fix; LINATTN_DEBUG=1 adds the source location of the failed check.
-)";
+Args parse_args(int argc, char** argv) {
+  Args a;
+  CLI::App app(
+      "Evaluates a checkpoint and prints loss (nats per token), perplexity and bits per byte (an MQAR run:\n"
+      "loss and recall accuracy at the queries of its validation examples, docs/mqar.md). The model,\n"
+      "and by default the data folder and the sequence length, come from the checkpoint's config. By\n"
+      "default the whole validation split is evaluated, as the trainer's final evaluation does, so the\n"
+      "result equals the loss linattn-train printed at its last step; the evaluations during training\n"
+      "read only the first data.val_tokens tokens (--tokens N repeats those).",
+      "linattn-eval");
+  app.add_option("CKPT.h5", a.ckpt, "the checkpoint (linattn-train's .h5)");
+  app.add_option("--data", a.data,
+                 "a folder written by linattn-data prepare (its *val*.bin split). Default: the run's data.path; a "
+                 "relative one is looked for from the working directory, then from the checkpoint's folder and "
+                 "each folder above it")
+      ->type_name("DIR");
+  app.add_option("--text", a.texts,
+                 "evaluate on these text files (or folders of them) instead: each is one document, tokenized "
+                 "with the tokenizer of the run's data (bytes or gpt2; GPT-2's files are found as linattn-data "
+                 "finds them, $LINATTN_GPT2_DIR)")
+      ->type_name("FILE");
+  app.add_option("--tokenizer", a.tokenizer, "the tokenizer for --text when the run's data folder is not at hand")
+      ->type_name("bytes|gpt2")
+      ->check(cli::one_of({"bytes", "gpt2"}));
+  app.add_option("--tokens", a.tokens, "evaluate the first N tokens (default 0: all of them)")
+      ->type_name("N")
+      ->check(cli::whole_number(0, INT64_MAX));
+  app.add_option("--seq-len", a.seq_len, "tokens per window (default: the run's data.seq_len)")
+      ->type_name("T")
+      ->check(cli::whole_number(1, int64_t(1) << 24));
+  app.add_option("--batch", a.batch, "sequences per forward pass, 1 to 65536 (default: the run's micro-batch, or batch)")
+      ->type_name("B")
+      ->check(cli::whole_number(1, 65536));
+  app.add_option("--threads", a.threads, "OpenMP threads, 1 to 4096 (default: all cores)")
+      ->type_name("N")
+      ->check(cli::whole_number(1, 4096));
+  app.add_option("--document-boundaries", a.boundaries,
+                 "reset: each end-of-text token in a window starts a fresh sequence, as data.document_boundaries: "
+                 "reset trains (default: the run's setting); the result line says which was used")
+      ->type_name("cross|reset")
+      ->check(cli::one_of({"cross", "reset"}));
+  app.footer("Errors name the file and the fix; LINATTN_DEBUG=1 adds the source location of the failed check.");
+  cli::parse(app, argc, argv, 1);
+  if (a.ckpt.empty()) cli::usage_error("linattn-eval", "no checkpoint: give CKPT.h5", 1);
+  if (!a.data.empty() && !a.texts.empty()) cli::usage_error("linattn-eval", "give --data or --text, not both", 1);
+  return a;
+}
 
 // A folder removed with everything in it when the evaluation ends.
 struct TempFolder {
@@ -62,112 +85,87 @@ struct TempFolder {
   }
 };
 
+// The run's MQAR validation split: loss and recall accuracy at its queries.
+void evaluate_mqar(const Model& model, const Config& config, const std::string& ckpt, int64_t step, int64_t rows) {
+  data::LoaderOptions lo;
+  lo.batch_size = rows;
+  lo.seq_len = config.data.seq_len;
+  lo.max_tokens = uint64_t(config.data.val_tokens);
+  data::MqarValLoader val(config.data.mqar, lo);
+  Arena arena;
+  EvalResult r = evaluate(model, val, arena);
+  std::printf("%s (step %lld) on %llu MQAR validation examples: val loss %.6f | ppl %.4f | recall accuracy %.6f | "
+              "%lld queries, seq_len %lld\n", ckpt.c_str(), (long long)step, (unsigned long long)val.num_examples(),
+              r.loss, r.perplexity, r.recall_accuracy, (long long)r.tokens, (long long)config.data.seq_len);
+}
+
+// The validation split of a prepared folder (--data, or the run's), or the --text files prepared
+// into `temp` with the run's tokenizer; `described` says which for the result line.
+std::shared_ptr<const data::Dataset> open_data(const Args& a, const Config& config, std::unique_ptr<TempFolder>& temp,
+                                               std::string& described) {
+  if (a.texts.empty()) {
+    described = find_run_data(config.data.path, a.ckpt, !a.data.empty(), "the folder with --data DIR");
+    return data::Dataset::open(described, "val");
+  }
+  data::PrepareOptions po;
+  po.inputs = a.texts;
+  // By default the run's tokenizer: the one its data was prepared with.
+  po.tokenizer = !a.tokenizer.empty()
+                     ? a.tokenizer
+                     : data::Dataset::open(find_run_data(config.data.path, a.ckpt, false, "--tokenizer bytes|gpt2"),
+                                           "train")
+                           ->tokenizer();
+  temp = std::make_unique<TempFolder>();
+  po.out_dir = temp->path.string();
+  data::prepare(po);
+  for (const std::string& t : a.texts) described += (described.empty() ? "" : ", ") + t;
+  return std::make_shared<const data::Dataset>(std::vector<std::string>{(temp->path / "train.bin").string()});
+}
+
+int run(const Args& a) {
+  if (a.threads) omp_set_num_threads(int(*a.threads));
+  // Like the trainer's final evaluation: the whole split unless --tokens says otherwise.
+  std::vector<std::string> overrides{"data.val_tokens=" + std::to_string(a.tokens.value_or(0))};
+  if (a.seq_len) overrides.push_back("data.seq_len=" + std::to_string(*a.seq_len));
+  if (!a.data.empty()) overrides.push_back("data.path=" + a.data);
+  if (!a.boundaries.empty()) overrides.push_back("data.document_boundaries=" + a.boundaries);
+  Config config = parse_config(checkpoint_config_text(a.ckpt), a.ckpt, overrides);
+  Model model(config.model, config.train.dtype == "f64" ? DType::f64 : DType::f32);
+  TrainState state;
+  load_checkpoint(a.ckpt, config, model, nullptr, &state);
+
+  const int64_t rows = a.batch                          ? *a.batch
+                       : config.train.micro_batch_size ? config.train.micro_batch_size
+                                                       : config.train.batch_size;
+  if (config.data.source == "mqar" && a.data.empty() && a.texts.empty()) {
+    evaluate_mqar(model, config, a.ckpt, state.step, rows);
+    return 0;
+  }
+  std::unique_ptr<TempFolder> temp;
+  std::string described;
+  const std::shared_ptr<const data::Dataset> val = open_data(a, config, temp, described);
+  LINATTN_REQUIRE(int64_t(val->vocab_size()) <= config.model.vocab_size, described, ": the data's vocabulary (",
+                  val->vocab_size(), ") is larger than the model's (", config.model.vocab_size,
+                  "): it was prepared with another tokenizer than the run's");
+  LINATTN_REQUIRE(val->num_tokens() >= uint64_t(config.data.seq_len) + 1, described, ": ", val->num_tokens(),
+                  " tokens, fewer than one window of seq_len ", config.data.seq_len,
+                  " + 1; give more text or a smaller --seq-len");
+  Arena arena;
+  EvalResult r = evaluate(model, val, config.data.seq_len, rows, config.data.val_tokens, arena, nullptr,
+                          config.data.document_boundaries);
+  std::printf(
+      "%s (step %lld) on %s: val loss %.6f | ppl %.4f | bpb %.6f | %lld tokens, seq_len %lld, document boundaries %s\n",
+      a.ckpt.c_str(), (long long)state.step, described.c_str(), r.loss, r.perplexity, r.bits_per_byte,
+      (long long)r.tokens, (long long)config.data.seq_len, document_boundaries_name(config.data.document_boundaries));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string ckpt, data_flag, tokenizer, tokens, seq_len, boundaries;
-  std::vector<std::string> texts;
-  int64_t batch = 0;
+  const Args args = parse_args(argc, argv);
   try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      auto value = [&]() -> std::string {
-        LINATTN_REQUIRE(i + 1 < argc, a, " needs a value (see linattn-eval --help)");
-        return argv[++i];
-      };
-      if (a == "-h" || a == "--help") {
-        std::printf("%s", kUsage);
-        return 0;
-      } else if (a == "--data") {
-        data_flag = value();
-      } else if (a == "--text") {
-        texts.push_back(value());
-        while (i + 1 < argc && argv[i + 1][0] != '-') texts.push_back(argv[++i]);
-      } else if (a == "--tokenizer") {
-        tokenizer = value();
-      } else if (a == "--tokens") {
-        tokens = std::to_string(parse_count(a, value(), 0, INT64_MAX));
-      } else if (a == "--seq-len") {
-        seq_len = std::to_string(parse_count(a, value(), 1, int64_t(1) << 24));
-      } else if (a == "--batch") {
-        batch = parse_count(a, value(), 1, 65536);
-      } else if (a == "--threads") {
-        omp_set_num_threads(int(parse_count(a, value(), 1, 4096)));
-      } else if (a == "--document-boundaries") {
-        boundaries = value();
-        LINATTN_REQUIRE(boundaries == "cross" || boundaries == "reset", "--document-boundaries '", boundaries,
-                        "' must be cross or reset");
-      } else if (a.rfind("-", 0) == 0) {
-        LINATTN_REQUIRE(false, "unknown option '", a, "' (see linattn-eval --help)");
-      } else {
-        LINATTN_REQUIRE(ckpt.empty(), "unexpected argument '", a, "': give one checkpoint (see linattn-eval --help)");
-        ckpt = a;
-      }
-    }
-    LINATTN_REQUIRE(!ckpt.empty(), "no checkpoint: give CKPT.h5 (see linattn-eval --help)");
-    LINATTN_REQUIRE(data_flag.empty() || texts.empty(), "give --data or --text, not both");
-
-    // Like the trainer's final evaluation: the whole split unless --tokens says otherwise.
-    std::vector<std::string> overrides{"data.val_tokens=" + (tokens.empty() ? "0" : tokens)};
-    if (!seq_len.empty()) overrides.push_back("data.seq_len=" + seq_len);
-    if (!data_flag.empty()) overrides.push_back("data.path=" + data_flag);
-    if (!boundaries.empty()) overrides.push_back("data.document_boundaries=" + boundaries);
-    Config config = parse_config(checkpoint_config_text(ckpt), ckpt, overrides);
-    Model model(config.model, config.train.dtype == "f64" ? DType::f64 : DType::f32);
-    TrainState state;
-    load_checkpoint(ckpt, config, model, nullptr, &state);
-
-    const int64_t rows = batch > 0                          ? batch
-                         : config.train.micro_batch_size ? config.train.micro_batch_size
-                                                         : config.train.batch_size;
-    if (config.data.source == "mqar" && data_flag.empty() && texts.empty()) {  // the run's MQAR validation split
-      data::LoaderOptions lo;
-      lo.batch_size = rows;
-      lo.seq_len = config.data.seq_len;
-      lo.max_tokens = uint64_t(config.data.val_tokens);
-      data::MqarValLoader val(config.data.mqar, lo);
-      Arena arena;
-      EvalResult r = evaluate(model, val, arena);
-      std::printf("%s (step %lld) on %llu MQAR validation examples: val loss %.6f | ppl %.4f | recall accuracy %.6f | "
-                  "%lld queries, seq_len %lld\n", ckpt.c_str(), (long long)state.step,
-                  (unsigned long long)val.num_examples(), r.loss, r.perplexity, r.recall_accuracy, (long long)r.tokens,
-                  (long long)config.data.seq_len);
-      return 0;
-    }
-    std::shared_ptr<const data::Dataset> val;
-    std::string described;
-    std::unique_ptr<TempFolder> temp;
-    if (texts.empty()) {
-      described = find_run_data(config.data.path, ckpt, !data_flag.empty(), "the folder with --data DIR");
-      val = data::Dataset::open(described, "val");
-    } else {
-      if (tokenizer.empty())  // the run's: the one its data was prepared with
-        tokenizer =
-            data::Dataset::open(find_run_data(config.data.path, ckpt, false, "--tokenizer bytes|gpt2"), "train")
-                ->tokenizer();
-      temp = std::make_unique<TempFolder>();
-      data::PrepareOptions po;
-      po.inputs = texts;
-      po.tokenizer = tokenizer;
-      po.out_dir = temp->path.string();
-      data::prepare(po);
-      val = std::make_shared<const data::Dataset>(std::vector<std::string>{(temp->path / "train.bin").string()});
-      for (const std::string& t : texts) described += (described.empty() ? "" : ", ") + t;
-    }
-    LINATTN_REQUIRE(int64_t(val->vocab_size()) <= config.model.vocab_size, described, ": the data's vocabulary (",
-                    val->vocab_size(), ") is larger than the model's (", config.model.vocab_size,
-                    "): it was prepared with another tokenizer than the run's");
-    LINATTN_REQUIRE(val->num_tokens() >= uint64_t(config.data.seq_len) + 1, described, ": ", val->num_tokens(),
-                    " tokens, fewer than one window of seq_len ", config.data.seq_len,
-                    " + 1; give more text or a smaller --seq-len");
-    Arena arena;
-    EvalResult r = evaluate(model, val, config.data.seq_len, rows, config.data.val_tokens, arena, nullptr,
-                            config.data.document_boundaries);
-    std::printf(
-        "%s (step %lld) on %s: val loss %.6f | ppl %.4f | bpb %.6f | %lld tokens, seq_len %lld, document boundaries %s\n",
-        ckpt.c_str(), (long long)state.step, described.c_str(), r.loss, r.perplexity, r.bits_per_byte,
-        (long long)r.tokens, (long long)config.data.seq_len, document_boundaries_name(config.data.document_boundaries));
-    return 0;
+    return run(args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-eval: error: %s\n", error_message(e).c_str());
     return 1;

@@ -7,30 +7,55 @@
 #include "core/hdf5.h"
 #include "data/safetensors.h"
 #include "train/checkpoint.h"
+#include "tools/cli.h"
 #include "train/fla_export.h"
 
 namespace {
 
 using namespace linattn;
 
-const char* kUsage = R"(usage: linattn-export CKPT.h5 OUT.h5 [--dtype f32|f16|bf16]
-       linattn-export CKPT.h5 OUT_DIR --format safetensors
-       linattn-export --list CKPT.h5
+struct Args {
+  std::string in, out, dtype = "f32", format = "hdf5";
+  bool list = false;
+};
 
-Writes the weights of a linattn checkpoint (no optimizer state) with the model config to OUT.h5:
-one dataset per parameter under its HF/fla name ([out, in] for linear weights), and the root
-attributes format = "linattn-weights", format_version, config (YAML), step, dtype. f16 is HDF5's
-IEEE half (h5py reads float16); bf16 is stored as uint16 bit patterns with the dataset attribute
-dtype = "bfloat16". docs/checkpoint-format.md describes both files.
-
---format safetensors writes OUT_DIR/model.safetensors (float32, fla's parameter names and shapes)
-and OUT_DIR/config.json in fla's HF config schema, so that after `import fla`,
-AutoModelForCausalLM.from_pretrained(OUT_DIR) builds the same model. A model fla cannot express
-(two different linear mixers, RetNet, ...) gets the weights without a config.json, and the reasons
-on stderr. docs/interop.md has the whole mapping. (--format hdf5, the first form, is the default.)
-
---list prints a checkpoint's (or an export's) step, model config and every tensor's name and shape.
-)";
+Args parse_args(int argc, char** argv) {
+  Args a;
+  CLI::App app(
+      "Writes the weights of a linattn checkpoint (no optimizer state) with the model config to OUT.h5:\n"
+      "one dataset per parameter under its HF/fla name ([out, in] for linear weights), and the root\n"
+      "attributes format = \"linattn-weights\", format_version, config (YAML), step, dtype. f16 is HDF5's\n"
+      "IEEE half (h5py reads float16); bf16 is stored as uint16 bit patterns with the dataset attribute\n"
+      "dtype = \"bfloat16\". docs/checkpoint-format.md describes both files.\n\n"
+      "  linattn-export CKPT.h5 OUT.h5 [--dtype f32|f16|bf16]\n"
+      "  linattn-export CKPT.h5 OUT_DIR --format safetensors\n"
+      "  linattn-export --list CKPT.h5",
+      "linattn-export");
+  app.add_option("CKPT.h5", a.in, "the checkpoint (or, with --list, an export)");
+  app.add_option("OUT", a.out, "OUT.h5, or the folder OUT_DIR of --format safetensors");
+  app.add_option("--dtype", a.dtype, "the exported weights' type (default f32)")
+      ->type_name("f32|f16|bf16")
+      ->check(cli::one_of({"f32", "f16", "bf16"}));
+  app.add_option("--format", a.format,
+                 "safetensors writes OUT_DIR/model.safetensors (float32, fla's parameter names and shapes) and "
+                 "OUT_DIR/config.json in fla's HF config schema, so that after `import fla`, "
+                 "AutoModelForCausalLM.from_pretrained(OUT_DIR) builds the same model. A model fla cannot "
+                 "express (two different linear mixers, RetNet, ...) gets the weights without a config.json, and "
+                 "the reasons on stderr. docs/interop.md has the whole mapping. (default hdf5)")
+      ->type_name("hdf5|safetensors")
+      ->check(cli::one_of({"hdf5", "safetensors"}));
+  app.add_flag("--list", a.list, "print a checkpoint's (or an export's) step, model config and every tensor's name "
+                                 "and shape");
+  cli::parse(app, argc, argv, 2);
+  if (a.in.empty()) cli::usage_error("linattn-export", "no checkpoint: give CKPT.h5", 2);
+  if (a.list && !a.out.empty())
+    cli::usage_error("linattn-export", "--list reads one file: drop '" + a.out + "'", 2);
+  if (!a.list && a.out.empty())
+    cli::usage_error("linattn-export", "no output: give OUT.h5 (or OUT_DIR with --format safetensors)", 2);
+  if (a.format == "safetensors" && a.dtype != "f32")
+    cli::usage_error("linattn-export", "--format safetensors writes f32; drop --dtype " + a.dtype, 2);
+  return a;
+}
 
 // The tensors of a safetensors file (an export with fla's names, or any other).
 int list_safetensors(const std::string& path) {
@@ -147,47 +172,10 @@ int export_safetensors(const std::string& in_path, const std::string& out_dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> positional;
-  std::string dtype = "f32", format = "hdf5";
-  bool listing = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::printf("%s", kUsage);
-      return 0;
-    } else if (a == "--list") {
-      listing = true;
-    } else if (a == "--dtype" && i + 1 < argc) {
-      dtype = argv[++i];
-      if (dtype != "f32" && dtype != "f16" && dtype != "bf16") {
-        std::fprintf(stderr, "linattn-export: --dtype must be f32, f16 or bf16, got '%s'\n", dtype.c_str());
-        return 2;
-      }
-    } else if (a == "--format" && i + 1 < argc) {
-      format = argv[++i];
-      if (format != "hdf5" && format != "safetensors") {
-        std::fprintf(stderr, "linattn-export: --format must be hdf5 or safetensors, got '%s'\n", format.c_str());
-        return 2;
-      }
-    } else if (a.rfind("--", 0) == 0) {
-      std::fprintf(stderr, "linattn-export: unknown option '%s'\n\n%s", a.c_str(), kUsage);
-      return 2;
-    } else {
-      positional.push_back(a);
-    }
-  }
-  if ((listing && positional.size() != 1) || (!listing && positional.size() != 2)) {
-    std::fprintf(stderr, "%s", kUsage);
-    return 2;
-  }
-  if (format == "safetensors" && dtype != "f32") {
-    std::fprintf(stderr, "linattn-export: --format safetensors writes f32; drop --dtype %s\n", dtype.c_str());
-    return 2;
-  }
+  const Args a = parse_args(argc, argv);
   try {
-    if (listing) return list(positional[0]);
-    return format == "safetensors" ? export_safetensors(positional[0], positional[1])
-                                   : export_weights(positional[0], positional[1], dtype);
+    if (a.list) return list(a.in);
+    return a.format == "safetensors" ? export_safetensors(a.in, a.out) : export_weights(a.in, a.out, a.dtype);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-export: error: %s\n", error_message(e).c_str());
     return 1;

@@ -10,11 +10,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "core/flag_values.h"
 #include "core/hdf5.h"
 #include "data/dataset.h"
 #include "data/safetensors.h"
@@ -23,44 +23,78 @@
 #include "layers/decoder.h"
 #include "layers/sampler.h"
 #include "train/checkpoint.h"
+#include "tools/cli.h"
 #include "train/run_data.h"
 
 namespace {
 
 using namespace linattn;
 
-const char* kUsage = R"(usage: linattn-generate CKPT.h5 [--prompt TEXT | --prompt-file F] [--max-new-tokens N]
-                        [--temperature T] [--top-k K] [--top-p P] [--seed S] [--num-samples N]
-                        [--stop TEXT] [--tokenizer bytes|gpt2] [--threads N] [--decode-threads N]
+struct Args {
+  std::string ckpt, prompt, prompt_file, stop, tokenizer;
+  int64_t max_new = 200, num_samples = 1, seed = 1, decode_threads = 1;
+  std::optional<int64_t> threads;
+  SamplingOptions sampling{.temperature = 0.8};
+};
 
-Writes text from a checkpoint of linattn-train (or an export of linattn-export) to stdout as it is
-decoded: the prompt, then what the model writes after it. The prompt runs through the training
-kernels once; then each token costs one recurrent step per linear layer and one look at the
-key/value cache per attention layer (docs/decoding.md). Every sample starts at a document start
-(an end-of-text token), as the training documents do.
-
-  --prompt TEXT        the text to continue (default: none, a new document)
-  --prompt-file F      read the prompt from file F instead
-  --max-new-tokens N   tokens to write per sample, 1 to 10^9 (default 200)
-  --temperature T      >= 0; 0 = greedy, always the most likely token (default 0.8)
-  --top-k K            draw from the K most likely tokens only; 0 = all (default 0)
-  --top-p P            draw from the fewest most likely tokens whose probability reaches P, in (0, 1]
-                       (default 1)
-  --seed S             the sampling seed; the same seed gives the same text (default 1)
-  --num-samples N      samples to write, one after another, 1 to 10000 (default 1)
-  --stop TEXT          end a sample where TEXT first appears in it (TEXT is not printed); a sample
-                       also ends at an end-of-text token
-  --tokenizer bytes|gpt2   the tokenizer when the run's data folder is not at hand (by default the
-                       one the run's data was prepared with; GPT-2's files are found as linattn-data
-                       finds them, $LINATTN_GPT2_DIR)
-  --threads N          OpenMP threads of the prompt's pass, 1 to 4096 (default: all cores)
-  --decode-threads N   OpenMP threads of each new token, 1 to 4096 (default 1: one token of a small
-                       model is too little work to share, and waking threads costs more than it saves)
-
-A byte-level model can write bytes that are not UTF-8: they are printed as U+FFFD. The time per
-token goes to stderr at the end. Errors name the flag or file and the fix; LINATTN_DEBUG=1 adds the
-source location of the failed check.
-)";
+Args parse_args(int argc, char** argv) {
+  Args a;
+  CLI::App app(
+      "Writes text from a checkpoint of linattn-train (or an export of linattn-export) to stdout as it is\n"
+      "decoded: the prompt, then what the model writes after it. The prompt runs through the training\n"
+      "kernels once; then each token costs one recurrent step per linear layer and one look at the\n"
+      "key/value cache per attention layer (docs/decoding.md). Every sample starts at a document start\n"
+      "(an end-of-text token), as the training documents do.",
+      "linattn-generate");
+  app.add_option("CKPT.h5", a.ckpt, "a checkpoint of linattn-train or an export of linattn-export");
+  CLI::Option* prompt = app.add_option("--prompt", a.prompt, "the text to continue (default: none, a new document)")
+                            ->type_name("TEXT");
+  app.add_option("--prompt-file", a.prompt_file, "read the prompt from file F instead")->type_name("F")->excludes(prompt);
+  app.add_option("--max-new-tokens", a.max_new, "tokens to write per sample, 1 to 10^9 (default 200)")
+      ->type_name("N")
+      ->check(cli::whole_number(1, 1000000000));
+  app.add_option("--temperature", a.sampling.temperature,
+                 ">= 0; 0 = greedy, always the most likely token (default 0.8)")
+      ->type_name("T")
+      ->check(cli::finite_number());
+  app.add_option("--top-k", a.sampling.top_k, "draw from the K most likely tokens only; 0 = all (default 0)")
+      ->type_name("K")
+      ->check(cli::whole_number(0, INT32_MAX));
+  app.add_option("--top-p", a.sampling.top_p,
+                 "draw from the fewest most likely tokens whose probability reaches P, in (0, 1] (default 1)")
+      ->type_name("P")
+      ->check(cli::finite_number());
+  app.add_option("--seed", a.seed, "the sampling seed; the same seed gives the same text (default 1)")
+      ->type_name("S")
+      ->check(cli::whole_number(0, INT64_MAX));
+  app.add_option("--num-samples", a.num_samples, "samples to write, one after another, 1 to 10000 (default 1)")
+      ->type_name("N")
+      ->check(cli::whole_number(1, 10000));
+  app.add_option("--stop", a.stop,
+                 "end a sample where TEXT first appears in it (TEXT is not printed); a sample also ends at an "
+                 "end-of-text token")
+      ->type_name("TEXT");
+  app.add_option("--tokenizer", a.tokenizer,
+                 "the tokenizer when the run's data folder is not at hand (by default the one the run's data was "
+                 "prepared with; GPT-2's files are found as linattn-data finds them, $LINATTN_GPT2_DIR)")
+      ->type_name("bytes|gpt2")
+      ->check(cli::one_of({"bytes", "gpt2"}));
+  app.add_option("--threads", a.threads, "OpenMP threads of the prompt's pass, 1 to 4096 (default: all cores)")
+      ->type_name("N")
+      ->check(cli::whole_number(1, 4096));
+  app.add_option("--decode-threads", a.decode_threads,
+                 "OpenMP threads of each new token, 1 to 4096 (default 1: one token of a small model is too little "
+                 "work to share, and waking threads costs more than it saves)")
+      ->type_name("N")
+      ->check(cli::whole_number(1, 4096));
+  app.footer(
+      "A byte-level model can write bytes that are not UTF-8: they are printed as U+FFFD. The time per\n"
+      "token goes to stderr at the end. Errors name the flag or file and the fix; LINATTN_DEBUG=1 adds the\n"
+      "source location of the failed check.");
+  cli::parse(app, argc, argv, 1);
+  if (a.ckpt.empty()) cli::usage_error("linattn-generate", "no checkpoint: give CKPT.h5", 1);
+  return a;
+}
 
 std::string read_file(const std::string& path, const std::string& flag) {
   LINATTN_REQUIRE(!std::filesystem::is_directory(path), flag, " ", path, ": a folder, not a file: give the file "
@@ -193,113 +227,78 @@ class Output {
   data::Utf8Stream utf8_;
 };
 
+// Times of a run of samples: the prompt's pass and the new tokens.
+struct Timing {
+  double prefill_s = 0, decode_s = 0;
+  int64_t decoded = 0;
+};
+
+// One sample after the prompt, streamed to stdout: at most max_new tokens, up to the stop text or
+// an end-of-text token.
+void write_sample(Decoder& decoder, const Tensor& prompt_ids, const data::Tokenizer& tok, const Args& a, Rng& rng,
+                  int prefill_threads, Timing& timing) {
+  using Clock = std::chrono::steady_clock;
+  Output::write(a.prompt);
+  Output out(a.stop);
+  auto t0 = Clock::now();
+  decoder.reset();
+  omp_set_num_threads(prefill_threads);
+  Tensor logits = decoder.prefill(prompt_ids);
+  omp_set_num_threads(int(a.decode_threads));
+  timing.prefill_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  t0 = Clock::now();
+  bool stopped = false;
+  for (int64_t n = 0; n < a.max_new && !stopped; ++n) {
+    const int32_t next = sample_tokens(logits, a.sampling, rng)[0];
+    if (uint32_t(next) == tok.eot() || uint32_t(next) >= tok.vocab_size()) break;
+    stopped = out.add(tok.token_bytes(uint32_t(next)));
+    ++timing.decoded;
+    if (!stopped && n + 1 < a.max_new) logits = decoder.step({next});
+  }
+  timing.decode_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  out.finish(stopped);
+}
+
+int run(Args a) {
+  check_sampling(a.sampling);
+  if (a.threads) omp_set_num_threads(int(*a.threads));
+  // Errors about the prompt name where it came from.
+  const std::string prompt_flag = a.prompt_file.empty() ? "--prompt" : "--prompt-file " + a.prompt_file;
+  if (!a.prompt_file.empty()) a.prompt = read_file(a.prompt_file, "--prompt-file");
+
+  Loaded l = load(a.ckpt);
+  const Model& model = *l.model;
+  auto tok = run_tokenizer(l.config, a.ckpt, a.tokenizer);
+  std::vector<uint32_t> ids{tok->eot()};
+  tok->encode(a.prompt, ids, prompt_flag);
+  const size_t scalar_bytes = dtype_size(model.params().values().all().dtype());
+  check_length(l.config, int64_t(ids.size()), a.max_new, scalar_bytes, prompt_flag);
+
+  Tensor prompt_ids = Tensor::empty({1, int64_t(ids.size())}, DType::i32);
+  std::copy(ids.begin(), ids.end(), prompt_ids.data<int32_t>());
+  Rng rng(uint64_t(a.seed));
+  Decoder decoder(model, 1);
+  const int prefill_threads = omp_get_max_threads();
+  Timing timing;
+  for (int64_t sample = 0; sample < a.num_samples; ++sample) {
+    if (a.num_samples > 1) Output::write("--- sample " + std::to_string(sample + 1) + " ---\n");
+    write_sample(decoder, prompt_ids, *tok, a, rng, prefill_threads, timing);
+  }
+  std::fprintf(stderr,
+               "linattn-generate: %lld new tokens in %.3f s (%.1f tokens/s); prompt of %zu tokens prefilled in "
+               "%.3f s per sample\n",
+               (long long)timing.decoded, timing.decode_s,
+               timing.decode_s > 0 ? double(timing.decoded) / timing.decode_s : 0.0, ids.size(),
+               timing.prefill_s / double(a.num_samples));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string ckpt, prompt, prompt_flag = "--prompt", stop, tokenizer_name;
-  bool have_prompt = false;
-  int64_t max_new = 200, num_samples = 1;
-  int decode_threads = 1;
-  uint64_t seed = 1;
-  SamplingOptions sampling;
-  sampling.temperature = 0.8;
+  Args args = parse_args(argc, argv);
   try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      auto value = [&]() -> std::string {
-        LINATTN_REQUIRE(i + 1 < argc, a, " needs a value (see linattn-generate --help)");
-        return argv[++i];
-      };
-      if (a == "-h" || a == "--help") {
-        std::printf("%s", kUsage);
-        return 0;
-      } else if (a == "--prompt" || a == "--prompt-file") {
-        LINATTN_REQUIRE(!have_prompt, "give one of --prompt and --prompt-file, once");
-        have_prompt = true;
-        prompt_flag = a;
-        prompt = value();
-        if (a == "--prompt-file") {
-          prompt_flag += " " + prompt;
-          prompt = read_file(prompt, a);
-        }
-      } else if (a == "--max-new-tokens") {
-        max_new = parse_count(a, value(), 1, 1000000000);
-      } else if (a == "--temperature") {
-        sampling.temperature = parse_number(a, value());
-      } else if (a == "--top-k") {
-        sampling.top_k = parse_count(a, value(), 0, INT32_MAX);
-      } else if (a == "--top-p") {
-        sampling.top_p = parse_number(a, value());
-      } else if (a == "--seed") {
-        seed = uint64_t(parse_count(a, value(), 0, INT64_MAX));
-      } else if (a == "--num-samples") {
-        num_samples = parse_count(a, value(), 1, 10000);
-      } else if (a == "--stop") {
-        stop = value();
-      } else if (a == "--tokenizer") {
-        tokenizer_name = value();
-        LINATTN_REQUIRE(tokenizer_name == "bytes" || tokenizer_name == "gpt2", "--tokenizer '", tokenizer_name,
-                        "' is not one of bytes, gpt2");
-      } else if (a == "--threads") {
-        omp_set_num_threads(int(parse_count(a, value(), 1, 4096)));
-      } else if (a == "--decode-threads") {
-        decode_threads = int(parse_count(a, value(), 1, 4096));
-      } else if (a.rfind("-", 0) == 0) {
-        LINATTN_REQUIRE(false, "unknown option '", a, "' (see linattn-generate --help)");
-      } else {
-        LINATTN_REQUIRE(ckpt.empty(), "unexpected argument '", a,
-                        "': give one checkpoint (see linattn-generate --help)");
-        ckpt = a;
-      }
-    }
-    LINATTN_REQUIRE(!ckpt.empty(), "no checkpoint: give CKPT.h5 (see linattn-generate --help)");
-    check_sampling(sampling);
-
-    Loaded l = load(ckpt);
-    const Model& model = *l.model;
-    auto tok = run_tokenizer(l.config, ckpt, tokenizer_name);
-    std::vector<uint32_t> ids{tok->eot()};
-    tok->encode(prompt, ids, prompt_flag);
-    std::vector<int32_t> prompt_ids(ids.begin(), ids.end());
-    const size_t scalar_bytes = dtype_size(model.params().values().all().dtype());
-    check_length(l.config, int64_t(prompt_ids.size()), max_new, scalar_bytes, prompt_flag);
-
-    Rng rng(seed);
-    Decoder decoder(model, 1);
-    Tensor ids_tensor = Tensor::empty({1, int64_t(prompt_ids.size())}, DType::i32);
-    std::copy(prompt_ids.begin(), prompt_ids.end(), ids_tensor.data<int32_t>());
-    const int prefill_threads = omp_get_max_threads();
-    double prefill_s = 0, decode_s = 0;
-    int64_t decoded = 0;
-    using Clock = std::chrono::steady_clock;
-    for (int64_t sample = 0; sample < num_samples; ++sample) {
-      if (num_samples > 1) Output::write("--- sample " + std::to_string(sample + 1) + " ---\n");
-      Output::write(prompt);
-      Output out(stop);
-      auto t0 = Clock::now();
-      decoder.reset();
-      omp_set_num_threads(prefill_threads);
-      Tensor logits = decoder.prefill(ids_tensor);
-      omp_set_num_threads(decode_threads);
-      prefill_s += std::chrono::duration<double>(Clock::now() - t0).count();
-      t0 = Clock::now();
-      bool stopped = false;
-      for (int64_t n = 0; n < max_new && !stopped; ++n) {
-        const int32_t next = sample_tokens(logits, sampling, rng)[0];
-        if (uint32_t(next) == tok->eot() || uint32_t(next) >= tok->vocab_size()) break;
-        stopped = out.add(tok->token_bytes(uint32_t(next)));
-        ++decoded;
-        if (!stopped && n + 1 < max_new) logits = decoder.step({next});
-      }
-      decode_s += std::chrono::duration<double>(Clock::now() - t0).count();
-      out.finish(stopped);
-    }
-    std::fprintf(stderr,
-                 "linattn-generate: %lld new tokens in %.3f s (%.1f tokens/s); prompt of %zu tokens prefilled in "
-                 "%.3f s per sample\n",
-                 (long long)decoded, decode_s, decode_s > 0 ? double(decoded) / decode_s : 0.0, prompt_ids.size(),
-                 prefill_s / double(num_samples));
-    return 0;
+    return run(std::move(args));
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "linattn-generate: error: %s\n", error_message(e).c_str());

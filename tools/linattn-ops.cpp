@@ -1,7 +1,6 @@
 // linattn-ops: runs one token mixer on inputs from an HDF5 file and writes its outputs and
 // gradients to another, so the kernels can be checked against any other implementation.
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -13,6 +12,7 @@
 #include "autograd/mixers.h"
 #include "core/hdf5.h"
 #include "core/memory.h"
+#include "tools/cli.h"
 
 namespace {
 
@@ -24,10 +24,7 @@ constexpr bool kBuiltWithCuda = true;
 constexpr bool kBuiltWithCuda = false;
 #endif
 
-const char* kUsage = R"(usage: linattn-ops OP IN.h5 OUT.h5 [--dtype f32|f64] [--form chunk|recurrent] [--chunk-size N]
-                   [--device cpu|cuda]
-
-Runs the token mixer OP forward and backward on the inputs in IN.h5 and writes the outputs and
+const char* kDescription = R"(Runs the token mixer OP forward and backward on the inputs in IN.h5 and writes the outputs and
 gradients to OUT.h5 (as float64), for checking linattn against another implementation.
 
 OP:        linear_attn | gla | deltanet | gated_deltanet | attention
@@ -45,18 +42,7 @@ IN.h5:     float64 datasets (layout [B, T, H, D], states [B, H, dk, dv]):
            elu1, relu; linear_attn, default identity), normalize (int; linear_attn),
            window_size (int; attention, 0 or absent = global)
 OUT.h5:    o, ht (linear mixers), zt (normalize), and the gradient of every input given:
-           dq, dk, dv, dg, dbeta, da, dh0, dz0
-options:
-  --dtype f32|f64          compute in float32 or float64 (default f64)
-  --form chunk|recurrent   the chunkwise training kernels or the step-by-step recurrence (default chunk)
-  --chunk-size N           chunk length of the chunk form, 1 to 256 (default 64)
-  --device cpu|cuda        where the kernels run (default cpu). cuda: the CUDA kernels, float32,
-                           checked against the CPU kernels in float64 on the same float32 inputs:
-                           one line per array (max abs and relative error, tolerance 1e-4 of its
-                           largest entry), exit status 1 when one is beyond; OUT.h5 holds the
-                           CUDA results. An OP without a CUDA kernel yet is reported as skipped
-                           (exit status 0, nothing written); without a GPU it is an error.
-)";
+           dq, dk, dv, dg, dbeta, da, dh0, dz0)";
 
 struct Options {
   std::string op, in, out;
@@ -268,81 +254,48 @@ int run(const Options& o) {
   return status;
 }
 
+Options parse_args(int argc, char** argv) {
+  Options o;
+  std::string dtype, device = "cpu", form = "chunk";
+  CLI::App app(kDescription, "linattn-ops");
+  app.add_option("OP", o.op, "the token mixer")
+      ->check(cli::one_of({"linear_attn", "gla", "deltanet", "gated_deltanet", "attention"}));
+  app.add_option("IN.h5", o.in, "the inputs");
+  app.add_option("OUT.h5", o.out, "where the outputs and gradients go");
+  app.add_option("--dtype", dtype, "compute in float32 or float64 (default f64)")
+      ->type_name("f32|f64")
+      ->check(cli::one_of({"f32", "f64"}));
+  app.add_option("--form", form, "the chunkwise training kernels or the step-by-step recurrence (default chunk)")
+      ->type_name("chunk|recurrent")
+      ->check(cli::one_of({"chunk", "recurrent"}));
+  // The bound of the config's model.chunk_size: a chunk's C x C blocks stay small.
+  app.add_option("--chunk-size", o.mixer.chunk_size, "chunk length of the chunk form, 1 to 256 (default 64)")
+      ->type_name("N")
+      ->check(cli::whole_number(1, 256));
+  app.add_option("--device", device,
+                 "where the kernels run (default cpu). cuda: the CUDA kernels, float32, checked against the CPU "
+                 "kernels in float64 on the same float32 inputs: one line per array (max abs and relative error, "
+                 "tolerance 1e-4 of its largest entry), exit status 1 when one is beyond; OUT.h5 holds the CUDA "
+                 "results. An OP without a CUDA kernel yet is reported as skipped (exit status 0, nothing "
+                 "written); without a GPU it is an error.")
+      ->type_name("cpu|cuda")
+      ->check(cli::one_of({"cpu", "cuda"}));
+  cli::parse(app, argc, argv, 2);
+  if (o.out.empty()) cli::usage_error("linattn-ops", "give OP IN.h5 OUT.h5", 2);
+  o.dtype_given = !dtype.empty();
+  o.dtype = dtype == "f32" ? DType::f32 : DType::f64;
+  o.device = device == "cuda" ? Device::cuda : Device::cpu;
+  o.mixer.form = form == "chunk" ? ops::MixerForm::chunk : ops::MixerForm::recurrent;
+  if (o.device == Device::cuda && o.dtype_given && o.dtype != DType::f32)
+    cli::usage_error("linattn-ops", "--device cuda computes in float32 (the CUDA kernels' type): use --dtype f32 or "
+                     "leave --dtype out", 2);
+  return o;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o;
-  std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "linattn-ops: error: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      std::printf("%s", kUsage);
-      return 0;
-    } else if (a == "--dtype") {
-      std::string d = value();
-      if (d != "f32" && d != "f64") {
-        std::fprintf(stderr, "linattn-ops: error: --dtype must be f32 or f64, got '%s'\n", d.c_str());
-        return 2;
-      }
-      o.dtype = d == "f32" ? DType::f32 : DType::f64;
-      o.dtype_given = true;
-    } else if (a == "--device") {
-      std::string d = value();
-      if (d != "cpu" && d != "cuda") {
-        std::fprintf(stderr, "linattn-ops: error: --device must be cpu or cuda, got '%s'\n", d.c_str());
-        return 2;
-      }
-      o.device = d == "cpu" ? Device::cpu : Device::cuda;
-    } else if (a == "--form") {
-      std::string f = value();
-      if (f != "chunk" && f != "recurrent") {
-        std::fprintf(stderr, "linattn-ops: error: --form must be chunk or recurrent, got '%s'\n", f.c_str());
-        return 2;
-      }
-      o.mixer.form = f == "chunk" ? ops::MixerForm::chunk : ops::MixerForm::recurrent;
-    } else if (a == "--chunk-size") {
-      // The bound of the config's model.chunk_size: a chunk's C x C blocks stay small.
-      const std::string v = value();
-      char* end = nullptr;
-      errno = 0;
-      const long long n = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || errno != 0 || n < 1 || n > 256) {
-        std::fprintf(stderr, "linattn-ops: error: --chunk-size '%s' is not an integer in [1, 256]\n", v.c_str());
-        return 2;
-      }
-      o.mixer.chunk_size = n;
-    } else if (a.rfind("--", 0) == 0) {
-      std::fprintf(stderr, "linattn-ops: error: unknown option '%s' (see linattn-ops --help)\n", a.c_str());
-      return 2;
-    } else {
-      positional.push_back(a);
-    }
-  }
-  if (positional.size() != 3) {
-    std::fprintf(stderr, "%s", kUsage);
-    return 2;
-  }
-  o.op = positional[0];
-  o.in = positional[1];
-  o.out = positional[2];
-  const std::vector<std::string> known{"linear_attn", "gla", "deltanet", "gated_deltanet", "attention"};
-  if (std::find(known.begin(), known.end(), o.op) == known.end()) {
-    std::fprintf(stderr, "linattn-ops: error: unknown op '%s' (linear_attn, gla, deltanet, gated_deltanet, attention)\n",
-                 o.op.c_str());
-    return 2;
-  }
-  if (o.device == Device::cuda && o.dtype_given && o.dtype != DType::f32) {
-    std::fprintf(stderr, "linattn-ops: error: --device cuda computes in float32 (the CUDA kernels' type): use "
-                         "--dtype f32 or leave --dtype out\n");
-    return 2;
-  }
+  const Options o = parse_args(argc, argv);
   try {
     return run(o);
   } catch (const std::exception& e) {

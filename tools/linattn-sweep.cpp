@@ -22,6 +22,7 @@
 #include "sweep/plots.h"
 #include "sweep/results.h"
 #include "sweep/sweep_file.h"
+#include "tools/cli.h"
 #include "train/checkpoint.h"
 #include "train/folder_lock.h"
 #include "train/shell_quote.h"
@@ -31,25 +32,36 @@ namespace {
 using namespace linattn;
 namespace fs = std::filesystem;
 
-const char* kUsage = R"(usage: linattn-sweep SWEEP.yaml [--dry-run] [--only NAME ...]
+struct Args {
+  std::string path;
+  std::vector<std::string> only;
+  bool dry_run = false;
+};
 
-Runs every run of SWEEP.yaml (a base config plus overrides; README.md, "linattn-sweep") one
-after another, each as linattn-train with its run folder OUT_DIR/NAME. After each run it writes
-OUT_DIR/results.csv, OUT_DIR/results.md and the plots OUT_DIR/*.svg.
-
-Every run's config is checked before the first starts: a problem is reported at the sweep file's
-line. Run again, the sweep skips finished runs and resumes an interrupted one from its newest
-checkpoint. A run that fails is recorded as failed (with the end of its error output) and the
-sweep goes on; run the sweep again to retry it.
-
-options:
-  --dry-run     check the sweep file and every run's config, list the runs and their commands, exit
-  --only NAME   run only the run NAME (repeatable); the results still list every run
-  -h, --help    this help
-
-Ctrl-C stops the current run at the end of its step (it writes a checkpoint) and then the sweep;
-the same command continues it.
-)";
+Args parse_args(int argc, char** argv) {
+  Args a;
+  CLI::App app(
+      "Runs every run of SWEEP.yaml (a base config plus overrides; README.md, \"linattn-sweep\") one\n"
+      "after another, each as linattn-train with its run folder OUT_DIR/NAME. After each run it writes\n"
+      "OUT_DIR/results.csv, OUT_DIR/results.md and the plots OUT_DIR/*.svg.\n\n"
+      "Every run's config is checked before the first starts: a problem is reported at the sweep file's\n"
+      "line. Run again, the sweep skips finished runs and resumes an interrupted one from its newest\n"
+      "checkpoint. A run that fails is recorded as failed (with the end of its error output) and the\n"
+      "sweep goes on; run the sweep again to retry it.",
+      "linattn-sweep");
+  app.add_option("SWEEP.yaml", a.path, "the sweep file");
+  app.add_flag("--dry-run", a.dry_run, "check the sweep file and every run's config, list the runs and their "
+                                       "commands, exit");
+  app.add_option("--only", a.only, "run only the run NAME (repeatable); the results still list every run")
+      ->type_name("NAME")
+      ->allow_extra_args(false);
+  app.footer(
+      "Ctrl-C stops the current run at the end of its step (it writes a checkpoint) and then the sweep;\n"
+      "the same command continues it.");
+  cli::parse(app, argc, argv, 1);
+  if (a.path.empty()) cli::usage_error("linattn-sweep", "no sweep file given: linattn-sweep SWEEP.yaml", 1);
+  return a;
+}
 
 volatile sig_atomic_t g_signals = 0;  // SIGINT/SIGTERM received
 void on_signal(int) { g_signals = g_signals + 1; }
@@ -219,8 +231,9 @@ void write_results(const Sweep& s) {
     rows.push_back(row);
   }
   mark_best(rows);
-  // Each through a temporary file: a full disk leaves the last complete one, and an error.
+  fs::create_directories(s.out_dir);
   const fs::path out(s.out_dir);
+  // Each through a temporary file: a full disk leaves the last complete one, and an error.
   write_text_atomically(out / "results.csv", results_csv(s.keys, rows));
   write_text_atomically(out / "results.md", "# " + s.path + "\n\nBase config: " + s.base + "\n\n" +
                                                 results_markdown(s.keys, rows));
@@ -245,137 +258,138 @@ void write_results(const Sweep& s) {
   }
 }
 
+// Every --only name is a run of the sweep.
+void check_only(const Sweep& s, const std::vector<std::string>& only) {
+  for (const std::string& name : only) {
+    std::string names;
+    bool known = false;
+    for (const SweepRun& r : s.runs) known |= r.name == name, names += (names.empty() ? "" : ", ") + r.name;
+    LINATTN_REQUIRE(known, "--only ", name, ": the sweep has no such run (its runs: ", names, ")");
+  }
+}
+
+// The command of run i: a fresh start, or the continuation of its run folder.
+std::vector<std::string> run_command(const Sweep& s, size_t i, bool resume) {
+  const std::string train = (fs::read_symlink("/proc/self/exe").parent_path() / "linattn-train").string();
+  std::vector<std::string> argv = s.launcher;
+  argv.push_back(train);
+  if (resume) {
+    argv.insert(argv.end(), {"--resume", s.run_dir(i)});
+    return argv;
+  }
+  argv.push_back(s.base);
+  for (const std::string& item : s.set_items(i)) argv.insert(argv.end(), {"--set", item});
+  argv.insert(argv.end(), {"--out", s.run_dir(i)});
+  return argv;
+}
+
+// --dry-run: each run's state, size and command.
+void list_runs(const Sweep& s, const std::vector<size_t>& todo) {
+  for (size_t i : todo) {
+    const std::string dir = s.run_dir(i);
+    const bool done = finished(dir), resume = !done && !latest_checkpoint(dir).empty();
+    ResultRow sizes;
+    fill_sizes(sizes, load_config(s.base, s.set_items(i)));
+    std::printf("  %-28s %-15s %9lld parameters, state %lld scalars\n      %s\n", s.runs[i].name.c_str(),
+                done ? "done (skipped)" : resume ? "resumes" : "new", (long long)sizes.params,
+                (long long)sizes.state, joined(run_command(s, i, resume)).c_str());
+  }
+  std::printf("dry run: the sweep file and every run's config are valid\n");
+}
+
+// Runs the runs `todo` not finished before, one after another; the exit status: 130 when
+// interrupted, 1 when a run failed, else 0.
+int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>& todo) {
+  // One sweep at a time in its folder (each run locks its own run folder too).
+  const FolderLock sweep_lock(s.out_dir, "the sweep folder");
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;  // no SA_RESTART: a blocking call returns, and the signal is seen
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  const auto start = std::chrono::steady_clock::now();
+  auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  double run_seconds = 0;  // of the runs this invocation trained to their end
+  int trained = 0, failed = 0, remaining = 0;
+  for (size_t i : todo) remaining += !finished(s.run_dir(i));
+  for (size_t k = 0; k < todo.size(); ++k) {
+    const size_t i = todo[k];
+    const std::string dir = s.run_dir(i), name = s.runs[i].name;
+    if (finished(dir)) {
+      std::printf("[sweep] run %zu/%zu %s: finished before, skipped\n", k + 1, todo.size(), name.c_str());
+      continue;
+    }
+    if (g_signals) break;
+    const bool resume = !latest_checkpoint(dir).empty();
+    {
+      const FolderLock run_lock(dir, "the run folder");  // not while someone else trains there
+      // Started before but without a checkpoint to continue from: start again.
+      if (!resume) {
+        fs::remove(fs::path(dir) / "metrics.jsonl");
+        fs::remove(fs::path(dir) / "config.yaml");
+      }
+      fs::remove(error_file(dir));
+    }
+    const double eta = trained ? run_seconds / trained * remaining : NAN;
+    std::printf("[sweep] run %zu/%zu %s: %s | elapsed %s | ETA %s\n", k + 1, todo.size(), name.c_str(),
+                resume ? "resuming from its checkpoint" : "starting", duration(since_start()).c_str(),
+                duration(eta).c_str());
+    const std::vector<std::string> command = run_command(s, i, resume);
+    std::printf("[sweep] %s\n", joined(command).c_str());
+    const auto t0 = std::chrono::steady_clock::now();
+    const Outcome o = run_child(command);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const bool interrupted = g_signals && o.status == 130;  // its Ctrl-C exit (or SIGINT's default)
+    if (!interrupted && (o.status != 0 || !finished(dir))) {
+      fs::create_directories(dir);
+      // Its error, with the sweep file's place of an override it names.
+      write_text_atomically(error_file(dir), o.stderr_tail.empty() ? "exit status " + std::to_string(o.status)
+                                                                    : s.in_sweep_terms(o.stderr_tail, i));
+      ++failed;
+      std::printf("[sweep] run %zu/%zu %s: FAILED (exit status %d); going on\n", k + 1, todo.size(), name.c_str(),
+                  o.status);
+    } else if (!interrupted) {
+      ++trained;
+      run_seconds += seconds;
+    }
+    --remaining;
+    write_results(s);
+    if (interrupted || g_signals) {
+      std::printf("[sweep] interrupted after %s; %d runs left. Continue with: linattn-sweep %s\n",
+                  duration(since_start()).c_str(), remaining + (interrupted ? 1 : 0), path.c_str());
+      return 130;
+    }
+  }
+  if (g_signals) {
+    std::printf("[sweep] interrupted; continue with: linattn-sweep %s\n", path.c_str());
+    return 130;
+  }
+  write_results(s);
+  std::printf("[sweep] done in %s: %d trained, %d failed; results in %s\n", duration(since_start()).c_str(), trained,
+              failed, (fs::path(s.out_dir) / "results.md").string().c_str());
+  return failed ? 1 : 0;
+}
+
+int run(const Args& a) {
+  const Sweep s = load_sweep(a.path);
+  check_only(s, a.only);
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < s.runs.size(); ++i)
+    if (a.only.empty() || std::count(a.only.begin(), a.only.end(), s.runs[i].name)) todo.push_back(i);
+  std::printf("sweep %s: %zu runs of %s into %s\n", a.path.c_str(), s.runs.size(), s.base.c_str(), s.out_dir.c_str());
+  if (a.dry_run) {
+    list_runs(s, todo);
+    return 0;
+  }
+  return run_sweep(s, a.path, todo);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string path;
-  std::set<std::string> only;
-  bool dry_run = false;
+  const Args args = parse_args(argc, argv);
   try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      if (a == "-h" || a == "--help") {
-        std::printf("%s", kUsage);
-        return 0;
-      } else if (a == "--dry-run") {
-        dry_run = true;
-      } else if (a == "--only") {
-        LINATTN_REQUIRE(i + 1 < argc, "--only needs a run name (linattn-sweep SWEEP.yaml --dry-run lists them)");
-        only.insert(argv[++i]);
-      } else if (a.rfind("-", 0) == 0) {
-        throw Error("unknown option '" + a + "' (see linattn-sweep --help)");
-      } else {
-        LINATTN_REQUIRE(path.empty(), "a second sweep file '", a, "' (the first is '", path, "'): give one");
-        path = a;
-      }
-    }
-    LINATTN_REQUIRE(!path.empty(), "no sweep file given: linattn-sweep SWEEP.yaml (see --help)");
-    const Sweep s = load_sweep(path);
-    for (const std::string& name : only) {
-      std::string names;
-      bool known = false;
-      for (const SweepRun& r : s.runs) known |= r.name == name, names += (names.empty() ? "" : ", ") + r.name;
-      LINATTN_REQUIRE(known, "--only ", name, ": the sweep has no such run (its runs: ", names, ")");
-    }
-    const std::string train = (fs::read_symlink("/proc/self/exe").parent_path() / "linattn-train").string();
-    std::vector<size_t> todo;
-    for (size_t i = 0; i < s.runs.size(); ++i)
-      if (only.empty() || only.count(s.runs[i].name)) todo.push_back(i);
-    // The command of run i: a fresh start, or the continuation of its run folder.
-    auto command = [&](size_t i, bool resume) {
-      std::vector<std::string> argv = s.launcher;
-      argv.push_back(train);
-      if (resume) {
-        argv.insert(argv.end(), {"--resume", s.run_dir(i)});
-        return argv;
-      }
-      argv.push_back(s.base);
-      for (const std::string& item : s.set_items(i)) argv.insert(argv.end(), {"--set", item});
-      argv.insert(argv.end(), {"--out", s.run_dir(i)});
-      return argv;
-    };
-    std::printf("sweep %s: %zu runs of %s into %s\n", path.c_str(), s.runs.size(), s.base.c_str(), s.out_dir.c_str());
-    if (dry_run) {
-      for (size_t i : todo) {
-        const std::string dir = s.run_dir(i);
-        const bool done = finished(dir), resume = !done && !latest_checkpoint(dir).empty();
-        ResultRow sizes;
-        fill_sizes(sizes, load_config(s.base, s.set_items(i)));
-        std::printf("  %-28s %-15s %9lld parameters, state %lld scalars\n      %s\n", s.runs[i].name.c_str(),
-                    done ? "done (skipped)" : resume ? "resumes" : "new", (long long)sizes.params,
-                    (long long)sizes.state, joined(command(i, resume)).c_str());
-      }
-      std::printf("dry run: the sweep file and every run's config are valid\n");
-      return 0;
-    }
-
-    // One sweep at a time in its folder (each run locks its own run folder too).
-    const FolderLock sweep_lock(s.out_dir, "the sweep folder");
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;  // no SA_RESTART: a blocking call returns, and the signal is seen
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
-
-    const auto start = std::chrono::steady_clock::now();
-    auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-    double run_seconds = 0;  // of the runs this invocation trained to their end
-    int trained = 0, failed = 0, remaining = 0;
-    for (size_t i : todo) remaining += !finished(s.run_dir(i));
-    for (size_t k = 0; k < todo.size(); ++k) {
-      const size_t i = todo[k];
-      const std::string dir = s.run_dir(i), name = s.runs[i].name;
-      if (finished(dir)) {
-        std::printf("[sweep] run %zu/%zu %s: finished before, skipped\n", k + 1, todo.size(), name.c_str());
-        continue;
-      }
-      if (g_signals) break;
-      const bool resume = !latest_checkpoint(dir).empty();
-      {
-        const FolderLock run_lock(dir, "the run folder");  // not while someone else trains there
-        // Started before but without a checkpoint to continue from: start again.
-        if (!resume) {
-          fs::remove(fs::path(dir) / "metrics.jsonl");
-          fs::remove(fs::path(dir) / "config.yaml");
-        }
-        fs::remove(error_file(dir));
-      }
-      const double eta = trained ? run_seconds / trained * remaining : NAN;
-      std::printf("[sweep] run %zu/%zu %s: %s | elapsed %s | ETA %s\n", k + 1, todo.size(), name.c_str(),
-                  resume ? "resuming from its checkpoint" : "starting", duration(since_start()).c_str(),
-                  duration(eta).c_str());
-      std::printf("[sweep] %s\n", joined(command(i, resume)).c_str());
-      const auto t0 = std::chrono::steady_clock::now();
-      const Outcome o = run_child(command(i, resume));
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const bool interrupted = g_signals && o.status == 130;  // its Ctrl-C exit (or SIGINT's default)
-      if (!interrupted && (o.status != 0 || !finished(dir))) {
-        fs::create_directories(dir);
-        // Its error, with the sweep file's place of an override it names.
-        write_text_atomically(error_file(dir), o.stderr_tail.empty() ? "exit status " + std::to_string(o.status)
-                                                                      : s.in_sweep_terms(o.stderr_tail, i));
-        ++failed;
-        std::printf("[sweep] run %zu/%zu %s: FAILED (exit status %d); going on\n", k + 1, todo.size(), name.c_str(),
-                    o.status);
-      } else if (!interrupted) {
-        ++trained;
-        run_seconds += seconds;
-      }
-      --remaining;
-      write_results(s);
-      if (interrupted || g_signals) {
-        std::printf("[sweep] interrupted after %s; %d runs left. Continue with: linattn-sweep %s\n",
-                    duration(since_start()).c_str(), remaining + (interrupted ? 1 : 0), path.c_str());
-        return 130;
-      }
-    }
-    if (g_signals) {
-      std::printf("[sweep] interrupted; continue with: linattn-sweep %s\n", path.c_str());
-      return 130;
-    }
-    write_results(s);
-    std::printf("[sweep] done in %s: %d trained, %d failed; results in %s\n", duration(since_start()).c_str(), trained,
-                failed, (fs::path(s.out_dir) / "results.md").string().c_str());
-    return failed ? 1 : 0;
+    return run(args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-sweep: error: %s\n", error_message(e).c_str());
     return 1;

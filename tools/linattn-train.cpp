@@ -5,8 +5,10 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "tools/cli.h"
 #include "train/device.h"
 #include "train/init_from.h"
 #include "train/shell_quote.h"
@@ -15,32 +17,7 @@
 
 namespace {
 
-const char* kUsage = R"(usage: linattn-train CONFIG.yaml [--set section.key=value ...] [--out DIR] [--resume [RUN_DIR|CKPT.h5]] [--init-from FILE] [--dry-run]
-       linattn-train --resume RUN_DIR [--set section.key=value ...]
-
-Trains the language model CONFIG.yaml describes on its data, evaluating validation loss,
-perplexity and bits per byte as it goes (README.md lists every config key and its default).
-
-options:
-  --set KEY=VALUE   override one config value, e.g. --set train.max_steps=100 --set model.attn.window_size=64
-  --out DIR         the run folder: config.yaml, metrics.jsonl and checkpoints/ go there (train.out_dir);
-                    a fresh run refuses a folder that holds another run
-  --resume [WHAT]   continue a run exactly (the losses are those the uninterrupted run would have
-                    printed) from the newest intact checkpoint of the run folder RUN_DIR (default:
-                    the config's run folder), or from the checkpoint CKPT.h5. With RUN_DIR and no
-                    CONFIG, the run's own config (RUN_DIR/config.yaml) is used
-  --init-from FILE  start from the weights in FILE (a linattn checkpoint or export .h5, or a safetensors
-                    file or folder with fla's parameter names, docs/interop.md) with a fresh optimizer at
-                    step 0; every shape that differs from the config's model is named, and nothing trains
-  --dry-run         validate the config and the data, build the model, print its summary, the device
-                    (train.device) and the memory budget on it, then exit
-  -h, --help        this help
-
-Data parallel: mpirun -np N linattn-train CONFIG.yaml (train.batch_size is the global batch).
-
-Ctrl-C (or SIGTERM) finishes the current step, writes a checkpoint, prints the command that
-continues the run and exits; a second Ctrl-C exits at once (the last complete checkpoint stays intact).
-)";
+namespace cli = linattn::cli;
 
 struct Args {
   std::string config_path, out_dir, resume, init_from;
@@ -48,87 +25,94 @@ struct Args {
   bool dry_run = false;
 };
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "linattn-train: %s\n\n%s", message.c_str(), kUsage);
-  std::exit(2);
+[[noreturn]] void usage_error(const std::string& message) { cli::usage_error("linattn-train", message, 2); }
+
+bool is_yaml(const std::string& s) {
+  for (const std::string tail : {".yaml", ".yml"})
+    if (s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0) return true;
+  return false;
 }
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-// An --resume in argv[i] with its optional value: a run folder, a checkpoint or "latest", not an
-// option or the config. Returns how many arguments it takes.
-int resume_option_length(const std::vector<std::string>& argv, size_t i) {
-  if (argv[i] != "--resume") return 0;
-  const bool has_value = i + 1 < argv.size() && argv[i + 1][0] != '-' && !ends_with(argv[i + 1], ".yaml") &&
-                         !ends_with(argv[i + 1], ".yml");
-  return has_value ? 2 : 1;
+// --resume RUN_DIR continues that run, in that folder, by default with its own config.
+void resume_in_folder(Args& args) {
+  namespace fs = std::filesystem;
+  if (!args.out_dir.empty() && !(fs::exists(args.out_dir) && fs::equivalent(args.out_dir, args.resume)))
+    usage_error("--resume " + args.resume + " continues the run in that folder, but --out names another ('" +
+                args.out_dir + "'): drop --out");
+  args.out_dir = args.resume;
+  if (!args.config_path.empty()) return;
+  args.config_path = (fs::path(args.resume) / "config.yaml").string();
+  if (!fs::exists(args.config_path))
+    usage_error("the run folder '" + args.resume + "' has no config.yaml: give the config, as in linattn-train "
+                "CONFIG.yaml --resume " + args.resume);
 }
 
 Args parse_args(int argc, char** argv) {
-  const std::vector<std::string> all(argv, argv + argc);
   Args args;
-  // The value of option argv[i], which must be there.
-  auto value = [&](int& i, const char* example) -> std::string {
-    std::string option = argv[i];
-    if (i + 1 >= argc || argv[i + 1][0] == '-') usage_error(option + " needs a value: " + example);
-    return argv[++i];
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::printf("%s", kUsage);
-      std::exit(0);
-    } else if (a == "--set") {
-      args.overrides.push_back(value(i, "--set section.key=value, e.g. --set train.max_steps=100"));
-    } else if (a.rfind("--set=", 0) == 0) {
-      args.overrides.push_back(a.substr(6));
-    } else if (a == "--out") {
-      args.out_dir = value(i, "--out DIR, the run folder");
-    } else if (int n = resume_option_length(all, size_t(i))) {
-      args.resume = n == 2 ? argv[++i] : "latest";
-    } else if (a == "--init-from") {
-      args.init_from = value(i, "--init-from FILE, a .h5 or safetensors file (or a folder with model.safetensors)");
-    } else if (a == "--dry-run") {
-      args.dry_run = true;
-    } else if (a.rfind("-", 0) == 0) {
-      usage_error("unknown option '" + a + "'");
-    } else if (!args.config_path.empty()) {
-      usage_error("a second config '" + a + "' (the first is '" + args.config_path +
-                  "'); give one CONFIG.yaml (a run folder to continue goes after --resume)");
-    } else {
-      args.config_path = a;
-    }
+  CLI::App app(
+      "Trains the language model CONFIG.yaml describes on its data, evaluating validation loss,\n"
+      "perplexity and bits per byte as it goes (README.md lists every config key and its default).\n\n"
+      "  linattn-train CONFIG.yaml [options]\n"
+      "  linattn-train --resume RUN_DIR [--set section.key=value ...]",
+      "linattn-train");
+  app.add_option("CONFIG.yaml", args.config_path, "the run's config (configs/*.yaml)");
+  app.add_option("--set", args.overrides,
+                 "override one config value, e.g. --set train.max_steps=100 --set model.attn.window_size=64")
+      ->type_name("section.key=value")
+      ->allow_extra_args(false);
+  app.add_option("--out", args.out_dir,
+                 "the run folder: config.yaml, metrics.jsonl and checkpoints/ go there (train.out_dir); a fresh run "
+                 "refuses a folder that holds another run")
+      ->type_name("DIR");
+  CLI::Option* resume = app.add_option("--resume", args.resume,
+                 "continue a run exactly (the losses are those the uninterrupted run would have printed) from the "
+                 "newest intact checkpoint of the run folder RUN_DIR (default: the config's run folder), or from "
+                 "the checkpoint CKPT.h5. With RUN_DIR and no CONFIG, the run's own config (RUN_DIR/config.yaml) "
+                 "is used")
+      ->type_name("[RUN_DIR|CKPT.h5]")
+      ->expected(0, 1);
+  app.add_option("--init-from", args.init_from,
+                 "start from the weights in FILE (a linattn checkpoint or export .h5, or a safetensors file or folder "
+                 "with fla's parameter names, docs/interop.md) with a fresh optimizer at step 0; every shape that "
+                 "differs from the config's model is named, and nothing trains")
+      ->type_name("FILE");
+  app.add_flag("--dry-run", args.dry_run,
+               "validate the config and the data, build the model, print its summary, the device (train.device) "
+               "and the memory budget on it, then exit");
+  app.footer(
+      "Data parallel: mpirun -np N linattn-train CONFIG.yaml (train.batch_size is the global batch).\n\n"
+      "Ctrl-C (or SIGTERM) finishes the current step, writes a checkpoint, prints the command that\n"
+      "continues the run and exits; a second Ctrl-C exits at once (the last complete checkpoint stays intact).");
+  cli::parse(app, argc, argv, 2);
+  if (resume->count() > 0 && args.resume.empty()) args.resume = "latest";  // --resume without its value
+  // `--resume CONFIG.yaml`: the config, after a --resume without its value.
+  if (is_yaml(args.resume)) {
+    if (!args.config_path.empty())
+      usage_error("a second config '" + args.resume + "' (the first is '" + args.config_path + "'); give one "
+                  "CONFIG.yaml (a run folder to continue goes after --resume)");
+    args.config_path = std::exchange(args.resume, "latest");
   }
   if (!args.resume.empty() && args.resume != "latest" && !std::filesystem::exists(args.resume))
     usage_error("--resume " + args.resume + ": no such run folder or checkpoint");
-  if (args.resume != "latest" && std::filesystem::is_directory(args.resume)) {
-    // --resume RUN_DIR continues that run, in that folder, by default with its own config.
-    namespace fs = std::filesystem;
-    if (!args.out_dir.empty() && !(fs::exists(args.out_dir) && fs::equivalent(args.out_dir, args.resume)))
-      usage_error("--resume " + args.resume + " continues the run in that folder, but --out names another ('" +
-                  args.out_dir + "'): drop --out");
-    args.out_dir = args.resume;
-    if (args.config_path.empty()) {
-      args.config_path = (fs::path(args.resume) / "config.yaml").string();
-      if (!fs::exists(args.config_path))
-        usage_error("the run folder '" + args.resume + "' has no config.yaml: give the config, as in linattn-train "
-                    "CONFIG.yaml --resume " + args.resume);
-    }
-  }
-  if (args.config_path.empty()) usage_error("no config given");
+  if (args.resume != "latest" && std::filesystem::is_directory(args.resume)) resume_in_folder(args);
+  if (args.config_path.empty()) usage_error("no config given: linattn-train CONFIG.yaml");
   if (!args.init_from.empty() && !args.resume.empty())
     usage_error("--init-from starts a new run from weights; --resume continues a run with its own: give one of them");
   return args;
 }
 
-// The command line that continues this run: this one without its --resume, plus --resume RUN_DIR.
-std::string resume_command(const std::vector<std::string>& argv, const std::string& run_dir, int world_size) {
+// The command line that continues this run: this one without its --resume (and the value that
+// --resume took), plus --resume RUN_DIR.
+std::string resume_command(const std::vector<std::string>& argv, const std::string& resumed, const std::string& run_dir,
+                           int world_size) {
   std::string cmd = world_size > 1 ? "mpirun -np " + std::to_string(world_size) + " " : "";
   for (size_t i = 0; i < argv.size(); ++i) {
-    if (int n = resume_option_length(argv, i)) i += size_t(n - 1);
-    else cmd += linattn::shell_quoted(argv[i]) + " ";
+    if (argv[i].rfind("--resume=", 0) == 0) continue;
+    if (argv[i] == "--resume") {
+      if (i + 1 < argv.size() && argv[i + 1] == resumed) ++i;
+      continue;
+    }
+    cmd += linattn::shell_quoted(argv[i]) + " ";
   }
   return cmd + "--resume " + linattn::shell_quoted(run_dir);
 }
@@ -191,7 +175,8 @@ int main(int argc, char** argv) {
       std::printf("validation: last %s%s\n", eval_text(s.last).c_str(),
                   std::isfinite(s.best.loss) ? (" | best " + eval_text(s.best)).c_str() : "");
     if (s.interrupted)
-      std::printf("continue with: %s\n", resume_command(command, config.train.out_dir, comm->world_size()).c_str());
+      std::printf("continue with: %s\n",
+                  resume_command(command, args.resume, config.train.out_dir, comm->world_size()).c_str());
     return s.interrupted ? 130 : 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-train: error%s: %s\n",

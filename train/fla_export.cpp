@@ -1,15 +1,14 @@
 #include "train/fla_export.h"
 
-#include <charconv>
 #include <cmath>
 #include <map>
 #include <optional>
 #include <tuple>
-#include <type_traits>
 #include <utility>
 #include <variant>
 
-#include "data/json.h"
+#include <nlohmann/json.hpp>
+
 #include "layers/mixer.h"
 
 namespace linattn {
@@ -22,74 +21,36 @@ bool is_conv(const std::string& name) {
   return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// The shortest decimal that reads back as v (JSON has no 1.0e-06 vs 1e-06 question).
-std::string number(double v) {
-  char buf[32];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  std::string s(buf, r.ptr);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";  // a float field stays a float
-  return s;
-}
-std::string integer(int64_t v) { return std::to_string(v); }
-std::string boolean(bool v) { return v ? "true" : "false"; }
-std::string text(const std::string& v) { return data::json_quote(v); }
-
-// An ordered JSON object written one field at a time.
-class Object {
- public:
-  void add(const std::string& key, const std::string& json_value) { fields_.emplace_back(key, json_value); }
-  std::string str(const std::string& indent = "") const {
-    std::string out = "{";
-    for (size_t i = 0; i < fields_.size(); ++i)
-      out += (i ? ",\n" : "\n") + indent + "  " + data::json_quote(fields_[i].first) + ": " + fields_[i].second;
-    return out + "\n" + indent + "}";
-  }
-
- private:
-  std::vector<std::pair<std::string, std::string>> fields_;
-};
+// config.json keeps its fields in the order they are added, as HF writes them.
+using Json = nlohmann::ordered_json;
 
 // One field's value as JSON.
-std::string json(const FlaValue& v) {
-  return std::visit(
-      [](const auto& x) -> std::string {
-        using V = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<V, std::nullptr_t>) return "null";
-        else if constexpr (std::is_same_v<V, bool>) return boolean(x);
-        else if constexpr (std::is_same_v<V, int64_t>) return integer(x);
-        else if constexpr (std::is_same_v<V, double>) return number(x);
-        else return text(x);
-      },
-      v);
+Json json(const FlaValue& v) {
+  return std::visit([](const auto& x) { return Json(x); }, v);
 }
 
 // The attention layers grouped by their settings: fla's `attn` is one spec (or a list of them) of
 // {layers, num_heads, num_kv_heads, window_size, rope_theta}.
-std::string attn_specs(const ModelConfig& m) {
+Json attn_specs(const ModelConfig& m) {
   std::map<std::tuple<int64_t, int64_t, int64_t, double>, std::vector<int64_t>> groups;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const LayerSpec& l = m.layers[i];
     if (mixer_descriptor(l.mixer).attention)
       groups[{l.num_heads, l.num_kv_heads, l.window_size, l.rope_theta}].push_back(int64_t(i));
   }
-  std::vector<std::string> specs;
+  Json specs = Json::array();
   for (const auto& [key, layers] : groups) {
     const auto& [heads, kv_heads, window, theta] = key;
-    std::string list = "[";
-    for (size_t j = 0; j < layers.size(); ++j) list += (j ? ", " : "") + integer(layers[j]);
-    Object spec;
-    spec.add("layers", list + "]");
-    spec.add("num_heads", integer(heads));
-    spec.add("num_kv_heads", integer(kv_heads));
-    spec.add("qkv_bias", "false");
-    spec.add("window_size", window > 0 ? integer(window) : "null");  // null: global attention
-    spec.add("rope_theta", number(theta));
-    specs.push_back(spec.str("    "));
+    Json spec;
+    spec["layers"] = layers;
+    spec["num_heads"] = heads;
+    spec["num_kv_heads"] = kv_heads;
+    spec["qkv_bias"] = false;
+    spec["window_size"] = window > 0 ? Json(window) : Json(nullptr);  // null: global attention
+    spec["rope_theta"] = theta;
+    specs.push_back(spec);
   }
-  if (specs.size() == 1) return specs[0];
-  std::string out = "[";
-  for (size_t j = 0; j < specs.size(); ++j) out += (j ? ", " : "") + specs[j];
-  return out + "]";
+  return specs.size() == 1 ? specs[0] : specs;
 }
 
 }  // namespace
@@ -148,28 +109,28 @@ FlaConfig fla_config(const ModelConfig& m) {
   }
   if (!out.problems.empty()) return out;
 
-  Object c;
-  c.add("model_type", text(kind.fla_model_type));
-  c.add("architectures", "[" + text(kind.fla_architecture) + "]");
-  c.add("vocab_size", integer(m.vocab_size));
-  c.add("hidden_size", integer(m.hidden_size));
-  c.add("num_hidden_layers", integer(m.num_hidden_layers));
-  c.add("num_heads", integer(H));
-  c.add("hidden_ratio", number(m.hidden_ratio));
-  c.add("intermediate_size", integer(m.resolved_intermediate_size()));
-  c.add("hidden_act", text("swish"));
-  c.add("norm_eps", number(m.norm_eps));
-  c.add("tie_word_embeddings", boolean(m.tie_word_embeddings));
-  c.add("initializer_range", number(m.initializer_range));
-  c.add("fuse_cross_entropy", "true");
-  c.add("torch_dtype", text("float32"));
-  for (const auto& [key, value] : kind.fla_fields(m, spec)) c.add(key, json(value));
+  Json c;
+  c["model_type"] = kind.fla_model_type;
+  c["architectures"] = Json::array({kind.fla_architecture});
+  c["vocab_size"] = m.vocab_size;
+  c["hidden_size"] = m.hidden_size;
+  c["num_hidden_layers"] = m.num_hidden_layers;
+  c["num_heads"] = H;
+  c["hidden_ratio"] = m.hidden_ratio;
+  c["intermediate_size"] = m.resolved_intermediate_size();
+  c["hidden_act"] = "swish";
+  c["norm_eps"] = m.norm_eps;
+  c["tie_word_embeddings"] = m.tie_word_embeddings;
+  c["initializer_range"] = m.initializer_range;
+  c["fuse_cross_entropy"] = true;
+  c["torch_dtype"] = "float32";
+  for (const auto& [key, value] : kind.fla_fields(m, spec)) c[key] = json(value);
   if (first_linear && any_attention) {
-    c.add("attn", attn_specs(m));
+    c["attn"] = attn_specs(m);
   } else if (first_linear) {
-    c.add("attn", "null");
+    c["attn"] = nullptr;
   }
-  out.json = c.str() + "\n";
+  out.json = c.dump(2) + "\n";
   out.model_type = kind.fla_model_type;
   return out;
 }

@@ -313,7 +313,7 @@ TEST(Tool, PreparesStatsAndReportsErrors) {
   EXPECT_EQ(out, "");
   EXPECT_TRUE(std::filesystem::exists(dir / "out2/train.bin"));
   EXPECT_EQ(run(tool() + " prepare --frobnicate", out), 1);
-  EXPECT_EQ(out, "linattn-data: error: unknown option '--frobnicate' (see linattn-data --help)\n");
+  EXPECT_EQ(out, "linattn-data prepare: error: unknown option '--frobnicate' (see linattn-data prepare --help)\n");
   EXPECT_EQ(run(tool() + " frobnicate", out), 2);
   EXPECT_EQ(has(out, "linattn-data: error: unknown command 'frobnicate'"), "");
 }

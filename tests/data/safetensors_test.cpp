@@ -71,10 +71,10 @@ TEST_F(Safetensors, WrittenFileParsesByTheFormatAlone) {
   for (int i = 7; i >= 0; --i) n = n << 8 | uint8_t(raw[size_t(i)]);  // little-endian by hand
   ASSERT_LE(8 + n, raw.size());
   EXPECT_EQ((8 + n) % 8, 0u) << "data should start 8-byte aligned";
-  JsonValue h = parse_json(std::string_view(raw).substr(8, n), "header");
-  ASSERT_EQ(h.kind, JsonValue::Kind::object);
-  ASSERT_TRUE(h.find("__metadata__"));
-  EXPECT_EQ(h.find("__metadata__")->find("format")->string, "pt");
+  const Json h = parse_json(std::string_view(raw).substr(8, n), "header");
+  ASSERT_TRUE(h.is_object());
+  ASSERT_TRUE(h.contains("__metadata__"));
+  EXPECT_EQ(h["__metadata__"], Json({{"format", "pt"}}));
   struct Want {
     const char* name;
     const char* dtype;
@@ -85,15 +85,13 @@ TEST_F(Safetensors, WrittenFileParsesByTheFormatAlone) {
   for (const Want& w : {Want{"model.a.weight", "F32", {3, 5}, &a}, Want{"b \"quoted\"", "F64", {4, 1, 2}, &b},
                         Want{"c", "F32", {7}, &c}}) {
     SCOPED_TRACE(w.name);
-    const JsonValue* e = h.find(w.name);
-    ASSERT_TRUE(e);
-    EXPECT_EQ(e->find("dtype")->string, w.dtype);
-    std::vector<double> shape;
-    for (const JsonValue& d : e->find("shape")->array) shape.push_back(d.number);
-    EXPECT_EQ(shape, w.shape);
-    const auto& off = e->find("data_offsets")->array;
+    ASSERT_TRUE(h.contains(w.name));
+    const Json& e = h[w.name];
+    EXPECT_EQ(e["dtype"], w.dtype);
+    EXPECT_EQ(e["shape"].get<std::vector<double>>(), w.shape);
+    const Json& off = e["data_offsets"];
     ASSERT_EQ(off.size(), 2u);
-    const uint64_t begin = uint64_t(off[0].number), end = uint64_t(off[1].number);
+    const uint64_t begin = off[0], end = off[1];
     EXPECT_EQ(begin, expected_begin);  // packed in the given order
     ASSERT_EQ(end - begin, w.t->nbytes());
     EXPECT_EQ(std::memcmp(raw.data() + 8 + n + begin, w.t->raw(), w.t->nbytes()), 0) << "the bytes differ";
@@ -108,6 +106,28 @@ TEST_F(Safetensors, WrittenFileParsesByTheFormatAlone) {
   EXPECT_EQ(a2.shape(), a.shape());
   EXPECT_EQ(std::memcmp(a2.raw(), a.raw(), a.nbytes()), 0);
   EXPECT_EQ(std::memcmp(b2.raw(), b.raw(), b.nbytes()), 0);
+}
+
+// Names and metadata are JSON strings: quotes, control characters and non-ASCII text (the config
+// YAML in linattn's metadata) survive the writer's escaping, and a Python writer's \u escapes
+// (json.dumps escapes all non-ASCII) read as the UTF-8 name.
+TEST_F(Safetensors, EscapedNamesAndMetadataReadBackAsUtf8) {
+  Tensor a = Tensor::empty({2}, DType::f32);
+  a.data<float>()[0] = 1, a.data<float>()[1] = 2;
+  const std::string name = "caf\xC3\xA9.\xF0\x9F\x98\x80 \"q\"\\", text = "model:\n\tname: \"\xC3\xA9\"\x01";
+  const std::string path = (dir_ / "names.safetensors").string();
+  write_safetensors(path, {{name, a}}, {{"linattn_config", text}});
+  const std::string raw = read_all(path), header_text = raw.substr(8, raw.size() - 8 - a.nbytes());
+  EXPECT_EQ(header_text.find('\x01'), std::string::npos) << "a control character written unescaped: " << header_text;
+  SafetensorsFile f(path);
+  EXPECT_EQ(f.metadata().at("linattn_config"), text);
+  ASSERT_TRUE(f.find(name));
+  EXPECT_EQ(f.read(name, DType::f32).data<float>()[1], 2.0f);
+
+  const std::string header = R"({"caf\u00e9.\ud83d\ude00":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  SafetensorsFile python(hand_built("python.safetensors", header, bytes(a.data<float>(), 8)));
+  ASSERT_TRUE(python.find("caf\xC3\xA9.\xF0\x9F\x98\x80"));
+  EXPECT_EQ(python.read("caf\xC3\xA9.\xF0\x9F\x98\x80", DType::f32).data<float>()[0], 1.0f);
 }
 
 TEST_F(Safetensors, HandBuiltHalfTypesReadAsTheirValues) {
@@ -143,7 +163,7 @@ TEST_F(Safetensors, DamagedFilesAreRefusedNamingFileAndTensor) {
       {"overlap",
        R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
        eight, {"'a'", "'b'", "overlap"}},
-      {"truncated_json", R"({"w":{"dtype":"F32","sha)", eight, {"header", "damaged or truncated"}},
+      {"truncated_json", R"({"w":{"dtype":"F32","sha)", eight, {"(header):1:25 (byte 24)", "missing closing quote", "damaged or truncated"}},
       {"no_offsets", R"({"w":{"dtype":"F32","shape":[1]}})", eight, {"tensor 'w'", "data_offsets"}},
   };
   for (const Case& c : cases) {

@@ -86,22 +86,14 @@ std::string byte_as_chars(unsigned char b) {
   return s;
 }
 
-std::string json_quote(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else out += c;
-  }
-  return out + "\"";
-}
+// `s` as a JSON string literal.
+std::string json_quote(const std::string& s) { return Json(s).dump(); }
 
 // A tiny tokenizer in GPT-2's file format: the 256 bytes, then the merges in rank order, then
-// <|endoftext|>. Returns the folder.
-std::string write_tiny_gpt2(const TempDir& dir, const std::vector<std::pair<std::string, std::string>>& merges) {
+// <|endoftext|>. With `ascii`, encoder.json spells every non-ASCII character as a \u escape, as
+// GPT-2's own file does. Returns the folder.
+std::string write_tiny_gpt2(const TempDir& dir, const std::vector<std::pair<std::string, std::string>>& merges,
+                            bool ascii = false) {
   std::vector<std::string> tokens;
   for (int b = 0; b < 256; ++b) tokens.push_back(byte_as_chars(static_cast<unsigned char>(b)));
   std::string bpe = "#version: 0.2\n";
@@ -115,14 +107,9 @@ std::string write_tiny_gpt2(const TempDir& dir, const std::vector<std::pair<std:
     tokens.push_back(chars(a + b));
   }
   tokens.push_back("<|endoftext|>");
-  std::string json = "{";
-  for (size_t k = 0; k < tokens.size(); ++k) {
-    if (k) json += ", ";
-    json += json_quote(tokens[k]);
-    json += ": " + std::to_string(k);
-  }
-  json += "}";
-  write_file(dir / "tiny/encoder.json", json);
+  Json encoder = Json::object();
+  for (size_t k = 0; k < tokens.size(); ++k) encoder[tokens[k]] = k;
+  write_file(dir / "tiny/encoder.json", encoder.dump(-1, ' ', ascii));
   write_file(dir / "tiny/vocab.bpe", bpe);
   return dir / "tiny";
 }
@@ -145,6 +132,29 @@ TEST(Gpt2Tokenizer, MergesByRankOnTinyFiles) {
   // Any byte has a token, so any UTF-8 text encodes and decodes back.
   const std::string text = "\xC3\xA9t\xC3\xA9 \xE4\xB8\xAD \xF0\x9F\x98\x80\t\n";
   EXPECT_EQ(tok->decode(tok->encode(text)), text);
+}
+
+// encoder.json as GPT-2 writes it (\u0120 for the space's character 'Ġ') reads as the same vocabulary
+// as with the characters spelled in UTF-8; a token outside GPT-2's byte map is named in UTF-8.
+TEST(Gpt2Tokenizer, EncoderJsonEscapesReadAsUtf8) {
+  TempDir escaped_dir, plain_dir;
+  const std::vector<std::pair<std::string, std::string>> merges = {{" ", "w"}, {"\xC3", "\xA9"}};
+  const std::string escaped = write_tiny_gpt2(escaped_dir, merges, true), plain = write_tiny_gpt2(plain_dir, merges);
+  ASSERT_NE(testing::read_file(escaped + "/encoder.json").find("\\u0120"), std::string::npos);
+  const auto a = Gpt2Tokenizer::load(escaped), b = Gpt2Tokenizer::load(plain);
+  ASSERT_EQ(a->vocab_size(), b->vocab_size());
+  for (uint32_t id = 0; id < a->vocab_size(); ++id) EXPECT_EQ(a->token_bytes(id), b->token_bytes(id)) << "id " << id;
+  EXPECT_EQ(a->encode(" w\xC3\xA9"), (std::vector<uint32_t>{256, 257}));
+
+  // A surrogate pair is one character (U+1F600), and GPT-2's map has no byte for it.
+  write_file(escaped + "/encoder.json", "{\"a\": 0,\n \"\\ud83d\\ude00\": 1}");
+  std::string msg = error_of([&] { Gpt2Tokenizer::load(escaped); });
+  EXPECT_NE(msg.find("token '\xF0\x9F\x98\x80' uses a character that stands for no byte"), std::string::npos) << msg;
+  // A lone surrogate is no character: a syntax error at its place.
+  write_file(escaped + "/encoder.json", "{\"a\": 0,\n \"\\ud83d\": 1}");
+  msg = error_of([&] { Gpt2Tokenizer::load(escaped); });
+  EXPECT_NE(msg.find("encoder.json:2:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("surrogate"), std::string::npos) << msg;
 }
 
 TEST(Gpt2Tokenizer, RejectsNonUtf8NamingSourceAndOffset) {
@@ -283,13 +293,12 @@ TEST(Gpt2Tokenizer, EqualsTheReferenceEncoderOnRandomUnicode) {
   const std::string cmd = "node '" + (dir / "run.js") + "' '" + (testing::gpt2_dir() / "Encoder.js").string() + "' '" +
                           (dir / "in.json") + "' '" + (dir / "out.json") + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  const JsonValue want = parse_json(testing::read_file(dir / "out.json"), "reference output");
-  ASSERT_EQ(want.array.size(), texts.size());
+  const Json want = parse_json(testing::read_file(dir / "out.json"), "reference output");
+  ASSERT_EQ(want.size(), texts.size());
   const auto tok = Gpt2Tokenizer::load(testing::gpt2_dir().string());
   int mismatches = 0;
   for (size_t k = 0; k < texts.size() && mismatches < 5; ++k) {
-    std::vector<uint32_t> w;
-    for (const JsonValue& v : want.array[k].array) w.push_back(uint32_t(v.number));
+    const auto w = want[k].get<std::vector<uint32_t>>();
     const std::vector<uint32_t> got = tok->encode(texts[k]);
     if (got != w) {
       ++mismatches;

@@ -20,7 +20,7 @@ TEST(BenchGemm, CudaWithoutAGpuSkipsWithAMessage) {
 TEST(BenchGemm, UnknownDeviceIsAnError) {
   testing::CommandResult r = bench("--device tpu");
   EXPECT_EQ(r.status, 1) << r.output;
-  EXPECT_NE(r.output.find("linattn-bench gemm: error: --device tpu: expected cpu or cuda"), std::string::npos)
+  EXPECT_NE(r.output.find("linattn-bench gemm: error: --device 'tpu' is not one of cpu, cuda"), std::string::npos)
       << r.output;
 }
 

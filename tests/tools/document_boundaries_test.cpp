@@ -91,7 +91,7 @@ TEST_F(DocumentBoundaries_, EvalStatesTheModeAndEvaluatesEitherWay) {
   }
   testing::CommandResult out = testing::run_command(eval + " --document-boundaries split");
   EXPECT_EQ(out.status, 1);
-  EXPECT_EQ(out.output, "linattn-eval: error: --document-boundaries 'split' must be cross or reset\n");
+  EXPECT_EQ(out.output, "linattn-eval: error: --document-boundaries 'split' is not one of cross, reset (see linattn-eval --help)\n");
 }
 
 }  // namespace

@@ -53,31 +53,29 @@ std::string read_text(const std::string& path) {
 }
 
 // Every field of config.json is one of fla's for its model_type; returns the parsed JSON.
-data::JsonValue check_fla_fields(const std::string& json) {
-  data::JsonValue v = data::parse_json(json, "config.json");
-  EXPECT_EQ(v.kind, data::JsonValue::Kind::object);
-  const data::JsonValue* type = v.find("model_type");
-  EXPECT_TRUE(type);
-  if (!type) return v;
-  auto known = kFlaFields.find(type->string);
-  EXPECT_NE(known, kFlaFields.end()) << type->string;
+data::Json check_fla_fields(const std::string& json) {
+  data::Json v = data::parse_json(json, "config.json");
+  EXPECT_TRUE(v.is_object());
+  EXPECT_TRUE(v.contains("model_type"));
+  if (!v.contains("model_type")) return v;
+  const std::string type = v["model_type"];
+  auto known = kFlaFields.find(type);
+  EXPECT_NE(known, kFlaFields.end()) << type;
   if (known == kFlaFields.end()) return v;
-  for (const auto& [key, value] : v.object) {
+  for (const auto& [key, value] : v.items()) {
     EXPECT_TRUE(kCommon.count(key) || known->second.count(key)) << "'" << key << "' is not a field of fla's "
-                                                                << type->string << " config";
-    if (key != "attn" || value.kind == data::JsonValue::Kind::null) continue;
-    const std::vector<data::JsonValue> specs =
-        value.kind == data::JsonValue::Kind::array ? value.array : std::vector<data::JsonValue>{value};
-    for (const data::JsonValue& spec : specs)
-      for (const auto& [k, x] : spec.object) EXPECT_TRUE(kAttnFields.count(k)) << "attn field '" << k << "'";
+                                                                << type << " config";
+    if (key != "attn" || value.is_null()) continue;
+    for (const data::Json& spec : value.is_array() ? value : data::Json::array({value}))
+      for (const auto& [k, x] : spec.items()) EXPECT_TRUE(kAttnFields.count(k)) << "attn field '" << k << "'";
   }
   return v;
 }
 
-double number(const data::JsonValue& v, const char* key) {
-  const data::JsonValue* x = v.find(key);
-  EXPECT_TRUE(x && x->kind == data::JsonValue::Kind::number) << key;
-  return x ? x->number : -1;
+double number(const data::Json& v, const char* key) {
+  const bool present = v.contains(key) && v[key].is_number();
+  EXPECT_TRUE(present) << key;
+  return present ? v[key].get<double>() : -1;
 }
 
 class Interop : public ::testing::Test {
@@ -145,19 +143,18 @@ TEST_F(Interop, SafetensorsRoundTripIsBitIdenticalAndEvaluatesTheSame) {
   EXPECT_NE(r.output.find(expected), std::string::npos) << r.output << " (expected " << expected << ")";
 
   // config.json: fla's GLA with the window-32 attention layer in `attn`.
-  data::JsonValue j = check_fla_fields(read_text(out + "/config.json"));
-  EXPECT_EQ(j.find("model_type")->string, "gla");
+  data::Json j = check_fla_fields(read_text(out + "/config.json"));
+  EXPECT_EQ(j["model_type"], "gla");
   EXPECT_EQ(number(j, "hidden_size"), 64);
   EXPECT_EQ(number(j, "num_hidden_layers"), 2);
   EXPECT_EQ(number(j, "num_heads"), 2);
   EXPECT_EQ(number(j, "expand_k"), 0.5);
   EXPECT_EQ(number(j, "intermediate_size"), double(c.model.resolved_intermediate_size()));
-  const data::JsonValue* attn = j.find("attn");
-  ASSERT_TRUE(attn && attn->kind == data::JsonValue::Kind::object);
-  ASSERT_EQ(attn->find("layers")->array.size(), 1u);
-  EXPECT_EQ(attn->find("layers")->array[0].number, 1);
-  EXPECT_EQ(number(*attn, "window_size"), 32);
-  EXPECT_EQ(number(*attn, "num_kv_heads"), 2);
+  ASSERT_TRUE(j.contains("attn") && j["attn"].is_object());
+  const data::Json& attn = j["attn"];
+  EXPECT_EQ(attn["layers"], data::Json::array({1}));
+  EXPECT_EQ(number(attn, "window_size"), 32);
+  EXPECT_EQ(number(attn, "num_kv_heads"), 2);
 }
 
 TEST_F(Interop, ShortConvolutionsTakeConv1dShapeAndHandBuiltFlaFilesImport) {
@@ -168,9 +165,9 @@ TEST_F(Interop, ShortConvolutionsTakeConv1dShapeAndHandBuiltFlaFilesImport) {
   const data::SafetensorsEntry* conv = f.find("model.layers.0.attn.q_conv1d.weight");
   ASSERT_TRUE(conv);
   EXPECT_EQ(conv->shape, (Shape{64, 1, 4}));  // PyTorch Conv1d: [channels, 1, kernel]
-  data::JsonValue j = check_fla_fields(read_text(dir_ + "/delta/config.json"));
-  EXPECT_EQ(j.find("model_type")->string, "delta_net");
-  EXPECT_EQ(j.find("attn")->kind, data::JsonValue::Kind::null);
+  data::Json j = check_fla_fields(read_text(dir_ + "/delta/config.json"));
+  EXPECT_EQ(j["model_type"], "delta_net");
+  EXPECT_TRUE(j.contains("attn") && j["attn"].is_null());
 
   // A file as a Python user would write it: fla's names and shapes, in another order, in float64.
   Model source(c.model, DType::f64);
@@ -193,11 +190,11 @@ TEST_F(Interop, GatedDeltaNetConfigIsFlasAndModelsFlaCannotBuildGetNoConfig) {
   Config gdn = testing::tiny_config(dir_ + "/run", {"model.layers=[gated_deltanet, {mixer: attention}]"});
   FlaConfig fc = fla_config(gdn.model);
   ASSERT_TRUE(fc.problems.empty()) << fc.problems[0];
-  data::JsonValue j = check_fla_fields(fc.json);
-  EXPECT_EQ(j.find("model_type")->string, "gated_deltanet");
+  data::Json j = check_fla_fields(fc.json);
+  EXPECT_EQ(j["model_type"], "gated_deltanet");
   EXPECT_EQ(number(j, "head_dim"), 32);  // key dim 64 over 2 heads
   EXPECT_EQ(number(j, "expand_v"), 1);
-  EXPECT_EQ(j.find("attn")->find("window_size")->kind, data::JsonValue::Kind::null);  // global
+  EXPECT_TRUE(j["attn"]["window_size"].is_null());  // global
 
   Config legacy = testing::tiny_config(
       dir_ + "/run", {"model.layers=[gated_deltanet, attention]", "model.gated_deltanet_decay=logsigmoid"});
@@ -221,7 +218,7 @@ TEST_F(Interop, GatedDeltaNetConfigIsFlasAndModelsFlaCannotBuildGetNoConfig) {
 
   r = tool(ckpt + " " + dir_ + "/other --format onnx");
   EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_NE(r.output.find("--format must be hdf5 or safetensors, got 'onnx'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--format 'onnx' is not one of hdf5, safetensors"), std::string::npos) << r.output;
   r = tool(ckpt + " " + dir_ + "/other --format safetensors --dtype bf16");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--format safetensors writes f32"), std::string::npos) << r.output;

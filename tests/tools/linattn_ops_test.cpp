@@ -122,7 +122,9 @@ TEST_F(LinattnOps, MissingOrMisshapedDatasetsAreNamed) {
       << r.output;
   r = run_tool("nonsense " + path("bad2.h5") + " " + path("out.h5"));
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.output.find("unknown op"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("OP 'nonsense' is not one of linear_attn, gla, deltanet, gated_deltanet, attention"),
+            std::string::npos)
+      << r.output;
 }
 
 // Sizes are bounded: a chunk size past the config's bound, or a shape in the file too large to hold, is
@@ -132,7 +134,7 @@ TEST_F(LinattnOps, SizesAreBounded) {
   for (std::string bad : {"100000", "0", "-3", "16x", ""}) {
     testing::CommandResult r = run_tool("gla " + path("in.h5") + " " + path("out.h5") + " --chunk-size '" + bad + "'");
     EXPECT_EQ(r.status, 2);
-    EXPECT_NE(r.output.find("--chunk-size '" + bad + "' is not an integer in [1, 256]"), std::string::npos)
+    EXPECT_NE(r.output.find("--chunk-size '" + bad + "' is not a whole number in [1, 256]"), std::string::npos)
         << r.output;
   }
   EXPECT_EQ(run_tool("gla " + path("in.h5") + " " + path("out.h5") + " --chunk-size 256").status, 0);
@@ -186,7 +188,7 @@ TEST_F(LinattnOps, CudaComputesInFloat32AndKnowsTwoDevices) {
       << r.output;
   r = run_tool("gla " + path("in.h5") + " " + path("out.h5") + " --device tpu");
   EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_NE(r.output.find("--device must be cpu or cuda, got 'tpu'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--device 'tpu' is not one of cpu, cuda"), std::string::npos) << r.output;
 }
 
 // On a GPU: every op either matches the CPU kernels (and OUT.h5 holds the CUDA results), or has no

@@ -208,7 +208,7 @@ TEST_F(SweepCommand, DryRunHelpAndOptions) {
   EXPECT_NE(r.output.find("--only c: the sweep has no such run (its runs: a, b)"), std::string::npos) << r.output;
   r = sweep("--help");
   EXPECT_EQ(r.status, 0);
-  EXPECT_NE(r.output.find("usage: linattn-sweep SWEEP.yaml"), std::string::npos);
+  EXPECT_NE(r.output.find("Usage: linattn-sweep [OPTIONS] [SWEEP.yaml]"), std::string::npos);
   r = sweep("");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("linattn-sweep: error: no sweep file given"), std::string::npos) << r.output;

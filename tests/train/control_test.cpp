@@ -272,14 +272,13 @@ TEST(Control, StepAndTokenBoundsStopWhereDocumentedWithTheScheduledRates) {
 }
 
 TEST(Control, TimeBoundStopsTheRun) {
-  // 0.3 s of training; max_steps = 1000 is only a backstop, far more steps than fit in 0.3 s (a step
-  // of this model takes tens of milliseconds here: 1000 take seconds even on a much faster machine). No assertion depends on the machine's speed: the run must end
-  // by the clock, having used at least its time.
+  // max_time is the run's only bound (max_steps 0, no max_tokens), so the run can end only by the
+  // clock: it ends, not interrupted, with at least its 0.3 s of training time used. Nothing depends
+  // on how many steps this machine fits in that time.
   RunDir dir("time");
-  Trainer trainer(tiny(dir, {"train.max_steps=1000", "train.max_time=0.3", "train.warmup_steps=0"}));
+  Trainer trainer(tiny(dir, {"train.max_steps=0", "train.max_time=0.3", "train.warmup_steps=0"}));
   TrainSummary s = trainer.run();
   EXPECT_FALSE(s.interrupted);
-  EXPECT_LT(s.steps, 1000);
   EXPECT_GE(s.seconds, 0.3);
   EXPECT_EQ(s.losses.size(), size_t(s.steps));
 }
