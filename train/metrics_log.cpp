@@ -63,23 +63,23 @@ MetricsLog MetricsLog::resume(const std::string& path, int64_t step, MetricsCut*
       c.damaged.push_back(where + ": a partial record with no end (the writer stopped mid-line)");
       break;
     }
-    data::JsonValue r;
+    data::Json r;
     try {
       r = data::parse_json(line, where);
     } catch (const Error& e) {
       c.damaged.push_back(e.what());
       continue;
     }
-    const data::JsonValue* s = r.find("step");
-    if (r.kind != data::JsonValue::Kind::object || !s || s->kind != data::JsonValue::Kind::number) {
+    if (!r.is_object() || !r.contains("step") || !r["step"].is_number()) {
       c.damaged.push_back(where + ": not a record (no \"step\" number)");
       continue;
     }
-    if (int64_t(s->number) > step) {
+    const int64_t record_step = r["step"].get<int64_t>();
+    if (record_step > step) {
       ++c.records_dropped;
       continue;
     }
-    kept.push_back({line, int64_t(s->number), r.find("done") != nullptr, r.find("val_loss") != nullptr});
+    kept.push_back({line, record_step, r.contains("done"), r.contains("val_loss")});
   }
   // The run goes on from `step`: an ending there is no longer its end.
   if (!kept.empty() && kept.back().done && kept.back().step == step) {
