@@ -14,7 +14,7 @@ namespace {
 
 TEST(ShippedAblations, MixersShareTheTokenAndParameterBudget) {
   const Sweep s = load_sweep("configs/ablations/mixers.yaml");
-  ASSERT_EQ(s.runs.size(), 7u);
+  ASSERT_EQ(s.runs.size(), 8u);
   int64_t lo = INT64_MAX, hi = 0;
   for (size_t i = 0; i < s.runs.size(); ++i) {
     const Config c = load_config(s.base, s.set_items(i));
