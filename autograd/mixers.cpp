@@ -161,12 +161,13 @@ std::string missing_kernels(const std::string& op, Device device) {
     for (const char* name : {(entries.has(device) ? "" : entries.op)...})
       if (*name) missing += (missing.empty() ? "" : ", ") + std::string(name);
   };
-  if (op == "linear_attn") check(backend::linear_attention_forward, backend::linear_attention_backward);
-  else if (op == "gla") check(backend::gla_forward, backend::gla_backward);
-  else if (op == "deltanet") check(backend::delta_rule_forward, backend::delta_rule_backward);
-  else if (op == "gated_deltanet") check(backend::delta_rule_forward, backend::delta_rule_backward);
+  if (op == "linear_attn")
+    check(backend::linear_attention_forward, backend::linear_attention_backward, backend::linear_attention_saved_size);
+  else if (op == "gla") check(backend::gla_forward, backend::gla_backward, backend::gla_saved_size);
+  else if (op == "deltanet" || op == "gated_deltanet")
+    check(backend::delta_rule_forward, backend::delta_rule_backward, backend::delta_rule_saved_size);
   else if (op == "attention") check(backend::attention_forward, backend::attention_backward);
-  else if (op == "mamba2") check(backend::mamba2_forward, backend::mamba2_backward);
+  else if (op == "mamba2") check(backend::mamba2_forward, backend::mamba2_backward, backend::mamba2_saved_size);
   else LINATTN_FAIL("missing_kernels: unknown op '", op, "'");
   return missing;
 }

@@ -4,6 +4,8 @@
 // kernels/backend.h. Plain C++ with no tensor type, so that CUDA device code can include it.
 #pragma once
 
+#include <cstdint>
+
 namespace linattn {
 
 // Linear attention's feature map on q and k (shared/design/ops.md).
@@ -28,5 +30,9 @@ constexpr double kLinearAttnEps = 1e-6;
 
 // RoPE's base: the angle of pair i at position t is t * theta^(-2i/d).
 constexpr double kRopeTheta = 10000.0;
+
+// Host ids of an embedding lookup: throws linattn::Error naming `where`, the position and the id when
+// an id is outside [0, V). Both columns check before they look up (kernels/op_types.cpp).
+void check_token_ids(const int32_t* ids, int64_t N, int64_t V, const char* where);
 
 }  // namespace linattn

@@ -5,10 +5,7 @@
 
 namespace linattn::cpu {
 
-// Throws linattn::Error naming the position and the id when an id is outside [0, V).
-void check_token_ids(const int32_t* ids, int64_t N, int64_t V, const char* where);
-
-// y: [N, D]; ids: [N] (in [0, V), checked by the caller); table: [V, D]
+// y: [N, D]; ids: [N] (in [0, V), checked by the caller: check_token_ids, kernels/op_types.h); table: [V, D]
 template <class T> void embedding_forward(T* y, const int32_t* ids, const T* table, int64_t N, int64_t V, int64_t D);
 // forward: y_i = table[ids_i]  =>  dtable[ids_i] += dy_i
 template <class T> void embedding_backward(T* dtable, const int32_t* ids, const T* dy, int64_t N, int64_t V, int64_t D);

@@ -190,7 +190,7 @@ void l2norm_backward(In dx, In y, In r, In dy) {
 
 void embedding_forward(In y, In ids, In table) {
   const int64_t N = ids.numel(), V = table.size(0), D = table.size(1);
-  cpu::check_token_ids(ids.data<int32_t>(), N, V, "embedding");
+  check_token_ids(ids.data<int32_t>(), N, V, "embedding");
   floating(table, [&](auto zero) {
     using T = decltype(zero);
     cpu::embedding_forward(y.data<T>(), ids.data<int32_t>(), table.data<T>(), N, V, D);

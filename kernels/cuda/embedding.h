@@ -1,5 +1,5 @@
 // CUDA embedding lookup (float32) with the argument order and semantics of kernels/cpu/embedding.h.
-// Pointers are device memory; ids must be in [0, V) (the caller checks them, cpu::check_token_ids).
+// Pointers are device memory; ids must be in [0, V) (the caller checks them: check_token_ids, kernels/op_types.h).
 #pragma once
 
 #include <cstdint>

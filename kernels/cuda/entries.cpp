@@ -7,7 +7,6 @@
 #include "core/cuda/runtime.h"
 #include "core/cuda/stream.h"
 #include "kernels/cpu/deltanet.h"
-#include "kernels/cpu/embedding.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/bias.h"
 #include "kernels/cuda/conv.h"
@@ -171,7 +170,7 @@ void embedding_forward(In y, In ids, In table) {
   require_f32("embedding", table);
   const int64_t N = ids.numel(), V = table.size(0), D = table.size(1);
   Tensor host = ids_on_host(ids);
-  cpu::check_token_ids(host.data<int32_t>(), N, V, "embedding");
+  check_token_ids(host.data<int32_t>(), N, V, "embedding");
   Tensor dev = ids_on_device(ids);
   cuda::embedding_forward(f32(y), dev.data<int32_t>(), f32(table), N, V, D);
 }
