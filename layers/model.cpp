@@ -4,7 +4,6 @@
 #include <map>
 #include <sstream>
 
-
 namespace linattn {
 
 Model::Model(const ModelConfig& c, DType dtype) : config_(c) {

@@ -128,6 +128,10 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   }
   backend::set_tf32(t.tf32);
 
+  // A resume locks its run folder before it picks a checkpoint there: a run still training in it
+  // would otherwise rotate that checkpoint away under it (and is refused, naming its PID).
+  if (!resume.empty() && comm_->is_root() && std::filesystem::is_directory(t.out_dir))
+    folder_lock_ = std::make_unique<FolderLock>(t.out_dir, "the run folder");
   const std::string resume_path = resume.empty() ? "" : resume_checkpoint(resume);
   if (!resume_path.empty()) keep_checkpoint_defaults(config_, resume_path);
   const ModelConfig& m = config_.model;
@@ -321,7 +325,7 @@ void Trainer::save(const TrainState& state) {
 std::optional<MetricsLog> Trainer::open_run_folder() {
   if (!comm_->is_root()) return std::nullopt;  // rank 0 alone writes
   const std::filesystem::path dir(config_.train.out_dir);
-  folder_lock_ = std::make_unique<FolderLock>(dir.string(), "the run folder");
+  if (!folder_lock_) folder_lock_ = std::make_unique<FolderLock>(dir.string(), "the run folder");
   // Again under the lock: another run may have started there since the constructor looked.
   if (!resumed_) refuse_existing_run(dir.string());
   write_text_atomically((dir / "config.yaml").string(), "# resolved from " + config_.source + "\n" + config_.text);
