@@ -7,7 +7,7 @@
 
 #include "bench/bench.h"
 #include "core/rng.h"
-#include "kernels/cpu/deltanet.h"
+#include "kernels/backend.h"
 
 namespace linattn::bench {
 namespace {
@@ -18,63 +18,56 @@ int64_t chunk_size() {
   return env ? std::atoll(env) : 64;
 }
 
-struct Buffers {
-  Tensor q, k, v, beta, a, h0, o, ht, saved, dO, dht, dq, dk, dv, dbeta, da, dh0;
-};
-
-// Inputs as the layer makes them: k rows L2-normalized, beta = sigmoid(.), a = logsigmoid(.) / 16.
+// The CPU column's delta-rule entries (kernels/backend.def), as the ops call them: gate = beta,
+// decay = a (Gated DeltaNet only). Inputs as the layer makes them: k rows L2-normalized,
+// beta = sigmoid(.), a = logsigmoid(.) / 16.
 std::function<void()> prepare(bool gated, int64_t B, int64_t T_, int64_t H, int64_t dk, int64_t dv) {
-  auto b = std::make_shared<Buffers>();
-  const int64_t C = chunk_size();
+  auto t = std::make_shared<backend::MixerArgs>();
+  t->B = B, t->T = T_, t->H = H, t->Dk = dk, t->Dv = dv, t->chunk_size = chunk_size();
+  t->scale = 1.0 / std::sqrt(double(dk));
   Rng rng(7);
   auto uniform = [&](const Shape& s, double lo, double hi) {
-    Tensor t = Tensor::empty(s, DType::f32);
-    rng.fill_uniform(t, lo, hi);
-    return t;
+    Tensor x = Tensor::empty(s, DType::f32);
+    rng.fill_uniform(x, lo, hi);
+    return x;
   };
-  b->q = uniform({B, T_, H, dk}, -1, 1);
-  b->k = uniform({B, T_, H, dk}, -1, 1);
-  float* kp = b->k.data<float>();
+  t->q = uniform({B, T_, H, dk}, -1, 1);
+  t->k = uniform({B, T_, H, dk}, -1, 1);
+  float* kp = t->k.data<float>();
   for (int64_t r = 0; r < B * T_ * H; ++r) {
     double n = 0;
     for (int64_t i = 0; i < dk; ++i) n += double(kp[r * dk + i]) * kp[r * dk + i];
     for (int64_t i = 0; i < dk; ++i) kp[r * dk + i] = float(kp[r * dk + i] / (std::sqrt(n) + 1e-6));
   }
-  b->v = uniform({B, T_, H, dv}, -1, 1);
-  b->beta = uniform({B, T_, H}, -3, 3);
-  for (int64_t i = 0; i < b->beta.numel(); ++i) {
-    float& x = b->beta.data<float>()[i];
+  t->v = uniform({B, T_, H, dv}, -1, 1);
+  t->gate = uniform({B, T_, H}, -3, 3);
+  for (int64_t i = 0; i < t->gate.numel(); ++i) {
+    float& x = t->gate.data<float>()[i];
     x = 1.0f / (1.0f + std::exp(-x));
   }
-  b->a = uniform({B, T_, H}, -3, 3);
-  for (int64_t i = 0; i < b->a.numel(); ++i) {
-    float& x = b->a.data<float>()[i];
-    x = -std::log1p(std::exp(-x)) / 16.0f;
+  if (gated) {
+    t->decay = uniform({B, T_, H}, -3, 3);
+    for (int64_t i = 0; i < t->decay.numel(); ++i) {
+      float& x = t->decay.data<float>()[i];
+      x = -std::log1p(std::exp(-x)) / 16.0f;
+    }
+    t->ddecay = Tensor::zeros(t->decay.shape(), DType::f32);
   }
-  b->h0 = uniform({B, H, dk, dv}, -1, 1);
-  b->dO = uniform({B, T_, H, dv}, -1, 1);
-  b->dht = uniform({B, H, dk, dv}, -1, 1);
-  b->o = Tensor::zeros({B, T_, H, dv}, DType::f32);
-  b->ht = Tensor::zeros({B, H, dk, dv}, DType::f32);
-  b->saved = Tensor::zeros({cpu::deltanet_chunk_saved_size(B, T_, H, dk, dv, C)}, DType::f32);
-  b->dq = Tensor::zeros(b->q.shape(), DType::f32);
-  b->dk = Tensor::zeros(b->k.shape(), DType::f32);
-  b->dv = Tensor::zeros(b->v.shape(), DType::f32);
-  b->dbeta = Tensor::zeros(b->beta.shape(), DType::f32);
-  b->da = Tensor::zeros(b->a.shape(), DType::f32);
-  b->dh0 = Tensor::zeros(b->h0.shape(), DType::f32);
-  const float scale = float(1.0 / std::sqrt(double(dk)));
-  cpu::DeltaNetArgs<float> p;
-  p.B = B, p.len = T_, p.H = H, p.Dk = dk, p.Dv = dv, p.scale = scale, p.chunk_size = C;
-  p.o = b->o.data<float>(), p.ht = b->ht.data<float>(), p.saved = b->saved.data<float>();
-  p.q = b->q.data<float>(), p.k = b->k.data<float>(), p.v = b->v.data<float>(), p.beta = b->beta.data<float>();
-  p.a = gated ? b->a.data<float>() : nullptr, p.h0 = b->h0.data<float>();
-  p.dO = b->dO.data<float>(), p.dht = b->dht.data<float>();
-  p.dq = b->dq.data<float>(), p.dk = b->dk.data<float>(), p.dv = b->dv.data<float>();
-  p.dbeta = b->dbeta.data<float>(), p.da = gated ? b->da.data<float>() : nullptr, p.dh0 = b->dh0.data<float>();
-  return [b, p] {
-    cpu::deltanet_chunk_forward(p);
-    cpu::deltanet_chunk_backward(p);
+  t->h0 = uniform({B, H, dk, dv}, -1, 1);
+  t->dO = uniform({B, T_, H, dv}, -1, 1);
+  t->dht = uniform({B, H, dk, dv}, -1, 1);
+  t->o = Tensor::zeros({B, T_, H, dv}, DType::f32);
+  t->ht = Tensor::zeros({B, H, dk, dv}, DType::f32);
+  t->saved = Tensor::zeros({backend::delta_rule_saved_size(Device::cpu, *t)}, DType::f32);
+  t->dq = Tensor::zeros(t->q.shape(), DType::f32);
+  t->dk = Tensor::zeros(t->k.shape(), DType::f32);
+  t->dv = Tensor::zeros(t->v.shape(), DType::f32);
+  t->dgate = Tensor::zeros(t->gate.shape(), DType::f32);
+  t->dh0 = Tensor::zeros(t->h0.shape(), DType::f32);
+  // Gradients accumulate across repetitions (the caller would zero them): harmless for timing.
+  return [t] {
+    backend::delta_rule_forward(Device::cpu, *t);
+    backend::delta_rule_backward(Device::cpu, *t);
   };
 }
 

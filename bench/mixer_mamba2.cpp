@@ -2,50 +2,43 @@
 // the state N x P = dk x dv and one group of B and C shared by all heads (G = 1, as fla's default).
 #include <cmath>
 #include <memory>
+#include <utility>
 
 #include "bench/bench.h"
 #include "core/rng.h"
-#include "kernels/cpu/mamba2.h"
+#include "kernels/backend.h"
 
 namespace linattn::bench {
 namespace {
 
-struct Mamba2Buffers {
-  Tensor x, dt, A, B, C, y, ht, saved, dx, ddt, dA, dB, dC, dy, dht;
-};
+constexpr int64_t kChunk = 64;
 
-constexpr int64_t kChunk = cpu::kMamba2DefaultChunkSize;
-
+// The CPU column's entries (kernels/backend.def), as the Mamba2 op calls them: MixerArgs' q = C,
+// k = B, v = x, gate = the time step before its softplus, rate = A_log, skip = D.
 std::function<void()> prepare(int64_t batch, int64_t T, int64_t H, int64_t dk, int64_t dv) {
-  auto t = std::make_shared<Mamba2Buffers>();
-  const cpu::Mamba2Dims d{batch, T, H, /*G=*/1, /*N=*/dk, /*P=*/dv};
+  auto t = std::make_shared<backend::MixerArgs>();
+  t->B = batch, t->T = T, t->H = H, t->G = 1, t->Dk = dk, t->Dv = dv, t->chunk_size = kChunk;
   Rng rng(3);
   auto rand = [&](const Shape& s, double lo, double hi) {
     Tensor x = Tensor::empty(s, DType::f32);
     rng.fill_uniform(x, lo, hi);
     return x;
   };
-  // dt and A in the ranges Mamba2's initialisation gives (dt in [0.001, 0.1], A = -exp(A_log) in [-16, -1]).
-  t->x = rand({batch, T, H, dv}, -1, 1), t->dt = rand({batch, T, H}, 0.001, 0.1), t->A = rand({H}, -16, -1);
-  t->B = rand({batch, T, 1, dk}, -1, 1), t->C = rand({batch, T, 1, dk}, -1, 1);
-  t->dy = rand({batch, T, H, dv}, -1, 1), t->dht = rand({batch, H, dk, dv}, -1, 1);
-  t->y = Tensor::zeros(t->x.shape(), DType::f32), t->ht = Tensor::zeros({batch, H, dk, dv}, DType::f32);
-  t->saved = Tensor::zeros({cpu::mamba2_chunk_saved_size(d, kChunk)}, DType::f32);
-  t->dx = Tensor::zeros(t->x.shape(), DType::f32), t->ddt = Tensor::zeros(t->dt.shape(), DType::f32);
-  t->dA = Tensor::zeros(t->A.shape(), DType::f32), t->dB = Tensor::zeros(t->B.shape(), DType::f32);
-  t->dC = Tensor::zeros(t->C.shape(), DType::f32);
-  auto f = [&](const Tensor& x) { return x.data<float>(); };
-  const cpu::Mamba2Forward<float> fwd{.y = f(t->y), .ht = f(t->ht), .saved = f(t->saved), .x = f(t->x),
-                                      .dt = f(t->dt), .A = f(t->A), .B = f(t->B), .C = f(t->C), .h0 = nullptr,
-                                      .dims = d, .chunk_size = kChunk};
-  const cpu::Mamba2Backward<float> bwd{.dx = f(t->dx), .ddt = f(t->ddt), .dA = f(t->dA), .dB = f(t->dB),
-                                       .dC = f(t->dC), .dh0 = nullptr, .saved = f(t->saved), .x = f(t->x),
-                                       .dt = f(t->dt), .A = f(t->A), .B = f(t->B), .C = f(t->C), .h0 = nullptr,
-                                       .dy = f(t->dy), .dht = f(t->dht), .dims = d, .chunk_size = kChunk};
+  // The ranges Mamba2's initialisation gives: softplus(gate) = dt in [0.001, 0.1] (gate in [-6.9, -2.25]),
+  // A = -exp(A_log) in [-16, -1].
+  t->v = rand({batch, T, H, dv}, -1, 1), t->gate = rand({batch, T, H}, -6.9, -2.25);
+  t->rate = rand({H}, 0, std::log(16.0)), t->skip = rand({H}, 0.5, 1.5);
+  t->k = rand({batch, T, 1, dk}, -1, 1), t->q = rand({batch, T, 1, dk}, -1, 1);
+  t->dO = rand({batch, T, H, dv}, -1, 1), t->dht = rand({batch, H, dk, dv}, -1, 1);
+  t->o = Tensor::zeros(t->v.shape(), DType::f32), t->ht = Tensor::zeros({batch, H, dk, dv}, DType::f32);
+  t->saved = Tensor::zeros({backend::mamba2_saved_size(Device::cpu, *t)}, DType::f32);
+  for (auto [grad, of] : {std::pair{&t->dv, &t->v}, {&t->dgate, &t->gate}, {&t->drate, &t->rate}, {&t->dskip, &t->skip},
+                          {&t->dk, &t->k}, {&t->dq, &t->q}})
+    *grad = Tensor::zeros(of->shape(), DType::f32);
   // Gradients accumulate across repetitions (the caller would zero them): harmless for timing.
-  return [t, fwd, bwd] {
-    cpu::mamba2_chunk_forward(fwd);
-    cpu::mamba2_chunk_backward(bwd);
+  return [t] {
+    backend::mamba2_forward(Device::cpu, *t);
+    backend::mamba2_backward(Device::cpu, *t);
   };
 }
 

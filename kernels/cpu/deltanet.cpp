@@ -227,12 +227,6 @@ inline ChunkAt chunk_at(const MixerDims& d, int64_t C, int64_t b, int64_t h, int
 
 }  // namespace
 
-int64_t deltanet_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk_size) {
-  const MixerDims d{B, T_, H, Dk, Dv};
-  check_mixer(d, chunk_size, "deltanet_chunk_saved_size");
-  return B * H * d.chunks(chunk_size) * saved_block(Dk, Dv, chunk_size);
-}
-
 template <class T>
 void deltanet_chunk_forward(const DeltaNetArgs<T>& p) {
   using namespace deltanet;
@@ -358,3 +352,14 @@ LINATTN_INSTANTIATE_FLOAT_DOUBLE(deltanet_chunk_forward)
 LINATTN_INSTANTIATE_FLOAT_DOUBLE(deltanet_chunk_backward)
 
 }  // namespace linattn::cpu
+
+namespace linattn {
+
+int64_t deltanet_chunk_saved_size(int64_t B, int64_t T_, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk_size) {
+  const cpu::MixerDims d{B, T_, H, Dk, Dv};
+  cpu::check_mixer(d, chunk_size, "deltanet_chunk_saved_size");
+  return B * H * d.chunks(chunk_size) * cpu::saved_block(Dk, Dv, chunk_size);
+}
+
+}  // namespace linattn
+

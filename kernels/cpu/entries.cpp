@@ -375,7 +375,7 @@ void delta_rule_backward(const MixerArgs& r) {
 }
 
 int64_t delta_rule_saved_size(const MixerArgs& r) {
-  return cpu::deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.chunk_size);
+  return deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.chunk_size);
 }
 
 // ---- optimizer ----

@@ -10,17 +10,17 @@ namespace {
 // Threads per head: enough for the [C, D] phases (C * D = 4096 elements at C = D = 64).
 constexpr int kHeadThreads = 256;
 
-__global__ void __launch_bounds__(kHeadThreads) chunk_forward_kernel(cpu::DeltaNetArgs<float> p) {
+__global__ void __launch_bounds__(kHeadThreads) chunk_forward_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
   delta::chunk_forward_head(DeviceBlock{}, p, blockIdx.x, sh);
 }
 
-__global__ void __launch_bounds__(kHeadThreads) chunk_backward_kernel(cpu::DeltaNetArgs<float> p, float* work) {
+__global__ void __launch_bounds__(kHeadThreads) chunk_backward_kernel(DeltaNetArgs<float> p, float* work) {
   LINATTN_DYNAMIC_SHARED(float, sh);
   delta::chunk_backward_head(DeviceBlock{}, p, work, blockIdx.x, sh);
 }
 
-__global__ void __launch_bounds__(kHeadThreads) recurrent_forward_kernel(cpu::DeltaNetArgs<float> p, float* state) {
+__global__ void __launch_bounds__(kHeadThreads) recurrent_forward_kernel(DeltaNetArgs<float> p, float* state) {
   LINATTN_DYNAMIC_SHARED(float, sh);
   const int64_t bh = blockIdx.x;
   delta::recurrent_forward_head(DeviceBlock{}, p, state + bh * p.Dk * p.Dv, bh, sh);
@@ -36,7 +36,7 @@ void check_chunk(const delta::Dims& d, const char* op) {
 
 }  // namespace
 
-void deltanet_chunk_forward(const cpu::DeltaNetArgs<float>& p) {
+void deltanet_chunk_forward(const DeltaNetArgs<float>& p) {
   const delta::Dims d = delta::dims(p);
   check_chunk(d, "deltanet (cuda)");
   if (d.B * d.H == 0) return;
@@ -45,7 +45,7 @@ void deltanet_chunk_forward(const cpu::DeltaNetArgs<float>& p) {
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
-void deltanet_chunk_backward(const cpu::DeltaNetArgs<float>& p, float* work) {
+void deltanet_chunk_backward(const DeltaNetArgs<float>& p, float* work) {
   const delta::Dims d = delta::dims(p);
   check_chunk(d, "deltanet (cuda)");
   if (d.B * d.H == 0) return;
@@ -54,7 +54,7 @@ void deltanet_chunk_backward(const cpu::DeltaNetArgs<float>& p, float* work) {
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
-void deltanet_recurrent_forward(const cpu::DeltaNetArgs<float>& p, float* state) {
+void deltanet_recurrent_forward(const DeltaNetArgs<float>& p, float* state) {
   const delta::Dims d = delta::dims(p);
   if (d.B * d.H == 0) return;
   LINATTN_LAUNCH(unsigned(d.B * d.H), kHeadThreads, shared_bytes(delta::recurrent_shared(d)), stream(),

@@ -1,5 +1,5 @@
 // CUDA DeltaNet and Gated DeltaNet (the delta rule; a null log-decay a is DeltaNet): the device twin
-// of kernels/cpu/deltanet.h, with the same arguments (cpu::DeltaNetArgs), layouts, math, named
+// of kernels/cpu/deltanet.h, with the same arguments (DeltaNetArgs), layouts, math, named
 // stages and `saved` buffer (so the chunkwise backward may follow either device's forward of the
 // same sizes). Gradients accumulate (+=).
 //
@@ -23,11 +23,11 @@ namespace linattn::cuda {
 
 inline constexpr int64_t kDeltaNetMaxChunk = 64;
 
-// p.saved: cpu::deltanet_chunk_saved_size elements, filled here and read by the backward.
-void deltanet_chunk_forward(const cpu::DeltaNetArgs<float>& p);
+// p.saved: deltanet_chunk_saved_size elements, filled here and read by the backward.
+void deltanet_chunk_forward(const DeltaNetArgs<float>& p);
 // work: B * H * delta::backward_work(delta::dims(p)) floats of scratch.
-void deltanet_chunk_backward(const cpu::DeltaNetArgs<float>& p, float* work);
+void deltanet_chunk_backward(const DeltaNetArgs<float>& p, float* work);
 // p.saved unused; state: B * H * Dk * Dv floats of scratch.
-void deltanet_recurrent_forward(const cpu::DeltaNetArgs<float>& p, float* state);
+void deltanet_recurrent_forward(const DeltaNetArgs<float>& p, float* state);
 
 }  // namespace linattn::cuda

@@ -27,13 +27,13 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/deltanet.h"
+#include "kernels/deltanet.h"
 #include "kernels/cuda/host_device.h"
 
 namespace linattn::cuda::delta {
 
 template <class T>
-using Args = cpu::DeltaNetArgs<T>;
+using Args = DeltaNetArgs<T>;
 
 template <class T>
 LINATTN_HD inline T absval(T x) { return x < T(0) ? -x : x; }

@@ -6,7 +6,7 @@
 #include "core/cuda/check.h"
 #include "core/cuda/runtime.h"
 #include "core/cuda/stream.h"
-#include "kernels/cpu/deltanet.h"
+#include "kernels/deltanet.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/bias.h"
 #include "kernels/cuda/conv.h"
@@ -254,10 +254,10 @@ void rope_backward(In dx, In dy, int64_t offset, double theta) {
 
 void delta_rule_forward(const MixerArgs& r) {
   require_f32("deltanet", r.q);
-  cpu::DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
+  DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
   if (r.chunk) {
     LINATTN_CHECK(r.saved.defined(), "deltanet (cuda): the chunk form needs the `saved` buffer of ",
-                  "cpu::deltanet_chunk_saved_size elements");
+                  "deltanet_chunk_saved_size elements");
     cuda::deltanet_chunk_forward(p);
   } else {
     Tensor state = Tensor::scratch({r.B * r.H * r.Dk * r.Dv}, DType::f32, Device::cuda);
@@ -268,16 +268,16 @@ void delta_rule_forward(const MixerArgs& r) {
 
 void delta_rule_backward(const MixerArgs& r) {
   require_f32("deltanet", r.q);
-  cpu::DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
+  DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
   p.chunk_size = r.chunk ? r.chunk_size : cuda::kDeltaNetMaxChunk;
   const int64_t C = p.chunk_size;
   Tensor saved = r.saved;
   if (!r.chunk) {
     // The recurrent form saves nothing: the chunkwise forward recomputes what the chunkwise backward
     // reads (the same function, so the same gradients), into scratch, leaving o and ht alone.
-    saved = Tensor::scratch({cpu::deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, C)}, DType::f32, Device::cuda);
+    saved = Tensor::scratch({deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, C)}, DType::f32, Device::cuda);
     Tensor o = Tensor::scratch(r.dO.shape(), DType::f32, Device::cuda);
-    cpu::DeltaNetArgs<float> f = p;
+    DeltaNetArgs<float> f = p;
     f.o = f32(o), f.ht = nullptr, f.saved = f32(saved);
     cuda::deltanet_chunk_forward(f);
   }
@@ -287,7 +287,7 @@ void delta_rule_backward(const MixerArgs& r) {
 }
 
 int64_t delta_rule_saved_size(const MixerArgs& r) {
-  return cpu::deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.chunk_size);  // the same layout as the CPU's
+  return deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.chunk_size);  // the same layout as the CPU's
 }
 
 void adamw_step(In w, In g, In m, In v, const AdamWStep& s) {

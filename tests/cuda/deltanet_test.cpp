@@ -71,7 +71,7 @@ Result run(const Inputs<double>& in, const Case& c, const Result& g0, DType dt, 
   r.q = put(in.q), r.k = put(in.k), r.v = put(in.v), r.gate = put(in.beta), r.decay = put(in.a), r.h0 = put(in.h0);
   r.o = Tensor::zeros({c.B, c.T, c.H, c.Dv}, dt, dev);
   r.ht = Tensor::zeros({c.B, c.H, c.Dk, c.Dv}, dt, dev);
-  if (c.chunk) r.saved = Tensor::zeros({cpu::deltanet_chunk_saved_size(c.B, c.T, c.H, c.Dk, c.Dv, c.C)}, dt, dev);
+  if (c.chunk) r.saved = Tensor::zeros({deltanet_chunk_saved_size(c.B, c.T, c.H, c.Dk, c.Dv, c.C)}, dt, dev);
   forward(r);
   r.dq = put(g0.dq), r.dk = put(g0.dk), r.dv = put(g0.dv), r.dgate = put(g0.dbeta), r.ddecay = put(g0.da);
   r.dh0 = put(g0.dh0);
@@ -150,7 +150,7 @@ class HostBlock {
 // What the CUDA delta_rule_forward entry launches, one "block" per head.
 template <class T>
 void mirror_forward(const MixerArgs& r, const HostBlock& blk) {
-  const cpu::DeltaNetArgs<T> p = backend::deltanet_args<T>(r);
+  const DeltaNetArgs<T> p = backend::deltanet_args<T>(r);
   const cuda::delta::Dims d = cuda::delta::dims(p);
   if (r.chunk) {
     std::vector<T> sh(size_t(cuda::delta::forward_shared(d)));
@@ -164,14 +164,14 @@ void mirror_forward(const MixerArgs& r, const HostBlock& blk) {
 // What the CUDA delta_rule_backward entry launches (the recurrent form recomputes with chunk 64).
 template <class T>
 void mirror_backward(const MixerArgs& r, const HostBlock& blk) {
-  cpu::DeltaNetArgs<T> p = backend::deltanet_args<T>(r);
+  DeltaNetArgs<T> p = backend::deltanet_args<T>(r);
   p.chunk_size = r.chunk ? r.chunk_size : 64;
   const cuda::delta::Dims d = cuda::delta::dims(p);
   Tensor saved = r.saved;
   if (!r.chunk) {
-    saved = Tensor::zeros({cpu::deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, d.C)}, r.q.dtype());
+    saved = Tensor::zeros({deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, d.C)}, r.q.dtype());
     Tensor o = Tensor::zeros(r.dO.shape(), r.q.dtype());
-    cpu::DeltaNetArgs<T> f = p;
+    DeltaNetArgs<T> f = p;
     f.o = o.data<T>(), f.ht = nullptr, f.saved = saved.data<T>();
     std::vector<T> sh(size_t(cuda::delta::forward_shared(d)));
     for (int64_t bh = 0; bh < r.B * r.H; ++bh) cuda::delta::chunk_forward_head(blk, f, bh, sh.data());

@@ -97,13 +97,13 @@ T* mut(const Tensor& t) {
 
 template <class T>
 Tensor saved_buffer(const Inputs<T>& in, int64_t C) {
-  return Tensor::zeros({cpu::deltanet_chunk_saved_size(in.B, in.T_, in.H, in.dk, in.dv, C)}, dtype_of<T>());
+  return Tensor::zeros({deltanet_chunk_saved_size(in.B, in.T_, in.H, in.dk, in.dv, C)}, dtype_of<T>());
 }
 
 // The kernels' arguments for `in` (gated when in.a is defined) with chunk size C.
 template <class T>
-cpu::DeltaNetArgs<T> args(const Inputs<T>& in, int64_t C) {
-  cpu::DeltaNetArgs<T> p;
+DeltaNetArgs<T> args(const Inputs<T>& in, int64_t C) {
+  DeltaNetArgs<T> p;
   p.B = in.B, p.len = in.T_, p.H = in.H, p.Dk = in.dk, p.Dv = in.dv, p.scale = T(in.scale), p.chunk_size = C;
   p.q = ptr<T>(in.q), p.k = ptr<T>(in.k), p.v = ptr<T>(in.v), p.beta = ptr<T>(in.beta), p.a = ptr<T>(in.a);
   p.h0 = ptr<T>(in.h0), p.dO = ptr<T>(in.do_), p.dht = ptr<T>(in.dht);
@@ -116,7 +116,7 @@ Outputs forward(const Inputs<T>& in, Form form, int64_t C = 64, Tensor* saved = 
   Outputs out;
   out.o = Tensor::zeros({in.B, in.T_, in.H, in.dv}, dtype_of<T>());
   out.ht = Tensor::zeros({in.B, in.H, in.dk, in.dv}, dtype_of<T>());
-  cpu::DeltaNetArgs<T> p = args(in, C);
+  DeltaNetArgs<T> p = args(in, C);
   p.o = mut<T>(out.o), p.ht = mut<T>(out.ht);
   if (form == Form::recurrent) {
     cpu::deltanet_recurrent_forward(p);
@@ -139,7 +139,7 @@ void backward(const Inputs<T>& in, Form form, Grads& g, int64_t C = 64) {
     if (in.gated) g.da = zeros_like(in.a);
     if (in.h0.defined()) g.dh0 = zeros_like(in.h0);
   }
-  cpu::DeltaNetArgs<T> p = args(in, C);
+  DeltaNetArgs<T> p = args(in, C);
   p.dq = mut<T>(g.dq), p.dk = mut<T>(g.dk), p.dv = mut<T>(g.dv), p.dbeta = mut<T>(g.dbeta), p.da = mut<T>(g.da);
   p.dh0 = mut<T>(g.dh0);
   if (form == Form::recurrent) {
