@@ -418,6 +418,11 @@ TrainSummary Trainer::run() {
   const TrainConfig& t = config_.train;
   const std::optional<MetricsLog> metrics_log = open_run_folder();
   const MetricsLog* metrics = metrics_log ? &*metrics_log : nullptr;  // rank 0 only
+  // The run folder is free again once run() returns or throws.
+  struct Unlock {
+    std::unique_ptr<FolderLock>& lock;
+    ~Unlock() { lock.reset(); }
+  } unlock{folder_lock_};
   size_t activations = measure_activation_bytes();
   say("memory: activations %s per micro-batch (measured)\n", mib(double(activations)).c_str());
 

@@ -89,7 +89,7 @@ class Trainer {
   double gemm_peak_ = 0;
   int64_t accumulation_ = 1;
   int64_t micro_ = 1;  // sequences per forward pass on this rank
-  std::unique_ptr<FolderLock> folder_lock_;  // rank 0's, while it reads a checkpoint of the run folder or writes there
+  std::unique_ptr<FolderLock> folder_lock_;  // rank 0's: from a resume's choice of checkpoint to the end of run()
   std::unique_ptr<Communicator> single_;
   Communicator* comm_ = nullptr;
   // With train.device: cuda and more than one rank, NCCL over comm_: it sums the device gradients;
