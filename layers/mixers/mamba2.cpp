@@ -3,6 +3,7 @@
 // exp(softplus(dt) A) and the D skip (autograd/mamba2.h); then RMSNorm(y * silu(z)) and the output
 // projection. The inner width is value_dim = expand_v x hidden_size, split into num_heads heads;
 // B and C have state_size (N) channels per group of heads (n_groups).
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/decoding.h"
@@ -80,12 +81,19 @@ int64_t state_size(const ModelConfig& c, const LayerSpec& spec, int64_t) {
 extern const MixerDescriptor mamba2 = [] {
   MixerDescriptor d;
   d.name = "mamba2";
+  // config.yaml names them only for a model with Mamba2 layers, so the configs of the other
+  // models read as before in builds that predate Mamba2.
+  auto has_mamba2 = [](const ModelConfig& m) {
+    return std::any_of(m.layers.begin(), m.layers.end(), [](const LayerSpec& l) { return l.mixer == "mamba2"; });
+  };
   d.config_keys = {
       config_key("state_size", &ModelConfig::state_size,
                  "Mamba2: N, the channels of B and C per group (a head's state is N x its head dim)")
-          .in(1, 1024),
+          .in(1, 1024)
+          .written_only_if(has_mamba2),
       config_key("n_groups", &ModelConfig::n_groups, "Mamba2: groups of heads sharing B and C (must divide `num_heads`)")
-          .in(1, 1024),
+          .in(1, 1024)
+          .written_only_if(has_mamba2),
       conv_size_key(),
   };
   d.config_problem = [](const ModelConfig& c, const LayerSpec& spec) -> std::string {
