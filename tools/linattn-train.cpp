@@ -22,7 +22,7 @@ namespace cli = linattn::cli;
 struct Args {
   std::string config_path, out_dir, resume, init_from;
   std::vector<std::string> overrides;
-  bool dry_run = false;
+  bool dry_run = false, config_reference = false;
 };
 
 [[noreturn]] void usage_error(const std::string& message) { cli::usage_error("linattn-train", message, 2); }
@@ -79,11 +79,14 @@ Args parse_args(int argc, char** argv) {
   app.add_flag("--dry-run", args.dry_run,
                "validate the config and the data, build the model, print its summary, the device (train.device) "
                "and the memory budget on it, then exit");
+  app.add_flag("--config-reference", args.config_reference,
+               "print every config key (default, values, meaning) as README.md's config reference, then exit");
   app.footer(
       "Data parallel: mpirun -np N linattn-train CONFIG.yaml (train.batch_size is the global batch).\n\n"
       "Ctrl-C (or SIGTERM) finishes the current step, writes a checkpoint, prints the command that\n"
       "continues the run and exits; a second Ctrl-C exits at once (the last complete checkpoint stays intact).");
   cli::parse(app, argc, argv, 2);
+  if (args.config_reference) return args;
   if (resume->count() > 0 && args.resume.empty()) args.resume = "latest";  // --resume without its value
   // `--resume CONFIG.yaml`: the config, after a --resume without its value.
   if (is_yaml(args.resume)) {
@@ -140,12 +143,12 @@ int main(int argc, char** argv) {
   linattn::take_interrupt_signals();
   // Before MPI sees argv (it may change it): the command that continues the run is printed from it.
   const std::vector<std::string> command(argv, argv + argc);
+  Args args = parse_args(argc, argv);
   // README.md's config reference, printed from the key declarations (train/config_keys.cpp).
-  if (argc == 2 && std::string(argv[1]) == "--config-reference") {
+  if (args.config_reference) {
     std::fputs(linattn::config_reference_markdown().c_str(), stdout);
     return 0;
   }
-  Args args = parse_args(argc, argv);
   // Under mpirun every rank runs this; rank 0 alone prints and writes.
   std::unique_ptr<linattn::Communicator> comm = linattn::make_communicator(&argc, &argv);
   try {
