@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 
 #include "core/hdf5.h"
@@ -16,7 +18,7 @@ using namespace linattn;
 
 struct Args {
   std::string in, out, dtype = "f32", format = "hdf5";
-  bool list = false;
+  bool list = false, force = false;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -44,6 +46,8 @@ Args parse_args(int argc, char** argv) {
                  "the reasons on stderr. docs/interop.md has the whole mapping. (default hdf5)")
       ->type_name("hdf5|safetensors")
       ->check(cli::one_of({"hdf5", "safetensors"}));
+  app.add_flag("--force", a.force, "replace OUT.h5 even when it is a training checkpoint (which the export "
+                                   "would otherwise refuse to overwrite)");
   app.add_flag("--list", a.list, "print a checkpoint's (or an export's) step, model config and every tensor's name "
                                  "and shape");
   cli::parse(app, argc, argv, 2);
@@ -94,11 +98,25 @@ int list(const std::string& path) {
   return 0;
 }
 
-int export_weights(const std::string& in_path, const std::string& out_path, const std::string& dtype) {
+// The step of the training checkpoint at `path`, or nothing when there is none there.
+std::optional<int64_t> checkpoint_at(const std::string& path) {
+  char magic[8] = {};
+  std::ifstream(path, std::ios::binary).read(magic, 8);
+  if (std::string(magic, 8) != "\x89HDF\r\n\x1a\n") return std::nullopt;
+  const H5File f(path, H5File::Mode::read);
+  if (f.attr_string("format").value_or("") != "linattn-checkpoint") return std::nullopt;
+  return f.attr_int("step").value_or(-1);
+}
+
+int export_weights(const std::string& in_path, const std::string& out_path, const std::string& dtype, bool force) {
   std::error_code ec;
   LINATTN_REQUIRE(!std::filesystem::equivalent(in_path, out_path, ec), "'", out_path, "' is the checkpoint '",
                   in_path, "' itself: writing the export there would replace the checkpoint (and its training "
                   "state); give another OUT.h5");
+  if (const std::optional<int64_t> step = checkpoint_at(out_path); step && !force)
+    throw Error("'" + out_path + "' is a training checkpoint (step " + std::to_string(*step) +
+                "): writing the export there would replace it and its training state; give another OUT.h5, or "
+                "--force to replace it");
   std::string text = checkpoint_config_text(in_path);
   Config config = parse_config(text, in_path);
   Model model(config.model, DType::f32);
@@ -175,7 +193,7 @@ int main(int argc, char** argv) {
   const Args a = parse_args(argc, argv);
   try {
     if (a.list) return list(a.in);
-    return a.format == "safetensors" ? export_safetensors(a.in, a.out) : export_weights(a.in, a.out, a.dtype);
+    return a.format == "safetensors" ? export_safetensors(a.in, a.out) : export_weights(a.in, a.out, a.dtype, a.force);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-export: error: %s\n", error_message(e).c_str());
     return 1;

@@ -31,7 +31,7 @@ namespace {
 using namespace linattn;
 
 struct Args {
-  std::string ckpt, prompt, prompt_file, stop, tokenizer;
+  std::string ckpt, prompt, prompt_file, stop, tokenizer, gpt2_dir;
   int64_t max_new = 200, num_samples = 1, seed = 1, decode_threads = 1;
   std::optional<int64_t> threads;
   SamplingOptions sampling{.temperature = 0.8};
@@ -79,6 +79,10 @@ Args parse_args(int argc, char** argv) {
                  "prepared with; GPT-2's files are found as linattn-data finds them, $LINATTN_GPT2_DIR)")
       ->type_name("bytes|gpt2")
       ->check(cli::one_of({"bytes", "gpt2"}));
+  app.add_option("--gpt2-dir", a.gpt2_dir,
+                 "the folder of GPT-2's tokenizer files (encoder.json + vocab.bpe, or vocab.json + merges.txt); "
+                 "default $LINATTN_GPT2_DIR, else the one scripts/fetch-data fills")
+      ->type_name("DIR");
   app.add_option("--threads", a.threads, "OpenMP threads of the prompt's pass, 1 to 4096 (default: all cores)")
       ->type_name("N")
       ->check(cli::whole_number(1, 4096));
@@ -160,15 +164,17 @@ Loaded load(const std::string& path) {
   return l;
 }
 
-// The tokenizer the run's data was prepared with, or the --tokenizer flag's.
-std::unique_ptr<data::Tokenizer> run_tokenizer(const Config& config, const std::string& ckpt, std::string name) {
+// The tokenizer the run's data was prepared with, or the --tokenizer flag's; GPT-2's files from
+// gpt2_dir (--gpt2-dir), or where linattn-data finds them.
+std::unique_ptr<data::Tokenizer> run_tokenizer(const Config& config, const std::string& ckpt, std::string name,
+                                               const std::string& gpt2_dir) {
   LINATTN_REQUIRE(!name.empty() || config.data.source != "mqar", ckpt, ": an MQAR model (data.source: mqar, "
                   "docs/mqar.md): its tokens are the task's key and value ids, not text, so it has no text tokenizer "
                   "to generate with; measure its recall with linattn-eval instead");
   if (name.empty())
     name = data::Dataset::open(find_run_data(config.data.path, ckpt, false, "--tokenizer bytes|gpt2"), "train")
                ->tokenizer();
-  auto tok = data::make_tokenizer(name, data::default_gpt2_dir());
+  auto tok = data::make_tokenizer(name, gpt2_dir.empty() ? data::default_gpt2_dir() : gpt2_dir);
   LINATTN_REQUIRE(int64_t(tok->vocab_size()) <= config.model.vocab_size, "--tokenizer ", name, ": its vocabulary (",
                   tok->vocab_size(), ") is larger than the model's (", config.model.vocab_size,
                   "); the model was trained with another tokenizer");
@@ -268,7 +274,7 @@ int run(Args a) {
 
   Loaded l = load(a.ckpt);
   const Model& model = *l.model;
-  auto tok = run_tokenizer(l.config, a.ckpt, a.tokenizer);
+  auto tok = run_tokenizer(l.config, a.ckpt, a.tokenizer, a.gpt2_dir);
   std::vector<uint32_t> ids{tok->eot()};
   tok->encode(a.prompt, ids, prompt_flag);
   const size_t scalar_bytes = dtype_size(model.params().values().all().dtype());

@@ -214,6 +214,25 @@ TEST_F(ExportEval, ExportOntoItsOwnCheckpointIsRefused) {
   }
 }
 
+// Another checkpoint of the run as OUT.h5: refused, naming its step, unless --force is given.
+TEST_F(ExportEval, ExportOntoAnotherCheckpointNeedsForce) {
+  const std::string other = dir_ + "/other-checkpoint.h5";
+  fs::copy_file(ckpt_, other, fs::copy_options::overwrite_existing);
+  const std::string before = read_bytes(other);
+  const std::string command = testing::built_binary("linattn-export") + " " + ckpt_ + " " + other;
+  int status = 0;
+  std::string text = run_and_capture(command, &status);
+  EXPECT_EQ(status, 1) << text;
+  EXPECT_NE(text.find("'" + other + "' is a training checkpoint (step 20): writing the export there would replace "
+                      "it and its training state; give another OUT.h5, or --force to replace it"),
+            std::string::npos)
+      << text;
+  EXPECT_TRUE(read_bytes(other) == before) << "the checkpoint was changed";
+  text = run_and_capture(command + " --force", &status);
+  EXPECT_EQ(status, 0) << text;
+  EXPECT_EQ(H5File(other, H5File::Mode::read).attr_string("format").value_or(""), "linattn-weights");
+}
+
 TEST_F(ExportEval, ExportToAFullDiskIsAClearErrorAndLeavesNoFile) {
   testing::SmallDisk disk(dir_ + "/disk", 64 * 1024);  // the f32 weights take about 660 KiB
   if (!disk.mounted()) GTEST_SKIP() << disk.why_not();

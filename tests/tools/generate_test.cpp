@@ -41,7 +41,7 @@ TEST_F(Generate, HelpListsTheFlags) {
   testing::CommandResult r = generate("--help");
   EXPECT_EQ(r.status, 0);
   for (const char* flag : {"--prompt", "--prompt-file", "--max-new-tokens", "--temperature", "--top-k", "--top-p",
-                           "--seed", "--num-samples", "--stop"})
+                           "--seed", "--num-samples", "--stop", "--gpt2-dir"})
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
 }
 
@@ -106,6 +106,8 @@ TEST_F(Generate, BadInputNamesTheFlagOrFile) {
            {ckpt_ + " --prompt-file /nonexistent/prompt.txt", "--prompt-file /nonexistent/prompt.txt: cannot read"},
            {ckpt_ + " --tokenizer gpt2", "--tokenizer gpt2: its vocabulary (50257) is larger than the model's (257)"},
            {ckpt_ + " --bogus", "unknown option '--bogus'"},
+           // The tokenizer error advises --gpt2-dir: linattn-generate has it, and reads the folder given.
+           {ckpt_ + " --tokenizer gpt2 --gpt2-dir " + dir_, "gpt2 tokenizer: '" + dir_ + "' holds neither"},
            {ckpt_ + " --prompt Hi --max-new-tokens 1000000000",
             "--prompt: the prompt's 3 tokens and --max-new-tokens 1000000000 need"},
        }) {
