@@ -32,13 +32,22 @@ class MixerLayer {
  public:
   virtual ~MixerLayer() = default;
   // segments: the sequences of the batch (autograd/segments.h); empty = its rows.
-  virtual Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const = 0;
+  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const {
+    return mix(p, x, nullptr, 0, segments);
+  }
+  // forward() of the tokens at positions pos .. pos + T - 1 of sequences whose earlier tokens left
+  // `state` (fresh at pos 0), which it carries on. Records no gradients.
+  Variable decode(const Parameters& p, const Variable& x, MixerState& state, int64_t pos) const {
+    return mix(p, x, &state, pos, {});
+  }
   // FLOPs of the token mixing itself (not the projections), forward + backward, per token, for
   // sequences of T tokens. Used for MFU next to the 6N of the matrix products.
   virtual double mixing_flops_per_token(int64_t T) const = 0;
-  // forward() of the tokens at positions pos .. pos + T - 1 of sequences whose earlier tokens left
-  // `state` (fresh at pos 0), which it carries on. Records no gradients.
-  virtual Variable decode(const Parameters& p, const Variable& x, MixerState& state, int64_t pos) const = 0;
+
+ protected:
+  // Both: in training s is nullptr and pos 0; when decoding, s is the layer's state.
+  virtual Variable mix(const Parameters& p, const Variable& x, MixerState* s, int64_t pos,
+                       const ops::Segments& segments) const = 0;
 };
 
 // One field of fla's config.json (null, bool, integer, float or string).
@@ -73,6 +82,13 @@ struct MixerDescriptor {
   std::vector<std::string> (*fla_problems)(const ModelConfig& c, const LayerSpec& spec) = nullptr;
   FlaFields (*fla_fields)(const ModelConfig& c, const LayerSpec& spec) = nullptr;
 };
+
+// A descriptor's `make` for a layer class built as Layer(p, prefix, c, spec, std, out_std, extra...).
+template <class Layer, auto... extra>
+std::unique_ptr<MixerLayer> make_layer(Parameters& p, const std::string& prefix, const ModelConfig& c,
+                                       const LayerSpec& spec, double std, double out_std) {
+  return std::make_unique<Layer>(p, prefix, c, spec, std, out_std, extra...);
+}
 
 // Every mixer, in the order of layers/mixers/registry.cpp.
 const std::vector<const MixerDescriptor*>& all_mixers();

@@ -20,12 +20,6 @@ class AttentionLayer : public MixerLayer {
     v_proj_ = Linear(p, prefix + ".v_proj", c.hidden_size, Hkv_ * head_dim_, std);
     o_proj_ = Linear(p, prefix + ".o_proj", H_ * head_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
-    return mix(p, x, nullptr, 0, segments);
-  }
-  Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t pos) const override {
-    return mix(p, x, &s, pos, {});
-  }
   double mixing_flops_per_token(int64_t T) const override {
     // Each query meets (T + 1) / 2 keys on average (global) or at most W; q.k and p.v per key.
     double keys = window_ > 0 ? std::min<double>(double(window_), (double(T) + 1) / 2) : (double(T) + 1) / 2;
@@ -34,7 +28,7 @@ class AttentionLayer : public MixerLayer {
 
  private:
   Variable mix(const Parameters& p, const Variable& x, MixerState* s, int64_t pos,
-               const ops::Segments& segments) const {
+               const ops::Segments& segments) const override {
     Variable q = ops::rope(heads(q_proj_(p, x), H_), theta_, pos, segments);
     Variable k = ops::rope(heads(k_proj_(p, x), Hkv_), theta_, pos, segments);
     Variable v = heads(v_proj_(p, x), Hkv_);
@@ -74,10 +68,7 @@ extern const MixerDescriptor attention = [] {
   d.name = "attention";
   d.summary = "causal softmax attention with rotary positions, global or a sliding window (window_size)";
   d.attention = true;
-  d.make = [](Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
-             double out_std) -> std::unique_ptr<MixerLayer> {
-    return std::make_unique<AttentionLayer>(p, prefix, c, spec, std, out_std);
-  };
+  d.make = make_layer<AttentionLayer>;
   d.state_size = state_size;
   d.missing_kernels = [](Device d) { return ops::missing_kernels("attention", d); };
   d.fla_model_type = "transformer";

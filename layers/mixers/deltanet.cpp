@@ -43,19 +43,14 @@ class DeltaLayer : public MixerLayer {
     o_norm_ = RMSNorm(p, prefix + ".o_norm", value_dim_ / H_, c.norm_eps);
     o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
-    return mix(p, x, nullptr, segments);
-  }
-  Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t) const override {
-    return mix(p, x, &s, {});
-  }
   double mixing_flops_per_token(int64_t) const override {
     // The WY form adds K K^T, the triangular solve and W, U, W S0 to the linear-attention products.
     return 2.0 * chunk_mixing_flops(H_, key_dim_ / H_, value_dim_ / H_, C_);
   }
 
  private:
-  Variable mix(const Parameters& p, const Variable& x, MixerState* s, const ops::Segments& segments) const {
+  Variable mix(const Parameters& p, const Variable& x, MixerState* s, int64_t,
+               const ops::Segments& segments) const override {
     Variable q = feature(p, q_proj_(p, x), q_conv_, s ? &s->tensors["q_conv"] : nullptr, segments);
     Variable k = feature(p, k_proj_(p, x), k_conv_, s ? &s->tensors["k_conv"] : nullptr, segments);
     Variable v = feature(p, v_proj_(p, x), v_conv_, s ? &s->tensors["v_conv"] : nullptr, segments);
@@ -148,10 +143,7 @@ extern const MixerDescriptor deltanet = [] {
   d.name = "deltanet";
   d.config_keys = {use_short_conv_key(), conv_size_key()};
   d.summary = "DeltaNet: the delta rule S += beta k (v - S^T k)^T, chunkwise in WY form";
-  d.make = [](Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
-             double out_std) -> std::unique_ptr<MixerLayer> {
-    return std::make_unique<DeltaLayer>(p, prefix, c, spec, std, out_std, /*gated=*/false);
-  };
+  d.make = make_layer<DeltaLayer, /*gated=*/false>;
   d.state_size = state_size;
   d.missing_kernels = missing_kernels;
   d.fla_model_type = "delta_net";
@@ -174,10 +166,7 @@ extern const MixerDescriptor gated_deltanet = [] {
                     "whose config lacks the key has it)"),
   };
   d.summary = "Gated DeltaNet: the delta rule with a data-dependent decay per head";
-  d.make = [](Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
-             double out_std) -> std::unique_ptr<MixerLayer> {
-    return std::make_unique<DeltaLayer>(p, prefix, c, spec, std, out_std, /*gated=*/true);
-  };
+  d.make = make_layer<DeltaLayer, /*gated=*/true>;
   d.state_size = state_size;
   d.missing_kernels = missing_kernels;
   d.fla_model_type = "gated_deltanet";

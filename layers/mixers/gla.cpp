@@ -25,12 +25,6 @@ class GatedLayer : public MixerLayer {
     g_norm_ = RMSNorm(p, prefix + ".g_norm_swish_gate", value_dim_ / H_, c.norm_eps);
     o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
-    return mix(p, x, nullptr, segments);
-  }
-  Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t) const override {
-    return mix(p, x, &s, {});
-  }
   double mixing_flops_per_token(int64_t) const override {
     // GLA's gated products cost about twice the plain ones (the decays enter every product).
     return (retnet_ ? 1.0 : 2.0) * chunk_mixing_flops(H_, key_dim_ / H_, value_dim_ / H_, C_);
@@ -40,7 +34,8 @@ class GatedLayer : public MixerLayer {
   static constexpr int64_t kGateLowRank = 16;
   static constexpr double kGateNormalizer = 16;  // fla's gate_logit_normalizer
 
-  Variable mix(const Parameters& p, const Variable& x, MixerState* s, const ops::Segments& segments) const {
+  Variable mix(const Parameters& p, const Variable& x, MixerState* s, int64_t,
+               const ops::Segments& segments) const override {
     Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
     Variable g = retnet_ ? Variable(retnet_gate(q.shape(), x.dtype(), x.device()))
                          : heads(ops::scale(ops::logsigmoid(gk_up_(p, gk_low_(p, x))), 1.0 / kGateNormalizer), H_);
@@ -98,10 +93,7 @@ extern const MixerDescriptor gla = [] {
   d.name = "gla";
   d.summary = "gated linear attention: a data-dependent decay per key dim";
   d.default_expand_k = 0.5;
-  d.make = [](Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
-             double out_std) -> std::unique_ptr<MixerLayer> {
-    return std::make_unique<GatedLayer>(p, prefix, c, spec, std, out_std, /*retnet=*/false);
-  };
+  d.make = make_layer<GatedLayer, /*retnet=*/false>;
   d.state_size = state_size;
   d.missing_kernels = missing_kernels;
   d.fla_model_type = "gla";
@@ -114,10 +106,7 @@ extern const MixerDescriptor retnet = [] {
   MixerDescriptor d;
   d.name = "retnet";
   d.summary = "RetNet's retention: a fixed decay 1 - 2^(-5-h) per head, on GLA's kernels";
-  d.make = [](Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
-             double out_std) -> std::unique_ptr<MixerLayer> {
-    return std::make_unique<GatedLayer>(p, prefix, c, spec, std, out_std, /*retnet=*/true);
-  };
+  d.make = make_layer<GatedLayer, /*retnet=*/true>;
   d.state_size = state_size;
   d.missing_kernels = missing_kernels;
   d.fla_unsupported = "retnet has no fla equivalent: fla's RetNet applies rotary position embedding to q and k "

@@ -24,18 +24,13 @@ class LinearAttentionLayer : public MixerLayer {
     norm_ = RMSNorm(p, prefix + ".norm", value_dim_ / H_, c.norm_eps);
     o_proj_ = Linear(p, prefix + ".o_proj", value_dim_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
-    return mix(p, x, nullptr, segments);
-  }
-  Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t) const override {
-    return mix(p, x, &s, {});
-  }
   double mixing_flops_per_token(int64_t) const override {
     return chunk_mixing_flops(H_, key_dim_ / H_, value_dim_ / H_, C_);
   }
 
  private:
-  Variable mix(const Parameters& p, const Variable& x, MixerState* s, const ops::Segments& segments) const {
+  Variable mix(const Parameters& p, const Variable& x, MixerState* s, int64_t,
+               const ops::Segments& segments) const override {
     Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
     ops::MixerOutput out = ops::linear_attention(q, k, v, initial(s, "h"), phi_, normalize_,
                                                  linear_options(C_, s, x, segments), initial(s, "z"));
@@ -48,11 +43,6 @@ class LinearAttentionLayer : public MixerLayer {
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
   RMSNorm norm_;
 };
-
-std::unique_ptr<MixerLayer> make(Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec,
-                                 double std, double out_std) {
-  return std::make_unique<LinearAttentionLayer>(p, prefix, c, spec, std, out_std);
-}
 
 // The dk x dv state per head, and the key_dim normalizer of the normalized form.
 int64_t state_size(const ModelConfig& c, const LayerSpec& spec, int64_t) {
@@ -89,7 +79,7 @@ extern const MixerDescriptor linear_attn = [] {
       config_key("normalize", &ModelConfig::normalize, "linear attention's normalized form"),
   };
   d.summary = "linear attention with a feature map (feature_map, normalize)";
-  d.make = make;
+  d.make = make_layer<LinearAttentionLayer>;
   d.state_size = state_size;
   d.missing_kernels = [](Device d) { return ops::missing_kernels("linear_attn", d); };
   d.fla_model_type = "linear_attn";

@@ -30,16 +30,11 @@ class Mamba2Layer : public MixerLayer {
     norm_ = RMSNorm(p, prefix + ".norm", I_, c.norm_eps);
     out_proj_ = Linear(p, prefix + ".out_proj", I_, c.hidden_size, out_std);
   }
-  Variable forward(const Parameters& p, const Variable& x, const ops::Segments& segments) const override {
-    return mix(p, x, nullptr, segments);
-  }
-  Variable decode(const Parameters& p, const Variable& x, MixerState& s, int64_t) const override {
-    return mix(p, x, &s, {});
-  }
   double mixing_flops_per_token(int64_t) const override { return chunk_mixing_flops(H_, N_, I_ / H_, C_); }
 
  private:
-  Variable mix(const Parameters& p, const Variable& x, MixerState* s, const ops::Segments& segments) const {
+  Variable mix(const Parameters& p, const Variable& x, MixerState* s, int64_t,
+               const ops::Segments& segments) const override {
     const Variable& w = p[in_proj_];
     const int64_t GN = G_ * N_;
     Variable z = ops::linear(x, ops::rows(w, 0, I_));
@@ -102,10 +97,7 @@ extern const MixerDescriptor mamba2 = [] {
            std::to_string(c.n_groups) + ") groups: make n_groups divide num_heads";
   };
   d.summary = "Mamba2 (SSD): a data-dependent scalar decay per head, B and C shared by groups of heads";
-  d.make = [](Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
-              double out_std) -> std::unique_ptr<MixerLayer> {
-    return std::make_unique<Mamba2Layer>(p, prefix, c, spec, std, out_std);
-  };
+  d.make = make_layer<Mamba2Layer>;
   d.state_size = state_size;
   d.missing_kernels = [](Device device) { return ops::missing_kernels("mamba2", device); };
   d.fla_unsupported = "mamba2 layers are exported with the parameter names of fla's Mamba2 layer, but fla's "
