@@ -6,6 +6,7 @@
 //   dx += D dO (and the scan's dx)          dD_h += sum over (b, t, p) of x dO
 //   dgate += ddt sigmoid(gate)              dA_log += dA A     (d(-exp(A_log)) = A dA_log)
 // where ddt and dA are the scan's gradients with respect to dt and A.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -81,16 +82,15 @@ void mamba2_backward(const MixerArgs& r) {
     const T *x = r.v.data<T>(), *dO = r.dO.data<T>(), *D = r.skip.data<T>();
     T *dx = r.dv.data<T>(), *dD = r.dskip.data<T>();
     const int64_t rows = r.B * r.T, H = r.H, P = r.Dv;
-    for (int64_t h = 0; h < H; ++h) {
-      double sum = 0;
-      for (int64_t i = 0; i < rows; ++i)
+    std::vector<double> sums(size_t(H), 0.0);  // one pass over the tensors, each head's sum in token order
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t h = 0; h < H; ++h)
         for (int64_t p = 0; p < P; ++p) {
           const int64_t j = (i * H + h) * P + p;
           dx[j] += D[h] * dO[j];
-          sum += double(x[j]) * double(dO[j]);
+          sums[size_t(h)] += double(x[j]) * double(dO[j]);
         }
-      dD[h] += T(sum);
-    }
+    for (int64_t h = 0; h < H; ++h) dD[h] += T(sums[size_t(h)]);
     // forward: dt = softplus(gate)  =>  dgate += ddt sigmoid(gate); A = -exp(A_log)  =>  dA_log += dA A
     const T* gate = r.gate.data<T>();
     T* dgate = r.dgate.data<T>();

@@ -77,6 +77,16 @@ TEST(GradCheck, View) {
                          {random_tensor({2, 6}, rng), random_tensor({3, 4}, rng)}, rng);
 }
 
+// Overlapping row views of one weight (as a fused projection's parts are): each view's gradient
+// accumulates into its rows; a row no view takes gets none.
+TEST(GradCheck, RowsOfAWeight) {
+  Rng rng(12);
+  expect_gradients_match([](const V& x) { return ops::add(ops::rows(x[0], 0, 2), ops::rows(x[0], 1, 2)); },
+                         {random_tensor({4, 3}, rng)}, rng);
+  expect_gradients_match([](const V& x) { return ops::mul(ops::rows(x[0], 2, 3), x[1]); },
+                         {random_tensor({6}, rng), random_tensor({3}, rng)}, rng);
+}
+
 TEST(GradCheck, RMSNorm) {
   Rng rng(7);
   expect_gradients_match([](const V& x) { return ops::rmsnorm(x[0], x[1], 1e-5); },
