@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda_emulation/half_float.h"
 #include "cuda_emulation/tf32.h"
 #include "emulation/internal.h"
 
@@ -117,25 +118,33 @@ cublasStatus_t check_host_scalar(const char* call, const char* name, const void*
 }
 
 // A product queued on a stream: C = alpha op(A) op(B) + beta C in element type T.
-template <class T>
+// A bfloat16 input as cuBLAS reads CUDA_R_16BF: its bit pattern, the top 16 bits of a float.
+struct Bf16Bits {
+  uint16_t bits;
+};
+
+// C (type T) = alpha op(A) op(B) + beta C with A and B of type In: T, or Bf16Bits with T = float.
+template <class T, class In = T>
 struct Product {
   const char* call;
   bool trans_a, trans_b;
   int64_t m, n, k;
   T alpha, beta;  // read at the call: pointer mode host
   bool tf32;      // round both inputs to TF32 (float32 only)
-  const T* A;
+  const In* A;
   int64_t lda;
-  const T* B;
+  const In* B;
   int64_t ldb;
   T* C;
   int64_t ldc;
 
   std::array<Operand, 3> operands() const { return gemm_operands(trans_a, trans_b, m, n, k, A, lda, B, ldb, C, ldc); }
 
-  T input(T x) const {
-    if constexpr (std::is_same_v<T, float>) return tf32 ? cuda_emu::round_to_tf32(x) : x;
-    return x;
+  // The value the product multiplies: a bf16 input exactly, a float one rounded to TF32 when asked.
+  T input(In x) const {
+    if constexpr (std::is_same_v<In, Bf16Bits>) return cuda_emu::BFloat16Format::to_float(x.bits);
+    else if constexpr (std::is_same_v<T, float>) return tf32 ? cuda_emu::round_to_tf32(x) : x;
+    else return x;
   }
 
   // cuBLAS does not check that the operands are device memory: on a GPU, one that is not makes the
@@ -144,7 +153,7 @@ struct Product {
   // naming the operand, and checks when the product runs, so memory freed meanwhile counts too.
   bool operands_in_device_memory() const {
     for (const Operand& x : operands()) {
-      size_t bytes = x.span_bytes(sizeof(T));
+      size_t bytes = x.span_bytes(x.data == C ? sizeof(T) : sizeof(In));
       if (bytes == 0 || cuda_emu::in_device_memory(x.data, bytes)) continue;
       cuda_emu::fail(cudaErrorIllegalAddress,
                      cat(call, ": operand ", x.name, " [", x.data, ", +", bytes, " bytes) (", x.rows, " x ", x.cols,
@@ -178,18 +187,18 @@ struct Product {
   }
 };
 
-template <class T>
+template <class T, class In = T>
 cublasStatus_t queue_product(cublasHandle_t handle, const char* call, cublasOperation_t transa,
                              cublasOperation_t transb, int m, int n, int k, const void* alpha, const void* A, int lda,
                              const void* B, int ldb, const void* beta, void* C, int ldc, bool tf32) {
   if (cublasStatus_t s = check_host_scalar(call, "alpha", alpha, sizeof(T)); s != CUBLAS_STATUS_SUCCESS) return s;
   if (cublasStatus_t s = check_host_scalar(call, "beta", beta, sizeof(T)); s != CUBLAS_STATUS_SUCCESS) return s;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;  // an empty C: nothing to do
-  Product<T> product{.call = call, .trans_a = transa != CUBLAS_OP_N, .trans_b = transb != CUBLAS_OP_N,
-                     .m = m, .n = n, .k = k,
-                     .alpha = *static_cast<const T*>(alpha), .beta = *static_cast<const T*>(beta), .tf32 = tf32,
-                     .A = static_cast<const T*>(A), .lda = lda, .B = static_cast<const T*>(B), .ldb = ldb,
-                     .C = static_cast<T*>(C), .ldc = ldc};
+  Product<T, In> product{.call = call, .trans_a = transa != CUBLAS_OP_N, .trans_b = transb != CUBLAS_OP_N,
+                         .m = m, .n = n, .k = k,
+                         .alpha = *static_cast<const T*>(alpha), .beta = *static_cast<const T*>(beta), .tf32 = tf32,
+                         .A = static_cast<const In*>(A), .lda = lda, .B = static_cast<const In*>(B), .ldb = ldb,
+                         .C = static_cast<T*>(C), .ldc = ldc};
   cuda_emu::enqueue(handle->stream, call, product);
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -219,10 +228,16 @@ cublasStatus_t gemm(const char* call, cublasHandle_t handle, cublasOperation_t t
   }
   if (all_f64 && (compute == CUBLAS_COMPUTE_64F || compute == CUBLAS_COMPUTE_64F_PEDANTIC))
     return queue_product<double>(handle, call, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, false);
+  // bf16 inputs, float32 accumulation and result: what the tensor cores compute, products exact.
+  bool bf16_in = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF && Ctype == CUDA_R_32F;
+  if (bf16_in && (compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_PEDANTIC))
+    return queue_product<float, Bf16Bits>(handle, call, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C,
+                                          ldc, false);
   return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
                 cat(call, ": Atype = ", int(Atype), ", Btype = ", int(Btype), ", Ctype = ", int(Ctype),
                     ", computeType = ", int(compute), " is not emulated: emulation/cublas.cpp computes CUDA_R_32F ",
-                    "data with CUBLAS_COMPUTE_32F, _32F_PEDANTIC or _32F_FAST_TF32, and CUDA_R_64F data with ",
+                    "data with CUBLAS_COMPUTE_32F, _32F_PEDANTIC or _32F_FAST_TF32, CUDA_R_16BF inputs with a ",
+                    "CUDA_R_32F result with CUBLAS_COMPUTE_32F or _32F_PEDANTIC, and CUDA_R_64F data with ",
                     "CUBLAS_COMPUTE_64F or _64F_PEDANTIC"));
 }
 

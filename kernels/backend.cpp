@@ -32,10 +32,10 @@ void no_kernel(const char* op, Device device) {
 }
 
 namespace {
-bool g_tf32 = false;
+MatmulPrecision g_matmul_precision = MatmulPrecision::f32;
 }
-void set_tf32(bool on) { g_tf32 = on; }
-bool tf32() { return g_tf32; }
+void set_matmul_precision(MatmulPrecision p) { g_matmul_precision = p; }
+MatmulPrecision matmul_precision() { return g_matmul_precision; }
 
 namespace {
 struct Listed {

@@ -71,9 +71,10 @@ struct AdamWStep {
   double beta1, beta2, eps, step_size /* lr / (1 - beta1^t) */, rbc2 /* 1 / (1 - beta2^t) */, decay;
 };
 
-// TF32 tensor cores for the float32 products on CUDA (train.tf32); off by default.
-void set_tf32(bool on);
-bool tf32();
+// The inputs of the matrix products, process-wide (train.precision, train.tf32); f32 by default.
+// gemm reads it on both devices, attention on CUDA (bf16: the tensor-core tile kernels).
+void set_matmul_precision(MatmulPrecision p);
+MatmulPrecision matmul_precision();
 
 // The entries: `extern const Kernel<void(In y, In a, In b)> add;` and so on (kernels/backend.def).
 #define LINATTN_ENTRY(name, ...) extern const Kernel<__VA_ARGS__> name;

@@ -25,6 +25,21 @@ constexpr const char* activation_name(Activation a) {
   return "?";
 }
 
+// The inputs of the matrix products (GEMMs, and attention's tile products on CUDA), always with
+// float32 accumulation and float32 results: float32; TF32 (train.tf32: CUDA's tensor cores, ~10-bit
+// mantissa); or bfloat16 (train.precision: bf16: 8-bit mantissa, on CUDA's tensor cores, or the
+// CPU's AVX512-BF16/AMX through oneDNN).
+enum class MatmulPrecision { f32, tf32, bf16 };
+
+constexpr const char* matmul_precision_name(MatmulPrecision p) {
+  switch (p) {
+    case MatmulPrecision::f32: return "f32";
+    case MatmulPrecision::tf32: return "tf32";
+    case MatmulPrecision::bf16: return "bf16";
+  }
+  return "?";
+}
+
 // Normalized linear attention: o = S^T phi(q) / (phi(q)^T z + eps).
 constexpr double kLinearAttnEps = 1e-6;
 

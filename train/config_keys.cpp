@@ -257,11 +257,15 @@ const std::vector<ConfigKey<TrainConfig>>& train_keys() {
                  "without a GPU, an error at start-up naming this line (in the emulation build the emulated GPU runs it, "
                  "slowly: for tests)")
           .one_of({{"cpu", ""}, {"cuda", ""}}),
-      config_key("precision", &T::precision, "`bf16` (mixed precision) is refused as not implemented yet")
+      config_key("precision", &T::precision,
+                 "`bf16`: mixed precision, `device: cuda` only: the matrix products (GEMMs, and attention's "
+                 "tile products at head size 32, 64 or 128) take bf16 inputs on the tensor cores with float32 "
+                 "accumulation; weights, AdamW state, activations, norms, softmax statistics, the linear "
+                 "mixers and the loss stay float32 ([Training on a GPU](#training-on-a-gpu))")
           .one_of({{"fp32", ""}, {"bf16", ""}}),
       config_key("tf32", &T::tf32,
                  "`device: cuda` only: TF32 tensor cores for the float32 matrix products (cuBLAS "
-                 "`CUBLAS_COMPUTE_32F_FAST_TF32`, ~10-bit mantissa inputs); ignored on the CPU"),
+                 "`CUBLAS_COMPUTE_32F_FAST_TF32`, ~10-bit mantissa inputs); ignored on the CPU and under `precision: bf16`"),
   };
   return keys;
 }

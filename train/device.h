@@ -29,7 +29,7 @@ std::string device_memory_budget(Device device);
 
 // Measured float32 GEMM rate (GFLOP/s) of n x n products on the device: the MFU reference and the
 // benchmarks' peak. On the CPU n is 1024 (best of reps, the current thread count); on cuda it is
-// cuBLAS's, with TF32 when backend::tf32() is on.
+// cuBLAS's, in backend::matmul_precision() (float32, TF32 or bf16 inputs).
 double measure_gemm_gflops(Device device, int64_t n = 2048, int reps = 10);
 
 }  // namespace linattn

@@ -126,7 +126,9 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
     select_rank_gpu(*comm_);
     if (world > 1) gradient_comm_ = nccl_for_gradients(config_, *comm_);
   }
-  backend::set_tf32(t.tf32);
+  backend::set_matmul_precision(t.precision == "bf16" ? MatmulPrecision::bf16
+                                 : t.tf32                  ? MatmulPrecision::tf32
+                                                           : MatmulPrecision::f32);
 
   // A resume locks its run folder before it picks a checkpoint there: a run still training in it
   // would otherwise rotate that checkpoint away under it (and is refused, naming its PID).
@@ -191,10 +193,11 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
         (unsigned long long)config_.data.mqar.num_val_examples, (unsigned long long)config_.data.mqar.seed);
   const int ranks = comm_->world_size();
   say("train: batch %lld x %lld tokens (%d rank%s (%s) x micro-batch %lld x %lld accumulation step%s), %d thread%s "
-      "per rank, %s, GEMM peak here %.0f GFLOP/s\n",
+      "per rank, %s, products %s, GEMM peak here %.0f GFLOP/s\n",
       (long long)t.batch_size, (long long)config_.data.seq_len, ranks, ranks == 1 ? "" : "s", comm_->backend(),
       (long long)micro_, (long long)accumulation_, accumulation_ == 1 ? "" : "s", omp_get_max_threads(),
-      omp_get_max_threads() == 1 ? "" : "s", t.dtype.c_str(), gemm_peak_);
+      omp_get_max_threads() == 1 ? "" : "s", t.dtype.c_str(), matmul_precision_name(backend::matmul_precision()),
+      gemm_peak_);
   if (buckets_)
     say("data parallel: %zu gradient buckets of about %g MiB, each all-reduced (%s) as soon as backward completes "
         "it\n", buckets_->buckets().size(), config_.distributed.bucket_mb,

@@ -6,7 +6,8 @@
 // argument checks and the status codes the cuBLAS documentation gives for them; the handle's stream
 // (nothing is computed at the call); alpha and beta read from host memory at the call (pointer mode
 // host, the default and the only mode here); beta == 0 meaning C is not read; the TF32 compute type
-// and math mode rounding both inputs (cuda_emulation/tf32.h). Every element of the product is
+// and math mode rounding both inputs (cuda_emulation/tf32.h); bfloat16 inputs (CUDA_R_16BF) with a
+// float32 result and accumulation, each input taken exactly as the tensor cores take it. Every element of the product is
 // accumulated in k ascending order with one fused multiply-add per step, acc = fma(a, b, acc),
 // starting from 0, then written as C = alpha * acc (beta == 0) or C = fma(beta, C, alpha * acc), so a
 // host reference that does the same matches bit for bit. A real GPU sums in another order: compare

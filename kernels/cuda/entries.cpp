@@ -10,6 +10,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/bias.h"
 #include "kernels/cuda/conv.h"
+#include "kernels/cuda/convert.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/deltanet.h"
 #include "kernels/cuda/elementwise.h"
@@ -228,14 +229,53 @@ void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss,
                                logits.shape().last(), ignore_index, dl / float(count));
 }
 
+namespace {
+
+// train.precision: bf16 with dk = dv in {32, 64, 128}: the tensor-core kernels on bf16 copies of the
+// inputs (kernels/cuda/attention.h); o and the gradients come back as float32. Other head sizes stay
+// float32: the bf16 kernels would run them on the CUDA cores anyway.
+bool bf16_attention(In q, In v) {
+  const int64_t d = q.size(3);
+  return backend::matmul_precision() == MatmulPrecision::bf16 && v.size(3) == d && (d == 32 || d == 64 || d == 128);
+}
+
+// A bf16 copy of a float32 device tensor, or zeroed bf16 scratch of its size.
+struct Bf16Copy {
+  Bf16Scratch bits;
+  explicit Bf16Copy(In t, bool copy = true) : bits(t.numel()) {
+    if (copy) to_bf16(bits.data(), f32(t), t.numel());
+    else zero(bits.data(), size_t(t.numel()) * sizeof(uint16_t));
+  }
+  uint16_t* data() const { return bits.data(); }
+};
+
+}  // namespace
+
 void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double scale) {
   require_f32("attention", q);
+  if (bf16_attention(q, v)) {
+    Bf16Copy q16(q), k16(k), v16(v), o16(o, false);
+    cuda::attention_forward_bf16(o16.data(), f32(lse), q16.data(), k16.data(), v16.data(), q.size(0), q.size(1),
+                                 q.size(2), k.size(2), q.size(3), v.size(3), window, float(scale));
+    from_bf16(f32(o), o16.data(), o.numel());
+    return;
+  }
   cuda::attention_forward(f32(o), f32(lse), f32(q), f32(k), f32(v), q.size(0), q.size(1), q.size(2), k.size(2),
                           q.size(3), v.size(3), window, float(scale));
 }
 
 void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In dO, int64_t window, double scale) {
   require_f32("attention", q);
+  if (bf16_attention(q, v)) {
+    Bf16Copy q16(q), k16(k), v16(v), o16(o), do16(dO), dq16(dq, false), dk16(dk, false), dv16(dv, false);
+    cuda::attention_backward_bf16(dq16.data(), dk16.data(), dv16.data(), q16.data(), k16.data(), v16.data(),
+                                  o16.data(), f32(lse), do16.data(), q.size(0), q.size(1), q.size(2), k.size(2),
+                                  q.size(3), v.size(3), window, float(scale));
+    add_from_bf16(f32(dq), dq16.data(), dq.numel());
+    add_from_bf16(f32(dk), dk16.data(), dk.numel());
+    add_from_bf16(f32(dv), dv16.data(), dv.numel());
+    return;
+  }
   cuda::attention_backward(f32(dq), f32(dk), f32(dv), f32(q), f32(k), f32(v), f32(o), f32(lse), f32(dO), q.size(0),
                            q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), window, float(scale));
 }
@@ -339,7 +379,7 @@ int64_t gla_saved_size(const MixerArgs&) { return 0; }
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C) {
   require_f32("gemm", C);
   cuda::gemm(trans_a, trans_b, M, N, K, float(alpha), A.data<float>(), trans_a ? M : K, B.data<float>(),
-             trans_b ? K : N, float(beta), C.data<float>(), N, backend::tf32());
+             trans_b ? K : N, float(beta), C.data<float>(), N, backend::matmul_precision());
 }
 
 }  // namespace linattn::cuda::entry

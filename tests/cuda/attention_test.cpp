@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/memory.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/attention.h"
 #include "testing.h"
 
@@ -242,6 +243,41 @@ TEST(CudaAttention, BackwardAccumulatesIntoTheGradients) {
   EXPECT_CLOSE(got.dq, want.dq, 1e-5);
   EXPECT_CLOSE(got.dk, want.dk, 1e-5);
   EXPECT_CLOSE(got.dv, want.dv, 1e-5);
+}
+
+// train.precision: bf16 through the backend's float32 entries: bf16 copies of q, k, v (o, dO) go to
+// the tensor-core kernels, o comes back widened to float32 and the gradients are added (+=) to the
+// float32 ones given. Against the float64 CPU reference on the bf16-rounded inputs, plus g0: the
+// bf16 bar above (g0 ~1 adds float32 roundings only). And not float32 in disguise: the float32
+// entries' o differs from the bf16 one by far more than float32's roundings.
+TEST(CudaAttention, Bf16PrecisionRunsTheEntriesOnBf16Copies) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(35);
+  const Case c{2, 90, 4, 2, 64, 64, 40};
+  Inputs in = random_inputs(c, rng);
+  round_to_bf16(in);
+  const Result g0{Tensor(), Tensor(), random_tensor(in.q.shape(), rng), random_tensor(in.k.shape(), rng),
+                  random_tensor(in.v.shape(), rng)};
+  Result want = cpu_reference(in, c);
+  for (auto [w, g] : {std::pair{&want.dq, &g0.dq}, {&want.dk, &g0.dk}, {&want.dv, &g0.dv}})
+    for (int64_t i = 0; i < w->numel(); ++i) w->data<double>()[i] += float(g->data<double>()[i]);
+
+  auto on_gpu = [](const Tensor& t) { return t.to(DType::f32).to(Device::cuda); };
+  auto on_cpu = [](const Tensor& t) { return t.to(Device::cpu).to(DType::f64); };
+  const Tensor q = on_gpu(in.q), k = on_gpu(in.k), v = on_gpu(in.v), dO = on_gpu(in.dout);
+  Tensor o = Tensor::empty({c.B, c.T, c.H, c.dv}, DType::f32, Device::cuda);
+  Tensor lse = Tensor::empty({c.B, c.H, c.T}, DType::f32, Device::cuda);
+  Tensor dq = on_gpu(g0.dq), dk = on_gpu(g0.dk), dv = on_gpu(g0.dv);
+  backend::set_matmul_precision(MatmulPrecision::bf16);
+  backend::attention_forward(Device::cuda, o, lse, q, k, v, c.window, c.scale());
+  backend::attention_backward(Device::cuda, dq, dk, dv, q, k, v, o, lse, dO, c.window, c.scale());
+  backend::set_matmul_precision(MatmulPrecision::f32);
+  const Result got{on_cpu(o), on_cpu(lse), on_cpu(dq), on_cpu(dk), on_cpu(dv)};
+  expect_match(got, want, c, 1e-2, 1e-5, 1e-5);
+
+  Tensor o32 = Tensor::empty(o.shape(), DType::f32, Device::cuda), lse32 = Tensor::empty(lse.shape(), DType::f32, Device::cuda);
+  backend::attention_forward(Device::cuda, o32, lse32, q, k, v, c.window, c.scale());
+  EXPECT_GT(testing::compare(got.o, on_cpu(o32)).relative, 1e-4) << "the bf16 precision ran the float32 kernels";
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {

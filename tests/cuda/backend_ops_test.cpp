@@ -306,7 +306,7 @@ void add_gemm_cases(std::vector<Case>& cases) {
                              " N=" + str(z.N) + " K=" + str(z.K) + " alpha=" + std::to_string(z.alpha) +
                              " beta=" + std::to_string(z.beta);
     cases.push_back({{"gemm"}, what, kSums, [z](Side& x) {
-                       backend::set_tf32(false);  // full float32 products: TF32 has its own tests
+                       backend::set_matmul_precision(MatmulPrecision::f32);  // TF32 and bf16 have their own tests
                        Tensor A = x.input(z.ta ? Shape{z.K, z.M} : Shape{z.M, z.K});
                        Tensor B = x.input(z.tb ? Shape{z.N, z.K} : Shape{z.K, z.N});
                        Tensor C = z.beta == 0 ? x.output("C", {z.M, z.N}) : x.accumulated("C", {z.M, z.N});
