@@ -1,6 +1,8 @@
 # Registers, shared memory and spills of every CUDA kernel (issue 24). The nvcc build prints a table
 # with one row per kernel and architecture, keeps it in build/cuda-resources.md, and fails on a
 # kernel that spills registers to local memory unless kernels/cuda/accepted-spills.txt accepts it.
+# Beside it, build/cuda-tensor-cores.md counts the tensor-core instructions in each kernel's PTX.
+# `linattn-bench gpu-plan` reads both (issue 26).
 #
 # ptxas reports the numbers when nvcc runs with --resource-usage, on stderr. A compiler launcher
 # (cuda_resources.sh capture) keeps each .cu file's report in build/cuda-resources/, and once the
@@ -31,9 +33,11 @@ foreach(source ${LINATTN_CUDA_SOURCES})
 endforeach()
 
 add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/cuda-resources.checked
-  BYPRODUCTS ${PROJECT_BINARY_DIR}/cuda-resources.md
+  BYPRODUCTS ${PROJECT_BINARY_DIR}/cuda-resources.md ${PROJECT_BINARY_DIR}/cuda-tensor-cores.md
   COMMAND bash ${LINATTN_CUDA_RESOURCES_SCRIPT} report ${PROJECT_BINARY_DIR}/cuda-resources.md
           ${LINATTN_ACCEPTED_SPILLS} ${cuda_resource_reports}
+  COMMAND bash ${LINATTN_CUDA_RESOURCES_SCRIPT} tensor-cores ${PROJECT_BINARY_DIR}/cuda-tensor-cores.md
+          ${cuda_resource_reports}
   COMMAND ${CMAKE_COMMAND} -E touch ${PROJECT_BINARY_DIR}/cuda-resources.checked
   DEPENDS "$<FILTER:$<TARGET_OBJECTS:linattn_kernels>,INCLUDE,\\.cu\\.o$>"
           ${LINATTN_CUDA_RESOURCES_SCRIPT} ${LINATTN_ACCEPTED_SPILLS}
