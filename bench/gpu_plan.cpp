@@ -478,18 +478,27 @@ void print_step(const ModelShape& s, const BuildTables& t, const cu::GpuSpec& gp
               long(s.intermediate), long(s.vocab), s.tied ? " (tied embeddings)" : "", double(step.params) / 1e6,
               gemm_bf16 ? "bf16 (cuBLAS, tensor cores)" : "float32 (cuBLAS, CUDA cores)");
   const double us = print_table(step.launches, t, gpu, gemm_bf16);
-  double model_flops = 0, launches = 0;
+  double model_flops = 0, launches = 0, gemm_us = 0, mixer_us = 0;
   for (const Launch& l : step.launches) {
     if (!l.gemm.empty() || l.mixer) model_flops += l.flops * double(l.launches);
     launches += double(l.launches);
+    const double t_us = assess(l, t, gpu, gemm_bf16).roofline.us;
+    if (!l.gemm.empty())
+      gemm_us += t_us;
+    else if (l.mixer)
+      mixer_us += t_us;
   }
   const double tokens = double(s.B * s.T), seconds = us * 1e-6;
   std::printf("\nStep estimate (sum of the roofline times; a lower bound): %.2f ms for %.0f kernel launches, %.0f "
-              "tokens/s.\n", us / 1000, launches, tokens / seconds);
-  std::printf("Model FLOPs (the GEMMs and the mixer kernels, forward + backward): %.2f TFLOP; implied MFU %.1f%% of "
-              "the bf16 peak (%.0f TFLOP/s), %.0f%% of the f32 peak (%.0f TFLOP/s).\n",
-              model_flops / 1e12, 100 * model_flops / seconds / (gpu.bf16_tflops * 1e12), gpu.bf16_tflops,
-              100 * model_flops / seconds / (gpu.f32_tflops * 1e12), gpu.f32_tflops);
+              "tokens/s; of it the GEMMs %.2f ms, the GLA kernels %.2f ms, the rest %.2f ms.\n",
+              us / 1000, launches, tokens / seconds, gemm_us / 1000, mixer_us / 1000, (us - gemm_us - mixer_us) / 1000);
+  std::printf("Model FLOPs (the GEMMs, and the GLA kernels as they count them), forward + backward: %.2f TFLOP; "
+              "implied MFU %.1f%% of the bf16 peak (%.0f TFLOP/s)",
+              model_flops / 1e12, 100 * model_flops / seconds / (gpu.bf16_tflops * 1e12), gpu.bf16_tflops);
+  if (!gemm_bf16)
+    std::printf(", %.0f%% of the f32 peak (%.0f TFLOP/s) that its float32 GEMMs run at",
+                100 * model_flops / seconds / (gpu.f32_tflops * 1e12), gpu.f32_tflops);
+  std::printf(".\n");
 }
 
 int run_gpu_plan(const std::string& build_dir, bool gemm_bf16) {
