@@ -409,8 +409,8 @@ double print_table(const std::vector<Launch>& ls, const BuildTables& t, const cu
     std::string smem = "-";
     if (ours) {
       const auto res = t.resources.find(l.plan.kernel);
-      smem = std::to_string(l.plan.shared_bytes) +
-             (res != t.resources.end() && res->second.static_smem ? " + " + std::to_string(res->second.static_smem) : "");
+      const int64_t static_smem = res != t.resources.end() ? res->second.static_smem : 0;
+      smem = std::to_string(l.plan.shared_bytes) + (static_smem ? " + " + std::to_string(static_smem) : "");
     }
     std::string bound = r.roofline.memory_bound ? "memory" : "compute";
     if (ours && l.plan.grid.count() < gpu.sms)
@@ -458,7 +458,8 @@ void print_mixers(const MixerShape& m, const BuildTables& t, const cu::GpuSpec& 
     append(all, c.bwd);
   }
   print_table(all, t, gpu, false);
-  std::printf("\n| mixer | roofline estimate (sum of its launches) |%s\n", with_fla ? " fla measured on an H100 |" : "");
+  std::printf("\n| mixer | roofline estimate (sum of its launches) |%s\n",
+              with_fla ? " fla measured on an H100 |" : "");
   std::printf("|---|--:|%s\n", with_fla ? "--:|" : "");
   for (const MixerCase& c : cases) {
     double us = 0;

@@ -358,6 +358,7 @@ __global__ void __launch_bounds__(kThreads)
 // every array below starts on a 128-byte boundary and the strides are d + 8 (bf16) and 64 + 4 (float).
 
 namespace wmma = nvcuda::wmma;
+using namespace tc_attention;  // the tiles and the shared-memory layout (attention_layout.h)
 
 using bf16_t = __nv_bfloat16;
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16_t, wmma::row_major>;
@@ -366,8 +367,6 @@ using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16_t, wmma::col_ma
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 static_assert(sizeof(bf16_t) == kBf16Bytes, "attention_layout.h sizes bf16 as 2 bytes");
-
-// The shared memory: TcLayout (attention_layout.h).
 
 // This warp's scratch tiles.
 struct WarpScratch {
@@ -686,7 +685,7 @@ size_t opt_in_shared(int64_t smem, Kernel kernel) {
 // Launches a kernel (the last argument) on the compute stream as `plan` (launch_plan.h) says, opted
 // in to its dynamic shared memory: LAUNCH_WITH_SHARED(plan, kernel<...>)(args...). A macro rather
 // than a function taking the kernel, so that the launch names the kernel (the emulation's errors do).
-#define LAUNCH_WITH_SHARED(plan, ...)                                                                   \
+#define LAUNCH_WITH_SHARED(plan, ...)                                                                  \
   LINATTN_LAUNCH(to_dim3((plan).grid), to_dim3((plan).block), opt_in_shared((plan).shared_bytes, __VA_ARGS__), \
                  static_cast<cudaStream_t>(compute_stream()), __VA_ARGS__)
 

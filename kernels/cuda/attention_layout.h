@@ -9,7 +9,7 @@
 #include "kernels/cuda/host_device.h"
 #include "kernels/cuda/launch_plan.h"
 
-namespace linattn::cuda {
+namespace linattn::cuda::tc_attention {
 
 constexpr int kTcWarps = kAttentionTcWarps, kTcThreads = 32 * kTcWarps;
 constexpr int TB = kAttentionTB;  // rows and columns of a block tile: 64 queries, 64 keys
@@ -36,4 +36,4 @@ struct TcLayout {
   }
 };
 
-}  // namespace linattn::cuda
+}  // namespace linattn::cuda::tc_attention

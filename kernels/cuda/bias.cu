@@ -36,7 +36,8 @@ __global__ void bias_backward_kernel(const float* dy, int64_t N, int64_t out, in
 
 void bias_forward(float* y, const float* bias, int64_t N, int64_t out) {
   if (N * out == 0) return;
-  LINATTN_LAUNCH_PLAN(pointwise_plan("bias_forward_kernel", N * out), stream(), bias_forward_kernel)(y, bias, N * out, out);
+  LINATTN_LAUNCH_PLAN(pointwise_plan("bias_forward_kernel", N * out), stream(), bias_forward_kernel)(y, bias, N * out,
+                                                                                                      out);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

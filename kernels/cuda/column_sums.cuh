@@ -33,7 +33,8 @@ __global__ void add_column_partials_kernel(float* out1, int64_t n1, float* out2,
 
 inline void add_column_partials(float* out1, int64_t n1, float* out2, int64_t n2, int64_t chunks) {
   if (n1 + n2 == 0) return;
-  LINATTN_LAUNCH_PLAN(add_column_partials_plan(n1 + n2), stream(), add_column_partials_kernel)(out1, n1, out2, n2, chunks);
+  LINATTN_LAUNCH_PLAN(add_column_partials_plan(n1 + n2), stream(), add_column_partials_kernel)(out1, n1, out2, n2,
+                                                                                               chunks);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

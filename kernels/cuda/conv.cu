@@ -85,7 +85,8 @@ void short_conv_forward(float* y, const float* x, const float* w, const float* b
   check_width(W, "cuda::short_conv_forward");
   const int64_t n = B * T_ * C;
   if (n == 0) return;
-  LINATTN_LAUNCH_PLAN(pointwise_plan("short_conv_forward_kernel", n), stream(), short_conv_forward_kernel)(y, x, w, bias, T_, C, W, n);
+  LINATTN_LAUNCH_PLAN(pointwise_plan("short_conv_forward_kernel", n), stream(), short_conv_forward_kernel)(
+      y, x, w, bias, T_, C, W, n);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

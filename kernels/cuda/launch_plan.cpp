@@ -159,7 +159,7 @@ bool attention_uses_tensor_cores(bool bf16, int64_t dk, int64_t dv) {
   return bf16 && dk == dv && (dk == 32 || dk == 64 || dk == 128);
 }
 
-int64_t attention_tc_smem_bytes(int64_t d) { return int64_t(TcLayout(int(d), int(d)).total); }
+int64_t attention_tc_smem_bytes(int64_t d) { return int64_t(tc_attention::TcLayout(int(d), int(d)).total); }
 
 namespace {
 
@@ -176,8 +176,8 @@ std::string attention_tc_kernel(const char* name, int64_t d) {
 LaunchPlans attention_forward_plans(bool bf16, int64_t B, int64_t T, int64_t H, int64_t dk, int64_t dv) {
   if (B == 0 || T == 0) return {};
   if (attention_uses_tensor_cores(bf16, dk, dv))
-    return {{attention_tc_kernel("tc_forward_kernel", dk), {ceil_div(T, kAttentionTB), H, B}, {kTcThreads},
-             attention_tc_smem_bytes(dk)}};
+    return {{attention_tc_kernel("tc_forward_kernel", dk), {ceil_div(T, kAttentionTB), H, B},
+             {tc_attention::kTcThreads}, attention_tc_smem_bytes(dk)}};
   return {{attention_kernel("forward_kernel", bf16, dk, dv), {ceil_div(T, kAttentionBQ), H, B}, {kAttentionThreads},
            attention_forward_smem_bytes(dk, dv)}};
 }
@@ -191,9 +191,9 @@ LaunchPlans attention_backward_plans(bool bf16, int64_t B, int64_t T, int64_t H,
   if (attention_uses_tensor_cores(bf16, dk, dv)) {
     const int64_t smem = attention_tc_smem_bytes(dk);
     plans.push_back({attention_tc_kernel("tc_backward_dkdv_kernel", dk), {ceil_div(T, kAttentionTB), Hkv, B},
-                     {kTcThreads}, smem});
+                     {tc_attention::kTcThreads}, smem});
     plans.push_back({attention_tc_kernel("tc_backward_dq_kernel", dk), {ceil_div(T, kAttentionTB), H, B},
-                     {kTcThreads}, smem});
+                     {tc_attention::kTcThreads}, smem});
     return plans;
   }
   const int64_t smem = attention_backward_smem_bytes(dk, dv);

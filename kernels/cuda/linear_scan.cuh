@@ -59,13 +59,15 @@ class DeviceRun {
   // Each kernel is named at its launch (not passed to a helper that launches it), so that the
   // launch's errors name it.
   void scan_c(const Scan<float>& s) {
-    const LaunchPlan plan = scan_plan("scan::scan_c_kernel<float>", s.B, s.H, s.N, scan_c_smem(s.chunk, s.K, s.g.p != nullptr));
+    const LaunchPlan plan =
+        scan_plan("scan::scan_c_kernel<float>", s.B, s.H, s.N, scan_c_smem(s.chunk, s.K, s.g.p != nullptr));
     if (!configure(scan_c_kernel<float>, s, plan)) return;
     LINATTN_LAUNCH_PLAN(plan, stream(), scan_c_kernel<float>)(s);
     LINATTN_CUDA_CHECK_LAUNCH();
   }
   void scan_o(const Scan<float>& s) {
-    const LaunchPlan plan = scan_plan("scan::scan_o_kernel<float>", s.B, s.H, s.K, scan_o_smem(s.chunk, s.N, s.g.p != nullptr));
+    const LaunchPlan plan =
+        scan_plan("scan::scan_o_kernel<float>", s.B, s.H, s.K, scan_o_smem(s.chunk, s.N, s.g.p != nullptr));
     if (!configure(scan_o_kernel<float>, s, plan)) return;
     LINATTN_LAUNCH_PLAN(plan, stream(), scan_o_kernel<float>)(s);
     LINATTN_CUDA_CHECK_LAUNCH();

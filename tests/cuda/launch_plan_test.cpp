@@ -40,7 +40,9 @@ using cuda::LaunchPlans;
 // Zeroed device memory for the kernels to read and write (zeros are valid input to every kernel here).
 class DeviceBuffers {
  public:
-  float* f32(int64_t n) { return keep(Tensor::zeros({std::max<int64_t>(n, 1)}, DType::f32, Device::cuda)).data<float>(); }
+  float* f32(int64_t n) {
+    return keep(Tensor::zeros({std::max<int64_t>(n, 1)}, DType::f32, Device::cuda)).data<float>();
+  }
   int32_t* i32(int64_t n) {
     return keep(Tensor::zeros({std::max<int64_t>(n, 1)}, DType::i32, Device::cuda)).data<int32_t>();
   }
@@ -101,7 +103,8 @@ TEST(LaunchPlan, PointwiseNormsAndReductions) {
   DeviceBuffers m;
   const int64_t N = 37, D = 70, V = 300;  // 3 column tiles of 32, rows not a multiple of 8
   float *x = m.f32(N * D), *y = m.f32(N * D), *w = m.f32(D), *r = m.f32(N);
-  expect_plans("rmsnorm_forward", cuda::rmsnorm_forward_plans(N, D), [&] { cuda::rmsnorm_forward(y, r, x, w, N, D, 1e-6f); });
+  expect_plans("rmsnorm_forward", cuda::rmsnorm_forward_plans(N, D),
+               [&] { cuda::rmsnorm_forward(y, r, x, w, N, D, 1e-6f); });
   expect_plans("rmsnorm_backward", cuda::rmsnorm_backward_plans(N, D, true),
                [&] { cuda::rmsnorm_backward(y, m.f32(D), x, w, r, x, N, D); });
   expect_plans("rmsnorm_backward without dw", cuda::rmsnorm_backward_plans(N, D, false),
@@ -150,7 +153,8 @@ TEST(LaunchPlan, PointwiseNormsAndReductions) {
   expect_plans("rope_forward", {cuda::pointwise_plan("rope_kernel<false>", B * T * 3 * 8)},
                [&] { cuda::rope_forward(m.f32(B * T * 3 * 16), m.f32(B * T * 3 * 16), B, T, 3, 16, 0, 1e4); });
   expect_plans("add_forward", {cuda::elementwise_plan("Add", N * D)}, [&] { cuda::add_forward(y, x, x, N * D); });
-  expect_plans("activation_forward", {cuda::elementwise_plan(cuda::activation_functor("ActivationForward", Activation::silu), N * D)},
+  const std::string silu = cuda::activation_functor("ActivationForward", Activation::silu);
+  expect_plans("activation_forward", {cuda::elementwise_plan(silu, N * D)},
                [&] { cuda::activation_forward(Activation::silu, y, x, N * D); });
   expect_plans("swiglu_backward", {cuda::elementwise_plan("SwigluBackward", N * D)},
                [&] { cuda::swiglu_backward(y, m.f32(N * D), x, x, x, N * D); });
