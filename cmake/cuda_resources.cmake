@@ -63,3 +63,16 @@ linattn_spill_check_test(spill_above_accepted_bytes_fails accepted-too-few-bytes
   "sm_90: 96 bytes spill stores \\+ 128 bytes spill loads, more than the 100 bytes that line 3 accepts\n[^|]*report exited with 1")
 linattn_spill_check_test(accepted_spill_passes accepted-all.txt
   "attention_backward_kernel<float,64> \\| sm_80 \\| +255 \\| +0 \\| +8 \\| +20 \\| +16 \\| +444 \\| accepted \\(line 2\\) \\|\n\\| attention\\.cu +\\| attention_backward_kernel<float,64> \\| sm_90 \\| +255 \\| +0 \\| +96 \\| +128 \\| +96 \\| +- \\| accepted \\(line 2\\) \\|\n\\| attention\\.cu +\\| forward_kernel<float,64> +\\| sm_80 \\| +80 \\| +33792 \\| .*report exited with 0")
+
+# The tensor-core count: of a PTX fixture's two entries, the one with a wmma.mma and a predicated
+# mma.sync counts 2, the other 0, and the device function's mma.sync counts for neither; the table
+# names them demangled.
+add_test(NAME cuda_resources.tensor_core_count
+  COMMAND bash ${LINATTN_CUDA_RESOURCES_SCRIPT} count-mma sm_90 ${fixture}/mma.ptx)
+set_tests_properties(cuda_resources.tensor_core_count PROPERTIES PASS_REGULAR_EXPRESSION
+  "^_ZN7linattn4cuda12_GLOBAL__N_19tc_kernelEPf\tsm_90\t2\n_ZN7linattn4cuda12_GLOBAL__N_112plain_kernelEPf\tsm_90\t0\n$")
+add_test(NAME cuda_resources.tensor_core_table
+  COMMAND bash -c "bash \"$0\" tensor-cores \"$1\" \"$2\" && cat \"$1\""
+          ${LINATTN_CUDA_RESOURCES_SCRIPT} ${PROJECT_BINARY_DIR}/cuda-tensor-cores-fixture.md ${fixture}/mma.cu.log)
+set_tests_properties(cuda_resources.tensor_core_table PROPERTIES PASS_REGULAR_EXPRESSION
+  "\\| mma\\.cu \\| plain_kernel \\| sm_90 \\| 0 \\|\n\\| mma\\.cu \\| tc_kernel \\| sm_90 \\| 2 \\|")

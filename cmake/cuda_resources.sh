@@ -11,6 +11,8 @@
 #   cuda_resources.sh report TABLE ACCEPTED LOG...
 #       Turns the reports into one table row per kernel and architecture, writes it to TABLE and
 #       prints it, then fails naming every kernel that spills unless ACCEPTED lists it.
+#   cuda_resources.sh count-mma ARCH PTX
+#       The tensor-core instructions of each entry function of a PTX file (what capture keeps).
 #   cuda_resources.sh tensor-cores TABLE LOG...
 #       The tensor-core instruction counts of the kernels (LOG.tc), one row per kernel, in TABLE.
 #       `linattn-bench gpu-plan` reads both tables.
@@ -74,15 +76,22 @@ count_tensor_core_instructions() {
   done
   ((arch > 0)) || die "capture: no --generate-code=arch=compute_NN in the compile command: $*"
   "${args[@]}" "-arch=compute_$arch" 2>/dev/null || die "capture: the PTX compile failed: ${args[*]} -arch=compute_$arch"
-  awk -v arch="sm_$arch" '
+  count_mma "sm_$arch" "$log.ptx" >"$log.tc"
+  rm -f "$log.ptx"
+}
+
+# "mangled-name<TAB>ARCH<TAB>count" for each entry function of a PTX file: its instructions that run
+# on the tensor cores (wmma.mma, mma.sync, wgmma.mma_async, predicated or not). The lines of a .func
+# (a device function not inlined) count for no entry.
+count_mma() {
+  awk -v arch="$1" '
     function flush() { if (entry != "") printf "%s\t%s\t%d\n", entry, arch, count }
     /^[ \t]*(\.visible[ \t]+|\.weak[ \t]+)?\.entry[ \t]/ {
       flush(); name = $0; sub(/^.*\.entry[ \t]+/, "", name); sub(/[ \t]*\(.*$/, "", name); entry = name; count = 0; next
     }
     /^[ \t]*(\.visible[ \t]+|\.weak[ \t]+)?\.func[ \t]/ { flush(); entry = ""; next }
     entry != "" && /^[ \t]*(@!?%p[0-9]+[ \t]+)?(wmma\.mma|mma\.sync|wgmma\.mma_async)/ { count++ }
-    END { flush() }' "$log.ptx" >"$log.tc"
-  rm -f "$log.ptx"
+    END { flush() }' "$2"
 }
 
 # One tab-separated line per function, in the columns of the table:
@@ -277,6 +286,7 @@ tensor_cores() {
 case "${1:-}" in
   capture) shift; [[ $# -ge 2 ]] || die "usage: cuda_resources.sh capture LOG_DIR NVCC ARGS..."; capture "$@" ;;
   report) shift; [[ $# -ge 2 ]] || die "usage: cuda_resources.sh report TABLE ACCEPTED LOG..."; report "$@" ;;
+  count-mma) shift; [[ $# -eq 2 ]] || die "usage: cuda_resources.sh count-mma ARCH PTX"; count_mma "$@" ;;
   tensor-cores) shift; [[ $# -ge 1 ]] || die "usage: cuda_resources.sh tensor-cores TABLE LOG..."; tensor_cores "$@" ;;
   *) die "usage: cuda_resources.sh capture LOG_DIR NVCC ARGS... | report TABLE ACCEPTED LOG... | tensor-cores TABLE LOG..." ;;
 esac
