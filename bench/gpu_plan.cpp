@@ -288,8 +288,9 @@ struct Step {
 // with expand_k = 1, so q, k, v, g are hidden x hidden): embedding, per layer RMSNorm, the q, k, v,
 // g projections, the rank-16 gate projection with its bias, logsigmoid and 1/16 scale, the GLA scan,
 // the per-head RMSNorm and swish gate, the output projection, the residual, then RMSNorm, the SwiGLU
-// MLP and its residual; the final RMSNorm, the LM head, cross-entropy; backward in reverse; the
-// gradient norm and AdamW over every parameter. GEMMs in float32 unless `gemm_bf16`.
+// MLP and its residual; the final RMSNorm, the LM head, cross-entropy; the backward of each (listed
+// in an order of its own: a sum of times does not depend on it); the gradient norm and AdamW over
+// every parameter. GEMMs in float32 unless `gemm_bf16`.
 Step training_step(const ModelShape& s, bool gemm_bf16) {
   const int64_t N = s.B * s.T, d = s.hidden(), I = s.intermediate, V = s.vocab, rank = 16;
   std::vector<Launch> fwd, bwd_layer, fwd_layer, head_fwd, head_bwd, rest;
@@ -300,8 +301,9 @@ Step training_step(const ModelShape& s, bool gemm_bf16) {
   linear(fwd_layer, bwd_layer, "gk_proj.1", N, rank, d, gemm_bf16);
   append(fwd_layer, launches("gk_proj.1 bias", {cu::pointwise_plan("bias_forward_kernel", N * d)},
                              {pointwise(N * d, 2, 1, 1)}));
+  const cu::RowChunks bias_chunks = cu::row_chunks(N, (d + 31) / 32, d);
   append(bwd_layer, launches("gk_proj.1 bias backward", cu::bias_backward_plans(N, d),
-                             {pointwise(N * d, 1, 0, 1), pointwise(d * 4, 1, 1, 1)}));
+                             {pointwise(N * d, 1, 0, 1), pointwise(bias_chunks.count * d, 1, 0, 1)}));
   const std::string logsigmoid = cu::activation_functor("ActivationForward", Activation::logsigmoid);
   const std::string dlogsigmoid = cu::activation_functor("ActivationBackward", Activation::logsigmoid);
   pointwise_op(fwd_layer, "gate logsigmoid", logsigmoid, N * d, 1, 1, 4);
