@@ -72,42 +72,52 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
                            "2.46 ms (bf16; f32 refused)", "0.45 ms (bf16, PyTorch SDPA)", "## Training step: 125M",
                            "130.9M parameters", "Step estimate", "implied MFU"})
     EXPECT_NE(r.output.find(what), std::string::npos) << "no '" << what << "' in\n" << r.output;
-  // The GLA scan at B4 H4 T2048 D64: B * H = 16 blocks of 2 state-column tiles, 256 threads, and
-  // the chunk's 64 x 64 tiles in shared memory (scan_c_smem, gated: 20480 floats).
-  const std::string gla = row(r.output, "gla forward", "scan::scan_c_kernel<float>");
-  EXPECT_NE(gla.find("| 16 x 2 | 256 | 81920 | - | - |"), std::string::npos) << gla;
-  EXPECT_NE(gla.find("32/132 SMs"), std::string::npos) << gla;
+  // The row of GLA's forward at B4 H4 T2048 D64 shows its plan's geometry (today B * H = 16 blocks
+  // of 2 state-column tiles, 256 threads, 81920 B of shared memory) and the SMs it leaves idle.
+  const cuda::LaunchPlan p = cuda::gla_forward_plans(4, T, 4, D, D, C)[0];
+  const std::string gla = row(r.output, "gla forward", p.kernel);
+  auto dims = [](const cuda::Dim& g) {
+    return std::to_string(g.x) + (g.y > 1 || g.z > 1 ? " x " + std::to_string(g.y) : "") +
+           (g.z > 1 ? " x " + std::to_string(g.z) : "");
+  };
+  EXPECT_NE(gla.find("| " + dims(p.grid) + " | " + dims(p.block) + " | " + std::to_string(p.shared_bytes) + " | - | - |"),
+            std::string::npos) << gla;
+  if (p.grid.count() < 132) {
+    EXPECT_NE(gla.find(std::to_string(p.grid.count()) + "/132 SMs"), std::string::npos) << gla;
+  }
 }
 
 TEST_F(BenchGpuPlan, ReadsRegistersAndTensorCoresFromTheNvccTables) {
   {
     std::ofstream resources(dir_ + "/cuda-resources.md");
-    resources << "| file | kernel | arch | registers | static smem (B) | spill stores (B) | spill loads (B) | stack (B) "
-                 "| cmem (B) | spill check |\n"
+    resources << "| file | kernel | arch | registers | static smem (B) | spill stores (B) | spill loads (B) "
+                 "| stack (B) | cmem (B) | spill check |\n"
               << "| --- | --- | --- | --: | --: | --: | --: | --: | --: | --- |\n"
-              << "| gla.cu | scan::scan_c_kernel<float> | sm_80 | 32 | 0 | 0 | 0 | 0 | - | |\n"
-              << "| gla.cu | scan::scan_c_kernel<float> | sm_90 | 255 | 1024 | 8 | 16 | 24 | - | accepted (line 1) |\n";
+              << "| norm.cu | rmsnorm_forward_kernel | sm_80 | 32 | 0 | 0 | 0 | 0 | - | |\n"
+              << "| norm.cu | rmsnorm_forward_kernel | sm_90 | 255 | 1024 | 8 | 16 | 24 | - | accepted (line 1) |\n";
     std::ofstream tensor_cores(dir_ + "/cuda-tensor-cores.md");
     tensor_cores << "| file | kernel | arch | tensor-core instructions (PTX) |\n| --- | --- | --- | ---: |\n"
-                 << "| gla.cu | scan::scan_c_kernel<float> | sm_90 | 7 |\n"
-                 << "| gla.cu | scan::scan_o_kernel<float> | sm_90 | 0 |\n";
+                 << "| norm.cu | rmsnorm_forward_kernel | sm_90 | 7 |\n"
+                 << "| norm.cu | rmsnorm_dx_kernel | sm_90 | 0 |\n";
   }
   testing::CommandResult r = plan();
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("Registers, static shared memory and spills: " + dir_ + "/cuda-resources.md"),
             std::string::npos) << r.output;
-  // sm_90's row: 255 registers x 256 threads leave one block (8 warps of 64: 12.5%) per SM; the
-  // static 1024 B beside the dynamic 81920; spills 8 + 16 B; 7 mma instructions in an f32 kernel
-  // make its products tf32.
-  const std::string gla = row(r.output, "gla forward", "scan::scan_c_kernel<float>");
-  EXPECT_NE(gla.find("| 81920 + 1024 | 255 | 24 | 12% (registers) | 0.24 | yes (7) |"), std::string::npos) << gla;
-  EXPECT_NE(gla.find("(tf32) |"), std::string::npos) << gla;
-  const std::string scan_o = row(r.output, "gla backward", "scan::scan_o_kernel<float>");
-  EXPECT_NE(scan_o.find("| no |"), std::string::npos) << scan_o;
-  EXPECT_NE(scan_o.find("(f32) |"), std::string::npos) << scan_o;
-  // a kernel the tables do not list: unknown, not guessed
+  // The small step's RMSNorm over 8192 rows: 1024 blocks of 8 warps (norm_rows_plan). With sm_90's
+  // row, not sm_80's: 255 registers x 256 threads leave one block (8 warps of 64: 12.5%) per SM, so
+  // 1024 / 132 = 7.76 waves; the static 1024 B beside no dynamic memory; spills 8 + 16 B. Its 7 mma
+  // instructions in a float32 kernel put its products on the tf32 peak.
+  const std::string norm = row(r.output, "attn_norm forward", "rmsnorm_forward_kernel");
+  EXPECT_NE(norm.find("| 1024 | 256 | 0 + 1024 | 255 | 24 | 12% (registers) | 7.76 | yes (7) |"), std::string::npos)
+      << norm;
+  EXPECT_NE(norm.find("(tf32) |"), std::string::npos) << norm;
+  const std::string dx = row(r.output, "attn_norm backward", "rmsnorm_dx_kernel");
+  EXPECT_NE(dx.find("| - | - | 100% (threads) w/o regs | 0.97 | no |"), std::string::npos) << dx;
+  EXPECT_NE(dx.find("(f32) |"), std::string::npos) << dx;
+  // a kernel neither table lists: unknown, not guessed
   const std::string lse = row(r.output, "cross-entropy", "lse_kernel");
-  EXPECT_NE(lse.find("| - | - | 100% (threads) w/o regs |"), std::string::npos) << lse;
+  EXPECT_NE(lse.find("| - | - | 100% (threads) w/o regs | 15.52 | - |"), std::string::npos) << lse;
 }
 
 }  // namespace
