@@ -80,8 +80,8 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
     return std::to_string(g.x) + (g.y > 1 || g.z > 1 ? " x " + std::to_string(g.y) : "") +
            (g.z > 1 ? " x " + std::to_string(g.z) : "");
   };
-  EXPECT_NE(gla.find("| " + dims(p.grid) + " | " + dims(p.block) + " | " + std::to_string(p.shared_bytes) + " | - | - |"),
-            std::string::npos) << gla;
+  const std::string geometry = dims(p.grid) + " | " + dims(p.block) + " | " + std::to_string(p.shared_bytes);
+  EXPECT_NE(gla.find("| " + geometry + " | - | - |"), std::string::npos) << gla;
   if (p.grid.count() < 132) {
     EXPECT_NE(gla.find(std::to_string(p.grid.count()) + "/132 SMs"), std::string::npos) << gla;
   }
