@@ -1,6 +1,8 @@
 # Registers, shared memory and spills of every CUDA kernel (issue 24). The nvcc build prints a table
 # with one row per kernel and architecture, keeps it in build/cuda-resources.md, and fails on a
 # kernel that spills registers to local memory unless kernels/cuda/accepted-spills.txt accepts it.
+# Beside it, build/cuda-tensor-cores.md counts the tensor-core instructions in each kernel's PTX.
+# `linattn-bench gpu-plan` reads both (issue 26).
 #
 # ptxas reports the numbers when nvcc runs with --resource-usage, on stderr. A compiler launcher
 # (cuda_resources.sh capture) keeps each .cu file's report in build/cuda-resources/, and once the
@@ -31,9 +33,11 @@ foreach(source ${LINATTN_CUDA_SOURCES})
 endforeach()
 
 add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/cuda-resources.checked
-  BYPRODUCTS ${PROJECT_BINARY_DIR}/cuda-resources.md
+  BYPRODUCTS ${PROJECT_BINARY_DIR}/cuda-resources.md ${PROJECT_BINARY_DIR}/cuda-tensor-cores.md
   COMMAND bash ${LINATTN_CUDA_RESOURCES_SCRIPT} report ${PROJECT_BINARY_DIR}/cuda-resources.md
           ${LINATTN_ACCEPTED_SPILLS} ${cuda_resource_reports}
+  COMMAND bash ${LINATTN_CUDA_RESOURCES_SCRIPT} tensor-cores ${PROJECT_BINARY_DIR}/cuda-tensor-cores.md
+          ${cuda_resource_reports}
   COMMAND ${CMAKE_COMMAND} -E touch ${PROJECT_BINARY_DIR}/cuda-resources.checked
   DEPENDS "$<FILTER:$<TARGET_OBJECTS:linattn_kernels>,INCLUDE,\\.cu\\.o$>"
           ${LINATTN_CUDA_RESOURCES_SCRIPT} ${LINATTN_ACCEPTED_SPILLS}
@@ -59,3 +63,16 @@ linattn_spill_check_test(spill_above_accepted_bytes_fails accepted-too-few-bytes
   "sm_90: 96 bytes spill stores \\+ 128 bytes spill loads, more than the 100 bytes that line 3 accepts\n[^|]*report exited with 1")
 linattn_spill_check_test(accepted_spill_passes accepted-all.txt
   "attention_backward_kernel<float,64> \\| sm_80 \\| +255 \\| +0 \\| +8 \\| +20 \\| +16 \\| +444 \\| accepted \\(line 2\\) \\|\n\\| attention\\.cu +\\| attention_backward_kernel<float,64> \\| sm_90 \\| +255 \\| +0 \\| +96 \\| +128 \\| +96 \\| +- \\| accepted \\(line 2\\) \\|\n\\| attention\\.cu +\\| forward_kernel<float,64> +\\| sm_80 \\| +80 \\| +33792 \\| .*report exited with 0")
+
+# The tensor-core count: of a PTX fixture's two entries, the one with a wmma.mma and a predicated
+# mma.sync counts 2, the other 0, and the device function's mma.sync counts for neither; the table
+# names them demangled.
+add_test(NAME cuda_resources.tensor_core_count
+  COMMAND bash ${LINATTN_CUDA_RESOURCES_SCRIPT} count-mma sm_90 ${fixture}/mma.ptx)
+set_tests_properties(cuda_resources.tensor_core_count PROPERTIES PASS_REGULAR_EXPRESSION
+  "^_ZN7linattn4cuda12_GLOBAL__N_19tc_kernelEPf\tsm_90\t2\n_ZN7linattn4cuda12_GLOBAL__N_112plain_kernelEPf\tsm_90\t0\n$")
+add_test(NAME cuda_resources.tensor_core_table
+  COMMAND bash -c "bash \"$0\" tensor-cores \"$1\" \"$2\" && cat \"$1\""
+          ${LINATTN_CUDA_RESOURCES_SCRIPT} ${PROJECT_BINARY_DIR}/cuda-tensor-cores-fixture.md ${fixture}/mma.cu.log)
+set_tests_properties(cuda_resources.tensor_core_table PROPERTIES PASS_REGULAR_EXPRESSION
+  "\\| mma\\.cu \\| plain_kernel \\| sm_90 \\| 0 \\|\n\\| mma\\.cu \\| tc_kernel \\| sm_90 \\| 2 \\|")

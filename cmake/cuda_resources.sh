@@ -5,9 +5,17 @@
 #   cuda_resources.sh capture LOG_DIR NVCC ARGS...
 #       The compiler launcher of the .cu files: runs the compile and keeps ptxas's report (nvcc
 #       --resource-usage) in LOG_DIR/<source>.log. Warnings and errors still reach the build output.
+#       It also compiles the file once more to PTX (nvcc -ptx, for the newest architecture built)
+#       and keeps, per entry function, how many tensor-core instructions (wmma.mma, mma.sync,
+#       wgmma.mma_async) its PTX holds, in LOG_DIR/<source>.log.tc.
 #   cuda_resources.sh report TABLE ACCEPTED LOG...
 #       Turns the reports into one table row per kernel and architecture, writes it to TABLE and
 #       prints it, then fails naming every kernel that spills unless ACCEPTED lists it.
+#   cuda_resources.sh count-mma ARCH PTX
+#       The tensor-core instructions of each entry function of a PTX file (what capture keeps).
+#   cuda_resources.sh tensor-cores TABLE LOG...
+#       The tensor-core instruction counts of the kernels (LOG.tc), one row per kernel, in TABLE.
+#       `linattn-bench gpu-plan` reads both tables.
 #
 # Only bash, awk and c++filt (binutils), which every machine that has nvcc also has.
 set -euo pipefail
@@ -36,7 +44,54 @@ capture() {
   # ptxas's per-function lines would bury the build output; everything else passes through.
   grep -v -e '^ptxas info' -e '^ *[0-9]* bytes stack frame' "$log.partial" >&2 || true
   mv "$log.partial" "$log"
-  return "$status"
+  [[ $status == 0 ]] || return "$status"
+  count_tensor_core_instructions "$log" "$@"
+}
+
+# The compile of `capture` once more, to PTX for the newest architecture it builds (-ptx takes one),
+# without the dependency file; then per entry function the count of tensor-core instructions, in
+# LOG.tc ("mangled-name<TAB>sm_NN<TAB>count"). A device function that an entry calls without
+# inlining is not counted in the entry.
+count_tensor_core_instructions() {
+  local log=$1
+  shift
+  local args=() skip=0 arch=0 arg
+  for arg in "$@"; do
+    if ((skip)); then  # the value of -MT, -MF or -o
+      skip=0
+      continue
+    fi
+    case $arg in
+      -MD | --resource-usage) ;;
+      -MT | -MF) skip=1 ;;
+      -o) args+=(-o "$log.ptx"); skip=1 ;;
+      -c) args+=(-ptx) ;;
+      --generate-code=arch=compute_*)
+        local n=${arg#--generate-code=arch=compute_}
+        n=${n%%,*}
+        ((n > arch)) && arch=$n
+        ;;
+      *) args+=("$arg") ;;
+    esac
+  done
+  ((arch > 0)) || die "capture: no --generate-code=arch=compute_NN in the compile command: $*"
+  "${args[@]}" "-arch=compute_$arch" 2>/dev/null || die "capture: the PTX compile failed: ${args[*]} -arch=compute_$arch"
+  count_mma "sm_$arch" "$log.ptx" >"$log.tc"
+  rm -f "$log.ptx"
+}
+
+# "mangled-name<TAB>ARCH<TAB>count" for each entry function of a PTX file: its instructions that run
+# on the tensor cores (wmma.mma, mma.sync, wgmma.mma_async, predicated or not). The lines of a .func
+# (a device function not inlined) count for no entry.
+count_mma() {
+  awk -v arch="$1" '
+    function flush() { if (entry != "") printf "%s\t%s\t%d\n", entry, arch, count }
+    /^[ \t]*(\.visible[ \t]+|\.weak[ \t]+)?\.entry[ \t]/ {
+      flush(); name = $0; sub(/^.*\.entry[ \t]+/, "", name); sub(/[ \t]*\(.*$/, "", name); entry = name; count = 0; next
+    }
+    /^[ \t]*(\.visible[ \t]+|\.weak[ \t]+)?\.func[ \t]/ { flush(); entry = ""; next }
+    entry != "" && /^[ \t]*(@!?%p[0-9]+[ \t]+)?(wmma\.mma|mma\.sync|wgmma\.mma_async)/ { count++ }
+    END { flush() }' "$2"
 }
 
 # One tab-separated line per function, in the columns of the table:
@@ -209,8 +264,29 @@ report() {
   check_spills "$table" "$accepted" "$rows"
 }
 
+# One row per kernel: file, kernel, arch, the tensor-core instructions of its PTX.
+tensor_cores() {
+  local table=$1
+  shift
+  local log
+  {
+    echo "| file | kernel | arch | tensor-core instructions (PTX) |"
+    echo "| --- | --- | --- | ---: |"
+    for log in "$@"; do
+      [[ -f $log.tc ]] || die "tensor-cores: no $log.tc: its object was compiled without the launcher of cmake/cuda_resources.cmake; delete the object (or touch its .cu) and build again"
+      local file=${log##*/}
+      file=${file%.log}
+      # the columns shorten_names expects: file, name, arch, then the count, padded to its 10
+      awk -F '\t' -v OFS='\t' -v file="$file" '{ print file, $1, $2, $3, "", "", "", "", "", "kernel" }' "$log.tc"
+    done | c++filt | shorten_names | LC_ALL=C sort -t "$(printf '\t')" -k1,1 -k2,2 -k3,3 |
+      awk -F '\t' '{ printf "| %s | %s | %s | %d |\n", $1, $2, $3, $4 }'
+  } >"$table"
+}
+
 case "${1:-}" in
   capture) shift; [[ $# -ge 2 ]] || die "usage: cuda_resources.sh capture LOG_DIR NVCC ARGS..."; capture "$@" ;;
   report) shift; [[ $# -ge 2 ]] || die "usage: cuda_resources.sh report TABLE ACCEPTED LOG..."; report "$@" ;;
-  *) die "usage: cuda_resources.sh capture LOG_DIR NVCC ARGS... | report TABLE ACCEPTED LOG..." ;;
+  count-mma) shift; [[ $# -eq 2 ]] || die "usage: cuda_resources.sh count-mma ARCH PTX"; count_mma "$@" ;;
+  tensor-cores) shift; [[ $# -ge 1 ]] || die "usage: cuda_resources.sh tensor-cores TABLE LOG..."; tensor_cores "$@" ;;
+  *) die "usage: cuda_resources.sh capture LOG_DIR NVCC ARGS... | report TABLE ACCEPTED LOG... | tensor-cores TABLE LOG..." ;;
 esac

@@ -625,6 +625,30 @@ void warp_exchange(const void* mine, size_t bytes, void* all, Site site) {
   switch_to_scheduler(t_self, false);
 }
 
+namespace {
+std::mutex g_recorder_mutex;
+LaunchRecorder* g_recorder = nullptr;  // guarded by g_recorder_mutex
+}  // namespace
+
+LaunchRecorder::LaunchRecorder() {
+  std::lock_guard<std::mutex> lock(g_recorder_mutex);
+  if (g_recorder) {
+    std::fprintf(stderr, "cuda emulation: a second LaunchRecorder while one is recording\n");
+    std::abort();
+  }
+  g_recorder = this;
+}
+
+LaunchRecorder::~LaunchRecorder() {
+  std::lock_guard<std::mutex> lock(g_recorder_mutex);
+  g_recorder = nullptr;
+}
+
+void record_launch(const LaunchConfig& config) {
+  std::lock_guard<std::mutex> lock(g_recorder_mutex);
+  if (g_recorder) g_recorder->launches_.push_back({config.name, config.grid, config.block, config.shared_bytes});
+}
+
 void submit(const LaunchConfig& config, std::vector<ArgBytes> args, std::shared_ptr<void> keep,
             void (*thread)(const void*), const void* launch_data) {
   auto L = std::make_shared<Launch>();
@@ -685,6 +709,7 @@ void submit(const LaunchConfig& config, std::vector<ArgBytes> args, std::shared_
       }
     }
   }
+  record_launch(config);
   L->keep = std::move(keep);
   L->thread = thread;
   L->data = launch_data;

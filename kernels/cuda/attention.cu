@@ -12,6 +12,7 @@
 
 #include "core/cuda/check.h"
 #include "core/cuda/stream.h"
+#include "kernels/cuda/attention_layout.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace linattn::cuda {
@@ -22,10 +23,10 @@ namespace {
 // owns the entries (ty + 16 i, tx + 16 j) of each tile product it computes, so a warp reads two
 // rows of the left operand (broadcasts) and sixteen columns of the right one (distinct banks: the
 // shared-memory tiles have an odd row stride, d + 1 or BK + 1).
-constexpr int kThreads = 256;
-constexpr int BQ = 64;   // forward: queries per thread block
-constexpr int BK = 64;   // keys per block, forward and backward
-constexpr int BQB = 32;  // backward: queries per step (keeps the backward's shared memory under 116 KiB)
+constexpr int kThreads = kAttentionThreads;
+constexpr int BQ = kAttentionBQ;    // forward: queries per thread block
+constexpr int BK = kAttentionBK;    // keys per block, forward and backward
+constexpr int BQB = kAttentionBQB;  // backward: queries per step (keeps the backward's shared memory under 116 KiB)
 constexpr int LDP = BK + 1;
 
 __device__ __forceinline__ float to_float(float x) { return x; }
@@ -78,10 +79,8 @@ __device__ __forceinline__ bool visible(int i, int j, int W) { return j <= i && 
 
 // ---- forward -----------------------------------------------------------------------------------
 
-// Shared memory, in floats: q [BQ, dk+1], k [BK, dk+1], v [BK, dv+1], p [BQ, BK+1], m, l, rescale [BQ].
-size_t forward_smem_bytes(int dk, int dv) {
-  return sizeof(float) * size_t(BQ * (dk + 1) + BK * (dk + 1) + BK * (dv + 1) + BQ * LDP + 3 * BQ);
-}
+// Shared memory: launch_plan.cpp's attention_forward_smem_bytes, in floats q [BQ, dk+1], k [BK, dk+1],
+// v [BK, dv+1], p [BQ, BK+1], m, l, rescale [BQ].
 
 // Grid (query block, head, batch). o: [B, T, H, dv], lse: [B, H, T], q: [B, T, H, dk],
 // k: [B, T, Hkv, dk], v: [B, T, Hkv, dv].
@@ -229,11 +228,8 @@ __device__ __forceinline__ void load_row_stats(float* lse_s, float* D_s, const f
   }
 }
 
-// Shared memory, in floats: k [BK, dk+1], v [BK, dv+1], q [BQB, dk+1], do [BQB, dv+1],
-// p and ds [BQB, BK+1], lse and D [BQB]. The dq pass uses the same minus p.
-size_t backward_smem_bytes(int dk, int dv) {
-  return sizeof(float) * size_t((BK + BQB) * (dk + 1 + dv + 1) + 2 * BQB * LDP + 2 * BQB);
-}
+// Shared memory: launch_plan.cpp's attention_backward_smem_bytes, in floats k [BK, dk+1], v [BK, dv+1],
+// q [BQB, dk+1], do [BQB, dv+1], p and ds [BQB, BK+1], lse and D [BQB]. The dq pass uses the same minus p.
 
 // Grid (key block, kv head, batch): owns dk and dv of BK keys of one kv head, summing over every
 // query of the G heads that read it and that sees one of these keys.
@@ -362,35 +358,15 @@ __global__ void __launch_bounds__(kThreads)
 // every array below starts on a 128-byte boundary and the strides are d + 8 (bf16) and 64 + 4 (float).
 
 namespace wmma = nvcuda::wmma;
+using namespace tc_attention;  // the tiles and the shared-memory layout (attention_layout.h)
 
-constexpr int kTcWarps = 4, kTcThreads = 32 * kTcWarps;
-constexpr int TB = 16 * kTcWarps;  // rows and columns of a block tile: 64 queries, 64 keys
-constexpr int LDF = TB + 4;        // float scratch stride
-constexpr int LDH = TB + 8;        // bf16 scratch stride
 using bf16_t = __nv_bfloat16;
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16_t, wmma::row_major>;
 using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16_t, wmma::row_major>;
 using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16_t, wmma::col_major>;
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
-__host__ __device__ constexpr size_t align128(size_t bytes) { return (bytes + 127) / 128 * 128; }
-
-// Shared memory of the tensor-core kernels: four bf16 tiles of TB rows (stride d + 8: q, k, v, do
-// as each kernel needs), lse and D of TB rows, then per warp: two float [16, LDF] tiles (scores and
-// dP; reused as the [16, d + 4] output tile at the end) and two bf16 [16, LDH] tiles (P and dS), and
-// the forward's running output [16, dv + 4] with its row max and sum.
-struct TcLayout {
-  size_t tile_k, tile_v, stats, warp, warp_bytes, total;
-  __host__ __device__ TcLayout(int dk, int dv) {
-    tile_k = align128(sizeof(bf16_t) * TB * (dk + 8));
-    tile_v = align128(sizeof(bf16_t) * TB * (dv + 8));
-    stats = 2 * tile_k + 2 * tile_v;
-    warp = stats + align128(sizeof(float) * 2 * TB);
-    warp_bytes = align128(sizeof(float) * 2 * 16 * LDF) + align128(sizeof(bf16_t) * 2 * 16 * LDH) +
-                 align128(sizeof(float) * 16 * (dv + 4)) + align128(sizeof(float) * 2 * 16);
-    total = warp + kTcWarps * warp_bytes;
-  }
-};
+static_assert(sizeof(bf16_t) == kBf16Bytes, "attention_layout.h sizes bf16 as 2 bytes");
 
 // This warp's scratch tiles.
 struct WarpScratch {
@@ -688,8 +664,6 @@ __global__ void __launch_bounds__(kTcThreads)
 // The window actually applied (as in the CPU kernel): <= 0 and >= T both mean every earlier position.
 int effective_window(int64_t window, int64_t T) { return int(window <= 0 || window > T ? std::max<int64_t>(T, 1) : window); }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 void check_sizes(const char* what, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t dk, int64_t dv) {
   LINATTN_CHECK(B >= 0 && T >= 0 && H >= 1 && Hkv >= 1 && H % Hkv == 0, what, ": need B, T >= 0 and the ", H,
                 " query heads a multiple of the ", Hkv, " key/value heads");
@@ -703,29 +677,28 @@ void check_sizes(const char* what, int64_t B, int64_t T, int64_t H, int64_t Hkv,
 // Opts kernel in to `smem` bytes of dynamic shared memory (above the default 48 KiB a kernel must
 // opt in, up to the device's per-block limit) and returns smem, for the launch.
 template <class Kernel>
-size_t opt_in_shared(size_t smem, Kernel kernel) {
+size_t opt_in_shared(int64_t smem, Kernel kernel) {
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  return smem;
+  return size_t(smem);
 }
 
-// Launches a kernel (the last argument) on the compute stream with `smem` bytes of dynamic shared
-// memory: LAUNCH_WITH_SHARED(grid, threads, smem, kernel<...>)(args...). A macro rather than a
-// function taking the kernel, so that the launch names the kernel (the emulation's errors do).
-#define LAUNCH_WITH_SHARED(grid, threads, smem, ...)                                  \
-  LINATTN_LAUNCH(grid, threads, opt_in_shared(smem, __VA_ARGS__),                     \
+// Launches a kernel (the last argument) on the compute stream as `plan` (launch_plan.h) says, opted
+// in to its dynamic shared memory: LAUNCH_WITH_SHARED(plan, kernel<...>)(args...). A macro rather
+// than a function taking the kernel, so that the launch names the kernel (the emulation's errors do).
+#define LAUNCH_WITH_SHARED(plan, ...)                                                                  \
+  LINATTN_LAUNCH(to_dim3((plan).grid), to_dim3((plan).block), opt_in_shared((plan).shared_bytes, __VA_ARGS__), \
                  static_cast<cudaStream_t>(compute_stream()), __VA_ARGS__)
 
 // Calls fn(std::integral_constant<int, d>) for the head sizes the tensor-core kernels are built for
-// (dk = dv = d in {32, 64, 128}); false for the others, which take the CUDA-core kernels.
+// (attention_uses_tensor_cores: dk = dv = d in {32, 64, 128}).
 template <class Fn>
-bool with_tc_head_size(int64_t dk, int64_t dv, Fn&& fn) {
-  if (dk != dv) return false;
-  switch (dk) {
-    case 32: fn(std::integral_constant<int, 32>{}); return true;
-    case 64: fn(std::integral_constant<int, 64>{}); return true;
-    case 128: fn(std::integral_constant<int, 128>{}); return true;
-    default: return false;
+void with_tc_head_size(int64_t d, Fn&& fn) {
+  switch (d) {
+    case 32: return fn(std::integral_constant<int, 32>{});
+    case 64: return fn(std::integral_constant<int, 64>{});
+    case 128: return fn(std::integral_constant<int, 128>{});
   }
+  LINATTN_FAIL("attention: no tensor-core kernel for head size ", d);
 }
 
 template <class S>
@@ -734,24 +707,24 @@ void forward(S* o, float* lse, const S* q, const S* k, const S* v, int64_t B, in
   check_sizes("cuda::attention_forward", B, T, H, Hkv, dk, dv);
   if (B == 0 || T == 0) return;
   const int W = effective_window(window, T);
-  if constexpr (std::is_same_v<S, bf16_t>) {
-    const dim3 grid(unsigned(ceil_div(T, TB)), unsigned(H), unsigned(B));
-    if (with_tc_head_size(dk, dv, [&](auto d) {
-          constexpr int hd = decltype(d)::value;
-          LAUNCH_WITH_SHARED(grid, kTcThreads, TcLayout(hd, hd).total, tc_forward_kernel<hd, hd>)(
-              o, lse, q, k, v, int(T), int(H), int(Hkv), W, scale);
-          LINATTN_CUDA_CHECK_LAUNCH();
-        }))
+  constexpr bool is_bf16 = std::is_same_v<S, bf16_t>;
+  const LaunchPlan plan = attention_forward_plans(is_bf16, B, T, H, dk, dv)[0];
+  if constexpr (is_bf16) {
+    if (attention_uses_tensor_cores(is_bf16, dk, dv)) {
+      with_tc_head_size(dk, [&](auto d) {
+        constexpr int hd = decltype(d)::value;
+        LAUNCH_WITH_SHARED(plan, tc_forward_kernel<hd, hd>)(o, lse, q, k, v, int(T), int(H), int(Hkv), W, scale);
+      });
+      LINATTN_CUDA_CHECK_LAUNCH();
       return;
+    }
   }
-  const dim3 grid(unsigned(ceil_div(T, BQ)), unsigned(H), unsigned(B));
-  const size_t smem = forward_smem_bytes(int(dk), int(dv));
   if (std::max(dk, dv) <= 64)
-    LAUNCH_WITH_SHARED(grid, kThreads, smem, forward_kernel<S, 64>)(o, lse, q, k, v, int(T), int(H), int(Hkv), int(dk),
-                                                                    int(dv), W, scale);
+    LAUNCH_WITH_SHARED(plan, forward_kernel<S, 64>)(o, lse, q, k, v, int(T), int(H), int(Hkv), int(dk), int(dv), W,
+                                                    scale);
   else
-    LAUNCH_WITH_SHARED(grid, kThreads, smem, forward_kernel<S, 128>)(o, lse, q, k, v, int(T), int(H), int(Hkv), int(dk),
-                                                                     int(dv), W, scale);
+    LAUNCH_WITH_SHARED(plan, forward_kernel<S, 128>)(o, lse, q, k, v, int(T), int(H), int(Hkv), int(dk), int(dv), W,
+                                                     scale);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
@@ -763,44 +736,41 @@ void backward(S* dq, S* dk, S* dv, const S* q, const S* k, const S* v, const S* 
   cudaStream_t stream = static_cast<cudaStream_t>(compute_stream());
   const int W = effective_window(window, T);
   const int64_t n_rows = B * T * H;
+  constexpr bool is_bf16 = std::is_same_v<S, bf16_t>;
+  // rowdot, then the pass that owns dk and dv, then the one that owns dq
+  const LaunchPlans plans = attention_backward_plans(is_bf16, B, T, H, Hkv, dk_, dv_);
   float* D = nullptr;  // [B, H, T], lives on the stream until the two passes below are done
   LINATTN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&D), size_t(n_rows) * sizeof(float), stream));
-  LINATTN_LAUNCH(unsigned(ceil_div(n_rows * 32, kThreads)), kThreads, 0, stream, rowdot_kernel<S>)(
-      D, o, do_, n_rows, int(T), int(H), int(dv_));
+  LINATTN_LAUNCH_PLAN(plans[0], stream, rowdot_kernel<S>)(D, o, do_, n_rows, int(T), int(H), int(dv_));
   LINATTN_CUDA_CHECK_LAUNCH();
   const float* Dc = D;
   const int t = int(T), h = int(H), hkv = int(Hkv), dki = int(dk_), dvi = int(dv_);
   bool done = false;
-  if constexpr (std::is_same_v<S, bf16_t>) {
-    const dim3 kv_grid(unsigned(ceil_div(T, TB)), unsigned(Hkv), unsigned(B));
-    const dim3 q_grid(unsigned(ceil_div(T, TB)), unsigned(H), unsigned(B));
-    done = with_tc_head_size(dk_, dv_, [&](auto d) {
-      constexpr int hd = decltype(d)::value;
-      const size_t smem = TcLayout(hd, hd).total;
-      LAUNCH_WITH_SHARED(kv_grid, kTcThreads, smem, tc_backward_dkdv_kernel<hd, hd>)(dk, dv, q, k, v, lse, Dc, do_, t,
-                                                                                      h, hkv, W, scale);
-      LINATTN_CUDA_CHECK_LAUNCH();
-      LAUNCH_WITH_SHARED(q_grid, kTcThreads, smem, tc_backward_dq_kernel<hd, hd>)(dq, q, k, v, lse, Dc, do_, t, h, hkv,
-                                                                                  W, scale);
-      LINATTN_CUDA_CHECK_LAUNCH();
-    });
+  if constexpr (is_bf16) {
+    if (attention_uses_tensor_cores(is_bf16, dk_, dv_)) {
+      with_tc_head_size(dk_, [&](auto d) {
+        constexpr int hd = decltype(d)::value;
+        LAUNCH_WITH_SHARED(plans[1], tc_backward_dkdv_kernel<hd, hd>)(dk, dv, q, k, v, lse, Dc, do_, t, h, hkv, W,
+                                                                       scale);
+        LINATTN_CUDA_CHECK_LAUNCH();
+        LAUNCH_WITH_SHARED(plans[2], tc_backward_dq_kernel<hd, hd>)(dq, q, k, v, lse, Dc, do_, t, h, hkv, W, scale);
+        LINATTN_CUDA_CHECK_LAUNCH();
+      });
+      done = true;
+    }
   }
   if (!done) {
-    const size_t smem = backward_smem_bytes(dki, dvi);
-    const dim3 kv_grid(unsigned(ceil_div(T, BK)), unsigned(Hkv), unsigned(B));
-    const dim3 q_grid(unsigned(ceil_div(T, BQB)), unsigned(H), unsigned(B));
     if (std::max(dk_, dv_) <= 64) {
-      LAUNCH_WITH_SHARED(kv_grid, kThreads, smem, backward_dkdv_kernel<S, 64>)(dk, dv, q, k, v, lse, Dc, do_, t, h, hkv,
-                                                                              dki, dvi, W, scale);
+      LAUNCH_WITH_SHARED(plans[1], backward_dkdv_kernel<S, 64>)(dk, dv, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi, W,
+                                                                scale);
       LINATTN_CUDA_CHECK_LAUNCH();
-      LAUNCH_WITH_SHARED(q_grid, kThreads, smem, backward_dq_kernel<S, 64>)(dq, q, k, v, lse, Dc, do_, t, h, hkv, dki,
-                                                                           dvi, W, scale);
+      LAUNCH_WITH_SHARED(plans[2], backward_dq_kernel<S, 64>)(dq, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi, W, scale);
     } else {
-      LAUNCH_WITH_SHARED(kv_grid, kThreads, smem, backward_dkdv_kernel<S, 128>)(dk, dv, q, k, v, lse, Dc, do_, t, h,
-                                                                               hkv, dki, dvi, W, scale);
+      LAUNCH_WITH_SHARED(plans[1], backward_dkdv_kernel<S, 128>)(dk, dv, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi,
+                                                                 W, scale);
       LINATTN_CUDA_CHECK_LAUNCH();
-      LAUNCH_WITH_SHARED(q_grid, kThreads, smem, backward_dq_kernel<S, 128>)(dq, q, k, v, lse, Dc, do_, t, h, hkv, dki,
-                                                                            dvi, W, scale);
+      LAUNCH_WITH_SHARED(plans[2], backward_dq_kernel<S, 128>)(dq, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi, W,
+                                                               scale);
     }
     LINATTN_CUDA_CHECK_LAUNCH();
   }

@@ -14,7 +14,7 @@ __global__ void bias_forward_kernel(float* y, const float* bias, int64_t n, int6
 
 // A block takes 32 columns of one chunk of rows, its kLanes row lanes split the rows, and lane 0
 // adds the lanes in order into the chunk's partial sums (column_partials, column_sums.cuh).
-constexpr int kLanes = 16;
+constexpr int kLanes = kColumnLanes;
 __global__ void bias_backward_kernel(const float* dy, int64_t N, int64_t out, int64_t rows_per_chunk) {
   __shared__ float partial[kLanes][33];
   const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
@@ -36,15 +36,15 @@ __global__ void bias_backward_kernel(const float* dy, int64_t N, int64_t out, in
 
 void bias_forward(float* y, const float* bias, int64_t N, int64_t out) {
   if (N * out == 0) return;
-  LINATTN_LAUNCH(blocks_for(N * out), kThreads, 0, stream(), bias_forward_kernel)(y, bias, N * out, out);
+  LINATTN_LAUNCH_PLAN(pointwise_plan("bias_forward_kernel", N * out), stream(), bias_forward_kernel)(y, bias, N * out,
+                                                                                                      out);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void bias_backward(float* dbias, const float* dy, int64_t N, int64_t out) {
   if (out == 0) return;
   const RowChunks chunks = row_chunks(N, (out + 31) / 32, out);
-  const dim3 grid(unsigned((out + 31) / 32), unsigned(chunks.count));
-  LINATTN_LAUNCH(grid, dim3(32, kLanes), 0, stream(), bias_backward_kernel)(dy, N, out, chunks.rows);
+  LINATTN_LAUNCH_PLAN(bias_backward_plans(N, out)[0], stream(), bias_backward_kernel)(dy, N, out, chunks.rows);
   LINATTN_CUDA_CHECK_LAUNCH();
   add_column_partials(dbias, out, nullptr, 0, chunks.count);
 }

@@ -11,30 +11,12 @@ namespace linattn::cuda {
 
 // Two passes, no atomics: a kernel over a grid of (32-column tiles) x (row chunks) writes each
 // chunk's sums to column_partials[chunk][column]; add_column_partials then adds the chunks in order
-// into the outputs. The chunking depends on the sizes only, so the bits do not change from run to
-// run. Each .cu file that includes this has its own buffer (1 MiB); the compute stream orders its
-// users.
+// into the outputs. The chunking (row_chunks, launch_plan.h) depends on the sizes only, so the bits
+// do not change from run to run. Each .cu file that includes this has its own buffer (1 MiB); the
+// compute stream orders its users.
 namespace {
 
-constexpr int64_t kColumnPartials = int64_t(1) << 18;  // floats
 __device__ float column_partials[kColumnPartials];
-
-struct RowChunks {
-  int64_t rows;   // rows per chunk
-  int64_t count;  // chunks
-};
-
-// About 512 blocks over the GPU, chunks of ~256 rows or more, the partial sums within the buffer.
-// tiles: the blocks of one chunk.
-inline RowChunks row_chunks(int64_t rows, int64_t tiles, int64_t columns) {
-  LINATTN_CHECK(columns <= kColumnPartials, "cuda: ", columns, " columns is more than the column-sum buffer holds (",
-                kColumnPartials, ")");
-  int64_t count = std::min({512 / std::max<int64_t>(tiles, 1), (rows + 255) / 256,
-                            kColumnPartials / std::max<int64_t>(columns, 1)});
-  count = std::max<int64_t>(count, 1);
-  const int64_t per_chunk = std::max<int64_t>((rows + count - 1) / count, 1);
-  return {per_chunk, std::max<int64_t>((rows + per_chunk - 1) / per_chunk, 1)};  // no rows: one chunk of zeros
-}
 
 // out1[j] += sum over chunks of column_partials[chunk][j] for j < n1, out2[j - n1] for the n2 after
 // (out1 or out2 may be null: those columns are dropped).
@@ -51,7 +33,8 @@ __global__ void add_column_partials_kernel(float* out1, int64_t n1, float* out2,
 
 inline void add_column_partials(float* out1, int64_t n1, float* out2, int64_t n2, int64_t chunks) {
   if (n1 + n2 == 0) return;
-  LINATTN_LAUNCH(blocks_for(n1 + n2), kThreads, 0, stream(), add_column_partials_kernel)(out1, n1, out2, n2, chunks);
+  LINATTN_LAUNCH_PLAN(add_column_partials_plan(n1 + n2), stream(), add_column_partials_kernel)(out1, n1, out2, n2,
+                                                                                               chunks);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

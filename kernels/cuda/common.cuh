@@ -14,8 +14,8 @@ namespace linattn::cuda {
 
 inline cudaStream_t stream() { return static_cast<cudaStream_t>(compute_stream()); }
 
-// Pointwise kernels: one thread per element, 256 threads a block.
-constexpr int kThreads = 256;
+// Pointwise kernels: one thread per element, 256 threads a block (pointwise_plan, launch_plan.h).
+constexpr int kThreads = kPointwiseThreads;
 inline unsigned blocks_for(int64_t n, int threads = kThreads) { return unsigned((n + threads - 1) / threads); }
 
 // The sum over the 32 lanes of a warp, the same value in every lane. The butterfly order is fixed,

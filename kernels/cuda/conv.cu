@@ -41,7 +41,7 @@ __global__ void short_conv_dx_kernel(float* dx, const float* w, const float* dy,
 // A block takes 32 channels of one chunk of the B*T positions, its kLanes row lanes split the
 // positions, and lane 0 adds the lanes in order into the chunk's partial sums (column_partials,
 // common.cuh: C*W tap columns, then C bias columns).
-constexpr int kLanes = 16;
+constexpr int kLanes = kColumnLanes;
 __global__ void short_conv_dw_kernel(const float* x, const float* dy, int64_t B, int64_t T_, int64_t C, int64_t W,
                                      int64_t rows_per_chunk) {
   __shared__ float partial[kLanes][kMaxConvWidth + 1][32];
@@ -85,7 +85,8 @@ void short_conv_forward(float* y, const float* x, const float* w, const float* b
   check_width(W, "cuda::short_conv_forward");
   const int64_t n = B * T_ * C;
   if (n == 0) return;
-  LINATTN_LAUNCH(blocks_for(n), kThreads, 0, stream(), short_conv_forward_kernel)(y, x, w, bias, T_, C, W, n);
+  LINATTN_LAUNCH_PLAN(pointwise_plan("short_conv_forward_kernel", n), stream(), short_conv_forward_kernel)(
+      y, x, w, bias, T_, C, W, n);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
@@ -94,11 +95,11 @@ void short_conv_backward(float* dx, float* dw, float* dbias, const float* x, con
   check_width(W, "cuda::short_conv_backward");
   const int64_t n = B * T_ * C;
   if (n == 0) return;
-  LINATTN_LAUNCH(blocks_for(n), kThreads, 0, stream(), short_conv_dx_kernel)(dx, w, dy, T_, C, W, n);
+  const LaunchPlans plans = short_conv_backward_plans(B, T_, C, W);
+  LINATTN_LAUNCH_PLAN(plans[0], stream(), short_conv_dx_kernel)(dx, w, dy, T_, C, W, n);
   LINATTN_CUDA_CHECK_LAUNCH();
   const RowChunks chunks = row_chunks(B * T_, (C + 31) / 32, C * (W + 1));
-  const dim3 grid(unsigned((C + 31) / 32), unsigned(chunks.count));
-  LINATTN_LAUNCH(grid, dim3(32, kLanes), 0, stream(), short_conv_dw_kernel)(x, dy, B, T_, C, W, chunks.rows);
+  LINATTN_LAUNCH_PLAN(plans[1], stream(), short_conv_dw_kernel)(x, dy, B, T_, C, W, chunks.rows);
   LINATTN_CUDA_CHECK_LAUNCH();
   add_column_partials(dw, C * W, dbias, C, chunks.count);
 }

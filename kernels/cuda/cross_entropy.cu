@@ -7,8 +7,8 @@ namespace linattn::cuda {
 namespace {
 
 // One block per row: the row's max, then the sum of exp(logit - max), each a strided pass by the
-// block's threads and a block reduction (the second pass reads the row from L2).
-constexpr int kRowThreads = 512;
+// block's threads and a block reduction (the second pass reads the row from L2). Threads:
+// kCrossEntropyRowThreads (launch_plan.h).
 __global__ void lse_kernel(float* lse, const float* logits, int64_t V) {
   const float* row = logits + int64_t(blockIdx.x) * V;
   float m = -INFINITY;
@@ -20,8 +20,8 @@ __global__ void lse_kernel(float* lse, const float* logits, int64_t V) {
   if (threadIdx.x == 0) lse[blockIdx.x] = m + logf(sum);
 }
 
-// One block adds the rows' losses in float64 in a fixed order: the same total on every run.
-constexpr int kSumThreads = 1024;
+// One block (kCrossEntropySumThreads threads) adds the rows' losses in float64 in a fixed order: the
+// same total on every run.
 __global__ void loss_sum_kernel(double* sums, const float* lse, const float* logits, const int32_t* targets,
                                 int64_t N, int64_t V, int32_t ignore_index) {
   double loss = 0, count = 0, bad = 0;
@@ -64,18 +64,19 @@ __global__ void cross_entropy_backward_kernel(float* dlogits, const float* logit
 void cross_entropy_forward(float* lse, double* sums, const float* logits, const int32_t* targets, int64_t N, int64_t V,
                            int32_t ignore_index) {
   LINATTN_CHECK(N < (int64_t(1) << 31), "cuda::cross_entropy_forward: ", N, " rows is more than one launch takes (2^31 - 1)");
+  const LaunchPlans plans = cross_entropy_forward_plans(N, V);
   if (N > 0 && V > 0) {
-    LINATTN_LAUNCH(unsigned(N), kRowThreads, 0, stream(), lse_kernel)(lse, logits, V);
+    LINATTN_LAUNCH_PLAN(plans.front(), stream(), lse_kernel)(lse, logits, V);
     LINATTN_CUDA_CHECK_LAUNCH();
   }
-  LINATTN_LAUNCH(1, kSumThreads, 0, stream(), loss_sum_kernel)(sums, lse, logits, targets, N, V, ignore_index);
+  LINATTN_LAUNCH_PLAN(plans.back(), stream(), loss_sum_kernel)(sums, lse, logits, targets, N, V, ignore_index);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
                             int64_t V, int32_t ignore_index, float scale) {
   if (N * V == 0) return;
-  LINATTN_LAUNCH(blocks_for(N * V), kThreads, 0, stream(), cross_entropy_backward_kernel)(
+  LINATTN_LAUNCH_PLAN(cross_entropy_backward_plans(N, V)[0], stream(), cross_entropy_backward_kernel)(
       dlogits, logits, lse, targets, N, V, ignore_index, scale);
   LINATTN_CUDA_CHECK_LAUNCH();
 }

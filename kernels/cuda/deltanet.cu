@@ -8,7 +8,7 @@ namespace linattn::cuda {
 namespace {
 
 // Threads per head: enough for the [C, D] phases (C * D = 4096 elements at C = D = 64).
-constexpr int kHeadThreads = 256;
+constexpr int kHeadThreads = kDeltaNetHeadThreads;
 
 __global__ void __launch_bounds__(kHeadThreads) chunk_forward_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
@@ -26,9 +26,6 @@ __global__ void __launch_bounds__(kHeadThreads) recurrent_forward_kernel(DeltaNe
   delta::recurrent_forward_head(DeviceBlock{}, p, state + bh * p.Dk * p.Dv, bh, sh);
 }
 
-// Shared bytes of a launch, within the default 48 KiB for every chunk size check_chunk lets through.
-size_t shared_bytes(int64_t floats) { return size_t(floats) * sizeof(float); }
-
 void check_chunk(const delta::Dims& d, const char* op) {
   LINATTN_CHECK(d.C >= 1 && d.C <= kDeltaNetMaxChunk, op, ": chunk_size ", d.C, " is not supported by the CUDA ",
                 "kernels; set the mixer's chunk_size to 16, 32 or 64");
@@ -40,8 +37,8 @@ void deltanet_chunk_forward(const DeltaNetArgs<float>& p) {
   const delta::Dims d = delta::dims(p);
   check_chunk(d, "deltanet (cuda)");
   if (d.B * d.H == 0) return;
-  LINATTN_LAUNCH(unsigned(d.B * d.H), kHeadThreads, shared_bytes(delta::forward_shared(d)), stream(),
-                 chunk_forward_kernel)(p);
+  // shared memory: within the default 48 KiB for every chunk size check_chunk lets through
+  LINATTN_LAUNCH_PLAN(deltanet_forward_plan(d.B, d.T, d.H, d.Dk, d.Dv, d.C), stream(), chunk_forward_kernel)(p);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
@@ -49,16 +46,16 @@ void deltanet_chunk_backward(const DeltaNetArgs<float>& p, float* work) {
   const delta::Dims d = delta::dims(p);
   check_chunk(d, "deltanet (cuda)");
   if (d.B * d.H == 0) return;
-  LINATTN_LAUNCH(unsigned(d.B * d.H), kHeadThreads, shared_bytes(delta::backward_shared(d)), stream(),
-                 chunk_backward_kernel)(p, work);
+  LINATTN_LAUNCH_PLAN(deltanet_backward_plan(d.B, d.T, d.H, d.Dk, d.Dv, d.C), stream(), chunk_backward_kernel)(p,
+                                                                                                          work);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void deltanet_recurrent_forward(const DeltaNetArgs<float>& p, float* state) {
   const delta::Dims d = delta::dims(p);
   if (d.B * d.H == 0) return;
-  LINATTN_LAUNCH(unsigned(d.B * d.H), kHeadThreads, shared_bytes(delta::recurrent_shared(d)), stream(),
-                 recurrent_forward_kernel)(p, state);
+  LINATTN_LAUNCH_PLAN(deltanet_recurrent_plan(d.B, d.T, d.H, d.Dk, d.Dv), stream(), recurrent_forward_kernel)(p,
+                                                                                                          state);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

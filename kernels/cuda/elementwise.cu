@@ -1,5 +1,7 @@
 #include "kernels/cuda/elementwise.h"
 
+#include <string>
+
 #include "kernels/cuda/common.cuh"
 
 namespace linattn::cuda {
@@ -13,10 +15,11 @@ __global__ void pointwise_kernel(int64_t n, F f) {
   if (i < n) f(i);
 }
 
+// functor: F's name, for the plan (launch_plan.h).
 template <class F>
-void launch(int64_t n, F f) {
+void launch(const std::string& functor, int64_t n, F f) {
   if (n == 0) return;
-  LINATTN_LAUNCH(blocks_for(n), kThreads, 0, stream(), pointwise_kernel<F>)(n, f);
+  LINATTN_LAUNCH_PLAN(elementwise_plan(functor, n), stream(), pointwise_kernel<F>)(n, f);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
@@ -103,40 +106,41 @@ struct SwigluBackward {  // forward: y = silu(g) u  =>  dg += dy u silu'(g), du 
 
 // Calls launch(n, Functor<F>{args...}) for the activation chosen at run time.
 template <template <Activation> class Functor, class... Args>
-void launch_activation(Activation f, int64_t n, Args... args) {
+void launch_activation(const char* functor, Activation f, int64_t n, Args... args) {
+  const std::string name = activation_functor(functor, f);
   switch (f) {
-    case Activation::silu: return launch(n, Functor<Activation::silu>{args...});
-    case Activation::sigmoid: return launch(n, Functor<Activation::sigmoid>{args...});
-    case Activation::logsigmoid: return launch(n, Functor<Activation::logsigmoid>{args...});
-    case Activation::elu1: return launch(n, Functor<Activation::elu1>{args...});
-    case Activation::relu: return launch(n, Functor<Activation::relu>{args...});
+    case Activation::silu: return launch(name, n, Functor<Activation::silu>{args...});
+    case Activation::sigmoid: return launch(name, n, Functor<Activation::sigmoid>{args...});
+    case Activation::logsigmoid: return launch(name, n, Functor<Activation::logsigmoid>{args...});
+    case Activation::elu1: return launch(name, n, Functor<Activation::elu1>{args...});
+    case Activation::relu: return launch(name, n, Functor<Activation::relu>{args...});
   }
   LINATTN_FAIL("unknown activation ", int(f));
 }
 
 }  // namespace
 
-void add_forward(float* y, const float* a, const float* b, int64_t n) { launch(n, Add{y, a, b}); }
-void add_inplace(float* y, const float* x, int64_t n) { launch(n, AddInplace{y, x}); }
-void mul_forward(float* y, const float* a, const float* b, int64_t n) { launch(n, Mul{y, a, b}); }
+void add_forward(float* y, const float* a, const float* b, int64_t n) { launch("Add", n, Add{y, a, b}); }
+void add_inplace(float* y, const float* x, int64_t n) { launch("AddInplace", n, AddInplace{y, x}); }
+void mul_forward(float* y, const float* a, const float* b, int64_t n) { launch("Mul", n, Mul{y, a, b}); }
 void mul_backward(float* da, float* db, const float* a, const float* b, const float* dy, int64_t n) {
-  launch(n, MulBackward{da, db, a, b, dy});
+  launch("MulBackward", n, MulBackward{da, db, a, b, dy});
 }
-void scale_forward(float* y, const float* x, float c, int64_t n) { launch(n, Scale{y, x, c}); }
-void axpy(float* y, float c, const float* x, int64_t n) { launch(n, Axpy{y, c, x}); }
+void scale_forward(float* y, const float* x, float c, int64_t n) { launch("Scale", n, Scale{y, x, c}); }
+void axpy(float* y, float c, const float* x, int64_t n) { launch("Axpy", n, Axpy{y, c, x}); }
 
 void activation_forward(Activation f, float* y, const float* x, int64_t n) {
-  launch_activation<ActivationForward>(f, n, y, x);
+  launch_activation<ActivationForward>("ActivationForward", f, n, y, x);
 }
 void activation_backward(Activation f, float* dx, const float* x, const float* dy, int64_t n) {
-  launch_activation<ActivationBackward>(f, n, dx, x, dy);
+  launch_activation<ActivationBackward>("ActivationBackward", f, n, dx, x, dy);
 }
 
 void swiglu_forward(float* y, const float* gate, const float* up, int64_t n) {
-  launch(n, SwigluForward{y, gate, up});
+  launch("SwigluForward", n, SwigluForward{y, gate, up});
 }
 void swiglu_backward(float* dgate, float* dup, const float* gate, const float* up, const float* dy, int64_t n) {
-  launch(n, SwigluBackward{dgate, dup, gate, up, dy});
+  launch("SwigluBackward", n, SwigluBackward{dgate, dup, gate, up, dy});
 }
 
 }  // namespace linattn::cuda

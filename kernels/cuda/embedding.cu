@@ -52,16 +52,14 @@ __global__ void embedding_backward_kernel(float* dtable, const int32_t* ids, con
 void embedding_forward(float* y, const int32_t* ids, const float* table, int64_t N, int64_t V, int64_t D) {
   (void)V;
   if (N * D == 0) return;
-  LINATTN_LAUNCH(blocks_for(N * D), kThreads, 0, stream(), embedding_forward_kernel)(y, ids, table, N, D);
+  LINATTN_LAUNCH_PLAN(embedding_forward_plans(N, D)[0], stream(), embedding_forward_kernel)(y, ids, table, N, D);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void embedding_backward(float* dtable, const int32_t* ids, const float* dy, int64_t N, int64_t V, int64_t D) {
   if (N == 0 || V == 0 || D == 0) return;
-  // At most 1024 blocks: each reads all N ids (from L2), so more blocks cost more than they help.
-  const int64_t rows = (V + 1023) / 1024;
-  const unsigned blocks = unsigned((V + rows - 1) / rows);
-  LINATTN_LAUNCH(blocks, kThreads, 0, stream(), embedding_backward_kernel)(dtable, ids, dy, N, V, D, rows);
+  const int64_t rows = embedding_backward_rows_per_block(V);
+  LINATTN_LAUNCH_PLAN(embedding_backward_plan(V), stream(), embedding_backward_kernel)(dtable, ids, dy, N, V, D, rows);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

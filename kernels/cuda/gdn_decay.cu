@@ -23,7 +23,7 @@ __global__ void gdn_decay_forward_kernel(float* a, const float* x, const float* 
 // ddt_bias. A block takes 32 heads of one chunk of rows, its kLanes row lanes split the rows, and
 // lane 0 adds the lanes in order into the chunk's partial sums (column_partials, column_sums.cuh:
 // H columns for dA_log, then H for ddt_bias).
-constexpr int kLanes = 16;
+constexpr int kLanes = kColumnLanes;
 __global__ void gdn_decay_backward_kernel(float* dx, const float* x, const float* A_log, const float* dt_bias,
                                           const float* da, int64_t rows, int64_t H, int64_t rows_per_chunk) {
   __shared__ float partial[2][kLanes][33];
@@ -60,7 +60,7 @@ __global__ void gdn_decay_backward_kernel(float* dx, const float* x, const float
 
 void gdn_decay_forward(float* a, const float* x, const float* A_log, const float* dt_bias, int64_t rows, int64_t H) {
   if (rows * H == 0) return;
-  LINATTN_LAUNCH(blocks_for(rows * H), kThreads, 0, stream(), gdn_decay_forward_kernel)(
+  LINATTN_LAUNCH_PLAN(pointwise_plan("gdn_decay_forward_kernel", rows * H), stream(), gdn_decay_forward_kernel)(
       a, x, A_log, dt_bias, rows * H, H);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
@@ -69,8 +69,7 @@ void gdn_decay_backward(float* dx, float* dA_log, float* ddt_bias, const float* 
                         const float* dt_bias, const float* da, int64_t rows, int64_t H) {
   if (H == 0) return;
   const RowChunks chunks = row_chunks(rows, (H + 31) / 32, 2 * H);
-  const dim3 grid(unsigned((H + 31) / 32), unsigned(chunks.count));
-  LINATTN_LAUNCH(grid, dim3(32, kLanes), 0, stream(), gdn_decay_backward_kernel)(
+  LINATTN_LAUNCH_PLAN(gdn_decay_backward_plans(rows, H, dA_log || ddt_bias)[0], stream(), gdn_decay_backward_kernel)(
       dx, x, A_log, dt_bias, da, rows, H, chunks.rows);
   LINATTN_CUDA_CHECK_LAUNCH();
   if (dA_log || ddt_bias) add_column_partials(dA_log, H, ddt_bias, H, chunks.count);

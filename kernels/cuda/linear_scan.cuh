@@ -53,47 +53,44 @@ class DeviceRun {
   template <class F>
   void each(int64_t n, const F& f) {
     if (n <= 0) return;
-    LINATTN_LAUNCH(blocks_for(n), kThreads, 0, stream(), each_kernel<F>)(f, n);
+    LINATTN_LAUNCH_PLAN(pointwise_plan("scan::each_kernel", n), stream(), each_kernel<F>)(f, n);
     LINATTN_CUDA_CHECK_LAUNCH();
   }
   // Each kernel is named at its launch (not passed to a helper that launches it), so that the
   // launch's errors name it.
   void scan_c(const Scan<float>& s) {
-    const Config c = configure(scan_c_kernel<float>, s, scan_c_smem(s.chunk, s.K, s.g.p != nullptr), s.N);
-    if (c.empty) return;
-    LINATTN_LAUNCH(c.grid, kBlockThreads, c.smem, stream(), scan_c_kernel<float>)(s);
+    const LaunchPlan plan =
+        scan_plan("scan::scan_c_kernel<float>", s.B, s.H, s.N, scan_c_smem(s.chunk, s.K, s.g.p != nullptr));
+    if (!configure(scan_c_kernel<float>, s, plan)) return;
+    LINATTN_LAUNCH_PLAN(plan, stream(), scan_c_kernel<float>)(s);
     LINATTN_CUDA_CHECK_LAUNCH();
   }
   void scan_o(const Scan<float>& s) {
-    const Config c = configure(scan_o_kernel<float>, s, scan_o_smem(s.chunk, s.N, s.g.p != nullptr), s.K);
-    if (c.empty) return;
-    LINATTN_LAUNCH(c.grid, kBlockThreads, c.smem, stream(), scan_o_kernel<float>)(s);
+    const LaunchPlan plan =
+        scan_plan("scan::scan_o_kernel<float>", s.B, s.H, s.K, scan_o_smem(s.chunk, s.N, s.g.p != nullptr));
+    if (!configure(scan_o_kernel<float>, s, plan)) return;
+    LINATTN_LAUNCH_PLAN(plan, stream(), scan_o_kernel<float>)(s);
     LINATTN_CUDA_CHECK_LAUNCH();
   }
 
  private:
-  struct Config {
-    bool empty;  // nothing to launch
-    dim3 grid;
-    size_t smem;
-  };
-  // The grid and the shared memory of a launch of `kernel` (smem_elems floats per block, `tiled`
-  // state columns in tiles), checked against the GPU's limits; opts the kernel in to the memory.
+  // Checks a launch of `kernel` (its plan: launch_plan.h's scan_plan) against the GPU's limits and
+  // opts the kernel in to its shared memory; false: nothing to launch.
   template <class Kernel>
-  Config configure(Kernel kernel, const Scan<float>& s, int64_t smem_elems, int64_t tiled) {
-    const size_t smem = size_t(smem_elems) * sizeof(float);
+  bool configure(Kernel kernel, const Scan<float>& s, const LaunchPlan& plan) {
+    const size_t smem = size_t(plan.shared_bytes);
     int device = 0, limit = 0;
     LINATTN_CUDA_CHECK(cudaGetDevice(&device));
     LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     LINATTN_CHECK(smem <= size_t(limit), op_, ": chunk_size ", s.chunk, " with head sizes (", s.K, ", ", s.N,
                   ") needs ", smem / 1024, " KiB of shared memory per thread block in the CUDA kernels, more than this "
                   "GPU's ", limit / 1024, " KiB; set a smaller model.chunk_size (32 or 16) or use smaller heads");
-    const int64_t tiles = (tiled + kTile - 1) / kTile;
+    const int64_t tiles = plan.grid.y;
     LINATTN_CHECK(s.B * s.H <= INT32_MAX && tiles <= 65535, op_, ": B * H = ", s.B * s.H, " or ", tiles,
                   " column tiles exceed the CUDA grid");
-    if (s.B * s.H == 0 || tiles == 0) return {true, dim3(), 0};
+    if (s.B * s.H == 0 || tiles == 0) return false;
     LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    return {false, dim3(unsigned(s.B * s.H), unsigned(tiles)), smem};
+    return true;
   }
 
   const char* op_;

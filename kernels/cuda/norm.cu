@@ -9,9 +9,7 @@ namespace {
 
 // One warp per row, kRows rows per block: rows are short (a hidden size or a head dim), and a warp
 // reduction needs no shared memory and no block barrier.
-constexpr int kRows = 8;
-
-unsigned row_blocks(int64_t N) { return unsigned((N + kRows - 1) / kRows); }
+constexpr int kRows = kNormRows;
 
 // The row of the calling warp (>= N past the end: the whole warp returns, so shuffles stay full).
 __device__ inline int64_t warp_row() { return int64_t(blockIdx.x) * kRows + threadIdx.x / 32; }
@@ -49,7 +47,7 @@ __global__ void rmsnorm_dx_kernel(float* dx, const float* x, const float* w, con
 // forward: y = xhat w  =>  dw += sum over rows of dy xhat. A block takes 32 columns of one chunk
 // of rows, its kLanes row lanes split the rows, and lane 0 adds the lanes in order into the chunk's
 // partial sums (column_partials, common.cuh).
-constexpr int kLanes = 16;
+constexpr int kLanes = kColumnLanes;
 __global__ void rmsnorm_dw_kernel(const float* x, const float* rstd, const float* dy, int64_t N, int64_t D,
                                   int64_t rows_per_chunk) {
   __shared__ float partial[kLanes][33];
@@ -100,32 +98,33 @@ __global__ void l2norm_backward_kernel(float* dx, const float* y, const float* r
 
 void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t D, float eps) {
   if (N == 0) return;
-  LINATTN_LAUNCH(row_blocks(N), kRows * 32, 0, stream(), rmsnorm_forward_kernel)(y, rstd, x, w, N, D, eps);
+  const LaunchPlans plans = rmsnorm_forward_plans(N, D);
+  LINATTN_LAUNCH_PLAN(plans[0], stream(), rmsnorm_forward_kernel)(y, rstd, x, w, N, D, eps);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void rmsnorm_backward(float* dx, float* dw, const float* x, const float* w, const float* rstd, const float* dy,
                       int64_t N, int64_t D) {
   if (N == 0 || D == 0) return;
-  LINATTN_LAUNCH(row_blocks(N), kRows * 32, 0, stream(), rmsnorm_dx_kernel)(dx, x, w, rstd, dy, N, D);
+  const LaunchPlans plans = rmsnorm_backward_plans(N, D, dw != nullptr);
+  LINATTN_LAUNCH_PLAN(plans[0], stream(), rmsnorm_dx_kernel)(dx, x, w, rstd, dy, N, D);
   LINATTN_CUDA_CHECK_LAUNCH();
   if (!dw) return;
   const RowChunks chunks = row_chunks(N, (D + 31) / 32, D);
-  const dim3 grid(unsigned((D + 31) / 32), unsigned(chunks.count));
-  LINATTN_LAUNCH(grid, dim3(32, kLanes), 0, stream(), rmsnorm_dw_kernel)(x, rstd, dy, N, D, chunks.rows);
+  LINATTN_LAUNCH_PLAN(plans[1], stream(), rmsnorm_dw_kernel)(x, rstd, dy, N, D, chunks.rows);
   LINATTN_CUDA_CHECK_LAUNCH();
   add_column_partials(dw, D, nullptr, 0, chunks.count);
 }
 
 void l2norm_forward(float* y, float* r, const float* x, int64_t N, int64_t D, float eps) {
   if (N == 0) return;
-  LINATTN_LAUNCH(row_blocks(N), kRows * 32, 0, stream(), l2norm_forward_kernel)(y, r, x, N, D, eps);
+  LINATTN_LAUNCH_PLAN(l2norm_forward_plans(N, D)[0], stream(), l2norm_forward_kernel)(y, r, x, N, D, eps);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void l2norm_backward(float* dx, const float* y, const float* r, const float* dy, int64_t N, int64_t D) {
   if (N == 0) return;
-  LINATTN_LAUNCH(row_blocks(N), kRows * 32, 0, stream(), l2norm_backward_kernel)(dx, y, r, dy, N, D);
+  LINATTN_LAUNCH_PLAN(l2norm_backward_plans(N, D)[0], stream(), l2norm_backward_kernel)(dx, y, r, dy, N, D);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

@@ -6,8 +6,8 @@ namespace linattn::cuda {
 
 namespace {
 
-constexpr int kSumThreads = 512;
-constexpr int kMaxPartials = 1024;
+constexpr int kSumThreads = kSumSquaresThreads;
+constexpr int kMaxPartials = kSumSquaresPartials;
 // The first pass's per-block sums (one buffer per device; the compute stream orders its users).
 __device__ double g_partials[kMaxPartials];
 
@@ -44,18 +44,19 @@ __global__ void adamw_kernel(float* w, float* m, float* v, const float* g, int64
 }  // namespace
 
 void sum_squares(double* sum_sq, const float* g, int64_t n) {
-  const int blocks = int(n < int64_t(kMaxPartials) * kSumThreads ? (n + kSumThreads - 1) / kSumThreads : kMaxPartials);
+  const LaunchPlans plans = sum_squares_plans(n);
+  const int blocks = plans.size() > 1 ? int(plans.front().grid.x) : 0;
   if (blocks > 0) {
-    LINATTN_LAUNCH(blocks, kSumThreads, 0, stream(), sum_squares_partial_kernel)(g, n);
+    LINATTN_LAUNCH_PLAN(plans.front(), stream(), sum_squares_partial_kernel)(g, n);
     LINATTN_CUDA_CHECK_LAUNCH();
   }
-  LINATTN_LAUNCH(1, kMaxPartials, 0, stream(), sum_squares_final_kernel)(sum_sq, blocks);
+  LINATTN_LAUNCH_PLAN(plans.back(), stream(), sum_squares_final_kernel)(sum_sq, blocks);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, const AdamWStep& s) {
   if (n == 0) return;
-  LINATTN_LAUNCH(blocks_for(n), kThreads, 0, stream(), adamw_kernel)(w, m, v, g, n, s);
+  LINATTN_LAUNCH_PLAN(adamw_plans(n)[0], stream(), adamw_kernel)(w, m, v, g, n, s);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

@@ -39,7 +39,8 @@ void rotate(float* y, const float* x, int64_t B, int64_t T_, int64_t H, int64_t 
   LINATTN_CHECK(d % 2 == 0, "rope: head dim ", d, " is odd; rotary embedding needs an even head dim");
   const int64_t pairs = B * T_ * H * (d / 2);
   if (pairs == 0) return;
-  LINATTN_LAUNCH(blocks_for(pairs), kThreads, 0, stream(), rope_kernel<Accumulate>)(
+  LINATTN_LAUNCH_PLAN(pointwise_plan(Accumulate ? "rope_kernel<true>" : "rope_kernel<false>", pairs), stream(),
+                      rope_kernel<Accumulate>)(
       y, x, T_, H, d, pos_offset, theta, sign, pairs);
   LINATTN_CUDA_CHECK_LAUNCH();
 }

@@ -200,6 +200,30 @@ struct LaunchConfig {
 void submit(const LaunchConfig& config, std::vector<ArgBytes> args, std::shared_ptr<void> keep,
             void (*thread)(const void* launch_data), const void* launch_data);
 
+// While a LaunchRecorder lives, every launch that passes submit's configuration checks is appended to
+// its list (name as the launch wrote it, grid, block, dynamic shared bytes), in submission order:
+// tests check the launchers' geometry against kernels/cuda/launch_plan.h with it. One at a time.
+class LaunchRecorder;
+void record_launch(const LaunchConfig& config);
+struct RecordedLaunch {
+  std::string name;
+  dim3 grid, block;
+  size_t shared_bytes;
+};
+class LaunchRecorder {
+ public:
+  LaunchRecorder();
+  ~LaunchRecorder();
+  LaunchRecorder(const LaunchRecorder&) = delete;
+  LaunchRecorder& operator=(const LaunchRecorder&) = delete;
+  const std::vector<RecordedLaunch>& launches() const { return launches_; }
+  void clear() { launches_.clear(); }
+
+ private:
+  friend void record_launch(const LaunchConfig&);
+  std::vector<RecordedLaunch> launches_;
+};
+
 template <class... P>
 class Launcher {
  public:

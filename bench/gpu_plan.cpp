@@ -1,0 +1,559 @@
+// linattn-bench gpu-plan: what a training step's CUDA kernels can do on an H100, estimated without a
+// GPU. For every kernel launch of the step: its grid, block and dynamic shared memory from the
+// launchers' own plans (kernels/cuda/launch_plan.h), its registers, static shared memory and spills
+// from the nvcc build's resource report and whether its PTX holds tensor-core instructions
+// (cmake/cuda_resources.cmake writes both tables), its theoretical occupancy and waves
+// (kernels/cuda/occupancy.h), the FLOPs and DRAM bytes it must at least do and move (counted here,
+// from the kernel's algorithm), and the roofline time at the H100's peaks. Then the sums per mixer
+// beside fla's measured H100 times (shared/design/gpu.md), and the whole step with its implied MFU.
+//
+// The roofline time of a launch is max(FLOPs / peak, bytes / bandwidth), divided by the share of
+// the 132 SMs its grid can occupy (a grid of 32 blocks uses at most 32 SMs). It is a lower bound:
+// it ignores latency, the sequential walk inside the scans, launch overheads and the caches.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/bench.h"
+#include "core/error.h"
+#include "kernels/cuda/launch_plan.h"
+#include "kernels/cuda/occupancy.h"
+
+namespace linattn::bench {
+
+namespace {
+
+namespace cu = linattn::cuda;
+constexpr double kF32 = 4;  // bytes
+
+// ---- the nvcc build's kernel tables ----
+
+struct KernelFacts {
+  int registers = 0;
+  int64_t static_smem = 0, spill_bytes = 0;
+};
+
+struct BuildTables {
+  std::string resources_path, tensor_cores_path;
+  bool have_resources = false, have_tensor_cores = false;
+  std::map<std::string, KernelFacts> resources;  // by kernel name, sm_90 rows
+  std::map<std::string, int> tensor_core_instructions;
+};
+
+// The cells of a markdown table row ("| a | b |" -> {"a", "b"}), trimmed.
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream in(line);
+  std::string cell;
+  std::getline(in, cell, '|');  // before the first bar
+  while (std::getline(in, cell, '|')) {
+    const size_t b = cell.find_first_not_of(' '), e = cell.find_last_not_of(' ');
+    out.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
+  }
+  if (!out.empty() && out.back().empty()) out.pop_back();  // after the last bar
+  return out;
+}
+
+int64_t number(const std::string& s) { return s.empty() || s == "-" ? 0 : std::stoll(s); }
+
+BuildTables read_tables(const std::string& dir) {
+  BuildTables t;
+  t.resources_path = dir + "/cuda-resources.md";
+  t.tensor_cores_path = dir + "/cuda-tensor-cores.md";
+  // | file | kernel | arch | registers | static smem | spill stores | spill loads | stack | cmem | check |
+  if (std::ifstream in(t.resources_path); in) {
+    t.have_resources = true;
+    for (std::string line; std::getline(in, line);) {
+      const std::vector<std::string> c = cells(line);
+      if (c.size() < 7 || c[2] != "sm_90" || c[1].find(" (device function)") != std::string::npos) continue;
+      t.resources.emplace(c[1], KernelFacts{int(number(c[3])), number(c[4]), number(c[5]) + number(c[6])});
+    }
+  }
+  // | file | kernel | arch | tensor-core instructions |
+  if (std::ifstream in(t.tensor_cores_path); in) {
+    t.have_tensor_cores = true;
+    for (std::string line; std::getline(in, line);) {
+      const std::vector<std::string> c = cells(line);
+      if (c.size() < 4 || c[2] != "sm_90") continue;
+      t.tensor_core_instructions.emplace(c[1], int(number(c[3])));
+    }
+  }
+  return t;
+}
+
+// ---- what a launch costs ----
+
+// One row of the report: a kernel launch (or a cuBLAS GEMM, plan.kernel empty), `launches` times.
+struct Launch {
+  std::string op;
+  cu::LaunchPlan plan;
+  double flops = 0, bytes = 0;  // one launch
+  bool bf16 = false;            // its operands are bf16 (the tensor cores then run bf16, else tf32)
+  int64_t launches = 1;
+  std::string gemm;             // a cuBLAS GEMM: "M x N x K"
+  bool mixer = false;           // part of a mixer or attention (the model FLOPs count it)
+};
+
+struct Cost {
+  double flops, bytes;
+};
+
+// Pairs the plans of one launcher call with their costs, in launch order; the counts must agree, so
+// a launcher that changes its launches fails here rather than pairing the wrong costs.
+std::vector<Launch> launches(const std::string& op, const cu::LaunchPlans& plans, const std::vector<Cost>& costs,
+                             bool bf16 = false) {
+  LINATTN_CHECK(plans.size() == costs.size(), "gpu-plan: ", op, " launches ", plans.size(),
+                " kernels but the report costs ", costs.size(), "; update bench/gpu_plan.cpp to the launcher");
+  std::vector<Launch> out;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    Launch l;
+    l.op = op, l.plan = plans[i], l.flops = costs[i].flops, l.bytes = costs[i].bytes, l.bf16 = bf16;
+    out.push_back(l);
+  }
+  return out;
+}
+
+void append(std::vector<Launch>& to, const std::vector<Launch>& more) { to.insert(to.end(), more.begin(), more.end()); }
+
+// A pointwise pass over n elements reading `reads` and writing `writes` float32 arrays (a += counts
+// as a read and a write).
+Cost pointwise(int64_t n, int reads, int writes, double flops_per_element) {
+  return {flops_per_element * double(n), kF32 * double(n) * (reads + writes)};
+}
+
+// C[M, N] (+)= A[M, K] B[K, N] through cuBLAS: float32 operands unless bf16.
+Launch gemm(const std::string& op, int64_t M, int64_t N, int64_t K, bool accumulate, bool bf16) {
+  Launch l;
+  l.op = op;
+  l.gemm = std::to_string(M) + " x " + std::to_string(N) + " x " + std::to_string(K);
+  l.flops = 2.0 * double(M) * double(N) * double(K);
+  const double elt = bf16 ? 2 : kF32;
+  l.bytes = elt * (double(M) * K + double(K) * N) + kF32 * double(M) * N * (accumulate ? 2 : 1);
+  l.bf16 = bf16;
+  return l;
+}
+
+// A Linear layer y = x W^T of `rows` tokens: forward, and backward dx (+=) and dW (+=).
+void linear(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::string& name, int64_t rows, int64_t in,
+            int64_t out, bool bf16) {
+  fwd.push_back(gemm(name + " forward", rows, out, in, false, bf16));
+  bwd.push_back(gemm(name + " dx", rows, in, out, true, bf16));
+  bwd.push_back(gemm(name + " dW", out, in, rows, true, bf16));
+}
+
+// ---- the linear mixers' scans (linear_scan.h) ----
+
+struct ScanShape {
+  int64_t B, T, H, C;
+  int64_t K, N;  // scan_c: contracted K, output columns N; scan_o: output columns K, contracted N
+  bool gated, accumulate;
+};
+
+// scan_c: per (b, h), 32-column tile and chunk of C rows: the masked scores P (recomputed per tile),
+// X = A S + P C, and the state update; each tile reads A, B (and G) again.
+Cost scan_c_cost(const ScanShape& s) {
+  const double tiles = std::ceil(double(s.N) / 32), chunks = std::ceil(double(s.T) / s.C);
+  const double nt = std::min<int64_t>(s.N, 32), C = double(s.C), K = double(s.K), pairs = C * (C + 1) / 2;
+  const double g = s.gated ? 2 : 1;  // the gated terms also take e^(G_i - G_j) and a multiply
+  const double per_chunk = pairs * K * 2 * g + C * nt * K * 2 * g + pairs * nt * 2 + K * nt * C * 2 * g;
+  const double flops = double(s.B * s.H) * tiles * chunks * per_chunk;
+  const double rows = double(s.B * s.T * s.H);
+  const double bytes = kF32 * rows * (tiles * K * (s.gated ? 3 : 2) + s.N + s.N * (s.accumulate ? 2 : 1));
+  return {flops, bytes};
+}
+
+Cost scan_o_cost(const ScanShape& s) {
+  const double tiles = std::ceil(double(s.K) / 32), chunks = std::ceil(double(s.T) / s.C);
+  const double nt = std::min<int64_t>(s.K, 32), C = double(s.C), N = double(s.N), pairs = C * (C + 1) / 2;
+  const double g = s.gated ? 2 : 1;
+  const double per_chunk = pairs * N * 2 + C * nt * N * 2 + pairs * nt * 2 * g + N * nt * C * 2 * g;
+  const double flops = double(s.B * s.H) * tiles * chunks * per_chunk;
+  const double rows = double(s.B * s.T * s.H);
+  const double bytes = kF32 * rows * (tiles * N * 2 + s.K * (s.gated ? 2 : 1) + s.K * (s.accumulate ? 2 : 1));
+  return {flops, bytes};
+}
+
+struct MixerShape {
+  int64_t B, T, H, D, C = 64;
+};
+
+std::vector<Launch> linear_attention(const MixerShape& m, std::vector<Launch>& bwd) {
+  const ScanShape fwd_s{m.B, m.T, m.H, m.C, m.D, m.D, false, false};
+  std::vector<Launch> fwd = launches("linear_attn forward",
+                                     cu::linear_attention_forward_plans(m.B, m.T, m.H, m.D, m.D, m.C, false),
+                                     {scan_c_cost(fwd_s)});
+  ScanShape acc = fwd_s;
+  acc.accumulate = true;
+  append(bwd, launches("linear_attn backward",
+                       cu::linear_attention_backward_plans(m.B, m.T, m.H, m.D, m.D, m.C, false, false),
+                       {scan_o_cost(acc), scan_o_cost(acc), scan_c_cost(acc)}));
+  return fwd;
+}
+
+std::vector<Launch> gla(const MixerShape& m, std::vector<Launch>& bwd) {
+  const ScanShape s{m.B, m.T, m.H, m.C, m.D, m.D, true, false};
+  std::vector<Launch> fwd =
+      launches("gla forward", cu::gla_forward_plans(m.B, m.T, m.H, m.D, m.D, m.C), {scan_c_cost(s)});
+  ScanShape acc = s;
+  acc.accumulate = true;
+  // GateGrad: per element q, k, dq1, dk1 read, dg, dq, dk += (read and written)
+  append(bwd, launches("gla backward", cu::gla_backward_plans(m.B, m.T, m.H, m.D, m.D, m.C),
+                       {scan_o_cost(s), scan_o_cost(s), scan_c_cost(acc), pointwise(m.B * m.T * m.H * m.D, 7, 3, 6)}));
+  return fwd;
+}
+
+// DeltaNet (and Gated DeltaNet, whose gates add O(C^2) per chunk) per (b, h) and chunk of C, in
+// multiply-adds: K K^T and Q K^T (2 C^2 Dk), the triangular inverse (C^3 / 3), W = A K and U = A V
+// (C^2 (Dk + Dv)), W S, Q S and the state update (3 C Dk Dv), the intra-chunk output (C^2 Dv). The
+// backward: twice the forward's products. Bytes: q, k, v, beta (and the gate) read, o written, and
+// the `saved` per chunk (S0, A^-1, PG, U', R) written by the forward and read by the backward.
+Cost deltanet_forward_cost(const MixerShape& m) {
+  const double C = double(m.C), D = double(m.D), chunks = std::ceil(double(m.T) / m.C);
+  const double macs = 2 * C * C * D + C * C * C / 3 + 2 * C * C * D + 3 * C * D * D + C * C * D;
+  const double rows = double(m.B * m.T * m.H), saved = double(m.B * m.H) * chunks * (D * D + 2 * C * C + 2 * C * D);
+  return {2 * macs * chunks * double(m.B * m.H), kF32 * (rows * (4 * D + 2) + saved)};
+}
+
+Cost deltanet_backward_cost(const MixerShape& m) {
+  const Cost f = deltanet_forward_cost(m);
+  const double rows = double(m.B * m.T * m.H), D = double(m.D);
+  // saved read back, q k v beta do read, dq dk dv dbeta += (read and written)
+  const double saved_bytes = f.bytes - kF32 * rows * (4 * D + 2);
+  return {2 * f.flops, saved_bytes + kF32 * rows * (5 * D + 2 + 2 * (3 * D + 1))};
+}
+
+std::vector<Launch> deltanet(const MixerShape& m, std::vector<Launch>& bwd, const std::string& name) {
+  append(bwd, launches(name + " backward", {cu::deltanet_backward_plan(m.B, m.T, m.H, m.D, m.D, m.C)},
+                       {deltanet_backward_cost(m)}));
+  return launches(name + " forward", {cu::deltanet_forward_plan(m.B, m.T, m.H, m.D, m.D, m.C)},
+                  {deltanet_forward_cost(m)});
+}
+
+// Causal softmax attention over `window` keys (<= 0: global). Per query-key pair the forward does
+// S = q k (2 dk) and o += p v (2 dv); the backward's dk/dv pass recomputes S and dP (2 dk + 2 dv) and
+// adds dV and dK (2 dv + 2 dk), its dq pass recomputes S and dP and adds dQ (4 dk + 2 dv). Bytes: the
+// tensors once each (the 50 MB L2 keeps the key blocks that the query blocks share).
+std::vector<Launch> attention(const MixerShape& m, int64_t window, bool bf16, std::vector<Launch>& bwd) {
+  const double T = double(m.T), W = window <= 0 || window >= m.T ? T : double(window);
+  const double pairs = double(m.B * m.H) * (W * T - W * (W - 1) / 2);
+  const double D = double(m.D), rows = double(m.B * m.T * m.H), elt = bf16 ? 2 : kF32;
+  const std::string name = window > 0 ? "attention (window " + std::to_string(window) + ")" : "attention (global)";
+  std::vector<Launch> fwd = launches(name + " forward", cu::attention_forward_plans(bf16, m.B, m.T, m.H, m.D, m.D),
+                                     {{pairs * 4 * D, elt * rows * 4 * D + kF32 * rows}}, bf16);
+  append(bwd, launches(name + " backward", cu::attention_backward_plans(bf16, m.B, m.T, m.H, m.H, m.D, m.D),
+                       {{rows * 2 * D, elt * rows * 2 * D + kF32 * rows},
+                        {pairs * 8 * D, elt * rows * (4 * D + 4 * D) + 2 * kF32 * rows},
+                        {pairs * 6 * D, elt * rows * (4 * D + 2 * D) + 2 * kF32 * rows}},
+                       bf16));
+  return fwd;
+}
+
+// ---- the training step ----
+
+struct ModelShape {
+  std::string name;
+  int64_t B, T, H, D, layers, vocab, intermediate;
+  bool tied;
+  int64_t hidden() const { return H * D; }
+};
+
+// RMSNorm of N rows of D: forward reads x, writes y and rstd; backward reads x, dy, rstd, dx +=,
+// then the weight gradient's column sums.
+void rmsnorm(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::string& name, int64_t N, int64_t D) {
+  const double n = double(N) * D;
+  append(fwd, launches(name + " forward", cu::rmsnorm_forward_plans(N, D), {{4 * n, kF32 * (2 * n + N)}}));
+  const cu::RowChunks chunks = cu::row_chunks(N, (D + 31) / 32, D);
+  append(bwd, launches(name + " backward", cu::rmsnorm_backward_plans(N, D, true),
+                       {{6 * n, kF32 * (4 * n + N)}, {3 * n, kF32 * (2 * n + N)},
+                        {double(chunks.count) * D, kF32 * double(chunks.count + 2) * D}}));
+}
+
+void pointwise_op(std::vector<Launch>& to, const std::string& op, const std::string& functor, int64_t n, int reads,
+                  int writes, double flops) {
+  append(to, launches(op, {cu::elementwise_plan(functor, n)}, {pointwise(n, reads, writes, flops)}));
+}
+
+struct Step {
+  std::vector<Launch> launches;
+  int64_t params = 0;
+};
+
+// One step of a model whose every layer is GLA (the default mixer; fla's GatedLinearAttention layer
+// with expand_k = 1, so q, k, v, g are hidden x hidden): embedding, per layer RMSNorm, the q, k, v,
+// g projections, the rank-16 gate projection with its bias, logsigmoid and 1/16 scale, the GLA scan,
+// the per-head RMSNorm and swish gate, the output projection, the residual, then RMSNorm, the SwiGLU
+// MLP and its residual; the final RMSNorm, the LM head, cross-entropy; the backward of each (listed
+// in an order of its own: a sum of times does not depend on it); the gradient norm and AdamW over
+// every parameter. GEMMs in float32 unless `gemm_bf16`.
+Step training_step(const ModelShape& s, bool gemm_bf16) {
+  const int64_t N = s.B * s.T, d = s.hidden(), I = s.intermediate, V = s.vocab, rank = 16;
+  std::vector<Launch> fwd, bwd_layer, fwd_layer, head_fwd, head_bwd, rest;
+  // the layer, once; it repeats s.layers times
+  rmsnorm(fwd_layer, bwd_layer, "attn_norm", N, d);
+  for (const char* p : {"q_proj", "k_proj", "v_proj", "g_proj"}) linear(fwd_layer, bwd_layer, p, N, d, d, gemm_bf16);
+  linear(fwd_layer, bwd_layer, "gk_proj.0", N, d, rank, gemm_bf16);
+  linear(fwd_layer, bwd_layer, "gk_proj.1", N, rank, d, gemm_bf16);
+  append(fwd_layer, launches("gk_proj.1 bias", {cu::pointwise_plan("bias_forward_kernel", N * d)},
+                             {pointwise(N * d, 2, 1, 1)}));
+  const cu::RowChunks bias_chunks = cu::row_chunks(N, (d + 31) / 32, d);
+  append(bwd_layer, launches("gk_proj.1 bias backward", cu::bias_backward_plans(N, d),
+                             {pointwise(N * d, 1, 0, 1), pointwise(bias_chunks.count * d, 1, 0, 1)}));
+  const std::string logsigmoid = cu::activation_functor("ActivationForward", Activation::logsigmoid);
+  const std::string dlogsigmoid = cu::activation_functor("ActivationBackward", Activation::logsigmoid);
+  pointwise_op(fwd_layer, "gate logsigmoid", logsigmoid, N * d, 1, 1, 4);
+  pointwise_op(fwd_layer, "gate / 16", "Scale", N * d, 1, 1, 1);
+  pointwise_op(bwd_layer, "gate / 16 backward", "Axpy", N * d, 2, 1, 2);
+  pointwise_op(bwd_layer, "gate logsigmoid backward", dlogsigmoid, N * d, 3, 1, 5);
+  std::vector<Launch> mixer_bwd;
+  std::vector<Launch> mixer_fwd = gla({s.B, s.T, s.H, s.D}, mixer_bwd);
+  for (Launch& l : mixer_fwd) l.mixer = true;
+  for (Launch& l : mixer_bwd) l.mixer = true;
+  append(fwd_layer, mixer_fwd);
+  rmsnorm(fwd_layer, bwd_layer, "g_norm (per head)", N * s.H, s.D);
+  pointwise_op(fwd_layer, "swish gate", "SwigluForward", N * d, 2, 1, 6);
+  pointwise_op(bwd_layer, "swish gate backward", "SwigluBackward", N * d, 5, 2, 12);
+  linear(fwd_layer, bwd_layer, "o_proj", N, d, d, gemm_bf16);
+  pointwise_op(fwd_layer, "residual", "Add", N * d, 2, 1, 1);
+  rmsnorm(fwd_layer, bwd_layer, "mlp_norm", N, d);
+  linear(fwd_layer, bwd_layer, "mlp gate_proj", N, d, I, gemm_bf16);
+  linear(fwd_layer, bwd_layer, "mlp up_proj", N, d, I, gemm_bf16);
+  pointwise_op(fwd_layer, "mlp swiglu", "SwigluForward", N * I, 2, 1, 6);
+  pointwise_op(bwd_layer, "mlp swiglu backward", "SwigluBackward", N * I, 5, 2, 12);
+  linear(fwd_layer, bwd_layer, "mlp down_proj", N, I, d, gemm_bf16);
+  pointwise_op(fwd_layer, "residual", "Add", N * d, 2, 1, 1);
+  pointwise_op(bwd_layer, "residual gradient", "AddInplace", N * d, 2, 1, 1);
+  pointwise_op(bwd_layer, "residual gradient", "AddInplace", N * d, 2, 1, 1);
+  append(bwd_layer, mixer_bwd);
+  for (Launch& l : fwd_layer) l.launches = s.layers;
+  for (Launch& l : bwd_layer) l.launches = s.layers;
+  // the ends of the model
+  append(fwd, launches("embedding", cu::embedding_forward_plans(N, d), {pointwise(N * d, 1, 1, 0)}));
+  rmsnorm(head_fwd, head_bwd, "final norm", N, d);
+  linear(head_fwd, head_bwd, "lm_head", N, d, V, gemm_bf16);
+  append(head_fwd, launches("cross-entropy", cu::cross_entropy_forward_plans(N, V),
+                            {{3.0 * N * V, kF32 * N * V}, {2.0 * N, kF32 * 3 * N}}));
+  Step step;
+  step.params = V * d * (s.tied ? 1 : 2) + d +
+                s.layers * (5 * d * d + 2 * d * rank + d + s.D + 3 * d * I + 2 * d);
+  append(rest, launches("cross-entropy backward", cu::cross_entropy_backward_plans(N, V), {pointwise(N * V, 2, 1, 4)}));
+  append(rest, head_bwd);
+  std::vector<Launch> tail;
+  append(tail, launches("embedding backward", {cu::embedding_backward_plan(V)},
+                        {{double(N) * d, kF32 * (double(N) * d + 2.0 * V * d + N)}}));
+  append(tail, launches("gradient norm", cu::sum_squares_plans(step.params),
+                        {pointwise(step.params, 1, 0, 2), {1024, 8 * 1024}}));
+  append(tail, launches("AdamW", cu::adamw_plans(step.params), {pointwise(step.params, 4, 3, 15)}));
+  for (auto* part : {&fwd, &fwd_layer, &head_fwd, &rest, &bwd_layer, &tail}) append(step.launches, *part);
+  return step;
+}
+
+// ---- the report ----
+
+struct Row {
+  const Launch* launch;
+  std::string regs, spills, occupancy, waves, tensor_cores;
+  cu::MathUnit unit;
+  cu::Roofline roofline;  // all its launches
+};
+
+Row assess(const Launch& l, const BuildTables& t, const cu::GpuSpec& gpu, bool gemm_bf16) {
+  Row r{&l, "-", "-", "-", "-", "-", cu::MathUnit::f32, {}};
+  double share = 1;
+  if (!l.gemm.empty()) {  // cuBLAS: its kernels are not ours; float32 SIMT, or bf16 tensor cores
+    r.tensor_cores = gemm_bf16 ? "cuBLAS" : "no (f32)";
+    r.unit = gemm_bf16 ? cu::MathUnit::bf16 : cu::MathUnit::f32;
+  } else {
+    const auto res = t.resources.find(l.plan.kernel);
+    const bool known = res != t.resources.end();
+    const int regs = known ? res->second.registers : 0;
+    const int64_t smem = l.plan.shared_bytes + (known ? res->second.static_smem : 0);
+    if (known) r.regs = std::to_string(regs), r.spills = std::to_string(res->second.spill_bytes);
+    const cu::Occupancy o = cu::occupancy(gpu, l.plan.block.count(), regs, smem);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.0f%% (%s)", 100 * o.fraction, o.limiter.c_str());
+    r.occupancy = known ? buf : std::string(buf) + " w/o regs";
+    std::snprintf(buf, sizeof buf, "%.2f", cu::waves(gpu, l.plan.grid.count(), o.blocks_per_sm));
+    r.waves = buf;
+    share = std::min(1.0, double(l.plan.grid.count()) / gpu.sms);
+    const auto tc = t.tensor_core_instructions.find(l.plan.kernel);
+    if (tc != t.tensor_core_instructions.end()) {
+      r.tensor_cores = tc->second > 0 ? "yes (" + std::to_string(tc->second) + ")" : "no";
+      if (tc->second > 0) r.unit = l.bf16 ? cu::MathUnit::bf16 : cu::MathUnit::tf32;
+    }
+  }
+  r.roofline = cu::roofline(gpu, l.flops, l.bytes, r.unit, share);
+  r.roofline.us *= double(l.launches), r.roofline.compute_us *= double(l.launches);
+  r.roofline.memory_us *= double(l.launches);
+  return r;
+}
+
+std::string dims(const cu::Dim& d) {
+  std::string s = std::to_string(d.x);
+  if (d.y > 1 || d.z > 1) s += " x " + std::to_string(d.y);
+  if (d.z > 1) s += " x " + std::to_string(d.z);
+  return s;
+}
+
+double print_table(const std::vector<Launch>& ls, const BuildTables& t, const cu::GpuSpec& gpu, bool gemm_bf16) {
+  std::printf("| op | kernel | launches | grid | block | smem B | regs | spills B | occupancy | waves | tensor cores "
+              "| GFLOP | MB | roofline us | bound |\n");
+  std::printf("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|---|\n");
+  double total = 0;
+  for (const Launch& l : ls) {
+    const Row r = assess(l, t, gpu, gemm_bf16);
+    const bool ours = l.gemm.empty();
+    std::string smem = "-";
+    if (ours) {
+      const auto res = t.resources.find(l.plan.kernel);
+      const int64_t static_smem = res != t.resources.end() ? res->second.static_smem : 0;
+      smem = std::to_string(l.plan.shared_bytes) + (static_smem ? " + " + std::to_string(static_smem) : "");
+    }
+    std::string bound = r.roofline.memory_bound ? "memory" : "compute";
+    if (ours && l.plan.grid.count() < gpu.sms)
+      bound += ", " + std::to_string(l.plan.grid.count()) + "/" + std::to_string(gpu.sms) + " SMs";
+    std::printf("| %s | %s | %ld | %s | %s | %s | %s | %s | %s | %s | %s | %.3f | %.1f | %.1f | %s (%s) |\n",
+                l.op.c_str(), ours ? l.plan.kernel.c_str() : ("cuBLAS " + l.gemm).c_str(), long(l.launches),
+                ours ? dims(l.plan.grid).c_str() : "-", ours ? dims(l.plan.block).c_str() : "-", smem.c_str(),
+                r.regs.c_str(), r.spills.c_str(), r.occupancy.c_str(), r.waves.c_str(), r.tensor_cores.c_str(),
+                l.flops * double(l.launches) / 1e9, l.bytes * double(l.launches) / 1e6, r.roofline.us,
+                bound.c_str(), cu::math_unit_name(r.unit));
+    total += r.roofline.us;
+  }
+  return total;
+}
+
+struct MixerCase {
+  std::string name;
+  std::vector<Launch> fwd, bwd;
+  const char* fla;  // fla's measured forward + backward on an H100 (shared/design/gpu.md)
+};
+
+std::vector<MixerCase> mixer_cases(const MixerShape& m) {
+  std::vector<MixerCase> cases(6);
+  cases[0].name = "linear attention (f32)", cases[0].fwd = linear_attention(m, cases[0].bwd);
+  cases[0].fla = "1.72 ms (f32)";
+  cases[1].name = "GLA (f32)", cases[1].fwd = gla(m, cases[1].bwd), cases[1].fla = "3.25 ms (f32)";
+  cases[2].name = "DeltaNet (f32)", cases[2].fwd = deltanet(m, cases[2].bwd, "deltanet");
+  cases[2].fla = "2.46 ms (bf16; f32 refused)";
+  cases[3].name = "Gated DeltaNet (f32)", cases[3].fwd = deltanet(m, cases[3].bwd, "gated_deltanet");
+  cases[3].fla = "refused on Hopper (Triton 3.6)";
+  cases[4].name = "sliding-window attention W=256 (bf16)", cases[4].fwd = attention(m, 256, true, cases[4].bwd);
+  cases[4].fla = "1.25 ms (bf16)";
+  cases[5].name = "global attention (bf16)", cases[5].fwd = attention(m, 0, true, cases[5].bwd);
+  cases[5].fla = "0.45 ms (bf16, PyTorch SDPA)";
+  return cases;
+}
+
+void print_mixers(const MixerShape& m, const BuildTables& t, const cu::GpuSpec& gpu, bool with_fla) {
+  std::printf("\n## Mixers and attention, forward + backward, B%ld T%ld H%ld D%ld (chunk %ld)\n\n", long(m.B),
+              long(m.T), long(m.H), long(m.D), long(m.C));
+  std::vector<MixerCase> cases = mixer_cases(m);
+  std::vector<Launch> all;
+  for (const MixerCase& c : cases) {
+    append(all, c.fwd);
+    append(all, c.bwd);
+  }
+  print_table(all, t, gpu, false);
+  std::printf("\n| mixer | roofline estimate (sum of its launches) |%s\n",
+              with_fla ? " fla measured on an H100 |" : "");
+  std::printf("|---|--:|%s\n", with_fla ? "--:|" : "");
+  for (const MixerCase& c : cases) {
+    double us = 0;
+    for (const auto* part : {&c.fwd, &c.bwd})
+      for (const Launch& l : *part) us += assess(l, t, gpu, false).roofline.us;
+    std::printf("| %s | %.3f ms |", c.name.c_str(), us / 1000);
+    if (with_fla) std::printf(" %s |", c.fla);
+    std::printf("\n");
+  }
+}
+
+void print_step(const ModelShape& s, const BuildTables& t, const cu::GpuSpec& gpu, bool gemm_bf16) {
+  const Step step = training_step(s, gemm_bf16);
+  std::printf("\n## Training step: %s\n\nB%ld T%ld, %ld layers of GLA, hidden %ld (H%ld x D%ld), MLP %ld, vocab "
+              "%ld%s: %.1fM parameters; GEMMs in %s.\n\n",
+              s.name.c_str(), long(s.B), long(s.T), long(s.layers), long(s.hidden()), long(s.H), long(s.D),
+              long(s.intermediate), long(s.vocab), s.tied ? " (tied embeddings)" : "", double(step.params) / 1e6,
+              gemm_bf16 ? "bf16 (cuBLAS, tensor cores)" : "float32 (cuBLAS, CUDA cores)");
+  const double us = print_table(step.launches, t, gpu, gemm_bf16);
+  double model_flops = 0, launches = 0, gemm_us = 0, mixer_us = 0;
+  for (const Launch& l : step.launches) {
+    if (!l.gemm.empty() || l.mixer) model_flops += l.flops * double(l.launches);
+    launches += double(l.launches);
+    const double t_us = assess(l, t, gpu, gemm_bf16).roofline.us;
+    if (!l.gemm.empty())
+      gemm_us += t_us;
+    else if (l.mixer)
+      mixer_us += t_us;
+  }
+  const double tokens = double(s.B * s.T), seconds = us * 1e-6;
+  std::printf("\nStep estimate (sum of the roofline times; a lower bound): %.2f ms for %.0f kernel launches, %.0f "
+              "tokens/s; of it the GEMMs %.2f ms, the GLA kernels %.2f ms, the rest %.2f ms.\n",
+              us / 1000, launches, tokens / seconds, gemm_us / 1000, mixer_us / 1000, (us - gemm_us - mixer_us) / 1000);
+  std::printf("Model FLOPs (the GEMMs, and the GLA kernels as they count them), forward + backward: %.2f TFLOP; "
+              "implied MFU %.1f%% of the bf16 peak (%.0f TFLOP/s)",
+              model_flops / 1e12, 100 * model_flops / seconds / (gpu.bf16_tflops * 1e12), gpu.bf16_tflops);
+  if (!gemm_bf16)
+    std::printf(", %.0f%% of the f32 peak (%.0f TFLOP/s) that its float32 GEMMs run at",
+                100 * model_flops / seconds / (gpu.f32_tflops * 1e12), gpu.f32_tflops);
+  std::printf(".\n");
+}
+
+int run_gpu_plan(const std::string& build_dir, bool gemm_bf16) {
+  const cu::GpuSpec gpu = cu::h100_sxm();
+  const BuildTables t = read_tables(build_dir);
+  std::printf("# GPU plan: an ESTIMATE for the %s, made without a GPU\n\n", gpu.name.c_str());
+  std::printf("Launch geometry from the launchers' plans (kernels/cuda/launch_plan.h); occupancy from %d SMs, %dK "
+              "registers, %ld KB shared memory, %d threads and %d blocks per SM; roofline at %.0f TFLOP/s bf16, %.0f "
+              "tf32, %.0f f32 and %.2f TB/s, divided by the share of the SMs a grid can fill. The times are lower "
+              "bounds: no latency, launch overhead, caches or the scans' sequential walk.\n",
+              gpu.sms, gpu.regs_per_sm / 1024, long(gpu.smem_per_sm / 1024), gpu.threads_per_sm,
+              gpu.max_blocks_per_sm, gpu.bf16_tflops, gpu.tf32_tflops, gpu.f32_tflops, gpu.hbm_tb_per_s);
+  if (t.have_resources)
+    std::printf("Registers, static shared memory and spills: %s (sm_90).\n", t.resources_path.c_str());
+  else
+    std::printf("No nvcc resource report at %s (a build without nvcc): registers, spills and static shared memory "
+                "are unknown ('-'), and occupancy counts threads and dynamic shared memory only. Build the kernels "
+                "with nvcc (cmake -DLINATTN_CUDA=ON) and pass its build directory with --build-dir.\n",
+                t.resources_path.c_str());
+  if (t.have_tensor_cores)
+    std::printf("Tensor-core instructions: counted in each kernel's PTX, %s.\n", t.tensor_cores_path.c_str());
+  else
+    std::printf("No PTX tensor-core table at %s: tensor-core use is unknown ('-'), and every kernel is costed on "
+                "the f32 CUDA cores.\n", t.tensor_cores_path.c_str());
+  print_mixers({4, 2048, 4, 64}, t, gpu, true);
+  print_step({"B4 H4 T2048 D64 (the mixer benchmark's shape)", 4, 2048, 4, 64, 4, 257, 768, false}, t, gpu,
+             gemm_bf16);
+  print_step({"125M parameters", 8, 2048, 12, 64, 12, 50257, 2048, true}, t, gpu, gemm_bf16);
+  std::printf("\nWith a GPU, `linattn-bench mixers|attention|gemm --device cuda` measure what this estimates.\n");
+  return 0;
+}
+
+#ifndef LINATTN_BUILD_DIR
+#define LINATTN_BUILD_DIR "build"
+#endif
+
+bool registered = add_command(
+    {"gpu-plan",
+     "an estimate, made without a GPU, of a training step's CUDA kernels on an H100: launch geometry, registers, "
+     "occupancy, tensor cores, FLOPs, bytes, roofline time, fla's times, MFU",
+     [](CLI::App& c) -> std::function<int()> {
+       auto build_dir = std::make_shared<std::string>(LINATTN_BUILD_DIR);
+       auto gemm = std::make_shared<std::string>("f32");
+       c.add_option("--build-dir", *build_dir,
+                    "the nvcc build directory whose cuda-resources.md and cuda-tensor-cores.md to read (default: "
+                    "this binary's build)");
+       c.add_option("--gemm", *gemm, "the GEMMs' precision: f32 (what trains today) or bf16")
+           ->type_name("f32|bf16")
+           ->check(cli::one_of({"f32", "bf16"}));
+       return [build_dir, gemm] { return run_gpu_plan(*build_dir, *gemm == "bf16"); };
+     }});
+
+}  // namespace
+
+}  // namespace linattn::bench

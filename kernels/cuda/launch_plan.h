@@ -1,0 +1,119 @@
+// The launch geometry of every CUDA kernel: for given sizes, which kernels a launcher starts, in
+// order, with what grid, block and dynamic shared memory. The launchers in kernels/cuda/*.cu launch
+// exactly these plans (LINATTN_LAUNCH_PLAN, launch.cuh), and `linattn-bench gpu-plan` reads them to
+// estimate a training step on an H100 without one; tests/cuda/launch_plan_test.cpp records the
+// launches of each launcher under the emulation and checks them against its plan.
+//
+// Plain host code: no CUDA header, built in every build (the CPU-only one too). A plan's kernel is
+// named as nvcc's resource report names it (cmake/cuda_resources.sh: namespaces dropped, template
+// arguments without spaces), so that the report can find its registers and shared memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/op_types.h"
+
+namespace linattn::cuda {
+
+struct Dim {
+  int64_t x = 1, y = 1, z = 1;
+  int64_t count() const { return x * y * z; }
+};
+
+struct LaunchPlan {
+  std::string kernel;
+  Dim grid, block;
+  int64_t shared_bytes = 0;  // dynamic shared memory per block
+};
+using LaunchPlans = std::vector<LaunchPlan>;
+
+// ---- pointwise kernels (common.cuh): one thread per element ----
+inline constexpr int kPointwiseThreads = 256;
+LaunchPlan pointwise_plan(const std::string& kernel, int64_t n);
+
+// ---- elementwise.cu: pointwise_kernel<F> for the functor F ("Add", "SwigluForward", ...) ----
+LaunchPlan elementwise_plan(const std::string& functor, int64_t n);
+// An activation's functor as nvcc's report names it: "ActivationForward<(Activation)0>" for silu.
+std::string activation_functor(const std::string& functor, Activation f);
+
+// ---- deterministic column sums (column_sums.cuh) ----
+// Per-chunk partial sums of a [rows, columns] reduction live in a device buffer of this many floats.
+inline constexpr int64_t kColumnPartials = int64_t(1) << 18;
+inline constexpr int kColumnLanes = 16;  // row lanes of a column-sum block (32 columns x 16 lanes)
+struct RowChunks {
+  int64_t rows;   // rows per chunk
+  int64_t count;  // chunks
+};
+// About 512 blocks over the GPU, chunks of ~256 rows or more, the partial sums within the buffer.
+// tiles: the blocks of one chunk.
+RowChunks row_chunks(int64_t rows, int64_t tiles, int64_t columns);
+// A (32-column tiles of `tiled_columns`) x (row chunks) grid of 32 x kColumnLanes threads.
+LaunchPlan column_sums_plan(const std::string& kernel, int64_t tiled_columns, const RowChunks& chunks);
+LaunchPlan add_column_partials_plan(int64_t n);
+
+// ---- norm.cu: one warp per row, kNormRows rows per block ----
+inline constexpr int kNormRows = 8;
+LaunchPlan norm_rows_plan(const std::string& kernel, int64_t N);
+LaunchPlans rmsnorm_forward_plans(int64_t N, int64_t D);
+LaunchPlans rmsnorm_backward_plans(int64_t N, int64_t D, bool weight_grad);
+LaunchPlans l2norm_forward_plans(int64_t N, int64_t D);
+LaunchPlans l2norm_backward_plans(int64_t N, int64_t D);
+
+// ---- cross_entropy.cu: a block per row for its log-sum-exp, one block for the loss sum ----
+inline constexpr int kCrossEntropyRowThreads = 512;
+inline constexpr int kCrossEntropySumThreads = 1024;
+LaunchPlans cross_entropy_forward_plans(int64_t N, int64_t V);
+LaunchPlans cross_entropy_backward_plans(int64_t N, int64_t V);
+
+// ---- optimizer.cu ----
+inline constexpr int kSumSquaresThreads = 512;
+inline constexpr int kSumSquaresPartials = 1024;  // at most this many partial sums (and blocks)
+LaunchPlans sum_squares_plans(int64_t n);
+LaunchPlans adamw_plans(int64_t n);
+
+// ---- embedding.cu ----
+LaunchPlans embedding_forward_plans(int64_t N, int64_t D);
+LaunchPlan embedding_backward_plan(int64_t V);  // block b owns rows_per_block(V) table rows
+int64_t embedding_backward_rows_per_block(int64_t V);
+
+// ---- bias.cu, conv.cu, gdn_decay.cu, rope.cu: pointwise passes and column sums ----
+LaunchPlans bias_backward_plans(int64_t N, int64_t out);
+LaunchPlans short_conv_backward_plans(int64_t B, int64_t T, int64_t C, int64_t W);
+LaunchPlans gdn_decay_backward_plans(int64_t rows, int64_t H, bool param_grads);
+
+// ---- attention.cu ----
+inline constexpr int kAttentionThreads = 256;  // the CUDA-core kernels: 16 x 16 threads
+inline constexpr int kAttentionBQ = 64;        // forward: queries per block
+inline constexpr int kAttentionBK = 64;        // keys per block, forward and backward
+inline constexpr int kAttentionBQB = 32;       // backward: queries per step
+inline constexpr int kAttentionTcWarps = 4;    // the tensor-core kernels: 4 warps,
+inline constexpr int kAttentionTB = 16 * kAttentionTcWarps;  // 64-row tiles of queries and keys
+// Dynamic shared memory of the CUDA-core kernels (attention.cu says what it holds).
+int64_t attention_forward_smem_bytes(int64_t dk, int64_t dv);
+int64_t attention_backward_smem_bytes(int64_t dk, int64_t dv);
+// bf16 on tensor cores: only for dk = dv in {32, 64, 128}.
+bool attention_uses_tensor_cores(bool bf16, int64_t dk, int64_t dv);
+int64_t attention_tc_smem_bytes(int64_t d);  // attention_layout.h's TcLayout(d, d).total
+LaunchPlans attention_forward_plans(bool bf16, int64_t B, int64_t T, int64_t H, int64_t dk, int64_t dv);
+LaunchPlans attention_backward_plans(bool bf16, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t dk, int64_t dv);
+
+// ---- the linear mixers' scans (linear_scan.cuh): a block per (batch, head) and tile of state
+// columns, walking every chunk in order ----
+// `tiled`: the state columns split into tiles; smem_floats: scan_c_smem or scan_o_smem.
+LaunchPlan scan_plan(const std::string& kernel, int64_t B, int64_t H, int64_t tiled, int64_t smem_floats);
+LaunchPlans linear_attention_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
+                                           bool normalize);
+LaunchPlans linear_attention_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
+                                            bool normalize, bool initial_state_grad);
+LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
+LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
+
+// ---- deltanet.cu: one block per (batch, head) ----
+inline constexpr int kDeltaNetHeadThreads = 256;
+LaunchPlan deltanet_forward_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
+LaunchPlan deltanet_backward_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
+LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv);
+
+}  // namespace linattn::cuda

@@ -1,0 +1,257 @@
+// The launch plans of kernels/cuda/launch_plan.h are what the launchers launch: each launcher runs
+// under the emulation with a LaunchRecorder, and its launches (kernel, grid, block, dynamic shared
+// bytes, in order) must be its plan's, at sizes that leave partial tiles, blocks and chunks. What
+// `linattn-bench gpu-plan` reports therefore cannot drift from the code. Emulation build only (a
+// GPU build has no recorder; the launchers there are the same code).
+#include <gtest/gtest.h>
+
+#ifdef LINATTN_CUDA_EMULATION
+#include <cuda_runtime.h>
+
+#include <sstream>
+#include <string>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/bias.h"
+#include "kernels/cuda/conv.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/deltanet.h"
+#include "kernels/cuda/deltanet_block.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gdn_decay.h"
+#include "kernels/cuda/gla.h"
+#include "kernels/cuda/launch_plan.h"
+#include "kernels/cuda/linear_attn.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/optimizer.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/deltanet.h"
+#include "kernel_testing.h"
+#endif
+
+namespace linattn {
+namespace {
+
+#ifdef LINATTN_CUDA_EMULATION
+
+using cuda::LaunchPlans;
+
+// Zeroed device memory for the kernels to read and write (zeros are valid input to every kernel here).
+class DeviceBuffers {
+ public:
+  float* f32(int64_t n) {
+    return keep(Tensor::zeros({std::max<int64_t>(n, 1)}, DType::f32, Device::cuda)).data<float>();
+  }
+  int32_t* i32(int64_t n) {
+    return keep(Tensor::zeros({std::max<int64_t>(n, 1)}, DType::i32, Device::cuda)).data<int32_t>();
+  }
+  uint16_t* bf16(int64_t n) { return reinterpret_cast<uint16_t*>(f32((n + 1) / 2)); }
+  double* f64(int64_t n) { return reinterpret_cast<double*>(f32(2 * n)); }
+
+ private:
+  Tensor keep(Tensor t) {
+    tensors_.push_back(t);
+    return t;
+  }
+  std::vector<Tensor> tensors_;
+};
+
+// "scan::each_kernel<scan::GateGrad<float>>" and "each_kernel<F>" -> "each_kernel": the launch
+// records the kernel as its source wrote it, template arguments unresolved.
+std::string base_name(std::string s) {
+  s = s.substr(0, s.find('<'));
+  const size_t colon = s.rfind("::");
+  if (colon != std::string::npos) s = s.substr(colon + 2);
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+std::string describe(const cuda::Dim& d) {
+  return std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z);
+}
+std::string describe(const dim3& d) {
+  return std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z);
+}
+
+// Runs launch() with a recorder and checks its launches against plans.
+template <class F>
+void expect_plans(const std::string& what, const LaunchPlans& plans, F&& launch) {
+  std::vector<cuda_emu::RecordedLaunch> got;
+  {
+    cuda_emu::LaunchRecorder recorder;
+    launch();
+    testing::device_sync();
+    got = recorder.launches();
+  }
+  std::ostringstream all;
+  for (const auto& g : got) all << "  " << g.name << " grid " << describe(g.grid) << " block " << describe(g.block)
+                                << " shared " << g.shared_bytes << "\n";
+  ASSERT_EQ(got.size(), plans.size()) << what << ": the launcher launched\n" << all.str();
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const cuda::LaunchPlan& p = plans[i];
+    SCOPED_TRACE(what + ", launch " + std::to_string(i) + " (" + p.kernel + ")");
+    EXPECT_EQ(base_name(got[i].name), base_name(p.kernel));
+    EXPECT_EQ(describe(got[i].grid), describe(p.grid));
+    EXPECT_EQ(describe(got[i].block), describe(p.block));
+    EXPECT_EQ(int64_t(got[i].shared_bytes), p.shared_bytes);
+  }
+}
+
+TEST(LaunchPlan, PointwiseNormsAndReductions) {
+  SKIP_WITHOUT_GPU();
+  DeviceBuffers m;
+  const int64_t N = 37, D = 70, V = 300;  // 3 column tiles of 32, rows not a multiple of 8
+  float *x = m.f32(N * D), *y = m.f32(N * D), *w = m.f32(D), *r = m.f32(N);
+  expect_plans("rmsnorm_forward", cuda::rmsnorm_forward_plans(N, D),
+               [&] { cuda::rmsnorm_forward(y, r, x, w, N, D, 1e-6f); });
+  expect_plans("rmsnorm_backward", cuda::rmsnorm_backward_plans(N, D, true),
+               [&] { cuda::rmsnorm_backward(y, m.f32(D), x, w, r, x, N, D); });
+  expect_plans("rmsnorm_backward without dw", cuda::rmsnorm_backward_plans(N, D, false),
+               [&] { cuda::rmsnorm_backward(y, nullptr, x, w, r, x, N, D); });
+  expect_plans("l2norm_forward", cuda::l2norm_forward_plans(N, D), [&] { cuda::l2norm_forward(y, r, x, N, D, 1e-6f); });
+  expect_plans("l2norm_backward", cuda::l2norm_backward_plans(N, D), [&] { cuda::l2norm_backward(y, x, r, x, N, D); });
+  float *logits = m.f32(N * V), *lse = m.f32(N);
+  int32_t* targets = m.i32(N);
+  expect_plans("cross_entropy_forward", cuda::cross_entropy_forward_plans(N, V),
+               [&] { cuda::cross_entropy_forward(lse, m.f64(2), logits, targets, N, V, -100); });
+  expect_plans("cross_entropy_backward", cuda::cross_entropy_backward_plans(N, V),
+               [&] { cuda::cross_entropy_backward(m.f32(N * V), logits, lse, targets, N, V, -100, 1.0f); });
+  const int64_t big = 600 * 1024;  // more elements than 1024 partial sums of 512 threads take one each
+  float* g = m.f32(big);
+  expect_plans("sum_squares", cuda::sum_squares_plans(big), [&] { cuda::sum_squares(m.f64(1), g, big); });
+  expect_plans("sum_squares of 1000", cuda::sum_squares_plans(1000), [&] { cuda::sum_squares(m.f64(1), g, 1000); });
+  expect_plans("adamw_update", cuda::adamw_plans(N * D), [&] {
+    cuda::adamw_update(x, y, m.f32(N * D), m.f32(N * D), N * D, cuda::AdamWStep{0.9f, 0.95f, 1e-3f, 1.0f, 1e-8f, 0});
+  });
+  int32_t* ids = m.i32(N);
+  expect_plans("embedding_forward", cuda::embedding_forward_plans(N, D),
+               [&] { cuda::embedding_forward(y, ids, m.f32(V * D), N, V, D); });
+  const int64_t vocab = 3000;  // more rows than 1024 blocks: several rows per block
+  expect_plans("embedding_backward", {cuda::embedding_backward_plan(vocab)},
+               [&] { cuda::embedding_backward(m.f32(vocab * D), ids, x, N, vocab, D); });
+  expect_plans("bias_forward", {cuda::pointwise_plan("bias_forward_kernel", N * D)},
+               [&] { cuda::bias_forward(y, w, N, D); });
+  expect_plans("bias_backward", cuda::bias_backward_plans(N, D), [&] { cuda::bias_backward(w, x, N, D); });
+  const int64_t B = 2, T = 19, C = 40, W = 4;
+  float* cx = m.f32(B * T * C);
+  expect_plans("short_conv_forward", {cuda::pointwise_plan("short_conv_forward_kernel", B * T * C)},
+               [&] { cuda::short_conv_forward(m.f32(B * T * C), cx, m.f32(C * W), m.f32(C), B, T, C, W); });
+  expect_plans("short_conv_backward", cuda::short_conv_backward_plans(B, T, C, W), [&] {
+    cuda::short_conv_backward(m.f32(B * T * C), m.f32(C * W), m.f32(C), cx, m.f32(C * W), cx, B, T, C, W);
+  });
+  const int64_t H = 35;
+  float* gx = m.f32(N * H);
+  expect_plans("gdn_decay_forward", {cuda::pointwise_plan("gdn_decay_forward_kernel", N * H)},
+               [&] { cuda::gdn_decay_forward(m.f32(N * H), gx, m.f32(H), m.f32(H), N, H); });
+  expect_plans("gdn_decay_backward", cuda::gdn_decay_backward_plans(N, H, true), [&] {
+    cuda::gdn_decay_backward(m.f32(N * H), m.f32(H), m.f32(H), gx, m.f32(H), m.f32(H), gx, N, H);
+  });
+  expect_plans("gdn_decay_backward without parameter gradients", cuda::gdn_decay_backward_plans(N, H, false), [&] {
+    cuda::gdn_decay_backward(m.f32(N * H), nullptr, nullptr, gx, m.f32(H), m.f32(H), gx, N, H);
+  });
+  expect_plans("rope_forward", {cuda::pointwise_plan("rope_kernel<false>", B * T * 3 * 8)},
+               [&] { cuda::rope_forward(m.f32(B * T * 3 * 16), m.f32(B * T * 3 * 16), B, T, 3, 16, 0, 1e4); });
+  expect_plans("add_forward", {cuda::elementwise_plan("Add", N * D)}, [&] { cuda::add_forward(y, x, x, N * D); });
+  const std::string silu = cuda::activation_functor("ActivationForward", Activation::silu);
+  expect_plans("activation_forward", {cuda::elementwise_plan(silu, N * D)},
+               [&] { cuda::activation_forward(Activation::silu, y, x, N * D); });
+  expect_plans("swiglu_backward", {cuda::elementwise_plan("SwigluBackward", N * D)},
+               [&] { cuda::swiglu_backward(y, m.f32(N * D), x, x, x, N * D); });
+}
+
+TEST(LaunchPlan, Attention) {
+  SKIP_WITHOUT_GPU();
+  DeviceBuffers m;
+  const int64_t B = 1, T = 70, H = 4, Hkv = 2;
+  for (const int64_t d : {24, 96}) {  // the CUDA-core kernels built for head sizes up to 64 and up to 128
+    const int64_t q = B * T * H * d, kv = B * T * Hkv * d;
+    float *o = m.f32(q), *lse = m.f32(B * H * T);
+    expect_plans("attention_forward d=" + std::to_string(d), cuda::attention_forward_plans(false, B, T, H, d, d),
+                 [&] { cuda::attention_forward(o, lse, m.f32(q), m.f32(kv), m.f32(kv), B, T, H, Hkv, d, d, 0, 0.1f); });
+    expect_plans("attention_backward d=" + std::to_string(d), cuda::attention_backward_plans(false, B, T, H, Hkv, d, d),
+                 [&] {
+                   cuda::attention_backward(m.f32(q), m.f32(kv), m.f32(kv), m.f32(q), m.f32(kv), m.f32(kv), o, lse,
+                                            m.f32(q), B, T, H, Hkv, d, d, 16, 0.1f);
+                 });
+  }
+  for (const int64_t d : {32, 40}) {  // bf16: tensor cores at 32, the CUDA-core kernels at 40
+    const int64_t q = B * T * H * d, kv = B * T * Hkv * d;
+    uint16_t* o = m.bf16(q);
+    float* lse = m.f32(B * H * T);
+    EXPECT_EQ(cuda::attention_uses_tensor_cores(true, d, d), d == 32);
+    expect_plans("attention_forward_bf16 d=" + std::to_string(d), cuda::attention_forward_plans(true, B, T, H, d, d),
+                 [&] {
+                   cuda::attention_forward_bf16(o, lse, m.bf16(q), m.bf16(kv), m.bf16(kv), B, T, H, Hkv, d, d, 0, 0.1f);
+                 });
+    expect_plans("attention_backward_bf16 d=" + std::to_string(d),
+                 cuda::attention_backward_plans(true, B, T, H, Hkv, d, d), [&] {
+                   cuda::attention_backward_bf16(m.bf16(q), m.bf16(kv), m.bf16(kv), m.bf16(q), m.bf16(kv),
+                                                 m.bf16(kv), o, lse, m.bf16(q), B, T, H, Hkv, d, d, 0, 0.1f);
+                 });
+  }
+}
+
+TEST(LaunchPlan, LinearMixers) {
+  SKIP_WITHOUT_GPU();
+  DeviceBuffers m;
+  const int64_t B = 1, T = 40, H = 2, Dk = 40, Dv = 36, C = 16;  // 2 state-column tiles, a partial chunk
+  const int64_t qk = B * T * H * Dk, vo = B * T * H * Dv, st = B * H * Dk * Dv;
+  cuda::scan::Mixer<float> x;
+  x.B = B, x.len = T, x.H = H, x.Dk = Dk, x.Dv = Dv, x.chunk = C, x.scale = 0.5f;
+  x.q = m.f32(qk), x.k = m.f32(qk), x.v = m.f32(vo), x.o = m.f32(vo), x.ht = m.f32(st), x.h0 = m.f32(st);
+  x.dO = m.f32(vo), x.dht = m.f32(st), x.dq = m.f32(qk), x.dk = m.f32(qk), x.dv = m.f32(vo), x.dh0 = m.f32(st);
+  expect_plans("linear_attention_forward", cuda::linear_attention_forward_plans(B, T, H, Dk, Dv, C, false),
+               [&] { cuda::linear_attention_forward(x); });
+  expect_plans("linear_attention_backward", cuda::linear_attention_backward_plans(B, T, H, Dk, Dv, C, false, false),
+               [&] { cuda::linear_attention_backward(x); });
+  cuda::scan::Mixer<float> n = x;
+  n.normalize = true, n.z0 = m.f32(B * H * Dk), n.zt = m.f32(B * H * Dk), n.dzt = m.f32(B * H * Dk);
+  n.dz0 = m.f32(B * H * Dk);
+  expect_plans("linear_attention_forward normalized", cuda::linear_attention_forward_plans(B, T, H, Dk, Dv, C, true),
+               [&] { cuda::linear_attention_forward(n); });
+  expect_plans("linear_attention_backward normalized",
+               cuda::linear_attention_backward_plans(B, T, H, Dk, Dv, C, true, true),
+               [&] { cuda::linear_attention_backward(n); });
+  cuda::scan::Mixer<float> g = x;
+  g.g = m.f32(qk), g.dg = m.f32(qk);
+  expect_plans("gla_forward", cuda::gla_forward_plans(B, T, H, Dk, Dv, C), [&] { cuda::gla_forward(g); });
+  expect_plans("gla_backward", cuda::gla_backward_plans(B, T, H, Dk, Dv, C), [&] { cuda::gla_backward(g); });
+}
+
+TEST(LaunchPlan, DeltaNet) {
+  SKIP_WITHOUT_GPU();
+  DeviceBuffers m;
+  const int64_t B = 1, T = 40, H = 3, Dk = 16, Dv = 24, C = 16;
+  const int64_t qk = B * T * H * Dk, vo = B * T * H * Dv, s = B * T * H;
+  for (const bool gated : {false, true}) {
+    DeltaNetArgs<float> p;
+    p.B = B, p.len = T, p.H = H, p.Dk = Dk, p.Dv = Dv, p.chunk_size = C, p.scale = 0.25f;
+    p.o = m.f32(vo), p.saved = m.f32(deltanet_chunk_saved_size(B, T, H, Dk, Dv, C));
+    p.q = m.f32(qk), p.k = m.f32(qk), p.v = m.f32(vo), p.beta = m.f32(s), p.a = gated ? m.f32(s) : nullptr;
+    p.dO = m.f32(vo), p.dq = m.f32(qk), p.dk = m.f32(qk), p.dv = m.f32(vo), p.dbeta = m.f32(s);
+    p.da = gated ? m.f32(s) : nullptr;
+    const std::string what = gated ? "gated_deltanet" : "deltanet";
+    expect_plans(what + " chunk forward", {cuda::deltanet_forward_plan(B, T, H, Dk, Dv, C)},
+                 [&] { cuda::deltanet_chunk_forward(p); });
+    const cuda::delta::Dims d{B, T, H, Dk, Dv, C};
+    float* work = m.f32(B * H * cuda::delta::backward_work(d));
+    expect_plans(what + " chunk backward", {cuda::deltanet_backward_plan(B, T, H, Dk, Dv, C)},
+                 [&] { cuda::deltanet_chunk_backward(p, work); });
+    DeltaNetArgs<float> r = p;
+    r.chunk_size = 1, r.saved = nullptr;
+    expect_plans(what + " recurrent forward", {cuda::deltanet_recurrent_plan(B, T, H, Dk, Dv)},
+                 [&] { cuda::deltanet_recurrent_forward(r, m.f32(B * H * Dk * Dv)); });
+  }
+}
+
+#else
+
+TEST(LaunchPlan, NeedsTheEmulationBuild) {
+  GTEST_SKIP() << "the launches are recorded by the CUDA emulation (LINATTN_CUDA_EMULATION) only";
+}
+
+#endif
+
+}  // namespace
+}  // namespace linattn

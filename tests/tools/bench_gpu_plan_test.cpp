@@ -1,0 +1,124 @@
+// linattn-bench gpu-plan: it runs without a GPU and without the nvcc tables (saying so), prints a row
+// for every kernel that the launchers' plans launch in a step, calls itself an estimate, and reads
+// registers and tensor-core use from the nvcc build's tables when they are there.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "kernels/cuda/launch_plan.h"
+#include "testing.h"
+
+namespace linattn {
+namespace {
+
+namespace fs = std::filesystem;
+
+class BenchGpuPlan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (fs::temp_directory_path() / ("linattn-gpu-plan-" + std::to_string(getpid()))).string();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  testing::CommandResult plan() {
+    return testing::run_command(testing::built_binary("linattn-bench") + " gpu-plan --build-dir " + dir_);
+  }
+  std::string dir_;
+};
+
+// The table row of `op` with `kernel` ("| op | kernel | ..."), or "" when there is none.
+std::string row(const std::string& output, const std::string& op, const std::string& kernel) {
+  const size_t at = output.find("| " + op + " | " + kernel + " |");
+  if (at == std::string::npos) return "";
+  return output.substr(at, output.find('\n', at) - at);
+}
+
+TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
+  testing::CommandResult r = plan();
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("ESTIMATE"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("No nvcc resource report at " + dir_ + "/cuda-resources.md"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("No PTX tensor-core table at " + dir_ + "/cuda-tensor-cores.md"), std::string::npos)
+      << r.output;
+  // every kernel of the mixers, attention and the 125M step, by the plans the launchers use
+  const int64_t B = 8, T = 2048, H = 12, D = 64, C = 64, N = B * T, d = H * D, V = 50257;
+  std::vector<cuda::LaunchPlans> all = {
+      cuda::linear_attention_forward_plans(4, T, 4, D, D, C, false),
+      cuda::linear_attention_backward_plans(4, T, 4, D, D, C, false, false),
+      cuda::gla_forward_plans(B, T, H, D, D, C),
+      cuda::gla_backward_plans(B, T, H, D, D, C),
+      {cuda::deltanet_forward_plan(4, T, 4, D, D, C), cuda::deltanet_backward_plan(4, T, 4, D, D, C)},
+      cuda::attention_forward_plans(true, 4, T, 4, D, D),
+      cuda::attention_backward_plans(true, 4, T, 4, 4, D, D),
+      cuda::rmsnorm_forward_plans(N, d),
+      cuda::rmsnorm_backward_plans(N, d, true),
+      cuda::cross_entropy_forward_plans(N, V),
+      cuda::cross_entropy_backward_plans(N, V),
+      cuda::embedding_forward_plans(N, d),
+      {cuda::embedding_backward_plan(V)},
+      cuda::bias_backward_plans(N, d),
+      cuda::sum_squares_plans(1000000),
+      cuda::adamw_plans(1000000),
+      {cuda::elementwise_plan("SwigluForward", N), cuda::elementwise_plan("SwigluBackward", N),
+       cuda::elementwise_plan("Add", N), cuda::elementwise_plan("AddInplace", N),
+       cuda::elementwise_plan(cuda::activation_functor("ActivationForward", Activation::logsigmoid), N)},
+  };
+  for (const cuda::LaunchPlans& plans : all)
+    for (const cuda::LaunchPlan& p : plans)
+      EXPECT_NE(r.output.find(" | " + p.kernel + " | "), std::string::npos) << "no row for " << p.kernel;
+  for (const char* what : {"cuBLAS 16384 x 768 x 768", "cuBLAS 16384 x 50257 x 768", "1.72 ms (f32)", "3.25 ms (f32)",
+                           "2.46 ms (bf16; f32 refused)", "0.45 ms (bf16, PyTorch SDPA)", "## Training step: 125M",
+                           "130.9M parameters", "Step estimate", "implied MFU"})
+    EXPECT_NE(r.output.find(what), std::string::npos) << "no '" << what << "' in\n" << r.output;
+  // The row of GLA's forward at B4 H4 T2048 D64 shows its plan's geometry (today B * H = 16 blocks
+  // of 2 state-column tiles, 256 threads, 81920 B of shared memory) and the SMs it leaves idle.
+  const cuda::LaunchPlan p = cuda::gla_forward_plans(4, T, 4, D, D, C)[0];
+  const std::string gla = row(r.output, "gla forward", p.kernel);
+  auto dims = [](const cuda::Dim& g) {
+    return std::to_string(g.x) + (g.y > 1 || g.z > 1 ? " x " + std::to_string(g.y) : "") +
+           (g.z > 1 ? " x " + std::to_string(g.z) : "");
+  };
+  const std::string geometry = dims(p.grid) + " | " + dims(p.block) + " | " + std::to_string(p.shared_bytes);
+  EXPECT_NE(gla.find("| " + geometry + " | - | - |"), std::string::npos) << gla;
+  if (p.grid.count() < 132) {
+    EXPECT_NE(gla.find(std::to_string(p.grid.count()) + "/132 SMs"), std::string::npos) << gla;
+  }
+}
+
+TEST_F(BenchGpuPlan, ReadsRegistersAndTensorCoresFromTheNvccTables) {
+  {
+    std::ofstream resources(dir_ + "/cuda-resources.md");
+    resources << "| file | kernel | arch | registers | static smem (B) | spill stores (B) | spill loads (B) "
+                 "| stack (B) | cmem (B) | spill check |\n"
+              << "| --- | --- | --- | --: | --: | --: | --: | --: | --: | --- |\n"
+              << "| norm.cu | rmsnorm_forward_kernel | sm_80 | 32 | 0 | 0 | 0 | 0 | - | |\n"
+              << "| norm.cu | rmsnorm_forward_kernel | sm_90 | 255 | 1024 | 8 | 16 | 24 | - | accepted (line 1) |\n";
+    std::ofstream tensor_cores(dir_ + "/cuda-tensor-cores.md");
+    tensor_cores << "| file | kernel | arch | tensor-core instructions (PTX) |\n| --- | --- | --- | ---: |\n"
+                 << "| norm.cu | rmsnorm_forward_kernel | sm_90 | 7 |\n"
+                 << "| norm.cu | rmsnorm_dx_kernel | sm_90 | 0 |\n";
+  }
+  testing::CommandResult r = plan();
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("Registers, static shared memory and spills: " + dir_ + "/cuda-resources.md"),
+            std::string::npos) << r.output;
+  // The small step's RMSNorm over 8192 rows: 1024 blocks of 8 warps (norm_rows_plan). With sm_90's
+  // row, not sm_80's: 255 registers x 256 threads leave one block (8 warps of 64: 12.5%) per SM, so
+  // 1024 / 132 = 7.76 waves; the static 1024 B beside no dynamic memory; spills 8 + 16 B. Its 7 mma
+  // instructions in a float32 kernel put its products on the tf32 peak.
+  const std::string norm = row(r.output, "attn_norm forward", "rmsnorm_forward_kernel");
+  EXPECT_NE(norm.find("| 1024 | 256 | 0 + 1024 | 255 | 24 | 12% (registers) | 7.76 | yes (7) |"), std::string::npos)
+      << norm;
+  EXPECT_NE(norm.find("(tf32) |"), std::string::npos) << norm;
+  const std::string dx = row(r.output, "attn_norm backward", "rmsnorm_dx_kernel");
+  EXPECT_NE(dx.find("| - | - | 100% (threads) w/o regs | 0.97 | no |"), std::string::npos) << dx;
+  EXPECT_NE(dx.find("(f32) |"), std::string::npos) << dx;
+  // a kernel neither table lists: unknown, not guessed
+  const std::string lse = row(r.output, "cross-entropy", "lse_kernel");
+  EXPECT_NE(lse.find("| - | - | 100% (threads) w/o regs | 15.52 | - |"), std::string::npos) << lse;
+}
+
+}  // namespace
+}  // namespace linattn
