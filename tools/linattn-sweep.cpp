@@ -21,6 +21,7 @@
 #include "core/hdf5.h"
 #include "sweep/plots.h"
 #include "sweep/results.h"
+#include "sweep/summary.h"
 #include "sweep/sweep_file.h"
 #include "tools/cli.h"
 #include "train/checkpoint.h"
@@ -179,20 +180,104 @@ Outcome run_child(const std::vector<std::string>& argv) {
   return out;
 }
 
-// The values of a grid key as numbers (NaN where one is not a number).
-std::vector<double> numbers(const Sweep& s, const std::string& key) {
-  std::vector<double> out;
-  for (const SweepRun& r : s.runs) {
-    double x = NAN;
-    for (const Override& o : r.point)
-      if (o.key == key) {
-        char* end = nullptr;
-        const double v = std::strtod(o.value.c_str(), &end);
-        if (!o.value.empty() && *end == '\0') x = v;
-      }
-    out.push_back(x);
+// `value` as a number; NaN when it is not one.
+double number(const std::string& value) {
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  return !value.empty() && *end == '\0' ? v : NAN;
+}
+
+// The value of a grid key in run i as a number (NaN where it is not one).
+double grid_number(const Sweep& s, size_t i, const std::string& key) {
+  for (const Override& o : s.runs[i].point)
+    if (o.key == key) return number(o.value);
+  return NAN;
+}
+
+// The line of run i in a plot against a grid key: its runs entry and its other grid values.
+std::string series_label(const Sweep& s, size_t i, const std::string& key) {
+  std::string label = s.runs[i].entry;
+  for (const Override& o : s.runs[i].point)
+    if (o.key != key) label += (label.empty() ? "" : " ") + o.key.substr(o.key.rfind('.') + 1) + "=" + o.value;
+  return label.empty() ? "runs" : label;
+}
+
+// Grid keys with two numbers or more and nothing else: those the final metric is drawn against.
+std::vector<std::string> numeric_grid_keys(const Sweep& s) {
+  std::vector<std::string> keys;
+  for (const std::string& key : s.grid_keys) {
+    std::set<double> seen;
+    bool all = true;
+    for (size_t i = 0; i < s.runs.size(); ++i) {
+      const double x = grid_number(s, i, key);
+      all &= !std::isnan(x);
+      seen.insert(x);
+    }
+    if (all && seen.size() >= 2) keys.push_back(key);
   }
-  return out;
+  return keys;
+}
+
+// The plots of a sweep without tune and seeds: every run's curve; the final metric against each
+// numeric grid key, one line per runs entry and other grid values.
+void write_run_plots(const Sweep& s, const fs::path& out, const std::vector<ResultRow>& rows,
+                     const std::vector<RunRecord>& records, const std::vector<std::string>& labels,
+                     const std::string& metric) {
+  write_text_atomically(out / "val_loss.svg", render_svg(curve_plot(records, labels, "val_loss")));
+  if (metric == "recall_accuracy")
+    write_text_atomically(out / "recall_accuracy.svg", render_svg(curve_plot(records, labels, "recall_accuracy")));
+  for (const std::string& key : numeric_grid_keys(s)) {
+    std::vector<double> x;
+    std::vector<std::string> series;
+    for (size_t i = 0; i < s.runs.size(); ++i) {
+      x.push_back(grid_number(s, i, key));
+      series.push_back(series_label(s, i, key));
+    }
+    write_text_atomically(out / ("final_" + metric + "_vs_" + folder_name(key) + ".svg"),
+                          render_svg(final_plot(key, rows, x, series, metric)));
+  }
+}
+
+// The plots of a sweep with tune or seeds, each configuration at its chosen value: its curve, the
+// mean of its seeds in a band from their minimum to their maximum; its final metric against each
+// numeric grid key; and, for one tuned key, the whole search against that key.
+void write_search_plots(const Sweep& s, const fs::path& out, const std::vector<ResultRow>& rows,
+                        const std::vector<RunRecord>& records, const std::vector<int>& record_of,
+                        const std::vector<ConfigSummary>& configs, const std::string& metric) {
+  std::vector<size_t> first_run;  // of each configuration
+  for (const ConfigSummary& c : configs)
+    for (size_t i = 0; i < s.runs.size(); ++i)
+      if (s.runs[i].config == c.config) {
+        first_run.push_back(i);
+        break;
+      }
+  std::vector<std::vector<RunRecord>> sets;
+  std::vector<std::string> labels;
+  for (const ConfigSummary& c : configs) {
+    if (c.chosen < 0) continue;
+    const std::string& tuned = c.points[size_t(c.chosen)].tuned;
+    sets.emplace_back();
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (rows[i].config == c.config && rows[i].tuned == tuned && rows[i].status == "done" && record_of[i] >= 0)
+        sets.back().push_back(records[size_t(record_of[i])]);
+    labels.push_back(c.config + (tuned.empty() ? "" : " (" + tuned + ")"));
+  }
+  write_text_atomically(out / "val_loss.svg", render_svg(band_curve_plot(sets, labels, "val_loss")));
+  if (metric == "recall_accuracy")
+    write_text_atomically(out / "recall_accuracy.svg", render_svg(band_curve_plot(sets, labels, "recall_accuracy")));
+  for (const std::string& key : numeric_grid_keys(s)) {
+    std::vector<double> x;
+    std::vector<std::string> series;
+    for (size_t i : first_run) {
+      x.push_back(grid_number(s, i, key));
+      series.push_back(series_label(s, i, key));
+    }
+    write_text_atomically(out / ("final_" + metric + "_vs_" + folder_name(key) + ".svg"),
+                          render_svg(final_band_plot(key, configs, x, series, metric)));
+  }
+  if (s.tune_keys.size() == 1)
+    write_text_atomically(out / ("final_" + metric + "_vs_" + folder_name(s.tune_keys[0]) + ".svg"),
+                          render_svg(tune_plot(s.tune_keys[0], configs, metric)));
 }
 
 // results.csv, results.md and the plots, from every run folder of the sweep as it is now.
@@ -200,12 +285,15 @@ void write_results(const Sweep& s) {
   std::vector<ResultRow> rows;
   std::vector<RunRecord> records;
   std::vector<std::string> labels;
+  std::vector<int> record_of;  // each row's record; -1: none
   bool any_recall = false;
   for (size_t i = 0; i < s.runs.size(); ++i) {
     const SweepRun& r = s.runs[i];
     const std::string dir = s.run_dir(i);
     ResultRow row;
     row.name = r.name;
+    row.config = r.config;
+    row.tuned = r.tuned;
     row.group = r.group;
     for (const std::string& key : s.keys) {
       row.values.push_back("");
@@ -220,42 +308,39 @@ void write_results(const Sweep& s) {
                  : has_metrics                          ? "interrupted"
                                                         : "pending";
     if (row.status == "failed") row.error = read_text(error_file(dir));
+    record_of.push_back(-1);
     if (has_metrics) {
       RunRecord run = read_run(dir);
       for (const std::string& d : run.damaged) std::fprintf(stderr, "warning: left out a damaged line: %s\n", d.c_str());
       fill_row(row, run);
       for (const EvalPoint& e : run.evals) any_recall |= std::isfinite(e.recall_accuracy);
+      record_of.back() = int(records.size());
       records.push_back(std::move(run));
       labels.push_back(r.name);
     }
     rows.push_back(row);
   }
-  mark_best(rows);
+  const std::string metric = any_recall ? "recall_accuracy" : "val_loss";
+  const bool search = !s.tune_keys.empty() || !s.seeds.empty();
+  std::vector<ConfigSummary> configs;
+  std::string summary;
+  if (search) {
+    configs = summarize(rows, metric);
+    mark_best_configs(rows, configs);
+    std::vector<std::string> searched = s.tune_keys;
+    if (!s.seeds.empty()) searched.push_back("train.seed");
+    summary = summary_markdown(s.keys, searched, configs, metric, s.seeds.size()) + "\n## Every run\n\n";
+  } else {
+    mark_best(rows);
+  }
   fs::create_directories(s.out_dir);
   const fs::path out(s.out_dir);
   // Each through a temporary file: a full disk leaves the last complete one, and an error.
   write_text_atomically(out / "results.csv", results_csv(s.keys, rows));
-  write_text_atomically(out / "results.md", "# " + s.path + "\n\nBase config: " + s.base + "\n\n" +
-                                                results_markdown(s.keys, rows));
-  write_text_atomically(out / "val_loss.svg", render_svg(curve_plot(records, labels, "val_loss")));
-  if (any_recall)
-    write_text_atomically(out / "recall_accuracy.svg", render_svg(curve_plot(records, labels, "recall_accuracy")));
-  // The final metric against each swept number, one line per runs entry and other grid values.
-  const std::string metric = any_recall ? "recall_accuracy" : "val_loss";
-  for (const std::string& key : s.grid_keys) {
-    const std::vector<double> x = numbers(s, key);
-    if (std::set<double>(x.begin(), x.end()).size() < 2 || std::any_of(x.begin(), x.end(), [](double v) { return std::isnan(v); }))
-      continue;
-    std::vector<std::string> series;
-    for (const SweepRun& r : s.runs) {
-      std::string label = r.entry;
-      for (const Override& o : r.point)
-        if (o.key != key) label += (label.empty() ? "" : " ") + o.key.substr(o.key.rfind('.') + 1) + "=" + o.value;
-      series.push_back(label.empty() ? "runs" : label);
-    }
-    write_text_atomically(out / ("final_" + metric + "_vs_" + folder_name(key) + ".svg"),
-                          render_svg(final_plot(key, rows, x, series, metric)));
-  }
+  write_text_atomically(out / "results.md", "# " + s.path + "\n\nBase config: " + s.base + "\n\n" + summary +
+                                                results_markdown(s.keys, rows, search));
+  if (search) write_search_plots(s, out, rows, records, record_of, configs, metric);
+  else write_run_plots(s, out, rows, records, labels, metric);
 }
 
 // Every --only name is a run of the sweep.

@@ -102,7 +102,7 @@ TEST_F(SweepFile, ProblemsAtTheSweepFilesLine) {
   const std::string head = "base: configs/base.yaml\nout_dir: o\n";
   EXPECT_EQ(error(head + "gird:\n  model.hidden_size: [32]\n"),
             p + ":3:1: unknown key 'gird' in the sweep file (known keys: base, out_dir, name, launcher, set, grid, "
-                "runs, compare)");
+                "runs, compare, tune, seeds)");
   // An unknown config key, a value of the wrong type, an unknown mixer: each at its value.
   std::string e = error(head + "grid:\n  model.hiden_size: [32, 64]\n");
   EXPECT_EQ(e.rfind(p + ":4:22 (model.hiden_size: 32): unknown key 'hiden_size' in 'model' (did you mean 'hidden_size'?)", 0), 0u) << e;
