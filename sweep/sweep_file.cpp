@@ -177,43 +177,62 @@ std::vector<Override> seeds_of(const std::string& path, const YAML::Node& list) 
   return seeds;
 }
 
+// `tune:`: a mapping of keys to lists of values (every combination), or a list of override maps
+// (each one tuned point: keys that go together, e.g. train.lr with train.lr_min). Its keys go to `keys`.
+std::vector<std::vector<Override>> tune_points_of(const std::string& path, const YAML::Node& tune,
+                                                  std::vector<std::string>& keys) {
+  if (!tune || tune.IsMap()) return combinations(path, tune, "tune", "[3.0e-4, 1.0e-3, 3.0e-3]", keys);
+  if (!tune.IsSequence() || tune.size() == 0)
+    fail(path, tune, "tune must map keys to lists of values, e.g. tune: {train.lr: [1.0e-3, 3.0e-3]}, or list "
+         "override maps, e.g. tune: [{train.lr: 1.0e-3, train.lr_min: 1.0e-4}, {train.lr: 3.0e-3, train.lr_min: 3.0e-4}]");
+  std::vector<std::vector<Override>> points;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < tune.size(); ++i) {
+    points.push_back(overrides_of(path, tune[i], "tune entry " + std::to_string(i + 1), false));
+    std::string items, entry_keys;
+    for (const Override& o : points.back()) items += o.item() + "\n", entry_keys += o.key + " ";
+    std::string first_keys;
+    for (const Override& o : points.front()) first_keys += o.key + " ";
+    if (points.back().empty()) fail(path, tune[i], "tune entry " + std::to_string(i + 1) + " sets nothing");
+    if (entry_keys != first_keys)
+      fail(path, tune[i], "tune entry " + std::to_string(i + 1) + " sets " + entry_keys + "but entry 1 sets " +
+           first_keys + "(in that order): give every entry the same keys");
+    if (!seen.insert(items).second) fail(path, tune[i], "tune entry " + std::to_string(i + 1) + " repeats an earlier one; remove one");
+  }
+  for (const Override& o : points.front()) keys.push_back(o.key);
+  return points;
+}
+
 // A tuned key, and train.seed under `seeds`, is set by nothing else: the search sets it.
-void check_set_once(const std::string& path, const YAML::Node& top, const std::vector<Override>& common,
+void check_set_once(const std::string& path, const YAML::Node& top, const std::vector<Override>& tuned,
+                    const std::vector<Override>& seeds, const std::vector<Override>& common,
                     const std::vector<Entry>& entries) {
-  struct Searched {
-    std::string key, what;
-    YAML::Node node;  // where the search names it
-  };
-  std::vector<Searched> searched;
-  if (top["tune"])
-    for (const auto& kv : top["tune"])
-      searched.push_back({kv.first.as<std::string>(), "'" + kv.first.as<std::string>() + "' is tuned", kv.first});
-  if (top["seeds"]) searched.push_back({"train.seed", "seeds sets train.seed", top["seeds"]});
-  for (const Searched& x : searched) {
-    auto clash = [&](const std::string& other) {
-      fail(path, x.node, x.what + ", and " + other + " sets it too: remove one of them");
+  std::vector<std::pair<std::string, Override>> searched;  // what the search does, and where
+  for (const Override& o : tuned) searched.push_back({"'" + o.key + "' is tuned", o});
+  if (!seeds.empty()) searched.push_back({"seeds sets train.seed", seeds.front()});
+  for (const auto& [what, at] : searched) {
+    auto clash = [&, &what = what, &at = at](const std::string& other) {
+      throw Error(at.where + ": " + what + ", and " + other + " sets it too: remove one of them");
     };
     for (const Override& o : common)
-      if (o.key == x.key) clash("set (" + o.where + ")");
+      if (o.key == at.key) clash("set (" + o.where + ")");
     for (const Entry& e : entries)
       for (const Override& o : e.overrides)
-        if (o.key == x.key) clash("a runs entry (" + o.where + ")");
+        if (o.key == at.key) clash("a runs entry (" + o.where + ")");
     if (top["grid"])
       for (const auto& kv : top["grid"])
-        if (kv.first.as<std::string>() == x.key) clash("grid (" + where(path, kv.first) + ")");
+        if (kv.first.as<std::string>() == at.key) clash("grid (" + where(path, kv.first) + ")");
   }
-  if (top["tune"] && top["tune"]["train.seed"] && top["seeds"])
-    fail(path, top["seeds"], "seeds sets train.seed, and tune tunes it too: remove one of them");
+  for (const Override& o : tuned)
+    if (o.key == "train.seed" && !seeds.empty())
+      throw Error(o.where + ": 'train.seed' is tuned, and seeds (" + seeds.front().where + ") sets it too: remove one "
+                  "of them");
 }
 
 // A name template leaves out the tuned keys and the seed: the sweep adds them to each run's name.
-void check_template(const std::string& path, const YAML::Node& top) {
+void check_template(const std::string& path, const YAML::Node& top, std::vector<std::string> searched) {
   if (!top["name"]) return;
   const std::string name_template = top["name"].as<std::string>();
-  std::vector<std::string> searched;
-  if (top["tune"])
-    for (const auto& kv : top["tune"]) searched.push_back(kv.first.as<std::string>());
-  if (top["seeds"]) searched.push_back("train.seed");
   for (const std::string& key : searched)
     if (name_template.find("{" + key + "}") != std::string::npos)
       fail(path, top["name"], "name: {" + key + "} is set by the search (tune or seeds): leave it out, the sweep "
@@ -306,12 +325,13 @@ Sweep load_sweep(const std::string& path) {
 
   // The grid: its points in order, the last key varying fastest; the same for the tuned values.
   std::vector<std::vector<Override>> points = combinations(path, top["grid"], "grid", "[64, 128]", s.grid_keys);
-  const std::vector<std::vector<Override>> tune_points =
-      combinations(path, top["tune"], "tune", "[3.0e-4, 1.0e-3, 3.0e-3]", s.tune_keys);
+  const std::vector<std::vector<Override>> tune_points = tune_points_of(path, top["tune"], s.tune_keys);
   const std::vector<Override> seeds = seeds_of(path, top["seeds"]);
   for (const Override& seed : seeds) s.seeds.push_back(seed.value);
-  check_set_once(path, top, s.common, entries);
-  check_template(path, top);
+  check_set_once(path, top, tune_points.front(), seeds, s.common, entries);
+  std::vector<std::string> searched = s.tune_keys;
+  if (!seeds.empty()) searched.push_back("train.seed");
+  check_template(path, top, searched);
   if (!runs && s.grid_keys.empty() && s.tune_keys.empty() && seeds.empty())
     throw Error(path + ": neither grid nor runs: give at least one of them");
   // Without runs and grid there is one configuration, the base config (its tune and seeds).
@@ -351,7 +371,12 @@ Sweep load_sweep(const std::string& path) {
           try {
             config = load_config(s.base, s.set_items(s.runs.size() - 1));
           } catch (const Error& err) {
-            throw Error(s.in_sweep_terms(err.what(), s.runs.size() - 1));
+            // A problem of the base config that an override brings out (lr_min above a tuned lr)
+            // names the base's line: the run's overrides tell which run it is.
+            const std::string message = s.in_sweep_terms(err.what(), s.runs.size() - 1);
+            std::string made_by;
+            for (const Override& o : r.overrides) made_by += (made_by.empty() ? "" : ", ") + o.key + ": " + o.value + " at " + o.where;
+            throw Error(message != err.what() || made_by.empty() ? message : message + " (in the run of the sweep with " + made_by + ")");
           }
           r.config = folder_name(top["name"] ? templated_name(path, top["name"], e.name, configuration, config)
                                              : default_name(e.name, configuration, point));
