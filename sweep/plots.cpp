@@ -44,9 +44,10 @@ void sort_by_x(Series& s) {
   s = sorted;
 }
 
-// The number after the '=' of "train.lr=1.0e-3"; NaN when it is none.
+// The first tuned value of "train.lr=1.0e-3, train.lr_min=1.0e-4" as a number; NaN when it is none.
 double tuned_number(const std::string& tuned) {
-  const std::string text = tuned.substr(tuned.find('=') + 1);
+  const size_t from = tuned.find('=') + 1;
+  const std::string text = tuned.substr(from, tuned.find(", ", from) - from);
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   return !text.empty() && *end == '\0' ? v : NAN;

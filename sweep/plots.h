@@ -35,9 +35,9 @@ LinePlot final_band_plot(const std::string& x_name, const std::vector<ConfigSumm
                          const std::vector<double>& x, const std::vector<std::string>& series,
                          const std::string& metric);
 
-// The search of one tuned key: each configuration's mean (band: min to max over seeds) at every
-// value, against log10 of the value when all values are positive numbers. Values that are not
-// numbers are left out.
+// The search against the first tuned key (`key`; the others of a tune list go with it): each
+// configuration's mean (band: min to max over seeds) at every value, against log10 of the value
+// when all values are positive numbers. Values that are not numbers are left out.
 LinePlot tune_plot(const std::string& key, const std::vector<ConfigSummary>& configs, const std::string& metric);
 
 }  // namespace linattn

@@ -215,13 +215,13 @@ std::string summary_markdown(const std::vector<std::string>& keys, const std::ve
     auto list = [&](const char* verdict, const char* words) {
       const auto it = by_verdict.find(verdict);
       if (it == by_verdict.end()) return;
-      out << "; " << words << ": ";
+      out << "; " << words;
       for (size_t i = 0; i < it->second.size(); ++i) out << (i ? ", " : "") << md(it->second[i]);
     };
-    list("behind", "ahead, beyond the spread, of");
-    list("tied for best", "within the spread (no difference shown) of");
-    list("not judged", "not judged against (fewer than 2 finished seeds)");
-    list("no finished run", "no finished run yet");
+    list("behind", "ahead, beyond the spread, of ");
+    list("tied for best", "within the spread (no difference shown) of ");
+    list("not judged", "not judged against (fewer than 2 finished seeds): ");
+    list("no finished run", "no finished run yet: ");
     out << ".\n";
   }
 

@@ -275,7 +275,13 @@ void write_search_plots(const Sweep& s, const fs::path& out, const std::vector<R
     write_text_atomically(out / ("final_" + metric + "_vs_" + folder_name(key) + ".svg"),
                           render_svg(final_band_plot(key, configs, x, series, metric)));
   }
-  if (s.tune_keys.size() == 1)
+  // Against the first tuned key, when its values tell the tuned points apart.
+  std::set<std::string> points, firsts;
+  for (const SweepRun& r : s.runs) {
+    points.insert(r.tuned);
+    firsts.insert(r.tuned.substr(0, r.tuned.find(", ")));
+  }
+  if (!s.tune_keys.empty() && firsts.size() == points.size())
     write_text_atomically(out / ("final_" + metric + "_vs_" + folder_name(s.tune_keys[0]) + ".svg"),
                           render_svg(tune_plot(s.tune_keys[0], configs, metric)));
 }
