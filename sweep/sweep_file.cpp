@@ -340,6 +340,12 @@ Sweep load_sweep(const std::string& path) {
       std::find(s.grid_keys.begin(), s.grid_keys.end(), s.compare) == s.grid_keys.end())
     fail(path, top["compare"], "compare: '" + s.compare + "' is not a grid key; give one of them, or runs");
 
+  // Run names carry the first tuned key alone when its values tell the tuned points apart
+  // ("-lr=1.0e-3", not "-lr=1.0e-3-lr_min=1.0e-4").
+  std::set<std::string> firsts;
+  for (const auto& tuned : tune_points)
+    if (!tuned.empty()) firsts.insert(tuned.front().value);
+  const bool first_tells_apart = firsts.size() == tune_points.size();
   // Seeds outermost: an interrupted sweep has every configuration's search at the first seeds.
   std::set<std::string> names;
   for (const Override& seed : seeds.empty() ? std::vector<Override>{{}} : seeds)
@@ -358,7 +364,8 @@ Sweep load_sweep(const std::string& path) {
           std::string suffix;
           for (const Override& o : tuned) {
             r.tuned += (r.tuned.empty() ? "" : ", ") + o.item();
-            suffix += "-" + o.key.substr(o.key.rfind('.') + 1) + "=" + o.value;
+            if (&o == &tuned.front() || !first_tells_apart)
+              suffix += "-" + o.key.substr(o.key.rfind('.') + 1) + "=" + o.value;
           }
           r.overrides.insert(r.overrides.end(), tuned.begin(), tuned.end());
           if (!seed.key.empty()) {

@@ -180,7 +180,12 @@ TEST_F(SweepFile, TuneAsAListOfOverrideMapsKeepsKeysTogetherAndAloneSearchesTheB
   ASSERT_EQ(s.runs.size(), 2u);
   EXPECT_EQ(s.tune_keys, (std::vector<std::string>{"train.lr", "train.lr_min"}));
   EXPECT_EQ(s.runs[1].config, "base");
-  EXPECT_EQ(s.runs[1].name, "base-lr=1.0e-2-lr_min=1.0e-3");
+  EXPECT_EQ(s.runs[1].name, "base-lr=1.0e-2");  // lr alone tells the two apart
+  EXPECT_EQ(load("base: configs/base.yaml\nout_dir: o\ntune:\n  - {train.lr: 1.0e-3, train.lr_min: 1.0e-4}\n"
+                 "  - {train.lr: 1.0e-3, train.lr_min: 0}\n")
+                .runs[1]
+                .name,
+            "base-lr=1.0e-3-lr_min=0");
   EXPECT_EQ(s.runs[1].tuned, "train.lr=1.0e-2, train.lr_min=1.0e-3");
   EXPECT_EQ(s.runs[1].seed, "");
   EXPECT_EQ(s.compare, "runs");
