@@ -49,8 +49,8 @@ struct ResultRow {
   std::string group;                // rows with equal groups are compared
   int64_t params = 0, state = 0;    // parameter count; state_size(model, data.seq_len)
   double tokens = NAN, tokens_per_s = NAN, val_loss = NAN, val_ppl = NAN, val_bpb = NAN, recall = NAN;
-  std::string status;  // done | failed | interrupted | pending
-  std::string error;   // the failure's last stderr lines
+  std::string status;  // done | diverged | failed | interrupted | pending
+  std::string error;   // the failure's (or divergence's) last stderr lines
   bool best = false;  // mark_best, or mark_best_configs (sweep/summary.h) in a search
 };
 

@@ -104,11 +104,12 @@ std::vector<ConfigSummary> summarize(const std::vector<ResultRow>& rows, const s
     size_t pi = 0;
     while (pi < c.points.size() && c.points[pi].tuned != r.tuned) ++pi;
     if (pi == c.points.size()) {
-      c.points.push_back({r.tuned, 0, {}});
+      c.points.push_back({r.tuned, 0, {}, 0});
       values[ci].emplace_back();
       speeds[ci].emplace_back();
     }
     ++c.points[pi].runs;
+    c.points[pi].diverged += r.status == "diverged";
     const double v = row_metric(r, metric);
     if (r.status == "done" && std::isfinite(v)) {
       values[ci][pi].push_back(v);
@@ -117,9 +118,14 @@ std::vector<ConfigSummary> summarize(const std::vector<ResultRow>& rows, const s
   }
   for (size_t ci = 0; ci < configs.size(); ++ci) {
     ConfigSummary& c = configs[ci];
+    bool stable = false;  // a point with finished runs and none diverged
     for (size_t pi = 0; pi < c.points.size(); ++pi) {
       c.points[pi].metric = spread_of(values[ci][pi]);
-      if (c.points[pi].metric.n > 0 && (c.chosen < 0 || better(c.points[pi].metric.mean, c.result().mean)))
+      stable |= c.points[pi].metric.n > 0 && c.points[pi].diverged == 0;
+    }
+    for (size_t pi = 0; pi < c.points.size(); ++pi) {
+      const TunedPoint& p = c.points[pi];
+      if (p.metric.n > 0 && (!stable || p.diverged == 0) && (c.chosen < 0 || better(p.metric.mean, c.result().mean)))
         c.chosen = int(pi);
     }
     if (c.chosen >= 0) c.tokens_per_s = spread_of(speeds[ci][size_t(c.chosen)]).mean;
@@ -232,7 +238,8 @@ std::string summary_markdown(const std::vector<std::string>& keys, const std::ve
         if (std::find(tuned.begin(), tuned.end(), p.tuned) == tuned.end()) tuned.push_back(p.tuned);
     out << "\n## The search\n\nThe mean ± sd of each configuration at each tuned value";
     if (tune_keys == 1) out << " of " << md(searched.front());
-    out << "; **bold**: the one chosen; (k/n): k of its n seeds finished.\n\n| configuration |";
+    out << "; **bold**: the one chosen (where a seed diverged, only when every value has a seed "
+         "that diverged); (k/n): k of its n seeds finished.\n\n| configuration |";
     for (const std::string& t : tuned) out << " " << md(tuned_label(t, tune_keys)) << " |";
     out << "\n|---|";
     for (size_t i = 0; i < tuned.size(); ++i) out << "---|";
@@ -246,7 +253,9 @@ std::string summary_markdown(const std::vector<std::string>& keys, const std::ve
           if (p.tuned != t) continue;
           const bool chosen = int(pi) == c.chosen;
           out << (p.metric.n == 0 ? "—" : (chosen ? "**" : "") + mean_sd(p.metric) + (chosen ? "**" : ""));
-          if (p.metric.n < p.runs) out << " (" << p.metric.n << "/" << p.runs << ")";
+          if (p.metric.n < p.runs)
+            out << " (" << p.metric.n << "/" << p.runs << (p.diverged ? ", " + std::to_string(p.diverged) + " diverged" : "")
+                << ")";
         }
         out << " |";
       }

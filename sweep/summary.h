@@ -36,6 +36,7 @@ struct TunedPoint {
   std::string tuned;  // "train.lr=1.0e-3" ("" without tune)
   int runs = 0;       // its runs (one per seed), finished or not
   Spread metric;      // of the finished ones
+  int diverged = 0;   // its runs that diverged (status "diverged")
 };
 
 struct ConfigSummary {
@@ -43,7 +44,9 @@ struct ConfigSummary {
   std::vector<std::string> values;  // its first row's values (ResultRow::values)
   int64_t params = 0, state = 0;
   std::vector<TunedPoint> points;   // in the order of their first rows
-  int chosen = -1;                  // the point with the best mean; -1 while none has a finished run
+  // The point with the best mean, among those where no seed diverged when there are some; -1 while
+  // none has a finished run.
+  int chosen = -1;
   double tokens_per_s = NAN;        // the mean of the chosen point's finished runs
   // Against the best mean of its group (by better_beyond_spread):
   //   "best"          the best mean, and every other configuration is behind it beyond the spread;

@@ -48,7 +48,10 @@ Args parse_args(int argc, char** argv) {
       "Every run's config is checked before the first starts: a problem is reported at the sweep file's\n"
       "line. Run again, the sweep skips finished runs and resumes an interrupted one from its newest\n"
       "checkpoint. A run that fails is recorded as failed (with the end of its error output) and the\n"
-      "sweep goes on; run the sweep again to retry it.",
+      "sweep goes on; run the sweep again to retry it. A run whose loss diverged is kept as diverged,\n"
+      "not retried.\n\n"
+      "With tune: and seeds:, each configuration trains at every tuned value with every seed, and\n"
+      "results.md reports each at its value with the best mean over the seeds (mean, sd, min-max).",
       "linattn-sweep");
   app.add_option("SWEEP.yaml", a.path, "the sweep file");
   app.add_flag("--dry-run", a.dry_run, "check the sweep file and every run's config, list the runs and their "
@@ -96,6 +99,12 @@ bool finished(const std::string& dir) {
 }
 
 fs::path error_file(const std::string& dir) { return fs::path(dir) / "sweep-error.txt"; }
+// A run stopped by the trainer because its loss went non-finite (too high a learning rate): an
+// outcome of the sweep, kept and not retried (removing the run folder trains it again).
+fs::path diverged_file(const std::string& dir) { return fs::path(dir) / "sweep-diverged.txt"; }
+
+// Nothing is left to train in the run folder: the run finished or diverged.
+bool settled(const std::string& dir) { return finished(dir) || fs::exists(diverged_file(dir)); }
 
 std::string read_text(const fs::path& path) {
   std::ifstream in(path);
@@ -309,11 +318,13 @@ void write_results(const Sweep& s) {
     fill_sizes(row, load_config(s.base, s.set_items(i)));
     const bool has_metrics = fs::exists(fs::path(dir) / "metrics.jsonl") && fs::exists(fs::path(dir) / "config.yaml");
     row.status = finished(dir)                          ? "done"
+                 : fs::exists(diverged_file(dir))       ? "diverged"
                  : fs::exists(error_file(dir))          ? "failed"
                  : !latest_checkpoint(dir).empty()      ? "interrupted"
                  : has_metrics                          ? "interrupted"
                                                         : "pending";
     if (row.status == "failed") row.error = read_text(error_file(dir));
+    if (row.status == "diverged") row.error = read_text(diverged_file(dir));
     record_of.push_back(-1);
     if (has_metrics) {
       RunRecord run = read_run(dir);
@@ -378,18 +389,20 @@ std::vector<std::string> run_command(const Sweep& s, size_t i, bool resume) {
 void list_runs(const Sweep& s, const std::vector<size_t>& todo) {
   for (size_t i : todo) {
     const std::string dir = s.run_dir(i);
-    const bool done = finished(dir), resume = !done && !latest_checkpoint(dir).empty();
+    const bool done = finished(dir), diverged = !done && settled(dir);
+    const bool resume = !done && !diverged && !latest_checkpoint(dir).empty();
     ResultRow sizes;
     fill_sizes(sizes, load_config(s.base, s.set_items(i)));
     std::printf("  %-28s %-15s %9lld parameters, state %lld scalars\n      %s\n", s.runs[i].name.c_str(),
-                done ? "done (skipped)" : resume ? "resumes" : "new", (long long)sizes.params,
+                done ? "done (skipped)" : diverged ? "diverged (skipped)" : resume ? "resumes" : "new",
+                (long long)sizes.params,
                 (long long)sizes.state, joined(run_command(s, i, resume)).c_str());
   }
   std::printf("dry run: the sweep file and every run's config are valid\n");
 }
 
-// Runs the runs `todo` not finished before, one after another; the exit status: 130 when
-// interrupted, 1 when a run failed, else 0.
+// Runs the runs `todo` not finished (or diverged) before, one after another; the exit status: 130
+// when interrupted, 1 when a run failed, else 0.
 int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>& todo) {
   // One sweep at a time in its folder (each run locks its own run folder too).
   const FolderLock sweep_lock(s.out_dir, "the sweep folder");
@@ -401,13 +414,14 @@ int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>
   const auto start = std::chrono::steady_clock::now();
   auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double run_seconds = 0;  // of the runs this invocation trained to their end
-  int trained = 0, failed = 0, remaining = 0;
-  for (size_t i : todo) remaining += !finished(s.run_dir(i));
+  int trained = 0, failed = 0, diverged = 0, remaining = 0;
+  for (size_t i : todo) remaining += !settled(s.run_dir(i));
   for (size_t k = 0; k < todo.size(); ++k) {
     const size_t i = todo[k];
     const std::string dir = s.run_dir(i), name = s.runs[i].name;
-    if (finished(dir)) {
-      std::printf("[sweep] run %zu/%zu %s: finished before, skipped\n", k + 1, todo.size(), name.c_str());
+    if (settled(dir)) {
+      std::printf("[sweep] run %zu/%zu %s: %s before, skipped\n", k + 1, todo.size(), name.c_str(),
+                  finished(dir) ? "finished" : "diverged");
       continue;
     }
     if (g_signals) break;
@@ -431,7 +445,12 @@ int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>
     const Outcome o = run_child(command);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const bool interrupted = g_signals && o.status == 130;  // its Ctrl-C exit (or SIGINT's default)
-    if (!interrupted && (o.status != 0 || !finished(dir))) {
+    if (!interrupted && o.status != 0 && o.stderr_tail.find("The model diverged") != std::string::npos) {
+      write_text_atomically(diverged_file(dir), s.in_sweep_terms(o.stderr_tail, i));
+      ++diverged;
+      std::printf("[sweep] run %zu/%zu %s: diverged (a non-finite loss), kept as its outcome and not retried "
+                  "(remove %s to train it again); going on\n", k + 1, todo.size(), name.c_str(), dir.c_str());
+    } else if (!interrupted && (o.status != 0 || !finished(dir))) {
       fs::create_directories(dir);
       // Its error, with the sweep file's place of an override it names.
       write_text_atomically(error_file(dir), o.stderr_tail.empty() ? "exit status " + std::to_string(o.status)
@@ -456,8 +475,9 @@ int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>
     return 130;
   }
   write_results(s);
-  std::printf("[sweep] done in %s: %d trained, %d failed; results in %s\n", duration(since_start()).c_str(), trained,
-              failed, (fs::path(s.out_dir) / "results.md").string().c_str());
+  std::printf("[sweep] done in %s: %d trained, %d failed%s; results in %s\n", duration(since_start()).c_str(), trained,
+              failed, diverged ? (", " + std::to_string(diverged) + " diverged").c_str() : "",
+              (fs::path(s.out_dir) / "results.md").string().c_str());
   return failed ? 1 : 0;
 }
 

@@ -139,6 +139,24 @@ TEST(Summary, RecallAccuracyPicksTheHighestMean) {
   EXPECT_NEAR(c[0].result().mean, 0.93, 1e-12);
 }
 
+TEST(Summary, AValueWhereASeedDivergedIsNotChosenWhileAnotherTrainedOnEverySeed) {
+  // lr 1e-2: 2.0, diverged, 2.1 (mean 2.05 of two); lr 1e-3: 2.3 on every seed.
+  std::vector<ResultRow> r = {run("F", "", "1.0e-2", "1", 2.0), run("F", "", "1.0e-2", "2", 0, "diverged"),
+                              run("F", "", "1.0e-2", "3", 2.1), run("F", "", "1.0e-3", "1", 2.3),
+                              run("F", "", "1.0e-3", "2", 2.3), run("F", "", "1.0e-3", "3", 2.3)};
+  std::vector<ConfigSummary> c = summarize(r, "val_loss");
+  EXPECT_EQ(c[0].points[0].diverged, 1);
+  EXPECT_EQ(c[0].points[c[0].chosen].tuned, "train.lr=1.0e-3");
+  const std::string md = summary_markdown({"model.layers", "train.lr", "train.seed"}, {"train.lr", "train.seed"}, c,
+                                          "val_loss", 3);
+  EXPECT_NE(md.find("| F | 2.0500 ± 0.0707 (2/3, 1 diverged) | **2.3000 ± 0.0000** |"), std::string::npos) << md;
+  // When every value has a seed that diverged, the best mean of what finished is chosen.
+  for (ResultRow& row : r)
+    if (row.tuned == "train.lr=1.0e-3" && row.name.back() == '1') row.status = "diverged";
+  c = summarize(r, "val_loss");
+  EXPECT_EQ(c[0].points[c[0].chosen].tuned, "train.lr=1.0e-2");
+}
+
 TEST(Summary, TheBestRowsAreTheBestConfigurationsFinishedRunsAtTheChosenValue) {
   std::vector<ResultRow> r = rows();
   mark_best_configs(r, summarize(r, "val_loss"));

@@ -182,19 +182,23 @@ TEST_F(SweepCommand, AFailingRunIsRecordedWithItsErrorAndTheSweepGoesOn) {
 
 // A learning-rate search over seeds on the byte corpus, where the best value is known: in 30 steps
 // lr 1e-5 leaves the loss near ln 257 = 5.55, lr 3 throws AdamW's weights far off (losses of 8 to
-// 14 here), and lr 3e-3 learns the byte frequencies (about 4.6).
+// 23 here), and lr 3e-3 learns the byte frequencies (about 4.6); lr 1e8 diverges (a non-finite
+// loss), an outcome that is kept and not retried.
 TEST_F(SweepCommand, ALearningRateSearchOverSeedsPicksTheKnownBestAndKeepsTheWholeGrid) {
   const std::string file = sweep_file(
       "set: {train.lr_min: 0, train.max_steps: 30, train.eval_every: 10}\n"
       "runs:\n"
       "  - {name: narrow, model.hidden_size: 16}\n"
       "  - {name: wide, model.hidden_size: 32}\n"
-      "tune: {train.lr: [1.0e-5, 3.0e-3, 3.0]}\n"
+      "tune: {train.lr: [1.0e-5, 3.0e-3, 3.0, 1.0e+8]}\n"
       "seeds: [1, 2]\n");
   const testing::CommandResult r = sweep(file);
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("12 trained, 0 failed"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("run 1/12 narrow-lr=1.0e-5-seed=1: starting"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("12 trained, 0 failed, 4 diverged"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("run 4/16 narrow-lr=1.0e_8-seed=1: diverged (a non-finite loss), kept as its outcome"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("run 1/16 narrow-lr=1.0e-5-seed=1: starting"), std::string::npos) << r.output;
 
   // The whole grid in results.csv, the tuned value and the seed as columns; the val_loss column kept
   // for the check of the summary below.
@@ -202,6 +206,7 @@ TEST_F(SweepCommand, ALearningRateSearchOverSeedsPicksTheKnownBestAndKeepsTheWho
   EXPECT_EQ(csv.substr(0, csv.find('\n')), "name,model.hidden_size,train.lr,train.seed,params,state,tokens,"
                                            "tokens_per_s,val_loss,val_ppl,val_bpb,recall_accuracy,status,best,error");
   EXPECT_EQ(count(csv, ",done,"), 12u) << csv;
+  EXPECT_EQ(count(csv, ",diverged,0,\"linattn-train: error: stopping: "), 4u) << csv;
   std::map<std::string, double> loss;  // by run name
   std::istringstream lines(csv);
   std::string line;
@@ -211,7 +216,7 @@ TEST_F(SweepCommand, ALearningRateSearchOverSeedsPicksTheKnownBestAndKeepsTheWho
     std::istringstream cells(line);
     for (std::string c; std::getline(cells, c, ',');) field.push_back(c);
     ASSERT_GE(field.size(), 9u) << line;
-    loss[field[0]] = std::stod(field[8]);
+    if (!field[8].empty()) loss[field[0]] = std::stod(field[8]);
   }
   for (const char* config : {"narrow", "wide"})
     for (const char* lr : {"1.0e-5", "3.0e-3", "3.0"})
@@ -238,7 +243,8 @@ TEST_F(SweepCommand, ALearningRateSearchOverSeedsPicksTheKnownBestAndKeepsTheWho
     EXPECT_NEAR(lo, std::min(a, b), 1e-4) << row;
     EXPECT_NEAR(hi, std::max(a, b), 1e-4) << row;
   }
-  EXPECT_NE(md.find("| configuration | 1.0e-5 | 3.0e-3 | 3.0 |"), std::string::npos) << md;  // the search
+  EXPECT_NE(md.find("| configuration | 1.0e-5 | 3.0e-3 | 3.0 | 1.0e+8 |"), std::string::npos) << md;  // the search
+  EXPECT_EQ(count(md, " | — (0/2, 2 diverged) |\n"), 2u) << md;
   EXPECT_NE(md.find("## Every run"), std::string::npos) << md;
   // The plots draw each configuration at lr 3e-3 with its band; the search against log10 lr.
   const std::string curves = read(out() / "val_loss.svg");
@@ -252,6 +258,7 @@ TEST_F(SweepCommand, ALearningRateSearchOverSeedsPicksTheKnownBestAndKeepsTheWho
   const testing::CommandResult again = sweep(file);
   EXPECT_EQ(again.status, 0) << again.output;
   EXPECT_EQ(count(again.output, "finished before, skipped"), 12u) << again.output;
+  EXPECT_EQ(count(again.output, "diverged before, skipped"), 4u) << again.output;
   EXPECT_EQ(read(out() / "results.csv"), csv);
   EXPECT_EQ(read(out() / "results.md"), md);
 }
