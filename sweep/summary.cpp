@@ -254,8 +254,8 @@ std::string summary_markdown(const std::vector<std::string>& keys, const std::ve
           const bool chosen = int(pi) == c.chosen;
           out << (p.metric.n == 0 ? "—" : (chosen ? "**" : "") + mean_sd(p.metric) + (chosen ? "**" : ""));
           if (p.metric.n < p.runs)
-            out << " (" << p.metric.n << "/" << p.runs << (p.diverged ? ", " + std::to_string(p.diverged) + " diverged" : "")
-                << ")";
+            out << " (" << p.metric.n << "/" << p.runs
+                << (p.diverged ? ", " + std::to_string(p.diverged) + " diverged" : "") << ")";
         }
         out << " |";
       }

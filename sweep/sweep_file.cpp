@@ -123,7 +123,6 @@ std::string default_name(const std::string& entry_name, const std::vector<Overri
   return name;
 }
 
-
 // A runs entry: its name and its overrides.
 struct Entry {
   std::string name;
@@ -184,20 +183,22 @@ std::vector<std::vector<Override>> tune_points_of(const std::string& path, const
   if (!tune || tune.IsMap()) return combinations(path, tune, "tune", "[3.0e-4, 1.0e-3, 3.0e-3]", keys);
   if (!tune.IsSequence() || tune.size() == 0)
     fail(path, tune, "tune must map keys to lists of values, e.g. tune: {train.lr: [1.0e-3, 3.0e-3]}, or list "
-         "override maps, e.g. tune: [{train.lr: 1.0e-3, train.lr_min: 1.0e-4}, {train.lr: 3.0e-3, train.lr_min: 3.0e-4}]");
+         "override maps, e.g. tune: [{train.lr: 1.0e-3, train.lr_min: 1.0e-4}, "
+         "{train.lr: 3.0e-3, train.lr_min: 3.0e-4}]");
   std::vector<std::vector<Override>> points;
   std::set<std::string> seen;
+  std::string first_keys;  // "train.lr train.lr_min ", as every entry must set them
   for (size_t i = 0; i < tune.size(); ++i) {
-    points.push_back(overrides_of(path, tune[i], "tune entry " + std::to_string(i + 1), false));
+    const std::string what = "tune entry " + std::to_string(i + 1);
+    points.push_back(overrides_of(path, tune[i], what, false));
+    if (points.back().empty()) fail(path, tune[i], what + " sets nothing");
     std::string items, entry_keys;
     for (const Override& o : points.back()) items += o.item() + "\n", entry_keys += o.key + " ";
-    std::string first_keys;
-    for (const Override& o : points.front()) first_keys += o.key + " ";
-    if (points.back().empty()) fail(path, tune[i], "tune entry " + std::to_string(i + 1) + " sets nothing");
+    if (i == 0) first_keys = entry_keys;
     if (entry_keys != first_keys)
-      fail(path, tune[i], "tune entry " + std::to_string(i + 1) + " sets " + entry_keys + "but entry 1 sets " +
-           first_keys + "(in that order): give every entry the same keys");
-    if (!seen.insert(items).second) fail(path, tune[i], "tune entry " + std::to_string(i + 1) + " repeats an earlier one; remove one");
+      fail(path, tune[i], what + " sets " + entry_keys + "but entry 1 sets " + first_keys +
+           "(in that order): give every entry the same keys");
+    if (!seen.insert(items).second) fail(path, tune[i], what + " repeats an earlier one; remove one");
   }
   for (const Override& o : points.front()) keys.push_back(o.key);
   return points;
@@ -207,12 +208,17 @@ std::vector<std::vector<Override>> tune_points_of(const std::string& path, const
 void check_set_once(const std::string& path, const YAML::Node& top, const std::vector<Override>& tuned,
                     const std::vector<Override>& seeds, const std::vector<Override>& common,
                     const std::vector<Entry>& entries) {
-  std::vector<std::pair<std::string, Override>> searched;  // what the search does, and where
+  struct Searched {
+    std::string what;  // what the search does
+    Override at;       // the key, and where the sweep file says so
+  };
+  std::vector<Searched> searched;
   for (const Override& o : tuned) searched.push_back({"'" + o.key + "' is tuned", o});
   if (!seeds.empty()) searched.push_back({"seeds sets train.seed", seeds.front()});
-  for (const auto& [what, at] : searched) {
-    auto clash = [&, &what = what, &at = at](const std::string& other) {
-      throw Error(at.where + ": " + what + ", and " + other + " sets it too: remove one of them");
+  for (const Searched& x : searched) {
+    const Override& at = x.at;
+    auto clash = [&](const std::string& other) {
+      throw Error(at.where + ": " + x.what + ", and " + other + " sets it too: remove one of them");
     };
     for (const Override& o : common)
       if (o.key == at.key) clash("set (" + o.where + ")");
@@ -230,7 +236,7 @@ void check_set_once(const std::string& path, const YAML::Node& top, const std::v
 }
 
 // A name template leaves out the tuned keys and the seed: the sweep adds them to each run's name.
-void check_template(const std::string& path, const YAML::Node& top, std::vector<std::string> searched) {
+void check_template(const std::string& path, const YAML::Node& top, const std::vector<std::string>& searched) {
   if (!top["name"]) return;
   const std::string name_template = top["name"].as<std::string>();
   for (const std::string& key : searched)
@@ -324,7 +330,7 @@ Sweep load_sweep(const std::string& path) {
   }
 
   // The grid: its points in order, the last key varying fastest; the same for the tuned values.
-  std::vector<std::vector<Override>> points = combinations(path, top["grid"], "grid", "[64, 128]", s.grid_keys);
+  const std::vector<std::vector<Override>> points = combinations(path, top["grid"], "grid", "[64, 128]", s.grid_keys);
   const std::vector<std::vector<Override>> tune_points = tune_points_of(path, top["tune"], s.tune_keys);
   const std::vector<Override> seeds = seeds_of(path, top["seeds"]);
   for (const Override& seed : seeds) s.seeds.push_back(seed.value);
@@ -335,7 +341,9 @@ Sweep load_sweep(const std::string& path) {
   if (!runs && s.grid_keys.empty() && s.tune_keys.empty() && seeds.empty())
     throw Error(path + ": neither grid nor runs: give at least one of them");
   // Without runs and grid there is one configuration, the base config (its tune and seeds).
-  s.compare = top["compare"] ? top["compare"].as<std::string>() : runs || s.grid_keys.empty() ? "runs" : s.grid_keys.back();
+  s.compare = top["compare"]                 ? top["compare"].as<std::string>()
+              : runs || s.grid_keys.empty() ? "runs"
+                                            : s.grid_keys.back();
   if (top["compare"] && s.compare != "runs" &&
       std::find(s.grid_keys.begin(), s.grid_keys.end(), s.compare) == s.grid_keys.end())
     fail(path, top["compare"], "compare: '" + s.compare + "' is not a grid key; give one of them, or runs");
@@ -346,61 +354,66 @@ Sweep load_sweep(const std::string& path) {
   for (const auto& tuned : tune_points)
     if (!tuned.empty()) firsts.insert(tuned.front().value);
   const bool first_tells_apart = firsts.size() == tune_points.size();
-  // Seeds outermost: an interrupted sweep has every configuration's search at the first seeds.
+  // One run: configuration (runs entry, grid point), tuned values, seed.
   std::set<std::string> names;
+  auto add_run = [&](const Entry& e, const std::vector<Override>& point, const std::vector<Override>& tuned,
+                     const Override& seed) {
+    s.runs.emplace_back();
+    SweepRun& r = s.runs.back();
+    r.entry = e.name;
+    if (e.name.empty())
+      for (const Override& o : e.overrides) r.entry += (r.entry.empty() ? "" : " ") + o.value;
+    r.point = point;
+    r.overrides = e.overrides;
+    r.overrides.insert(r.overrides.end(), point.begin(), point.end());
+    const std::vector<Override> configuration = r.overrides;
+    std::string suffix;
+    for (const Override& o : tuned) {
+      r.tuned += (r.tuned.empty() ? "" : ", ") + o.item();
+      if (&o == &tuned.front() || !first_tells_apart)
+        suffix += "-" + o.key.substr(o.key.rfind('.') + 1) + "=" + o.value;
+    }
+    r.overrides.insert(r.overrides.end(), tuned.begin(), tuned.end());
+    if (!seed.key.empty()) {
+      r.seed = seed.value;
+      suffix += "-seed=" + seed.value;
+      r.overrides.push_back(seed);
+    }
+    // The run's config must parse: any problem is reported at the sweep file's line.
+    Config config;
+    try {
+      config = load_config(s.base, s.set_items(s.runs.size() - 1));
+    } catch (const Error& err) {
+      // A problem of the base config that an override brings out (lr_min above a tuned lr)
+      // names the base's line: the run's overrides tell which run it is.
+      const std::string message = s.in_sweep_terms(err.what(), s.runs.size() - 1);
+      std::string made_by;
+      for (const Override& o : r.overrides)
+        made_by += (made_by.empty() ? "" : ", ") + o.key + ": " + o.value + " at " + o.where;
+      if (message != err.what() || made_by.empty()) throw Error(message);
+      throw Error(message + " (in the run of the sweep with " + made_by + ")");
+    }
+    r.config = folder_name(top["name"] ? templated_name(path, top["name"], e.name, configuration, config)
+                                       : default_name(e.name, configuration, point));
+    if (r.config.empty()) r.config = tuned.empty() && seed.key.empty() ? "run" + std::to_string(s.runs.size()) : "base";
+    r.name = folder_name(r.config + suffix);
+    if (!names.insert(r.name).second)
+      throw Error(where(path, top["name"] ? top["name"] : top) + ": two runs are both named '" + r.name +
+                  "': put the keys that tell them apart into the name template, e.g. name: \"{model.hidden_size}\"");
+    for (const Override& o : configuration) {
+      const bool from_entry = std::any_of(e.overrides.begin(), e.overrides.end(),
+                                          [&](const Override& x) { return x.key == o.key; });
+      if (!(s.compare == "runs" ? from_entry : o.key == s.compare))
+        r.group += (r.group.empty() ? "" : ", ") + o.item();
+    }
+    for (const Override& o : r.overrides)
+      if (std::find(s.keys.begin(), s.keys.end(), o.key) == s.keys.end()) s.keys.push_back(o.key);
+  };
+  // Seeds outermost: an interrupted sweep has every configuration's search at the first seeds.
   for (const Override& seed : seeds.empty() ? std::vector<Override>{{}} : seeds)
     for (const Entry& e : entries)
       for (const auto& point : points)
-        for (const auto& tuned : tune_points) {
-          s.runs.emplace_back();
-          SweepRun& r = s.runs.back();
-          r.entry = e.name;
-          if (e.name.empty())
-            for (const Override& o : e.overrides) r.entry += (r.entry.empty() ? "" : " ") + o.value;
-          r.point = point;
-          r.overrides = e.overrides;
-          r.overrides.insert(r.overrides.end(), point.begin(), point.end());
-          const std::vector<Override> configuration = r.overrides;
-          std::string suffix;
-          for (const Override& o : tuned) {
-            r.tuned += (r.tuned.empty() ? "" : ", ") + o.item();
-            if (&o == &tuned.front() || !first_tells_apart)
-              suffix += "-" + o.key.substr(o.key.rfind('.') + 1) + "=" + o.value;
-          }
-          r.overrides.insert(r.overrides.end(), tuned.begin(), tuned.end());
-          if (!seed.key.empty()) {
-            r.seed = seed.value;
-            suffix += "-seed=" + seed.value;
-            r.overrides.push_back(seed);
-          }
-          // The run's config must parse: any problem is reported at the sweep file's line.
-          Config config;
-          try {
-            config = load_config(s.base, s.set_items(s.runs.size() - 1));
-          } catch (const Error& err) {
-            // A problem of the base config that an override brings out (lr_min above a tuned lr)
-            // names the base's line: the run's overrides tell which run it is.
-            const std::string message = s.in_sweep_terms(err.what(), s.runs.size() - 1);
-            std::string made_by;
-            for (const Override& o : r.overrides) made_by += (made_by.empty() ? "" : ", ") + o.key + ": " + o.value + " at " + o.where;
-            throw Error(message != err.what() || made_by.empty() ? message : message + " (in the run of the sweep with " + made_by + ")");
-          }
-          r.config = folder_name(top["name"] ? templated_name(path, top["name"], e.name, configuration, config)
-                                             : default_name(e.name, configuration, point));
-          if (r.config.empty()) r.config = tuned.empty() && seed.key.empty() ? "run" + std::to_string(s.runs.size()) : "base";
-          r.name = folder_name(r.config + suffix);
-          if (!names.insert(r.name).second)
-            throw Error(where(path, top["name"] ? top["name"] : top) + ": two runs are both named '" + r.name +
-                        "': put the keys that tell them apart into the name template, e.g. name: \"{model.hidden_size}\"");
-          for (const Override& o : configuration) {
-            const bool from_entry = std::any_of(e.overrides.begin(), e.overrides.end(),
-                                                [&](const Override& x) { return x.key == o.key; });
-            if (!(s.compare == "runs" ? from_entry : o.key == s.compare))
-              r.group += (r.group.empty() ? "" : ", ") + o.item();
-          }
-          for (const Override& o : r.overrides)
-            if (std::find(s.keys.begin(), s.keys.end(), o.key) == s.keys.end()) s.keys.push_back(o.key);
-        }
+        for (const auto& tuned : tune_points) add_run(e, point, tuned, seed);
   return s;
 }
 

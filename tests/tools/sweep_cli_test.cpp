@@ -230,7 +230,8 @@ TEST_F(SweepCommand, ALearningRateSearchOverSeedsPicksTheKnownBestAndKeepsTheWho
   // the 4 decimals of the CSV's losses).
   const std::string md = read(out() / "results.md");
   for (const char* config : {"narrow", "wide"}) {
-    const double a = loss[std::string(config) + "-lr=3.0e-3-seed=1"], b = loss[std::string(config) + "-lr=3.0e-3-seed=2"];
+    const double a = loss[std::string(config) + "-lr=3.0e-3-seed=1"];
+    const double b = loss[std::string(config) + "-lr=3.0e-3-seed=2"];
     const size_t at = md.find("| " + std::string(config));
     ASSERT_NE(at, std::string::npos) << md;
     const std::string row = md.substr(at, md.find('\n', at) - at);
