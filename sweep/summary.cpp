@@ -186,7 +186,12 @@ std::string summary_markdown(const std::vector<std::string>& keys, const std::ve
     const bool has = c.chosen >= 0;
     out << "| " << md(c.config) << (c.best_mean ? " **(best mean)**" : "") << " |";
     for (size_t k : shown) out << " " << md(c.values.at(k)) << " |";
-    if (tune_keys) out << " " << (has ? md(tuned_label(c.points[size_t(c.chosen)].tuned, tune_keys)) : "") << " |";
+    if (tune_keys) {
+      // The first or last value of three or more: a better one may lie beyond the search.
+      const bool edge = has && c.points.size() >= 3 && (c.chosen == 0 || size_t(c.chosen) + 1 == c.points.size());
+      out << " " << (has ? md(tuned_label(c.points[size_t(c.chosen)].tuned, tune_keys)) : "") << (edge ? " (edge)" : "")
+          << " |";
+    }
     const Spread s = has ? c.result() : Spread{};
     out << " " << (has ? std::to_string(s.n) + "/" + std::to_string(c.points[size_t(c.chosen)].runs) : "0") << " | "
         << mean_sd(s) << " | " << (s.n >= 2 ? fixed(s.min) + "–" + fixed(s.max) : "") << " | " << c.verdict << " | "
@@ -196,6 +201,9 @@ std::string summary_markdown(const std::vector<std::string>& keys, const std::ve
   }
 
   // The verdicts in words, group by group.
+  if (tune_keys)
+    out << "\n(edge): the chosen value is the first or the last of the search as listed; a better one may lie "
+           "beyond it.\n";
   out << "\nA difference is called one only where the ranges (min–max) of two configurations' seeds do not "
          "overlap, each with two finished seeds or more (docs/ablations.md, \"How a sweep decides\"). "
          "By group (configurations that differ only in what the sweep compares):\n\n";

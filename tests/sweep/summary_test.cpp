@@ -157,6 +157,17 @@ TEST(Summary, AValueWhereASeedDivergedIsNotChosenWhileAnotherTrainedOnEverySeed)
   EXPECT_EQ(c[0].points[c[0].chosen].tuned, "train.lr=1.0e-2");
 }
 
+TEST(Summary, AChosenValueAtAnEndOfTheSearchIsMarkedEdge) {
+  // G is best at the last of three values, H at the middle one.
+  std::vector<ResultRow> r = {run("G", "", "1.0e-3", "1", 3.0), run("G", "", "3.0e-3", "1", 2.5),
+                              run("G", "", "1.0e-2", "1", 2.0), run("H", "", "1.0e-3", "1", 3.0),
+                              run("H", "", "3.0e-3", "1", 2.0), run("H", "", "1.0e-2", "1", 2.5)};
+  const std::string md = summary_markdown({"model.layers", "train.lr", "train.seed"}, {"train.lr", "train.seed"},
+                                          summarize(r, "val_loss"), "val_loss", 1);
+  EXPECT_NE(md.find("| G **(best mean)** | [G] | 1.0e-2 (edge) | 1/1 | 2.0000 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| H | [H] | 3.0e-3 | 1/1 | 2.0000 |"), std::string::npos) << md;
+}
+
 TEST(Summary, TheBestRowsAreTheBestConfigurationsFinishedRunsAtTheChosenValue) {
   std::vector<ResultRow> r = rows();
   mark_best_configs(r, summarize(r, "val_loss"));
