@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "sweep/results.h"
+#include "sweep/summary.h"
 #include "sweep/svg_plot.h"
 
 namespace linattn {
@@ -21,5 +22,22 @@ LinePlot curve_plot(const std::vector<RunRecord>& runs, const std::vector<std::s
 // one line per distinct series[i].
 LinePlot final_plot(const std::string& x_name, const std::vector<ResultRow>& rows, const std::vector<double>& x,
                     const std::vector<std::string>& series, const std::string& metric);
+
+// `metric` against training tokens, one line per set of runs (the seeds of a configuration at its
+// chosen value), named by `labels`: their mean at each evaluation all of them made (chosen as
+// curve_plot chooses), in a band from their minimum to their maximum.
+LinePlot band_curve_plot(const std::vector<std::vector<RunRecord>>& sets, const std::vector<std::string>& labels,
+                         const std::string& metric);
+
+// Each configuration's final `metric` at its chosen point (the mean, in a band from the seeds'
+// minimum to their maximum) against x[i] (NaN leaves it out), one line per distinct series[i].
+LinePlot final_band_plot(const std::string& x_name, const std::vector<ConfigSummary>& configs,
+                         const std::vector<double>& x, const std::vector<std::string>& series,
+                         const std::string& metric);
+
+// The search against the first tuned key (`key`; the others of a tune list go with it): each
+// configuration's mean (band: min to max over seeds) at every value, against log10 of the value
+// when all values are positive numbers. Values that are not numbers are left out.
+LinePlot tune_plot(const std::string& key, const std::vector<ConfigSummary>& configs, const std::string& metric);
 
 }  // namespace linattn

@@ -171,7 +171,8 @@ std::string results_csv(const std::vector<std::string>& keys, const std::vector<
   return out.str();
 }
 
-std::string results_markdown(const std::vector<std::string>& keys, const std::vector<ResultRow>& rows) {
+std::string results_markdown(const std::vector<std::string>& keys, const std::vector<ResultRow>& rows,
+                             bool searched) {
   std::ostringstream out;
   out << "| run |";
   for (const std::string& k : keys) out << " " << md_field(k) << " |";
@@ -184,8 +185,11 @@ std::string results_markdown(const std::vector<std::string>& keys, const std::ve
     for (const std::string& v : measured(r)) out << " " << v << " |";
     out << " " << r.status << (r.error.empty() ? "" : ": " + md_field(r.error)) << " |\n";
   }
-  out << "\n**(best)**: the best finished run of its group (rows that differ only in what the sweep compares): "
-         "highest MQAR recall accuracy, else lowest final validation loss. state: the scalars a model carries "
+  out << (searched ? "\n**(best)**: the finished runs of the best configuration of their group (the best mean "
+                     "over seeds at its chosen value; \"Configurations\" above)."
+                   : "\n**(best)**: the best finished run of its group (rows that differ only in what the sweep "
+                     "compares): highest MQAR recall accuracy, else lowest final validation loss.")
+      << " state: the scalars a model carries "
          "from token to token at data.seq_len (linear mixers' states plus attention KV caches). The final "
          "validation loss, perplexity and bits per byte are those of the whole validation split.\n";
   return out.str();

@@ -43,13 +43,15 @@ double metric_value(const EvalPoint& e, const std::string& metric);
 
 struct ResultRow {
   std::string name;
+  std::string config;               // its configuration (SweepRun::config)
+  std::string tuned;                // its tuned values (SweepRun::tuned; "" without tune)
   std::vector<std::string> values;  // the overrides, one per key of the table ("" = the base's)
   std::string group;                // rows with equal groups are compared
   int64_t params = 0, state = 0;    // parameter count; state_size(model, data.seq_len)
   double tokens = NAN, tokens_per_s = NAN, val_loss = NAN, val_ppl = NAN, val_bpb = NAN, recall = NAN;
-  std::string status;  // done | failed | interrupted | pending
-  std::string error;   // the failure's last stderr lines
-  bool best = false;
+  std::string status;  // done | diverged | failed | interrupted | pending
+  std::string error;   // the failure's (or divergence's) last stderr lines
+  bool best = false;  // mark_best, or mark_best_configs (sweep/summary.h) in a search
 };
 
 // The row's parameter count and state size, from the run's config.
@@ -60,6 +62,9 @@ void fill_row(ResultRow& row, const RunRecord& run);
 // one (MQAR), else lowest final validation loss.
 void mark_best(std::vector<ResultRow>& rows);
 std::string results_csv(const std::vector<std::string>& keys, const std::vector<ResultRow>& rows);
-std::string results_markdown(const std::vector<std::string>& keys, const std::vector<ResultRow>& rows);
+// `searched`: the rows are runs of a search (tune or seeds), and (best) marks the runs of each
+// group's best configuration at its chosen value (mark_best_configs) rather than mark_best's.
+std::string results_markdown(const std::vector<std::string>& keys, const std::vector<ResultRow>& rows,
+                             bool searched = false);
 
 }  // namespace linattn

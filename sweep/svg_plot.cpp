@@ -78,11 +78,15 @@ std::string tick_label(double v, double step) {
 std::string render_svg(const LinePlot& plot) {
   double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
   for (const Series& s : plot.series)
-    for (auto [x, y] : s.points)
-      if (std::isfinite(x) && std::isfinite(y)) {
-        x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x);
-        y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
-      }
+    for (size_t i = 0; i < s.points.size(); ++i) {
+      const auto [x, y] = s.points[i];
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x);
+      y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
+      if (i < s.band.size())
+        for (double b : {s.band[i].first, s.band[i].second})
+          if (std::isfinite(b)) y_lo = std::min(y_lo, b), y_hi = std::max(y_hi, b);
+    }
   if (!std::isfinite(x_lo)) x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;  // nothing measured yet
   size_t longest = 0;
   for (const Series& s : plot.series) longest = std::max(longest, s.name.size());
@@ -118,6 +122,22 @@ std::string render_svg(const LinePlot& plot) {
     << escaped(plot.x_label) << "</text>\n"
     << "<text transform=\"translate(22," << (kTop + kBottom) / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
     << escaped(plot.y_label) << "</text>\n";
+  // The bands first, so that no band covers another series' line; a band runs along its top edge
+  // and back along its bottom one.
+  for (size_t i = 0; i < plot.series.size(); ++i) {
+    const Series& s = plot.series[i];
+    if (s.band.empty()) continue;
+    std::string edge;
+    const size_t n = std::min(s.points.size(), s.band.size());
+    for (size_t k = 0; k < n; ++k)
+      if (std::isfinite(s.points[k].first) && std::isfinite(s.band[k].second))
+        edge += num(sx(s.points[k].first)) + "," + num(sy(s.band[k].second)) + " ";
+    for (size_t k = n; k-- > 0;)
+      if (std::isfinite(s.points[k].first) && std::isfinite(s.band[k].first))
+        edge += num(sx(s.points[k].first)) + "," + num(sy(s.band[k].first)) + " ";
+    o << "<polygon fill=\"" << kColors[i % 10] << "\" fill-opacity=\"0.18\" stroke=\"none\" points=\"" << edge
+      << "\"/>\n";
+  }
   // The series, each with its legend entry.
   for (size_t i = 0; i < plot.series.size(); ++i) {
     const Series& s = plot.series[i];

@@ -24,6 +24,8 @@ struct Scale {
 struct Series {
   std::string name;
   std::vector<std::pair<double, double>> points;  // (x, y); non-finite ones are left out
+  // Empty, or (low, high) at each point: a shaded band around the line (the spread over seeds).
+  std::vector<std::pair<double, double>> band = {};
 };
 
 struct LinePlot {
@@ -31,8 +33,8 @@ struct LinePlot {
   std::vector<Series> series;
 };
 
-// The plot as a complete SVG document (900 x 480 px, taller for a legend of more than 23 series;
-// the legend to the right of the axes).
+// The plot as a complete SVG document (each band under its line ; 900 x 480 px, taller for a legend of more
+// than 23 series; the legend to the right of the axes).
 std::string render_svg(const LinePlot& plot);
 
 }  // namespace linattn

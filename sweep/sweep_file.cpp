@@ -123,6 +123,128 @@ std::string default_name(const std::string& entry_name, const std::vector<Overri
   return name;
 }
 
+// A runs entry: its name and its overrides.
+struct Entry {
+  std::string name;
+  std::vector<Override> overrides;
+};
+
+// The combinations of `map`'s lists of values (grid or tune), the last key varying fastest; its keys
+// go to `keys`. No map: one empty combination.
+std::vector<std::vector<Override>> combinations(const std::string& path, const YAML::Node& map,
+                                                const std::string& what, const std::string& example,
+                                                std::vector<std::string>& keys) {
+  std::vector<std::vector<Override>> points{{}};
+  if (!map) return points;
+  check_mapping(path, map, what, {});
+  for (const auto& kv : map) {
+    check_override_key(path, kv.first);
+    const std::string key = kv.first.as<std::string>();
+    if (!kv.second.IsSequence() || kv.second.size() == 0)
+      fail(path, kv.second, what + " '" + key + "' must be a list of values, e.g. " + example);
+    std::set<std::string> seen;
+    for (const YAML::Node& v : kv.second)
+      if (!seen.insert(flow_yaml(v)).second)
+        fail(path, v, what + " '" + key + "' lists " + flow_yaml(v) + " twice; remove one");
+    keys.push_back(key);
+    std::vector<std::vector<Override>> next;
+    for (const auto& point : points)
+      for (const YAML::Node& v : kv.second) {
+        next.push_back(point);
+        next.back().push_back({key, flow_yaml(v), where(path, v)});
+      }
+    points = std::move(next);
+  }
+  return points;
+}
+
+// `seeds:`: distinct whole numbers, each a train.seed override.
+std::vector<Override> seeds_of(const std::string& path, const YAML::Node& list) {
+  std::vector<Override> seeds;
+  if (!list) return seeds;
+  const std::string how = "seeds are train.seed values (initialization and data order), e.g. seeds: [1, 2, 3]";
+  if (!list.IsSequence() || list.size() == 0) fail(path, list, "seeds must be a list of whole numbers; " + how);
+  std::set<std::string> seen;
+  for (const YAML::Node& v : list) {
+    const std::string text = flow_yaml(v);
+    if (!v.IsScalar() || text.empty() || text.size() > 19 ||
+        !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      fail(path, v, "seed '" + text + "' is not a whole number from 0 to 10^19; " + how);
+    if (!seen.insert(text).second) fail(path, v, "seed " + text + " is listed twice; remove one");
+    seeds.push_back({"train.seed", text, where(path, v)});
+  }
+  return seeds;
+}
+
+// `tune:`: a mapping of keys to lists of values (every combination), or a list of override maps
+// (each one tuned point: keys that go together, e.g. train.lr with train.lr_min). Its keys go to `keys`.
+std::vector<std::vector<Override>> tune_points_of(const std::string& path, const YAML::Node& tune,
+                                                  std::vector<std::string>& keys) {
+  if (!tune || tune.IsMap()) return combinations(path, tune, "tune", "[3.0e-4, 1.0e-3, 3.0e-3]", keys);
+  if (!tune.IsSequence() || tune.size() == 0)
+    fail(path, tune, "tune must map keys to lists of values, e.g. tune: {train.lr: [1.0e-3, 3.0e-3]}, or list "
+         "override maps, e.g. tune: [{train.lr: 1.0e-3, train.lr_min: 1.0e-4}, "
+         "{train.lr: 3.0e-3, train.lr_min: 3.0e-4}]");
+  std::vector<std::vector<Override>> points;
+  std::set<std::string> seen;
+  std::string first_keys;  // "train.lr train.lr_min ", as every entry must set them
+  for (size_t i = 0; i < tune.size(); ++i) {
+    const std::string what = "tune entry " + std::to_string(i + 1);
+    points.push_back(overrides_of(path, tune[i], what, false));
+    if (points.back().empty()) fail(path, tune[i], what + " sets nothing");
+    std::string items, entry_keys;
+    for (const Override& o : points.back()) items += o.item() + "\n", entry_keys += o.key + " ";
+    if (i == 0) first_keys = entry_keys;
+    if (entry_keys != first_keys)
+      fail(path, tune[i], what + " sets " + entry_keys + "but entry 1 sets " + first_keys +
+           "(in that order): give every entry the same keys");
+    if (!seen.insert(items).second) fail(path, tune[i], what + " repeats an earlier one; remove one");
+  }
+  for (const Override& o : points.front()) keys.push_back(o.key);
+  return points;
+}
+
+// A tuned key, and train.seed under `seeds`, is set by nothing else: the search sets it.
+void check_set_once(const std::string& path, const YAML::Node& top, const std::vector<Override>& tuned,
+                    const std::vector<Override>& seeds, const std::vector<Override>& common,
+                    const std::vector<Entry>& entries) {
+  struct Searched {
+    std::string what;  // what the search does
+    Override at;       // the key, and where the sweep file says so
+  };
+  std::vector<Searched> searched;
+  for (const Override& o : tuned) searched.push_back({"'" + o.key + "' is tuned", o});
+  if (!seeds.empty()) searched.push_back({"seeds sets train.seed", seeds.front()});
+  for (const Searched& x : searched) {
+    const Override& at = x.at;
+    auto clash = [&](const std::string& other) {
+      throw Error(at.where + ": " + x.what + ", and " + other + " sets it too: remove one of them");
+    };
+    for (const Override& o : common)
+      if (o.key == at.key) clash("set (" + o.where + ")");
+    for (const Entry& e : entries)
+      for (const Override& o : e.overrides)
+        if (o.key == at.key) clash("a runs entry (" + o.where + ")");
+    if (top["grid"])
+      for (const auto& kv : top["grid"])
+        if (kv.first.as<std::string>() == at.key) clash("grid (" + where(path, kv.first) + ")");
+  }
+  for (const Override& o : tuned)
+    if (o.key == "train.seed" && !seeds.empty())
+      throw Error(o.where + ": 'train.seed' is tuned, and seeds (" + seeds.front().where + ") sets it too: remove one "
+                  "of them");
+}
+
+// A name template leaves out the tuned keys and the seed: the sweep adds them to each run's name.
+void check_template(const std::string& path, const YAML::Node& top, const std::vector<std::string>& searched) {
+  if (!top["name"]) return;
+  const std::string name_template = top["name"].as<std::string>();
+  for (const std::string& key : searched)
+    if (name_template.find("{" + key + "}") != std::string::npos)
+      fail(path, top["name"], "name: {" + key + "} is set by the search (tune or seeds): leave it out, the sweep "
+           "adds it to every run's name (\"-" + key.substr(key.rfind('.') + 1) + "=VALUE\")");
+}
+
 }  // namespace
 
 std::string folder_name(const std::string& text) {
@@ -170,7 +292,8 @@ Sweep load_sweep(const std::string& path) {
                 ": not valid YAML: " + e.msg);
   }
   const YAML::Node top = root.IsNull() ? YAML::Node(YAML::NodeType::Map) : root;
-  check_mapping(path, top, "the sweep file", {"base", "out_dir", "name", "launcher", "set", "grid", "runs", "compare"});
+  check_mapping(path, top, "the sweep file",
+                {"base", "out_dir", "name", "launcher", "set", "grid", "runs", "compare", "tune", "seeds"});
   Sweep s;
   s.path = path;
   for (const char* key : {"base", "out_dir"})
@@ -192,10 +315,6 @@ Sweep load_sweep(const std::string& path) {
   if (top["set"]) s.common = overrides_of(path, top["set"], "set", false);
 
   // The runs entries (or one empty one), each with its name and its overrides.
-  struct Entry {
-    std::string name;
-    std::vector<Override> overrides;
-  };
   std::vector<Entry> entries;
   const YAML::Node runs = top["runs"];
   if (runs) {
@@ -210,62 +329,91 @@ Sweep load_sweep(const std::string& path) {
     entries.push_back({});
   }
 
-  // The grid: its points in order, the last key varying fastest.
-  std::vector<std::vector<Override>> points{{}};
-  if (const YAML::Node grid = top["grid"]) {
-    check_mapping(path, grid, "grid", {});
-    for (const auto& kv : grid) {
-      check_override_key(path, kv.first);
-      if (!kv.second.IsSequence() || kv.second.size() == 0)
-        fail(path, kv.second, "grid '" + kv.first.as<std::string>() + "' must be a list of values, e.g. [64, 128]");
-      s.grid_keys.push_back(kv.first.as<std::string>());
-      std::vector<std::vector<Override>> next;
-      for (const auto& point : points)
-        for (const YAML::Node& v : kv.second) {
-          next.push_back(point);
-          next.back().push_back({kv.first.as<std::string>(), flow_yaml(v), where(path, v)});
-        }
-      points = std::move(next);
-    }
-  }
-  if (!runs && s.grid_keys.empty()) throw Error(path + ": neither grid nor runs: give at least one of them");
-  s.compare = top["compare"] ? top["compare"].as<std::string>() : runs ? "runs" : s.grid_keys.back();
+  // The grid: its points in order, the last key varying fastest; the same for the tuned values.
+  const std::vector<std::vector<Override>> points = combinations(path, top["grid"], "grid", "[64, 128]", s.grid_keys);
+  const std::vector<std::vector<Override>> tune_points = tune_points_of(path, top["tune"], s.tune_keys);
+  const std::vector<Override> seeds = seeds_of(path, top["seeds"]);
+  for (const Override& seed : seeds) s.seeds.push_back(seed.value);
+  check_set_once(path, top, tune_points.front(), seeds, s.common, entries);
+  std::vector<std::string> searched = s.tune_keys;
+  if (!seeds.empty()) searched.push_back("train.seed");
+  check_template(path, top, searched);
+  if (!runs && s.grid_keys.empty() && s.tune_keys.empty() && seeds.empty())
+    throw Error(path + ": neither grid nor runs: give at least one of them");
+  // Without runs and grid there is one configuration, the base config (its tune and seeds).
+  s.compare = top["compare"]                 ? top["compare"].as<std::string>()
+              : runs || s.grid_keys.empty() ? "runs"
+                                            : s.grid_keys.back();
   if (top["compare"] && s.compare != "runs" &&
       std::find(s.grid_keys.begin(), s.grid_keys.end(), s.compare) == s.grid_keys.end())
     fail(path, top["compare"], "compare: '" + s.compare + "' is not a grid key; give one of them, or runs");
 
+  // Run names carry the first tuned key alone when its values tell the tuned points apart
+  // ("-lr=1.0e-3", not "-lr=1.0e-3-lr_min=1.0e-4").
+  std::set<std::string> firsts;
+  for (const auto& tuned : tune_points)
+    if (!tuned.empty()) firsts.insert(tuned.front().value);
+  const bool first_tells_apart = firsts.size() == tune_points.size();
+  // One run: configuration (runs entry, grid point), tuned values, seed.
   std::set<std::string> names;
-  for (const Entry& e : entries)
-    for (const auto& point : points) {
-      s.runs.emplace_back();
-      SweepRun& r = s.runs.back();
-      r.entry = e.name;
-      if (e.name.empty())
-        for (const Override& o : e.overrides) r.entry += (r.entry.empty() ? "" : " ") + o.value;
-      r.point = point;
-      r.overrides = e.overrides;
-      r.overrides.insert(r.overrides.end(), point.begin(), point.end());
-      // The run's config must parse: any problem is reported at the sweep file's line.
-      Config config;
-      try {
-        config = load_config(s.base, s.set_items(s.runs.size() - 1));
-      } catch (const Error& err) {
-        throw Error(s.in_sweep_terms(err.what(), s.runs.size() - 1));
-      }
-      r.name = folder_name(top["name"] ? templated_name(path, top["name"], e.name, r.overrides, config)
-                                       : default_name(e.name, r.overrides, point));
-      if (r.name.empty()) r.name = "run" + std::to_string(s.runs.size());
-      if (!names.insert(r.name).second)
-        throw Error(where(path, top["name"] ? top["name"] : top) + ": two runs are both named '" + r.name +
-                    "': put the keys that tell them apart into the name template, e.g. name: \"{model.hidden_size}\"");
-      for (const Override& o : r.overrides) {
-        const bool from_entry = std::any_of(e.overrides.begin(), e.overrides.end(),
-                                            [&](const Override& x) { return x.key == o.key; });
-        if (!(s.compare == "runs" ? from_entry : o.key == s.compare))
-          r.group += (r.group.empty() ? "" : ", ") + o.item();
-        if (std::find(s.keys.begin(), s.keys.end(), o.key) == s.keys.end()) s.keys.push_back(o.key);
-      }
+  auto add_run = [&](const Entry& e, const std::vector<Override>& point, const std::vector<Override>& tuned,
+                     const Override& seed) {
+    s.runs.emplace_back();
+    SweepRun& r = s.runs.back();
+    r.entry = e.name;
+    if (e.name.empty())
+      for (const Override& o : e.overrides) r.entry += (r.entry.empty() ? "" : " ") + o.value;
+    r.point = point;
+    r.overrides = e.overrides;
+    r.overrides.insert(r.overrides.end(), point.begin(), point.end());
+    const std::vector<Override> configuration = r.overrides;
+    std::string suffix;
+    for (const Override& o : tuned) {
+      r.tuned += (r.tuned.empty() ? "" : ", ") + o.item();
+      if (&o == &tuned.front() || !first_tells_apart)
+        suffix += "-" + o.key.substr(o.key.rfind('.') + 1) + "=" + o.value;
     }
+    r.overrides.insert(r.overrides.end(), tuned.begin(), tuned.end());
+    if (!seed.key.empty()) {
+      r.seed = seed.value;
+      suffix += "-seed=" + seed.value;
+      r.overrides.push_back(seed);
+    }
+    // The run's config must parse: any problem is reported at the sweep file's line.
+    Config config;
+    try {
+      config = load_config(s.base, s.set_items(s.runs.size() - 1));
+    } catch (const Error& err) {
+      // A problem of the base config that an override brings out (lr_min above a tuned lr)
+      // names the base's line: the run's overrides tell which run it is.
+      const std::string message = s.in_sweep_terms(err.what(), s.runs.size() - 1);
+      std::string made_by;
+      for (const Override& o : r.overrides)
+        made_by += (made_by.empty() ? "" : ", ") + o.key + ": " + o.value + " at " + o.where;
+      if (message != err.what() || made_by.empty()) throw Error(message);
+      throw Error(message + " (in the run of the sweep with " + made_by + ")");
+    }
+    r.config = folder_name(top["name"] ? templated_name(path, top["name"], e.name, configuration, config)
+                                       : default_name(e.name, configuration, point));
+    if (r.config.empty()) r.config = tuned.empty() && seed.key.empty() ? "run" + std::to_string(s.runs.size()) : "base";
+    r.name = folder_name(r.config + suffix);
+    if (!names.insert(r.name).second)
+      throw Error(where(path, top["name"] ? top["name"] : top) + ": two runs are both named '" + r.name +
+                  "': put the keys that tell them apart into the name template, e.g. name: \"{model.hidden_size}\"");
+    for (const Override& o : configuration) {
+      const bool from_entry = std::any_of(e.overrides.begin(), e.overrides.end(),
+                                          [&](const Override& x) { return x.key == o.key; });
+      if (!(s.compare == "runs" ? from_entry : o.key == s.compare))
+        r.group += (r.group.empty() ? "" : ", ") + o.item();
+    }
+    for (const Override& o : r.overrides)
+      if (std::find(s.keys.begin(), s.keys.end(), o.key) == s.keys.end()) s.keys.push_back(o.key);
+  };
+  // Seeds outermost: an interrupted sweep has every configuration's search at the first seeds.
+  for (const Override& seed : seeds.empty() ? std::vector<Override>{{}} : seeds)
+    for (const Entry& e : entries)
+      for (const auto& point : points)
+        for (const auto& tuned : tune_points) add_run(e, point, tuned, seed);
   return s;
 }
 

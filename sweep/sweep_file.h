@@ -15,12 +15,17 @@ struct Override {
   std::string item() const { return key + "=" + value; }
 };
 
+// A run is one configuration (a runs entry at a grid point) trained at one value of the tuned keys
+// with one seed; without `tune` and `seeds` every configuration is one run.
 struct SweepRun {
   std::string name;                 // its folder under Sweep::out_dir
   std::string entry;                // its runs entry: the entry's name, else its values ("" without runs)
-  std::vector<Override> overrides;  // what sets it apart: its runs entry, then its grid point
+  std::vector<Override> overrides;  // what sets it apart: its runs entry, grid point, tuned values, seed
   std::vector<Override> point;      // its grid point
-  std::string group;                // runs with equal groups are compared (Sweep::compare)
+  std::string group;                // configurations with equal groups are compared (Sweep::compare)
+  std::string config;               // its configuration's name: the run's name without tuned values and seed
+  std::string tuned;                // its tuned values ("train.lr=1.0e-3"; "" without tune)
+  std::string seed;                 // its train.seed ("" without seeds)
 };
 
 struct Sweep {
@@ -32,6 +37,8 @@ struct Sweep {
   std::vector<std::string> keys;      // every key a run overrides, in order of first appearance
   std::vector<std::string> grid_keys;
   std::string compare;  // the key the runs of a group differ in, or "runs" (the runs entries)
+  std::vector<std::string> tune_keys;  // `tune:`: each configuration trains at every combination
+  std::vector<std::string> seeds;      // `seeds:`: each of those trains once per train.seed
   std::vector<SweepRun> runs;
   // Every --set item of run `i`: common ones first.
   std::vector<std::string> set_items(size_t i) const;

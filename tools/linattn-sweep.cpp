@@ -21,6 +21,7 @@
 #include "core/hdf5.h"
 #include "sweep/plots.h"
 #include "sweep/results.h"
+#include "sweep/summary.h"
 #include "sweep/sweep_file.h"
 #include "tools/cli.h"
 #include "train/checkpoint.h"
@@ -47,7 +48,10 @@ Args parse_args(int argc, char** argv) {
       "Every run's config is checked before the first starts: a problem is reported at the sweep file's\n"
       "line. Run again, the sweep skips finished runs and resumes an interrupted one from its newest\n"
       "checkpoint. A run that fails is recorded as failed (with the end of its error output) and the\n"
-      "sweep goes on; run the sweep again to retry it.",
+      "sweep goes on; run the sweep again to retry it. A run whose loss diverged is kept as diverged,\n"
+      "not retried.\n\n"
+      "With tune: and seeds:, each configuration trains at every tuned value with every seed, and\n"
+      "results.md reports each at its value with the best mean over the seeds (mean, sd, min-max).",
       "linattn-sweep");
   app.add_option("SWEEP.yaml", a.path, "the sweep file");
   app.add_flag("--dry-run", a.dry_run, "check the sweep file and every run's config, list the runs and their "
@@ -95,6 +99,12 @@ bool finished(const std::string& dir) {
 }
 
 fs::path error_file(const std::string& dir) { return fs::path(dir) / "sweep-error.txt"; }
+// A run stopped by the trainer because its loss went non-finite (too high a learning rate): an
+// outcome of the sweep, kept and not retried (removing the run folder trains it again).
+fs::path diverged_file(const std::string& dir) { return fs::path(dir) / "sweep-diverged.txt"; }
+
+// Nothing is left to train in the run folder: the run finished or diverged.
+bool settled(const std::string& dir) { return finished(dir) || fs::exists(diverged_file(dir)); }
 
 std::string read_text(const fs::path& path) {
   std::ifstream in(path);
@@ -179,20 +189,110 @@ Outcome run_child(const std::vector<std::string>& argv) {
   return out;
 }
 
-// The values of a grid key as numbers (NaN where one is not a number).
-std::vector<double> numbers(const Sweep& s, const std::string& key) {
-  std::vector<double> out;
-  for (const SweepRun& r : s.runs) {
-    double x = NAN;
-    for (const Override& o : r.point)
-      if (o.key == key) {
-        char* end = nullptr;
-        const double v = std::strtod(o.value.c_str(), &end);
-        if (!o.value.empty() && *end == '\0') x = v;
-      }
-    out.push_back(x);
+// `value` as a number; NaN when it is not one.
+double number(const std::string& value) {
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  return !value.empty() && *end == '\0' ? v : NAN;
+}
+
+// The value of a grid key in run i as a number (NaN where it is not one).
+double grid_number(const Sweep& s, size_t i, const std::string& key) {
+  for (const Override& o : s.runs[i].point)
+    if (o.key == key) return number(o.value);
+  return NAN;
+}
+
+// The line of run i in a plot against a grid key: its runs entry and its other grid values.
+std::string series_label(const Sweep& s, size_t i, const std::string& key) {
+  std::string label = s.runs[i].entry;
+  for (const Override& o : s.runs[i].point)
+    if (o.key != key) label += (label.empty() ? "" : " ") + o.key.substr(o.key.rfind('.') + 1) + "=" + o.value;
+  return label.empty() ? "runs" : label;
+}
+
+// Grid keys with two numbers or more and nothing else: those the final metric is drawn against.
+std::vector<std::string> numeric_grid_keys(const Sweep& s) {
+  std::vector<std::string> keys;
+  for (const std::string& key : s.grid_keys) {
+    std::set<double> seen;
+    bool all = true;
+    for (size_t i = 0; i < s.runs.size(); ++i) {
+      const double x = grid_number(s, i, key);
+      all &= !std::isnan(x);
+      seen.insert(x);
+    }
+    if (all && seen.size() >= 2) keys.push_back(key);
   }
-  return out;
+  return keys;
+}
+
+// The plots of a sweep without tune and seeds: every run's curve; the final metric against each
+// numeric grid key, one line per runs entry and other grid values.
+void write_run_plots(const Sweep& s, const fs::path& out, const std::vector<ResultRow>& rows,
+                     const std::vector<RunRecord>& records, const std::vector<std::string>& labels,
+                     const std::string& metric) {
+  write_text_atomically(out / "val_loss.svg", render_svg(curve_plot(records, labels, "val_loss")));
+  if (metric == "recall_accuracy")
+    write_text_atomically(out / "recall_accuracy.svg", render_svg(curve_plot(records, labels, "recall_accuracy")));
+  for (const std::string& key : numeric_grid_keys(s)) {
+    std::vector<double> x;
+    std::vector<std::string> series;
+    for (size_t i = 0; i < s.runs.size(); ++i) {
+      x.push_back(grid_number(s, i, key));
+      series.push_back(series_label(s, i, key));
+    }
+    write_text_atomically(out / ("final_" + metric + "_vs_" + folder_name(key) + ".svg"),
+                          render_svg(final_plot(key, rows, x, series, metric)));
+  }
+}
+
+// The plots of a sweep with tune or seeds, each configuration at its chosen value: its curve, the
+// mean of its seeds in a band from their minimum to their maximum; its final metric against each
+// numeric grid key; and, for one tuned key, the whole search against that key.
+void write_search_plots(const Sweep& s, const fs::path& out, const std::vector<ResultRow>& rows,
+                        const std::vector<RunRecord>& records, const std::vector<int>& record_of,
+                        const std::vector<ConfigSummary>& configs, const std::string& metric) {
+  std::vector<size_t> first_run;  // of each configuration
+  for (const ConfigSummary& c : configs)
+    for (size_t i = 0; i < s.runs.size(); ++i)
+      if (s.runs[i].config == c.config) {
+        first_run.push_back(i);
+        break;
+      }
+  std::vector<std::vector<RunRecord>> sets;
+  std::vector<std::string> labels;
+  for (const ConfigSummary& c : configs) {
+    if (c.chosen < 0) continue;
+    const std::string& tuned = c.points[size_t(c.chosen)].tuned;
+    sets.emplace_back();
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (rows[i].config == c.config && rows[i].tuned == tuned && rows[i].status == "done" && record_of[i] >= 0)
+        sets.back().push_back(records[size_t(record_of[i])]);
+    labels.push_back(c.config + (tuned.empty() ? "" : " (" + tuned + ")"));
+  }
+  write_text_atomically(out / "val_loss.svg", render_svg(band_curve_plot(sets, labels, "val_loss")));
+  if (metric == "recall_accuracy")
+    write_text_atomically(out / "recall_accuracy.svg", render_svg(band_curve_plot(sets, labels, "recall_accuracy")));
+  for (const std::string& key : numeric_grid_keys(s)) {
+    std::vector<double> x;
+    std::vector<std::string> series;
+    for (size_t i : first_run) {
+      x.push_back(grid_number(s, i, key));
+      series.push_back(series_label(s, i, key));
+    }
+    write_text_atomically(out / ("final_" + metric + "_vs_" + folder_name(key) + ".svg"),
+                          render_svg(final_band_plot(key, configs, x, series, metric)));
+  }
+  // Against the first tuned key, when its values tell the tuned points apart.
+  std::set<std::string> points, firsts;
+  for (const SweepRun& r : s.runs) {
+    points.insert(r.tuned);
+    firsts.insert(r.tuned.substr(0, r.tuned.find(", ")));
+  }
+  if (!s.tune_keys.empty() && firsts.size() == points.size())
+    write_text_atomically(out / ("final_" + metric + "_vs_" + folder_name(s.tune_keys[0]) + ".svg"),
+                          render_svg(tune_plot(s.tune_keys[0], configs, metric)));
 }
 
 // results.csv, results.md and the plots, from every run folder of the sweep as it is now.
@@ -200,12 +300,15 @@ void write_results(const Sweep& s) {
   std::vector<ResultRow> rows;
   std::vector<RunRecord> records;
   std::vector<std::string> labels;
+  std::vector<int> record_of;  // each row's record; -1: none
   bool any_recall = false;
   for (size_t i = 0; i < s.runs.size(); ++i) {
     const SweepRun& r = s.runs[i];
     const std::string dir = s.run_dir(i);
     ResultRow row;
     row.name = r.name;
+    row.config = r.config;
+    row.tuned = r.tuned;
     row.group = r.group;
     for (const std::string& key : s.keys) {
       row.values.push_back("");
@@ -215,47 +318,46 @@ void write_results(const Sweep& s) {
     fill_sizes(row, load_config(s.base, s.set_items(i)));
     const bool has_metrics = fs::exists(fs::path(dir) / "metrics.jsonl") && fs::exists(fs::path(dir) / "config.yaml");
     row.status = finished(dir)                          ? "done"
+                 : fs::exists(diverged_file(dir))       ? "diverged"
                  : fs::exists(error_file(dir))          ? "failed"
                  : !latest_checkpoint(dir).empty()      ? "interrupted"
                  : has_metrics                          ? "interrupted"
                                                         : "pending";
     if (row.status == "failed") row.error = read_text(error_file(dir));
+    if (row.status == "diverged") row.error = read_text(diverged_file(dir));
+    record_of.push_back(-1);
     if (has_metrics) {
       RunRecord run = read_run(dir);
       for (const std::string& d : run.damaged) std::fprintf(stderr, "warning: left out a damaged line: %s\n", d.c_str());
       fill_row(row, run);
       for (const EvalPoint& e : run.evals) any_recall |= std::isfinite(e.recall_accuracy);
+      record_of.back() = int(records.size());
       records.push_back(std::move(run));
       labels.push_back(r.name);
     }
     rows.push_back(row);
   }
-  mark_best(rows);
+  const std::string metric = any_recall ? "recall_accuracy" : "val_loss";
+  const bool search = !s.tune_keys.empty() || !s.seeds.empty();
+  std::vector<ConfigSummary> configs;
+  std::string summary;
+  if (search) {
+    configs = summarize(rows, metric);
+    mark_best_configs(rows, configs);
+    std::vector<std::string> searched = s.tune_keys;
+    if (!s.seeds.empty()) searched.push_back("train.seed");
+    summary = summary_markdown(s.keys, searched, configs, metric, s.seeds.size()) + "\n## Every run\n\n";
+  } else {
+    mark_best(rows);
+  }
   fs::create_directories(s.out_dir);
   const fs::path out(s.out_dir);
   // Each through a temporary file: a full disk leaves the last complete one, and an error.
   write_text_atomically(out / "results.csv", results_csv(s.keys, rows));
-  write_text_atomically(out / "results.md", "# " + s.path + "\n\nBase config: " + s.base + "\n\n" +
-                                                results_markdown(s.keys, rows));
-  write_text_atomically(out / "val_loss.svg", render_svg(curve_plot(records, labels, "val_loss")));
-  if (any_recall)
-    write_text_atomically(out / "recall_accuracy.svg", render_svg(curve_plot(records, labels, "recall_accuracy")));
-  // The final metric against each swept number, one line per runs entry and other grid values.
-  const std::string metric = any_recall ? "recall_accuracy" : "val_loss";
-  for (const std::string& key : s.grid_keys) {
-    const std::vector<double> x = numbers(s, key);
-    if (std::set<double>(x.begin(), x.end()).size() < 2 || std::any_of(x.begin(), x.end(), [](double v) { return std::isnan(v); }))
-      continue;
-    std::vector<std::string> series;
-    for (const SweepRun& r : s.runs) {
-      std::string label = r.entry;
-      for (const Override& o : r.point)
-        if (o.key != key) label += (label.empty() ? "" : " ") + o.key.substr(o.key.rfind('.') + 1) + "=" + o.value;
-      series.push_back(label.empty() ? "runs" : label);
-    }
-    write_text_atomically(out / ("final_" + metric + "_vs_" + folder_name(key) + ".svg"),
-                          render_svg(final_plot(key, rows, x, series, metric)));
-  }
+  write_text_atomically(out / "results.md", "# " + s.path + "\n\nBase config: " + s.base + "\n\n" + summary +
+                                                results_markdown(s.keys, rows, search));
+  if (search) write_search_plots(s, out, rows, records, record_of, configs, metric);
+  else write_run_plots(s, out, rows, records, labels, metric);
 }
 
 // Every --only name is a run of the sweep.
@@ -287,18 +389,20 @@ std::vector<std::string> run_command(const Sweep& s, size_t i, bool resume) {
 void list_runs(const Sweep& s, const std::vector<size_t>& todo) {
   for (size_t i : todo) {
     const std::string dir = s.run_dir(i);
-    const bool done = finished(dir), resume = !done && !latest_checkpoint(dir).empty();
+    const bool done = finished(dir), diverged = !done && settled(dir);
+    const bool resume = !done && !diverged && !latest_checkpoint(dir).empty();
     ResultRow sizes;
     fill_sizes(sizes, load_config(s.base, s.set_items(i)));
     std::printf("  %-28s %-15s %9lld parameters, state %lld scalars\n      %s\n", s.runs[i].name.c_str(),
-                done ? "done (skipped)" : resume ? "resumes" : "new", (long long)sizes.params,
+                done ? "done (skipped)" : diverged ? "diverged (skipped)" : resume ? "resumes" : "new",
+                (long long)sizes.params,
                 (long long)sizes.state, joined(run_command(s, i, resume)).c_str());
   }
   std::printf("dry run: the sweep file and every run's config are valid\n");
 }
 
-// Runs the runs `todo` not finished before, one after another; the exit status: 130 when
-// interrupted, 1 when a run failed, else 0.
+// Runs the runs `todo` not finished (or diverged) before, one after another; the exit status: 130
+// when interrupted, 1 when a run failed, else 0.
 int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>& todo) {
   // One sweep at a time in its folder (each run locks its own run folder too).
   const FolderLock sweep_lock(s.out_dir, "the sweep folder");
@@ -310,13 +414,14 @@ int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>
   const auto start = std::chrono::steady_clock::now();
   auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double run_seconds = 0;  // of the runs this invocation trained to their end
-  int trained = 0, failed = 0, remaining = 0;
-  for (size_t i : todo) remaining += !finished(s.run_dir(i));
+  int trained = 0, failed = 0, diverged = 0, remaining = 0;
+  for (size_t i : todo) remaining += !settled(s.run_dir(i));
   for (size_t k = 0; k < todo.size(); ++k) {
     const size_t i = todo[k];
     const std::string dir = s.run_dir(i), name = s.runs[i].name;
-    if (finished(dir)) {
-      std::printf("[sweep] run %zu/%zu %s: finished before, skipped\n", k + 1, todo.size(), name.c_str());
+    if (settled(dir)) {
+      std::printf("[sweep] run %zu/%zu %s: %s before, skipped\n", k + 1, todo.size(), name.c_str(),
+                  finished(dir) ? "finished" : "diverged");
       continue;
     }
     if (g_signals) break;
@@ -340,7 +445,12 @@ int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>
     const Outcome o = run_child(command);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const bool interrupted = g_signals && o.status == 130;  // its Ctrl-C exit (or SIGINT's default)
-    if (!interrupted && (o.status != 0 || !finished(dir))) {
+    if (!interrupted && o.status != 0 && o.stderr_tail.find("The model diverged") != std::string::npos) {
+      write_text_atomically(diverged_file(dir), s.in_sweep_terms(o.stderr_tail, i));
+      ++diverged;
+      std::printf("[sweep] run %zu/%zu %s: diverged (a non-finite loss), kept as its outcome and not retried "
+                  "(remove %s to train it again); going on\n", k + 1, todo.size(), name.c_str(), dir.c_str());
+    } else if (!interrupted && (o.status != 0 || !finished(dir))) {
       fs::create_directories(dir);
       // Its error, with the sweep file's place of an override it names.
       write_text_atomically(error_file(dir), o.stderr_tail.empty() ? "exit status " + std::to_string(o.status)
@@ -365,8 +475,9 @@ int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>
     return 130;
   }
   write_results(s);
-  std::printf("[sweep] done in %s: %d trained, %d failed; results in %s\n", duration(since_start()).c_str(), trained,
-              failed, (fs::path(s.out_dir) / "results.md").string().c_str());
+  std::printf("[sweep] done in %s: %d trained, %d failed%s; results in %s\n", duration(since_start()).c_str(), trained,
+              failed, diverged ? (", " + std::to_string(diverged) + " diverged").c_str() : "",
+              (fs::path(s.out_dir) / "results.md").string().c_str());
   return failed ? 1 : 0;
 }
 

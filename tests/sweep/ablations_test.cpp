@@ -1,8 +1,10 @@
 // The shipped ablations (configs/ablations/) load, and the mixer comparison is a fair one: every
-// run has the same token budget and parameter counts within 10% of each other.
+// run has the same token budget and parameter counts within 10% of each other, and every mixer is
+// searched over the same learning rates (each decaying to a tenth of itself) with the same seeds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "core/error.h"
 #include "layers/model.h"
@@ -12,9 +14,25 @@
 namespace linattn {
 namespace {
 
+// Every configuration of the sweep at lr 3e-4, 1e-3, 3e-3 and 1e-2 (lr_min a tenth of it) with
+// seeds 1, 2 and 3: each (configuration, lr, seed) once.
+void expect_the_issue_28_search(const Sweep& s, size_t configurations) {
+  ASSERT_EQ(s.runs.size(), configurations * 4 * 3);
+  EXPECT_EQ(s.seeds, (std::vector<std::string>{"1", "2", "3"}));
+  std::set<std::string> seen;
+  for (size_t i = 0; i < s.runs.size(); ++i) {
+    const Config c = load_config(s.base, s.set_items(i));
+    EXPECT_TRUE(c.train.lr == 3e-4 || c.train.lr == 1e-3 || c.train.lr == 3e-3 || c.train.lr == 1e-2) << s.runs[i].name;
+    EXPECT_NEAR(c.train.lr_min, c.train.lr / 10, 1e-15) << s.runs[i].name;
+    EXPECT_TRUE(c.train.seed >= 1 && c.train.seed <= 3) << s.runs[i].name;
+    seen.insert(s.runs[i].config + " " + std::to_string(c.train.lr) + " " + std::to_string(c.train.seed));
+  }
+  EXPECT_EQ(seen.size(), s.runs.size());
+}
+
 TEST(ShippedAblations, MixersShareTheTokenAndParameterBudget) {
   const Sweep s = load_sweep("configs/ablations/mixers.yaml");
-  ASSERT_EQ(s.runs.size(), 8u);
+  expect_the_issue_28_search(s, 8);
   int64_t lo = INT64_MAX, hi = 0;
   for (size_t i = 0; i < s.runs.size(); ++i) {
     const Config c = load_config(s.base, s.set_items(i));
@@ -36,8 +54,11 @@ TEST(ShippedAblations, MqarLoadsWhereTheBuildHasMqar) {
       GTEST_SKIP() << "this build has no MQAR data (data.source: mqar): " << e.what();
     throw;
   }
-  EXPECT_EQ(s.runs.size(), 6u * 3u * 2u);
-  EXPECT_EQ(s.compare, "runs");  // the best mixer of each width and number of pairs
+  expect_the_issue_28_search(s, 7 * 1 * 2);  // 7 mixers, width 128, 4 and 16 pairs
+  EXPECT_EQ(s.compare, "runs");              // the best mixer of each width and number of pairs
+  bool attention = false;                    // Zoology's baseline: two layers of global attention
+  for (const SweepRun& r : s.runs) attention |= r.config == "attention-w128-kv16";
+  EXPECT_TRUE(attention);
 }
 
 }  // namespace

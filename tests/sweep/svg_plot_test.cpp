@@ -56,6 +56,19 @@ TEST(RenderSvg, PointsLandOnTheAxesCornersAndNamesAreEscaped) {
   EXPECT_EQ(svg.rfind("</svg>\n"), svg.size() - 7);
 }
 
+TEST(RenderSvg, ABandIsAShadedPolygonUnderItsLineAndWidensTheAxis) {
+  // The line at 0.5; its band from 0 to 1 sets the y axis to 0..1.
+  LinePlot p{"t", "x", "y", {{"mean", {{0, 0.5}, {10, 0.5}}, {{0, 1}, {0, 1}}}}};
+  const std::string svg = render_svg(p);
+  // Along the top edge (y = 1 at 40 px), then back along the bottom one (y = 0 at 420 px).
+  const size_t band = svg.find("<polygon fill=\"#1f77b4\" fill-opacity=\"0.18\" stroke=\"none\" "
+                               "points=\"80.0,40.0 760.0,40.0 760.0,420.0 80.0,420.0 \"/>");
+  EXPECT_NE(band, std::string::npos) << svg;
+  const size_t line = svg.find("points=\"80.0,230.0 760.0,230.0 \"");
+  EXPECT_NE(line, std::string::npos) << svg;
+  EXPECT_LT(band, line);
+}
+
 TEST(RenderSvg, ALongLegendMakesThePlotTaller) {
   LinePlot p{"t", "x", "y", {}};
   for (int i = 0; i < 36; ++i) p.series.push_back({"run" + std::to_string(i), {{0, double(i)}, {1, double(i)}}});

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "core/error.h"
 #include "testing.h"
@@ -102,7 +103,7 @@ TEST_F(SweepFile, ProblemsAtTheSweepFilesLine) {
   const std::string head = "base: configs/base.yaml\nout_dir: o\n";
   EXPECT_EQ(error(head + "gird:\n  model.hidden_size: [32]\n"),
             p + ":3:1: unknown key 'gird' in the sweep file (known keys: base, out_dir, name, launcher, set, grid, "
-                "runs, compare)");
+                "runs, compare, tune, seeds)");
   // An unknown config key, a value of the wrong type, an unknown mixer: each at its value.
   std::string e = error(head + "grid:\n  model.hiden_size: [32, 64]\n");
   EXPECT_EQ(e.rfind(p + ":4:22 (model.hiden_size: 32): unknown key 'hiden_size' in 'model' (did you mean 'hidden_size'?)", 0), 0u) << e;
@@ -130,6 +131,113 @@ TEST_F(SweepFile, ProblemsAtTheSweepFilesLine) {
   EXPECT_EQ(error(head), p + ": neither grid nor runs: give at least one of them");
   e = error(head + "grid: [\n");
   EXPECT_EQ(e.rfind(p + ":4:1: not valid YAML", 0), 0u) << e;
+}
+
+TEST_F(SweepFile, TuneAndSeedsTrainEachConfigurationAtEveryValueWithEverySeedSeedsOutermost) {
+  const Sweep s = load(
+      "base: configs/base.yaml\n"
+      "out_dir: o\n"
+      "name: \"{name}-w{model.hidden_size}\"\n"
+      "runs:\n"
+      "  - {name: gla, model.layers: [gla, gla]}\n"
+      "  - {name: delta, model.layers: [deltanet, deltanet]}\n"
+      "grid:\n"
+      "  model.hidden_size: [32, 64]\n"
+      "tune: {train.lr: [1.0e-3, 3.0e-3]}\n"
+      "seeds: [1, 2, 3]\n");
+  ASSERT_EQ(s.runs.size(), 2u * 2u * 2u * 3u);
+  EXPECT_EQ(s.tune_keys, (std::vector<std::string>{"train.lr"}));
+  EXPECT_EQ(s.seeds, (std::vector<std::string>{"1", "2", "3"}));
+  // Seed 1 for every configuration and value first, then seed 2, ...; the tuned value fastest.
+  EXPECT_EQ(s.runs[0].name, "gla-w32-lr=1.0e-3-seed=1");
+  EXPECT_EQ(s.runs[1].name, "gla-w32-lr=3.0e-3-seed=1");
+  EXPECT_EQ(s.runs[2].name, "gla-w64-lr=1.0e-3-seed=1");
+  EXPECT_EQ(s.runs[4].name, "delta-w32-lr=1.0e-3-seed=1");
+  EXPECT_EQ(s.runs[8].name, "gla-w32-lr=1.0e-3-seed=2");
+  EXPECT_EQ(s.runs[23].name, "delta-w64-lr=3.0e-3-seed=3");
+  EXPECT_EQ(s.runs[9].config, "gla-w32");
+  EXPECT_EQ(s.runs[9].tuned, "train.lr=3.0e-3");
+  EXPECT_EQ(s.runs[9].seed, "2");
+  EXPECT_EQ(s.set_items(9), (std::vector<std::string>{"model.layers=[gla, gla]", "model.hidden_size=32",
+                                                      "train.lr=3.0e-3", "train.seed=2"}));
+  // The tuned value and the seed are columns of the table, but not what tells configurations apart.
+  EXPECT_EQ(s.keys, (std::vector<std::string>{"model.layers", "model.hidden_size", "train.lr", "train.seed"}));
+  EXPECT_EQ(s.runs[9].group, "model.hidden_size=32");
+  EXPECT_EQ(s.runs[13].group, s.runs[9].group);  // delta-w32, at another value and seed
+  // Every (configuration, value, seed) once.
+  std::set<std::string> combos;
+  for (const SweepRun& r : s.runs) combos.insert(r.config + "|" + r.tuned + "|" + r.seed);
+  EXPECT_EQ(combos.size(), s.runs.size());
+}
+
+TEST_F(SweepFile, TuneAsAListOfOverrideMapsKeepsKeysTogetherAndAloneSearchesTheBaseConfig) {
+  const Sweep s = load(
+      "base: configs/base.yaml\n"
+      "out_dir: o\n"
+      "tune:\n"
+      "  - {train.lr: 1.0e-3, train.lr_min: 1.0e-4}\n"
+      "  - {train.lr: 1.0e-2, train.lr_min: 1.0e-3}\n");
+  ASSERT_EQ(s.runs.size(), 2u);
+  EXPECT_EQ(s.tune_keys, (std::vector<std::string>{"train.lr", "train.lr_min"}));
+  EXPECT_EQ(s.runs[1].config, "base");
+  EXPECT_EQ(s.runs[1].name, "base-lr=1.0e-2");  // lr alone tells the two apart
+  EXPECT_EQ(load("base: configs/base.yaml\nout_dir: o\ntune:\n  - {train.lr: 1.0e-3, train.lr_min: 1.0e-4}\n"
+                 "  - {train.lr: 1.0e-3, train.lr_min: 0}\n")
+                .runs[1]
+                .name,
+            "base-lr=1.0e-3-lr_min=0");
+  EXPECT_EQ(s.runs[1].tuned, "train.lr=1.0e-2, train.lr_min=1.0e-3");
+  EXPECT_EQ(s.runs[1].seed, "");
+  EXPECT_EQ(s.compare, "runs");
+  const Sweep seeds_only = load("base: configs/base.yaml\nout_dir: o\nseeds: [7, 8]\n");
+  ASSERT_EQ(seeds_only.runs.size(), 2u);
+  EXPECT_EQ(seeds_only.runs[1].name, "base-seed=8");
+  EXPECT_EQ(seeds_only.set_items(1), (std::vector<std::string>{"train.seed=8"}));
+}
+
+TEST_F(SweepFile, BadTuneAndSeedsAreNamedAtTheirLine) {
+  const std::string p = path();
+  const std::string head = "base: configs/base.yaml\nout_dir: o\n";
+  EXPECT_EQ(error(head + "tune: {train.lr: 1.0e-3}\n"),
+            p + ":3:18: tune 'train.lr' must be a list of values, e.g. [3.0e-4, 1.0e-3, 3.0e-3]");
+  EXPECT_EQ(error(head + "tune: {train.lr: [1.0e-3, 3.0e-3, 1.0e-3]}\n"),
+            p + ":3:35: tune 'train.lr' lists 1.0e-3 twice; remove one");
+  EXPECT_EQ(error(head + "tune: {lr: [1.0e-3]}\n"),
+            p + ":3:8: 'lr' is not a config key: give section.key, e.g. model.hidden_size");
+  std::string e = error(head + "tune: {train.lr: [1.0e-3, fast]}\n");
+  EXPECT_EQ(e.rfind(p + ":3:27 (train.lr: fast): 'lr' has the wrong type: expected a number, got 'fast'", 0), 0u) << e;
+  e = error(head + "tune: {train.lrr: [1.0e-3]}\n");
+  EXPECT_EQ(e.rfind(p + ":3:20 (train.lrr: 1.0e-3): unknown key 'lrr' in 'train' (did you mean 'lr'?)", 0), 0u) << e;
+  EXPECT_EQ(error(head + "tune: 3.0e-3\n").rfind(p + ":3:7: tune must map keys to lists of values", 0), 0u);
+  EXPECT_EQ(error(head + "tune:\n  - {train.lr: 1.0e-3}\n  - {train.warmup_steps: 10}\n"),
+            p + ":5:5: tune entry 2 sets train.warmup_steps but entry 1 sets train.lr (in that order): give every "
+                "entry the same keys");
+  EXPECT_EQ(error(head + "seeds: 3\n"),
+            p + ":3:8: seeds must be a list of whole numbers; seeds are train.seed values (initialization and data "
+                "order), e.g. seeds: [1, 2, 3]");
+  for (const char* bad : {"1.5", "-1", "x"})
+    EXPECT_EQ(error(head + "seeds: [1, " + bad + "]\n"),
+              p + ":3:12: seed '" + bad + "' is not a whole number from 0 to 10^19; seeds are train.seed values "
+                  "(initialization and data order), e.g. seeds: [1, 2, 3]");
+  EXPECT_EQ(error(head + "seeds: [1, 2, 1]\n"), p + ":3:15: seed 1 is listed twice; remove one");
+  // What the search sets, nothing else sets.
+  EXPECT_EQ(error(head + "set: {train.lr: 1.0e-3}\ntune: {train.lr: [1.0e-3, 3.0e-3]}\n"),
+            p + ":4:19: 'train.lr' is tuned, and set (" + p + ":3:17) sets it too: remove one of them");
+  EXPECT_EQ(error(head + "grid: {train.lr: [1.0e-3]}\ntune: {train.lr: [3.0e-3]}\n"),
+            p + ":4:19: 'train.lr' is tuned, and grid (" + p + ":3:8) sets it too: remove one of them");
+  EXPECT_EQ(error(head + "runs:\n  - {train.seed: 5}\nseeds: [1, 2]\n"),
+            p + ":5:9: seeds sets train.seed, and a runs entry (" + p + ":4:18) sets it too: remove one of them");
+  EXPECT_EQ(error(head + "tune: {train.seed: [1, 2]}\nseeds: [1, 2]\n"),
+            p + ":3:21: 'train.seed' is tuned, and seeds (" + p + ":4:9) sets it too: remove one of them");
+  EXPECT_EQ(error(head + "name: \"x{train.lr}\"\ntune: {train.lr: [1.0e-3]}\n"),
+            p + ":3:7: name: {train.lr} is set by the search (tune or seeds): leave it out, the sweep adds it to "
+                "every run's name (\"-lr=VALUE\")");
+  // A base-config rule that a tuned value breaks names the base's line and the run's overrides.
+  e = error(head + "tune: {train.lr: [1.0e-5]}\nseeds: [4]\n");
+  EXPECT_NE(e.find("'lr_min' must be in [0, lr] (in the run of the sweep with train.lr: 1.0e-5 at " + p +
+                   ":3:19, train.seed: 4 at " + p + ":4:9)"),
+            std::string::npos)
+      << e;
 }
 
 }  // namespace
