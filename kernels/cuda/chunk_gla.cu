@@ -325,9 +325,9 @@ __global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Prob
 // the gates by sub-chunks as in the forward but on the output column. Then dq, dk += them times φ';
 // with gates, dg_t += Σ_{u>=t in the chunk} (q_u dq_u − k_u dk_u) and dg_chunks = the chunk's total.
 constexpr int kQkLoopWords = 4 * words(kChunk, kDepth);
-constexpr int kQkWords = 4 * words(kChunk, kTileCols) + kSubs * kSubs * pitch(kTileCols);
+constexpr int kQkWords = 6 * words(kChunk, kTileCols) + kSubs * kSubs * pitch(kTileCols);
 
-__global__ void __launch_bounds__(kThreads) chunk_dqk_kernel(float* dq, float* dk, float* dg, float* dg_chunks,
+__global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float* dk, float* dg, float* dg_chunks,
                                                              Problem p, Rows dO, const float* states,
                                                              const float* dstates) {
   LINATTN_DYNAMIC_SHARED(float, sm);
@@ -339,9 +339,12 @@ __global__ void __launch_bounds__(kThreads) chunk_dqk_kernel(float* dq, float* d
   // After it: [kChunk, kTileCols] tiles.
   float* sP = sm;                              // dP masked
   float* sX = sP + words(kChunk, kTileCols);   // φ(k), then φ(q)
-  float* sXt = sX + words(kChunk, kTileCols);  // φ(k_j) e^(c_J − G_j), then φ(q_i) e^(G_i − b_I); at the end q dq − k dk
+  float* sXt = sX + words(kChunk, kTileCols);  // φ(k_j) e^(c_J − G_j), then φ(q_i) e^(G_i − b_I)
   float* sG = sXt + words(kChunk, kTileCols);  // G
   float* sF = sG + words(kChunk, kTileCols);   // [kSubs * kSubs, kTileCols] e^(b_I − c_J)
+  float* sDk = sF + kSubs * kSubs * pitch(kTileCols);  // Σ_m v_jm dS_{c+1}[n][m]
+  float* sDG = sDk + words(kChunk, kTileCols);         // q dq − k dk (with gates)
+  // (Kept in shared memory rather than registers, so that two blocks fit on an SM without spills.)
   const int tid = threadIdx.x;
   const int64_t c = blockIdx.x, n0 = int64_t(blockIdx.y) * kTileCols, bh = blockIdx.z;
   const ChunkAt at_c = chunk_at(p, bh, c);
@@ -350,7 +353,7 @@ __global__ void __launch_bounds__(kThreads) chunk_dqk_kernel(float* dq, float* d
   const float* dS = dstates + state_at(p, bh, c + 1);
   float dP[kRowsPerThread][kColsPerThread] = {};  // [i][j]
   float Dq[kRowsPerThread][kColsPerThread] = {};  // Σ_m dO_im S_c[n][m]
-  float Dk[kRowsPerThread][kColsPerThread] = {};  // Σ_m v_jm dS_{c+1}[n][m]
+  float Dk[kRowsPerThread][kColsPerThread] = {};  // [j][n]
   for (int64_t m0 = 0; m0 < p.W; m0 += kDepth) {
     load_rows(sDO, kDepth, dO.p, dO.ld, p.W, m0, p, at_c, FeatureMap::identity);
     load_rows(sV, kDepth, p.v.p, p.v.ld, p.W, m0, p, at_c, FeatureMap::identity);
@@ -384,6 +387,7 @@ __global__ void __launch_bounds__(kThreads) chunk_dqk_kernel(float* dq, float* d
     for (int s = 0; s < kColsPerThread; ++s) {
       const int i = tile_row(tid, r), j = tile_col(tid, s);
       sP[at(i, j, kChunk)] = j <= i ? dP[r][s] : 0.0f;
+      sDk[at(i, j, kTileCols)] = Dk[r][s];  // here i is a token row and j a key column
     }
   load_rows(sX, kTileCols, p.k, p.Dk, p.Dk, n0, p, at_c, p.phi);
   load_gates(sG, kTileCols, p, at_c, n0);
@@ -394,7 +398,6 @@ __global__ void __launch_bounds__(kThreads) chunk_dqk_kernel(float* dq, float* d
   }
 
   // dq: rows i = tile_row (sub-chunk I = r / 2), key columns n = tile_col
-  float dq1[kRowsPerThread][kColsPerThread];
   {
     float off[kRowsPerThread][kColsPerThread] = {}, diag[kRowsPerThread][kColsPerThread] = {};
 #pragma unroll
@@ -442,11 +445,14 @@ __global__ void __launch_bounds__(kThreads) chunk_dqk_kernel(float* dq, float* d
         const float gi = sG[at(i, n, kTileCols)];
         const float inter = gated ? expf(gi) * Dq[r][s] : Dq[r][s];
         const float o = gated ? expf(gi - sG[at(first, n, kTileCols)]) * off[r][s] : 0.0f;
-        dq1[r][s] = p.scale * (inter + o + diag[r][s]);
-        if (dq && i < at_c.L && n0 + n < p.Dk) {
+        const float dq1 = p.scale * (inter + o + diag[r][s]);
+        float dG = 0;
+        if (i < at_c.L && n0 + n < p.Dk) {
           const int64_t x = row_at(p, at_c, at_c.t0 + i, p.Dk) + n0 + n;
-          dq[x] += dq1[r][s] * dphi_of(p.phi, p.q[x]);
+          if (dq) dq[x] += dq1 * dphi_of(p.phi, p.q[x]);
+          dG = phi_of(p.phi, p.q[x]) * dq1;
         }
+        if (dg) sDG[at(i, n, kTileCols)] = dG;
       }
     }
   }
@@ -459,7 +465,6 @@ __global__ void __launch_bounds__(kThreads) chunk_dqk_kernel(float* dq, float* d
   }
 
   // dk: rows j = tile_row (sub-chunk J = r / 2), key columns n = tile_col
-  float dk1[kRowsPerThread][kColsPerThread];
   {
     float off[kRowsPerThread][kColsPerThread] = {}, diag[kRowsPerThread][kColsPerThread] = {};
 #pragma unroll
@@ -505,12 +510,14 @@ __global__ void __launch_bounds__(kThreads) chunk_dqk_kernel(float* dq, float* d
       for (int s = 0; s < kColsPerThread; ++s) {
         const int n = tile_col(tid, s);
         const float gj = sG[at(j, n, kTileCols)];
-        const float inter = gated ? expf(sG[at(kChunk - 1, n, kTileCols)] - gj) * Dk[r][s] : Dk[r][s];
+        const float Dkn = sDk[at(j, n, kTileCols)];
+        const float inter = gated ? expf(sG[at(kChunk - 1, n, kTileCols)] - gj) * Dkn : Dkn;
         const float o = gated ? expf(sG[at(last, n, kTileCols)] - gj) * off[r][s] : 0.0f;
-        dk1[r][s] = inter + p.scale * (o + diag[r][s]);
-        if (dk && j < at_c.L && n0 + n < p.Dk) {
+        const float dk1 = inter + p.scale * (o + diag[r][s]);
+        if (j < at_c.L && n0 + n < p.Dk) {
           const int64_t x = row_at(p, at_c, at_c.t0 + j, p.Dk) + n0 + n;
-          dk[x] += dk1[r][s] * dphi_of(p.phi, p.k[x]);
+          if (dk) dk[x] += dk1 * dphi_of(p.phi, p.k[x]);
+          if (dg) sDG[at(j, n, kTileCols)] -= phi_of(p.phi, p.k[x]) * dk1;  // this thread's own entry of the dq phase
         }
       }
     }
@@ -519,24 +526,10 @@ __global__ void __launch_bounds__(kThreads) chunk_dqk_kernel(float* dq, float* d
 
   // dG_t = q_t dq_t − k_t dk_t, summed from the chunk's end (derivations.md, "GLA")
   __syncthreads();
-  float* sD = sXt;
-#pragma unroll
-  for (int r = 0; r < kRowsPerThread; ++r)
-#pragma unroll
-    for (int s = 0; s < kColsPerThread; ++s) {
-      const int row = tile_row(tid, r), n = tile_col(tid, s);
-      float val = 0;
-      if (row < at_c.L && n0 + n < p.Dk) {
-        const int64_t x = row_at(p, at_c, at_c.t0 + row, p.Dk) + n0 + n;
-        val = phi_of(p.phi, p.q[x]) * dq1[r][s] - phi_of(p.phi, p.k[x]) * dk1[r][s];
-      }
-      sD[at(row, n, kTileCols)] = val;
-    }
-  __syncthreads();
   if (tid < kTileCols && n0 + tid < p.Dk) {
     float acc = 0;
     for (int row = at_c.L - 1; row >= 0; --row) {
-      acc += sD[at(row, tid, kTileCols)];  // row run
+      acc += sDG[at(row, tid, kTileCols)];  // row run
       dg[row_at(p, at_c, at_c.t0 + row, p.Dk) + n0 + tid] += acc;
     }
     dg_chunks[(bh * p.chunks() + c) * p.Dk + n0 + tid] = acc;
@@ -625,11 +618,17 @@ dim3 chunk_grid(const Problem& p, int64_t tiles) {
 }
 int64_t tiles_of(int64_t cols) { return (cols + kTileCols - 1) / kTileCols; }
 
-// Opts `kernel` in to `words` floats of dynamic shared memory (fixed sizes, at most 71 KiB: every
-// GPU from sm_80 on has them); returns the bytes.
+// Opts `kernel` in to `words` floats of dynamic shared memory (fixed sizes, at most 102 KiB, which
+// sm_80 and sm_90 GPUs have) and returns the bytes; a GPU with less is refused by name.
 template <class Kernel>
-size_t shared_bytes(Kernel kernel, int words_) {
+size_t shared_bytes(Kernel kernel, int words_, const char* what) {
   const size_t bytes = size_t(words_) * sizeof(float);
+  int device = 0, limit = 0;
+  LINATTN_CUDA_CHECK(cudaGetDevice(&device));
+  LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  LINATTN_CHECK(bytes <= size_t(limit), "linear attention / GLA on CUDA (", what, "): the kernel needs ", bytes / 1024,
+                " KiB of shared memory per thread block, more than this GPU's ", limit / 1024,
+                " KiB; run linear attention and GLA on an sm_80 or sm_90 GPU (or on the CPU)");
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
   return bytes;
 }
@@ -659,7 +658,7 @@ void gate_cumsum(float* G, const float* g, const Problem& p) {
 void forward_states(float* states, const Problem& p, const float* h0) {
   if (p.B * p.H * p.Dk * p.W == 0) return;
   if (p.T > 0) {
-    const size_t smem = shared_bytes(chunk_state_kernel<false>, 2 * words(kChunk, kTileCols));
+    const size_t smem = shared_bytes(chunk_state_kernel<false>, 2 * words(kChunk, kTileCols), "forward_states");
     LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.Dk) * tiles_of(p.W)), kThreads, smem, stream(),
                    chunk_state_kernel<false>)(states, p, p.v);
     LINATTN_CUDA_CHECK_LAUNCH();
@@ -671,7 +670,7 @@ void forward_states(float* states, const Problem& p, const float* h0) {
 void backward_states(float* dstates, const Problem& p, Rows dO, const float* dht) {
   if (p.B * p.H * p.Dk * p.W == 0) return;
   if (p.T > 0) {
-    const size_t smem = shared_bytes(chunk_state_kernel<true>, 2 * words(kChunk, kTileCols));
+    const size_t smem = shared_bytes(chunk_state_kernel<true>, 2 * words(kChunk, kTileCols), "backward_states");
     LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.Dk) * tiles_of(p.W)), kThreads, smem, stream(),
                    chunk_state_kernel<true>)(dstates, p, dO);
     LINATTN_CUDA_CHECK_LAUNCH();
@@ -682,7 +681,7 @@ void backward_states(float* dstates, const Problem& p, Rows dO, const float* dht
 
 void output(OutRows out, const Problem& p, const float* states, float a, float b) {
   if (empty(p)) return;
-  const size_t smem = shared_bytes(chunk_apply_kernel<false>, kApplyWords);
+  const size_t smem = shared_bytes(chunk_apply_kernel<false>, kApplyWords, "output");
   LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.W)), kThreads, smem, stream(), chunk_apply_kernel<false>)(out, p, p.v,
                                                                                                     states, a, b);
   LINATTN_CUDA_CHECK_LAUNCH();
@@ -690,7 +689,7 @@ void output(OutRows out, const Problem& p, const float* states, float a, float b
 
 void grad_v(OutRows dv, const Problem& p, Rows dO, const float* dstates) {
   if (empty(p) || !dv.p) return;
-  const size_t smem = shared_bytes(chunk_apply_kernel<true>, kApplyWords);
+  const size_t smem = shared_bytes(chunk_apply_kernel<true>, kApplyWords, "grad_v");
   LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.W)), kThreads, smem, stream(), chunk_apply_kernel<true>)(dv, p, dO, dstates,
                                                                                                    1.0f, p.scale);
   LINATTN_CUDA_CHECK_LAUNCH();
@@ -700,7 +699,7 @@ void grad_qk(float* dq, float* dk, float* dg, float* dg_chunks, const Problem& p
              const float* dstates) {
   if (empty(p)) return;
   const int words_ = kQkWords > kQkLoopWords ? kQkWords : kQkLoopWords;
-  const size_t smem = shared_bytes(chunk_dqk_kernel, words_);
+  const size_t smem = shared_bytes(chunk_dqk_kernel, words_, "grad_qk");
   LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.Dk)), kThreads, smem, stream(), chunk_dqk_kernel)(dq, dk, dg, dg_chunks, p,
                                                                                             dO, states, dstates);
   LINATTN_CUDA_CHECK_LAUNCH();
