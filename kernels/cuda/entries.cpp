@@ -350,29 +350,29 @@ void scale_inplace(In x, double c) {
   cuda::scale_forward(f32(x), f32(x), float(c), x.numel());
 }
 
-// ---- token mixers (the recurrent form is the chunk scan one token at a time; `saved` is not used) ----
+// ---- token mixers (kernels/cuda/chunk_gla.h: both forms run the chunk-parallel passes; `saved` is not used) ----
 
 void linear_attention_forward(const MixerArgs& r) {
   require_f32("linear_attention", r.q);
-  cuda::linear_attention_forward(scan::to_mixer<float>(r));
+  cuda::linear_attention_forward(chunk::to_mixer<float>(r));
 }
 
 void linear_attention_backward(const MixerArgs& r) {
   require_f32("linear_attention", r.q);
-  cuda::linear_attention_backward(scan::to_mixer<float>(r));
+  cuda::linear_attention_backward(chunk::to_mixer<float>(r));
 }
 
 void gla_forward(const MixerArgs& r) {
   require_f32("gla", r.q);
-  cuda::gla_forward(scan::to_mixer<float>(r));
+  cuda::gla_forward(chunk::to_mixer<float>(r));
 }
 
 void gla_backward(const MixerArgs& r) {
   require_f32("gla", r.q);
-  cuda::gla_backward(scan::to_mixer<float>(r));
+  cuda::gla_backward(chunk::to_mixer<float>(r));
 }
 
-// The scans recompute what the backward needs: they keep nothing in `saved`.
+// The backward recomputes the chunk states: nothing is kept in `saved`.
 int64_t linear_attention_saved_size(const MixerArgs&) { return 0; }
 int64_t gla_saved_size(const MixerArgs&) { return 0; }
 

@@ -1,8 +1,8 @@
-// What the CUDA kernels written once for the device and the host share (kernels/cuda/linear_scan.h,
-// kernels/cuda/deltanet_block.h): the __host__ __device__ marker, the exponential, and DeviceBlock,
+// What the CUDA kernels written once for the device and the host share (kernels/cuda/deltanet_block.h,
+// kernels/cuda/chunk_layout.h): the __host__ __device__ marker, the exponential, and DeviceBlock,
 // the threads of one CUDA block as those block programs see them. The host tests run the same block
-// programs with a sequential stand-in for DeviceBlock (tests/cuda/linear_scan_host_test.cpp,
-// tests/cuda/deltanet_test.cpp). This header includes no CUDA header.
+// programs with a sequential stand-in for DeviceBlock (tests/cuda/deltanet_test.cpp). This header
+// includes no CUDA header.
 #pragma once
 
 #include <math.h>
@@ -20,15 +20,10 @@ namespace linattn::cuda {
 LINATTN_HD inline float exp_(float x) { return expf(x); }
 LINATTN_HD inline double exp_(double x) { return ::exp(x); }
 
-// The threads of one CUDA block. Two ways to hand them work (a block program uses one):
-//  - each(n, f) runs f(e) for e in [0, n) spread over the threads, sync() is the barrier and one(f)
-//    runs f on the first thread (deltanet_block.h);
-//  - phase(f) runs f(thread index) on every thread, then the barrier; `threads` is blockDim.x
-//    (linear_scan.h).
+// The threads of one CUDA block: each(n, f) runs f(e) for e in [0, n) spread over the threads, sync()
+// is the barrier and one(f) runs f on the first thread (deltanet_block.h).
 // Outside device code (the host pass of a .cu file) every call is a no-op.
 struct DeviceBlock {
-  int threads = 0;
-
   template <class F>
   LINATTN_HD void each(int64_t n, F&& f) const {
 #ifdef __CUDA_ARCH__
@@ -46,15 +41,6 @@ struct DeviceBlock {
   LINATTN_HD void one(F&& f) const {
 #ifdef __CUDA_ARCH__
     if (threadIdx.x == 0) f();
-#else
-    (void)f;
-#endif
-  }
-  template <class F>
-  LINATTN_HD void phase(F f) {
-#ifdef __CUDA_ARCH__
-    f(int(threadIdx.x));
-    __syncthreads();
 #else
     (void)f;
 #endif

@@ -1,25 +1,25 @@
-// The backend's MixerArgs (kernels/backend.h) as the raw pointers of a scan::Mixer, the form the CUDA
-// linear attention and GLA kernels take (kernels/cuda/linear_scan.h). Host code only; used by the
-// CUDA entries and by the host test that runs the same scans on the CPU.
+// The backend's MixerArgs (kernels/backend.h) as the raw pointers of a chunk::Mixer, the form the CUDA
+// linear attention and GLA kernels take (kernels/cuda/chunk_gla.h). Host code only; used by the
+// CUDA entries.
 #pragma once
 
 #include "kernels/backend.h"
-#include "kernels/cuda/linear_scan.h"
+#include "kernels/cuda/chunk_gla.h"
 
-namespace linattn::cuda::scan {
+namespace linattn::cuda::chunk {
 
 template <class T>
 T* data_or_null(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
-// The chunk form runs chunks of r.chunk_size tokens; the recurrent form is the same scan one token at a time.
+// Both forms run the chunk-parallel passes (kChunk tokens a chunk, whatever r.chunk_size says): the
+// chunk size changes the result only by rounding.
 template <class T>
 Mixer<T> to_mixer(const backend::MixerArgs& r) {
   Mixer<T> m;
   m.B = r.B, m.len = r.T, m.H = r.H, m.Dk = r.Dk, m.Dv = r.Dv;
   m.scale = T(r.scale);
-  m.chunk = r.chunk ? r.chunk_size : 1;
   m.phi = r.phi, m.normalize = r.normalize;
   m.o = data_or_null<T>(r.o), m.ht = data_or_null<T>(r.ht), m.zt = data_or_null<T>(r.zt);
   m.q = data_or_null<T>(r.q), m.k = data_or_null<T>(r.k), m.v = data_or_null<T>(r.v);
@@ -30,4 +30,4 @@ Mixer<T> to_mixer(const backend::MixerArgs& r) {
   return m;
 }
 
-}  // namespace linattn::cuda::scan
+}  // namespace linattn::cuda::chunk

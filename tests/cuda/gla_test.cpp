@@ -1,7 +1,7 @@
 // CUDA GLA (kernels/cuda/gla.h) through the backend table against the CPU entry in float64: the
 // output, the final state and every gradient (dq, dk, dv, dg, dh0), for chunk sizes 16/32/64 and the
-// recurrent form, T = 1 and T off the chunk size, head sizes off the 32-column tile, with and without
-// an initial state, strong and weak decays; and the autograd op on device tensors with document
+// recurrent form, T = 1, T off and on the CUDA kernels' 64-token chunk, head sizes off their 64-column
+// tiles, with and without an initial state, strong and weak decays; and the autograd op on device tensors with document
 // boundaries. Runs only where a GPU exists; elsewhere every test skips with the reason.
 #include "autograd/mixers.h"
 #include "autograd/variable.h"
@@ -30,6 +30,7 @@ const MixerCase kCases[] = {
     {2, 30, 2, 16, 16, 1, true, FeatureMap::identity, false, true},
     {1, 130, 2, 32, 32, 64, true, FeatureMap::identity, false, false, -40},
     {1, 90, 2, 32, 32, 16, true, FeatureMap::identity, false, false, -1e-3},
+    {1, 128, 2, 32, 32, 64, true, FeatureMap::identity, false, false, -40},  // T a multiple of the kernels' 64
 };
 
 TEST(CudaGla, MatchesTheCpuEntry) {

@@ -1,7 +1,7 @@
 // CUDA linear attention (kernels/cuda/linear_attn.h) through the backend table against the CPU entry
 // in float64: the output, the final states and every gradient (dq, dk, dv, dh0, dz0), for every
-// feature map, the normalized form, the recurrent form, chunk sizes 16/32/64, T = 1 and T off the
-// chunk size, with and without initial states; and the autograd op on device tensors with document
+// feature map, the normalized form, the recurrent form, chunk sizes 16/32/64, T = 1 and T off and on
+// the CUDA kernels' 64-token chunk, with and without initial states; and the autograd op on device tensors with document
 // boundaries. Runs only where a GPU exists; elsewhere every test skips with the reason.
 #include "autograd/mixers.h"
 #include "autograd/variable.h"
@@ -33,6 +33,7 @@ const MixerCase kCases[] = {
     {2, 100, 2, 64, 64, 64, true, FeatureMap::elu1, true},
     {1, 33, 2, 32, 16, 16, false, FeatureMap::elu1, true},
     {1, 25, 2, 16, 16, 1, true, FeatureMap::elu1, true, true},
+    {1, 128, 2, 32, 32, 64, true, FeatureMap::elu1, true},  // T a multiple of the kernels' 64
 };
 
 TEST(CudaLinearAttention, MatchesTheCpuEntry) {

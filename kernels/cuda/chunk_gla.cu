@@ -1,0 +1,744 @@
+// The chunk-parallel linear attention and GLA passes (kernels/cuda/chunk_gla.h): one thread block per
+// (chunk, 64-column tile, batch * head) for the intra-chunk work, one thread per state entry for the
+// sequential state pass. Thread and shared-memory layouts: kernels/cuda/chunk_layout.h (every tile
+// has an odd pitch and every product reads broadcasts, row runs or column runs: no bank conflicts).
+//
+// GLA's gates, numerically safe by sub-chunks of kSub = 16 tokens. G is the in-chunk inclusive
+// cumulative sum of the log-gates (<= 0), so it does not increase down the chunk. A score of rows
+// i >= j needs e^(G_i − G_j) (per key column d, omitted), which is <= 1, but e^(G_i) and e^(−G_j) alone
+// overflow once the decay is strong (G reaches −2,560 at 64 tokens of log-gate −40). For i in
+// sub-chunk I and j in an earlier sub-chunk J < I, with b_I = G at I's first row and c_J = G at J's
+// last row (c_J >= b_I: J ends before I starts):
+//     e^(G_i − G_j) = e^(G_i − b_I) · e^(b_I − c_J) · e^(c_J − G_j),
+// three factors that are each <= 1, so none overflows; when one underflows the product is smaller
+// still and negligible next to the diagonal's e^0 = 1 terms. So Q̃_i = q_i e^(G_i − b_I) and
+// K̃_j = k_j e^(c_J − G_j) are formed once per row, F_IJ = e^(b_I − c_J) once per sub-chunk pair, and
+// the off-diagonal score blocks are plain products Σ_d Q̃_id F_IJd K̃_jd. On the diagonal sub-chunks
+// (I = J) the factor is taken pairwise, e^(G_i − G_j) with j <= i, <= 1 as well. Rows past the
+// sequence's end (T not a multiple of the chunk) hold zeros and repeat the last valid row's G (a
+// log-gate of 0), so G stays monotone there and every exponent above stays <= 0.
+#include <math.h>
+
+#include "kernels/cuda/chunk_gla.h"
+#include "kernels/cuda/common.cuh"
+
+namespace linattn::cuda::chunk {
+
+namespace {
+
+__device__ inline float phi_of(FeatureMap f, float x) {
+  switch (f) {
+    case FeatureMap::elu1: return x > 0 ? x + 1 : expf(x);
+    case FeatureMap::relu: return x > 0 ? x : 0.0f;
+    default: return x;
+  }
+}
+__device__ inline float dphi_of(FeatureMap f, float x) {
+  switch (f) {
+    case FeatureMap::elu1: return x > 0 ? 1.0f : expf(x);
+    case FeatureMap::relu: return x > 0 ? 1.0f : 0.0f;
+    default: return 1.0f;
+  }
+}
+
+// The block's chunk: batch b, head h, first token t0, L valid tokens (<= kChunk).
+struct ChunkAt {
+  int64_t b, h, t0;
+  int L;
+};
+__device__ inline ChunkAt chunk_at(const Problem& p, int64_t bh, int64_t c) {
+  const int64_t t0 = c * kChunk, rest = p.T - t0;
+  return {bh / p.H, bh % p.H, t0, int(rest < kChunk ? rest : kChunk)};
+}
+// Token t's row of a [B, T, H, ld] tensor.
+__device__ inline int64_t row_at(const Problem& p, const ChunkAt& a, int64_t t, int64_t ld) {
+  return ((a.b * p.T + t) * p.H + a.h) * ld;
+}
+// The state (or its gradient) of (batch * head) bh at slot s: [Dk, W].
+__device__ inline int64_t state_at(const Problem& p, int64_t bh, int64_t s) {
+  return (bh * (p.chunks() + 1) + s) * p.Dk * p.W;
+}
+
+// tile [kChunk, width] = columns col0 .. col0 + width of the chunk's rows of x (ld, `cols` columns),
+// through f; rows past L and columns past `cols` are zeros.
+__device__ void load_rows(float* tile, int width, const float* x, int64_t ld, int64_t cols, int64_t col0,
+                          const Problem& p, const ChunkAt& a, FeatureMap f) {
+  for (int e = threadIdx.x; e < kChunk * width; e += kThreads) {
+    const int r = load_row(e, width), c = load_col(e, width);
+    float val = 0;
+    if (r < a.L && col0 + c < cols) val = phi_of(f, x[row_at(p, a, a.t0 + r, ld) + col0 + c]);
+    tile[at(r, c, width)] = val;
+  }
+}
+
+// tile [kChunk, width] = G's key columns d0 .. d0 + width of the chunk; rows past L repeat row L − 1
+// (see the top), columns past Dk and an absent gate are zeros.
+__device__ void load_gates(float* tile, int width, const Problem& p, const ChunkAt& a, int64_t d0) {
+  for (int e = threadIdx.x; e < kChunk * width; e += kThreads) {
+    const int r = load_row(e, width), c = load_col(e, width);
+    const int rr = r < a.L ? r : a.L - 1;
+    tile[at(r, c, width)] = p.G && d0 + c < p.Dk ? p.G[row_at(p, a, a.t0 + rr, p.Dk) + d0 + c] : 0.0f;
+  }
+}
+
+// tile [rows, width] = S[r0 .., c0 ..] of a state S [Dk, W]; entries outside it are zeros.
+__device__ void load_state(float* tile, int rows, int width, const float* S, const Problem& p, int64_t r0,
+                           int64_t c0) {
+  for (int e = threadIdx.x; e < rows * width; e += kThreads) {
+    const int r = load_row(e, width), c = load_col(e, width);
+    tile[at(r, c, width)] = r0 + r < p.Dk && c0 + c < p.W ? S[(r0 + r) * p.W + c0 + c] : 0.0f;
+  }
+}
+
+// The sub-chunk scalings of the top from G [kChunk, width] and rows q, k [kChunk, width]:
+// from_first[i] = q_i e^(G_i − b_I), to_last[j] = k_j e^(c_J − G_j) (each skipped where null), and
+// F [kSubs * kSubs, width]: row I * kSubs + J = e^(b_I − c_J) for I > J.
+__device__ void sub_chunk_scalings(float* from_first, const float* q, float* to_last, const float* k, float* F,
+                                   const float* G, int width) {
+  for (int e = threadIdx.x; e < kChunk * width; e += kThreads) {
+    const int r = load_row(e, width), d = load_col(e, width), first = r / kSub * kSub;
+    const float g = G[at(r, d, width)];
+    if (from_first) from_first[at(r, d, width)] = q[at(r, d, width)] * expf(g - G[at(first, d, width)]);
+    if (to_last) to_last[at(r, d, width)] = k[at(r, d, width)] * expf(G[at(first + kSub - 1, d, width)] - g);
+  }
+  if (F)
+    for (int e = threadIdx.x; e < kSubs * kSubs * width; e += kThreads) {
+      const int pair = load_row(e, width), d = load_col(e, width), I = pair / kSubs, J = pair % kSubs;
+      F[at(pair, d, width)] = I > J ? expf(G[at(I * kSub, d, width)] - G[at(J * kSub + kSub - 1, d, width)]) : 0.0f;
+    }
+}
+
+// ---- the gates' in-chunk cumulative sums ----
+
+__global__ void gate_cumsum_kernel(float* G, const float* g, Problem p) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (b, h, chunk, d), d fastest
+  const int64_t NC = p.chunks();
+  if (e >= p.B * p.H * NC * p.Dk) return;
+  const int64_t d = e % p.Dk, c = (e / p.Dk) % NC, bh = e / (p.Dk * NC);
+  const ChunkAt a = chunk_at(p, bh, c);
+  float acc = 0;
+  for (int r = 0; r < a.L; ++r) {
+    const int64_t x = row_at(p, a, a.t0 + r, p.Dk) + d;
+    G[x] = acc += g[x];
+  }
+}
+
+// ---- a chunk's contribution to the state ----
+
+// Forward (slot c + 1):  U_c = (φ(K) ⊙ e^(G_C − G))ᵀ V;  backward (slot c):  W_c = scale (φ(Q) ⊙ e^G)ᵀ dO.
+// Block (chunk, key tile * value tiles + value tile, batch * head); out[d][n] for d = tile_row, n = tile_col.
+template <bool kBackward>
+__global__ void __launch_bounds__(kThreads) chunk_state_kernel(float* states, Problem p, Rows Y) {
+  LINATTN_DYNAMIC_SHARED(float, sm);
+  float* sX = sm;                                  // [kChunk, kTileCols] the gated key (query) rows
+  float* sY = sX + words(kChunk, kTileCols);       // [kChunk, kTileCols] the value (dO) rows
+  const int64_t c = blockIdx.x, bh = blockIdx.z;
+  const int64_t vtiles = (p.W + kTileCols - 1) / kTileCols;
+  const int64_t d0 = int64_t(blockIdx.y) / vtiles * kTileCols, n0 = int64_t(blockIdx.y) % vtiles * kTileCols;
+  const ChunkAt a = chunk_at(p, bh, c);
+  const float* x = kBackward ? p.q : p.k;
+  for (int e = threadIdx.x; e < kChunk * kTileCols; e += kThreads) {
+    const int r = load_row(e, kTileCols), d = load_col(e, kTileCols);
+    float val = 0;
+    if (r < a.L && d0 + d < p.Dk) {
+      const int64_t at_r = row_at(p, a, a.t0 + r, p.Dk) + d0 + d;
+      val = phi_of(p.phi, x[at_r]);
+      if (p.G) {  // both exponents <= 0
+        const float g = p.G[at_r], last = p.G[row_at(p, a, a.t0 + a.L - 1, p.Dk) + d0 + d];
+        val *= expf(kBackward ? g : last - g);
+      }
+    }
+    sX[at(r, d, kTileCols)] = val;
+  }
+  load_rows(sY, kTileCols, Y.p, Y.ld, p.W, n0, p, a, FeatureMap::identity);
+  __syncthreads();
+  float acc[kRowsPerThread][kColsPerThread] = {};
+  for (int j = 0; j < kChunk; ++j) {
+    float y[kColsPerThread];
+#pragma unroll
+    for (int s = 0; s < kColsPerThread; ++s) y[s] = sY[at(j, tile_col(threadIdx.x, s), kTileCols)];  // row run
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const float xv = sX[at(j, tile_row(threadIdx.x, r), kTileCols)];  // broadcast
+#pragma unroll
+      for (int s = 0; s < kColsPerThread; ++s) acc[r][s] += xv * y[s];
+    }
+  }
+  float* S = states + state_at(p, bh, kBackward ? c : c + 1);
+  const float f = kBackward ? p.scale : 1.0f;
+#pragma unroll
+  for (int r = 0; r < kRowsPerThread; ++r)
+#pragma unroll
+    for (int s = 0; s < kColsPerThread; ++s) {
+      const int64_t d = d0 + tile_row(threadIdx.x, r), n = n0 + tile_col(threadIdx.x, s);
+      if (d < p.Dk && n < p.W) S[d * p.W + n] = f * acc[r][s];
+    }
+}
+
+// ---- the sequential state pass ----
+
+// One thread per state entry (bh, d, n). Forward: S_0 = init, S_{c+1} = e^(G_C) S_c + U_c (U_c in slot
+// c + 1). Reverse: dS_chunks = init, dS_c = e^(G_C) dS_{c+1} + W_c (W_c in slot c), slot c + 1 = dS_{c+1}.
+template <bool kReverse>
+__global__ void state_pass_kernel(float* states, Problem p, const float* init) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t per = p.Dk * p.W, NC = p.chunks();
+  if (e >= p.B * p.H * per) return;
+  const int64_t bh = e / per, d = e % per / p.W;
+  float* s = states + bh * (NC + 1) * per + e % per;
+  auto decay = [&](int64_t c) {
+    const int64_t last = (c + 1) * kChunk < p.T ? (c + 1) * kChunk - 1 : p.T - 1;
+    return p.G ? expf(p.G[((bh / p.H * p.T + last) * p.H + bh % p.H) * p.Dk + d]) : 1.0f;
+  };
+  float S = init ? init[e] : 0.0f;
+  if (!kReverse) {
+    s[0] = S;
+    for (int64_t c = 0; c < NC; ++c) s[(c + 1) * per] = S = decay(c) * S + s[(c + 1) * per];
+  } else {
+    for (int64_t c = NC - 1; c >= 0; --c) {
+      const float inc = s[c * per];
+      s[(c + 1) * per] = S;
+      S = decay(c) * S + inc;
+    }
+    s[0] = S;
+  }
+}
+
+// ---- outputs and dv ----
+
+// Forward (kTransposed false), per chunk and value tile:  out_i = a (φ(q_i) ⊙ e^(G_i)) S_c + b Σ_{j<=i} A_ij v_j.
+// dv (kTransposed true), from dS_{c+1}:  out_j = a (φ(k_j) ⊙ e^(G_C − G_j)) dS_{c+1} + b Σ_{i>=j} A_ij dO_i.
+// A_ij = Σ_d φ(q_id) φ(k_jd) e^(G_id − G_jd), by sub-chunks (see the top). Block (chunk, value tile, batch * head).
+constexpr int kApplyLoopWords = 5 * words(kChunk, kDepth) + words(kDepth, kTileCols) + (kSubs * kSubs + kSubs) * pitch(kDepth);
+constexpr int kApplyWords = kApplyLoopWords > 2 * words(kChunk, kChunk) ? kApplyLoopWords : 2 * words(kChunk, kChunk);
+
+template <bool kTransposed>
+__global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Problem p, Rows Y, const float* states,
+                                                               float a, float b) {
+  LINATTN_DYNAMIC_SHARED(float, sm);
+  // The loop over key slices: [kChunk, kDepth] tiles, the state slice, the sub-chunk factors.
+  float* sQ = sm;                            // φ(q)
+  float* sK = sQ + words(kChunk, kDepth);    // φ(k)
+  float* sG = sK + words(kChunk, kDepth);    // G
+  float* sQt = sG + words(kChunk, kDepth);   // φ(q_i) e^(G_i − b_I)
+  float* sKt = sQt + words(kChunk, kDepth);  // φ(k_j) e^(c_J − G_j)
+  float* sS = sKt + words(kChunk, kDepth);   // [kDepth, kTileCols] the state slice
+  float* sF = sS + words(kDepth, kTileCols); // [kSubs * kSubs, kDepth] e^(b_I − c_J)
+  float* sE = sF + kSubs * kSubs * pitch(kDepth);  // [kSubs, kDepth] forward e^(b_I), dv e^(G_C − c_J)
+  // After it: the masked scores and the value (dO) rows, over the loop's tiles.
+  float* sA = sm;                         // [kChunk, kChunk]
+  float* sY = sA + words(kChunk, kChunk);  // [kChunk, kTileCols]
+  const int tid = threadIdx.x;
+  const int64_t c = blockIdx.x, n0 = int64_t(blockIdx.y) * kTileCols, bh = blockIdx.z;
+  const ChunkAt at_c = chunk_at(p, bh, c);
+  const bool gated = p.G != nullptr;
+  const float* S = states + state_at(p, bh, kTransposed ? c + 1 : c);
+  float accA[kRowsPerThread][kColsPerThread] = {};  // A[i][j], i = tile_row, j = tile_col
+  float accS[kRowsPerThread][kColsPerThread] = {};  // the state term of out[row][n], row = tile_row, n = tile_col
+  for (int64_t d0 = 0; d0 < p.Dk; d0 += kDepth) {
+    load_rows(sQ, kDepth, p.q, p.Dk, p.Dk, d0, p, at_c, p.phi);
+    load_rows(sK, kDepth, p.k, p.Dk, p.Dk, d0, p, at_c, p.phi);
+    load_gates(sG, kDepth, p, at_c, d0);
+    load_state(sS, kDepth, kTileCols, S, p, d0, n0);
+    __syncthreads();
+    if (gated) {
+      sub_chunk_scalings(sQt, sQ, sKt, sK, sF, sG, kDepth);
+      for (int e = tid; e < kSubs * kDepth; e += kThreads) {
+        const int I = load_row(e, kDepth), d = load_col(e, kDepth);
+        sE[at(I, d, kDepth)] = kTransposed ? expf(sG[at(kChunk - 1, d, kDepth)] - sG[at(I * kSub + kSub - 1, d, kDepth)])
+                                           : expf(sG[at(I * kSub, d, kDepth)]);
+      }
+      __syncthreads();
+    }
+    const float* sR = kTransposed ? (gated ? sKt : sK) : (gated ? sQt : sQ);  // the state term's rows
+    for (int d = 0; d < kDepth; ++d) {
+      int j[kColsPerThread];
+      float kk[kColsPerThread], kt[kColsPerThread], gj[kColsPerThread], st[kColsPerThread];
+#pragma unroll
+      for (int s = 0; s < kColsPerThread; ++s) {
+        j[s] = tile_col(tid, s);
+        kk[s] = sK[at(j[s], d, kDepth)];  // column run
+        kt[s] = gated ? sKt[at(j[s], d, kDepth)] : 0.0f;
+        gj[s] = gated ? sG[at(j[s], d, kDepth)] : 0.0f;
+        st[s] = sS[at(d, j[s], kTileCols)];  // row run (j[s] is also the value column n)
+      }
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) {
+        const int i = tile_row(tid, r), I = r / 2;  // i / kSub, as i = warp + 8 r
+        const float rv = sR[at(i, d, kDepth)] * (gated ? sE[at(I, d, kDepth)] : 1.0f);
+        const float q = sQ[at(i, d, kDepth)];  // broadcast
+#pragma unroll
+        for (int s = 0; s < kColsPerThread; ++s) accS[r][s] += rv * st[s];
+        if (!gated) {
+#pragma unroll
+          for (int s = 0; s < kColsPerThread; ++s)
+            if (j[s] <= i) accA[r][s] += q * kk[s];
+        } else {
+          const float qt = sQt[at(i, d, kDepth)], gi = sG[at(i, d, kDepth)];
+#pragma unroll
+          for (int s = 0; s < kColsPerThread; ++s) {
+            const int J = j[s] / kSub;
+            if (I > J)
+              accA[r][s] += qt * sF[at(I * kSubs + J, d, kDepth)] * kt[s];
+            else if (I == J && j[s] <= i)
+              accA[r][s] += q * kk[s] * expf(gi - gj[s]);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerThread; ++r)
+#pragma unroll
+    for (int s = 0; s < kColsPerThread; ++s)
+      sA[at(tile_row(tid, r), tile_col(tid, s), kChunk)] = accA[r][s];  // zero above the diagonal already
+  load_rows(sY, kTileCols, Y.p, Y.ld, p.W, n0, p, at_c, FeatureMap::identity);
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < kRowsPerThread; ++r) {
+    const int row = tile_row(tid, r);
+    float acc[kColsPerThread] = {};
+    for (int m = 0; m < kChunk; ++m) {
+      const float am = kTransposed ? sA[at(m, row, kChunk)] : sA[at(row, m, kChunk)];  // broadcast
+#pragma unroll
+      for (int s = 0; s < kColsPerThread; ++s) acc[s] += am * sY[at(m, tile_col(tid, s), kTileCols)];  // row run
+    }
+    if (row >= at_c.L) continue;
+    float* o = out.p + row_at(p, at_c, at_c.t0 + row, out.ld);
+#pragma unroll
+    for (int s = 0; s < kColsPerThread; ++s) {
+      const int64_t n = n0 + tile_col(tid, s);
+      if (n >= out.cols) continue;
+      const float val = a * accS[r][s] + b * acc[s];
+      o[n] = out.accumulate ? o[n] + val : val;
+    }
+  }
+}
+
+// ---- dq, dk and the in-chunk gate gradient ----
+
+// Per chunk and key tile (columns n), with dP = dO Vᵀ masked to j <= i:
+//   dq_in = scale (e^(G_in) Σ_m dO_im S_c[n][m] + Σ_{j<=i} dP_ij φ(k_jn) e^(G_in − G_jn))
+//   dk_jn = e^(G_Cn − G_jn) Σ_m v_jm dS_{c+1}[n][m] + scale Σ_{i>=j} dP_ij φ(q_in) e^(G_in − G_jn)
+// (forward: o_i = scale ((q_i ⊙ e^G_i) S_c + Σ_j A_ij v_j), S_{c+1} = e^G_C S_c + Σ_j (k_j ⊙ e^(G_C − G_j)) v_jᵀ),
+// the gates by sub-chunks as in the forward but on the output column. Then dq, dk += them times φ';
+// with gates, dg_t += Σ_{u>=t in the chunk} (q_u dq_u − k_u dk_u) and dg_chunks = the chunk's total.
+constexpr int kQkLoopWords = 4 * words(kChunk, kDepth);
+constexpr int kQkWords = 6 * words(kChunk, kTileCols) + kSubs * kSubs * pitch(kTileCols);
+
+__global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float* dk, float* dg, float* dg_chunks,
+                                                             Problem p, Rows dO, const float* states,
+                                                             const float* dstates) {
+  LINATTN_DYNAMIC_SHARED(float, sm);
+  // The loop over value slices: [kChunk, kDepth] tiles.
+  float* sDO = sm;
+  float* sV = sDO + words(kChunk, kDepth);
+  float* sSc = sV + words(kChunk, kDepth);    // S_c[n][m], n a key column of the tile
+  float* sdS = sSc + words(kChunk, kDepth);   // dS_{c+1}[n][m]
+  // After it: [kChunk, kTileCols] tiles.
+  float* sP = sm;                              // dP masked
+  float* sX = sP + words(kChunk, kTileCols);   // φ(k), then φ(q)
+  float* sXt = sX + words(kChunk, kTileCols);  // φ(k_j) e^(c_J − G_j), then φ(q_i) e^(G_i − b_I)
+  float* sG = sXt + words(kChunk, kTileCols);  // G
+  float* sF = sG + words(kChunk, kTileCols);   // [kSubs * kSubs, kTileCols] e^(b_I − c_J)
+  float* sDk = sF + kSubs * kSubs * pitch(kTileCols);  // Σ_m v_jm dS_{c+1}[n][m]
+  float* sDG = sDk + words(kChunk, kTileCols);         // q dq − k dk (with gates)
+  // (Kept in shared memory rather than registers, so that two blocks fit on an SM without spills.)
+  const int tid = threadIdx.x;
+  const int64_t c = blockIdx.x, n0 = int64_t(blockIdx.y) * kTileCols, bh = blockIdx.z;
+  const ChunkAt at_c = chunk_at(p, bh, c);
+  const bool gated = p.G != nullptr;
+  const float* Sc = states + state_at(p, bh, c);
+  const float* dS = dstates + state_at(p, bh, c + 1);
+  float dP[kRowsPerThread][kColsPerThread] = {};  // [i][j]
+  float Dq[kRowsPerThread][kColsPerThread] = {};  // Σ_m dO_im S_c[n][m]
+  float Dk[kRowsPerThread][kColsPerThread] = {};  // [j][n]
+  for (int64_t m0 = 0; m0 < p.W; m0 += kDepth) {
+    load_rows(sDO, kDepth, dO.p, dO.ld, p.W, m0, p, at_c, FeatureMap::identity);
+    load_rows(sV, kDepth, p.v.p, p.v.ld, p.W, m0, p, at_c, FeatureMap::identity);
+    load_state(sSc, kChunk, kDepth, Sc, p, n0, m0);
+    load_state(sdS, kChunk, kDepth, dS, p, n0, m0);
+    __syncthreads();
+    for (int m = 0; m < kDepth; ++m) {
+      float vj[kColsPerThread], sc[kColsPerThread], ds[kColsPerThread];
+#pragma unroll
+      for (int s = 0; s < kColsPerThread; ++s) {  // column runs
+        const int j = tile_col(tid, s);
+        vj[s] = sV[at(j, m, kDepth)], sc[s] = sSc[at(j, m, kDepth)], ds[s] = sdS[at(j, m, kDepth)];
+      }
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) {
+        const int i = tile_row(tid, r);
+        const float o = sDO[at(i, m, kDepth)], v = sV[at(i, m, kDepth)];  // broadcasts
+#pragma unroll
+        for (int s = 0; s < kColsPerThread; ++s) {
+          dP[r][s] += o * vj[s];
+          Dq[r][s] += o * sc[s];
+          Dk[r][s] += v * ds[s];
+        }
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerThread; ++r)
+#pragma unroll
+    for (int s = 0; s < kColsPerThread; ++s) {
+      const int i = tile_row(tid, r), j = tile_col(tid, s);
+      sP[at(i, j, kChunk)] = j <= i ? dP[r][s] : 0.0f;
+      sDk[at(i, j, kTileCols)] = Dk[r][s];  // here i is a token row and j a key column
+    }
+  load_rows(sX, kTileCols, p.k, p.Dk, p.Dk, n0, p, at_c, p.phi);
+  load_gates(sG, kTileCols, p, at_c, n0);
+  __syncthreads();
+  if (gated) {
+    sub_chunk_scalings(nullptr, nullptr, sXt, sX, sF, sG, kTileCols);
+    __syncthreads();
+  }
+
+  // dq: rows i = tile_row (sub-chunk I = r / 2), key columns n = tile_col
+  {
+    float off[kRowsPerThread][kColsPerThread] = {}, diag[kRowsPerThread][kColsPerThread] = {};
+#pragma unroll
+    for (int J = 0; J < kSubs; ++J) {
+      float tmp[kRowsPerThread][kColsPerThread] = {};
+      for (int jj = 0; jj < kSub; ++jj) {
+        const int j = J * kSub + jj;
+        float kk[kColsPerThread], kt[kColsPerThread], gj[kColsPerThread];
+#pragma unroll
+        for (int s = 0; s < kColsPerThread; ++s) {  // row runs
+          const int n = tile_col(tid, s);
+          kk[s] = sX[at(j, n, kTileCols)];
+          kt[s] = gated ? sXt[at(j, n, kTileCols)] : 0.0f;
+          gj[s] = gated ? sG[at(j, n, kTileCols)] : 0.0f;
+        }
+#pragma unroll
+        for (int r = 0; r < kRowsPerThread; ++r) {
+          const int i = tile_row(tid, r), I = r / 2;
+          if (I < J || j > i) continue;
+          const float pij = sP[at(i, j, kChunk)];  // broadcast
+#pragma unroll
+          for (int s = 0; s < kColsPerThread; ++s) {
+            if (!gated)
+              diag[r][s] += pij * kk[s];
+            else if (I > J)
+              tmp[r][s] += pij * kt[s];
+            else
+              diag[r][s] += pij * kk[s] * expf(sG[at(i, tile_col(tid, s), kTileCols)] - gj[s]);
+          }
+        }
+      }
+      if (gated)
+#pragma unroll
+        for (int r = 0; r < kRowsPerThread; ++r)
+#pragma unroll
+          for (int s = 0; s < kColsPerThread; ++s)
+            if (r / 2 > J) off[r][s] += sF[at((r / 2) * kSubs + J, tile_col(tid, s), kTileCols)] * tmp[r][s];
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const int i = tile_row(tid, r), first = r / 2 * kSub;
+#pragma unroll
+      for (int s = 0; s < kColsPerThread; ++s) {
+        const int n = tile_col(tid, s);
+        const float gi = sG[at(i, n, kTileCols)];
+        const float inter = gated ? expf(gi) * Dq[r][s] : Dq[r][s];
+        const float o = gated ? expf(gi - sG[at(first, n, kTileCols)]) * off[r][s] : 0.0f;
+        const float dq1 = p.scale * (inter + o + diag[r][s]);
+        float dG = 0;
+        if (i < at_c.L && n0 + n < p.Dk) {
+          const int64_t x = row_at(p, at_c, at_c.t0 + i, p.Dk) + n0 + n;
+          if (dq) dq[x] += dq1 * dphi_of(p.phi, p.q[x]);
+          dG = phi_of(p.phi, p.q[x]) * dq1;
+        }
+        if (dg) sDG[at(i, n, kTileCols)] = dG;
+      }
+    }
+  }
+  __syncthreads();
+  load_rows(sX, kTileCols, p.q, p.Dk, p.Dk, n0, p, at_c, p.phi);
+  __syncthreads();
+  if (gated) {
+    sub_chunk_scalings(sXt, sX, nullptr, nullptr, nullptr, sG, kTileCols);
+    __syncthreads();
+  }
+
+  // dk: rows j = tile_row (sub-chunk J = r / 2), key columns n = tile_col
+  {
+    float off[kRowsPerThread][kColsPerThread] = {}, diag[kRowsPerThread][kColsPerThread] = {};
+#pragma unroll
+    for (int I = 0; I < kSubs; ++I) {
+      float tmp[kRowsPerThread][kColsPerThread] = {};
+      for (int ii = 0; ii < kSub; ++ii) {
+        const int i = I * kSub + ii;
+        float qq[kColsPerThread], qt[kColsPerThread], gi[kColsPerThread];
+#pragma unroll
+        for (int s = 0; s < kColsPerThread; ++s) {  // row runs
+          const int n = tile_col(tid, s);
+          qq[s] = sX[at(i, n, kTileCols)];
+          qt[s] = gated ? sXt[at(i, n, kTileCols)] : 0.0f;
+          gi[s] = gated ? sG[at(i, n, kTileCols)] : 0.0f;
+        }
+#pragma unroll
+        for (int r = 0; r < kRowsPerThread; ++r) {
+          const int j = tile_row(tid, r), J = r / 2;
+          if (I < J || i < j) continue;
+          const float pij = sP[at(i, j, kChunk)];  // broadcast
+#pragma unroll
+          for (int s = 0; s < kColsPerThread; ++s) {
+            if (!gated)
+              diag[r][s] += pij * qq[s];
+            else if (I > J)
+              tmp[r][s] += pij * qt[s];
+            else
+              diag[r][s] += pij * qq[s] * expf(gi[s] - sG[at(j, tile_col(tid, s), kTileCols)]);
+          }
+        }
+      }
+      if (gated)
+#pragma unroll
+        for (int r = 0; r < kRowsPerThread; ++r)
+#pragma unroll
+          for (int s = 0; s < kColsPerThread; ++s)
+            if (I > r / 2) off[r][s] += sF[at(I * kSubs + r / 2, tile_col(tid, s), kTileCols)] * tmp[r][s];
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const int j = tile_row(tid, r), last = r / 2 * kSub + kSub - 1;
+#pragma unroll
+      for (int s = 0; s < kColsPerThread; ++s) {
+        const int n = tile_col(tid, s);
+        const float gj = sG[at(j, n, kTileCols)];
+        const float Dkn = sDk[at(j, n, kTileCols)];
+        const float inter = gated ? expf(sG[at(kChunk - 1, n, kTileCols)] - gj) * Dkn : Dkn;
+        const float o = gated ? expf(sG[at(last, n, kTileCols)] - gj) * off[r][s] : 0.0f;
+        const float dk1 = inter + p.scale * (o + diag[r][s]);
+        if (j < at_c.L && n0 + n < p.Dk) {
+          const int64_t x = row_at(p, at_c, at_c.t0 + j, p.Dk) + n0 + n;
+          if (dk) dk[x] += dk1 * dphi_of(p.phi, p.k[x]);
+          if (dg) sDG[at(j, n, kTileCols)] -= phi_of(p.phi, p.k[x]) * dk1;  // this thread's own entry of the dq phase
+        }
+      }
+    }
+  }
+  if (!dg) return;  // uniform over the block
+
+  // dG_t = q_t dq_t − k_t dk_t, summed from the chunk's end (derivations.md, "GLA")
+  __syncthreads();
+  if (tid < kTileCols && n0 + tid < p.Dk) {
+    float acc = 0;
+    for (int row = at_c.L - 1; row >= 0; --row) {
+      acc += sDG[at(row, tid, kTileCols)];  // row run
+      dg[row_at(p, at_c, at_c.t0 + row, p.Dk) + n0 + tid] += acc;
+    }
+    dg_chunks[(bh * p.chunks() + c) * p.Dk + n0 + tid] = acc;
+  }
+}
+
+// ---- the rest of the gate gradient ----
+
+// One thread per (bh, d): what reaches chunk c from later ones, Σ_{c' > c} totals + rowsum(dht ⊙ S_T),
+// replaces dg_chunks[c].
+__global__ void gate_pass_kernel(float* dg_chunks, Problem p, const float* dht, const float* states) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= p.B * p.H * p.Dk) return;
+  const int64_t bh = e / p.Dk, d = e % p.Dk, NC = p.chunks();
+  float carry = 0;
+  if (dht) {
+    const float* ST = states + state_at(p, bh, NC) + d * p.W;
+    for (int64_t m = 0; m < p.W; ++m) carry += dht[e * p.W + m] * ST[m];
+  }
+  for (int64_t c = NC - 1; c >= 0; --c) {
+    float* x = dg_chunks + (bh * NC + c) * p.Dk + d;
+    const float total = *x;
+    *x = carry;
+    carry += total;
+  }
+}
+
+__global__ void gate_offset_kernel(float* dg, const float* dg_chunks, Problem p) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // [B, T, H, Dk]
+  if (e >= p.B * p.T * p.H * p.Dk) return;
+  const int64_t d = e % p.Dk, h = e / p.Dk % p.H, t = e / (p.Dk * p.H) % p.T, b = e / (p.Dk * p.H * p.T);
+  dg[e] += dg_chunks[((b * p.H + h) * p.chunks() + t / kChunk) * p.Dk + d];
+}
+
+// ---- pointwise ----
+
+__global__ void append_column_kernel(float* dst, const float* src, const float* extra, int64_t rows, int64_t W,
+                                     float fill) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * (W + 1)) return;
+  const int64_t row = i / (W + 1), j = i % (W + 1);
+  dst[i] = j < W ? (src ? src[row * W + j] : 0.0f) : (extra ? extra[row] : fill);
+}
+
+__global__ void normalized_output_kernel(float* o, const float* o2, int64_t rows, int64_t Dv) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * Dv) return;
+  const int64_t row = i / Dv;
+  o[i] = o2[row * (Dv + 1) + i % Dv] / (o2[row * (Dv + 1) + Dv] + float(kLinearAttnEps));
+}
+
+__global__ void normalized_grad_kernel(float* dO2, const float* dO, const float* o, const float* den, int64_t rows,
+                                       int64_t Dv) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * (Dv + 1)) return;
+  const int64_t row = i / (Dv + 1), j = i % (Dv + 1);
+  const float dd = den[row] + float(kLinearAttnEps);
+  if (j < Dv) {
+    dO2[i] = dO[row * Dv + j] / dd;
+  } else {
+    float dot = 0;
+    for (int64_t m = 0; m < Dv; ++m) dot += dO[row * Dv + m] * o[row * Dv + m];
+    dO2[i] = -dot / dd;
+  }
+}
+
+__global__ void state_out_kernel(float* dst, float* dst_last, const float* states, int64_t slot, Problem p,
+                                 int64_t Dv, bool accumulate) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (bh, d, n) of [B * H, Dk, W]
+  if (e >= p.B * p.H * p.Dk * p.W) return;
+  const int64_t bh = e / (p.Dk * p.W), d = e / p.W % p.Dk, n = e % p.W;
+  const float val = states[state_at(p, bh, slot) + d * p.W + n];
+  float* x = n < Dv ? (dst ? dst + (bh * p.Dk + d) * Dv + n : nullptr)
+                    : (dst_last && n == Dv ? dst_last + bh * p.Dk + d : nullptr);
+  if (x) *x = accumulate ? *x + val : val;
+}
+
+// ---- launches ----
+
+// The grid of the intra-chunk kernels: (chunks, tiles, batch * head).
+dim3 chunk_grid(const Problem& p, int64_t tiles) {
+  LINATTN_CHECK(p.B * p.H <= 65535 && tiles <= 65535 && p.chunks() <= INT32_MAX, "chunk kernels: B * H = ",
+                p.B * p.H, " (at most 65,535), ", tiles, " column tiles or ", p.chunks(),
+                " chunks exceed the CUDA grid");
+  return dim3(unsigned(p.chunks()), unsigned(tiles), unsigned(p.B * p.H));
+}
+int64_t tiles_of(int64_t cols) { return (cols + kTileCols - 1) / kTileCols; }
+
+// Opts `kernel` in to `words` floats of dynamic shared memory (fixed sizes, at most 102 KiB, which
+// sm_80 and sm_90 GPUs have) and returns the bytes; a GPU with less is refused by name.
+template <class Kernel>
+size_t shared_bytes(Kernel kernel, int words_, const char* what) {
+  const size_t bytes = size_t(words_) * sizeof(float);
+  int device = 0, limit = 0;
+  LINATTN_CUDA_CHECK(cudaGetDevice(&device));
+  LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  LINATTN_CHECK(bytes <= size_t(limit), "linear attention / GLA on CUDA (", what, "): the kernel needs ", bytes / 1024,
+                " KiB of shared memory per thread block, more than this GPU's ", limit / 1024,
+                " KiB; run linear attention and GLA on an sm_80 or sm_90 GPU (or on the CPU)");
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  return bytes;
+}
+
+bool empty(const Problem& p) { return p.B * p.H == 0 || p.T == 0 || p.Dk == 0 || p.W == 0; }
+
+}  // namespace
+
+Scratch::~Scratch() {
+  for (void* p : buffers_) cudaFreeAsync(p, stream());
+}
+
+float* Scratch::floats(int64_t n) {
+  void* p = nullptr;
+  LINATTN_CUDA_CHECK(cudaMallocAsync(&p, size_t(n > 0 ? n : 1) * sizeof(float), stream()));
+  buffers_.push_back(p);
+  return static_cast<float*>(p);
+}
+
+void gate_cumsum(float* G, const float* g, const Problem& p) {
+  if (empty(p)) return;
+  const int64_t n = p.B * p.H * p.chunks() * p.Dk;
+  LINATTN_LAUNCH(blocks_for(n), kThreads, 0, stream(), gate_cumsum_kernel)(G, g, p);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void forward_states(float* states, const Problem& p, const float* h0) {
+  if (p.B * p.H * p.Dk * p.W == 0) return;
+  if (p.T > 0) {
+    const size_t smem = shared_bytes(chunk_state_kernel<false>, 2 * words(kChunk, kTileCols), "forward_states");
+    LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.Dk) * tiles_of(p.W)), kThreads, smem, stream(),
+                   chunk_state_kernel<false>)(states, p, p.v);
+    LINATTN_CUDA_CHECK_LAUNCH();
+  }
+  LINATTN_LAUNCH(blocks_for(p.B * p.H * p.Dk * p.W), kThreads, 0, stream(), state_pass_kernel<false>)(states, p, h0);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void backward_states(float* dstates, const Problem& p, Rows dO, const float* dht) {
+  if (p.B * p.H * p.Dk * p.W == 0) return;
+  if (p.T > 0) {
+    const size_t smem = shared_bytes(chunk_state_kernel<true>, 2 * words(kChunk, kTileCols), "backward_states");
+    LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.Dk) * tiles_of(p.W)), kThreads, smem, stream(),
+                   chunk_state_kernel<true>)(dstates, p, dO);
+    LINATTN_CUDA_CHECK_LAUNCH();
+  }
+  LINATTN_LAUNCH(blocks_for(p.B * p.H * p.Dk * p.W), kThreads, 0, stream(), state_pass_kernel<true>)(dstates, p, dht);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void output(OutRows out, const Problem& p, const float* states, float a, float b) {
+  if (empty(p)) return;
+  const size_t smem = shared_bytes(chunk_apply_kernel<false>, kApplyWords, "output");
+  LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.W)), kThreads, smem, stream(), chunk_apply_kernel<false>)(out, p, p.v,
+                                                                                                    states, a, b);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void grad_v(OutRows dv, const Problem& p, Rows dO, const float* dstates) {
+  if (empty(p) || !dv.p) return;
+  const size_t smem = shared_bytes(chunk_apply_kernel<true>, kApplyWords, "grad_v");
+  LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.W)), kThreads, smem, stream(), chunk_apply_kernel<true>)(dv, p, dO, dstates,
+                                                                                                   1.0f, p.scale);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void grad_qk(float* dq, float* dk, float* dg, float* dg_chunks, const Problem& p, Rows dO, const float* states,
+             const float* dstates) {
+  if (empty(p)) return;
+  const int words_ = kQkWords > kQkLoopWords ? kQkWords : kQkLoopWords;
+  const size_t smem = shared_bytes(chunk_dqk_kernel, words_, "grad_qk");
+  LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.Dk)), kThreads, smem, stream(), chunk_dqk_kernel)(dq, dk, dg, dg_chunks, p,
+                                                                                            dO, states, dstates);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void gate_grad_finish(float* dg, float* dg_chunks, const Problem& p, const float* dht, const float* states) {
+  if (empty(p)) return;
+  LINATTN_LAUNCH(blocks_for(p.B * p.H * p.Dk), kThreads, 0, stream(), gate_pass_kernel)(dg_chunks, p, dht, states);
+  LINATTN_CUDA_CHECK_LAUNCH();
+  LINATTN_LAUNCH(blocks_for(p.B * p.T * p.H * p.Dk), kThreads, 0, stream(), gate_offset_kernel)(dg, dg_chunks, p);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void append_column(float* dst, const float* src, const float* extra, int64_t rows, int64_t W, float fill) {
+  if (rows == 0) return;
+  LINATTN_LAUNCH(blocks_for(rows * (W + 1)), kThreads, 0, stream(), append_column_kernel)(dst, src, extra, rows, W,
+                                                                                          fill);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void normalized_output(float* o, const float* o2, int64_t rows, int64_t Dv) {
+  if (rows * Dv == 0) return;
+  LINATTN_LAUNCH(blocks_for(rows * Dv), kThreads, 0, stream(), normalized_output_kernel)(o, o2, rows, Dv);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void normalized_grad(float* dO2, const float* dO, const float* o, const float* den, int64_t rows, int64_t Dv) {
+  if (rows == 0) return;
+  LINATTN_LAUNCH(blocks_for(rows * (Dv + 1)), kThreads, 0, stream(), normalized_grad_kernel)(dO2, dO, o, den, rows,
+                                                                                             Dv);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void state_out(float* dst, float* dst_last, const float* states, int64_t slot, const Problem& p, int64_t Dv,
+               bool accumulate) {
+  if ((!dst && !dst_last) || p.B * p.H * p.Dk * p.W == 0) return;
+  LINATTN_LAUNCH(blocks_for(p.B * p.H * p.Dk * p.W), kThreads, 0, stream(), state_out_kernel)(
+      dst, dst_last, states, slot, p, Dv, accumulate);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace linattn::cuda::chunk

@@ -1,0 +1,123 @@
+// The shared-memory layouts of the chunk-parallel linear attention and GLA kernels
+// (kernels/cuda/chunk_layout.h) are free of bank conflicts: for every access pattern the kernels of
+// kernels/cuda/chunk_gla.cu use, through the same index functions, the 32 lanes of every warp touch
+// 32 different banks or one word. Runs on the host (not a Cuda* suite): it needs no device.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <functional>
+#include <set>
+#include <string>
+
+#include "kernels/cuda/chunk_layout.h"
+
+namespace linattn::cuda::chunk {
+namespace {
+
+// The most distinct words that one bank serves in one access of a warp (1: conflict-free; a word
+// read by several lanes is one broadcast).
+int conflict_ways(const std::array<int, 32>& word) {
+  std::array<std::set<int>, kBanks> in_bank;
+  for (int w : word) in_bank[size_t(bank(w))].insert(w);
+  size_t most = 0;
+  for (const auto& b : in_bank) most = std::max(most, b.size());
+  return int(most);
+}
+
+// Every warp of the block, for every value of the loop variable `step` in [0, steps): the words
+// `word(tid, step)` of its 32 lanes; returns the worst access found and names it in `where`.
+int worst(int steps, const std::function<int(int tid, int step)>& word, std::string& where) {
+  int most = 0;
+  for (int warp = 0; warp < kWarps; ++warp)
+    for (int step = 0; step < steps; ++step) {
+      std::array<int, 32> w{};
+      for (int lane = 0; lane < 32; ++lane) w[size_t(lane)] = word(warp * 32 + lane, step);
+      const int ways = conflict_ways(w);
+      if (ways > most) most = ways, where = "warp " + std::to_string(warp) + " step " + std::to_string(step);
+    }
+  return most;
+}
+
+#define EXPECT_NO_CONFLICT(steps, word)                                     \
+  do {                                                                      \
+    std::string where_;                                                     \
+    const int ways_ = worst((steps), (word), where_);                       \
+    EXPECT_EQ(ways_, 1) << ways_ << "-way bank conflict at " << where_;     \
+  } while (0)
+
+// The widths of the kernels' tiles: key or value slices (kDepth), chunk x chunk and 64-column tiles.
+constexpr int kWidths[] = {kDepth, kTileCols, kChunk};
+
+TEST(ChunkLayout, ThreadTilesCoverA64By64TileOnce) {
+  std::set<std::pair<int, int>> seen;
+  for (int tid = 0; tid < kThreads; ++tid)
+    for (int r = 0; r < kRowsPerThread; ++r)
+      for (int s = 0; s < kColsPerThread; ++s) {
+        const int row = tile_row(tid, r), col = tile_col(tid, s);
+        EXPECT_EQ(row / kSub, r / 2) << "the kernels take row " << row << "'s sub-chunk as r / 2";
+        seen.insert({row, col});
+      }
+  EXPECT_EQ(seen.size(), size_t(kChunk * kTileCols));
+  for (const auto& [row, col] : seen) EXPECT_TRUE(row < kChunk && col < kTileCols);
+}
+
+// K[j][d] in Q Kᵀ, V[j][m] in dO Vᵀ, S[n][m] in dO Sᵀ: lane l reads row l + 32 s of one column.
+TEST(ChunkLayout, ColumnRunsHitEveryBankOnce) {
+  for (int width : kWidths)
+    for (int s = 0; s < kColsPerThread; ++s) {
+      SCOPED_TRACE("width " + std::to_string(width) + " s " + std::to_string(s));
+      EXPECT_NO_CONFLICT(width, [&](int tid, int col) { return at(tile_col(tid, s), col, width); });
+    }
+}
+
+// V[j][n], S[d][n], K̃[j][n], G[i][n], the scores' sums: one row, lane l at column l + 32 s.
+TEST(ChunkLayout, RowRunsHitEveryBankOnce) {
+  for (int width : {kTileCols, kChunk})
+    for (int s = 0; s < kColsPerThread; ++s) {
+      SCOPED_TRACE("width " + std::to_string(width) + " s " + std::to_string(s));
+      EXPECT_NO_CONFLICT(kChunk, [&](int tid, int row) { return at(row, tile_col(tid, s), width); });
+    }
+}
+
+// Q[i][d], dP[i][j], A[i][j] (and transposed, A[m][row]): i = tile_row, the same word for the warp.
+TEST(ChunkLayout, ThreadRowReadsAreBroadcasts) {
+  for (int width : kWidths)
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      SCOPED_TRACE("width " + std::to_string(width) + " r " + std::to_string(r));
+      EXPECT_NO_CONFLICT(width, [&](int tid, int col) { return at(tile_row(tid, r), col, width); });
+      EXPECT_NO_CONFLICT(kChunk, [&](int tid, int m) { return at(m, tile_row(tid, r), kChunk); });
+    }
+}
+
+// The pair factors F[I * kSubs + J][d] in the forward scores: J = column / kSub differs between the
+// two half-warps, so a warp reads two words, one pitch apart.
+TEST(ChunkLayout, PairFactorReadsAreTwoBroadcastsInTwoBanks) {
+  for (int r = 0; r < kRowsPerThread; ++r)
+    for (int s = 0; s < kColsPerThread; ++s)
+      EXPECT_NO_CONFLICT(kDepth, [&](int tid, int d) {
+        return at((r / 2) * kSubs + tile_col(tid, s) / kSub, d, kDepth);
+      });
+}
+
+// Tile loads: element e = tid + kThreads * i of a rows x width tile, stored at (e / width, e % width).
+TEST(ChunkLayout, TileStoresHitEveryBankOnce) {
+  for (int width : kWidths) {
+    SCOPED_TRACE("width " + std::to_string(width));
+    const int steps = kChunk * width / kThreads;
+    EXPECT_NO_CONFLICT(steps, [&](int tid, int i) {
+      const int e = tid + kThreads * i;
+      return at(load_row(e, width), load_col(e, width), width);
+    });
+  }
+}
+
+// The check can fail: without the padding word a column run is a 32-way conflict, and the 2 x 16
+// lane grid that the layout avoids would read a row run of two rows with a 2-way one.
+TEST(ChunkLayout, TheCheckSeesConflicts) {
+  std::string where;
+  EXPECT_EQ(worst(kDepth, [](int tid, int col) { return tile_col(tid, 0) * kDepth + col; }, where), 32);
+  EXPECT_EQ(worst(1, [](int tid, int) { return at(tid % 32 / 16, tid % 16, kTileCols); }, where), 2);
+}
+
+}  // namespace
+}  // namespace linattn::cuda::chunk
