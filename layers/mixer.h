@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "autograd/mixer_ops.h"
 #include "autograd/segments.h"
 #include "core/config_key.h"
 #include "layers/model_config.h"
@@ -72,8 +73,9 @@ struct MixerDescriptor {
                                       const LayerSpec& spec, double std, double out_std) = nullptr;
   // Scalars of decoding state one sequence holds after T tokens (layers/state_size.h).
   int64_t (*state_size)(const ModelConfig& c, const LayerSpec& spec, int64_t T) = nullptr;
-  // The backend entries the layer runs that have no kernel on `device`, comma-separated; "" = none.
-  std::string (*missing_kernels)(Device device) = nullptr;
+  // The token-mixer op the layer runs (autograd/mixer_ops.h): its backend entries say which devices
+  // can run the layer.
+  const ops::MixerOpDescriptor* op = nullptr;
 
   // fla (train/fla_export.h): the model_type and architecture of fla's model of this mixer ("" when
   // fla has none: fla_unsupported says why), what of c fla cannot express (one sentence each), and
@@ -81,6 +83,9 @@ struct MixerDescriptor {
   std::string fla_model_type, fla_architecture, fla_unsupported;
   std::vector<std::string> (*fla_problems)(const ModelConfig& c, const LayerSpec& spec) = nullptr;
   FlaFields (*fla_fields)(const ModelConfig& c, const LayerSpec& spec) = nullptr;
+
+  // The backend entries the layer's op runs that have no kernel on `device`, comma-separated; "" = none.
+  std::string missing_kernels(Device device) const { return op->missing_kernels(device); }
 };
 
 // A descriptor's `make` for a layer class built as Layer(p, prefix, c, spec, std, out_std, extra...).

@@ -94,8 +94,6 @@ int64_t state_size(const ModelConfig& c, const LayerSpec& spec, int64_t) {
   return matrix_state_size(c, spec) + conv;
 }
 
-std::string missing_kernels(Device d) { return ops::missing_kernels("deltanet", d); }
-
 FlaFields deltanet_fields(const ModelConfig& c, const LayerSpec& spec) {
   return {{"expand_k", c.resolved_expand_k(spec.mixer)},
           {"expand_v", c.expand_v},
@@ -145,7 +143,7 @@ extern const MixerDescriptor deltanet = [] {
   d.summary = "DeltaNet: the delta rule S += beta k (v - S^T k)^T, chunkwise in WY form";
   d.make = make_layer<DeltaLayer, /*gated=*/false>;
   d.state_size = state_size;
-  d.missing_kernels = missing_kernels;
+  d.op = &ops::deltanet_op;
   d.fla_model_type = "delta_net";
   d.fla_architecture = "DeltaNetForCausalLM";
   d.fla_fields = deltanet_fields;
@@ -168,7 +166,7 @@ extern const MixerDescriptor gated_deltanet = [] {
   d.summary = "Gated DeltaNet: the delta rule with a data-dependent decay per head";
   d.make = make_layer<DeltaLayer, /*gated=*/true>;
   d.state_size = state_size;
-  d.missing_kernels = missing_kernels;
+  d.op = &ops::gated_deltanet_op;
   d.fla_model_type = "gated_deltanet";
   d.fla_architecture = "GatedDeltaNetForCausalLM";
   d.fla_problems = gated_problems;

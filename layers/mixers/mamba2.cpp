@@ -99,7 +99,7 @@ extern const MixerDescriptor mamba2 = [] {
   d.summary = "Mamba2 (SSD): a data-dependent scalar decay per head, B and C shared by groups of heads";
   d.make = make_layer<Mamba2Layer>;
   d.state_size = state_size;
-  d.missing_kernels = [](Device device) { return ops::missing_kernels("mamba2", device); };
+  d.op = &ops::mamba2_op;
   d.fla_unsupported = "mamba2 layers are exported with the parameter names of fla's Mamba2 layer, but fla's "
                       "Mamba2 model has no MLP in its blocks, so no fla model matches this one";
   return d;
