@@ -95,6 +95,27 @@ std::unique_ptr<MixerLayer> make_layer(Parameters& p, const std::string& prefix,
   return std::make_unique<Layer>(p, prefix, c, spec, std, out_std, extra...);
 }
 
+// A mixer's config key bound to field `field` of its settings struct S (kept in ModelConfig::settings,
+// layers/model_config.h); the field's initializer is the default. Builders as for config_key:
+//   setting_key("state_size", &Mamba2Settings::state_size, "...").in(1, 1024)
+template <class S, class T>
+ConfigKey<ModelConfig> setting_key(std::string name, T S::*field, std::string doc) {
+  return config_key(std::move(name), field, std::move(doc))
+      .template inside<ModelConfig>([](auto& c) -> auto& { return c.settings.template of<S>(); });
+}
+// The same for an enum field written as the name of its value (config_choice).
+template <class S, class E>
+ConfigKey<ModelConfig> setting_choice(std::string name, E S::*field, std::vector<std::pair<E, ConfigChoice>> choices,
+                                      std::string doc) {
+  return config_choice(std::move(name), field, std::move(choices), std::move(doc))
+      .template inside<ModelConfig>([](auto& c) -> auto& { return c.settings.template of<S>(); });
+}
+
+// The value of the mixers' config key `key` in c, as config.yaml writes it ("elu1", 4, true), and
+// setting it: for code that sets a mixer's option by hand (tests, tools). An unknown key throws.
+ConfigValue mixer_setting(const ModelConfig& c, const std::string& key);
+void set_mixer_setting(ModelConfig& c, const std::string& key, const ConfigValue& value);
+
 // Every mixer, in the order of layers/mixers/registry.cpp.
 const std::vector<const MixerDescriptor*>& all_mixers();
 // The mixer named `name`, or nullptr.

@@ -36,6 +36,23 @@ std::vector<std::string> mixer_names() {
   return names;
 }
 
+namespace {
+
+const ConfigKey<ModelConfig>& setting(const std::string& key) {
+  for (const MixerDescriptor* m : all_mixers())
+    for (const ConfigKey<ModelConfig>& k : m->config_keys)
+      if (k.name == key) return k;
+  LINATTN_FAIL("no mixer has the config key '", key, "'");
+}
+
+}  // namespace
+
+ConfigValue mixer_setting(const ModelConfig& c, const std::string& key) { return setting(key).get(c); }
+
+void set_mixer_setting(ModelConfig& c, const std::string& key, const ConfigValue& value) {
+  setting(key).set(c, value);
+}
+
 size_t MixerState::bytes() const {
   size_t n = 0;
   for (const auto& [name, t] : tensors)
