@@ -43,7 +43,7 @@ MixerOutput mamba2(const Variable& x, const Variable& dt, const Variable& A_log,
 namespace {
 
 // y = f(x) elementwise, with the tape node dx += f'(x) dy; computed on the host.
-Variable map(const Variable& x, double (*f)(double), double (*df)(double)) {
+Variable pointwise(const Variable& x, double (*f)(double), double (*df)(double)) {
   const Tensor xs = x.value().device() == Device::cpu ? x.value() : x.value().to(Device::cpu);
   Tensor y = Tensor::empty(xs.shape(), xs.dtype());
   dispatch_float(xs.dtype(), [&](auto zero) {
@@ -91,8 +91,8 @@ extern const MixerOpDescriptor mamba2_op = [] {
     detail::check_values("mamba2", "dt", dt, tiny, detail::kMaxFinite, "a finite time step > 0 (after its softplus)");
     detail::check_values("mamba2", "A", A, -detail::kMaxFinite, -tiny, "a finite A < 0");
     const Variable D = c.input("D").defined() ? c.input("D") : Variable(Tensor::zeros(A.shape(), A.dtype(), A.device()));
-    const MixerOutput r = mamba2(c.input("x"), map(dt, softplus_inverse, softplus_inverse_derivative),
-                                 map(A, log_of_negative, log_of_negative_derivative), c.input("B"), c.input("C"), D,
+    const MixerOutput r = mamba2(c.input("x"), pointwise(dt, softplus_inverse, softplus_inverse_derivative),
+                                 pointwise(A, log_of_negative, log_of_negative_derivative), c.input("B"), c.input("C"), D,
                                  c.input("h0"), c.options);
     return std::map<std::string, Variable>{{"o", r.o}, {"ht", r.ht}};
   };

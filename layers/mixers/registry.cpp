@@ -50,7 +50,10 @@ const ConfigKey<ModelConfig>& setting(const std::string& key) {
 ConfigValue mixer_setting(const ModelConfig& c, const std::string& key) { return setting(key).get(c); }
 
 void set_mixer_setting(ModelConfig& c, const std::string& key, const ConfigValue& value) {
-  setting(key).set(c, value);
+  const ConfigKey<ModelConfig>& k = setting(key);
+  LINATTN_CHECK(k.get(c).index() == value.index(), "set_mixer_setting: '", key,
+                "' takes a value of another type (bool, int64_t, double or std::string) than the one given");
+  k.set(c, value);
 }
 
 size_t MixerState::bytes() const {

@@ -134,6 +134,9 @@ TEST(MixerSettings, AreValuesOfTheConfig) {
   EXPECT_EQ(mixer_setting(c, "state_size"), ConfigValue(int64_t(8)));
   EXPECT_EQ(mixer_setting(c, "feature_map"), ConfigValue(std::string("relu")));
   EXPECT_EQ(testing::error_of([&] { mixer_setting(a, "hiden_size"); }), "no mixer has the config key 'hiden_size'");
+  EXPECT_EQ(testing::error_of([&] { set_mixer_setting(a, "state_size", 16.0); }),
+            "set_mixer_setting: 'state_size' takes a value of another type (bool, int64_t, double or std::string) "
+            "than the one given");
 }
 
 }  // namespace
