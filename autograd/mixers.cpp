@@ -167,7 +167,9 @@ OpInput v_input() { return op_input("v", {"B", "T", "H", "dv"}, "values"); }
 OpInput h0_input() { return op_input("h0", {"B", "H", "dk", "dv"}, "initial state").optional(); }
 // The DeltaNets' inputs: q and k with unit rows (their layer L2-normalizes them), beta.
 std::vector<OpInput> delta_inputs() {
-  return {q_input().unit_norm_rows(), k_input().unit_norm_rows(), v_input(),
+  return {op_input("q", {"B", "T", "H", "dk"}, "queries, used as given (the layer L2-normalizes them)").unit_norm_rows(),
+          op_input("k", {"B", "T", "H", "dk"}, "keys, used as given (the layer L2-normalizes them)").unit_norm_rows(),
+          v_input(),
           op_input("beta", {"B", "T", "H"}, "in [0, 1]").values(0.1, 0.9)};
 }
 
@@ -190,7 +192,7 @@ extern const MixerOpDescriptor linear_attn_op = [] {
   d.inputs = {q_input(), k_input(), v_input(), h0_input(),
               op_input("z0", {"B", "H", "dk"}, "initial normalizer state (normalize only)").optional().values(0.5, 1.5)};
   d.attributes = {{"feature_map", {"identity", "elu1", "relu"}, "phi on q and k"},
-                  {"normalize", {}, "1: the normalized form"}};
+                  {"normalize", {}, "1 = the normalized form"}};
   d.run = [](const OpCall& c) {
     const bool normalize = c.number.at("normalize") != 0;
     LINATTN_CHECK(!c.input("z0").defined() || normalize, "linear_attn: 'z0' is the normalizer state of the "

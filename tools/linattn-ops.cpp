@@ -24,7 +24,8 @@ constexpr bool kBuiltWithCuda = true;
 constexpr bool kBuiltWithCuda = false;
 #endif
 
-// The usage text: the options, then every op of the table (autograd/mixer_ops.h) with its inputs.
+// What --help says before the options: the files, then every op of the table (autograd/mixer_ops.h)
+// with its inputs and attributes.
 std::string description() {
   std::string d =
       "Runs the token mixer OP forward and backward on the inputs in IN.h5 and writes the outputs and\n"
@@ -34,16 +35,16 @@ std::string description() {
       "        optional attributes: scale (float, default dk^-1/2) and OP's own below\n"
       "OUT.h5: o, ht and zt where OP has them, and the gradient of every input given, d + its name\n\nOP:";
   for (const ops::MixerOpDescriptor* op : ops::all_mixer_ops()) {
-    d += "\n  " + op->name + ": " + op->summary + "\n   ";
+    d += "\n  " + op->name + ": " + op->summary;
     for (const ops::OpInput& in : op->inputs) {
       std::string shape;
       for (const std::string& s : in.shape) shape += (shape.empty() ? "" : ", ") + s;
-      d += " " + in.name + (in.required ? "" : "?") + " [" + shape + "]";
+      d += "\n    " + in.name + (in.required ? "" : "?") + " [" + shape + "]: " + in.doc;
     }
     for (const ops::OpAttribute& a : op->attributes) {
       std::string values;
       for (const std::string& c : a.choices) values += (values.empty() ? "" : "|") + c;
-      d += "; attribute " + a.name + " (" + (values.empty() ? "int" : values) + ": " + a.doc + ")";
+      d += "\n    attribute " + a.name + " (" + (values.empty() ? "int" : values) + "): " + a.doc;
     }
   }
   return d;
