@@ -1,6 +1,10 @@
 #include "autograd/mamba2.h"
 
+#include <cmath>
+#include <limits>
+
 #include "autograd/mixer_op.h"
+#include "autograd/mixer_ops.h"
 
 namespace linattn::ops {
 
@@ -33,5 +37,67 @@ MixerOutput mamba2(const Variable& x, const Variable& dt, const Variable& A_log,
                           {C, B, x, dt, {}, A_log, D, h0, {}},
                           {backend::mamba2_forward, backend::mamba2_backward, backend::mamba2_saved_size});
 }
+
+// ---- the op's descriptor (autograd/mixer_ops.h) ----
+
+namespace {
+
+// y = f(x) elementwise, with the tape node dx += f'(x) dy; computed on the host.
+Variable pointwise(const Variable& x, double (*f)(double), double (*df)(double)) {
+  const Tensor xs = x.value().device() == Device::cpu ? x.value() : x.value().to(Device::cpu);
+  Tensor y = Tensor::empty(xs.shape(), xs.dtype());
+  dispatch_float(xs.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    for (int64_t i = 0; i < xs.numel(); ++i) y.data<T>()[i] = T(f(double(xs.data<T>()[i])));
+  });
+  Variable out(x.device() == Device::cpu ? y : y.to(x.device()), needs_grad({&x}));
+  if (out.requires_grad())
+    record({&x}, [x, out, xs, df] {
+      if (!out.grad().defined()) return;
+      const Tensor dy = out.grad().device() == Device::cpu ? out.grad() : out.grad().to(Device::cpu);
+      Tensor dx = Tensor::empty(xs.shape(), xs.dtype());
+      dispatch_float(xs.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        for (int64_t i = 0; i < xs.numel(); ++i) dx.data<T>()[i] = T(df(double(xs.data<T>()[i])) * double(dy.data<T>()[i]));
+      });
+      detail::accumulate(x, x.device() == Device::cpu ? dx : dx.to(x.device()));
+    });
+  return out;
+}
+
+// The time step before its softplus: u = softplus^-1(dt) = log(expm1(dt)); du/ddt = 1 / (1 - exp(-dt)).
+double softplus_inverse(double dt) { return std::log(std::expm1(dt)); }
+double softplus_inverse_derivative(double dt) { return -1 / std::expm1(-dt); }
+// A_log = log(-A); dA_log/dA = 1 / A.
+double log_of_negative(double A) { return std::log(-A); }
+double log_of_negative_derivative(double A) { return 1 / A; }
+
+}  // namespace
+
+extern const MixerOpDescriptor mamba2_op = [] {
+  MixerOpDescriptor d;
+  d.name = "mamba2";
+  d.summary = "Mamba2's SSD scan: a decay exp(dt A) per head, B and C shared by groups of heads, the D skip";
+  d.inputs = {op_input("x", {"B", "T", "H", "dv"}, "the heads' inputs"),
+              op_input("dt", {"B", "T", "H"}, "time step after its softplus, > 0").values(0.05, 1),
+              op_input("A", {"H"}, "A = -exp(A_log), < 0").values(-2, -0.2),
+              op_input("B", {"B", "T", "G", "dk"}, "input projection, head h reads group h / (H / G)"),
+              op_input("C", {"B", "T", "G", "dk"}, "output projection, head h reads group h / (H / G)"),
+              op_input("D", {"H"}, "skip, o += D x").optional().values(0.5, 1.5),
+              op_input("h0", {"B", "H", "dk", "dv"}, "initial state").optional()};
+  d.run = [](const OpCall& c) {
+    const Variable dt = c.input("dt"), A = c.input("A");
+    constexpr double tiny = std::numeric_limits<double>::denorm_min();
+    detail::check_values("mamba2", "dt", dt, tiny, detail::kMaxFinite, "a finite time step > 0 (after its softplus)");
+    detail::check_values("mamba2", "A", A, -detail::kMaxFinite, -tiny, "a finite A < 0");
+    const Variable D = c.input("D").defined() ? c.input("D") : Variable(Tensor::zeros(A.shape(), A.dtype(), A.device()));
+    const MixerOutput r = mamba2(c.input("x"), pointwise(dt, softplus_inverse, softplus_inverse_derivative),
+                                 pointwise(A, log_of_negative, log_of_negative_derivative), c.input("B"), c.input("C"), D,
+                                 c.input("h0"), c.options);
+    return std::map<std::string, Variable>{{"o", r.o}, {"ht", r.ht}};
+  };
+  d.entries = {entry(backend::mamba2_forward), entry(backend::mamba2_backward), entry(backend::mamba2_saved_size)};
+  return d;
+}();
 
 }  // namespace linattn::ops

@@ -13,4 +13,11 @@ namespace linattn::ops {
 MixerOutput mamba2(const Variable& x, const Variable& dt, const Variable& A_log, const Variable& B, const Variable& C,
                    const Variable& D, const Variable& h0, const MixerOptions& options = {});
 
+// The op as an entry of the table of mixer ops (autograd/mixer_ops.h). Its inputs are those of
+// fla's mamba_chunk_scan_combined and of the reference (tests/reference/): x, the time step dt after
+// its softplus (> 0), A (< 0), B, C, D (optional: absent = no skip), h0; the call maps dt and A to
+// the op's inputs by a differentiable step of its own, so the gradients are with respect to them.
+struct MixerOpDescriptor;
+extern const MixerOpDescriptor mamba2_op;
+
 }  // namespace linattn::ops

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "autograd/mixer_op.h"
+#include "autograd/mixer_ops.h"
 #include "autograd/op_support.h"
 
 namespace linattn::ops {
@@ -155,21 +156,114 @@ Variable rope(const Variable& x, double theta, int64_t offset, const Segments& s
   return out;
 }
 
-std::string missing_kernels(const std::string& op, Device device) {
-  std::string missing;
-  auto check = [&](const auto&... entries) {
-    for (const char* name : {(entries.has(device) ? "" : entries.op)...})
-      if (*name) missing += (missing.empty() ? "" : ", ") + std::string(name);
-  };
-  if (op == "linear_attn")
-    check(backend::linear_attention_forward, backend::linear_attention_backward, backend::linear_attention_saved_size);
-  else if (op == "gla") check(backend::gla_forward, backend::gla_backward, backend::gla_saved_size);
-  else if (op == "deltanet" || op == "gated_deltanet")
-    check(backend::delta_rule_forward, backend::delta_rule_backward, backend::delta_rule_saved_size);
-  else if (op == "attention") check(backend::attention_forward, backend::attention_backward);
-  else if (op == "mamba2") check(backend::mamba2_forward, backend::mamba2_backward, backend::mamba2_saved_size);
-  else LINATTN_FAIL("missing_kernels: unknown op '", op, "'");
-  return missing;
+
+// ---- the ops' descriptors (autograd/mixer_ops.h) ----
+
+namespace {
+
+OpInput q_input() { return op_input("q", {"B", "T", "H", "dk"}, "queries"); }
+OpInput k_input() { return op_input("k", {"B", "T", "H", "dk"}, "keys"); }
+OpInput v_input() { return op_input("v", {"B", "T", "H", "dv"}, "values"); }
+OpInput h0_input() { return op_input("h0", {"B", "H", "dk", "dv"}, "initial state").optional(); }
+// The DeltaNets' inputs: q and k with unit rows (their layer L2-normalizes them), beta.
+std::vector<OpInput> delta_inputs() {
+  return {op_input("q", {"B", "T", "H", "dk"}, "queries, used as given (the layer L2-normalizes them)").unit_norm_rows(),
+          op_input("k", {"B", "T", "H", "dk"}, "keys, used as given (the layer L2-normalizes them)").unit_norm_rows(),
+          v_input(),
+          op_input("beta", {"B", "T", "H"}, "in [0, 1]").values(0.1, 0.9)};
 }
+
+std::map<std::string, Variable> outputs(const MixerOutput& r) {
+  std::map<std::string, Variable> out{{"o", r.o}, {"ht", r.ht}};
+  if (r.zt.defined()) out["zt"] = r.zt;
+  return out;
+}
+
+FeatureMap feature_map_named(const std::string& name) {
+  return name == "elu1" ? FeatureMap::elu1 : name == "relu" ? FeatureMap::relu : FeatureMap::identity;
+}
+
+}  // namespace
+
+extern const MixerOpDescriptor linear_attn_op = [] {
+  MixerOpDescriptor d;
+  d.name = "linear_attn";
+  d.summary = "linear attention with a feature map, optionally normalized";
+  d.inputs = {q_input(), k_input(), v_input(), h0_input(),
+              op_input("z0", {"B", "H", "dk"}, "initial normalizer state (normalize only)").optional().values(0.5, 1.5)};
+  d.attributes = {{"feature_map", {"identity", "elu1", "relu"}, "phi on q and k"},
+                  {"normalize", {}, "1 = the normalized form"}};
+  d.run = [](const OpCall& c) {
+    const bool normalize = c.number.at("normalize") != 0;
+    LINATTN_CHECK(!c.input("z0").defined() || normalize, "linear_attn: 'z0' is the normalizer state of the "
+                  "normalized form; set the attribute normalize = 1 or drop z0");
+    return outputs(linear_attention(c.input("q"), c.input("k"), c.input("v"), c.input("h0"),
+                                    feature_map_named(c.text.at("feature_map")), normalize, c.options, c.input("z0")));
+  };
+  d.entries = {entry(backend::linear_attention_forward), entry(backend::linear_attention_backward),
+               entry(backend::linear_attention_saved_size)};
+  return d;
+}();
+
+extern const MixerOpDescriptor gla_op = [] {
+  MixerOpDescriptor d;
+  d.name = "gla";
+  d.summary = "gated linear attention: a data-dependent decay per key channel";
+  d.inputs = {q_input(), k_input(), v_input(),
+              op_input("g", {"B", "T", "H", "dk"}, "log-gate, <= 0").values(-1, -0.01), h0_input()};
+  d.run = [](const OpCall& c) {
+    return outputs(gla(c.input("q"), c.input("k"), c.input("v"), c.input("g"), c.input("h0"), c.options));
+  };
+  d.entries = {entry(backend::gla_forward), entry(backend::gla_backward), entry(backend::gla_saved_size)};
+  return d;
+}();
+
+extern const MixerOpDescriptor deltanet_op = [] {
+  MixerOpDescriptor d;
+  d.name = "deltanet";
+  d.summary = "DeltaNet: the delta rule";
+  d.inputs = delta_inputs();
+  d.inputs.push_back(h0_input());
+  d.run = [](const OpCall& c) {
+    return outputs(deltanet(c.input("q"), c.input("k"), c.input("v"), c.input("beta"), c.input("h0"), c.options));
+  };
+  d.entries = {entry(backend::delta_rule_forward), entry(backend::delta_rule_backward),
+               entry(backend::delta_rule_saved_size)};
+  return d;
+}();
+
+extern const MixerOpDescriptor gated_deltanet_op = [] {
+  MixerOpDescriptor d;
+  d.name = "gated_deltanet";
+  d.summary = "Gated DeltaNet: the delta rule with a decay per head";
+  d.inputs = delta_inputs();
+  d.inputs.push_back(op_input("a", {"B", "T", "H"}, "log-decay, <= 0").values(-0.5, 0));
+  d.inputs.push_back(h0_input());
+  d.run = [](const OpCall& c) {
+    return outputs(gated_deltanet(c.input("q"), c.input("k"), c.input("v"), c.input("beta"), c.input("a"),
+                                  c.input("h0"), c.options));
+  };
+  d.entries = {entry(backend::delta_rule_forward), entry(backend::delta_rule_backward),
+               entry(backend::delta_rule_saved_size)};
+  return d;
+}();
+
+extern const MixerOpDescriptor attention_op = [] {
+  MixerOpDescriptor d;
+  d.name = "attention";
+  d.summary = "causal softmax attention, global or windowed, grouped-query";
+  d.inputs = {q_input(), op_input("k", {"B", "T", "Hkv", "dk"}, "keys (Hkv divides H)"),
+              op_input("v", {"B", "T", "Hkv", "dv"}, "values")};
+  d.attributes = {{"window_size", {}, "the window; 0 = global"}};
+  d.recurrent = false;
+  d.run = [](const OpCall& c) {
+    const Segments none;
+    return std::map<std::string, Variable>{
+        {"o", attention(c.input("q"), c.input("k"), c.input("v"), c.number.at("window_size"), c.options.scale,
+                        c.options.segments ? *c.options.segments : none)}};
+  };
+  d.entries = {entry(backend::attention_forward), entry(backend::attention_backward)};
+  return d;
+}();
 
 }  // namespace linattn::ops

@@ -50,8 +50,9 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
 // segments, positions restart from 0 at each sequence start inside a row.
 Variable rope(const Variable& x, double theta = 10000.0, int64_t offset = 0, const Segments& segments = {});
 
-// The backend entries the op named `op` (linear_attn, gla, deltanet, gated_deltanet, attention) runs
-// that have no kernel on `device`, comma-separated ("gla_forward, gla_backward"); empty when all do.
-std::string missing_kernels(const std::string& op, Device device);
+// The ops above as entries of the table of mixer ops (autograd/mixer_ops.h): their inputs, how to
+// call them, the backend entries they run.
+struct MixerOpDescriptor;
+extern const MixerOpDescriptor linear_attn_op, gla_op, deltanet_op, gated_deltanet_op, attention_op;
 
 }  // namespace linattn::ops

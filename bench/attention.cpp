@@ -16,7 +16,7 @@
 #include "bench/bench.h"
 #include "core/memory.h"
 #include "core/rng.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/backend.h"
 #include "kernels/cuda/attention.h"
 
 #ifdef LINATTN_CUDA
@@ -30,6 +30,8 @@
 namespace linattn::bench {
 
 namespace {
+
+constexpr int64_t kGlobal = 0;  // the window of global attention (kernels/backend.def)
 
 // Query-key pairs a causal window W (<= 0: global) scores in a sequence of T tokens.
 double attention_pairs(int64_t T, int64_t window) {
@@ -63,18 +65,15 @@ struct Problem {
   }
   void run() {
     const float scale = 1.0f / std::sqrt(float(dk_));
-    cpu::attention_forward<float>(o.data<float>(), lse.data<float>(), q.data<float>(), k.data<float>(),
-                                  v.data<float>(), B, T, H, H, dk_, dv_, window, scale);
+    backend::attention_forward(Device::cpu, o, lse, q, k, v, window, scale);
     dq.zero_(), dk.zero_(), dv.zero_();
-    cpu::attention_backward<float>(dq.data<float>(), dk.data<float>(), dv.data<float>(), q.data<float>(),
-                                   k.data<float>(), v.data<float>(), o.data<float>(), lse.data<float>(),
-                                   dout.data<float>(), B, T, H, H, dk_, dv_, window, scale);
+    backend::attention_backward(Device::cpu, dq, dk, dv, q, k, v, o, lse, dout, window, scale);
   }
   // What the op allocates: forward outputs o and lse, backward outputs dq, dk, dv, and the
-  // per-thread block workspace. The inputs q, k, v and dout belong to the caller.
+  // per-thread block workspace (the table's attention_scratch_bytes). The inputs q, k, v and dout belong to the caller.
   size_t op_bytes() const {
     return o.nbytes() + lse.nbytes() + dq.nbytes() + dk.nbytes() + dv.nbytes() +
-           size_t(omp_get_max_threads()) * cpu::attention_workspace_bytes_per_thread(sizeof(float));
+           size_t(backend::attention_scratch_bytes(Device::cpu, DType::f32));
   }
 };
 
@@ -169,7 +168,7 @@ int run_attention_cuda(int64_t window) {
   std::printf("H100 reference (shared/design/gpu.md): bf16 global 0.45 ms (PyTorch SDPA, flash), bf16 window 256 "
               "1.25 ms (fla); targets 0.6 ms and 1.25 ms\n");
   std::printf("%-8s %-8s %10s %10s\n", "window", "dtype", "ms", "TFLOP/s");
-  for (int64_t w : {cpu::kGlobalWindow, window})
+  for (int64_t w : {kGlobal, window})
     for (bool bf16 : {false, true}) {
       const double ms = bf16 ? cuda_forward_backward_ms<uint16_t>(B, T, H, d, w)
                              : cuda_forward_backward_ms<float>(B, T, H, d, w);
@@ -198,12 +197,12 @@ int run_attention(const AttentionOptions& o) {
               gemm_peak_gflops());
   std::printf("op MiB = o + lse + dq + dk + dv + per-thread workspace (%zu KiB per thread); a T x T score matrix "
               "would be B*H*T*T*4 bytes\n",
-              cpu::attention_workspace_bytes_per_thread(sizeof(float)) / 1024);
+              size_t(backend::attention_scratch_bytes(Device::cpu, DType::f32)) / size_t(omp_get_max_threads()) / 1024);
   std::printf("ms: best of 3-30 runs (~3 s per row); median: their median, from which ns/token\n");
   std::printf("%-8s %6s %10s %10s %10s %10s %10s %12s %12s\n", "window", "T", "ms", "median", "ns/token", "GFLOP/s",
               "op MiB", "TxT MiB", "peak RSS MiB");
   if (global_max_t < 0) global_max_t = max_t;
-  for (int64_t w : {cpu::kGlobalWindow, window}) {
+  for (int64_t w : {kGlobal, window}) {
     std::vector<std::pair<int64_t, size_t>> bytes;  // (T, op bytes)
     std::vector<std::pair<int64_t, double>> ns_per_token;
     for (int64_t T = 512; T <= (w <= 0 ? global_max_t : max_t); T *= 2) {
@@ -258,7 +257,7 @@ std::function<int()> attention_command(CLI::App& c) {
 
 bool registered = add_command({"attention", "softmax attention (global, window) time and memory as T grows",
                                attention_command}) &&
-                  add_mixer_bench(mixer("attention", cpu::kGlobalWindow)) && add_mixer_bench(mixer("attention_w256", 256));
+                  add_mixer_bench(mixer("attention", kGlobal)) && add_mixer_bench(mixer("attention_w256", 256));
 
 }  // namespace
 

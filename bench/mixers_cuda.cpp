@@ -1,15 +1,16 @@
 // linattn-bench mixers --device cuda: forward+backward of each linear mixer's autograd op (the
 // backend table's CUDA entries, as training runs them) on the GPU, float32, at the shapes of issue
 // 14: B=4 H=4 D=64 for T from 1K to 64K (fla's reference shape at T=2048), and B=8 T=2048 H=16 D=128.
-// A mixer whose CUDA entries are missing (ops::missing_kernels) is skipped with a message, so this
+// A mixer whose CUDA entries are missing (autograd/mixer_ops.h) is skipped with a message, so this
 // runs before its kernels land.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "autograd/mixers.h"
+#include "autograd/mixer_ops.h"
 #include "bench/bench.h"
 #include "core/error.h"
 #include "core/memory.h"
@@ -20,55 +21,19 @@ namespace linattn::bench {
 
 namespace {
 
-// The linear mixers, by their names in the CPU list (whose flops() this uses) and in ops::missing_kernels.
-const char* const kMixers[] = {"linear_attn", "gla", "deltanet", "gated_deltanet"};
-
-// Uniform(lo, hi) host values through f, as a device leaf that takes a gradient.
-Variable device_input(const Shape& shape, Rng& rng, double lo, double hi, float (*f)(float) = nullptr) {
-  Tensor t = Tensor::empty(shape, DType::f32);
-  rng.fill_uniform(t, lo, hi);
-  if (f)
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = f(t.data<float>()[i]);
-  return Variable(t.to(Device::cuda), true);
-}
-
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-float log_gate(float x) { return -std::log1p(std::exp(-x)) / 16.0f; }  // logsigmoid(x) / 16, as the layers
-
-// One forward+backward of mixer m on fresh device inputs [B, T, H, D] (chunk 64, no initial state,
-// the gradient seeded on o). The gradients accumulate from run to run: harmless for timing.
-std::function<void()> prepare(const std::string& m, int64_t B, int64_t T, int64_t H, int64_t D) {
+// One forward+backward of op on fresh device inputs (the op's random problem, autograd/mixer_ops.h:
+// every size D, G = 1 group, chunk 64, no initial state, the gradient seeded on o). The gradients
+// accumulate from run to run: harmless for timing.
+std::function<void()> prepare(const ops::MixerOpDescriptor& op, int64_t B, int64_t T, int64_t H, int64_t D) {
   Rng rng(3);
-  auto q = device_input({B, T, H, D}, rng, -1, 1), v = device_input({B, T, H, D}, rng, -1, 1);
-  Variable k;
-  if (m == "deltanet" || m == "gated_deltanet") {  // L2-normalized keys, as the layer makes them
-    Tensor t = Tensor::empty({B, T, H, D}, DType::f32);
-    rng.fill_uniform(t, -1, 1);
-    float* p = t.data<float>();
-    for (int64_t r = 0; r < B * T * H; ++r) {
-      double n = 0;
-      for (int64_t i = 0; i < D; ++i) n += double(p[r * D + i]) * p[r * D + i];
-      for (int64_t i = 0; i < D; ++i) p[r * D + i] = float(p[r * D + i] / (std::sqrt(n) + 1e-6));
-    }
-    k = Variable(t.to(Device::cuda), true);
-  } else {
-    k = device_input({B, T, H, D}, rng, -1, 1);
-  }
+  ops::OpCall call = ops::default_call(op);
+  const ops::OpSizes sizes{{"B", B}, {"T", T}, {"H", H}, {"Hkv", H}, {"G", 1}, {"dk", D}, {"dv", D}};
+  for (auto& [name, t] : ops::random_inputs(op, sizes, rng, /*with_optional=*/false))
+    call.in[name] = Variable(t.to(DType::f32).to(Device::cuda), true);
   Tensor dO = Tensor::empty({B, T, H, D}, DType::f32);
   rng.fill_uniform(dO, -1, 1);
   auto up = std::make_shared<Tensor>(dO.to(Device::cuda));
-  if (m == "linear_attn")
-    return [=] {
-      backward({ops::linear_attention(q, k, v, {}, FeatureMap::identity, false).o}, {*up});
-    };
-  if (m == "gla") {
-    Variable g = device_input({B, T, H, D}, rng, -3, 3, log_gate);
-    return [=] { backward({ops::gla(q, k, v, g, {}).o}, {*up}); };
-  }
-  Variable beta = device_input({B, T, H}, rng, -3, 3, sigmoid);
-  if (m == "deltanet") return [=] { backward({ops::deltanet(q, k, v, beta, {}).o}, {*up}); };
-  Variable a = device_input({B, T, H}, rng, -3, 3, log_gate);
-  return [=] { backward({ops::gated_deltanet(q, k, v, beta, a, {}).o}, {*up}); };
+  return [&op, call, up] { backward({op.run(call).at("o")}, {*up}); };
 }
 
 const MixerBench* cpu_bench(const std::string& name) {
@@ -83,9 +48,13 @@ int run_mixers_cuda(const std::string& only, int64_t max_t) {
   if (std::string why = no_gpu_reason(); !why.empty())
     throw Error("--device cuda: " + why + "; run it on a machine with an NVIDIA GPU, or leave out --device cuda "
                 "for the CPU kernels");
-  bool known = only.empty();
-  for (const char* m : kMixers) known = known || only == m;
-  if (!known) throw Error("--only " + only + ": no such linear mixer (linear_attn, gla, deltanet, gated_deltanet)");
+  // The linear mixers of the table of ops (autograd/mixer_ops.h); attention has its own benchmark.
+  std::vector<const ops::MixerOpDescriptor*> mixers;
+  std::string names;
+  for (const ops::MixerOpDescriptor* op : ops::all_mixer_ops())
+    if (op->recurrent) mixers.push_back(op), names += (names.empty() ? "" : ", ") + op->name;
+  if (!only.empty() && std::none_of(mixers.begin(), mixers.end(), [&](auto* op) { return op->name == only; }))
+    throw Error("--only " + only + ": no such linear mixer (" + names + ")");
 
   struct Shape4 {
     int64_t B, T, H, D;
@@ -105,9 +74,10 @@ int run_mixers_cuda(const std::string& only, int64_t max_t) {
   std::printf("TFLOP/s from the chunkwise product count of the CPU benchmark (chunk 64)\n");
   std::printf("%-16s %3s %6s %3s %4s %10s %12s %9s %10s\n", "mixer", "B", "T", "H", "D", "ms", "tokens/s", "TFLOP/s",
               "ns/token");
-  for (const char* name : kMixers) {
+  for (const ops::MixerOpDescriptor* op : mixers) {
+    const char* name = op->name.c_str();
     if (!only.empty() && only != name) continue;
-    if (std::string missing = ops::missing_kernels(name, Device::cuda); !missing.empty()) {
+    if (std::string missing = op->missing_kernels(Device::cuda); !missing.empty()) {
       std::printf("%-16s skipped: no CUDA kernel yet (backend entries %s)\n", name, missing.c_str());
       continue;
     }
@@ -116,7 +86,7 @@ int run_mixers_cuda(const std::string& only, int64_t max_t) {
     int64_t t_last = 0;
     for (const Shape4& s : shapes) {
       try {
-        const double ms = cuda_median_ms(prepare(name, s.B, s.T, s.H, s.D));
+        const double ms = cuda_median_ms(prepare(*op, s.B, s.T, s.H, s.D));
         const double tokens = double(s.B * s.T), ns = ms * 1e6 / tokens;
         const double tflops = cpu ? cpu->flops(s.T, s.D, s.D) * double(s.B * s.H) / (ms * 1e9) : 0;
         std::printf("%-16s %3ld %6ld %3ld %4ld %10.3f %12.0f %9.2f %10.2f\n", name, long(s.B), long(s.T), long(s.H),

@@ -59,8 +59,8 @@ struct ConfigBound {
 // A number as people write it in a config: 15 significant digits ("0.003", "1e-06", "16777216").
 std::string config_number(double v);
 
-template <class S>
-struct ConfigKey {
+// What a key is, whatever struct holds its value.
+struct ConfigKeyInfo {
   std::string name;
   ConfigType type = ConfigType::custom;
   std::string doc;
@@ -70,10 +70,27 @@ struct ConfigKey {
   std::string shown_default;   // the reference's default where the field's initial value does not say it
   std::string shown_values;    // the reference's values column of a custom key ("a list")
   bool quoted = false;         // written back in double quotes (free text)
+};
+
+template <class S>
+struct ConfigKey : ConfigKeyInfo {
   std::function<ConfigValue(const S&)> get;  // none for custom keys
   std::function<void(S&, const ConfigValue&)> set;
   std::function<ConfigValue(const S&)> written;  // what config.yaml holds when it is not `get` (a resolved value)
   std::function<bool(const S&)> written_if;      // config.yaml holds the key only where this is true
+
+  // This key as a key of a struct P that holds an S, reached by of(p) (const P& -> const S&, and
+  // P& -> S&): how a mixer's settings struct becomes part of the model section (layers/mixer.h).
+  template <class P, class Of>
+  ConfigKey<P> inside(Of of) const {
+    ConfigKey<P> k;
+    static_cast<ConfigKeyInfo&>(k) = *this;
+    if (get) k.get = [f = get, of](const P& p) { return f(of(p)); };
+    if (set) k.set = [f = set, of](P& p, const ConfigValue& v) { f(of(p), v); };
+    if (written) k.written = [f = written, of](const P& p) { return f(of(p)); };
+    if (written_if) k.written_if = [f = written_if, of](const P& p) { return f(of(p)); };
+    return k;
+  }
 
   // Builders, chained after config_key / config_choice.
   ConfigKey& in(double lo, double hi) { return range(lo, false, hi, false); }

@@ -95,6 +95,7 @@ ENTRY(cross_entropy_forward,         CPU(cross_entropy_forward),  CUDA(cross_ent
 ENTRY(cross_entropy_backward,        CPU(cross_entropy_backward), CUDA(cross_entropy_backward));
 ENTRY(attention_forward,             CPU(attention_forward),      CUDA(attention_forward));
 ENTRY(attention_backward,            CPU(attention_backward),     CUDA(attention_backward));
+ENTRY(attention_scratch_bytes,       CPU(attention_scratch_bytes), nullptr);
 ENTRY(kv_cache_write,                CPU(kv_cache_write),         nullptr);
 ENTRY(attention_decode,              CPU(attention_decode),       nullptr);
 ENTRY(rope_forward,                  CPU(rope_forward),           CUDA(rope_forward));

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "autograd/mixer_ops.h"
 #include "autograd/segments.h"
 #include "core/config_key.h"
 #include "layers/model_config.h"
@@ -72,8 +73,9 @@ struct MixerDescriptor {
                                       const LayerSpec& spec, double std, double out_std) = nullptr;
   // Scalars of decoding state one sequence holds after T tokens (layers/state_size.h).
   int64_t (*state_size)(const ModelConfig& c, const LayerSpec& spec, int64_t T) = nullptr;
-  // The backend entries the layer runs that have no kernel on `device`, comma-separated; "" = none.
-  std::string (*missing_kernels)(Device device) = nullptr;
+  // The token-mixer op the layer runs (autograd/mixer_ops.h): its backend entries say which devices
+  // can run the layer.
+  const ops::MixerOpDescriptor* op = nullptr;
 
   // fla (train/fla_export.h): the model_type and architecture of fla's model of this mixer ("" when
   // fla has none: fla_unsupported says why), what of c fla cannot express (one sentence each), and
@@ -81,6 +83,9 @@ struct MixerDescriptor {
   std::string fla_model_type, fla_architecture, fla_unsupported;
   std::vector<std::string> (*fla_problems)(const ModelConfig& c, const LayerSpec& spec) = nullptr;
   FlaFields (*fla_fields)(const ModelConfig& c, const LayerSpec& spec) = nullptr;
+
+  // The backend entries the layer's op runs that have no kernel on `device`, comma-separated; "" = none.
+  std::string missing_kernels(Device device) const { return op->missing_kernels(device); }
 };
 
 // A descriptor's `make` for a layer class built as Layer(p, prefix, c, spec, std, out_std, extra...).
@@ -89,6 +94,27 @@ std::unique_ptr<MixerLayer> make_layer(Parameters& p, const std::string& prefix,
                                        const LayerSpec& spec, double std, double out_std) {
   return std::make_unique<Layer>(p, prefix, c, spec, std, out_std, extra...);
 }
+
+// A mixer's config key bound to field `field` of its settings struct S (kept in ModelConfig::settings,
+// layers/model_config.h); the field's initializer is the default. Builders as for config_key:
+//   setting_key("state_size", &Mamba2Settings::state_size, "...").in(1, 1024)
+template <class S, class T>
+ConfigKey<ModelConfig> setting_key(std::string name, T S::*field, std::string doc) {
+  return config_key(std::move(name), field, std::move(doc))
+      .template inside<ModelConfig>([](auto& c) -> auto& { return c.settings.template of<S>(); });
+}
+// The same for an enum field written as the name of its value (config_choice).
+template <class S, class E>
+ConfigKey<ModelConfig> setting_choice(std::string name, E S::*field, std::vector<std::pair<E, ConfigChoice>> choices,
+                                      std::string doc) {
+  return config_choice(std::move(name), field, std::move(choices), std::move(doc))
+      .template inside<ModelConfig>([](auto& c) -> auto& { return c.settings.template of<S>(); });
+}
+
+// The value of the mixers' config key `key` in c, as config.yaml writes it ("elu1", 4, true), and
+// setting it: for code that sets a mixer's option by hand (tests, tools). An unknown key throws.
+ConfigValue mixer_setting(const ModelConfig& c, const std::string& key);
+void set_mixer_setting(ModelConfig& c, const std::string& key, const ConfigValue& value);
 
 // Every mixer, in the order of layers/mixers/registry.cpp.
 const std::vector<const MixerDescriptor*>& all_mixers();

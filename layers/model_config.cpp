@@ -6,8 +6,6 @@
 
 namespace linattn {
 
-const char* gdn_decay_name(GdnDecay d) { return d == GdnDecay::fla ? "fla" : "logsigmoid"; }
-
 int64_t ModelConfig::resolved_intermediate_size() const {
   if (intermediate_size > 0) return intermediate_size;
   int64_t raw = int64_t(std::ceil(hidden_ratio * double(hidden_size) * 2.0 / 3.0));

@@ -2,22 +2,40 @@
 // the run configuration (train/config.h reads it from YAML) or by hand (tests, tools).
 #pragma once
 
+#include <any>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <typeindex>
 #include <vector>
 
 #include "core/error.h"
 
 namespace linattn {
 
-// How Gated DeltaNet makes its per-head log-decay a from x:
-// fla:        a = -exp(A_log) * softplus(a_proj(x) + dt_bias)   (fla's GatedDeltaNet; parameters A_log, dt_bias)
-// logsigmoid: a = logsigmoid(a_proj(x) + a_proj.bias)            (linattn's first form; parameter a_proj.bias)
-// A config without the key gets fla; a checkpoint whose saved config lacks it was written with
-// logsigmoid (train/checkpoint.h keeps it so).
-enum class GdnDecay { fla, logsigmoid };
-const char* gdn_decay_name(GdnDecay d);
+// The mixers' own settings, the values of their config keys (layers/mixer.h): one struct per kind
+// of setting, declared by the mixers that read it (layers/mixers/), so that a new mixer adds no
+// member to ModelConfig. A struct never written reads as its defaults (its fields' initializers).
+class MixerSettings {
+ public:
+  template <class S>
+  const S& of() const {
+    auto it = values_.find(std::type_index(typeid(S)));
+    if (it != values_.end()) return *std::any_cast<S>(&it->second);
+    static const S defaults{};
+    return defaults;
+  }
+  template <class S>
+  S& of() {
+    std::any& value = values_[std::type_index(typeid(S))];
+    if (!value.has_value()) value = S{};
+    return *std::any_cast<S>(&value);
+  }
+
+ private:
+  std::map<std::type_index, std::any> values_;
+};
 
 // One layer's token mixer, resolved from the default mixer, the `attn` block and `layers`.
 // `mixer` names a mixer of the registry (layers/mixer.h).
@@ -40,20 +58,14 @@ struct ModelConfig {
   double hidden_ratio = 4.0;
   int64_t intermediate_size = 0;  // 0 = hidden_ratio * hidden_size * 2/3 rounded up to a multiple of 256
   double norm_eps = 1e-6;
-  bool use_short_conv = true;  // DeltaNet / Gated DeltaNet
-  GdnDecay gated_deltanet_decay = GdnDecay::fla;
-  int64_t conv_size = 4;
-  int64_t state_size = 64;  // mamba2: N, the dim of B and C (the state per head is N x head dim)
-  int64_t n_groups = 1;     // mamba2: groups of heads sharing B and C
   bool tie_word_embeddings = false;
   double initializer_range = 0.02;
   std::string mixer = "gla";              // the default mixer of every layer (layers/mixer.h)
-  std::string feature_map = "elu1";       // linear_attn: identity | elu1 | relu
-  bool normalize = false;                 // linear_attn: the normalized form
   int64_t chunk_size = 64;                // linear mixers' training chunk
   int64_t window_size = 0;                // attention mixer default; 0 = global
   double rope_theta = 10000.0;
   std::vector<LayerSpec> layers;  // resolved, one per layer
+  MixerSettings settings;         // the mixers' own keys (feature_map, state_size, ...)
 
   int64_t resolved_intermediate_size() const;
   double resolved_expand_k(const std::string& mixer) const;

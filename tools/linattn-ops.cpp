@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/mixers.h"
+#include "autograd/mixer_ops.h"
 #include "core/hdf5.h"
 #include "core/memory.h"
 #include "tools/cli.h"
@@ -24,25 +24,31 @@ constexpr bool kBuiltWithCuda = true;
 constexpr bool kBuiltWithCuda = false;
 #endif
 
-const char* kDescription = R"(Runs the token mixer OP forward and backward on the inputs in IN.h5 and writes the outputs and
-gradients to OUT.h5 (as float64), for checking linattn against another implementation.
-
-OP:        linear_attn | gla | deltanet | gated_deltanet | attention
-IN.h5:     float64 datasets (layout [B, T, H, D], states [B, H, dk, dv]):
-             q, k, v                 all ops (attention: k and v may have fewer heads)
-             g    [B, T, H, dk]      gla (log-gate, <= 0)
-             beta [B, T, H]          deltanet, gated_deltanet (in [0, 1])
-             a    [B, T, H]          gated_deltanet (log-decay, <= 0)
-             h0   [B, H, dk, dv]     optional initial state (linear mixers)
-             z0   [B, H, dk]         optional initial normalizer state (linear_attn with normalize)
-             do                      optional upstream gradient of o (default zeros)
-             dht  [B, H, dk, dv]     optional upstream gradient of the final state (linear mixers)
-             dzt  [B, H, dk]         optional upstream gradient of the final normalizer (normalize)
-           optional attributes: scale (float, default dk^-1/2), feature_map (string: identity,
-           elu1, relu; linear_attn, default identity), normalize (int; linear_attn),
-           window_size (int; attention, 0 or absent = global)
-OUT.h5:    o, ht (linear mixers), zt (normalize), and the gradient of every input given:
-           dq, dk, dv, dg, dbeta, da, dh0, dz0)";
+// What --help says before the options: the files, then every op of the table (autograd/mixer_ops.h)
+// with its inputs and attributes.
+std::string description() {
+  std::string d =
+      "Runs the token mixer OP forward and backward on the inputs in IN.h5 and writes the outputs and\n"
+      "gradients to OUT.h5 (as float64), for checking linattn against another implementation.\n\n"
+      "IN.h5:  float64 datasets, one per input of OP below ([B, T, H, D] layout; ? = optional), and optionally\n"
+      "        the upstream gradients do (of o), dht (of the final state ht), dzt (of zt; default zeros);\n"
+      "        optional attributes: scale (float, default dk^-1/2) and OP's own below\n"
+      "OUT.h5: o, ht and zt where OP has them, and the gradient of every input given, d + its name\n\nOP:";
+  for (const ops::MixerOpDescriptor* op : ops::all_mixer_ops()) {
+    d += "\n  " + op->name + ": " + op->summary;
+    for (const ops::OpInput& in : op->inputs) {
+      std::string shape;
+      for (const std::string& s : in.shape) shape += (shape.empty() ? "" : ", ") + s;
+      d += "\n    " + in.name + (in.required ? "" : "?") + " [" + shape + "]: " + in.doc;
+    }
+    for (const ops::OpAttribute& a : op->attributes) {
+      std::string values;
+      for (const std::string& c : a.choices) values += (values.empty() ? "" : "|") + c;
+      d += "\n    attribute " + a.name + " (" + (values.empty() ? "int" : values) + "): " + a.doc;
+    }
+  }
+  return d;
+}
 
 struct Options {
   std::string op, in, out;
@@ -69,130 +75,118 @@ constexpr double kCudaTolerance = 1e-4;
 // bounding it turns a corrupt or mistyped shape into an error naming the dataset instead of bad_alloc.
 constexpr int64_t kMaxValues = int64_t(1) << 32;
 
-// Reads a dataset (float64 in the file) as how.read, then to how.dtype on how.device, checking its
-// shape when one is given.
-Tensor read_input(const H5File& f, const std::string& name, const Run& how, const Shape* expected,
-                  const std::string& needs) {
-  LINATTN_REQUIRE(f.has(name), f.path(), ": missing dataset '", name, "' (", needs, ")");
-  Shape s = f.shape(name);
+// The file's datasets bound to the op's size symbols (B, T, H, dk, ...), in the order first seen.
+struct Sizes {
+  std::vector<std::pair<std::string, int64_t>> bound;
+  const int64_t* find(const std::string& symbol) const {
+    for (const auto& [name, size] : bound)
+      if (name == symbol) return &size;
+    return nullptr;
+  }
+  // "[2, 37, 2, dk]": the bound sizes, the symbols of the others.
+  std::string expected(const std::vector<std::string>& symbols) const {
+    std::string s;
+    for (const std::string& symbol : symbols) {
+      const int64_t* size = find(symbol);
+      s += (s.empty() ? "" : ", ") + (size ? std::to_string(*size) : symbol);
+    }
+    return "[" + s + "]";
+  }
+};
+
+// Checks that dataset `name` has a shape the values of which fit in memory and, when symbols are
+// given, that it matches them (binding those not yet bound).
+void check_shape(const H5File& f, const std::string& name, const std::vector<std::string>* symbols, Sizes& sizes) {
+  const Shape s = f.shape(name);
   int64_t values = 1;
   for (int d = 0; d < s.ndim(); ++d) {
     LINATTN_REQUIRE(s[d] >= 1 && s[d] <= kMaxValues / values, f.path(), ": dataset '", name, "' has shape ", s.str(),
                     ": every size must be at least 1 and all of them together at most ", kMaxValues, " values");
     values *= s[d];
   }
-  if (expected)
-    LINATTN_REQUIRE(s == *expected, f.path(), ": dataset '", name, "' has shape ", s.str(), ", expected ",
-                    expected->str());
+  if (!symbols) return;
+  bool fits = size_t(s.ndim()) == symbols->size();
+  for (int d = 0; fits && d < s.ndim(); ++d)
+    if (const int64_t* size = sizes.find((*symbols)[size_t(d)])) fits = *size == s[d];
+  LINATTN_REQUIRE(fits, f.path(), ": dataset '", name, "' has shape ", s.str(), ", expected ",
+                  sizes.expected(*symbols));
+  for (int d = 0; d < s.ndim(); ++d)
+    if (!sizes.find((*symbols)[size_t(d)])) sizes.bound.emplace_back((*symbols)[size_t(d)], s[d]);
+}
+
+// Reads a dataset (float64 in the file) as how.read, then to how.dtype on how.device.
+Tensor read_input(const H5File& f, const std::string& name, const Run& how) {
   Tensor t = f.read(name, how.read);
   if (how.dtype != how.read) t = t.to(how.dtype);
   return how.device == Device::cpu ? t : t.to(how.device);
 }
 
-Variable input(const H5File& f, const std::string& name, const Run& how, const Shape* expected,
-               const std::string& needs) {
-  return Variable(read_input(f, name, how, expected, needs), true);
-}
-
-Variable optional_input(const H5File& f, const std::string& name, const Run& how, const Shape& expected) {
-  if (!f.has(name)) return {};
-  return input(f, name, how, &expected, "");
+// The op's attributes from the file's attributes (call keeps the defaults where absent), checked.
+void read_attributes(const H5File& f, const ops::MixerOpDescriptor& op, ops::OpCall& call) {
+  for (const ops::OpAttribute& a : op.attributes) {
+    if (a.choices.empty()) {
+      const int64_t value = f.attr_int(a.name).value_or(call.number.at(a.name));
+      LINATTN_REQUIRE(value >= 0, f.path(), ": attribute ", a.name, " is ", value, ", expected a whole number >= 0 (",
+                      a.doc, ")");
+      call.number[a.name] = value;
+      continue;
+    }
+    const std::string value = f.attr_string(a.name).value_or(call.text.at(a.name));
+    std::string expected;
+    for (size_t i = 0; i < a.choices.size(); ++i)
+      expected += (i == 0 ? "" : i + 1 == a.choices.size() ? " or " : ", ") + a.choices[i];
+    LINATTN_REQUIRE(std::find(a.choices.begin(), a.choices.end(), value) != a.choices.end(), f.path(),
+                    ": attribute ", a.name, " is '", value, "', expected ", expected);
+    call.text[a.name] = value;
+  }
 }
 
 // What one run of the op gives: its outputs (o, ht, zt) and the gradient of every input given
 // (dq, dk, ...), on the host in float64, in the order OUT.h5 holds them.
 struct Results {
   std::vector<std::pair<std::string, Tensor>> arrays;
-  int64_t B, T, H, dk;
+  Sizes sizes;
 };
 
 Results compute(const Options& o, const Run& how) {
+  const ops::MixerOpDescriptor& op = ops::mixer_op_named(o.op);
   H5File in(o.in, H5File::Mode::read);
-  const std::string needs = o.op == "gla"              ? "gla needs q, k, v, g"
-                            : o.op == "deltanet"       ? "deltanet needs q, k, v, beta"
-                            : o.op == "gated_deltanet" ? "gated_deltanet needs q, k, v, beta, a"
-                                                       : o.op + " needs q, k, v";
-  Variable q = input(in, "q", how, nullptr, needs);
-  LINATTN_REQUIRE(q.shape().ndim() == 4, o.in, ": dataset 'q' has shape ", q.shape().str(), ", expected [B, T, H, dk]");
-  const int64_t B = q.shape()[0], T = q.shape()[1], H = q.shape()[2], dk = q.shape()[3];
-  ops::MixerOptions mixer = o.mixer;
-  if (auto s = in.attr_double("scale")) mixer.scale = *s;
+  Results r;
+  ops::OpCall call = ops::default_call(op);
+  for (const ops::OpInput& input : op.inputs) {
+    if (!input.required && !in.has(input.name)) continue;
+    LINATTN_REQUIRE(in.has(input.name), in.path(), ": missing dataset '", input.name, "' (", op.needs(), ")");
+    check_shape(in, input.name, &input.shape, r.sizes);
+    call.in[input.name] = Variable(read_input(in, input.name, how), true);
+  }
+  read_attributes(in, op, call);
+  call.options = o.mixer;
+  if (auto s = in.attr_double("scale")) call.options.scale = *s;
+  const std::map<std::string, Variable> out = op.run(call);
 
-  std::map<std::string, Variable> inputs{{"q", q}};
-  Variable out_o, out_ht, out_zt;
-  if (o.op == "attention") {
-    Variable k = input(in, "k", how, nullptr, needs), v = input(in, "v", how, nullptr, needs);
-    const int64_t window = in.attr_int("window_size").value_or(0);
-    LINATTN_REQUIRE(window >= 0, o.in, ": attribute window_size is ", window, ", expected 0 (global) or a positive "
-                    "window length");
-    out_o = ops::attention(q, k, v, window, mixer.scale);
-    inputs["k"] = k;
-    inputs["v"] = v;
-  } else {
-    Shape qk{B, T, H, dk};
-    Variable k = input(in, "k", how, &qk, needs);
-    Variable v = input(in, "v", how, nullptr, needs);
-    LINATTN_REQUIRE(v.shape().ndim() == 4 && v.shape()[0] == B && v.shape()[1] == T && v.shape()[2] == H, o.in,
-                    ": dataset 'v' has shape ", v.shape().str(), ", expected [", B, ", ", T, ", ", H, ", dv]");
-    const int64_t dv = v.shape()[3];
-    Variable h0 = optional_input(in, "h0", how, {B, H, dk, dv});
-    inputs["k"] = k;
-    inputs["v"] = v;
-    if (h0.defined()) inputs["h0"] = h0;
-    ops::MixerOutput r;
-    if (o.op == "linear_attn") {
-      std::string fm = in.attr_string("feature_map").value_or("identity");
-      LINATTN_REQUIRE(fm == "identity" || fm == "elu1" || fm == "relu", o.in, ": attribute feature_map is '", fm,
-                    "', expected identity, elu1 or relu");
-      FeatureMap phi = fm == "elu1" ? FeatureMap::elu1 : fm == "relu" ? FeatureMap::relu : FeatureMap::identity;
-      const bool normalize = in.attr_int("normalize").value_or(0) != 0;
-      Variable z0 = optional_input(in, "z0", how, {B, H, dk});
-      LINATTN_CHECK(!z0.defined() || normalize, o.in, ": dataset 'z0' is the normalizer state of the normalized form; "
-                    "set the attribute normalize = 1 or drop z0");
-      if (z0.defined()) inputs["z0"] = z0;
-      r = ops::linear_attention(q, k, v, h0, phi, normalize, mixer, z0);
-    } else if (o.op == "gla") {
-      Variable g = input(in, "g", how, &qk, needs);
-      inputs["g"] = g;
-      r = ops::gla(q, k, v, g, h0, mixer);
+  // The outputs in the order o, ht, zt, each with its upstream gradient d + its name (zeros when absent).
+  std::vector<std::pair<std::string, Variable>> outputs;
+  for (const char* name : {"o", "ht", "zt"})
+    if (auto it = out.find(name); it != out.end()) outputs.emplace_back(name, it->second);
+  std::vector<Variable> values;
+  std::vector<Tensor> grads;
+  for (const auto& [name, v] : outputs) {
+    const std::string upstream = "d" + name;
+    values.push_back(v);
+    if (in.has(upstream)) {
+      check_shape(in, upstream, nullptr, r.sizes);
+      LINATTN_REQUIRE(in.shape(upstream) == v.shape(), in.path(), ": dataset '", upstream, "' has shape ",
+                      in.shape(upstream).str(), ", expected ", v.shape().str());
+      grads.push_back(read_input(in, upstream, how));
     } else {
-      Shape bth{B, T, H};
-      Variable beta = input(in, "beta", how, &bth, needs);
-      inputs["beta"] = beta;
-      if (o.op == "deltanet") {
-        r = ops::deltanet(q, k, v, beta, h0, mixer);
-      } else {
-        Variable a = input(in, "a", how, &bth, needs);
-        inputs["a"] = a;
-        r = ops::gated_deltanet(q, k, v, beta, a, h0, mixer);
-      }
+      grads.push_back(Tensor::zeros(v.shape(), how.dtype, how.device));
     }
-    out_o = r.o;
-    out_ht = r.ht;
-    out_zt = r.zt;
   }
-
-  std::vector<Variable> outputs{out_o};
-  std::vector<Tensor> grads{in.has("do") ? read_input(in, "do", how, &out_o.shape(), "")
-                                         : Tensor::zeros(out_o.shape(), how.dtype, how.device)};
-  if (out_ht.defined()) {
-    outputs.push_back(out_ht);
-    grads.push_back(in.has("dht") ? read_input(in, "dht", how, &out_ht.shape(), "")
-                                  : Tensor::zeros(out_ht.shape(), how.dtype, how.device));
-  }
-  if (out_zt.defined()) {
-    outputs.push_back(out_zt);
-    grads.push_back(in.has("dzt") ? read_input(in, "dzt", how, &out_zt.shape(), "")
-                                  : Tensor::zeros(out_zt.shape(), how.dtype, how.device));
-  }
-  backward(outputs, grads);
+  backward(values, grads);
 
   auto host = [](const Tensor& t) { return (t.device() == Device::cpu ? t : t.to(Device::cpu)).to(DType::f64); };
-  Results r{{}, B, T, H, dk};
-  r.arrays.emplace_back("o", host(out_o.value()));
-  if (out_ht.defined()) r.arrays.emplace_back("ht", host(out_ht.value()));
-  if (out_zt.defined()) r.arrays.emplace_back("zt", host(out_zt.value()));
-  for (auto& [name, var] : inputs)
+  for (const auto& [name, v] : outputs) r.arrays.emplace_back(name, host(v.value()));
+  for (const auto& [name, var] : call.in)
     r.arrays.emplace_back("d" + name, var.grad().defined() ? host(var.grad()) : Tensor::zeros(var.shape(), DType::f64));
   return r;
 }
@@ -232,7 +226,7 @@ int run(const Options& o) {
       throw Error(std::string("--device cuda: no CUDA device here (this build ") +
                   (kBuiltWithCuda ? "has the CUDA backend" : "has no CUDA backend: configure with -DLINATTN_CUDA=ON") +
                   "); run it on a machine with an NVIDIA GPU, or leave out --device cuda to run the CPU kernels");
-    if (std::string missing = ops::missing_kernels(o.op, Device::cuda); !missing.empty()) {
+    if (std::string missing = ops::mixer_op_named(o.op).missing_kernels(Device::cuda); !missing.empty()) {
       std::printf("linattn-ops %s --device cuda: skipped: no CUDA kernel yet (backend entries %s); nothing written\n",
                   o.op.c_str(), missing.c_str());
       return 0;
@@ -249,17 +243,20 @@ int run(const Options& o) {
   out.set_attr("dtype", std::string(dtype_name(dtype)));
   out.set_attr("form", std::string(form));
   out.set_attr("device", std::string(device_name(o.device)));
-  std::printf("linattn-ops %s: wrote %s (B=%ld T=%ld H=%ld dk=%ld, %s, %s, %s)\n", o.op.c_str(), o.out.c_str(),
-              long(r.B), long(r.T), long(r.H), long(r.dk), dtype_name(dtype), form, device_name(o.device));
+  std::string sizes;
+  for (const auto& [symbol, size] : r.sizes.bound) sizes += (sizes.empty() ? "" : " ") + symbol + "=" + std::to_string(size);
+  std::printf("linattn-ops %s: wrote %s (%s, %s, %s, %s)\n", o.op.c_str(), o.out.c_str(), sizes.c_str(),
+              dtype_name(dtype), form, device_name(o.device));
   return status;
 }
 
 Options parse_args(int argc, char** argv) {
   Options o;
   std::string dtype, device = "cpu", form = "chunk";
-  CLI::App app(kDescription, "linattn-ops");
-  app.add_option("OP", o.op, "the token mixer")
-      ->check(cli::one_of({"linear_attn", "gla", "deltanet", "gated_deltanet", "attention"}));
+  CLI::App app(description(), "linattn-ops");
+  std::vector<std::string> names;
+  for (const ops::MixerOpDescriptor* op : ops::all_mixer_ops()) names.push_back(op->name);
+  app.add_option("OP", o.op, "the token mixer")->check(cli::one_of(names));
   app.add_option("IN.h5", o.in, "the inputs");
   app.add_option("OUT.h5", o.out, "where the outputs and gradients go");
   app.add_option("--dtype", dtype, "compute in float32 or float64 (default f64)")

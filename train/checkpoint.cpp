@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <variant>
 
 #include "core/hdf5.h"
+#include "layers/mixer.h"
 
 namespace linattn {
 
@@ -94,9 +96,10 @@ std::string upgrade_saved_config(const std::string& config_text) {
 void keep_checkpoint_defaults(Config& config, const std::string& checkpoint) {
   Config saved = parse_config(checkpoint_config_text(checkpoint), checkpoint);
   std::vector<std::string> keep;  // KEY=VALUE
+  const ConfigValue saved_decay = mixer_setting(saved.model, "gated_deltanet_decay");
   if (!config.locations.count("model.gated_deltanet_decay") &&
-      saved.model.gated_deltanet_decay != config.model.gated_deltanet_decay)
-    keep.push_back(std::string("model.gated_deltanet_decay=") + gdn_decay_name(saved.model.gated_deltanet_decay));
+      saved_decay != mixer_setting(config.model, "gated_deltanet_decay"))
+    keep.push_back("model.gated_deltanet_decay=" + std::get<std::string>(saved_decay));
   if (!config.locations.count("data.document_boundaries") &&
       saved.data.document_boundaries != config.data.document_boundaries)
     keep.push_back(std::string("data.document_boundaries=") +

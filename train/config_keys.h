@@ -24,8 +24,8 @@ constexpr double kMaxSeconds = 366.0 * 24 * 3600;           // a duration (max_t
 
 // model: the general keys, then the keys of the mixers (mixer_option_keys), then the layer schedule.
 const std::vector<ConfigKey<ModelConfig>>& model_keys();
-// The keys only some mixers read. Each moves to its mixer's descriptor (layers/), which declares it
-// with the same ConfigKey<ModelConfig>; model_keys() then takes the descriptors' keys in its place.
+// The keys only some mixers read, each declared by its mixer's descriptor (layers/mixers/) on the
+// mixer's settings struct; a key several mixers share is listed once.
 std::vector<ConfigKey<ModelConfig>> mixer_option_keys();
 // One entry of model.layers, and (all but mixer) the model.attn block.
 const std::vector<ConfigKey<LayerSpec>>& layer_keys();

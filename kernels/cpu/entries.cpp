@@ -1,5 +1,7 @@
 #include "kernels/cpu/entries.h"
 
+#include <omp.h>
+
 #include <cmath>
 
 #include "kernels/cpu/attention.h"
@@ -258,6 +260,10 @@ void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In 
                                o.data<T>(), lse.data<T>(), dO.data<T>(), q.size(0), q.size(1), q.size(2), k.size(2),
                                q.size(3), v.size(3), window, T(scale));
   });
+}
+
+int64_t attention_scratch_bytes(DType dtype) {
+  return int64_t(omp_get_max_threads()) * int64_t(cpu::attention_workspace_bytes_per_thread(dtype_size(dtype)));
 }
 
 void kv_cache_write(In k_cache, In v_cache, In k, In v, int64_t pos) {

@@ -10,22 +10,37 @@ namespace linattn::mixers {
 
 namespace {
 
+// How Gated DeltaNet makes its per-head log-decay a from x:
+// fla:        a = -exp(A_log) * softplus(a_proj(x) + dt_bias)   (fla's GatedDeltaNet; parameters A_log, dt_bias)
+// logsigmoid: a = logsigmoid(a_proj(x) + a_proj.bias)            (linattn's first form; parameter a_proj.bias)
+// A config without the key gets fla; a checkpoint whose saved config lacks it was written with
+// logsigmoid (train/checkpoint.h keeps it so).
+enum class GdnDecay { fla, logsigmoid };
+
+struct GatedDeltaNetSettings {
+  GdnDecay decay = GdnDecay::fla;
+};
+
+const ShortConvSettings& conv_settings(const ModelConfig& c) { return c.settings.of<ShortConvSettings>(); }
+GdnDecay decay(const ModelConfig& c) { return c.settings.of<GatedDeltaNetSettings>().decay; }
+
 class DeltaLayer : public MixerLayer {
  public:
   DeltaLayer(Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
              double out_std, bool gated)
       : H_(spec.num_heads), C_(c.chunk_size), key_dim_(key_dim(c, spec)), value_dim_(value_dim(c, spec)),
-        gated_(gated), short_conv_(c.use_short_conv), decay_(c.gated_deltanet_decay) {
+        gated_(gated), short_conv_(conv_settings(c).use_short_conv), decay_(decay(c)) {
     q_proj_ = Linear(p, prefix + ".q_proj", c.hidden_size, key_dim_, std);
     k_proj_ = Linear(p, prefix + ".k_proj", c.hidden_size, key_dim_, std);
     v_proj_ = Linear(p, prefix + ".v_proj", c.hidden_size, value_dim_, std);
     b_proj_ = Linear(p, prefix + ".b_proj", c.hidden_size, H_, std);
     if (short_conv_) {
       // PyTorch's default Conv1d init: uniform(+-1/sqrt(fan_in)), fan_in = the kernel width.
-      Init conv = Init::Uniform(1.0 / std::sqrt(double(c.conv_size)));
-      q_conv_ = p.add(prefix + ".q_conv1d.weight", {key_dim_, c.conv_size}, conv, false);
-      k_conv_ = p.add(prefix + ".k_conv1d.weight", {key_dim_, c.conv_size}, conv, false);
-      v_conv_ = p.add(prefix + ".v_conv1d.weight", {value_dim_, c.conv_size}, conv, false);
+      const int64_t W = conv_settings(c).conv_size;
+      Init conv = Init::Uniform(1.0 / std::sqrt(double(W)));
+      q_conv_ = p.add(prefix + ".q_conv1d.weight", {key_dim_, W}, conv, false);
+      k_conv_ = p.add(prefix + ".k_conv1d.weight", {key_dim_, W}, conv, false);
+      v_conv_ = p.add(prefix + ".v_conv1d.weight", {value_dim_, W}, conv, false);
     }
     if (gated_) {
       a_proj_ = Linear(p, prefix + ".a_proj", c.hidden_size, H_, std);
@@ -90,18 +105,17 @@ class DeltaLayer : public MixerLayer {
 
 // The dk x dv state per head, and the short convolutions' last conv_size - 1 inputs of q, k and v.
 int64_t state_size(const ModelConfig& c, const LayerSpec& spec, int64_t) {
-  const int64_t conv = c.use_short_conv ? (c.conv_size - 1) * (2 * key_dim(c, spec) + value_dim(c, spec)) : 0;
+  const ShortConvSettings& sc = conv_settings(c);
+  const int64_t conv = sc.use_short_conv ? (sc.conv_size - 1) * (2 * key_dim(c, spec) + value_dim(c, spec)) : 0;
   return matrix_state_size(c, spec) + conv;
 }
-
-std::string missing_kernels(Device d) { return ops::missing_kernels("deltanet", d); }
 
 FlaFields deltanet_fields(const ModelConfig& c, const LayerSpec& spec) {
   return {{"expand_k", c.resolved_expand_k(spec.mixer)},
           {"expand_v", c.expand_v},
           {"use_gate", false},
-          {"use_short_conv", c.use_short_conv},
-          {"conv_size", c.conv_size},
+          {"use_short_conv", conv_settings(c).use_short_conv},
+          {"conv_size", conv_settings(c).conv_size},
           {"use_beta", true},
           {"use_output_norm", true},
           {"qk_norm", std::string("l2")},
@@ -112,7 +126,7 @@ FlaFields deltanet_fields(const ModelConfig& c, const LayerSpec& spec) {
 
 std::vector<std::string> gated_problems(const ModelConfig& c, const LayerSpec& spec) {
   std::vector<std::string> problems;
-  if (c.gated_deltanet_decay != GdnDecay::fla)
+  if (decay(c) != GdnDecay::fla)
     problems.push_back("gated_deltanet with gated_deltanet_decay: logsigmoid has no fla equivalent (fla's decay is "
                        "-exp(A_log) * softplus(a_proj(x) + dt_bias)); train with gated_deltanet_decay: fla");
   // fla derives the value head dim as int(head_dim * expand_v): it must come out exact.
@@ -130,8 +144,8 @@ FlaFields gated_fields(const ModelConfig& c, const LayerSpec& spec) {
           {"expand_v", double(vd) / double(kd)},
           {"num_v_heads", nullptr},
           {"use_gate", true},
-          {"use_short_conv", c.use_short_conv},
-          {"conv_size", c.conv_size},
+          {"use_short_conv", conv_settings(c).use_short_conv},
+          {"conv_size", conv_settings(c).conv_size},
           {"allow_neg_eigval", false},
           {"attn_mode", std::string("chunk")}};
 }
@@ -145,7 +159,7 @@ extern const MixerDescriptor deltanet = [] {
   d.summary = "DeltaNet: the delta rule S += beta k (v - S^T k)^T, chunkwise in WY form";
   d.make = make_layer<DeltaLayer, /*gated=*/false>;
   d.state_size = state_size;
-  d.missing_kernels = missing_kernels;
+  d.op = &ops::deltanet_op;
   d.fla_model_type = "delta_net";
   d.fla_architecture = "DeltaNetForCausalLM";
   d.fla_fields = deltanet_fields;
@@ -158,7 +172,7 @@ extern const MixerDescriptor gated_deltanet = [] {
   d.config_keys = {
       use_short_conv_key(),
       conv_size_key(),
-      config_choice("gated_deltanet_decay", &ModelConfig::gated_deltanet_decay,
+      setting_choice("gated_deltanet_decay", &GatedDeltaNetSettings::decay,
                     {{GdnDecay::fla, {"fla", "-exp(A_log) * softplus(a_proj(x) + dt_bias), as fla computes it"}},
                      {GdnDecay::logsigmoid, {"logsigmoid", "logsigmoid(a_proj(x) + bias), linattn's first form"}}},
                     "Gated DeltaNet's decay: `fla` = `-exp(A_log) * softplus(a_proj(x) + dt_bias)` (fla's, with "
@@ -168,7 +182,7 @@ extern const MixerDescriptor gated_deltanet = [] {
   d.summary = "Gated DeltaNet: the delta rule with a data-dependent decay per head";
   d.make = make_layer<DeltaLayer, /*gated=*/true>;
   d.state_size = state_size;
-  d.missing_kernels = missing_kernels;
+  d.op = &ops::gated_deltanet_op;
   d.fla_model_type = "gated_deltanet";
   d.fla_architecture = "GatedDeltaNetForCausalLM";
   d.fla_problems = gated_problems;

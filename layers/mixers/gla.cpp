@@ -70,8 +70,6 @@ class GatedLayer : public MixerLayer {
 
 int64_t state_size(const ModelConfig& c, const LayerSpec& spec, int64_t) { return matrix_state_size(c, spec); }
 
-std::string missing_kernels(Device d) { return ops::missing_kernels("gla", d); }
-
 FlaFields fla_fields(const ModelConfig& c, const LayerSpec& spec) {
   return {{"expand_k", c.resolved_expand_k(spec.mixer)},
           {"expand_v", c.expand_v},
@@ -95,7 +93,7 @@ extern const MixerDescriptor gla = [] {
   d.default_expand_k = 0.5;
   d.make = make_layer<GatedLayer, /*retnet=*/false>;
   d.state_size = state_size;
-  d.missing_kernels = missing_kernels;
+  d.op = &ops::gla_op;
   d.fla_model_type = "gla";
   d.fla_architecture = "GLAForCausalLM";
   d.fla_fields = fla_fields;
@@ -108,7 +106,7 @@ extern const MixerDescriptor retnet = [] {
   d.summary = "RetNet's retention: a fixed decay 1 - 2^(-5-h) per head, on GLA's kernels";
   d.make = make_layer<GatedLayer, /*retnet=*/true>;
   d.state_size = state_size;
-  d.missing_kernels = missing_kernels;
+  d.op = &ops::gla_op;
   d.fla_unsupported = "retnet has no fla equivalent: fla's RetNet applies rotary position embedding to q and k "
                      "inside its retention layers, linattn's RetNet does not";
   return d;

@@ -6,10 +6,16 @@ namespace linattn::mixers {
 
 namespace {
 
+struct LinearAttentionSettings {
+  std::string feature_map = "elu1";  // identity | elu1 | relu
+  bool normalize = false;            // the normalized form
+};
+
+const LinearAttentionSettings& settings(const ModelConfig& c) { return c.settings.of<LinearAttentionSettings>(); }
+
 FeatureMap feature_map(const ModelConfig& c) {
-  return c.feature_map == "identity" ? FeatureMap::identity
-         : c.feature_map == "relu"   ? FeatureMap::relu
-                                     : FeatureMap::elu1;
+  const std::string& phi = settings(c).feature_map;
+  return phi == "identity" ? FeatureMap::identity : phi == "relu" ? FeatureMap::relu : FeatureMap::elu1;
 }
 
 class LinearAttentionLayer : public MixerLayer {
@@ -17,7 +23,7 @@ class LinearAttentionLayer : public MixerLayer {
   LinearAttentionLayer(Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec,
                        double std, double out_std)
       : H_(spec.num_heads), C_(c.chunk_size), key_dim_(key_dim(c, spec)), value_dim_(value_dim(c, spec)),
-        normalize_(c.normalize), phi_(feature_map(c)) {
+        normalize_(settings(c).normalize), phi_(feature_map(c)) {
     q_proj_ = Linear(p, prefix + ".q_proj", c.hidden_size, key_dim_, std);
     k_proj_ = Linear(p, prefix + ".k_proj", c.hidden_size, key_dim_, std);
     v_proj_ = Linear(p, prefix + ".v_proj", c.hidden_size, value_dim_, std);
@@ -46,20 +52,21 @@ class LinearAttentionLayer : public MixerLayer {
 
 // The dk x dv state per head, and the key_dim normalizer of the normalized form.
 int64_t state_size(const ModelConfig& c, const LayerSpec& spec, int64_t) {
-  return matrix_state_size(c, spec) + (c.normalize ? key_dim(c, spec) : 0);
+  return matrix_state_size(c, spec) + (settings(c).normalize ? key_dim(c, spec) : 0);
 }
 
 std::vector<std::string> fla_problems(const ModelConfig& c, const LayerSpec&) {
-  if (!c.normalize) return {};
+  if (!settings(c).normalize) return {};
   return {"linear_attn with normalize: true is not exported: the normalized form's epsilon is not the one of "
           "fla's norm_feature_map; train with normalize: false"};
 }
 
 FlaFields fla_fields(const ModelConfig& c, const LayerSpec& spec) {
+  const std::string& phi = settings(c).feature_map;
   return {{"expand_k", c.resolved_expand_k(spec.mixer)},
           {"expand_v", c.expand_v},
           {"num_kv_heads", nullptr},
-          {"feature_map", c.feature_map == "elu1" ? std::string("elu") : c.feature_map},  // fla's 'elu' is elu(x) + 1
+          {"feature_map", phi == "elu1" ? std::string("elu") : phi},  // fla's 'elu' is elu(x) + 1
           {"tie_feature_map_qk", false},
           {"norm_q", false},
           {"norm_k", false},
@@ -74,14 +81,14 @@ extern const MixerDescriptor linear_attn = [] {
   MixerDescriptor d;
   d.name = "linear_attn";
   d.config_keys = {
-      config_key("feature_map", &ModelConfig::feature_map, "linear attention's feature map")
+      setting_key("feature_map", &LinearAttentionSettings::feature_map, "linear attention's feature map")
           .one_of({{"identity", ""}, {"elu1", ""}, {"relu", ""}}),
-      config_key("normalize", &ModelConfig::normalize, "linear attention's normalized form"),
+      setting_key("normalize", &LinearAttentionSettings::normalize, "linear attention's normalized form"),
   };
   d.summary = "linear attention with a feature map (feature_map, normalize)";
   d.make = make_layer<LinearAttentionLayer>;
   d.state_size = state_size;
-  d.missing_kernels = [](Device d) { return ops::missing_kernels("linear_attn", d); };
+  d.op = &ops::linear_attn_op;
   d.fla_model_type = "linear_attn";
   d.fla_architecture = "LinearAttentionForCausalLM";
   d.fla_problems = fla_problems;

@@ -14,15 +14,25 @@ namespace linattn::mixers {
 
 namespace {
 
+struct Mamba2Settings {
+  int64_t state_size = 64;  // N, the dim of B and C (the state per head is N x head dim)
+  int64_t n_groups = 1;     // groups of heads sharing B and C
+};
+
+const Mamba2Settings& settings(const ModelConfig& c) { return c.settings.of<Mamba2Settings>(); }
+int64_t conv_size(const ModelConfig& c) { return c.settings.of<ShortConvSettings>().conv_size; }
+
 class Mamba2Layer : public MixerLayer {
  public:
   Mamba2Layer(Parameters& p, const std::string& prefix, const ModelConfig& c, const LayerSpec& spec, double std,
               double out_std)
-      : H_(spec.num_heads), C_(c.chunk_size), I_(value_dim(c, spec)), G_(c.n_groups), N_(c.state_size) {
+      : H_(spec.num_heads), C_(c.chunk_size), I_(value_dim(c, spec)), G_(settings(c).n_groups),
+        N_(settings(c).state_size) {
     // fla's in_proj rows: z [I], x [I], B [G N], C [G N], dt [H]; conv1d over x, B, C (no bias).
     in_proj_ = p.add(prefix + ".in_proj.weight", {2 * I_ + 2 * G_ * N_ + H_, c.hidden_size}, Init::Normal(std), true);
-    Init conv = Init::Uniform(1.0 / std::sqrt(double(c.conv_size)));  // PyTorch's Conv1d default
-    conv_ = p.add(prefix + ".conv1d.weight", {I_ + 2 * G_ * N_, c.conv_size}, conv, false);
+    const int64_t W = conv_size(c);
+    Init conv = Init::Uniform(1.0 / std::sqrt(double(W)));  // PyTorch's Conv1d default
+    conv_ = p.add(prefix + ".conv1d.weight", {I_ + 2 * G_ * N_, W}, conv, false);
     // fla's init: dt = softplus(dt_bias) with log(dt) ~ U(log 0.001, log 0.1); A = -exp(A_log), -A ~ U(1, 16); D = 1.
     dt_bias_ = p.add(prefix + ".dt_bias", {H_}, Init::SoftplusInverseOfLogUniform(0.001, 0.1), false);
     A_log_ = p.add(prefix + ".A_log", {H_}, Init::LogOfUniform(1.0, 16.0), false);
@@ -67,8 +77,8 @@ class Mamba2Layer : public MixerLayer {
 
 // The N x P state per head and the convolution's last conv_size - 1 inputs of x, B and C.
 int64_t state_size(const ModelConfig& c, const LayerSpec& spec, int64_t) {
-  const int64_t I = value_dim(c, spec);
-  return I * c.state_size + (c.conv_size - 1) * (I + 2 * c.n_groups * c.state_size);
+  const int64_t I = value_dim(c, spec), N = settings(c).state_size, G = settings(c).n_groups;
+  return I * N + (conv_size(c) - 1) * (I + 2 * G * N);
 }
 
 }  // namespace
@@ -82,24 +92,25 @@ extern const MixerDescriptor mamba2 = [] {
     return std::any_of(m.layers.begin(), m.layers.end(), [](const LayerSpec& l) { return l.mixer == "mamba2"; });
   };
   d.config_keys = {
-      config_key("state_size", &ModelConfig::state_size,
+      setting_key("state_size", &Mamba2Settings::state_size,
                  "Mamba2: N, the channels of B and C per group (a head's state is N x its head dim)")
           .in(1, 1024)
           .written_only_if(has_mamba2),
-      config_key("n_groups", &ModelConfig::n_groups, "Mamba2: groups of heads sharing B and C (must divide `num_heads`)")
+      setting_key("n_groups", &Mamba2Settings::n_groups, "Mamba2: groups of heads sharing B and C (must divide `num_heads`)")
           .in(1, 1024)
           .written_only_if(has_mamba2),
       conv_size_key(),
   };
   d.config_problem = [](const ModelConfig& c, const LayerSpec& spec) -> std::string {
-    if (spec.num_heads % c.n_groups == 0) return "";
+    const int64_t G = settings(c).n_groups;
+    if (spec.num_heads % G == 0) return "";
     return "the mamba2 layers' " + std::to_string(spec.num_heads) + " heads do not split into n_groups (" +
-           std::to_string(c.n_groups) + ") groups: make n_groups divide num_heads";
+           std::to_string(G) + ") groups: make n_groups divide num_heads";
   };
   d.summary = "Mamba2 (SSD): a data-dependent scalar decay per head, B and C shared by groups of heads";
   d.make = make_layer<Mamba2Layer>;
   d.state_size = state_size;
-  d.missing_kernels = [](Device device) { return ops::missing_kernels("mamba2", device); };
+  d.op = &ops::mamba2_op;
   d.fla_unsupported = "mamba2 layers are exported with the parameter names of fla's Mamba2 layer, but fla's "
                       "Mamba2 model has no MLP in its blocks, so no fla model matches this one";
   return d;

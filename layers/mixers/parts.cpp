@@ -52,13 +52,13 @@ int64_t matrix_state_size(const ModelConfig& c, const LayerSpec& spec) {
 }
 
 ConfigKey<ModelConfig> conv_size_key() {
-  return config_key("conv_size", &ModelConfig::conv_size,
+  return setting_key("conv_size", &ShortConvSettings::conv_size,
                     "DeltaNet / Gated DeltaNet / Mamba2: the short convolution's width")
       .in(1, 16);
 }
 
 ConfigKey<ModelConfig> use_short_conv_key() {
-  return config_key("use_short_conv", &ModelConfig::use_short_conv,
+  return setting_key("use_short_conv", &ShortConvSettings::use_short_conv,
                     "DeltaNet / Gated DeltaNet: causal depthwise convolution on q, k, v");
 }
 

@@ -37,7 +37,12 @@ void keep(MixerState* s, const ops::MixerOutput& out);
 // The state size of a linear mixer with one dk x dv matrix per head: key_dim value_dim / H.
 int64_t matrix_state_size(const ModelConfig& c, const LayerSpec& spec);
 
-// The keys of the short convolutions (DeltaNet, Gated DeltaNet, Mamba2).
+// The short convolutions' settings (DeltaNet and Gated DeltaNet read both, Mamba2 conv_size) and
+// their keys.
+struct ShortConvSettings {
+  bool use_short_conv = true;
+  int64_t conv_size = 4;
+};
 ConfigKey<ModelConfig> conv_size_key();
 ConfigKey<ModelConfig> use_short_conv_key();
 

@@ -36,6 +36,26 @@ std::vector<std::string> mixer_names() {
   return names;
 }
 
+namespace {
+
+const ConfigKey<ModelConfig>& setting(const std::string& key) {
+  for (const MixerDescriptor* m : all_mixers())
+    for (const ConfigKey<ModelConfig>& k : m->config_keys)
+      if (k.name == key) return k;
+  LINATTN_FAIL("no mixer has the config key '", key, "'");
+}
+
+}  // namespace
+
+ConfigValue mixer_setting(const ModelConfig& c, const std::string& key) { return setting(key).get(c); }
+
+void set_mixer_setting(ModelConfig& c, const std::string& key, const ConfigValue& value) {
+  const ConfigKey<ModelConfig>& k = setting(key);
+  LINATTN_CHECK(k.get(c).index() == value.index(), "set_mixer_setting: '", key,
+                "' takes a value of another type (bool, int64_t, double or std::string) than the one given");
+  k.set(c, value);
+}
+
 size_t MixerState::bytes() const {
   size_t n = 0;
   for (const auto& [name, t] : tensors)

@@ -4,7 +4,7 @@
 
 #include <omp.h>
 
-#include "autograd/mixers.h"
+#include "autograd/mixer_ops.h"
 #include "testing.h"
 #include "train/config.h"
 

@@ -1,4 +1,5 @@
 // The generation state of each mixer, counted by hand on a small model.
+#include "layers/mixer.h"
 #include "layers/state_size.h"
 
 #include <gtest/gtest.h>
@@ -13,7 +14,7 @@ ModelConfig four_layers() {
   c.num_hidden_layers = 4;
   c.num_heads = 4;
   c.num_kv_heads = 4;
-  c.conv_size = 4;
+  set_mixer_setting(c, "conv_size", int64_t(4));
   LayerSpec gla = c.default_layer(), delta = gla, window = gla, global = gla;
   gla.mixer = "gla";
   delta.mixer = "deltanet";
@@ -50,9 +51,9 @@ TEST(StateSize, NormalizedLinearAttentionAndDeltaNetWithoutConvolution) {
   ModelConfig c = four_layers();
   c.layers[0].mixer = "linear_attn";
   EXPECT_EQ(layer_state_size(c, c.layers[0], 10), 4 * 16 * 16);
-  c.normalize = true;  // its normalizer z: one key_dim vector
+  set_mixer_setting(c, "normalize", true);  // its normalizer z: one key_dim vector
   EXPECT_EQ(layer_state_size(c, c.layers[0], 10), 4 * 16 * 16 + 64);
-  c.use_short_conv = false;
+  set_mixer_setting(c, "use_short_conv", false);
   EXPECT_EQ(layer_state_size(c, c.layers[1], 10), 4 * 16 * 16);
 }
 

@@ -1,6 +1,7 @@
 // The Mamba2 kernels (kernels/cpu/mamba2.h) against the independent reference of reference.h: the fixed
 // mamba2 cases in tests/reference/cases/ and fresh random problems of realistic size, both forms, both
-// dtypes, outputs and every gradient. (linattn-ops has no mamba2 op yet, so this calls the kernels directly.)
+// dtypes, outputs and every gradient, calling the kernels directly (reference_test.cpp checks the op
+// through linattn-ops on the same files).
 #include <cstdio>
 #include <filesystem>
 

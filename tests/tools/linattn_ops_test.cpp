@@ -7,6 +7,7 @@
 
 #include <hdf5.h>
 
+#include "autograd/mixer_ops.h"
 #include "core/hdf5.h"
 #include "core/memory.h"
 #include "testing.h"
@@ -30,43 +31,32 @@ class LinattnOps : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
-  // Writes q, k, v (+ the op's extra inputs), h0, do, dht for a small problem.
-  void write_inputs(const std::string& op, const std::string& file, const std::vector<std::string>& skip = {}) {
+  // Writes the op's random problem (autograd/mixer_ops.h, its optional inputs too), do and dht for
+  // a small problem, leaving out the datasets in `skip`.
+  void write_inputs(const std::string& op_name, const std::string& file, const std::vector<std::string>& skip = {}) {
+    const ops::MixerOpDescriptor& op = ops::mixer_op_named(op_name);
     Rng rng(3);
     const int64_t B = 2, T = 37, H = 2, dk = 8, dv = 6;
     H5File f(file, H5File::Mode::create);
     auto put = [&](const std::string& name, Tensor t) {
       if (std::find(skip.begin(), skip.end(), name) == skip.end()) f.write(name, t);
     };
-    Tensor k = testing::random_tensor({B, T, H, dk}, rng);
-    if (op == "deltanet" || op == "gated_deltanet") {  // unit-norm keys, as the layer makes them
-      double* p = k.data<double>();
-      for (int64_t r = 0; r < B * T * H; ++r) {
-        double n = 0;
-        for (int64_t j = 0; j < dk; ++j) n += p[r * dk + j] * p[r * dk + j];
-        for (int64_t j = 0; j < dk; ++j) p[r * dk + j] /= std::sqrt(n);
-      }
-    }
-    put("q", testing::random_tensor({B, T, H, dk}, rng));
-    put("k", k);
-    put("v", testing::random_tensor({B, T, H, dv}, rng));
+    const ops::OpSizes sizes{{"B", B}, {"T", T}, {"H", H}, {"Hkv", H}, {"G", 1}, {"dk", dk}, {"dv", dv}};
+    for (const auto& [name, t] : ops::random_inputs(op, sizes, rng, /*with_optional=*/true))
+      if (name != "z0") put(name, t);  // z0 belongs to the normalized form only
     put("do", testing::random_tensor({B, T, H, dv}, rng));
-    if (op != "attention") {
-      put("h0", testing::random_tensor({B, H, dk, dv}, rng));
-      put("dht", testing::random_tensor({B, H, dk, dv}, rng));
-    }
-    if (op == "gla") put("g", testing::random_tensor({B, T, H, dk}, rng, -1.0, -0.01));
-    if (op == "deltanet" || op == "gated_deltanet") put("beta", testing::random_tensor({B, T, H}, rng, 0.1, 0.9));
-    if (op == "gated_deltanet") put("a", testing::random_tensor({B, T, H}, rng, -0.5, 0.0));
-    if (op == "linear_attn") f.set_attr("feature_map", std::string("elu1"));
-    if (op == "attention") f.set_attr("window_size", int64_t(8));
+    if (op.recurrent) put("dht", testing::random_tensor({B, H, dk, dv}, rng));
+    if (op_name == "linear_attn") f.set_attr("feature_map", std::string("elu1"));
+    if (op_name == "attention") f.set_attr("window_size", int64_t(8));
   }
 
   fs::path dir_;
 };
 
 TEST_F(LinattnOps, ChunkAndRecurrentFormsAgreeThroughTheFiles) {
-  for (std::string op : {"linear_attn", "gla", "deltanet", "gated_deltanet"}) {
+  for (const ops::MixerOpDescriptor* m : ops::all_mixer_ops()) {
+    if (!m->recurrent) continue;
+    const std::string op = m->name;
     SCOPED_TRACE(op);
     write_inputs(op, path("in.h5"));
     ASSERT_EQ(run_tool(op + " " + path("in.h5") + " " + path("chunk.h5") + " --chunk-size 16").status, 0);
@@ -116,13 +106,12 @@ TEST_F(LinattnOps, MissingOrMisshapedDatasetsAreNamed) {
   }
   r = run_tool("linear_attn " + path("bad3.h5") + " " + path("out.h5"));
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.output.find("dataset 'z0' is the normalizer state of the normalized form; set the attribute "
-                               "normalize = 1"),
+  EXPECT_NE(r.output.find("'z0' is the normalizer state of the normalized form; set the attribute normalize = 1"),
             std::string::npos)
       << r.output;
   r = run_tool("nonsense " + path("bad2.h5") + " " + path("out.h5"));
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.output.find("OP 'nonsense' is not one of linear_attn, gla, deltanet, gated_deltanet, attention"),
+  EXPECT_NE(r.output.find("OP 'nonsense' is not one of linear_attn, gla, deltanet, gated_deltanet, attention, mamba2"),
             std::string::npos)
       << r.output;
 }
@@ -197,9 +186,10 @@ TEST_F(LinattnOps, CudaComputesInFloat32AndKnowsTwoDevices) {
 class CudaLinattnOps : public LinattnOps {};
 TEST_F(CudaLinattnOps, MatchesTheCpuOrIsSkipped) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device here";
-  for (std::string op : {"linear_attn", "gla", "deltanet", "gated_deltanet", "attention"}) {
+  for (const ops::MixerOpDescriptor* m : ops::all_mixer_ops()) {
+    const std::string op = m->name;
     for (const char* form : {"chunk", "recurrent"}) {
-      if (op == "attention" && std::string(form) == "recurrent") continue;
+      if (!m->recurrent && std::string(form) == "recurrent") continue;
       SCOPED_TRACE(op + " " + form);
       write_inputs(op, path("in.h5"));
       fs::remove(path("out.h5"));

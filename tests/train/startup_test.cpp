@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "autograd/mixers.h"
+#include "autograd/mixer_ops.h"
 #include "data/prepare.h"
 #include "data/shard.h"
 #include "testing.h"
