@@ -209,7 +209,6 @@ __global__ void state_pass_kernel(float* states, Problem p, const float* init) {
 // Forward (kTransposed false), per chunk and value tile:  out_i = a (φ(q_i) ⊙ e^(G_i)) S_c + b Σ_{j<=i} A_ij v_j.
 // dv (kTransposed true), from dS_{c+1}:  out_j = a (φ(k_j) ⊙ e^(G_C − G_j)) dS_{c+1} + b Σ_{i>=j} A_ij dO_i.
 // A_ij = Σ_d φ(q_id) φ(k_jd) e^(G_id − G_jd), by sub-chunks (see the top). Block (chunk, value tile, batch * head).
-
 template <bool kTransposed>
 __global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Problem p, Rows Y, const float* states,
                                                                float a, float b) {
@@ -322,7 +321,6 @@ __global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Prob
 // (forward: o_i = scale ((q_i ⊙ e^G_i) S_c + Σ_j A_ij v_j), S_{c+1} = e^G_C S_c + Σ_j (k_j ⊙ e^(G_C − G_j)) v_jᵀ),
 // the gates by sub-chunks as in the forward but on the output column. Then dq, dk += them times φ';
 // with gates, dg_t += Σ_{u>=t in the chunk} (q_u dq_u − k_u dk_u) and dg_chunks = the chunk's total.
-
 __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float* dk, float* dg, float* dg_chunks,
                                                              Problem p, Rows dO, const float* states,
                                                              const float* dstates) {
@@ -608,7 +606,7 @@ __global__ void state_out_kernel(float* dst, float* dst_last, const float* state
 // Opts `kernel` in to its plan's dynamic shared memory (fixed sizes, at most 102 KiB, which sm_80 and
 // sm_90 GPUs have); a GPU with less is refused by name.
 template <class Kernel>
-const LaunchPlan& with_shared(const LaunchPlan& plan, Kernel kernel, const char* what) {
+LaunchPlan with_shared(LaunchPlan plan, Kernel kernel, const char* what) {
   LINATTN_CHECK(plan.grid.z <= 65535 && plan.grid.y <= 65535 && plan.grid.x <= INT32_MAX, "chunk kernels: B * H = ",
                 plan.grid.z, " (at most 65,535), ", plan.grid.y, " column tiles or ", plan.grid.x,
                 " chunks exceed the CUDA grid");
@@ -646,7 +644,7 @@ void gate_cumsum(float* G, const float* g, const Problem& p) {
 void forward_states(float* states, const Problem& p, const float* h0) {
   if (p.B * p.H * p.Dk * p.W == 0) return;
   if (p.T > 0) {
-    const LaunchPlan& plan =
+    const LaunchPlan plan =
         with_shared(chunk_state_plan(false, p.B, p.T, p.H, p.Dk, p.W), chunk_state_kernel<false>, "forward_states");
     LINATTN_LAUNCH_PLAN(plan, stream(), chunk_state_kernel<false>)(states, p, p.v);
     LINATTN_CUDA_CHECK_LAUNCH();
@@ -658,7 +656,7 @@ void forward_states(float* states, const Problem& p, const float* h0) {
 void backward_states(float* dstates, const Problem& p, Rows dO, const float* dht) {
   if (p.B * p.H * p.Dk * p.W == 0) return;
   if (p.T > 0) {
-    const LaunchPlan& plan =
+    const LaunchPlan plan =
         with_shared(chunk_state_plan(true, p.B, p.T, p.H, p.Dk, p.W), chunk_state_kernel<true>, "backward_states");
     LINATTN_LAUNCH_PLAN(plan, stream(), chunk_state_kernel<true>)(dstates, p, dO);
     LINATTN_CUDA_CHECK_LAUNCH();
@@ -669,14 +667,14 @@ void backward_states(float* dstates, const Problem& p, Rows dO, const float* dht
 
 void output(OutRows out, const Problem& p, const float* states, float a, float b) {
   if (empty(p)) return;
-  const LaunchPlan& plan = with_shared(chunk_apply_plan(false, p.B, p.T, p.H, p.W), chunk_apply_kernel<false>, "output");
+  const LaunchPlan plan = with_shared(chunk_apply_plan(false, p.B, p.T, p.H, p.W), chunk_apply_kernel<false>, "output");
   LINATTN_LAUNCH_PLAN(plan, stream(), chunk_apply_kernel<false>)(out, p, p.v, states, a, b);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void grad_v(OutRows dv, const Problem& p, Rows dO, const float* dstates) {
   if (empty(p) || !dv.p) return;
-  const LaunchPlan& plan = with_shared(chunk_apply_plan(true, p.B, p.T, p.H, p.W), chunk_apply_kernel<true>, "grad_v");
+  const LaunchPlan plan = with_shared(chunk_apply_plan(true, p.B, p.T, p.H, p.W), chunk_apply_kernel<true>, "grad_v");
   LINATTN_LAUNCH_PLAN(plan, stream(), chunk_apply_kernel<true>)(dv, p, dO, dstates, 1.0f, p.scale);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
@@ -684,7 +682,7 @@ void grad_v(OutRows dv, const Problem& p, Rows dO, const float* dstates) {
 void grad_qk(float* dq, float* dk, float* dg, float* dg_chunks, const Problem& p, Rows dO, const float* states,
              const float* dstates) {
   if (empty(p)) return;
-  const LaunchPlan& plan = with_shared(chunk_dqk_plan(p.B, p.T, p.H, p.Dk), chunk_dqk_kernel, "grad_qk");
+  const LaunchPlan plan = with_shared(chunk_dqk_plan(p.B, p.T, p.H, p.Dk), chunk_dqk_kernel, "grad_qk");
   LINATTN_LAUNCH_PLAN(plan, stream(), chunk_dqk_kernel)(dq, dk, dg, dg_chunks, p, dO, states, dstates);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
