@@ -61,7 +61,6 @@ constexpr int kQkLoopWords = 4 * words(kChunk, kDepth);
 constexpr int kQkTileWords = 6 * words(kChunk, kTileCols) + kSubs * kSubs * pitch(kTileCols);
 constexpr int kQkWords = kQkTileWords > kQkLoopWords ? kQkTileWords : kQkLoopWords;
 
-
 LINATTN_HD constexpr int bank(int word) { return word % kBanks; }
 
 }  // namespace linattn::cuda::chunk
