@@ -9,7 +9,7 @@
 //
 // The roofline time of a launch is max(FLOPs / peak, bytes / bandwidth), divided by the share of
 // the 132 SMs its grid can occupy (a grid of 32 blocks uses at most 32 SMs). It is a lower bound:
-// it ignores latency, the sequential walk inside the scans, launch overheads and the caches.
+// it ignores latency, the sequential walk of the inter-chunk pass, launch overheads and the caches.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -98,10 +98,13 @@ struct Launch {
   int64_t launches = 1;
   std::string gemm;             // a cuBLAS GEMM: "M x N x K"
   bool mixer = false;           // part of a mixer or attention (the model FLOPs count it)
+  bool sequential = false;      // a linear mixer's inter-chunk pass: one thread per state entry walks the chunks
 };
 
 struct Cost {
   double flops, bytes;
+  const char* part = nullptr;  // what of the op the launch does, when it is not the whole op
+  bool sequential = false;
 };
 
 // Pairs the plans of one launcher call with their costs, in launch order; the counts must agree, so
@@ -113,7 +116,9 @@ std::vector<Launch> launches(const std::string& op, const cu::LaunchPlans& plans
   std::vector<Launch> out;
   for (size_t i = 0; i < plans.size(); ++i) {
     Launch l;
-    l.op = op, l.plan = plans[i], l.flops = costs[i].flops, l.bytes = costs[i].bytes, l.bf16 = bf16;
+    l.op = costs[i].part ? op + ": " + costs[i].part : op;
+    l.plan = plans[i], l.flops = costs[i].flops, l.bytes = costs[i].bytes, l.bf16 = bf16;
+    l.sequential = costs[i].sequential;
     out.push_back(l);
   }
   return out;
@@ -147,64 +152,97 @@ void linear(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::strin
   bwd.push_back(gemm(name + " dW", out, in, rows, true, bf16));
 }
 
-// ---- the linear mixers' scans (linear_scan.h) ----
-
-struct ScanShape {
-  int64_t B, T, H, C;
-  int64_t K, N;  // scan_c: contracted K, output columns N; scan_o: output columns K, contracted N
-  bool gated, accumulate;
-};
-
-// scan_c: per (b, h), 32-column tile and chunk of C rows: the masked scores P (recomputed per tile),
-// X = A S + P C, and the state update; each tile reads A, B (and G) again.
-Cost scan_c_cost(const ScanShape& s) {
-  const double tiles = std::ceil(double(s.N) / 32), chunks = std::ceil(double(s.T) / s.C);
-  const double nt = std::min<int64_t>(s.N, 32), C = double(s.C), K = double(s.K), pairs = C * (C + 1) / 2;
-  const double g = s.gated ? 2 : 1;  // the gated terms also take e^(G_i - G_j) and a multiply
-  const double per_chunk = pairs * K * 2 * g + C * nt * K * 2 * g + pairs * nt * 2 + K * nt * C * 2 * g;
-  const double flops = double(s.B * s.H) * tiles * chunks * per_chunk;
-  const double rows = double(s.B * s.T * s.H);
-  const double bytes = kF32 * rows * (tiles * K * (s.gated ? 3 : 2) + s.N + s.N * (s.accumulate ? 2 : 1));
-  return {flops, bytes};
-}
-
-Cost scan_o_cost(const ScanShape& s) {
-  const double tiles = std::ceil(double(s.K) / 32), chunks = std::ceil(double(s.T) / s.C);
-  const double nt = std::min<int64_t>(s.K, 32), C = double(s.C), N = double(s.N), pairs = C * (C + 1) / 2;
-  const double g = s.gated ? 2 : 1;
-  const double per_chunk = pairs * N * 2 + C * nt * N * 2 + pairs * nt * 2 * g + N * nt * C * 2 * g;
-  const double flops = double(s.B * s.H) * tiles * chunks * per_chunk;
-  const double rows = double(s.B * s.T * s.H);
-  const double bytes = kF32 * rows * (tiles * N * 2 + s.K * (s.gated ? 2 : 1) + s.K * (s.accumulate ? 2 : 1));
-  return {flops, bytes};
-}
+// ---- the linear mixers' chunk-parallel passes (kernels/cuda/chunk_gla.h) ----
 
 struct MixerShape {
   int64_t B, T, H, D, C = 64;
 };
 
+// One call: K key columns, N value columns, chunks of C = 64 tokens; GLA's gates or none. Training
+// passes no initial or final state (cu::MixerStates{}).
+struct ChunkShape {
+  int64_t B, T, H, K, N;
+  bool gated;
+  double C() const { return 64; }
+  double chunks() const { return std::ceil(double(T) / 64); }
+  double rows() const { return double(B * T * H); }                  // tokens x heads
+  double slots() const { return double(B * H) * chunks() * K * N; }  // one state per chunk
+  double tiles(int64_t columns) const { return std::ceil(double(columns) / 64); }
+  // score pairs a 64-column tile computes per chunk: the sub-chunk blocks on and below the diagonal
+  // (16-token sub-chunks: C (C + 16) / 2 of the C^2)
+  double pairs() const { return C() * (C() + 16) / 2; }
+  double g() const { return gated ? 2 : 1; }  // gated scores also take the gate factor per term
+};
+
+// chunk_state_kernel: U_c = (phi(K) e^(G_C - G))^T V (forward) or W_c = scale (phi(Q) e^G)^T dO
+// (backward) per chunk, 2 C K N; each (key tile, value tile) block reads its slices of both sides.
+Cost chunk_state_cost(const ChunkShape& s) {
+  const double flops = double(s.B * s.H) * s.chunks() * 2 * s.C() * s.K * s.N + (s.gated ? 2 * s.rows() * s.K : 0);
+  const double bytes = kF32 * (s.rows() * (s.tiles(s.N) * s.K * s.g() + s.tiles(s.K) * s.N) + s.slots());
+  return {flops, bytes, "chunk states (parallel)"};
+}
+
+// state_pass_kernel: the sequential inter-chunk pass, S_{c+1} = e^(G_C) S_c + U_c per state entry and
+// chunk (a multiply-add, and the decay's exponential with gates), reading and writing every slot.
+Cost state_pass_cost(const ChunkShape& s) {
+  return {s.slots() * (s.gated ? 3 : 2), kF32 * 2 * s.slots(), "inter-chunk state pass (sequential)", true};
+}
+
+// chunk_apply_kernel per chunk and 64-column value tile: the scores (again per tile), phi(Q) S_c and
+// A V (forward), or their transposes for dv; reads Q, K (and G) per tile, V (or dO) and the states
+// once, writes (or += for dv) the outputs.
+Cost chunk_apply_cost(const ChunkShape& s, bool accumulate, const char* part) {
+  const double nt = std::min<int64_t>(s.N, 64), per_tile = s.pairs() * s.K * 2 * s.g() + s.C() * s.K * nt * 2 +
+                                                         s.pairs() * nt * 2;
+  const double flops = double(s.B * s.H) * s.chunks() * s.tiles(s.N) * per_tile;
+  const double bytes =
+      kF32 * (s.rows() * (s.tiles(s.N) * s.K * (s.gated ? 3 : 2) + s.N * (accumulate ? 3 : 2)) + s.slots());
+  return {flops, bytes, part};
+}
+
+// chunk_dqk_kernel per chunk and 64-column key tile: dP = dO V^T (again per tile), dq from dO S_c^T
+// and dP K, dk from V dS_{c+1}^T and dP^T Q, the gate gradient's in-chunk sums; reads dO and V per
+// tile, Q, K (G) and both states once, += dq, dk (and dg).
+Cost chunk_dqk_cost(const ChunkShape& s) {
+  const double kt = std::min<int64_t>(s.K, 64);
+  const double per_tile = s.pairs() * s.N * 2 + 2 * (s.C() * s.N * kt * 2 + s.pairs() * kt * 2 * s.g()) +
+                          (s.gated ? 4 * s.C() * kt : 0);
+  const double flops = double(s.B * s.H) * s.chunks() * s.tiles(s.K) * per_tile;
+  const double bytes = kF32 * (s.rows() * (s.tiles(s.K) * 2 * s.N + s.K * (s.gated ? 3 : 2) +
+                                           s.K * (s.gated ? 6 : 4)) + 2 * s.slots());
+  return {flops, bytes, "dq, dk (parallel)"};
+}
+
+// gate_pass_kernel: GLA's sequential pass over the chunk totals of dg per (b, h, key column), from
+// dht . S_T (no dht in training) — a running sum, read and written per chunk.
+Cost gate_pass_cost(const ChunkShape& s) {
+  const double totals = double(s.B * s.H) * s.chunks() * s.K;
+  return {totals, kF32 * 2 * totals, "inter-chunk gate pass (sequential)", true};
+}
+
 std::vector<Launch> linear_attention(const MixerShape& m, std::vector<Launch>& bwd) {
-  const ScanShape fwd_s{m.B, m.T, m.H, m.C, m.D, m.D, false, false};
-  std::vector<Launch> fwd = launches("linear_attn forward",
-                                     cu::linear_attention_forward_plans(m.B, m.T, m.H, m.D, m.D, m.C, false),
-                                     {scan_c_cost(fwd_s)});
-  ScanShape acc = fwd_s;
-  acc.accumulate = true;
-  append(bwd, launches("linear_attn backward",
-                       cu::linear_attention_backward_plans(m.B, m.T, m.H, m.D, m.D, m.C, false, false),
-                       {scan_o_cost(acc), scan_o_cost(acc), scan_c_cost(acc)}));
+  const ChunkShape s{m.B, m.T, m.H, m.D, m.D, false};
+  std::vector<Launch> fwd =
+      launches("linear_attn forward", cu::linear_attention_forward_plans(m.B, m.T, m.H, m.D, m.D, false, {}),
+               {chunk_state_cost(s), state_pass_cost(s), chunk_apply_cost(s, false, "outputs (parallel)")});
+  append(bwd, launches("linear_attn backward", cu::linear_attention_backward_plans(m.B, m.T, m.H, m.D, m.D, false, {}),
+                       {chunk_state_cost(s), state_pass_cost(s), chunk_state_cost(s), state_pass_cost(s),
+                        chunk_apply_cost(s, true, "dv (parallel)"), chunk_dqk_cost(s)}));
   return fwd;
 }
 
 std::vector<Launch> gla(const MixerShape& m, std::vector<Launch>& bwd) {
-  const ScanShape s{m.B, m.T, m.H, m.C, m.D, m.D, true, false};
+  const ChunkShape s{m.B, m.T, m.H, m.D, m.D, true};
+  Cost cumsum = pointwise(m.B * m.T * m.H * m.D, 1, 1, 1);
+  cumsum.part = "gate cumsum";
+  Cost offset = pointwise(m.B * m.T * m.H * m.D, 2, 1, 1);  // dg += its chunk's offset
+  offset.part = "gate offsets";
   std::vector<Launch> fwd =
-      launches("gla forward", cu::gla_forward_plans(m.B, m.T, m.H, m.D, m.D, m.C), {scan_c_cost(s)});
-  ScanShape acc = s;
-  acc.accumulate = true;
-  // GateGrad: per element q, k, dq1, dk1 read, dg, dq, dk += (read and written)
-  append(bwd, launches("gla backward", cu::gla_backward_plans(m.B, m.T, m.H, m.D, m.D, m.C),
-                       {scan_o_cost(s), scan_o_cost(s), scan_c_cost(acc), pointwise(m.B * m.T * m.H * m.D, 7, 3, 6)}));
+      launches("gla forward", cu::gla_forward_plans(m.B, m.T, m.H, m.D, m.D, {}),
+               {cumsum, chunk_state_cost(s), state_pass_cost(s), chunk_apply_cost(s, false, "outputs (parallel)")});
+  append(bwd, launches("gla backward", cu::gla_backward_plans(m.B, m.T, m.H, m.D, m.D, {}),
+                       {cumsum, chunk_state_cost(s), state_pass_cost(s), chunk_state_cost(s), state_pass_cost(s),
+                        chunk_apply_cost(s, true, "dv (parallel)"), chunk_dqk_cost(s), gate_pass_cost(s), offset}));
   return fwd;
 }
 
@@ -286,7 +324,7 @@ struct Step {
 
 // One step of a model whose every layer is GLA (the default mixer; fla's GatedLinearAttention layer
 // with expand_k = 1, so q, k, v, g are hidden x hidden): embedding, per layer RMSNorm, the q, k, v,
-// g projections, the rank-16 gate projection with its bias, logsigmoid and 1/16 scale, the GLA scan,
+// g projections, the rank-16 gate projection with its bias, logsigmoid and 1/16 scale, the GLA kernels,
 // the per-head RMSNorm and swish gate, the output projection, the residual, then RMSNorm, the SwiGLU
 // MLP and its residual; the final RMSNorm, the LM head, cross-entropy; the backward of each (listed
 // in an order of its own: a sum of times does not depend on it); the gradient norm and AdamW over
@@ -460,14 +498,22 @@ void print_mixers(const MixerShape& m, const BuildTables& t, const cu::GpuSpec& 
     append(all, c.bwd);
   }
   print_table(all, t, gpu, false);
-  std::printf("\n| mixer | roofline estimate (sum of its launches) |%s\n",
+  std::printf("\n| mixer | roofline estimate (sum of its launches) | sequential inter-chunk passes: FLOPs, time |%s\n",
               with_fla ? " fla measured on an H100 |" : "");
-  std::printf("|---|--:|%s\n", with_fla ? "--:|" : "");
+  std::printf("|---|--:|--:|%s\n", with_fla ? "--:|" : "");
   for (const MixerCase& c : cases) {
-    double us = 0;
+    double us = 0, flops = 0, seq_us = 0, seq_flops = 0;
     for (const auto* part : {&c.fwd, &c.bwd})
-      for (const Launch& l : *part) us += assess(l, t, gpu, false).roofline.us;
-    std::printf("| %s | %.3f ms |", c.name.c_str(), us / 1000);
+      for (const Launch& l : *part) {
+        const double l_us = assess(l, t, gpu, false).roofline.us;
+        us += l_us, flops += l.flops * double(l.launches);
+        if (l.sequential) seq_us += l_us, seq_flops += l.flops * double(l.launches);
+      }
+    std::printf("| %s | %.3f ms | ", c.name.c_str(), us / 1000);
+    if (seq_flops > 0)
+      std::printf("%.2f%% of the FLOPs, %.3f ms |", 100 * seq_flops / flops, seq_us / 1000);
+    else
+      std::printf("- |");
     if (with_fla) std::printf(" %s |", c.fla);
     std::printf("\n");
   }
@@ -481,9 +527,14 @@ void print_step(const ModelShape& s, const BuildTables& t, const cu::GpuSpec& gp
               long(s.intermediate), long(s.vocab), s.tied ? " (tied embeddings)" : "", double(step.params) / 1e6,
               gemm_bf16 ? "bf16 (cuBLAS, tensor cores)" : "float32 (cuBLAS, CUDA cores)");
   const double us = print_table(step.launches, t, gpu, gemm_bf16);
-  double model_flops = 0, launches = 0, gemm_us = 0, mixer_us = 0;
+  double model_flops = 0, launches = 0, gemm_us = 0, mixer_us = 0, mixer_flops = 0, seq_flops = 0, seq_us = 0;
   for (const Launch& l : step.launches) {
     if (!l.gemm.empty() || l.mixer) model_flops += l.flops * double(l.launches);
+    if (l.mixer) mixer_flops += l.flops * double(l.launches);
+    if (l.sequential) {
+      seq_flops += l.flops * double(l.launches);
+      seq_us += assess(l, t, gpu, gemm_bf16).roofline.us;
+    }
     launches += double(l.launches);
     const double t_us = assess(l, t, gpu, gemm_bf16).roofline.us;
     if (!l.gemm.empty())
@@ -495,6 +546,9 @@ void print_step(const ModelShape& s, const BuildTables& t, const cu::GpuSpec& gp
   std::printf("\nStep estimate (sum of the roofline times; a lower bound): %.2f ms for %.0f kernel launches, %.0f "
               "tokens/s; of it the GEMMs %.2f ms, the GLA kernels %.2f ms, the rest %.2f ms.\n",
               us / 1000, launches, tokens / seconds, gemm_us / 1000, mixer_us / 1000, (us - gemm_us - mixer_us) / 1000);
+  std::printf("The sequential inter-chunk passes (state_pass_kernel, gate_pass_kernel) do %.2f%% of the GLA kernels' "
+              "FLOPs and take %.3f ms of their %.2f ms.\n",
+              mixer_flops > 0 ? 100 * seq_flops / mixer_flops : 0.0, seq_us / 1000, mixer_us / 1000);
   std::printf("Model FLOPs (the GEMMs, and the GLA kernels as they count them), forward + backward: %.2f TFLOP; "
               "implied MFU %.1f%% of the bf16 peak (%.0f TFLOP/s)",
               model_flops / 1e12, 100 * model_flops / seconds / (gpu.bf16_tflops * 1e12), gpu.bf16_tflops);
@@ -511,7 +565,7 @@ int run_gpu_plan(const std::string& build_dir, bool gemm_bf16) {
   std::printf("Launch geometry from the launchers' plans (kernels/cuda/launch_plan.h); occupancy from %d SMs, %dK "
               "registers, %ld KB shared memory, %d threads and %d blocks per SM; roofline at %.0f TFLOP/s bf16, %.0f "
               "tf32, %.0f f32 and %.2f TB/s, divided by the share of the SMs a grid can fill. The times are lower "
-              "bounds: no latency, launch overhead, caches or the scans' sequential walk.\n",
+              "bounds: no latency, launch overhead, caches or the inter-chunk pass's sequential walk.\n",
               gpu.sms, gpu.regs_per_sm / 1024, long(gpu.smem_per_sm / 1024), gpu.threads_per_sm,
               gpu.max_blocks_per_sm, gpu.bf16_tflops, gpu.tf32_tflops, gpu.f32_tflops, gpu.hbm_tb_per_s);
   if (t.have_resources)

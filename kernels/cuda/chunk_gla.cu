@@ -209,9 +209,6 @@ __global__ void state_pass_kernel(float* states, Problem p, const float* init) {
 // Forward (kTransposed false), per chunk and value tile:  out_i = a (φ(q_i) ⊙ e^(G_i)) S_c + b Σ_{j<=i} A_ij v_j.
 // dv (kTransposed true), from dS_{c+1}:  out_j = a (φ(k_j) ⊙ e^(G_C − G_j)) dS_{c+1} + b Σ_{i>=j} A_ij dO_i.
 // A_ij = Σ_d φ(q_id) φ(k_jd) e^(G_id − G_jd), by sub-chunks (see the top). Block (chunk, value tile, batch * head).
-constexpr int kApplyLoopWords = 5 * words(kChunk, kDepth) + words(kDepth, kTileCols) + (kSubs * kSubs + kSubs) * pitch(kDepth);
-constexpr int kApplyWords = kApplyLoopWords > 2 * words(kChunk, kChunk) ? kApplyLoopWords : 2 * words(kChunk, kChunk);
-
 template <bool kTransposed>
 __global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Problem p, Rows Y, const float* states,
                                                                float a, float b) {
@@ -324,9 +321,6 @@ __global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Prob
 // (forward: o_i = scale ((q_i ⊙ e^G_i) S_c + Σ_j A_ij v_j), S_{c+1} = e^G_C S_c + Σ_j (k_j ⊙ e^(G_C − G_j)) v_jᵀ),
 // the gates by sub-chunks as in the forward but on the output column. Then dq, dk += them times φ';
 // with gates, dg_t += Σ_{u>=t in the chunk} (q_u dq_u − k_u dk_u) and dg_chunks = the chunk's total.
-constexpr int kQkLoopWords = 4 * words(kChunk, kDepth);
-constexpr int kQkWords = 6 * words(kChunk, kTileCols) + kSubs * kSubs * pitch(kTileCols);
-
 __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float* dk, float* dg, float* dg_chunks,
                                                              Problem p, Rows dO, const float* states,
                                                              const float* dstates) {
@@ -609,28 +603,21 @@ __global__ void state_out_kernel(float* dst, float* dst_last, const float* state
 
 // ---- launches ----
 
-// The grid of the intra-chunk kernels: (chunks, tiles, batch * head).
-dim3 chunk_grid(const Problem& p, int64_t tiles) {
-  LINATTN_CHECK(p.B * p.H <= 65535 && tiles <= 65535 && p.chunks() <= INT32_MAX, "chunk kernels: B * H = ",
-                p.B * p.H, " (at most 65,535), ", tiles, " column tiles or ", p.chunks(),
-                " chunks exceed the CUDA grid");
-  return dim3(unsigned(p.chunks()), unsigned(tiles), unsigned(p.B * p.H));
-}
-int64_t tiles_of(int64_t cols) { return (cols + kTileCols - 1) / kTileCols; }
-
-// Opts `kernel` in to `words` floats of dynamic shared memory (fixed sizes, at most 102 KiB, which
-// sm_80 and sm_90 GPUs have) and returns the bytes; a GPU with less is refused by name.
+// Opts `kernel` in to its plan's dynamic shared memory (fixed sizes, at most 102 KiB, which sm_80 and
+// sm_90 GPUs have); a GPU with less is refused by name.
 template <class Kernel>
-size_t shared_bytes(Kernel kernel, int words_, const char* what) {
-  const size_t bytes = size_t(words_) * sizeof(float);
+LaunchPlan with_shared(LaunchPlan plan, Kernel kernel, const char* what) {
+  LINATTN_CHECK(plan.grid.z <= 65535 && plan.grid.y <= 65535 && plan.grid.x <= INT32_MAX, "chunk kernels: B * H = ",
+                plan.grid.z, " (at most 65,535), ", plan.grid.y, " column tiles or ", plan.grid.x,
+                " chunks exceed the CUDA grid");
   int device = 0, limit = 0;
   LINATTN_CUDA_CHECK(cudaGetDevice(&device));
   LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  LINATTN_CHECK(bytes <= size_t(limit), "linear attention / GLA on CUDA (", what, "): the kernel needs ", bytes / 1024,
-                " KiB of shared memory per thread block, more than this GPU's ", limit / 1024,
-                " KiB; run linear attention and GLA on an sm_80 or sm_90 GPU (or on the CPU)");
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  return bytes;
+  LINATTN_CHECK(plan.shared_bytes <= limit, "linear attention / GLA on CUDA (", what, "): the kernel needs ",
+                plan.shared_bytes / 1024, " KiB of shared memory per thread block, more than this GPU's ",
+                limit / 1024, " KiB; run linear attention and GLA on an sm_80 or sm_90 GPU (or on the CPU)");
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.shared_bytes)));
+  return plan;
 }
 
 bool empty(const Problem& p) { return p.B * p.H == 0 || p.T == 0 || p.Dk == 0 || p.W == 0; }
@@ -650,94 +637,87 @@ float* Scratch::floats(int64_t n) {
 
 void gate_cumsum(float* G, const float* g, const Problem& p) {
   if (empty(p)) return;
-  const int64_t n = p.B * p.H * p.chunks() * p.Dk;
-  LINATTN_LAUNCH(blocks_for(n), kThreads, 0, stream(), gate_cumsum_kernel)(G, g, p);
+  LINATTN_LAUNCH_PLAN(gate_cumsum_plan(p.B, p.T, p.H, p.Dk), stream(), gate_cumsum_kernel)(G, g, p);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void forward_states(float* states, const Problem& p, const float* h0) {
   if (p.B * p.H * p.Dk * p.W == 0) return;
   if (p.T > 0) {
-    const size_t smem = shared_bytes(chunk_state_kernel<false>, 2 * words(kChunk, kTileCols), "forward_states");
-    LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.Dk) * tiles_of(p.W)), kThreads, smem, stream(),
-                   chunk_state_kernel<false>)(states, p, p.v);
+    const LaunchPlan plan =
+        with_shared(chunk_state_plan(false, p.B, p.T, p.H, p.Dk, p.W), chunk_state_kernel<false>, "forward_states");
+    LINATTN_LAUNCH_PLAN(plan, stream(), chunk_state_kernel<false>)(states, p, p.v);
     LINATTN_CUDA_CHECK_LAUNCH();
   }
-  LINATTN_LAUNCH(blocks_for(p.B * p.H * p.Dk * p.W), kThreads, 0, stream(), state_pass_kernel<false>)(states, p, h0);
+  LINATTN_LAUNCH_PLAN(state_pass_plan(false, p.B, p.H, p.Dk, p.W), stream(), state_pass_kernel<false>)(states, p, h0);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void backward_states(float* dstates, const Problem& p, Rows dO, const float* dht) {
   if (p.B * p.H * p.Dk * p.W == 0) return;
   if (p.T > 0) {
-    const size_t smem = shared_bytes(chunk_state_kernel<true>, 2 * words(kChunk, kTileCols), "backward_states");
-    LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.Dk) * tiles_of(p.W)), kThreads, smem, stream(),
-                   chunk_state_kernel<true>)(dstates, p, dO);
+    const LaunchPlan plan =
+        with_shared(chunk_state_plan(true, p.B, p.T, p.H, p.Dk, p.W), chunk_state_kernel<true>, "backward_states");
+    LINATTN_LAUNCH_PLAN(plan, stream(), chunk_state_kernel<true>)(dstates, p, dO);
     LINATTN_CUDA_CHECK_LAUNCH();
   }
-  LINATTN_LAUNCH(blocks_for(p.B * p.H * p.Dk * p.W), kThreads, 0, stream(), state_pass_kernel<true>)(dstates, p, dht);
+  LINATTN_LAUNCH_PLAN(state_pass_plan(true, p.B, p.H, p.Dk, p.W), stream(), state_pass_kernel<true>)(dstates, p, dht);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void output(OutRows out, const Problem& p, const float* states, float a, float b) {
   if (empty(p)) return;
-  const size_t smem = shared_bytes(chunk_apply_kernel<false>, kApplyWords, "output");
-  LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.W)), kThreads, smem, stream(), chunk_apply_kernel<false>)(out, p, p.v,
-                                                                                                    states, a, b);
+  const LaunchPlan plan = with_shared(chunk_apply_plan(false, p.B, p.T, p.H, p.W), chunk_apply_kernel<false>, "output");
+  LINATTN_LAUNCH_PLAN(plan, stream(), chunk_apply_kernel<false>)(out, p, p.v, states, a, b);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void grad_v(OutRows dv, const Problem& p, Rows dO, const float* dstates) {
   if (empty(p) || !dv.p) return;
-  const size_t smem = shared_bytes(chunk_apply_kernel<true>, kApplyWords, "grad_v");
-  LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.W)), kThreads, smem, stream(), chunk_apply_kernel<true>)(dv, p, dO, dstates,
-                                                                                                   1.0f, p.scale);
+  const LaunchPlan plan = with_shared(chunk_apply_plan(true, p.B, p.T, p.H, p.W), chunk_apply_kernel<true>, "grad_v");
+  LINATTN_LAUNCH_PLAN(plan, stream(), chunk_apply_kernel<true>)(dv, p, dO, dstates, 1.0f, p.scale);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void grad_qk(float* dq, float* dk, float* dg, float* dg_chunks, const Problem& p, Rows dO, const float* states,
              const float* dstates) {
   if (empty(p)) return;
-  const int words_ = kQkWords > kQkLoopWords ? kQkWords : kQkLoopWords;
-  const size_t smem = shared_bytes(chunk_dqk_kernel, words_, "grad_qk");
-  LINATTN_LAUNCH(chunk_grid(p, tiles_of(p.Dk)), kThreads, smem, stream(), chunk_dqk_kernel)(dq, dk, dg, dg_chunks, p,
-                                                                                            dO, states, dstates);
+  const LaunchPlan plan = with_shared(chunk_dqk_plan(p.B, p.T, p.H, p.Dk), chunk_dqk_kernel, "grad_qk");
+  LINATTN_LAUNCH_PLAN(plan, stream(), chunk_dqk_kernel)(dq, dk, dg, dg_chunks, p, dO, states, dstates);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void gate_grad_finish(float* dg, float* dg_chunks, const Problem& p, const float* dht, const float* states) {
   if (empty(p)) return;
-  LINATTN_LAUNCH(blocks_for(p.B * p.H * p.Dk), kThreads, 0, stream(), gate_pass_kernel)(dg_chunks, p, dht, states);
+  LINATTN_LAUNCH_PLAN(gate_pass_plan(p.B, p.H, p.Dk), stream(), gate_pass_kernel)(dg_chunks, p, dht, states);
   LINATTN_CUDA_CHECK_LAUNCH();
-  LINATTN_LAUNCH(blocks_for(p.B * p.T * p.H * p.Dk), kThreads, 0, stream(), gate_offset_kernel)(dg, dg_chunks, p);
+  LINATTN_LAUNCH_PLAN(gate_offset_plan(p.B, p.T, p.H, p.Dk), stream(), gate_offset_kernel)(dg, dg_chunks, p);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void append_column(float* dst, const float* src, const float* extra, int64_t rows, int64_t W, float fill) {
   if (rows == 0) return;
-  LINATTN_LAUNCH(blocks_for(rows * (W + 1)), kThreads, 0, stream(), append_column_kernel)(dst, src, extra, rows, W,
-                                                                                          fill);
+  LINATTN_LAUNCH_PLAN(append_column_plan(rows, W), stream(), append_column_kernel)(dst, src, extra, rows, W, fill);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void normalized_output(float* o, const float* o2, int64_t rows, int64_t Dv) {
   if (rows * Dv == 0) return;
-  LINATTN_LAUNCH(blocks_for(rows * Dv), kThreads, 0, stream(), normalized_output_kernel)(o, o2, rows, Dv);
+  LINATTN_LAUNCH_PLAN(normalized_output_plan(rows, Dv), stream(), normalized_output_kernel)(o, o2, rows, Dv);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void normalized_grad(float* dO2, const float* dO, const float* o, const float* den, int64_t rows, int64_t Dv) {
   if (rows == 0) return;
-  LINATTN_LAUNCH(blocks_for(rows * (Dv + 1)), kThreads, 0, stream(), normalized_grad_kernel)(dO2, dO, o, den, rows,
-                                                                                             Dv);
+  LINATTN_LAUNCH_PLAN(normalized_grad_plan(rows, Dv), stream(), normalized_grad_kernel)(dO2, dO, o, den, rows, Dv);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void state_out(float* dst, float* dst_last, const float* states, int64_t slot, const Problem& p, int64_t Dv,
                bool accumulate) {
   if ((!dst && !dst_last) || p.B * p.H * p.Dk * p.W == 0) return;
-  LINATTN_LAUNCH(blocks_for(p.B * p.H * p.Dk * p.W), kThreads, 0, stream(), state_out_kernel)(
-      dst, dst_last, states, slot, p, Dv, accumulate);
+  LINATTN_LAUNCH_PLAN(state_out_plan(p.B, p.H, p.Dk, p.W), stream(), state_out_kernel)(dst, dst_last, states, slot, p,
+                                                                                       Dv, accumulate);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

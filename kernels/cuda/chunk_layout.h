@@ -49,6 +49,18 @@ LINATTN_HD constexpr int tile_col(int tid, int s) { return tid % 32 + 32 * s; }
 LINATTN_HD constexpr int load_row(int e, int width) { return e / width; }
 LINATTN_HD constexpr int load_col(int e, int width) { return e % width; }
 
+// Dynamic shared memory of the intra-chunk kernels, in words (launch_plan.cpp's plans launch with it):
+// chunk_state_kernel two 64 x 64 tiles; chunk_apply_kernel its product loop's slices of Q, K, V (or dO)
+// and the gates with the sub-chunk factors, or two 64 x 64 score tiles; chunk_dqk_kernel its loop's
+// four 64 x 32 slices, or six 64 x 64 tiles and the sub-chunk factors.
+constexpr int kStateWords = 2 * words(kChunk, kTileCols);
+constexpr int kApplyLoopWords =
+    5 * words(kChunk, kDepth) + words(kDepth, kTileCols) + (kSubs * kSubs + kSubs) * pitch(kDepth);
+constexpr int kApplyWords = kApplyLoopWords > 2 * words(kChunk, kChunk) ? kApplyLoopWords : 2 * words(kChunk, kChunk);
+constexpr int kQkLoopWords = 4 * words(kChunk, kDepth);
+constexpr int kQkTileWords = 6 * words(kChunk, kTileCols) + kSubs * kSubs * pitch(kTileCols);
+constexpr int kQkWords = kQkTileWords > kQkLoopWords ? kQkTileWords : kQkLoopWords;
+
 LINATTN_HD constexpr int bank(int word) { return word % kBanks; }
 
 }  // namespace linattn::cuda::chunk

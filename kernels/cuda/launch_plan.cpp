@@ -4,8 +4,8 @@
 
 #include "core/error.h"
 #include "kernels/cuda/attention_layout.h"
+#include "kernels/cuda/chunk_layout.h"
 #include "kernels/cuda/deltanet_block.h"
-#include "kernels/cuda/linear_scan.h"
 
 namespace linattn::cuda {
 
@@ -204,65 +204,156 @@ LaunchPlans attention_backward_plans(bool bf16, int64_t B, int64_t T, int64_t H,
   return plans;
 }
 
-// ---- the linear mixers' scans ----
+// ---- the linear mixers' chunk-parallel passes ----
 
-LaunchPlan scan_plan(const std::string& kernel, int64_t B, int64_t H, int64_t tiled, int64_t smem_floats) {
-  return {kernel, {B * H, ceil_div(tiled, scan::kTile)}, {scan::kBlockThreads},
-          smem_floats * int64_t(sizeof(float))};
+namespace {
+
+int64_t chunks_of(int64_t T) { return ceil_div(T, chunk::kChunk); }
+int64_t tiles_of(int64_t columns) { return ceil_div(columns, chunk::kTileCols); }
+std::string templated(const char* kernel, bool flag) {
+  return std::string("chunk::") + kernel + (flag ? "<true>" : "<false>");
+}
+
+}  // namespace
+
+LaunchPlan chunk_tile_plan(const std::string& kernel, int64_t B, int64_t T, int64_t H, int64_t tiles,
+                           int64_t shared_words) {
+  return {kernel, {chunks_of(T), tiles, B * H}, {chunk::kThreads}, shared_words * int64_t(sizeof(float))};
+}
+
+LaunchPlan chunk_state_plan(bool backward, int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t W) {
+  return chunk_tile_plan(templated("chunk_state_kernel", backward), B, T, H, tiles_of(Dk) * tiles_of(W),
+                         chunk::kStateWords);
+}
+
+LaunchPlan state_pass_plan(bool reverse, int64_t B, int64_t H, int64_t Dk, int64_t W) {
+  return pointwise_plan(templated("state_pass_kernel", reverse), B * H * Dk * W);
+}
+
+LaunchPlan chunk_apply_plan(bool transposed, int64_t B, int64_t T, int64_t H, int64_t W) {
+  return chunk_tile_plan(templated("chunk_apply_kernel", transposed), B, T, H, tiles_of(W), chunk::kApplyWords);
+}
+
+LaunchPlan chunk_dqk_plan(int64_t B, int64_t T, int64_t H, int64_t Dk) {
+  return chunk_tile_plan("chunk::chunk_dqk_kernel", B, T, H, tiles_of(Dk), chunk::kQkWords);
+}
+
+LaunchPlan gate_cumsum_plan(int64_t B, int64_t T, int64_t H, int64_t Dk) {
+  return pointwise_plan("chunk::gate_cumsum_kernel", B * H * chunks_of(T) * Dk);
+}
+LaunchPlan gate_pass_plan(int64_t B, int64_t H, int64_t Dk) {
+  return pointwise_plan("chunk::gate_pass_kernel", B * H * Dk);
+}
+LaunchPlan gate_offset_plan(int64_t B, int64_t T, int64_t H, int64_t Dk) {
+  return pointwise_plan("chunk::gate_offset_kernel", B * T * H * Dk);
+}
+LaunchPlan append_column_plan(int64_t rows, int64_t W) {
+  return pointwise_plan("chunk::append_column_kernel", rows * (W + 1));
+}
+LaunchPlan normalized_output_plan(int64_t rows, int64_t Dv) {
+  return pointwise_plan("chunk::normalized_output_kernel", rows * Dv);
+}
+LaunchPlan normalized_grad_plan(int64_t rows, int64_t Dv) {
+  return pointwise_plan("chunk::normalized_grad_kernel", rows * (Dv + 1));
+}
+LaunchPlan state_out_plan(int64_t B, int64_t H, int64_t Dk, int64_t W) {
+  return pointwise_plan("chunk::state_out_kernel", B * H * Dk * W);
 }
 
 namespace {
 
-LaunchPlan scan_c(int64_t B, int64_t H, int64_t chunk, int64_t K, int64_t N, bool gated) {
-  return scan_plan("scan::scan_c_kernel<float>", B, H, N, scan::scan_c_smem(chunk, K, gated));
-}
-LaunchPlan scan_o(int64_t B, int64_t H, int64_t chunk, int64_t K, int64_t N, bool gated) {
-  return scan_plan("scan::scan_o_kernel<float>", B, H, K, scan::scan_o_smem(chunk, N, gated));
-}
-// scan::DeviceRun::each: one thread per index.
-LaunchPlan each(const std::string& step, int64_t n) { return pointwise_plan("scan::each_kernel<" + step + ">", n); }
+// chunk_gla.h's passes as their launchers launch them (the same early returns), over W value columns.
+struct Passes {
+  int64_t B, T, H, Dk, W;
+  LaunchPlans plans;
+
+  bool empty() const { return B * H == 0 || T == 0 || Dk == 0 || W == 0; }
+  void gate_cumsum() {
+    if (!empty()) plans.push_back(gate_cumsum_plan(B, T, H, Dk));
+  }
+  void states(bool backward) {  // forward_states, backward_states
+    if (B * H * Dk * W == 0) return;
+    if (T > 0) plans.push_back(chunk_state_plan(backward, B, T, H, Dk, W));
+    plans.push_back(state_pass_plan(backward, B, H, Dk, W));
+  }
+  void apply(bool transposed) {  // output, grad_v
+    if (!empty()) plans.push_back(chunk_apply_plan(transposed, B, T, H, W));
+  }
+  void grad_qk() {
+    if (!empty()) plans.push_back(chunk_dqk_plan(B, T, H, Dk));
+  }
+  void gate_grad_finish() {
+    if (empty()) return;
+    plans.push_back(gate_pass_plan(B, H, Dk));
+    plans.push_back(gate_offset_plan(B, T, H, Dk));
+  }
+  void state_out(bool wanted) {
+    if (wanted && B * H * Dk * W > 0) plans.push_back(state_out_plan(B, H, Dk, W));
+  }
+  void append_column(int64_t rows, int64_t columns) {
+    if (rows > 0) plans.push_back(append_column_plan(rows, columns));
+  }
+};
 
 }  // namespace
 
-// The scans of linear_scan.h's linear_attention_forward, gla_forward, ..., in their order.
-LaunchPlans linear_attention_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
-                                           bool normalize) {
-  LaunchPlans plans{scan_c(B, H, chunk, Dk, Dv, false)};
-  if (!normalize) return plans;
-  plans.push_back(each("scan::AppendColumn<float>", 1));
-  plans.push_back(scan_c(B, H, chunk, Dk, 1, false));
-  plans.push_back(each("scan::DivideRows<float>", B * T * H * Dv));
-  return plans;
-}
-
-LaunchPlans linear_attention_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
-                                            bool normalize, bool initial_state_grad) {
-  LaunchPlans plans;
-  int64_t W = Dv;
+LaunchPlans linear_attention_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
+                                           MixerStates states) {
+  const int64_t rows = B * T * H;
+  Passes p{B, T, H, Dk, normalize ? Dv + 1 : Dv, {}};
   if (normalize) {
-    W = Dv + 1;
-    const int64_t rows = B * T * H, states = B * H * Dk;
-    plans.push_back(each("scan::AppendColumn<float>", 1));
-    plans.push_back(scan_c(B, H, chunk, Dk, 1, false));
-    plans.push_back(each("scan::AppendColumn<float>", rows * W));
-    plans.push_back(each("scan::NormalizedGrad<float>", rows * W));
-    plans.push_back(each("scan::AppendColumn<float>", states * W));
-    plans.push_back(each("scan::AppendColumn<float>", states * W));
+    p.append_column(rows, Dv);                         // [v | 1]
+    if (states.initial) p.append_column(B * H * Dk, Dv);  // [h0 | z0]
   }
-  plans.push_back(scan_o(B, H, chunk, Dk, W, false));  // dq
-  plans.push_back(scan_o(B, H, chunk, Dk, W, false));  // dk
-  plans.push_back(scan_c(B, H, chunk, Dk, Dv, false));  // dv, dh0
-  if (normalize && initial_state_grad) plans.push_back(scan_c(B, H, chunk, Dk, 1, false));  // dz0
-  return plans;
+  p.states(false);
+  p.apply(false);
+  if (normalize && rows * Dv > 0) p.plans.push_back(normalized_output_plan(rows, Dv));
+  p.state_out(states.final);
+  return p.plans;
 }
 
-LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk) {
-  return {scan_c(B, H, chunk, Dk, Dv, true)};
+LaunchPlans linear_attention_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
+                                            MixerStates states) {
+  const int64_t rows = B * T * H;
+  Passes p{B, T, H, Dk, normalize ? Dv + 1 : Dv, {}};
+  if (normalize) {
+    Passes ones{B, T, H, Dk, 1, {}};
+    ones.append_column(1, 0);  // the column of ones
+    ones.states(false);        // the denominator again
+    ones.apply(false);
+    p.plans = ones.plans;
+    p.append_column(rows, Dv);  // [v | 1]
+    if (rows > 0) p.plans.push_back(normalized_grad_plan(rows, Dv));
+    if (states.initial) p.append_column(B * H * Dk, Dv);  // [h0 | z0]
+    if (states.final) p.append_column(B * H * Dk, Dv);    // [dht | dzt]
+  }
+  p.states(false);
+  p.states(true);
+  p.apply(true);
+  p.grad_qk();
+  p.state_out(states.initial);
+  return p.plans;
 }
 
-LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk) {
-  return {scan_o(B, H, chunk, Dk, Dv, true), scan_o(B, H, chunk, Dk, Dv, true), scan_c(B, H, chunk, Dk, Dv, true),
-          each("scan::GateGrad<float>", B * H * Dk)};
+LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states) {
+  Passes p{B, T, H, Dk, Dv, {}};
+  p.gate_cumsum();
+  p.states(false);
+  p.apply(false);
+  p.state_out(states.final);
+  return p.plans;
+}
+
+LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states) {
+  Passes p{B, T, H, Dk, Dv, {}};
+  p.gate_cumsum();
+  p.states(false);
+  p.states(true);
+  p.apply(true);
+  p.grad_qk();
+  p.gate_grad_finish();
+  p.state_out(states.initial);
+  return p.plans;
 }
 
 // ---- DeltaNet and Gated DeltaNet ----

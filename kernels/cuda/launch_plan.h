@@ -99,16 +99,42 @@ int64_t attention_tc_smem_bytes(int64_t d);  // attention_layout.h's TcLayout(d,
 LaunchPlans attention_forward_plans(bool bf16, int64_t B, int64_t T, int64_t H, int64_t dk, int64_t dv);
 LaunchPlans attention_backward_plans(bool bf16, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t dk, int64_t dv);
 
-// ---- the linear mixers' scans (linear_scan.cuh): a block per (batch, head) and tile of state
-// columns, walking every chunk in order ----
-// `tiled`: the state columns split into tiles; smem_floats: scan_c_smem or scan_o_smem.
-LaunchPlan scan_plan(const std::string& kernel, int64_t B, int64_t H, int64_t tiled, int64_t smem_floats);
-LaunchPlans linear_attention_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
-                                           bool normalize);
-LaunchPlans linear_attention_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
-                                            bool normalize, bool initial_state_grad);
-LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
-LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
+// ---- the linear mixers' chunk-parallel passes (chunk_gla.h): chunks of chunk::kChunk tokens ----
+// The intra-chunk kernels: a block of chunk::kThreads per (chunk, 64-column tile, batch * head).
+// `tiles`: the blocks of one chunk; shared_words: the kernel's chunk_layout.h size.
+LaunchPlan chunk_tile_plan(const std::string& kernel, int64_t B, int64_t T, int64_t H, int64_t tiles,
+                           int64_t shared_words);
+// The chunk's contribution to the state, U_c (forward) or W_c (backward): (Dk tiles) x (W tiles) per chunk.
+LaunchPlan chunk_state_plan(bool backward, int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t W);
+// The sequential inter-chunk pass, its own kernel: one thread per state entry of [B * H, Dk, W].
+LaunchPlan state_pass_plan(bool reverse, int64_t B, int64_t H, int64_t Dk, int64_t W);
+// The outputs (forward) or dv (transposed): W tiles per chunk.
+LaunchPlan chunk_apply_plan(bool transposed, int64_t B, int64_t T, int64_t H, int64_t W);
+// dq, dk and GLA's in-chunk gate gradient: Dk tiles per chunk.
+LaunchPlan chunk_dqk_plan(int64_t B, int64_t T, int64_t H, int64_t Dk);
+// The pointwise passes, one thread per element: the gates' in-chunk cumulative sums, GLA's sequential
+// gate pass over the chunk totals (one thread per (b, h, key column)) and its offsets, [x | column],
+// the normalized output and its gradient, a state slot out.
+LaunchPlan gate_cumsum_plan(int64_t B, int64_t T, int64_t H, int64_t Dk);
+LaunchPlan gate_pass_plan(int64_t B, int64_t H, int64_t Dk);
+LaunchPlan gate_offset_plan(int64_t B, int64_t T, int64_t H, int64_t Dk);
+LaunchPlan append_column_plan(int64_t rows, int64_t W);
+LaunchPlan normalized_output_plan(int64_t rows, int64_t Dv);
+LaunchPlan normalized_grad_plan(int64_t rows, int64_t Dv);
+LaunchPlan state_out_plan(int64_t B, int64_t H, int64_t Dk, int64_t W);
+
+// Which optional states a linear-mixer call has (chunk::Mixer's pointers): `initial` h0 (and z0),
+// with the gradient dh0 (dz0) in the backward; `final` ht (zt), with the incoming dht (dzt).
+struct MixerStates {
+  bool initial = false, final = false;
+};
+// The launches of linear_attn.cu's and gla.cu's launchers, in their order (dv and GLA's dg present).
+LaunchPlans linear_attention_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
+                                           MixerStates states);
+LaunchPlans linear_attention_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
+                                            MixerStates states);
+LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states);
+LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states);
 
 // ---- deltanet.cu: one block per (batch, head) ----
 inline constexpr int kDeltaNetHeadThreads = 256;

@@ -57,8 +57,8 @@ class DeviceBuffers {
   std::vector<Tensor> tensors_;
 };
 
-// "scan::each_kernel<scan::GateGrad<float>>" and "each_kernel<F>" -> "each_kernel": the launch
-// records the kernel as its source wrote it, template arguments unresolved.
+// "chunk::state_pass_kernel<true>" and "pointwise_kernel<F>" -> "state_pass_kernel", "pointwise_kernel":
+// the launch records the kernel as its source wrote it, template arguments unresolved.
 std::string base_name(std::string s) {
   s = s.substr(0, s.find('<'));
   const size_t colon = s.rfind("::");
@@ -195,28 +195,58 @@ TEST(LaunchPlan, Attention) {
 TEST(LaunchPlan, LinearMixers) {
   SKIP_WITHOUT_GPU();
   DeviceBuffers m;
-  const int64_t B = 1, T = 40, H = 2, Dk = 40, Dv = 36, C = 16;  // 2 state-column tiles, a partial chunk
-  const int64_t qk = B * T * H * Dk, vo = B * T * H * Dv, st = B * H * Dk * Dv;
-  cuda::scan::Mixer<float> x;
-  x.B = B, x.len = T, x.H = H, x.Dk = Dk, x.Dv = Dv, x.chunk = C, x.scale = 0.5f;
-  x.q = m.f32(qk), x.k = m.f32(qk), x.v = m.f32(vo), x.o = m.f32(vo), x.ht = m.f32(st), x.h0 = m.f32(st);
-  x.dO = m.f32(vo), x.dht = m.f32(st), x.dq = m.f32(qk), x.dk = m.f32(qk), x.dv = m.f32(vo), x.dh0 = m.f32(st);
-  expect_plans("linear_attention_forward", cuda::linear_attention_forward_plans(B, T, H, Dk, Dv, C, false),
-               [&] { cuda::linear_attention_forward(x); });
-  expect_plans("linear_attention_backward", cuda::linear_attention_backward_plans(B, T, H, Dk, Dv, C, false, false),
-               [&] { cuda::linear_attention_backward(x); });
-  cuda::scan::Mixer<float> n = x;
-  n.normalize = true, n.z0 = m.f32(B * H * Dk), n.zt = m.f32(B * H * Dk), n.dzt = m.f32(B * H * Dk);
-  n.dz0 = m.f32(B * H * Dk);
-  expect_plans("linear_attention_forward normalized", cuda::linear_attention_forward_plans(B, T, H, Dk, Dv, C, true),
-               [&] { cuda::linear_attention_forward(n); });
-  expect_plans("linear_attention_backward normalized",
-               cuda::linear_attention_backward_plans(B, T, H, Dk, Dv, C, true, true),
-               [&] { cuda::linear_attention_backward(n); });
-  cuda::scan::Mixer<float> g = x;
-  g.g = m.f32(qk), g.dg = m.f32(qk);
-  expect_plans("gla_forward", cuda::gla_forward_plans(B, T, H, Dk, Dv, C), [&] { cuda::gla_forward(g); });
-  expect_plans("gla_backward", cuda::gla_backward_plans(B, T, H, Dk, Dv, C), [&] { cuda::gla_backward(g); });
+  // a partial chunk (T = 100 of 64-token chunks), 2 key tiles and 2 value tiles (Dv + 1 = 65 normalized)
+  const int64_t B = 1, T = 100, H = 2, Dk = 72, Dv = 64;
+  const int64_t qk = B * T * H * Dk, vo = B * T * H * Dv, st = B * H * Dk * Dv, z = B * H * Dk;
+  for (const bool with_states : {false, true}) {
+    const cuda::MixerStates states{with_states, with_states};
+    const std::string tag = with_states ? " with states" : "";
+    cuda::chunk::Mixer<float> x;
+    x.B = B, x.len = T, x.H = H, x.Dk = Dk, x.Dv = Dv, x.scale = 0.5f;
+    x.q = m.f32(qk), x.k = m.f32(qk), x.v = m.f32(vo), x.o = m.f32(vo);
+    x.dO = m.f32(vo), x.dq = m.f32(qk), x.dk = m.f32(qk), x.dv = m.f32(vo);
+    if (with_states) x.h0 = m.f32(st), x.ht = m.f32(st), x.dht = m.f32(st), x.dh0 = m.f32(st);
+    expect_plans("linear_attention_forward" + tag,
+                 cuda::linear_attention_forward_plans(B, T, H, Dk, Dv, false, states),
+                 [&] { cuda::linear_attention_forward(x); });
+    expect_plans("linear_attention_backward" + tag,
+                 cuda::linear_attention_backward_plans(B, T, H, Dk, Dv, false, states),
+                 [&] { cuda::linear_attention_backward(x); });
+    cuda::chunk::Mixer<float> n = x;
+    n.normalize = true;
+    if (with_states) n.z0 = m.f32(z), n.zt = m.f32(z), n.dzt = m.f32(z), n.dz0 = m.f32(z);
+    expect_plans("linear_attention_forward normalized" + tag,
+                 cuda::linear_attention_forward_plans(B, T, H, Dk, Dv, true, states),
+                 [&] { cuda::linear_attention_forward(n); });
+    expect_plans("linear_attention_backward normalized" + tag,
+                 cuda::linear_attention_backward_plans(B, T, H, Dk, Dv, true, states),
+                 [&] { cuda::linear_attention_backward(n); });
+    cuda::chunk::Mixer<float> g = x;
+    g.g = m.f32(qk), g.dg = m.f32(qk);
+    expect_plans("gla_forward" + tag, cuda::gla_forward_plans(B, T, H, Dk, Dv, states),
+                 [&] { cuda::gla_forward(g); });
+    expect_plans("gla_backward" + tag, cuda::gla_backward_plans(B, T, H, Dk, Dv, states),
+                 [&] { cuda::gla_backward(g); });
+  }
+}
+
+// The chunk-parallel passes' geometry at the benchmark's shape: a block per (chunk, tile, batch * head),
+// 512 of them, and the sequential pass one thread per state entry.
+TEST(LaunchPlan, ChunkPassesFillTheGpu) {
+  const int64_t B = 4, T = 2048, H = 4, D = 64;
+  const cuda::LaunchPlan state = cuda::chunk_state_plan(false, B, T, H, D, D);
+  EXPECT_EQ(state.kernel, "chunk::chunk_state_kernel<false>");
+  EXPECT_EQ(state.grid.x, 32);  // 2048 / 64 chunks
+  EXPECT_EQ(state.grid.y, 1);
+  EXPECT_EQ(state.grid.z, 16);
+  EXPECT_EQ(state.block.count(), 256);
+  EXPECT_EQ(state.shared_bytes, int64_t(sizeof(float)) * 2 * 64 * 65);
+  EXPECT_EQ(cuda::chunk_apply_plan(true, B, T, H, D + 1).grid.y, 2);  // [v | 1]: two value tiles
+  EXPECT_EQ(cuda::chunk_dqk_plan(B, T, H, D).grid.count(), 512);
+  const cuda::LaunchPlan pass = cuda::state_pass_plan(true, B, H, D, D);
+  EXPECT_EQ(pass.kernel, "chunk::state_pass_kernel<true>");
+  EXPECT_EQ(pass.grid.count() * pass.block.count(), B * H * D * D);
+  EXPECT_EQ(pass.shared_bytes, 0);
 }
 
 TEST(LaunchPlan, DeltaNet) {

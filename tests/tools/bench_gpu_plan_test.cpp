@@ -45,10 +45,10 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
   // every kernel of the mixers, attention and the 125M step, by the plans the launchers use
   const int64_t B = 8, T = 2048, H = 12, D = 64, C = 64, N = B * T, d = H * D, V = 50257;
   std::vector<cuda::LaunchPlans> all = {
-      cuda::linear_attention_forward_plans(4, T, 4, D, D, C, false),
-      cuda::linear_attention_backward_plans(4, T, 4, D, D, C, false, false),
-      cuda::gla_forward_plans(B, T, H, D, D, C),
-      cuda::gla_backward_plans(B, T, H, D, D, C),
+      cuda::linear_attention_forward_plans(4, T, 4, D, D, false, {}),
+      cuda::linear_attention_backward_plans(4, T, 4, D, D, false, {}),
+      cuda::gla_forward_plans(B, T, H, D, D, {}),
+      cuda::gla_backward_plans(B, T, H, D, D, {}),
       {cuda::deltanet_forward_plan(4, T, 4, D, D, C), cuda::deltanet_backward_plan(4, T, 4, D, D, C)},
       cuda::attention_forward_plans(true, 4, T, 4, D, D),
       cuda::attention_backward_plans(true, 4, T, 4, 4, D, D),
@@ -72,18 +72,25 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
                            "2.46 ms (bf16; f32 refused)", "0.45 ms (bf16, PyTorch SDPA)", "## Training step: 125M",
                            "130.9M parameters", "Step estimate", "implied MFU"})
     EXPECT_NE(r.output.find(what), std::string::npos) << "no '" << what << "' in\n" << r.output;
-  // The row of GLA's forward at B4 H4 T2048 D64 shows its plan's geometry (today B * H = 16 blocks
-  // of 2 state-column tiles, 256 threads, 81920 B of shared memory) and the SMs it leaves idle.
-  const cuda::LaunchPlan p = cuda::gla_forward_plans(4, T, 4, D, D, C)[0];
-  const std::string gla = row(r.output, "gla forward", p.kernel);
-  auto dims = [](const cuda::Dim& g) {
-    return std::to_string(g.x) + (g.y > 1 || g.z > 1 ? " x " + std::to_string(g.y) : "") +
-           (g.z > 1 ? " x " + std::to_string(g.z) : "");
-  };
-  const std::string geometry = dims(p.grid) + " | " + dims(p.block) + " | " + std::to_string(p.shared_bytes);
-  EXPECT_NE(gla.find("| " + geometry + " | - | - |"), std::string::npos) << gla;
-  if (p.grid.count() < 132) {
-    EXPECT_NE(gla.find(std::to_string(p.grid.count()) + "/132 SMs"), std::string::npos) << gla;
+  // At B4 H4 T2048 D64 the rows of GLA's forward show their plans' geometry: the chunk states a
+  // block per (chunk, tile, batch * head), 32 x 1 x 16 = 512 blocks of 256 threads (no idle SMs), and
+  // the sequential inter-chunk pass its own row, one thread per state entry (256 blocks).
+  const cuda::LaunchPlan states = cuda::chunk_state_plan(false, 4, T, 4, D, D);
+  const std::string gla = row(r.output, "gla forward: chunk states (parallel)", states.kernel);
+  EXPECT_NE(gla.find("| 32 x 1 x 16 | 256 | " + std::to_string(states.shared_bytes) + " | - | - |"),
+            std::string::npos) << gla;
+  EXPECT_EQ(gla.find("/132 SMs"), std::string::npos) << gla;
+  const cuda::LaunchPlan pass = cuda::state_pass_plan(false, 4, 4, D, D);
+  const std::string pass_row = row(r.output, "gla forward: inter-chunk state pass (sequential)", pass.kernel);
+  EXPECT_NE(pass_row.find("| 256 | 256 | 0 | - | - |"), std::string::npos) << pass_row;
+  EXPECT_NE(row(r.output, "gla backward: inter-chunk gate pass (sequential)", "chunk::gate_pass_kernel"), "")
+      << r.output;
+  // the sequential passes' share of the FLOPs, per linear mixer and in the step
+  for (const char* what : {"| linear attention (f32) | ", "| GLA (f32) | ", "The sequential inter-chunk passes"}) {
+    const size_t at = r.output.find(what);
+    ASSERT_NE(at, std::string::npos) << "no '" << what << "' in\n" << r.output;
+    const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+    EXPECT_NE(line.find("% of the"), std::string::npos) << line;
   }
 }
 
