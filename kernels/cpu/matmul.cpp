@@ -93,7 +93,9 @@ const dnnl::engine& cpu_engine() {
 }
 
 // The primitive for one shape, alpha and beta (the output scale and the sum post-op are fixed when
-// it is created). Creating one costs about as much as a small product, so each is made once.
+// it is created). Creating one costs about as much as a small product (measured on one thread:
+// 5-14 us even when oneDNN's own primitive cache hits, against 10-24 us for a 64^3 product), so
+// each is made once and kept.
 using ShapeKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
 
 struct Matmul {

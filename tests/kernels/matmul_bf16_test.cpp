@@ -93,14 +93,14 @@ TEST(Bf16, RoundsToNearestEven) {
   EXPECT_TRUE(std::isnan(round_bf16(NAN)));
 }
 
-// Every transpose, sizes off any tile, leading dimensions above the column counts, and alpha/beta
-// (beta = 0 with NaN in C: C is not read).
+// Every transpose, sizes off any tile (and an empty sum, K = 0), leading dimensions above the column
+// counts, and alpha/beta (beta = 0 with NaN in C: C is not read).
 TEST(GemmBf16, AllTransposesAgainstFloat64OnRoundedInputs) {
   SKIP_WITHOUT_BF16();
   Rng rng(11);
   struct Size { int64_t M, N, K; };
   struct Scale { float alpha, beta; };
-  for (Size s : {Size{37, 29, 41}, Size{131, 67, 259}, Size{1, 45, 17}, Size{64, 1, 3}})
+  for (Size s : {Size{37, 29, 41}, Size{131, 67, 259}, Size{1, 45, 17}, Size{64, 1, 3}, Size{5, 4, 0}})
     for (Scale sc : {Scale{1, 0}, Scale{2, 0.5f}, Scale{-0.75f, 1}})
       for (bool ta : {false, true})
         for (bool tb : {false, true}) {
