@@ -140,8 +140,9 @@ std::string bf16_products_unavailable() {
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  if (K == 0) {  // an empty sum: C = beta C
-    gemm<float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (K == 0) {  // an empty sum: C = beta C (with beta == 0, whatever C held)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
     return;
   }
   const Operand a{M, K, lda, trans_a}, b{K, N, ldb, trans_b};
