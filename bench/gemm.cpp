@@ -1,5 +1,6 @@
-// linattn-bench gemm: achieved float32 GFLOP/s of the matmul at square and projection shapes, on the
-// CPU (oneDNN) or with --device cuda on the GPU (cuBLAS, float32 and TF32).
+// linattn-bench gemm: achieved GFLOP/s of the matmul at square and projection shapes, on the CPU
+// (oneDNN, float32 and, where the CPU has AVX-512 BF16 or AMX, bf16) or with --device cuda on the GPU
+// (cuBLAS, float32, TF32 and bf16).
 #include <omp.h>
 
 #include <cstdio>
@@ -13,14 +14,18 @@
 
 namespace linattn::bench {
 
-// Best-of-reps GFLOP/s of C[M,N] = A[M,K] B[K,N].
-static double gemm_gflops(int64_t M, int64_t N, int64_t K, int reps) {
+// Best-of-reps GFLOP/s of C[M,N] = A[M,K] B[K,N] through the backend's CPU gemm, its inputs in
+// `precision` (bf16: the float32 inputs are rounded first, and that conversion is timed too).
+static double gemm_gflops(int64_t M, int64_t N, int64_t K, MatmulPrecision precision, int reps) {
   Rng rng(0);
   Tensor a = Tensor::empty({M, K}, DType::f32), b = Tensor::empty({K, N}, DType::f32);
   Tensor c = Tensor::zeros({M, N}, DType::f32);
   rng.fill_uniform(a, -1, 1);
   rng.fill_uniform(b, -1, 1);
+  backend::set_matmul_precision(precision);
+  // best_ms runs it once first: the warm-up (bf16: where the primitive is created)
   double ms = best_ms([&] { backend::gemm(Device::cpu, false, false, M, N, K, 1.0, a, b, 0.0, c); }, reps);
+  backend::set_matmul_precision(MatmulPrecision::f32);
   return 2.0 * double(M) * double(N) * double(K) / (ms * 1e6);
 }
 
@@ -76,9 +81,12 @@ static int run_cuda_gemm() {
 
 static int run_gemm(const std::string& device) {
   if (device == "cuda") return run_cuda_gemm();
-  std::printf("float32 GEMM (oneDNN), %d threads, best of 10; the reference figure in "
-              "shared/design/performance.md is 298 GFLOP/s at 1024^3 on 2 threads\n",
+  const std::string no_bf16 = backend::cpu_bf16_unavailable();
+  std::printf("GEMM (oneDNN), %d threads, best of 10: float32 (dnnl_sgemm) and bf16 (float32 inputs rounded to "
+              "bf16, the rounding timed too, float32 accumulation: the matmul primitive); the reference figure in "
+              "shared/design/performance.md is 298 GFLOP/s float32 at 1024^3 on 2 threads\n",
               omp_get_max_threads());
+  if (!no_bf16.empty()) std::printf("bf16: skipped: %s\n", no_bf16.c_str());
   const GemmCase cases[] = {
       {256, 256, 256, "square"},
       {512, 512, 512, "square"},
@@ -89,17 +97,25 @@ static int run_gemm(const std::string& device) {
       {8192, 256, 1024, "MLP down, B*T=8192, d=256"},
       {8192, 256, 8192, "weight gradient, d=256, B*T=8192"},
   };
-  for (const GemmCase& c : cases)
-    std::printf("gemm %5ld x %5ld x %5ld  %7.1f GFLOP/s  (%s)\n", long(c.M), long(c.N), long(c.K),
-                gemm_gflops(c.M, c.N, c.K, 10), c.what);
+  for (const GemmCase& c : cases) {
+    const double f32 = gemm_gflops(c.M, c.N, c.K, MatmulPrecision::f32, 10);
+    if (!no_bf16.empty()) {
+      std::printf("gemm %5ld x %5ld x %5ld  float32 %7.1f GFLOP/s  (%s)\n", long(c.M), long(c.N), long(c.K), f32,
+                  c.what);
+      continue;
+    }
+    const double bf16 = gemm_gflops(c.M, c.N, c.K, MatmulPrecision::bf16, 10);
+    std::printf("gemm %5ld x %5ld x %5ld  float32 %7.1f GFLOP/s  bf16 %7.1f GFLOP/s  (x%.2f)  (%s)\n", long(c.M),
+                long(c.N), long(c.K), f32, bf16, bf16 / f32, c.what);
+  }
   return 0;
 }
 
 static bool registered = add_command(
-    {"gemm", "float32 GFLOP/s of the matmul at square and model shapes (--device cuda: cuBLAS, float32 and TF32)",
+    {"gemm", "GFLOP/s of the matmul at square and model shapes, float32 and bf16 (--device cuda: cuBLAS, also TF32)",
      [](CLI::App& c) -> std::function<int()> {
        auto device = std::make_shared<std::string>("cpu");
-       c.add_option("--device", *device, "cpu (oneDNN), or cuda (cuBLAS, float32 and TF32; skips without a GPU)")
+       c.add_option("--device", *device, "cpu (oneDNN, float32 and bf16), or cuda (cuBLAS, float32, TF32 and bf16; skips without a GPU)")
            ->type_name("cpu|cuda")
            ->check(cli::one_of({"cpu", "cuda"}));
        return [device] { return run_gemm(*device); };

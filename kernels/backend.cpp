@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "kernels/cpu/entries.h"
+#include "kernels/cpu/matmul.h"
 
 #ifdef LINATTN_CUDA
 #include "kernels/cuda/entries.h"
@@ -36,6 +37,7 @@ MatmulPrecision g_matmul_precision = MatmulPrecision::f32;
 }
 void set_matmul_precision(MatmulPrecision p) { g_matmul_precision = p; }
 MatmulPrecision matmul_precision() { return g_matmul_precision; }
+std::string cpu_bf16_unavailable() { return cpu::bf16_products_unavailable(); }
 
 namespace {
 struct Listed {

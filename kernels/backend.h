@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -75,6 +76,10 @@ struct AdamWStep {
 // gemm reads it on both devices, attention on CUDA (bf16: the tensor-core tile kernels).
 void set_matmul_precision(MatmulPrecision p);
 MatmulPrecision matmul_precision();
+
+// "" when the CPU multiplies bfloat16 in hardware (AVX-512 BF16 or AMX, as oneDNN reports), else
+// why not, naming the instruction set found: train.precision: bf16 on the CPU needs it.
+std::string cpu_bf16_unavailable();
 
 // The entries: `extern const Kernel<void(In y, In a, In b)> add;` and so on (kernels/backend.def).
 #define LINATTN_ENTRY(name, ...) extern const Kernel<__VA_ARGS__> name;

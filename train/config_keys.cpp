@@ -258,10 +258,12 @@ const std::vector<ConfigKey<TrainConfig>>& train_keys() {
                  "slowly: for tests)")
           .one_of({{"cpu", ""}, {"cuda", ""}}),
       config_key("precision", &T::precision,
-                 "`bf16`: mixed precision, `device: cuda` only: the matrix products (GEMMs, and attention's "
-                 "tile products at head size 32, 64 or 128) take bf16 inputs on the tensor cores with float32 "
-                 "accumulation; weights, AdamW state, activations, norms, softmax statistics, the linear "
-                 "mixers and the loss stay float32 ([Training on a GPU](#training-on-a-gpu))")
+                 "`bf16`: mixed precision: the matrix products take bf16 inputs with float32 accumulation "
+                 "(`device: cuda`: the GEMMs and attention's tile products at head size 32, 64 or 128, on the "
+                 "tensor cores; `device: cpu`: the GEMMs, through oneDNN, on a CPU with AVX-512 BF16 or AMX, "
+                 "elsewhere an error at start-up naming this line); weights, AdamW state, activations, norms, "
+                 "softmax statistics, the linear mixers and the loss stay float32 "
+                 "([Training on a GPU](#training-on-a-gpu))")
           .one_of({{"fp32", ""}, {"bf16", ""}}),
       config_key("tf32", &T::tf32,
                  "`device: cuda` only: TF32 tensor cores for the float32 matrix products (cuBLAS "

@@ -126,6 +126,12 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
     select_rank_gpu(*comm_);
     if (world > 1) gradient_comm_ = nccl_for_gradients(config_, *comm_);
   }
+  if (device_ == Device::cpu && t.precision == "bf16") {
+    const std::string why = backend::cpu_bf16_unavailable();
+    LINATTN_REQUIRE(why.empty(), config_.where("train.precision"), ": train.precision is bf16 on the CPU, but ", why,
+                    "; set train.precision: fp32 (or pass --set train.precision=fp32), or train on a GPU "
+                    "(train.device: cuda)");
+  }
   backend::set_matmul_precision(t.precision == "bf16" ? MatmulPrecision::bf16
                                  : t.tf32                  ? MatmulPrecision::tf32
                                                            : MatmulPrecision::f32);

@@ -126,6 +126,11 @@ void gdn_decay_backward(In dx, In dA_log, In ddt_bias, In x, In A_log, In dt_bia
 // ---- matrix products ----
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C) {
+  if (C.dtype() == DType::f32 && backend::matmul_precision() == MatmulPrecision::bf16) {
+    cpu::gemm_bf16(trans_a, trans_b, M, N, K, float(alpha), A.data<float>(), trans_a ? M : K, B.data<float>(),
+                   trans_b ? K : N, float(beta), C.data<float>(), N);
+    return;
+  }
   floating(C, [&](auto zero) {
     using T = decltype(zero);
     cpu::gemm<T>(trans_a, trans_b, M, N, K, T(alpha), A.data<T>(), trans_a ? M : K, B.data<T>(), trans_b ? K : N,

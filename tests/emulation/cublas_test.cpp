@@ -405,7 +405,8 @@ TEST_F(EmulatedCublas, ProjectRowMajorGemmMatchesForAllTransposes) {
         std::vector<float> want = C;
         reference_row_major(trans_a, trans_b, M, N, K, 1.25f, A, lda, B, ldb, 0.5f, want, ldc, tf32);
         DeviceArray<float> a(A), b(B), c(C);
-        linattn::cuda::gemm(trans_a, trans_b, M, N, K, 1.25f, a.get(), lda, b.get(), ldb, 0.5f, c.get(), ldc, tf32);
+        linattn::cuda::gemm(trans_a, trans_b, M, N, K, 1.25f, a.get(), lda, b.get(), ldb, 0.5f, c.get(), ldc,
+                            tf32 ? linattn::MatmulPrecision::tf32 : linattn::MatmulPrecision::f32);
         expect_bitwise_equal(c.read(), want,
                              std::string("cuda::gemm trans_a = ") + (trans_a ? "T" : "N") + ", trans_b = " +
                                  (trans_b ? "T" : "N") + (tf32 ? ", tf32" : ""));

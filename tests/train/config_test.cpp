@@ -120,13 +120,16 @@ TEST(Config, DeviceKeys) {
 
   std::string msg = config_error(std::string(kBase) + "  device: gpu\n");
   EXPECT_NE(msg.find("test.yaml:7:11: 'device' must be cpu or cuda, got 'gpu'"), std::string::npos) << msg;
-  msg = config_error(std::string(kBase) + "  precision: bf16\n");
-  EXPECT_NE(msg.find("test.yaml:7:14: 'precision: bf16' runs on the GPU only for now (train.device: cuda); on the "
-                     "CPU use fp32"),
-            std::string::npos)
-      << msg;
+  // bf16 parses on either device; whether this CPU has bf16 products is the trainer's check at
+  // start-up (tests/train/startup_test.cpp).
+  EXPECT_EQ(parse_config(std::string(kBase) + "  precision: bf16\n", "test.yaml").train.precision, "bf16");
   EXPECT_EQ(parse_config(std::string(kBase) + "  precision: bf16\n  device: cuda\n", "test.yaml").train.precision,
             "bf16");
+  msg = config_error(std::string(kBase) + "  precision: bf16\n  dtype: f64\n");
+  EXPECT_NE(msg.find("test.yaml:7:14: 'precision: bf16' keeps float32 weights and activations: it needs "
+                     "train.dtype: f32"),
+            std::string::npos)
+      << msg;
   msg = config_error(std::string(kBase) + "  precision: fp8\n");
   EXPECT_NE(msg.find("test.yaml:7:14: 'precision' must be fp32 or bf16, got 'fp8'"), std::string::npos) << msg;
   msg = config_error(std::string(kBase) + "  dtype: f64\n  device: cuda\n");
