@@ -1,6 +1,8 @@
 #include "train/trainer.h"
 
 #include <omp.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstdarg>
@@ -21,6 +23,7 @@
 #include "train/metrics_log.h"
 #include "train/sample.h"
 #include "train/schedule.h"
+#include "train/shell_quote.h"
 #include "train/signals.h"
 
 namespace linattn {
@@ -52,6 +55,24 @@ std::string run_bounds(const TrainConfig& t) {
   std::snprintf(fraction, sizeof fraction, "%gs", t.max_time);  // duration() rounds to whole seconds
   if (t.max_time) bound("max_time " + (t.max_time == std::floor(t.max_time) ? duration(t.max_time) : fraction));
   return bounds.empty() ? "no bound (Ctrl-C stops it with a checkpoint)" : bounds;
+}
+
+// When a checkpoint of about `needed` bytes did not fit at `path`: the room it lacked and what to do
+// ("" when there was room, so that the failure had another cause). The space is measured after the
+// partial file was removed.
+std::string checkpoint_room(const std::string& path, double needed) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  rlimit limit{};
+  if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && double(limit.rlim_cur) < needed)
+    return "the checkpoint needs about " + mib(needed) + ", over this process's file size limit of " +
+           mib(double(limit.rlim_cur)) + " (ulimit -f): raise the limit";
+  struct statvfs st{};
+  if (::statvfs(dir.c_str(), &st) != 0) return "";
+  const double free_bytes = double(st.f_bavail) * double(st.f_frsize);
+  if (free_bytes >= needed) return "";
+  return "the checkpoint needs about " + mib(needed) + " and " + mib(free_bytes) + " are free in '" + dir +
+         "': free at least " + mib(needed - free_bytes) + " there (the run deletes older checkpoints, beyond "
+         "checkpoint.keep_last, only after a new one is written)";
 }
 
 // A fresh run must not write into the folder of another: its metrics would mix, and pruning by
@@ -310,10 +331,15 @@ void Trainer::save(const TrainState& state) {
   try {
     save_checkpoint(path, config_, *model_, optimizer_.get(), state);
   } catch (const Error& e) {
-    std::string earlier = latest_checkpoint(config_.train.out_dir);
-    throw Error("the checkpoint of step " + std::to_string(state.step) + " was not written: " + e.what() + "\n" +
+    // The parameters and, with AdamW, its two moments: the datasets of the file.
+    const double needed = double(model_->params().layout().total() * int64_t(dtype_size(dtype_))) * (optimizer_ ? 3 : 1);
+    const std::string room = checkpoint_room(path, needed);
+    const std::string earlier = latest_checkpoint(config_.train.out_dir);
+    throw Error("the checkpoint of step " + std::to_string(state.step) + " was not written to " + path + ": " +
+                e.what() + "\n" + (room.empty() ? "" : room + "\n") +
                 (earlier.empty() ? std::string("there is no earlier checkpoint")
-                                 : "the earlier checkpoint " + earlier + " is intact; continue from it with --resume"));
+                                 : "the earlier checkpoint " + earlier + " is intact; continue from it with --resume " +
+                                       shell_quoted(config_.train.out_dir)));
   }
   prune_checkpoints(config_.train.out_dir, config_.checkpoint.keep_last);
   say("checkpoint: %s (%.2f s)\n", path.c_str(),
