@@ -331,8 +331,8 @@ void Trainer::save(const TrainState& state) {
   try {
     save_checkpoint(path, config_, *model_, optimizer_.get(), state);
   } catch (const Error& e) {
-    // The parameters and, with AdamW, its two moments: the datasets of the file.
-    const double needed = double(model_->params().layout().total() * int64_t(dtype_size(dtype_))) * (optimizer_ ? 3 : 1);
+    // The datasets of the file: the parameters and AdamW's two moments.
+    const double needed = 3.0 * double(model_->params().layout().total() * int64_t(dtype_size(dtype_)));
     const std::string room = checkpoint_room(path, needed);
     const std::string earlier = latest_checkpoint(config_.train.out_dir);
     throw Error("the checkpoint of step " + std::to_string(state.step) + " was not written to " + path + ": " +
