@@ -140,6 +140,14 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   LINATTN_REQUIRE((t.batch_size / world) % micro_ == 0, config_.where("train.micro_batch_size"),
                   ": each of the ", world, " ranks gets ", t.batch_size / world,
                   " sequences of the global batch, which is not a multiple of micro_batch_size ", micro_);
+  // A test's fault on one rank (train/fault_injection.h): every rank checks it, that rank keeps it.
+  fault_ = injected_fault_from_env();
+  if (fault_) {
+    LINATTN_REQUIRE(fault_->rank < world, "LINATTN_INJECT_FAULT names rank ", fault_->rank, ", but the run has ",
+                    world, world == 1 ? " rank" : " ranks");
+    say("warning: LINATTN_INJECT_FAULT: %s, as asked\n", describe(*fault_).c_str());
+    if (fault_->rank != comm_->rank()) fault_.reset();
+  }
   dtype_ = t.dtype == "f64" ? DType::f64 : DType::f32;
   device_ = training_device(config_);
   if (device_ == Device::cuda) {
@@ -284,8 +292,12 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
   // makes the gradients, summed over the micro-batches and the ranks, those of the mean over the
   // global batch.
   const int64_t world = comm_->world_size();
+  const bool injected = fault_ && fault_->step == step + 1;
+  if (injected && fault_->kind == InjectedFault::Kind::error)
+    throw Error("LINATTN_INJECT_FAULT: the injected error of step " + std::to_string(step + 1));
+  // An injected NaN seed makes every gradient of this rank NaN; the sums carry it to every rank.
   Tensor seed = Tensor::empty({1}, dtype_, device_);
-  seed.fill_(1.0 / double(accumulation_ * world));
+  seed.fill_(injected ? NAN : 1.0 / double(accumulation_ * world));
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     data::Batch batch = loader_->next();
     try {

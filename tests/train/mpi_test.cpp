@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -208,6 +209,75 @@ TEST_F(DataParallel, ARankThatDiesEndsTheJobInsteadOfHanging) {
   EXPECT_NE(WEXITSTATUS(status), 0) << out;
   EXPECT_NE(out.find("process rank 1"), std::string::npos) << out;
   EXPECT_NE(out.find("signal 9"), std::string::npos) << out;
+}
+
+// An error raised on one rank only (LINATTN_INJECT_FAULT, train/fault_injection.h): rank 1 fails as it
+// starts step 15 while rank 0 waits for it in that step's gradient sum. Every rank must end, the
+// message must name rank 1, and nothing may be lost: the checkpoint of step 10 intact, no partial
+// file or metrics record, and a resume there that continues as the uninterrupted run did.
+TEST_F(DataParallel, AnErrorOnOneRankEndsEveryRankNamingItAndLosesNothing) {
+  ASSERT_EQ(train(1, "one"), 0) << log("one");
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string cmd = "LINATTN_INJECT_FAULT=error:1:15 timeout 300 " + mpirun() + "-np 2 " + bin_ + " " + config_ +
+                    " --out " + dir_ + "/run > " + dir_ + "/run.log 2>&1";
+  int status = std::system(cmd.c_str());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string out = log("run");
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_NE(WEXITSTATUS(status), 124) << "the job hung after rank 1 failed\n" << out;
+  EXPECT_NE(WEXITSTATUS(status), 0) << out;
+  std::printf("the job ended %.1f s after it started (14 steps of training included)\n", seconds);
+  EXPECT_NE(out.find("linattn-train: error on rank 1: LINATTN_INJECT_FAULT: the injected error of step 15\n"),
+            std::string::npos) << out;
+  EXPECT_EQ(out.find("checkpoint: " + checkpoint("run", 20)), std::string::npos) << out;
+
+  const std::string ckpts = dir_ + "/run/checkpoints";
+  for (const auto& e : fs::directory_iterator(ckpts))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "a partial file: " << e.path();
+  EXPECT_EQ(latest_checkpoint(dir_ + "/run"), checkpoint("run", 10));
+  EXPECT_EQ(checkpoint_problem(checkpoint("run", 10)), "");
+  const std::string metrics = read_file(dir_ + "/run/metrics.jsonl");
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_EQ(metrics.back(), '\n') << "a partial record was left";
+  EXPECT_LE(losses("run").size(), 14u) << metrics;
+
+  // The resume cuts the metrics back to step 10 and goes on as the run without a fault did.
+  ASSERT_EQ(train(2, "run", "--resume " + dir_ + "/run"), 0) << log("run");
+  EXPECT_NE(log("run").find("resumed from " + checkpoint("run", 10) + " at step 10"), std::string::npos) << log("run");
+  std::vector<double> one = losses("one");
+  ASSERT_EQ(one.size(), 20u);
+  expect_losses_close(losses("run"), one, 0);
+  expect_weights_close(checkpoint("run", 20), checkpoint("one", 20));
+}
+
+// NaN gradients on one rank only: the gradient sum carries them to every rank, which all skip the
+// step together (their weights stay the same), as one process skips it. Losses and weights equal
+// those of one process given the NaN at the same step.
+TEST_F(DataParallel, NanGradientsOnOneRankSkipTheStepOnEveryRank) {
+  setenv("LINATTN_INJECT_FAULT", "nan:0:5", 1);
+  const int one_rc = train(1, "one");
+  setenv("LINATTN_INJECT_FAULT", "nan:1:5", 1);
+  const int two_rc = train(2, "two");
+  unsetenv("LINATTN_INJECT_FAULT");
+  ASSERT_EQ(one_rc, 0) << log("one");
+  ASSERT_EQ(two_rc, 0) << log("two");
+  EXPECT_NE(log("two").find("warning: LINATTN_INJECT_FAULT: NaN gradients on rank 1 at step 5, as asked"),
+            std::string::npos) << log("two");
+  EXPECT_NE(log("two").find("warning: step 5: the gradient norm is nan; skipping the step"), std::string::npos)
+      << log("two");
+  std::vector<double> one = losses("one");
+  ASSERT_EQ(one.size(), 19u) << "step 5 is skipped";
+  expect_losses_close(losses("two"), one, 0);
+  expect_weights_close(checkpoint("two", 20), checkpoint("one", 20));
+}
+
+TEST_F(DataParallel, AFaultForARankTheRunDoesNotHaveIsAnError) {
+  setenv("LINATTN_INJECT_FAULT", "error:2:3", 1);
+  const int rc = train(2, "run");
+  unsetenv("LINATTN_INJECT_FAULT");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(log("run").find("LINATTN_INJECT_FAULT names rank 2, but the run has 2 ranks"), std::string::npos)
+      << log("run");
 }
 
 }  // namespace
