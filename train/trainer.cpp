@@ -5,6 +5,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <chrono>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "core/hdf5.h"
@@ -55,6 +57,27 @@ std::string run_bounds(const TrainConfig& t) {
   std::snprintf(fraction, sizeof fraction, "%gs", t.max_time);  // duration() rounds to whole seconds
   if (t.max_time) bound("max_time " + (t.max_time == std::floor(t.max_time) ? duration(t.max_time) : fraction));
   return bounds.empty() ? "no bound (Ctrl-C stops it with a checkpoint)" : bounds;
+}
+
+// Where each rank runs, "host1 (rank 0), host2 (ranks 1-3, 5)": hosts in the order of their first
+// rank, so that a message naming a host (a lost MPI daemon) names its ranks too.
+std::string rank_layout(const std::vector<std::string>& hosts) {
+  std::vector<std::pair<std::string, std::vector<int>>> by_host;
+  for (int r = 0; r < int(hosts.size()); ++r) {
+    auto it = std::find_if(by_host.begin(), by_host.end(), [&](const auto& h) { return h.first == hosts[size_t(r)]; });
+    if (it == by_host.end()) it = by_host.insert(by_host.end(), {hosts[size_t(r)], {}});
+    it->second.push_back(r);
+  }
+  std::string out;
+  for (const auto& [host, ranks] : by_host) {
+    std::string list;
+    for (size_t i = 0, j = 0; i < ranks.size(); i = j + 1) {
+      for (j = i; j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1;) ++j;
+      list += (list.empty() ? "" : ", ") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+    }
+    out += (out.empty() ? "" : ", ") + host + (ranks.size() == 1 ? " (rank " : " (ranks ") + list + ")";
+  }
+  return out;
 }
 
 // When a checkpoint of about `needed` bytes did not fit at `path`: the room it lacked and what to do
@@ -224,6 +247,13 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
       (long long)t.batch_size, (long long)config_.data.seq_len, ranks, ranks == 1 ? "" : "s", comm_->backend(),
       (long long)micro_, (long long)accumulation_, accumulation_ == 1 ? "" : "s", omp_get_max_threads(),
       omp_get_max_threads() == 1 ? "" : "s", t.dtype.c_str(), gemm_peak_);
+  if (ranks > 1) {
+    const std::vector<std::string> hosts = comm_->host_names();  // every rank takes part
+    const size_t distinct = std::set<std::string>(hosts.begin(), hosts.end()).size();
+    if (!hosts.empty())
+      say("data parallel: %d ranks on %zu host%s: %s\n", ranks, distinct, distinct == 1 ? "" : "s",
+          rank_layout(hosts).c_str());
+  }
   if (buckets_)
     say("data parallel: %zu gradient buckets of about %g MiB, each all-reduced (%s) as soon as backward completes "
         "it\n", buckets_->buckets().size(), config_.distributed.bucket_mb,
