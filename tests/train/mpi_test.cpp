@@ -401,6 +401,8 @@ TEST_F(MultiHost, ARankKilledOnOneHostEndsEveryRankAndTheRunResumesOnEitherLayou
     expect_weights_close(checkpoint(name, step + 10), checkpoint("reference", step + 10));
   }
   expect_checkpoints_intact("run");
+  for (const auto& e : fs::directory_iterator(dir_ + "/run/checkpoints"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "a partial file stayed: " << e.path();
 }
 
 TEST_F(MultiHost, ACutLinkEndsEveryRankNamingTheLostHostAndItsRank) {
