@@ -73,7 +73,9 @@ std::string rank_layout(const std::vector<std::string>& hosts) {
     std::string list;
     for (size_t i = 0, j = 0; i < ranks.size(); i = j + 1) {
       for (j = i; j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1;) ++j;
-      list += (list.empty() ? "" : ", ") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+      if (!list.empty()) list += ", ";
+      list += std::to_string(ranks[i]);
+      if (j > i) list.append("-").append(std::to_string(ranks[j]));
     }
     out += (out.empty() ? "" : ", ") + host + (ranks.size() == 1 ? " (rank " : " (ranks ") + list + ")";
   }

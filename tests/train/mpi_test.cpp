@@ -325,8 +325,11 @@ class MultiHost : public DataParallel {
   }
   // Every checkpoint of the run NAME loads and verifies.
   void expect_checkpoints_intact(const std::string& name) {
-    for (const auto& e : fs::directory_iterator(dir_ + "/" + name + "/checkpoints"))
-      if (e.path().extension() == ".h5") EXPECT_EQ(checkpoint_problem(e.path().string()), "") << e.path();
+    for (const auto& e : fs::directory_iterator(dir_ + "/" + name + "/checkpoints")) {
+      if (e.path().extension() == ".h5") {
+        EXPECT_EQ(checkpoint_problem(e.path().string()), "") << e.path();
+      }
+    }
     const std::string metrics = read_file(dir_ + "/" + name + "/metrics.jsonl");
     ASSERT_FALSE(metrics.empty());
     EXPECT_EQ(metrics.back(), '\n') << "a partial record was left";
