@@ -375,10 +375,13 @@ void Trainer::save(const TrainState& state) {
   try {
     save_checkpoint(path, config_, *model_, optimizer_.get(), state);
   } catch (const Error& e) {
-    // The datasets of the file: the parameters and AdamW's two moments.
-    const double needed = 3.0 * double(model_->params().layout().total() * int64_t(dtype_size(dtype_)));
-    const std::string room = checkpoint_room(path, needed);
+    // As large as the earlier checkpoint of the run; without one, its datasets' bytes (the
+    // parameters and AdamW's two moments; HDF5's chunk index and the config add about 10%).
     const std::string earlier = latest_checkpoint(config_.train.out_dir);
+    const double needed = earlier.empty()
+                              ? 3.0 * double(model_->params().layout().total() * int64_t(dtype_size(dtype_)))
+                              : double(std::filesystem::file_size(earlier));
+    const std::string room = checkpoint_room(path, needed);
     throw Error("the checkpoint of step " + std::to_string(state.step) + " was not written to " + path + ": " +
                 e.what() + "\n" + (room.empty() ? "" : room + "\n") +
                 (earlier.empty() ? std::string("there is no earlier checkpoint")
