@@ -108,6 +108,18 @@ class MpiCommunicator : public Communicator {
   void broadcast(void* data, size_t bytes, int root) override {
     check_mpi(MPI_Bcast(data, int(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
   }
+  std::vector<std::string> host_names() override {
+    char mine[MPI_MAX_PROCESSOR_NAME] = {};
+    int length = 0;
+    check_mpi(MPI_Get_processor_name(mine, &length), "MPI_Get_processor_name");
+    std::vector<char> all(size_t(size_) * MPI_MAX_PROCESSOR_NAME);
+    check_mpi(MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                            MPI_COMM_WORLD),
+              "MPI_Allgather");
+    std::vector<std::string> names;
+    for (int r = 0; r < size_; ++r) names.emplace_back(all.data() + size_t(r) * MPI_MAX_PROCESSOR_NAME);
+    return names;
+  }
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::exit(code);

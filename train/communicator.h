@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -39,6 +40,8 @@ class Communicator {
   virtual void check_same(const std::string& value, const char* what) = 0;
   virtual void barrier() = 0;
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
+  // The host each rank runs on, by rank (a collective: every rank calls it); empty where unknown.
+  virtual std::vector<std::string> host_names() { return {}; }
   // Ends every rank's process (after a fatal error on this one), so that no rank waits forever.
   [[noreturn]] virtual void abort(int code) = 0;
 

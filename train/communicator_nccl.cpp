@@ -76,6 +76,7 @@ class NcclCommunicator : public Communicator {
   void check_same(const std::string& value, const char* what) override { host_.check_same(value, what); }
   void barrier() override { host_.barrier(); }
   void broadcast(void* data, size_t bytes, int root) override { host_.broadcast(data, bytes, root); }
+  std::vector<std::string> host_names() override { return host_.host_names(); }
   [[noreturn]] void abort(int code) override {
     host_.abort(code);
     std::exit(code);

@@ -47,6 +47,7 @@ void take_interrupt_signals() {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::thread(take_signals, signals).detach();
+  signal(SIGXFSZ, SIG_IGN);
 }
 
 void arm_interrupts() { g_armed.store(true); }

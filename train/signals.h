@@ -11,7 +11,9 @@ namespace linattn {
 
 // Blocks SIGINT and SIGTERM in this thread, and so in every thread started after it, and starts the
 // thread that takes them. Call it first in main, before any other thread exists (OpenMP, oneDNN,
-// MPI). Until arm_interrupts(), a signal ends the process at once, as by default.
+// MPI). Until arm_interrupts(), a signal ends the process at once, as by default. It also ignores
+// SIGXFSZ, so that a write past the file size limit (ulimit -f) fails with EFBIG and is reported,
+// naming the file and the limit, instead of killing the process without a word.
 void take_interrupt_signals();
 // From now on the first signal asks the training loop to stop, and a second exits at once.
 void arm_interrupts();

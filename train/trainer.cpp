@@ -1,8 +1,11 @@
 #include "train/trainer.h"
 
 #include <omp.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <chrono>
 #include <cmath>
@@ -11,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "core/hdf5.h"
@@ -21,6 +25,7 @@
 #include "train/metrics_log.h"
 #include "train/sample.h"
 #include "train/schedule.h"
+#include "train/shell_quote.h"
 #include "train/signals.h"
 
 namespace linattn {
@@ -52,6 +57,47 @@ std::string run_bounds(const TrainConfig& t) {
   std::snprintf(fraction, sizeof fraction, "%gs", t.max_time);  // duration() rounds to whole seconds
   if (t.max_time) bound("max_time " + (t.max_time == std::floor(t.max_time) ? duration(t.max_time) : fraction));
   return bounds.empty() ? "no bound (Ctrl-C stops it with a checkpoint)" : bounds;
+}
+
+// Where each rank runs, "host1 (rank 0), host2 (ranks 1-3, 5)": hosts in the order of their first
+// rank, so that a message naming a host (a lost MPI daemon) names its ranks too.
+std::string rank_layout(const std::vector<std::string>& hosts) {
+  std::vector<std::pair<std::string, std::vector<int>>> by_host;
+  for (int r = 0; r < int(hosts.size()); ++r) {
+    auto it = std::find_if(by_host.begin(), by_host.end(), [&](const auto& h) { return h.first == hosts[size_t(r)]; });
+    if (it == by_host.end()) it = by_host.insert(by_host.end(), {hosts[size_t(r)], {}});
+    it->second.push_back(r);
+  }
+  std::string out;
+  for (const auto& [host, ranks] : by_host) {
+    std::string list;
+    for (size_t i = 0, j = 0; i < ranks.size(); i = j + 1) {
+      for (j = i; j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1;) ++j;
+      if (!list.empty()) list += ", ";
+      list += std::to_string(ranks[i]);
+      if (j > i) list.append("-").append(std::to_string(ranks[j]));
+    }
+    out += (out.empty() ? "" : ", ") + host + (ranks.size() == 1 ? " (rank " : " (ranks ") + list + ")";
+  }
+  return out;
+}
+
+// When a checkpoint of about `needed` bytes did not fit at `path`: the room it lacked and what to do
+// ("" when there was room, so that the failure had another cause). The space is measured after the
+// partial file was removed.
+std::string checkpoint_room(const std::string& path, double needed) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  rlimit limit{};
+  if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && double(limit.rlim_cur) < needed)
+    return "the checkpoint needs about " + mib(needed) + ", over this process's file size limit of " +
+           mib(double(limit.rlim_cur)) + " (ulimit -f): raise the limit";
+  struct statvfs st{};
+  if (::statvfs(dir.c_str(), &st) != 0) return "";
+  const double free_bytes = double(st.f_bavail) * double(st.f_frsize);
+  if (free_bytes >= needed) return "";
+  return "the checkpoint needs about " + mib(needed) + " and " + mib(free_bytes) + " are free in '" + dir +
+         "': free at least " + mib(needed - free_bytes) + " there (the run deletes older checkpoints, beyond "
+         "checkpoint.keep_last, only after a new one is written)";
 }
 
 // A fresh run must not write into the folder of another: its metrics would mix, and pruning by
@@ -119,6 +165,14 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   LINATTN_REQUIRE((t.batch_size / world) % micro_ == 0, config_.where("train.micro_batch_size"),
                   ": each of the ", world, " ranks gets ", t.batch_size / world,
                   " sequences of the global batch, which is not a multiple of micro_batch_size ", micro_);
+  // A test's fault on one rank (train/fault_injection.h): every rank checks it, that rank keeps it.
+  fault_ = injected_fault_from_env();
+  if (fault_) {
+    LINATTN_REQUIRE(fault_->rank < world, "LINATTN_INJECT_FAULT names rank ", fault_->rank, ", but the run has ",
+                    world, world == 1 ? " rank" : " ranks");
+    say("warning: LINATTN_INJECT_FAULT: %s, as asked\n", describe(*fault_).c_str());
+    if (fault_->rank != comm_->rank()) fault_.reset();
+  }
   dtype_ = t.dtype == "f64" ? DType::f64 : DType::f32;
   device_ = training_device(config_);
   if (device_ == Device::cuda) {
@@ -204,6 +258,13 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
       (long long)micro_, (long long)accumulation_, accumulation_ == 1 ? "" : "s", omp_get_max_threads(),
       omp_get_max_threads() == 1 ? "" : "s", t.dtype.c_str(), matmul_precision_name(backend::matmul_precision()),
       gemm_peak_);
+  if (ranks > 1) {
+    const std::vector<std::string> hosts = comm_->host_names();  // every rank takes part
+    const size_t distinct = std::set<std::string>(hosts.begin(), hosts.end()).size();
+    if (!hosts.empty())
+      say("data parallel: %d ranks on %zu host%s: %s\n", ranks, distinct, distinct == 1 ? "" : "s",
+          rank_layout(hosts).c_str());
+  }
   if (buckets_)
     say("data parallel: %zu gradient buckets of about %g MiB, each all-reduced (%s) as soon as backward completes "
         "it\n", buckets_->buckets().size(), config_.distributed.bucket_mb,
@@ -272,8 +333,12 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
   // makes the gradients, summed over the micro-batches and the ranks, those of the mean over the
   // global batch.
   const int64_t world = comm_->world_size();
+  const bool injected = fault_ && fault_->step == step + 1;
+  if (injected && fault_->kind == InjectedFault::Kind::error)
+    throw Error("LINATTN_INJECT_FAULT: the injected error of step " + std::to_string(step + 1));
+  // An injected NaN seed makes every gradient of this rank NaN; the sums carry it to every rank.
   Tensor seed = Tensor::empty({1}, dtype_, device_);
-  seed.fill_(1.0 / double(accumulation_ * world));
+  seed.fill_(injected ? NAN : 1.0 / double(accumulation_ * world));
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     data::Batch batch = loader_->next();
     try {
@@ -319,10 +384,18 @@ void Trainer::save(const TrainState& state) {
   try {
     save_checkpoint(path, config_, *model_, optimizer_.get(), state);
   } catch (const Error& e) {
-    std::string earlier = latest_checkpoint(config_.train.out_dir);
-    throw Error("the checkpoint of step " + std::to_string(state.step) + " was not written: " + e.what() + "\n" +
+    // As large as the earlier checkpoint of the run; without one, its datasets' bytes (the
+    // parameters and AdamW's two moments; HDF5's chunk index and the config add about 10%).
+    const std::string earlier = latest_checkpoint(config_.train.out_dir);
+    const double needed = earlier.empty()
+                              ? 3.0 * double(model_->params().layout().total() * int64_t(dtype_size(dtype_)))
+                              : double(std::filesystem::file_size(earlier));
+    const std::string room = checkpoint_room(path, needed);
+    throw Error("the checkpoint of step " + std::to_string(state.step) + " was not written to " + path + ": " +
+                e.what() + "\n" + (room.empty() ? "" : room + "\n") +
                 (earlier.empty() ? std::string("there is no earlier checkpoint")
-                                 : "the earlier checkpoint " + earlier + " is intact; continue from it with --resume"));
+                                 : "the earlier checkpoint " + earlier + " is intact; continue from it with --resume " +
+                                       shell_quoted(config_.train.out_dir)));
   }
   prune_checkpoints(config_.train.out_dir, config_.checkpoint.keep_last);
   say("checkpoint: %s (%.2f s)\n", path.c_str(),

@@ -15,6 +15,7 @@
 #include "train/config.h"
 #include "train/folder_lock.h"
 #include "train/evaluate.h"
+#include "train/fault_injection.h"
 #include "train/grad_buckets.h"
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
@@ -98,6 +99,7 @@ class Trainer {
   std::unique_ptr<GradientBuckets> buckets_;  // with more than one rank
   TrainState start_;       // where the run starts: zeros, or the resumed checkpoint's state
   bool resumed_ = false;
+  std::optional<InjectedFault> fault_;  // LINATTN_INJECT_FAULT's fault, on the rank it names only
   uint32_t eot_ = data::no_eot;  // the token data's end-of-text token (document boundaries reset)
 };
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -214,8 +215,7 @@ class CheckpointsProcess : public Checkpoints {
       char c;
       if (gate) close(gate[1]);
       if (gate && read(gate[0], &c, 1) < 0) _exit(126);
-      if (file_size_limit) {
-        signal(SIGXFSZ, SIG_IGN);
+      if (file_size_limit) {  // SIGXFSZ left to its default action, which linattn-train must override
         const rlimit limit{file_size_limit, RLIM_INFINITY};
         setrlimit(RLIMIT_FSIZE, &limit);
       }
@@ -325,8 +325,15 @@ TEST_F(CheckpointsProcess, AFullDiskStopsTheRunKeepingTheLastCheckpoint) {
     std::string out = log();
     ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << "\n" << out;
     EXPECT_EQ(WEXITSTATUS(status), 1) << out;
-    EXPECT_NE(out.find("the checkpoint of step 2 was not written"), std::string::npos) << out;
+    const std::string run = disk.dir() + "/run";
+    EXPECT_NE(out.find("the checkpoint of step 2 was not written to " + checkpoint_path(run, 2) + ": "),
+              std::string::npos) << out;
     EXPECT_NE(out.find("no space left on the device"), std::string::npos) << out;
+    // How much it needed, how much is free once the partial file is gone, and what to do.
+    EXPECT_TRUE(std::regex_search(out, std::regex("\nthe checkpoint needs about [0-9.]+ MiB and [0-9.]+ MiB are free "
+                                                  "in '" + run + "/checkpoints': free at least [0-9.]+ MiB there")))
+        << out;
+    EXPECT_NE(out.find("is intact; continue from it with --resume " + run + "\n"), std::string::npos) << out;
     EXPECT_EQ(out.find("step-00000002.h5 ("), std::string::npos) << "a checkpoint was announced but not written\n"
                                                                    << out;
     std::vector<std::string> names;
@@ -335,6 +342,29 @@ TEST_F(CheckpointsProcess, AFullDiskStopsTheRunKeepingTheLastCheckpoint) {
     EXPECT_EQ(names, std::vector<std::string>{"step-00000001.h5"});
     EXPECT_EQ(checkpoint_problem(disk.dir() + "/run/checkpoints/step-00000001.h5"), "");
   }
+}
+
+TEST_F(CheckpointsProcess, AFileSizeLimitBelowTheCheckpointSaysSo) {
+  // A process limited to files of half a checkpoint (RLIMIT_FSIZE, `ulimit -f`: writes past it fail
+  // with EFBIG while the disk has room, unless SIGXFSZ kills the process first): the first
+  // checkpoint fails, and the message says that the limit, not the disk, is in the way.
+  Config probe = testing::tiny_config(dir_ + "/probe", {"train.max_steps=1"});
+  Trainer(probe).run();
+  const size_t size = fs::file_size(latest_checkpoint(dir_ + "/probe"));
+  const pid_t pid = start({"--out", dir_ + "/run", "--set", "train.max_steps=3", "--set", "checkpoint.every=1"},
+                          "log.txt", nullptr, size / 2);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string out = log();
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << "\n" << out;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+  EXPECT_NE(out.find("the checkpoint of step 1 was not written to " + checkpoint_path(dir_ + "/run", 1) + ": "),
+            std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("\nthe checkpoint needs about [0-9.]+ MiB, over this process's file "
+                                                "size limit of [0-9.]+ MiB \\(ulimit -f\\): raise the limit\n")))
+      << out;
+  EXPECT_NE(out.find("there is no earlier checkpoint"), std::string::npos) << out;
+  EXPECT_TRUE(latest_checkpoint(dir_ + "/run").empty()) << out;
 }
 
 std::string read_text(const std::string& path) {

@@ -5,13 +5,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "core/hdf5.h"
+#include "netns_hosts.h"
 #include "testing.h"
 #include "train/checkpoint.h"
 #include "train_testing.h"
@@ -108,6 +111,8 @@ TEST_F(DataParallel, TwoRanksEqualOneProcess) {
   ASSERT_EQ(train(2, "two"), 0) << log("two");
   // The tiny model's gradients fit one bucket of the default size: it starts when backward ends.
   EXPECT_NE(log("two").find("data parallel: 1 gradient buckets"), std::string::npos) << log("two");
+  EXPECT_TRUE(std::regex_search(log("two"), std::regex("data parallel: 2 ranks on 1 host: [^ ]+ \\(ranks 0-1\\)\n")))
+      << log("two");
   std::vector<double> one = losses("one");
   ASSERT_EQ(one.size(), 20u);
   expect_losses_close(losses("two"), one, 0);
@@ -208,6 +213,219 @@ TEST_F(DataParallel, ARankThatDiesEndsTheJobInsteadOfHanging) {
   EXPECT_NE(WEXITSTATUS(status), 0) << out;
   EXPECT_NE(out.find("process rank 1"), std::string::npos) << out;
   EXPECT_NE(out.find("signal 9"), std::string::npos) << out;
+}
+
+// An error raised on one rank only (LINATTN_INJECT_FAULT, train/fault_injection.h): rank 1 fails as it
+// starts step 15 while rank 0 waits for it in that step's gradient sum. Every rank must end, the
+// message must name rank 1, and nothing may be lost: the checkpoint of step 10 intact, no partial
+// file or metrics record, and a resume there that continues as the uninterrupted run did.
+TEST_F(DataParallel, AnErrorOnOneRankEndsEveryRankNamingItAndLosesNothing) {
+  ASSERT_EQ(train(1, "one"), 0) << log("one");
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string cmd = "LINATTN_INJECT_FAULT=error:1:15 timeout 300 " + mpirun() + "-np 2 " + bin_ + " " + config_ +
+                    " --out " + dir_ + "/run > " + dir_ + "/run.log 2>&1";
+  int status = std::system(cmd.c_str());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string out = log("run");
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_NE(WEXITSTATUS(status), 124) << "the job hung after rank 1 failed\n" << out;
+  EXPECT_NE(WEXITSTATUS(status), 0) << out;
+  std::printf("the job ended %.1f s after it started (14 steps of training included)\n", seconds);
+  EXPECT_NE(out.find("linattn-train: error on rank 1: LINATTN_INJECT_FAULT: the injected error of step 15\n"),
+            std::string::npos) << out;
+  EXPECT_EQ(out.find("checkpoint: " + checkpoint("run", 20)), std::string::npos) << out;
+
+  const std::string ckpts = dir_ + "/run/checkpoints";
+  for (const auto& e : fs::directory_iterator(ckpts))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "a partial file: " << e.path();
+  EXPECT_EQ(latest_checkpoint(dir_ + "/run"), checkpoint("run", 10));
+  EXPECT_EQ(checkpoint_problem(checkpoint("run", 10)), "");
+  const std::string metrics = read_file(dir_ + "/run/metrics.jsonl");
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_EQ(metrics.back(), '\n') << "a partial record was left";
+  EXPECT_LE(losses("run").size(), 14u) << metrics;
+
+  // The resume cuts the metrics back to step 10 and goes on as the run without a fault did.
+  ASSERT_EQ(train(2, "run", "--resume " + dir_ + "/run"), 0) << log("run");
+  EXPECT_NE(log("run").find("resumed from " + checkpoint("run", 10) + " at step 10"), std::string::npos) << log("run");
+  std::vector<double> one = losses("one");
+  ASSERT_EQ(one.size(), 20u);
+  expect_losses_close(losses("run"), one, 0);
+  expect_weights_close(checkpoint("run", 20), checkpoint("one", 20));
+}
+
+// NaN gradients on one rank only: the gradient sum carries them to every rank, which all skip the
+// step together (their weights stay the same), as one process skips it. Losses and weights equal
+// those of one process given the NaN at the same step.
+TEST_F(DataParallel, NanGradientsOnOneRankSkipTheStepOnEveryRank) {
+  setenv("LINATTN_INJECT_FAULT", "nan:0:5", 1);
+  const int one_rc = train(1, "one");
+  setenv("LINATTN_INJECT_FAULT", "nan:1:5", 1);
+  const int two_rc = train(2, "two");
+  unsetenv("LINATTN_INJECT_FAULT");
+  ASSERT_EQ(one_rc, 0) << log("one");
+  ASSERT_EQ(two_rc, 0) << log("two");
+  EXPECT_NE(log("two").find("warning: LINATTN_INJECT_FAULT: NaN gradients on rank 1 at step 5, as asked"),
+            std::string::npos) << log("two");
+  EXPECT_NE(log("two").find("warning: step 5: the gradient norm is nan; skipping the step"), std::string::npos)
+      << log("two");
+  std::vector<double> one = losses("one");
+  ASSERT_EQ(one.size(), 19u) << "step 5 is skipped";
+  expect_losses_close(losses("two"), one, 0);
+  expect_weights_close(checkpoint("two", 20), checkpoint("one", 20));
+}
+
+TEST_F(DataParallel, AFaultForARankTheRunDoesNotHaveIsAnError) {
+  setenv("LINATTN_INJECT_FAULT", "error:2:3", 1);
+  const int rc = train(2, "run");
+  unsetenv("LINATTN_INJECT_FAULT");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(log("run").find("LINATTN_INJECT_FAULT names rank 2, but the run has 2 ranks"), std::string::npos)
+      << log("run");
+}
+
+// Several hosts on this machine (tests/train/netns_hosts.h: network namespaces joined by a bridge,
+// ranks started through `ip netns exec` as OpenMPI's rsh agent, TCP between them). Needs root; CI
+// runs it as root. One rank per host.
+class MultiHost : public DataParallel {
+ protected:
+  void SetUp() override {
+    DataParallel::SetUp();
+    if (IsSkipped()) return;
+    hosts_ = std::make_unique<testing::NetnsHosts>(2, dir_);
+    if (!hosts_->ready()) GTEST_SKIP() << hosts_->why_not();
+  }
+  void TearDown() override {
+    hosts_.reset();
+    DataParallel::TearDown();
+  }
+  // linattn-train on the config with `args`, one rank on each of `hosts` hosts (in the background
+  // with `background`); the run folder dir_/NAME, its output dir_/NAME.log; `exported` environment
+  // variables passed to the ranks. Returns the exit code (0 when started in the background).
+  int train_on_hosts(int hosts, const std::string& name, const std::string& args = "",
+                     const std::string& exported = "", bool background = false) {
+    std::string cmd = "timeout 300 " + hosts_->mpirun(hosts, exported) + bin_ + " " + config_ + " --out " + dir_ +
+                      "/" + name + " " + args + " > " + dir_ + "/" + name + ".log 2>&1" + (background ? " &" : "");
+    int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  // Waits until the run NAME has a checkpoint (or ten minutes passed: a bound for a hung start).
+  void wait_for_checkpoint(const std::string& name) {
+    for (int i = 0; i < 6000 && latest_checkpoint(dir_ + "/" + name).empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // Waits until no linattn-train runs on any host; returns the seconds it took (bounded by 300).
+  double wait_for_every_rank_to_end() {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    while (seconds() < 300 && !(hosts_->pids(1, "linattn-train").empty() && hosts_->pids(2, "linattn-train").empty() &&
+                                hosts_->pids(1, "mpirun").empty()))
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return seconds();
+  }
+  // Every checkpoint of the run NAME loads and verifies.
+  void expect_checkpoints_intact(const std::string& name) {
+    for (const auto& e : fs::directory_iterator(dir_ + "/" + name + "/checkpoints")) {
+      if (e.path().extension() == ".h5") {
+        EXPECT_EQ(checkpoint_problem(e.path().string()), "") << e.path();
+      }
+    }
+    const std::string metrics = read_file(dir_ + "/" + name + "/metrics.jsonl");
+    ASSERT_FALSE(metrics.empty());
+    EXPECT_EQ(metrics.back(), '\n') << "a partial record was left";
+  }
+
+  std::unique_ptr<testing::NetnsHosts> hosts_;
+};
+
+TEST_F(MultiHost, TwoHostsEqualOneProcess) {
+  // The ranks run on two hosts: each names its own.
+  ASSERT_EQ(std::system(("timeout 300 " + hosts_->mpirun(2) + "hostname > " + dir_ + "/hostnames 2>&1").c_str()), 0)
+      << read_file(dir_ + "/hostnames");
+  const std::string names = read_file(dir_ + "/hostnames");
+  EXPECT_EQ(names.size(), 12u) << names;
+  EXPECT_NE(names.find("host1\n"), std::string::npos) << names;
+  EXPECT_NE(names.find("host2\n"), std::string::npos) << names;
+
+  ASSERT_EQ(train(1, "one"), 0) << log("one");
+  ASSERT_EQ(train_on_hosts(2, "two"), 0) << log("two");
+  EXPECT_NE(log("two").find("data parallel: 2 ranks on 2 hosts: host1 (rank 0), host2 (rank 1)\n"), std::string::npos)
+      << log("two");
+  std::vector<double> one = losses("one");
+  ASSERT_EQ(one.size(), 20u);
+  expect_losses_close(losses("two"), one, 0);
+  expect_weights_close(checkpoint("two", 20), checkpoint("one", 20));
+}
+
+TEST_F(MultiHost, AnErrorOnTheOtherHostsRankEndsEveryRankNamingIt) {
+  setenv("LINATTN_INJECT_FAULT", "error:1:3", 1);
+  const int rc = train_on_hosts(2, "run", "", "LINATTN_INJECT_FAULT");
+  unsetenv("LINATTN_INJECT_FAULT");
+  EXPECT_NE(rc, 124) << "the job hung\n" << log("run");
+  EXPECT_NE(rc, 0) << log("run");
+  EXPECT_NE(log("run").find("linattn-train: error on rank 1: LINATTN_INJECT_FAULT: the injected error of step 3\n"),
+            std::string::npos) << log("run");
+}
+
+TEST_F(MultiHost, ARankKilledOnOneHostEndsEveryRankAndTheRunResumesOnEitherLayout) {
+  // Rank 1 (host2) is SIGKILLed once the run has a checkpoint, mid-step or mid-collective.
+  const std::string endless = "--set train.max_steps=1000000 --set train.eval_every=0";
+  ASSERT_EQ(train_on_hosts(2, "run", endless, "", true), 0);
+  wait_for_checkpoint("run");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::string pid = hosts_->pids(2, "linattn-train");
+  ASSERT_FALSE(pid.empty()) << log("run");
+  ASSERT_EQ(std::system(("kill -KILL " + pid).c_str()), 0);
+  const double seconds = wait_for_every_rank_to_end();
+  std::printf("every rank ended %.1f s after rank 1 was killed\n", seconds);
+  EXPECT_LT(seconds, 30) << log("run");
+  const std::string out = log("run");
+  EXPECT_NE(out.find("process rank 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("on node host2 exited on signal 9"), std::string::npos) << out;
+  expect_checkpoints_intact("run");
+
+  // From its last checkpoint, 10 more steps: on both hosts into the run's own folder, on host1 alone
+  // into another, and (the reference) as one process without mpirun. All three agree.
+  const std::string ckpt = latest_checkpoint(dir_ + "/run");
+  const int64_t step = std::stoll(fs::path(ckpt).stem().string().substr(5));  // step-00000010
+  const std::string more = endless + " --set train.max_steps=" + std::to_string(step + 10);
+  ASSERT_EQ(train(1, "reference", more + " --resume " + ckpt), 0) << log("reference");
+  ASSERT_EQ(train_on_hosts(2, "run", more + " --resume " + dir_ + "/run"), 0) << log("run");
+  ASSERT_EQ(train_on_hosts(1, "host1", more + " --resume " + ckpt), 0) << log("host1");
+  const std::vector<double> reference = losses("reference");
+  ASSERT_EQ(reference.size(), 10u);
+  for (const std::string name : {"run", "host1"}) {
+    SCOPED_TRACE(name);
+    EXPECT_NE(log(name).find("resumed from " + ckpt + " at step " + std::to_string(step)), std::string::npos)
+        << log(name);
+    std::vector<double> got = losses(name);
+    ASSERT_GE(got.size(), 10u);
+    expect_losses_close(std::vector<double>(got.end() - 10, got.end()), reference, 0);
+    expect_weights_close(checkpoint(name, step + 10), checkpoint("reference", step + 10));
+  }
+  expect_checkpoints_intact("run");
+  for (const auto& e : fs::directory_iterator(dir_ + "/run/checkpoints"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "a partial file stayed: " << e.path();
+}
+
+TEST_F(MultiHost, ACutLinkEndsEveryRankNamingTheLostHostAndItsRank) {
+  // host2's link goes down once the run has a checkpoint: no process dies and no connection is
+  // closed, packets just stop. OpenMPI's keepalive probes find the silent daemon and end the job.
+  ASSERT_EQ(train_on_hosts(2, "run", "--set train.max_steps=1000000 --set train.eval_every=0", "", true), 0);
+  wait_for_checkpoint("run");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(hosts_->cut_link(2));
+  const double seconds = wait_for_every_rank_to_end();
+  std::printf("every rank ended %.1f s after host2's link was cut\n", seconds);
+  EXPECT_LT(seconds, 60) << log("run");
+  // OpenMPI names the host it lost; the start-up line names the ranks on it.
+  const std::string out = log("run");
+  EXPECT_NE(out.find("data parallel: 2 ranks on 2 hosts: host1 (rank 0), host2 (rank 1)\n"), std::string::npos)
+      << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("lost communication with a remote daemon[^]*Remote daemon: .* on node "
+                                                "host2\n")))
+      << out;
+  expect_checkpoints_intact("run");
 }
 
 }  // namespace
