@@ -266,11 +266,24 @@ Cost deltanet_backward_cost(const MixerShape& m) {
   return {2 * f.flops, saved_bytes + kF32 * rows * (5 * D + 2 + 2 * (3 * D + 1))};
 }
 
+// The forward's three launches (deltanet.cu), per (b, h) and chunk in multiply-adds: chunk_factors
+// K K^T, Q K^T and A^-1 (2 C^2 D + C^3 / 3), reading q, k, beta, the gate and writing A^-1, PG;
+// chunk_states R = V - K S0, U' = A^-1 R and the state update (2 C D^2 + C^2 D), reading k, v, A^-1
+// and writing S0, U', R; chunk_outputs Q S0 and P U' (C D^2 + C^2 D), reading q, S0, PG, U' and
+// writing o. Together they are deltanet_forward_cost's products, less the W = A K the kernels skip.
+std::vector<Cost> deltanet_forward_costs(const MixerShape& m) {
+  const double C = double(m.C), D = double(m.D), chunks = std::ceil(double(m.T) / m.C);
+  const double n = chunks * double(m.B * m.H), rows = double(m.B * m.T * m.H);
+  return {{2 * n * (2 * C * C * D + C * C * C / 3), kF32 * (rows * (2 * D + 2) + n * 2 * C * C)},
+          {2 * n * (2 * C * D * D + C * C * D), kF32 * (rows * 2 * D + n * (C * C + D * D + 2 * C * D))},
+          {2 * n * (C * D * D + C * C * D), kF32 * (rows * 2 * D + n * (D * D + C * C + C * D))}};
+}
+
 std::vector<Launch> deltanet(const MixerShape& m, std::vector<Launch>& bwd, const std::string& name) {
   append(bwd, launches(name + " backward", {cu::deltanet_backward_plan(m.B, m.T, m.H, m.D, m.D, m.C)},
                        {deltanet_backward_cost(m)}));
-  return launches(name + " forward", {cu::deltanet_forward_plan(m.B, m.T, m.H, m.D, m.D, m.C)},
-                  {deltanet_forward_cost(m)});
+  return launches(name + " forward", cu::deltanet_forward_plans(m.B, m.T, m.H, m.D, m.D, m.C),
+                  deltanet_forward_costs(m));
 }
 
 // Causal softmax attention over `window` keys (<= 0: global). Per query-key pair the forward does

@@ -1,4 +1,4 @@
-// CUDA DeltaNet and Gated DeltaNet: the launches of the per-head work of deltanet_block.h.
+// CUDA DeltaNet and Gated DeltaNet: the launches of the block programs of deltanet_block.h.
 #include "kernels/cuda/deltanet.h"
 
 #include "core/error.h"
@@ -10,9 +10,21 @@ namespace {
 // Threads per head: enough for the [C, D] phases (C * D = 4096 elements at C = D = 64).
 constexpr int kHeadThreads = kDeltaNetHeadThreads;
 
-__global__ void __launch_bounds__(kHeadThreads) chunk_forward_kernel(DeltaNetArgs<float> p) {
+// The chunkwise forward's three launches (deltanet_block.h): grid (chunks, B*H) for the per-chunk
+// work, (state tiles, B*H) for the state pass.
+__global__ void __launch_bounds__(kHeadThreads) chunk_factors_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  delta::chunk_forward_head(DeviceBlock{}, p, blockIdx.x, sh);
+  delta::chunk_factors(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
+}
+
+__global__ void __launch_bounds__(kHeadThreads) chunk_states_kernel(DeltaNetArgs<float> p) {
+  LINATTN_DYNAMIC_SHARED(float, sh);
+  delta::chunk_states(DeviceBlock{}, p, blockIdx.y, delta::state_columns(delta::dims(p), blockIdx.x), sh);
+}
+
+__global__ void __launch_bounds__(kHeadThreads) chunk_outputs_kernel(DeltaNetArgs<float> p) {
+  LINATTN_DYNAMIC_SHARED(float, sh);
+  delta::chunk_outputs(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
 }
 
 __global__ void __launch_bounds__(kHeadThreads) chunk_backward_kernel(DeltaNetArgs<float> p, float* work) {
@@ -37,8 +49,14 @@ void deltanet_chunk_forward(const DeltaNetArgs<float>& p) {
   const delta::Dims d = delta::dims(p);
   check_chunk(d, "deltanet (cuda)");
   if (d.B * d.H == 0) return;
-  // shared memory: within the default 48 KiB for every chunk size check_chunk lets through
-  LINATTN_LAUNCH_PLAN(deltanet_forward_plan(d.B, d.T, d.H, d.Dk, d.Dv, d.C), stream(), chunk_forward_kernel)(p);
+  const LaunchPlans plans = deltanet_forward_plans(d.B, d.T, d.H, d.Dk, d.Dv, d.C);
+  if (d.chunks() == 0) {  // no tokens: the state pass alone (ht = h0)
+    LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_states_kernel)(p);
+  } else {
+    LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_factors_kernel)(p);
+    LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_states_kernel)(p);
+    LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_outputs_kernel)(p);
+  }
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

@@ -3,10 +3,12 @@
 // stages and `saved` buffer (so the chunkwise backward may follow either device's forward of the
 // same sizes). Gradients accumulate (+=).
 //
-// One thread block per (batch, head) runs its chunks in order (deltanet_block.h holds the per-head
-// work and how it splits over the block's threads): per chunk the WY factors with A^-1 by forward
-// substitution in shared memory, the state carried from chunk to chunk in float32. The backward
-// reads the forward's `saved` and needs delta::backward_work floats per head of scratch.
+// The chunkwise forward is three launches (deltanet_block.h holds the block programs and how each
+// splits over its threads): per chunk in parallel the WY factors that need no state (A^-1 by forward
+// substitution in shared memory, and PG); the state pass, one block per (batch, head) and tile of
+// state columns walking the chunks in order (S0, R, U' of every chunk, float32 state); per chunk in
+// parallel the output. The backward runs one thread block per (batch, head) over its chunks in
+// order; it reads the forward's `saved` and needs delta::backward_work floats per head of scratch.
 // The recurrent form steps token by token (the decoding path); its backward runs the chunkwise
 // forward (into a scratch `saved`) and backward, which give the same gradients.
 //

@@ -7,7 +7,11 @@
 // kernels/cpu/deltanet_stages.h (where the derivations are), with the same arguments (DeltaNetArgs)
 // and the same `saved` layout, so autograd allocates one buffer for both devices: per (batch, head)
 // and chunk, S0 [Dk, Dv], A^-1 [C, C], PG [C, C], U' [C, Dv], R [C, Dv].
-// Chunks run one after the other inside the block; within a stage every phase is a loop over the
+// The forward is three launches (deltanet.cu), so that only the light state pass walks the chunks in
+// order: chunk_factors (A^-1 and PG, which need no state; one block per chunk), chunk_states (the
+// state pass, S0 of every chunk, R and U'; one block per head and tile of state columns, since the
+// columns of the delta rule's state evolve independently) and chunk_outputs (O; one block per chunk).
+// The backward's chunks run one after the other inside the block. Within a stage every phase is a loop over the
 // elements of one output (Block::each), separated by Block::sync, and every element is written by
 // one iteration only, so the phases have no races whatever order the iterations run in. A stage
 // ends with a sync, except the ones marked "open": their last phase runs beside the next stage's
@@ -20,7 +24,7 @@
 // decay_backward folds state_backward's partial sums <dS1, S0> into gamma_last's gradient.
 //
 // Fast memory: the gates and the C x C products of the current chunk live in `sh` (shared memory
-// on the device, forward_shared / backward_shared elements); the states and the [C, D] products in
+// on the device, factors_shared, gates_shared or backward_shared elements); the states and the [C, D] products in
 // `saved` and in the backward's `work` (backward_work elements per head) in global memory.
 // Accumulation is in T (float on the device): float32 states and inter-chunk recurrence.
 #pragma once
@@ -51,7 +55,8 @@ LINATTN_HD Dims dims(const Args<T>& p) {
   return {p.B, p.len, p.H, p.Dk, p.Dv, p.chunk_size};
 }
 
-LINATTN_HD inline int64_t forward_shared(const Dims& d) { return 4 * d.C + 2 * d.C * d.C; }
+LINATTN_HD inline int64_t factors_shared(const Dims& d) { return 4 * d.C + 2 * d.C * d.C; }
+LINATTN_HD inline int64_t gates_shared(const Dims& d) { return 4 * d.C; }  // chunk_states, chunk_outputs
 LINATTN_HD inline int64_t backward_shared(const Dims& d) { return 8 * d.C + d.C * d.C + d.Dk; }
 LINATTN_HD inline int64_t backward_work(const Dims& d) { return d.Dk * d.Dv + 4 * d.C * d.Dv + d.C * d.Dk; }
 LINATTN_HD inline int64_t recurrent_shared(const Dims& d) { return d.Dv; }
@@ -70,6 +75,21 @@ LINATTN_HD inline ChunkAt chunk_at(const Dims& d, int64_t bh, int64_t c) {
 struct Shape {
   int64_t n, C, Dk, Dv, ldk, ldv, H;
 };
+LINATTN_HD inline Shape shape(const Dims& d, const ChunkAt& at) {
+  return {at.n, d.C, d.Dk, d.Dv, d.H * d.Dk, d.H * d.Dv, d.H};
+}
+
+// The state columns [j0, j0 + nv) one chunk_states block carries: column j of S1 depends only on
+// column j of S0 (and R, U' likewise), so the tiles need nothing from each other.
+inline constexpr int64_t kStateColumns = 16;
+struct Columns {
+  int64_t j0, nv;
+};
+LINATTN_HD inline int64_t state_tiles(const Dims& d) { return (d.Dv + kStateColumns - 1) / kStateColumns; }
+LINATTN_HD inline Columns state_columns(const Dims& d, int64_t tile) {
+  const int64_t j0 = tile * kStateColumns;
+  return {j0, min64(kStateColumns, d.Dv - j0)};
+}
 
 // The decays of the current chunk, in sh: G, gamma, lambda [C] (0, 1, 1 without gates), and beta
 // contiguous (bt). D_ij is computed where used (decay_ratio).
@@ -140,20 +160,20 @@ LINATTN_HD void solve_unit_lower(const Block& blk, T* ainv, T* ainv_s, const T* 
   });
 }
 
-// R = V - diag(gamma) K S0 and U' = A^-1 diag(beta) R (both saved).
+// R = V - diag(gamma) K S0 and U' = A^-1 diag(beta) R (both saved), in the columns cs.
 template <class T, class Block>
 LINATTN_HD void wy_updates(const Block& blk, T* U, T* R, const T* ainv, const T* k, const T* v, const T* S0,
-                           const Gates<T>& g, const Shape& s) {
+                           const Gates<T>& g, const Shape& s, Columns cs) {
   const int64_t n = s.n, Dv = s.Dv;
-  blk.each(n * Dv, [=](int64_t e) {
-    const int64_t i = e / Dv, j = e % Dv;
+  blk.each(n * cs.nv, [=](int64_t e) {
+    const int64_t i = e / cs.nv, j = cs.j0 + e % cs.nv;
     T acc = 0;
     for (int64_t x = 0; x < s.Dk; ++x) acc += k[i * s.ldk + x] * S0[x * Dv + j];
     R[i * Dv + j] = v[i * s.ldv + j] - g.gamma[i] * acc;
   });
   blk.sync();
-  blk.each(n * Dv, [=](int64_t e) {
-    const int64_t i = e / Dv, j = e % Dv;
+  blk.each(n * cs.nv, [=](int64_t e) {
+    const int64_t i = e / cs.nv, j = cs.j0 + e % cs.nv;
     T acc = 0;
     for (int64_t m = 0; m <= i; ++m) acc += ainv[i * s.C + m] * g.bt[m] * R[m * Dv + j];
     U[i * Dv + j] = acc;
@@ -176,7 +196,7 @@ LINATTN_HD void causal_scores_qk(const Block& blk, T* M, T* pg, const T* q, cons
   blk.sync();
 }
 
-// O = scale (diag(gamma) Q S0 + P U'), P in M. Open: runs beside state_pass.
+// O = scale (diag(gamma) Q S0 + P U'), P on and below the diagonal of M (PG).
 template <class T, class Block>
 LINATTN_HD void chunk_output(const Block& blk, T* o, const T* q, const T* S0, const T* M, const T* U, T scale,
                              const Gates<T>& g, const Shape& s) {
@@ -191,55 +211,89 @@ LINATTN_HD void chunk_output(const Block& blk, T* o, const T* q, const T* S0, co
   });
 }
 
-// S1 = gamma_last S0 + K^T diag(lambda) U' (the next chunk's S0, or ht; null: not wanted).
+// S1 = gamma_last S0 + K^T diag(lambda) U' (the next chunk's S0, or ht; null: not wanted), in the
+// columns cs.
 template <class T, class Block>
 LINATTN_HD void state_pass(const Block& blk, T* S1, const T* S0, const T* k, const T* U, const Gates<T>& g,
-                           const Shape& s) {
+                           const Shape& s, Columns cs) {
   const int64_t n = s.n, Dv = s.Dv;
   if (S1)
-    blk.each(s.Dk * Dv, [=](int64_t e) {
-      const int64_t x = e / Dv, j = e % Dv;
-      T acc = g.gamma[n - 1] * S0[e];
+    blk.each(s.Dk * cs.nv, [=](int64_t e) {
+      const int64_t x = e / cs.nv, j = cs.j0 + e % cs.nv, at = x * Dv + j;
+      T acc = g.gamma[n - 1] * S0[at];
       for (int64_t i = 0; i < n; ++i) acc += k[i * s.ldk + x] * g.lambda[i] * U[i * Dv + j];
-      S1[e] = acc;
+      S1[at] = acc;
     });
   blk.sync();
 }
 
-// ---- the chunkwise forward of head bh -----------------------------------------------------------
+// ---- the chunkwise forward: chunk_factors, then chunk_states, then chunk_outputs ----------------
+
+// Chunk c of head bh, what needs no state: A^-1 and PG into `saved`. sh: factors_shared.
 template <class T, class Block>
-LINATTN_HD void chunk_forward_head(const Block& blk, const Args<T>& p, int64_t bh, T* sh) {
+LINATTN_HD void chunk_factors(const Block& blk, const Args<T>& p, int64_t bh, int64_t c, T* sh) {
   const Dims d = dims(p);
-  const int64_t C = d.C, NC = d.chunks(), Dk = d.Dk, Dv = d.Dv, H = d.H, S = d.state();
+  const int64_t C = d.C;
   const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
   T* M = sh + 4 * C;  // K K^T . D, then P = tril(Q K^T) . D
   T* ainv = M + C * C;
+  const ChunkAt at = chunk_at(d, bh, c);
+  const Shape s = shape(d, at);
+  T* ainv_s = p.saved + (bh * d.chunks() + c) * d.block() + d.state();
+  T* pg = ainv_s + C * C;
+  const T *q = p.q + at.qk, *k = p.k + at.qk;
+  chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
+  blk.sync();  // gram_kkt reads the decays
+  gram_kkt(blk, M, pg, k, g, s);
+  solve_unit_lower(blk, ainv, ainv_s, M, g, s);
+  blk.sync();  // causal_scores_qk overwrites M, which the solve reads
+  causal_scores_qk(blk, M, pg, q, k, g, s);
+}
+
+// The state pass of head bh in the columns cs, chunk after chunk: S0 of every chunk (h0 for the
+// first), R and U' into `saved`, and ht. Reads chunk_factors' A^-1. sh: gates_shared.
+template <class T, class Block>
+LINATTN_HD void chunk_states(const Block& blk, const Args<T>& p, int64_t bh, Columns cs, T* sh) {
+  const Dims d = dims(p);
+  const int64_t C = d.C, NC = d.chunks(), Dv = d.Dv, S = d.state();
+  const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
   T* base = p.saved + bh * NC * d.block();
   const T* h0 = p.h0 ? p.h0 + bh * S : nullptr;
   T* ht = p.ht ? p.ht + bh * S : nullptr;
-  if (NC == 0) {  // T == 0: the final state is the initial one
-    if (ht) blk.each(S, [&](int64_t e) { ht[e] = h0 ? h0[e] : T(0); });
-    blk.sync();
-    return;
-  }
-  blk.each(S, [&](int64_t e) { base[e] = h0 ? h0[e] : T(0); });
+  T* first = NC > 0 ? base : ht;  // T == 0: the final state is the initial one
+  if (first)
+    blk.each(d.Dk * cs.nv, [=](int64_t e) {
+      const int64_t at = (e / cs.nv) * Dv + cs.j0 + e % cs.nv;
+      first[at] = h0 ? h0[at] : T(0);
+    });
   blk.sync();
   for (int64_t c = 0; c < NC; ++c) {
     const ChunkAt at = chunk_at(d, bh, c);
-    const Shape s{at.n, C, Dk, Dv, H * Dk, H * Dv, H};
+    const Shape s = shape(d, at);
     T* S0 = base + c * d.block();
-    T *ainv_s = S0 + S, *pg = ainv_s + C * C, *U = pg + C * C, *R = U + C * Dv;
+    T *ainv_s = S0 + S, *U = ainv_s + 2 * C * C, *R = U + C * Dv;
     T* S1 = c + 1 < NC ? base + (c + 1) * d.block() : ht;
-    const T *q = p.q + at.qk, *k = p.k + at.qk, *v = p.v + at.vo;
-    chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, H, at.n);
-    blk.sync();  // gram_kkt reads the decays
-    gram_kkt(blk, M, pg, k, g, s);
-    solve_unit_lower(blk, ainv, ainv_s, M, g, s);
-    wy_updates(blk, U, R, ainv, k, v, S0, g, s);
-    causal_scores_qk(blk, M, pg, q, k, g, s);
-    chunk_output(blk, p.o + at.vo, q, S0, M, U, p.scale, g, s);
-    state_pass(blk, S1, S0, k, U, g, s);
+    const T *k = p.k + at.qk, *v = p.v + at.vo;
+    chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
+    blk.sync();  // wy_updates reads the decays
+    wy_updates(blk, U, R, ainv_s, k, v, S0, g, s, cs);
+    state_pass(blk, S1, S0, k, U, g, s, cs);
   }
+}
+
+// Chunk c of head bh: O from chunk_states' S0 and U' and chunk_factors' P. sh: gates_shared.
+template <class T, class Block>
+LINATTN_HD void chunk_outputs(const Block& blk, const Args<T>& p, int64_t bh, int64_t c, T* sh) {
+  const Dims d = dims(p);
+  const int64_t C = d.C;
+  const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
+  const ChunkAt at = chunk_at(d, bh, c);
+  const T* S0 = p.saved + (bh * d.chunks() + c) * d.block();
+  const T *pg = S0 + d.state() + C * C, *U = pg + C * C;
+  chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
+  blk.sync();  // chunk_output reads the decays
+  chunk_output(blk, p.o + at.vo, p.q + at.qk, S0, pg, U, p.scale, g, shape(d, at));
+  blk.sync();
 }
 
 // ---- backward stages (in the order they run; kernels/cpu/deltanet_stages.h has the derivations) --

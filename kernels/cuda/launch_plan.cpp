@@ -358,9 +358,15 @@ LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int6
 
 // ---- DeltaNet and Gated DeltaNet ----
 
-LaunchPlan deltanet_forward_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk) {
+LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk) {
   const delta::Dims d{B, T, H, Dk, Dv, chunk};
-  return {"chunk_forward_kernel", {B * H}, {kDeltaNetHeadThreads}, delta::forward_shared(d) * int64_t(sizeof(float))};
+  const int64_t gates = delta::gates_shared(d) * int64_t(sizeof(float));
+  const LaunchPlan states{"chunk_states_kernel", {delta::state_tiles(d), B * H}, {kDeltaNetHeadThreads}, gates};
+  if (d.chunks() == 0) return {states};
+  return {{"chunk_factors_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads},
+           delta::factors_shared(d) * int64_t(sizeof(float))},
+          states,
+          {"chunk_outputs_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads}, gates}};
 }
 
 LaunchPlan deltanet_backward_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk) {

@@ -136,9 +136,10 @@ LaunchPlans linear_attention_backward_plans(int64_t B, int64_t T, int64_t H, int
 LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states);
 LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states);
 
-// ---- deltanet.cu: one block per (batch, head) ----
+// ---- deltanet.cu: the forward's per-chunk launches over (chunks, B*H) around the state pass over
+// (state column tiles, B*H) (T = 0: the state pass alone); the backward one block per (batch, head) ----
 inline constexpr int kDeltaNetHeadThreads = 256;
-LaunchPlan deltanet_forward_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
+LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
 LaunchPlan deltanet_backward_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
 LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv);
 

@@ -147,14 +147,30 @@ class HostBlock {
   mutable std::vector<std::function<void()>> phase_;
 };
 
-// What the CUDA delta_rule_forward entry launches, one "block" per head.
+// The three launches of cuda::deltanet_chunk_forward, in order, every grid's blocks in order (the
+// blocks of one launch share nothing, so their order cannot matter): chunk_factors per chunk,
+// chunk_states per head and tile of state columns (Dv = 24 cuts a partial tile), chunk_outputs per chunk.
+template <class T>
+void mirror_chunk_forward(const DeltaNetArgs<T>& p, const HostBlock& blk) {
+  const cuda::delta::Dims d = cuda::delta::dims(p);
+  const int64_t heads = d.B * d.H;
+  std::vector<T> sh(size_t(cuda::delta::factors_shared(d)));
+  for (int64_t bh = 0; bh < heads; ++bh)
+    for (int64_t c = 0; c < d.chunks(); ++c) cuda::delta::chunk_factors(blk, p, bh, c, sh.data());
+  for (int64_t bh = 0; bh < heads; ++bh)
+    for (int64_t tile = 0; tile < cuda::delta::state_tiles(d); ++tile)
+      cuda::delta::chunk_states(blk, p, bh, cuda::delta::state_columns(d, tile), sh.data());
+  for (int64_t bh = 0; bh < heads; ++bh)
+    for (int64_t c = 0; c < d.chunks(); ++c) cuda::delta::chunk_outputs(blk, p, bh, c, sh.data());
+}
+
+// What the CUDA delta_rule_forward entry launches.
 template <class T>
 void mirror_forward(const MixerArgs& r, const HostBlock& blk) {
   const DeltaNetArgs<T> p = backend::deltanet_args<T>(r);
   const cuda::delta::Dims d = cuda::delta::dims(p);
   if (r.chunk) {
-    std::vector<T> sh(size_t(cuda::delta::forward_shared(d)));
-    for (int64_t bh = 0; bh < r.B * r.H; ++bh) cuda::delta::chunk_forward_head(blk, p, bh, sh.data());
+    mirror_chunk_forward(p, blk);
   } else {
     std::vector<T> sh(size_t(cuda::delta::recurrent_shared(d))), state(size_t(d.state()));
     for (int64_t bh = 0; bh < r.B * r.H; ++bh) cuda::delta::recurrent_forward_head(blk, p, state.data(), bh, sh.data());
@@ -173,8 +189,7 @@ void mirror_backward(const MixerArgs& r, const HostBlock& blk) {
     Tensor o = Tensor::zeros(r.dO.shape(), r.q.dtype());
     DeltaNetArgs<T> f = p;
     f.o = o.data<T>(), f.ht = nullptr, f.saved = saved.data<T>();
-    std::vector<T> sh(size_t(cuda::delta::forward_shared(d)));
-    for (int64_t bh = 0; bh < r.B * r.H; ++bh) cuda::delta::chunk_forward_head(blk, f, bh, sh.data());
+    mirror_chunk_forward(f, blk);
   }
   p.saved = saved.data<T>();
   std::vector<T> work(size_t(r.B * r.H * cuda::delta::backward_work(d))), sh(size_t(cuda::delta::backward_shared(d)));

@@ -262,7 +262,7 @@ TEST(LaunchPlan, DeltaNet) {
     p.dO = m.f32(vo), p.dq = m.f32(qk), p.dk = m.f32(qk), p.dv = m.f32(vo), p.dbeta = m.f32(s);
     p.da = gated ? m.f32(s) : nullptr;
     const std::string what = gated ? "gated_deltanet" : "deltanet";
-    expect_plans(what + " chunk forward", {cuda::deltanet_forward_plan(B, T, H, Dk, Dv, C)},
+    expect_plans(what + " chunk forward", cuda::deltanet_forward_plans(B, T, H, Dk, Dv, C),
                  [&] { cuda::deltanet_chunk_forward(p); });
     const cuda::delta::Dims d{B, T, H, Dk, Dv, C};
     float* work = m.f32(B * H * cuda::delta::backward_work(d));
