@@ -114,16 +114,21 @@ LINATTN_HD T dot(const T* x, const T* y, int64_t n) {
 // ---- forward stages (kernels/cpu/deltanet_stages.h has each one's math) ------------------------
 
 // G (within-chunk inclusive cumulative log-decay), gamma = exp(G), lambda = exp(G_last - G), and
-// beta contiguous. Without a they are 0, 1, 1. One thread. Open.
+// beta contiguous. Without a they are 0, 1, 1. First a and beta are read into sh by one thread per
+// token (so the chunk's loads are in flight together), then one thread sums. Open.
 template <class T, class Block>
 LINATTN_HD void chunk_decays(const Block& blk, const Gates<T>& g, const T* beta, const T* a, int64_t H, int64_t n) {
+  blk.each(n, [=](int64_t i) {
+    g.G[i] = a ? a[i * H] : T(0);
+    g.bt[i] = beta[i * H];
+  });
+  blk.sync();
   blk.one([=] {
     T acc = 0;
     for (int64_t i = 0; i < n; ++i) {
-      if (a) acc += a[i * H];
+      acc += g.G[i];
       g.G[i] = acc;
       g.gamma[i] = exp_(acc);
-      g.bt[i] = beta[i * H];
     }
     for (int64_t i = 0; i < n; ++i) g.lambda[i] = exp_(g.G[n - 1] - g.G[i]);
   });
