@@ -81,7 +81,7 @@ LINATTN_HD inline Shape shape(const Dims& d, const ChunkAt& at) {
 
 // The state columns [j0, j0 + nv) one chunk_states block carries: column j of S1 depends only on
 // column j of S0 (and R, U' likewise), so the tiles need nothing from each other.
-inline constexpr int64_t kStateColumns = 16;
+inline constexpr int64_t kStateColumns = 8;
 struct Columns {
   int64_t j0, nv;
 };

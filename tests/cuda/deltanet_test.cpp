@@ -41,7 +41,8 @@ struct Case {
   }
 };
 
-// One token, T off every chunk size, chunk sizes 16/32/64, Dk != Dv, with and without states,
+// One token, T off every chunk size, chunk sizes 16/32/64, Dk != Dv (Dv = 20: a partial tile of state
+// columns in the forward's state pass), with and without states,
 // gated and not, strong decays (whole chunks decaying to exp(-300)), the recurrent form, and no
 // tokens at all (the final state is h0, dh0 is dht).
 const std::vector<Case> kCases = {
@@ -50,7 +51,7 @@ const std::vector<Case> kCases = {
     {1, 64, 2, 64, 64, 64, false, true, true},   {1, 50, 2, 16, 16, 16, true, true, true, -5.0},
     {2, 33, 2, 16, 24, 64, false, true, false},  {1, 70, 2, 24, 16, 64, true, true, false},
     {1, 1, 1, 16, 16, 64, true, false, false},   {1, 0, 2, 16, 16, 64, true, true, true},
-    {1, 0, 2, 16, 16, 64, false, true, false},
+    {1, 0, 2, 16, 16, 64, false, true, false},   {1, 40, 2, 16, 20, 16, true, true, true},
 };
 
 struct Result {
@@ -149,7 +150,7 @@ class HostBlock {
 
 // The three launches of cuda::deltanet_chunk_forward, in order, every grid's blocks in order (the
 // blocks of one launch share nothing, so their order cannot matter): chunk_factors per chunk,
-// chunk_states per head and tile of state columns (Dv = 24 cuts a partial tile), chunk_outputs per chunk.
+// chunk_states per head and tile of state columns (Dv = 20 cuts a partial tile), chunk_outputs per chunk.
 template <class T>
 void mirror_chunk_forward(const DeltaNetArgs<T>& p, const HostBlock& blk) {
   const cuda::delta::Dims d = cuda::delta::dims(p);
