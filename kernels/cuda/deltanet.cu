@@ -38,6 +38,19 @@ __global__ void __launch_bounds__(kHeadThreads) recurrent_forward_kernel(DeltaNe
   delta::recurrent_forward_head(DeviceBlock{}, p, state + bh * p.Dk * p.Dv, bh, sh);
 }
 
+// Lets kernel take `bytes` of dynamic shared memory (chunk_factors_kernel: above the default 48 KiB
+// from Dk = 128 at chunk 64); a GPU with less is refused by name.
+template <class Kernel>
+void opt_in_shared(Kernel kernel, int64_t bytes) {
+  int device = 0, limit = 0;
+  LINATTN_CUDA_CHECK(cudaGetDevice(&device));
+  LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  LINATTN_CHECK(bytes <= limit, "deltanet (cuda): the forward needs ", bytes / 1024, " KiB of shared memory per ",
+                "thread block, more than this GPU's ", limit / 1024, " KiB; use a smaller chunk_size or head ",
+                "dimension, or run DeltaNet on an sm_80 or sm_90 GPU (or on the CPU)");
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
 void check_chunk(const delta::Dims& d, const char* op) {
   LINATTN_CHECK(d.C >= 1 && d.C <= kDeltaNetMaxChunk, op, ": chunk_size ", d.C, " is not supported by the CUDA ",
                 "kernels; set the mixer's chunk_size to 16, 32 or 64");
@@ -53,6 +66,7 @@ void deltanet_chunk_forward(const DeltaNetArgs<float>& p) {
   if (d.chunks() == 0) {  // no tokens: the state pass alone (ht = h0)
     LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_states_kernel)(p);
   } else {
+    opt_in_shared(chunk_factors_kernel, plans[0].shared_bytes);
     LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_factors_kernel)(p);
     LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_states_kernel)(p);
     LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_outputs_kernel)(p);

@@ -55,7 +55,8 @@ LINATTN_HD Dims dims(const Args<T>& p) {
   return {p.B, p.len, p.H, p.Dk, p.Dv, p.chunk_size};
 }
 
-LINATTN_HD inline int64_t factors_shared(const Dims& d) { return 4 * d.C + 2 * d.C * d.C; }
+// chunk_factors: the gates, M [C, C] and the chunk's K [C, Dk + 1] (padded rows: see chunk_factors).
+LINATTN_HD inline int64_t factors_shared(const Dims& d) { return 4 * d.C + d.C * d.C + d.C * (d.Dk + 1); }
 LINATTN_HD inline int64_t gates_shared(const Dims& d) { return 4 * d.C; }  // chunk_states, chunk_outputs
 LINATTN_HD inline int64_t backward_shared(const Dims& d) { return 8 * d.C + d.C * d.C + d.Dk; }
 LINATTN_HD inline int64_t backward_work(const Dims& d) { return d.Dk * d.Dv + 4 * d.C * d.Dv + d.C * d.Dk; }
@@ -186,15 +187,15 @@ LINATTN_HD void wy_updates(const Block& blk, T* U, T* R, const T* ainv, const T*
   blk.sync();
 }
 
-// P = tril(Q K^T) . D, into M and on and below the diagonal of PG.
+// P = tril(Q K^T) . D, into M and on and below the diagonal of PG. k's rows are ldk_k apart (q's s.ldk).
 template <class T, class Block>
-LINATTN_HD void causal_scores_qk(const Block& blk, T* M, T* pg, const T* q, const T* k, const Gates<T>& g,
-                                 const Shape& s) {
+LINATTN_HD void causal_scores_qk(const Block& blk, T* M, T* pg, const T* q, const T* k, int64_t ldk_k,
+                                 const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n;
   blk.each(n * n, [=](int64_t e) {
     const int64_t i = e / n, j = e % n;
     if (j > i) return;
-    const T x = dot(q + i * s.ldk, k + j * s.ldk, s.Dk) * decay_ratio(g.G, i, j);
+    const T x = dot(q + i * s.ldk, k + j * ldk_k, s.Dk) * decay_ratio(g.G, i, j);
     M[i * s.C + j] = x;
     pg[i * s.C + j] = x;
   });
@@ -235,24 +236,31 @@ LINATTN_HD void state_pass(const Block& blk, T* S1, const T* S0, const T* k, con
 // ---- the chunkwise forward: chunk_factors, then chunk_states, then chunk_outputs ----------------
 
 // Chunk c of head bh, what needs no state: A^-1 and PG into `saved`. sh: factors_shared.
+// K is copied into sh with rows Dk + 1 apart: the products' threads take consecutive rows j of K at
+// the same column x, words j (Dk + 1) + x, which fall in 32 different banks when 32 divides Dk
+// (and in global memory they would be 32 cache lines). The solve keeps A^-1 in `saved` only: each
+// of its threads reads back only its own column.
 template <class T, class Block>
 LINATTN_HD void chunk_factors(const Block& blk, const Args<T>& p, int64_t bh, int64_t c, T* sh) {
   const Dims d = dims(p);
-  const int64_t C = d.C;
+  const int64_t C = d.C, Dk = d.Dk, ldk = Dk + 1;
   const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
   T* M = sh + 4 * C;  // K K^T . D, then P = tril(Q K^T) . D
-  T* ainv = M + C * C;
+  T* k = M + C * C;   // [C, Dk + 1]
   const ChunkAt at = chunk_at(d, bh, c);
   const Shape s = shape(d, at);
+  Shape sk = s;
+  sk.ldk = ldk;
   T* ainv_s = p.saved + (bh * d.chunks() + c) * d.block() + d.state();
   T* pg = ainv_s + C * C;
-  const T *q = p.q + at.qk, *k = p.k + at.qk;
+  const T *q = p.q + at.qk, *kg = p.k + at.qk;
   chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
-  blk.sync();  // gram_kkt reads the decays
-  gram_kkt(blk, M, pg, k, g, s);
-  solve_unit_lower(blk, ainv, ainv_s, M, g, s);
+  blk.each(at.n * Dk, [=](int64_t e) { k[(e / Dk) * ldk + e % Dk] = kg[(e / Dk) * s.ldk + e % Dk]; });
+  blk.sync();  // gram_kkt reads the decays and k
+  gram_kkt(blk, M, pg, k, g, sk);
+  solve_unit_lower(blk, ainv_s, ainv_s, M, g, s);
   blk.sync();  // causal_scores_qk overwrites M, which the solve reads
-  causal_scores_qk(blk, M, pg, q, k, g, s);
+  causal_scores_qk(blk, M, pg, q, k, ldk, g, s);
 }
 
 // The state pass of head bh in the columns cs, chunk after chunk: S0 of every chunk (h0 for the

@@ -42,7 +42,8 @@ struct Case {
 };
 
 // One token, T off every chunk size, chunk sizes 16/32/64, Dk != Dv (Dv = 20: a partial tile of state
-// columns in the forward's state pass), with and without states,
+// columns in the forward's state pass), Dk = 128 at chunk 64 (the forward's chunk_factors_kernel
+// then needs more than the default 48 KiB of shared memory), with and without states,
 // gated and not, strong decays (whole chunks decaying to exp(-300)), the recurrent form, and no
 // tokens at all (the final state is h0, dh0 is dht).
 const std::vector<Case> kCases = {
@@ -52,6 +53,7 @@ const std::vector<Case> kCases = {
     {2, 33, 2, 16, 24, 64, false, true, false},  {1, 70, 2, 24, 16, 64, true, true, false},
     {1, 1, 1, 16, 16, 64, true, false, false},   {1, 0, 2, 16, 16, 64, true, true, true},
     {1, 0, 2, 16, 16, 64, false, true, false},   {1, 40, 2, 16, 20, 16, true, true, true},
+    {1, 20, 1, 128, 16, 64, true, true, true},
 };
 
 struct Result {
