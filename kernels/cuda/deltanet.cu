@@ -62,6 +62,8 @@ void deltanet_chunk_forward(const DeltaNetArgs<float>& p) {
   const delta::Dims d = delta::dims(p);
   check_chunk(d, "deltanet (cuda)");
   if (d.B * d.H == 0) return;
+  LINATTN_CHECK(d.B * d.H <= 65535, "deltanet (cuda): batch * heads = ", d.B * d.H, " exceeds the CUDA grid's ",
+                "65535 (the forward's grid y); split the batch");
   const LaunchPlans plans = deltanet_forward_plans(d.B, d.T, d.H, d.Dk, d.Dv, d.C);
   if (d.chunks() == 0) {  // no tokens: the state pass alone (ht = h0)
     LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_states_kernel)(p);
