@@ -266,6 +266,7 @@ std::vector<std::string> Sweep::set_items(size_t i) const {
   std::vector<std::string> items;
   for (const Override& o : common) items.push_back(o.item());
   for (const Override& o : runs.at(i).overrides) items.push_back(o.item());
+  for (const Override& o : command_line) items.push_back(o.item());
   return items;
 }
 
@@ -282,7 +283,7 @@ std::string Sweep::in_sweep_terms(std::string message, size_t i) const {
   return message;
 }
 
-Sweep load_sweep(const std::string& path) {
+Sweep load_sweep(const std::string& path, const std::vector<std::string>& command_line) {
   LINATTN_REQUIRE(fs::is_regular_file(path), "cannot read the sweep file '", path, "': no such file");
   YAML::Node root;
   try {
@@ -313,6 +314,11 @@ Sweep load_sweep(const std::string& path) {
     for (std::string w; words >> w;) s.launcher.push_back(w);
   }
   if (top["set"]) s.common = overrides_of(path, top["set"], "set", false);
+  for (const std::string& item : command_line) {
+    const size_t eq = item.find('=');
+    LINATTN_REQUIRE(eq != std::string::npos && eq > 0, "--set ", item, ": give KEY=VALUE, e.g. --set train.device=cuda");
+    s.command_line.push_back({item.substr(0, eq), item.substr(eq + 1), "--set " + item});
+  }
 
   // The runs entries (or one empty one), each with its name and its overrides.
   std::vector<Entry> entries;
@@ -414,6 +420,11 @@ Sweep load_sweep(const std::string& path) {
     for (const Entry& e : entries)
       for (const auto& point : points)
         for (const auto& tuned : tune_points) add_run(e, point, tuned, seed);
+  // The command line sets what every run shares (`set:`, the base), not what tells runs apart.
+  for (const Override& o : s.command_line)
+    if (std::find(s.keys.begin(), s.keys.end(), o.key) != s.keys.end())
+      throw Error(o.where + ": the runs of " + path + " differ in '" + o.key + "' (runs, grid, tune or seeds), and a "
+                  "--set for every run would make them alike: leave it out, or change the sweep file");
   return s;
 }
 

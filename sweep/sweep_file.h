@@ -34,22 +34,24 @@ struct Sweep {
   std::string out_dir;
   std::vector<std::string> launcher;  // e.g. {"mpirun", "-np", "2"}; empty: none
   std::vector<Override> common;       // `set:`, given to every run
+  std::vector<Override> command_line; // the command line's --set items, given to every run last (they win)
   std::vector<std::string> keys;      // every key a run overrides, in order of first appearance
   std::vector<std::string> grid_keys;
   std::string compare;  // the key the runs of a group differ in, or "runs" (the runs entries)
   std::vector<std::string> tune_keys;  // `tune:`: each configuration trains at every combination
   std::vector<std::string> seeds;      // `seeds:`: each of those trains once per train.seed
   std::vector<SweepRun> runs;
-  // Every --set item of run `i`: common ones first.
+  // Every --set item of run `i`: common ones first, the command line's last.
   std::vector<std::string> set_items(size_t i) const;
   std::string run_dir(size_t i) const;
   // `message` with each "--set ITEM" of run `i` replaced by the sweep file's place of the item.
   std::string in_sweep_terms(std::string message, size_t i) const;
 };
 
-// Reads and expands the sweep file, and parses the config of every run (base + overrides): an
-// unknown key or a bad value throws linattn::Error at the sweep file's LINE:COL.
-Sweep load_sweep(const std::string& path);
+// Reads and expands the sweep file, and parses the config of every run (base + overrides +
+// `command_line`, items KEY=VALUE given to every run after its own): an unknown key or a bad value
+// throws linattn::Error at the sweep file's LINE:COL, or naming the command line's --set item.
+Sweep load_sweep(const std::string& path, const std::vector<std::string>& command_line = {});
 
 // `text` as a folder name: runs of characters other than letters, digits, '.', '-', '_' and '='
 // become one '_', and none is left at the ends or beside a '-' or '='.

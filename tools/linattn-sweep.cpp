@@ -1,5 +1,5 @@
-// linattn-sweep: runs the runs of a sweep file one after another, each as linattn-train, and keeps
-// results.csv, results.md and the plots of the sweep folder up to date after each.
+// linattn-sweep: runs the runs of a sweep file, one after another or --jobs at a time, each as linattn-train,
+// and keeps results.csv, results.md and the plots of the sweep folder up to date after each.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -36,6 +37,9 @@ namespace fs = std::filesystem;
 struct Args {
   std::string path;
   std::vector<std::string> only;
+  std::vector<std::string> sets;  // --set KEY=VALUE for every run
+  std::string out;                // --out: instead of the sweep file's out_dir
+  int jobs = 1;
   bool dry_run = false;
 };
 
@@ -43,7 +47,8 @@ Args parse_args(int argc, char** argv) {
   Args a;
   CLI::App app(
       "Runs every run of SWEEP.yaml (a base config plus overrides; README.md, \"linattn-sweep\") one\n"
-      "after another, each as linattn-train with its run folder OUT_DIR/NAME. After each run it writes\n"
+      "after another (or --jobs N at a time), each as linattn-train with its run folder OUT_DIR/NAME. After\n"
+      "each run it writes "
       "OUT_DIR/results.csv, OUT_DIR/results.md and the plots OUT_DIR/*.svg.\n\n"
       "Every run's config is checked before the first starts: a problem is reported at the sweep file's\n"
       "line. Run again, the sweep skips finished runs and resumes an interrupted one from its newest\n"
@@ -59,9 +64,18 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--only", a.only, "run only the run NAME (repeatable); the results still list every run")
       ->type_name("NAME")
       ->allow_extra_args(false);
+  app.add_option("--jobs,-j", a.jobs, "train N runs at once, each in its own process (default 1); with more than "
+                                      "one, each run's output goes to RUN_DIR/train.log")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--set", a.sets, "KEY=VALUE for every run, after the sweep file's own overrides (repeatable; "
+                                  "e.g. --set train.device=cuda); not a key the runs differ in")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  app.add_option("--out", a.out, "the sweep folder, instead of the sweep file's out_dir")->type_name("DIR");
   app.footer(
-      "Ctrl-C stops the current run at the end of its step (it writes a checkpoint) and then the sweep;\n"
-      "the same command continues it.");
+      "Ctrl-C stops the running runs at the end of their step (each writes a checkpoint) and then the\n"
+      "sweep; the same command continues it.");
   cli::parse(app, argc, argv, 1);
   if (a.path.empty()) cli::usage_error("linattn-sweep", "no sweep file given: linattn-sweep SWEEP.yaml", 1);
   return a;
@@ -136,9 +150,19 @@ struct Outcome {
   std::string stderr_tail;  // the end of what it wrote to stderr
 };
 
-// Runs `argv` in its own process group (so that a Ctrl-C reaches it once, forwarded from here),
-// its stdout on ours and its stderr copied to ours and kept.
-Outcome run_child(const std::vector<std::string>& argv) {
+// A training run in progress: its process, and its stderr read here.
+struct Child {
+  size_t k = 0, i = 0;  // its place in the runs to do, and its run
+  pid_t pid = -1;
+  int stderr_fd = -1;   // the read end of its stderr
+  int log_fd = -1;      // RUN_DIR/train.log, which takes its stdout and stderr; -1: they go to ours
+  std::string kept;     // the end of its stderr
+  std::chrono::steady_clock::time_point start;
+};
+
+// Starts `argv` in its own process group (so that a Ctrl-C reaches it once, forwarded from here),
+// its stdout on ours or into `log_fd`, its stderr into a pipe that `drain` reads.
+Child start_child(const std::vector<std::string>& argv, int log_fd) {
   int pipe_fds[2];
   LINATTN_REQUIRE(pipe(pipe_fds) == 0, "cannot create a pipe: ", std::strerror(errno));
   std::fflush(stdout);
@@ -149,6 +173,7 @@ Outcome run_child(const std::vector<std::string>& argv) {
     // Out of the terminal's foreground group, reading the terminal would stop it (mpirun reads stdin).
     const int null_fd = open("/dev/null", O_RDONLY);
     dup2(null_fd, 0);
+    if (log_fd >= 0) dup2(log_fd, 1);
     dup2(pipe_fds[1], 2);
     close(pipe_fds[0]);
     close(pipe_fds[1]);
@@ -160,29 +185,40 @@ Outcome run_child(const std::vector<std::string>& argv) {
     _exit(127);
   }
   close(pipe_fds[1]);
-  Outcome out;
-  int forwarded = 0;
-  auto forward = [&] {
-    for (; forwarded < g_signals; ++forwarded) kill(pid, SIGINT);
-  };
-  std::string kept;
-  pollfd fd{pipe_fds[0], POLLIN, 0};
-  for (;;) {
-    forward();
-    if (poll(&fd, 1, 200) <= 0) continue;  // a timeout or a signal: look at the signals again
-    char buf[4096];
-    const ssize_t n = read(pipe_fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+  Child c;
+  c.pid = pid;
+  c.stderr_fd = pipe_fds[0];
+  c.log_fd = log_fd;
+  c.start = std::chrono::steady_clock::now();
+  return c;
+}
+
+// Copies what the child wrote to stderr to its log (or to our stderr) and keeps its end; false
+// once the child has closed its stderr (it is ending).
+bool drain(Child& c) {
+  char buf[4096];
+  const ssize_t n = read(c.stderr_fd, buf, sizeof buf);
+  if (n < 0 && errno == EINTR) return true;
+  if (n <= 0) return false;
+  if (c.log_fd >= 0) {
+    if (write(c.log_fd, buf, size_t(n)) < 0) {}  // a full disk shows in the run's own files
+  } else {
     fwrite(buf, 1, size_t(n), stderr);
-    kept.append(buf, size_t(n));
-    if (kept.size() > 65536) kept.erase(0, kept.size() - 32768);
   }
-  close(pipe_fds[0]);
+  c.kept.append(buf, size_t(n));
+  if (c.kept.size() > 65536) c.kept.erase(0, c.kept.size() - 32768);
+  return true;
+}
+
+// Waits for the child's end (forwarding signals meanwhile) and closes its files.
+Outcome finish(Child& c, const std::function<void()>& forward) {
+  close(c.stderr_fd);
+  if (c.log_fd >= 0) close(c.log_fd);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) forward();
+  while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) forward();
+  Outcome out;
   out.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  out.stderr_tail = last_lines(kept, 5);
+  out.stderr_tail = last_lines(c.kept, 5);
   if (WIFSIGNALED(status))
     out.stderr_tail += (out.stderr_tail.empty() ? "" : "\n") + std::string("killed by signal ") +
                        std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
@@ -401,9 +437,28 @@ void list_runs(const Sweep& s, const std::vector<size_t>& todo) {
   std::printf("dry run: the sweep file and every run's config are valid\n");
 }
 
-// Runs the runs `todo` not finished (or diverged) before, one after another; the exit status: 130
-// when interrupted, 1 when a run failed, else 0.
-int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>& todo) {
+// The final result of a finished run, for its progress line: "val loss 1.7335 (bpb 2.501)" or
+// "recall 0.996"; "" when it cannot be read.
+std::string final_result(const std::string& dir) {
+  try {
+    const RunRecord run = read_run(dir);
+    if (run.evals.empty()) return "";
+    const EvalPoint& e = run.evals.back();
+    char buf[96];
+    if (std::isfinite(e.recall_accuracy))
+      std::snprintf(buf, sizeof buf, "recall %.3f, val loss %.4f", e.recall_accuracy, e.val_loss);
+    else
+      std::snprintf(buf, sizeof buf, "val loss %.4f (bpb %.3f)", e.val_loss, e.val_bpb);
+    return buf;
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+// Runs the runs `todo` not finished (or diverged) before, `jobs` at a time; the exit status: 130
+// when interrupted, 1 when a run failed, else 0. With one job a run's output goes to the terminal;
+// with more, each run's goes to RUN_DIR/train.log and the terminal gets a line per start and end.
+int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>& todo, int jobs) {
   // One sweep at a time in its folder (each run locks its own run folder too).
   const FolderLock sweep_lock(s.out_dir, "the sweep folder");
   struct sigaction sa {};
@@ -414,67 +469,102 @@ int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>
   const auto start = std::chrono::steady_clock::now();
   auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double run_seconds = 0;  // of the runs this invocation trained to their end
-  int trained = 0, failed = 0, diverged = 0, remaining = 0;
+  int trained = 0, failed = 0, diverged = 0, remaining = 0;  // remaining: not settled, running ones included
   for (size_t i : todo) remaining += !settled(s.run_dir(i));
-  for (size_t k = 0; k < todo.size(); ++k) {
-    const size_t i = todo[k];
-    const std::string dir = s.run_dir(i), name = s.runs[i].name;
-    if (settled(dir)) {
-      std::printf("[sweep] run %zu/%zu %s: %s before, skipped\n", k + 1, todo.size(), name.c_str(),
-                  finished(dir) ? "finished" : "diverged");
-      continue;
-    }
-    if (g_signals) break;
-    const bool resume = !latest_checkpoint(dir).empty();
-    {
-      const FolderLock run_lock(dir, "the run folder");  // not while someone else trains there
-      // Started before but without a checkpoint to continue from: start again.
-      if (!resume) {
-        fs::remove(fs::path(dir) / "metrics.jsonl");
-        fs::remove(fs::path(dir) / "config.yaml");
+  const size_t n = todo.size();
+  // Mean run time over the runs trained so far, `jobs` at a time.
+  auto eta = [&] { return trained ? run_seconds / trained * std::ceil(double(remaining) / jobs) : NAN; };
+  std::vector<Child> running;
+  int forwarded = 0;  // signals passed on to the running children
+  const std::function<void()> forward = [&] {
+    for (; forwarded < g_signals; ++forwarded)
+      for (const Child& c : running) kill(c.pid, SIGINT);
+  };
+  size_t next = 0;
+  for (;;) {
+    // Start runs until `jobs` are running; none after a Ctrl-C.
+    while (!g_signals && running.size() < size_t(jobs) && next < n) {
+      const size_t k = next++, i = todo[k];
+      const std::string dir = s.run_dir(i), name = s.runs[i].name;
+      if (settled(dir)) {
+        std::printf("[sweep] run %zu/%zu %s: %s before, skipped\n", k + 1, n, name.c_str(),
+                    finished(dir) ? "finished" : "diverged");
+        continue;
       }
-      fs::remove(error_file(dir));
+      const bool resume = !latest_checkpoint(dir).empty();
+      {
+        const FolderLock run_lock(dir, "the run folder");  // not while someone else trains there
+        // Started before but without a checkpoint to continue from: start again.
+        if (!resume) {
+          fs::remove(fs::path(dir) / "metrics.jsonl");
+          fs::remove(fs::path(dir) / "config.yaml");
+          fs::remove(fs::path(dir) / "train.log");
+        }
+        fs::remove(error_file(dir));
+      }
+      int log_fd = -1;
+      if (jobs > 1) {
+        const std::string log = (fs::path(dir) / "train.log").string();
+        log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        LINATTN_REQUIRE(log_fd >= 0, "cannot write ", log, ": ", std::strerror(errno));
+      }
+      std::printf("[sweep] run %zu/%zu %s: %s | elapsed %s | ETA %s\n", k + 1, n, name.c_str(),
+                  resume ? "resuming from its checkpoint" : "starting", duration(since_start()).c_str(),
+                  duration(eta()).c_str());
+      const std::vector<std::string> command = run_command(s, i, resume);
+      std::printf("[sweep] %s\n", joined(command).c_str());
+      running.push_back(start_child(command, log_fd));
+      running.back().k = k;
+      running.back().i = i;
     }
-    const double eta = trained ? run_seconds / trained * remaining : NAN;
-    std::printf("[sweep] run %zu/%zu %s: %s | elapsed %s | ETA %s\n", k + 1, todo.size(), name.c_str(),
-                resume ? "resuming from its checkpoint" : "starting", duration(since_start()).c_str(),
-                duration(eta).c_str());
-    const std::vector<std::string> command = run_command(s, i, resume);
-    std::printf("[sweep] %s\n", joined(command).c_str());
-    const auto t0 = std::chrono::steady_clock::now();
-    const Outcome o = run_child(command);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const bool interrupted = g_signals && o.status == 130;  // its Ctrl-C exit (or SIGINT's default)
-    if (!interrupted && o.status != 0 && o.stderr_tail.find("The model diverged") != std::string::npos) {
-      write_text_atomically(diverged_file(dir), s.in_sweep_terms(o.stderr_tail, i));
-      ++diverged;
-      std::printf("[sweep] run %zu/%zu %s: diverged (a non-finite loss), kept as its outcome and not retried "
-                  "(remove %s to train it again); going on\n", k + 1, todo.size(), name.c_str(), dir.c_str());
-    } else if (!interrupted && (o.status != 0 || !finished(dir))) {
-      fs::create_directories(dir);
-      // Its error, with the sweep file's place of an override it names.
-      write_text_atomically(error_file(dir), o.stderr_tail.empty() ? "exit status " + std::to_string(o.status)
-                                                                    : s.in_sweep_terms(o.stderr_tail, i));
-      ++failed;
-      std::printf("[sweep] run %zu/%zu %s: FAILED (exit status %d); going on\n", k + 1, todo.size(), name.c_str(),
-                  o.status);
-    } else if (!interrupted) {
-      ++trained;
-      run_seconds += seconds;
+    if (running.empty()) break;
+    forward();
+    std::vector<pollfd> fds;
+    for (const Child& c : running) fds.push_back({c.stderr_fd, POLLIN, 0});
+    if (poll(fds.data(), fds.size(), 200) <= 0) continue;  // a timeout or a signal: look at the signals again
+    for (size_t r = running.size(); r-- > 0;) {
+      if (!fds[r].revents || drain(running[r])) continue;
+      // Its stderr closed: the run is ending.
+      Child c = running[r];
+      running.erase(running.begin() + long(r));
+      const Outcome o = finish(c, forward);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c.start).count();
+      const size_t k = c.k, i = c.i;
+      const std::string dir = s.run_dir(i), name = s.runs[i].name;
+      const bool interrupted = g_signals && o.status == 130;  // its Ctrl-C exit (or SIGINT's default)
+      --remaining;
+      if (!interrupted && o.status != 0 && o.stderr_tail.find("The model diverged") != std::string::npos) {
+        write_text_atomically(diverged_file(dir), s.in_sweep_terms(o.stderr_tail, i));
+        ++diverged;
+        std::printf("[sweep] run %zu/%zu %s: diverged (a non-finite loss), kept as its outcome and not retried "
+                    "(remove %s to train it again); going on\n", k + 1, n, name.c_str(), dir.c_str());
+      } else if (!interrupted && (o.status != 0 || !finished(dir))) {
+        fs::create_directories(dir);
+        // Its error, with the sweep file's place of an override it names.
+        write_text_atomically(error_file(dir), o.stderr_tail.empty() ? "exit status " + std::to_string(o.status)
+                                                                      : s.in_sweep_terms(o.stderr_tail, i));
+        ++failed;
+        std::printf("[sweep] run %zu/%zu %s: FAILED (exit status %d); going on\n", k + 1, n, name.c_str(), o.status);
+        if (jobs > 1) std::printf("%s\n(the whole output: %s/train.log)\n", o.stderr_tail.c_str(), dir.c_str());
+      } else if (!interrupted) {
+        ++trained;
+        run_seconds += seconds;
+        std::printf("[sweep] run %zu/%zu %s: done in %s, %s | %d left (%zu running) | elapsed %s | ETA %s\n", k + 1,
+                    n, name.c_str(), duration(seconds).c_str(), final_result(dir).c_str(), remaining, running.size(),
+                    duration(since_start()).c_str(), duration(eta()).c_str());
+      } else {
+        ++remaining;  // it continues from its checkpoint next time
+        std::printf("[sweep] run %zu/%zu %s: stopped at a checkpoint\n", k + 1, n, name.c_str());
+      }
+      write_results(s);
     }
-    --remaining;
-    write_results(s);
-    if (interrupted || g_signals) {
-      std::printf("[sweep] interrupted after %s; %d runs left. Continue with: linattn-sweep %s\n",
-                  duration(since_start()).c_str(), remaining + (interrupted ? 1 : 0), path.c_str());
-      return 130;
-    }
-  }
-  if (g_signals) {
-    std::printf("[sweep] interrupted; continue with: linattn-sweep %s\n", path.c_str());
-    return 130;
   }
   write_results(s);
+  if (g_signals) {
+    std::printf("[sweep] interrupted after %s; %d runs left. Continue with: linattn-sweep %s\n",
+                duration(since_start()).c_str(), remaining, path.c_str());
+    return 130;
+  }
   std::printf("[sweep] done in %s: %d trained, %d failed%s; results in %s\n", duration(since_start()).c_str(), trained,
               failed, diverged ? (", " + std::to_string(diverged) + " diverged").c_str() : "",
               (fs::path(s.out_dir) / "results.md").string().c_str());
@@ -482,7 +572,12 @@ int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>
 }
 
 int run(const Args& a) {
-  const Sweep s = load_sweep(a.path);
+  Sweep s = load_sweep(a.path, a.sets);
+  if (!a.out.empty()) {
+    LINATTN_REQUIRE(!fs::exists(a.out) || fs::is_directory(a.out), "--out ", a.out, " is a file: give the folder the "
+                    "sweep's runs and results go to (one that does not exist yet is created)");
+    s.out_dir = a.out;
+  }
   check_only(s, a.only);
   std::vector<size_t> todo;
   for (size_t i = 0; i < s.runs.size(); ++i)
@@ -492,7 +587,7 @@ int run(const Args& a) {
     list_runs(s, todo);
     return 0;
   }
-  return run_sweep(s, a.path, todo);
+  return run_sweep(s, a.path, todo, a.jobs);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <cmath>
@@ -385,6 +386,135 @@ TEST_F(SweepCommand, AnOutDirThatIsAFileIsNamedByTheDryRun) {
   const testing::CommandResult r = sweep(file + " --dry-run");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find(file + ":2:10: out_dir '" + out().string() + "' is a file"), std::string::npos) << r.output;
+}
+
+
+// results.csv without its tokens/s column (a machine's speed, not a result), one string per line.
+std::vector<std::string> csv_without_speed(const std::string& csv) {
+  std::vector<std::string> lines;
+  std::stringstream in(csv);
+  size_t speed = std::string::npos;  // the column's index
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> fields(1);
+    bool quoted = false;
+    for (char c : line) {
+      if (c == '"') quoted = !quoted;
+      if (c == ',' && !quoted) fields.emplace_back();
+      else fields.back() += c;
+    }
+    if (speed == std::string::npos)
+      speed = size_t(std::find(fields.begin(), fields.end(), "tokens_per_s") - fields.begin());
+    if (speed < fields.size()) fields.erase(fields.begin() + long(speed));
+    std::string kept;
+    for (const std::string& f : fields) kept += f + "|";
+    lines.push_back(kept);
+  }
+  return lines;
+}
+
+TEST_F(SweepCommand, ThreeJobsAtOnceGiveTheResultsOfOneAtATime) {
+  // 8 runs: two widths, each at two learning rates with two seeds.
+  const std::string file = sweep_file(
+      "runs:\n  - {name: a, model.hidden_size: 16}\n  - {name: b, model.hidden_size: 32}\n"
+      "tune:\n  - {train.lr: 1.0e-3}\n  - {train.lr: 3.0e-3}\n"
+      "seeds: [1, 2]\n");
+  const std::string serial = (dir_ / "serial").string(), parallel = (dir_ / "parallel").string();
+  const testing::CommandResult one = sweep(file + " --out " + serial);
+  ASSERT_EQ(one.status, 0) << one.output;
+  const testing::CommandResult three = sweep(file + " --jobs 3 --out " + parallel);
+  ASSERT_EQ(three.status, 0) << three.output;
+  EXPECT_FALSE(fs::exists(out()));  // --out took the place of the file's out_dir
+
+  const std::vector<std::string> a = csv_without_speed(read(fs::path(serial) / "results.csv"));
+  const std::vector<std::string> b = csv_without_speed(read(fs::path(parallel) / "results.csv"));
+  ASSERT_EQ(a.size(), 9u) << read(fs::path(serial) / "results.csv");  // the header and 8 runs
+  EXPECT_EQ(a, b) << read(fs::path(parallel) / "results.csv");
+  EXPECT_EQ(count(read(fs::path(parallel) / "results.csv"), ",done,"), 8u);
+  // The losses differ between runs (a table of equal rows would prove nothing).
+  EXPECT_NE(a[1], a[2]);
+  // With three jobs: a line per finished run, and each run's output in its own folder.
+  EXPECT_EQ(count(three.output, ": done in "), 8u) << three.output;
+  EXPECT_NE(three.output.find("run 8/8 b-lr=3.0e-3-seed=2: done in "), std::string::npos) << three.output;
+  EXPECT_EQ(count(three.output, "step      1 | loss"), 0u) << "a run's output reached the terminal";
+  const std::string log = read(fs::path(parallel) / "a-lr=1.0e-3-seed=1" / "train.log");
+  EXPECT_NE(log.find("step      1 | loss"), std::string::npos) << log;
+  EXPECT_NE(log.find("done after 4 steps"), std::string::npos) << log;
+  // One job at a time leaves the run's output on the terminal, as before.
+  EXPECT_NE(one.output.find("done after 4 steps"), std::string::npos);
+}
+
+TEST_F(SweepCommand, CtrlCStopsEveryRunningJobAtACheckpointAndTheSameCommandFinishes) {
+  const std::string file = sweep_file(
+      "set: {train.max_steps: 2000, train.eval_every: 500}\n"
+      "runs:\n  - {name: first, model.hidden_size: 16}\n  - {name: second, model.hidden_size: 32}\n");
+  const std::string log = (dir_ / "first-try.log").string();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd =
+        "exec " + testing::built_binary("linattn-sweep") + " " + file + " --jobs 2 > " + log + " 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    _exit(127);
+  }
+  // Ctrl-C once both runs have a checkpoint.
+  auto has_checkpoint = [&](const char* run) {
+    const fs::path c = out() / run / "checkpoints";
+    return fs::exists(c) && !fs::is_empty(c);
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (!(has_checkpoint("first") && has_checkpoint("second")) && std::chrono::steady_clock::now() < deadline &&
+         waitpid(pid, nullptr, WNOHANG) == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(has_checkpoint("first") && has_checkpoint("second")) << read(log);
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string first_try = read(log);
+  ASSERT_TRUE(WIFEXITED(status)) << first_try;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << first_try;
+  EXPECT_EQ(count(first_try, ": stopped at a checkpoint"), 2u) << first_try;
+  EXPECT_NE(first_try.find("interrupted after "), std::string::npos) << first_try;
+  EXPECT_NE(first_try.find("2 runs left. Continue with: linattn-sweep " + file), std::string::npos) << first_try;
+  EXPECT_EQ(count(read(out() / "results.csv"), ",interrupted,"), 2u) << read(out() / "results.csv");
+  // No training process is left behind: each run folder's lock is free again (a second sweep takes them).
+  const testing::CommandResult again = sweep(file + " --jobs 2");
+  EXPECT_EQ(again.status, 0) << again.output;
+  EXPECT_EQ(count(again.output, "resuming from its checkpoint"), 2u) << again.output;
+  EXPECT_EQ(count(read(out() / "results.csv"), ",done,"), 2u) << read(out() / "results.csv");
+  for (const char* run : {"first", "second"})
+    EXPECT_NE(read(out() / run / "metrics.jsonl").find("{\"step\": 2000, \"done\": 1"), std::string::npos) << run;
+}
+
+TEST_F(SweepCommand, ASweepLevelSetReachesEveryRunButNotAKeyTheRunsDifferIn) {
+  const std::string file = sweep_file(
+      "set: {train.max_steps: 4}\n"
+      "runs:\n  - {name: a, model.hidden_size: 16}\n  - {name: b, model.hidden_size: 32}\n"
+      "tune:\n  - {train.lr: 1.0e-3}\n  - {train.lr: 3.0e-3}\n");
+  // After the sweep file's own `set:`: 3 steps, not 4, in every run.
+  testing::CommandResult r = sweep(file + " --set train.max_steps=3 --set train.log_every=1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* run : {"a-lr=1.0e-3", "b-lr=3.0e-3"}) {
+    EXPECT_NE(read(out() / run / "config.yaml").find("max_steps: 3\n"), std::string::npos) << run;
+    EXPECT_NE(read(out() / run / "metrics.jsonl").find("{\"step\": 3, \"done\": 1"), std::string::npos) << run;
+  }
+  EXPECT_EQ(count(r.output, "--set train.max_steps=4 --set model.hidden_size"), 4u) << r.output;
+  EXPECT_EQ(count(r.output, "--set train.max_steps=3 --set train.log_every=1 --out"), 4u) << r.output;
+  // A key the runs differ in (tuned, a runs entry's) would make them alike: refused before any run.
+  for (const char* item : {"train.lr=1e-2", "model.hidden_size=64"}) {
+    fs::remove_all(out());
+    r = sweep(file + " --set " + item);
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find(std::string("--set ") + item + ": the runs of " + file + " differ in"), std::string::npos)
+        << r.output;
+    EXPECT_FALSE(fs::exists(out())) << item;
+  }
+  // A bad key or value is named as the command line gave it.
+  r = sweep(file + " --set train.max_stpes=3");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("max_stpes"), std::string::npos) << r.output;
+  r = sweep(file + " --set train.max_steps");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--set train.max_steps: give KEY=VALUE"), std::string::npos) << r.output;
 }
 
 }  // namespace
