@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,6 +42,7 @@ struct Args {
   std::string out;                // --out: instead of the sweep file's out_dir
   int jobs = 1;
   bool dry_run = false;
+  std::string again;  // this command, to continue an interrupted sweep with
 };
 
 Args parse_args(int argc, char** argv) {
@@ -77,6 +79,8 @@ Args parse_args(int argc, char** argv) {
       "Ctrl-C stops the running runs at the end of their step (each writes a checkpoint) and then the\n"
       "sweep; the same command continues it.");
   cli::parse(app, argc, argv, 1);
+  a.again = "linattn-sweep";
+  for (int i = 1; i < argc; ++i) a.again += " " + shell_quoted(argv[i]);
   if (a.path.empty()) cli::usage_error("linattn-sweep", "no sweep file given: linattn-sweep SWEEP.yaml", 1);
   return a;
 }
@@ -166,10 +170,14 @@ Child start_child(const std::vector<std::string>& argv, int log_fd) {
   int pipe_fds[2];
   LINATTN_REQUIRE(pipe(pipe_fds) == 0, "cannot create a pipe: ", std::strerror(errno));
   std::fflush(stdout);
+  const pid_t sweep = getpid();
   const pid_t pid = fork();
   LINATTN_REQUIRE(pid >= 0, "cannot start a process: ", std::strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);
+    // A sweep killed outright (SIGKILL) leaves no run behind: the run gets SIGTERM, as from a Ctrl-C.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != sweep) _exit(130);
     // Out of the terminal's foreground group, reading the terminal would stop it (mpirun reads stdin).
     const int null_fd = open("/dev/null", O_RDONLY);
     dup2(null_fd, 0);
@@ -456,9 +464,11 @@ std::string final_result(const std::string& dir) {
 }
 
 // Runs the runs `todo` not finished (or diverged) before, `jobs` at a time; the exit status: 130
-// when interrupted, 1 when a run failed, else 0. With one job a run's output goes to the terminal;
-// with more, each run's goes to RUN_DIR/train.log and the terminal gets a line per start and end.
-int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>& todo, int jobs) {
+// when interrupted, 1 when a run failed, else 0. With one job a run's output goes to the terminal
+// and the results are written after each run; with more, each run's output goes to
+// RUN_DIR/train.log, the terminal gets a line per start and end, and the results are written at
+// most every 10 s and at the end.
+int run_sweep(const Sweep& s, const std::string& again, const std::vector<size_t>& todo, int jobs) {
   // One sweep at a time in its folder (each run locks its own run folder too).
   const FolderLock sweep_lock(s.out_dir, "the sweep folder");
   struct sigaction sa {};
@@ -481,6 +491,7 @@ int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>
       for (const Child& c : running) kill(c.pid, SIGINT);
   };
   size_t next = 0;
+  double last_written = 0;  // when results were last written (since the start)
   for (;;) {
     // Start runs until `jobs` are running; none after a Ctrl-C.
     while (!g_signals && running.size() < size_t(jobs) && next < n) {
@@ -554,15 +565,19 @@ int run_sweep(const Sweep& s, const std::string& path, const std::vector<size_t>
                     duration(since_start()).c_str(), duration(eta()).c_str());
       } else {
         ++remaining;  // it continues from its checkpoint next time
-        std::printf("[sweep] run %zu/%zu %s: stopped at a checkpoint\n", k + 1, n, name.c_str());
+        std::printf("[sweep] run %zu/%zu %s: stopped by the Ctrl-C\n", k + 1, n, name.c_str());
       }
-      write_results(s);
+      // Reading every run folder takes a while in a large sweep: with several jobs, at most every 10 s.
+      if (jobs == 1 || since_start() - last_written >= 10) {
+        write_results(s);
+        last_written = since_start();
+      }
     }
   }
   write_results(s);
   if (g_signals) {
-    std::printf("[sweep] interrupted after %s; %d runs left. Continue with: linattn-sweep %s\n",
-                duration(since_start()).c_str(), remaining, path.c_str());
+    std::printf("[sweep] interrupted after %s; %d runs left. Continue with: %s\n", duration(since_start()).c_str(),
+                remaining, again.c_str());
     return 130;
   }
   std::printf("[sweep] done in %s: %d trained, %d failed%s; results in %s\n", duration(since_start()).c_str(), trained,
@@ -587,7 +602,7 @@ int run(const Args& a) {
     list_runs(s, todo);
     return 0;
   }
-  return run_sweep(s, a.path, todo, a.jobs);
+  return run_sweep(s, a.again, todo, a.jobs);
 }
 
 }  // namespace

@@ -472,7 +472,7 @@ TEST_F(SweepCommand, CtrlCStopsEveryRunningJobAtACheckpointAndTheSameCommandFini
   const std::string first_try = read(log);
   ASSERT_TRUE(WIFEXITED(status)) << first_try;
   EXPECT_EQ(WEXITSTATUS(status), 130) << first_try;
-  EXPECT_EQ(count(first_try, ": stopped at a checkpoint"), 2u) << first_try;
+  EXPECT_EQ(count(first_try, ": stopped by the Ctrl-C"), 2u) << first_try;
   EXPECT_NE(first_try.find("interrupted after "), std::string::npos) << first_try;
   EXPECT_NE(first_try.find("2 runs left. Continue with: linattn-sweep " + file), std::string::npos) << first_try;
   EXPECT_EQ(count(read(out() / "results.csv"), ",interrupted,"), 2u) << read(out() / "results.csv");
