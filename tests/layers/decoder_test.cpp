@@ -1,9 +1,11 @@
 // Decoding proven equal to the full forward pass: for every mixer kind and the default hybrid,
-// the logits of prefill-then-step at every position equal Model::logits on the whole sequence.
+// the logits of prefill-then-step at every position equal Model::logits on the whole sequence; and
+// the decoding state each linear mixer holds is its descriptor's state_size.
 #include "layers/decoder.h"
 
 #include <cstring>
 
+#include "layers/state_size.h"
 #include "testing.h"
 #include "train/config.h"
 
@@ -137,6 +139,22 @@ TEST_P(DecoderTest, PrefillThenStepEqualsTheFullForwardPass) {
       check_decoding(r, {chunks - 4, 7}, tol);
     }
   }
+}
+
+// Each descriptor's state_size (layers/state_size.h: the sweep's `state` column) is what decoding
+// really holds: the scalars of the layers' MixerStates per sequence. Linear mixers only: attention's
+// global cache grows in blocks of slots (tests/layers/state_size_test.cpp counts it by hand).
+TEST_P(DecoderTest, StateSizeIsWhatDecodingHolds) {
+  const ModelConfig c = model_config(GetParam());
+  for (const LayerSpec& l : c.layers)
+    if (mixer_descriptor(l.mixer).attention) GTEST_SKIP() << "a model with attention";
+  const Model model(c, DType::f64);
+  const int64_t B = 2, T = 9;
+  Decoder decoder(model, B);
+  decoder.prefill(Tensor::zeros({B, T}, DType::i32));
+  EXPECT_EQ(decoder.state_bytes(), size_t(B * state_size(c, T)) * sizeof(double));
+  decoder.step({1, 2});
+  EXPECT_EQ(decoder.state_bytes(), size_t(B * state_size(c, T + 1)) * sizeof(double));
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryMixer, DecoderTest, ::testing::ValuesIn(cases()),
