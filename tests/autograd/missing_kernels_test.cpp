@@ -28,11 +28,11 @@ TEST(MissingKernels, NamesTheEntriesADeviceLacks) {
 #endif
 }
 
-// With the CUDA backend, an op lacks exactly the entries kernels/backend.def writes CPU-only: none of
-// the entries it names has a CUDA kernel in the table.
+// What an op lacks on CUDA are entries of the table (kernels/backend.def), and with the CUDA backend
+// exactly those it writes CPU-only: none of them has a CUDA kernel in the table.
 TEST(MissingKernels, AreTheEntriesTheTableWritesCpuOnly) {
-#ifdef LINATTN_CUDA
-  const std::vector<const char*> cpu = backend::entry_names(Device::cpu), cuda = backend::entry_names(Device::cuda);
+  const std::vector<const char*> cpu = backend::entry_names(Device::cpu);
+  [[maybe_unused]] const std::vector<const char*> cuda = backend::entry_names(Device::cuda);
   auto listed = [](const std::vector<const char*>& names, const std::string& name) {
     return std::any_of(names.begin(), names.end(), [&](const char* n) { return n == name; });
   };
@@ -40,12 +40,11 @@ TEST(MissingKernels, AreTheEntriesTheTableWritesCpuOnly) {
     std::stringstream missing(op->missing_kernels(Device::cuda));
     for (std::string name; std::getline(missing >> std::ws, name, ',');) {
       EXPECT_TRUE(listed(cpu, name)) << op->name << ": " << name;
+#ifdef LINATTN_CUDA
       EXPECT_FALSE(listed(cuda, name)) << op->name << ": " << name << " has a CUDA kernel";
+#endif
     }
   }
-#else
-  GTEST_SKIP() << "a build without the CUDA backend has no CUDA kernel";
-#endif
 }
 
 TEST(MissingKernels, AnUnknownOpIsAnError) {
