@@ -1,4 +1,4 @@
-// The table of token-mixer ops (autograd/mixer_ops.h): one line per op, each defined beside its op.
+// The table of token-mixer ops (autograd/mixer_ops.h).
 #include "autograd/mixer_ops.h"
 
 #include <cmath>
@@ -7,12 +7,24 @@
 
 namespace linattn::ops {
 
-extern const MixerOpDescriptor linear_attn_op, gla_op, deltanet_op, gated_deltanet_op, attention_op, mamba2_op;
+// Every op, one line each, in the table's order. OP(name) names the descriptor `name_op`, defined
+// beside its op (autograd/mixers.cpp, autograd/mamba2.cpp); a name without one fails to link.
+#define LINATTN_MIXER_OPS(OP) \
+  OP(linear_attn)             \
+  OP(gla)                     \
+  OP(deltanet)                \
+  OP(gated_deltanet)          \
+  OP(attention)               \
+  OP(mamba2)
+
+#define DECLARE(name) extern const MixerOpDescriptor name##_op;
+LINATTN_MIXER_OPS(DECLARE)
+#undef DECLARE
 
 const std::vector<const MixerOpDescriptor*>& all_mixer_ops() {
-  static const std::vector<const MixerOpDescriptor*> all = {
-      &linear_attn_op, &gla_op, &deltanet_op, &gated_deltanet_op, &attention_op, &mamba2_op,
-  };
+#define ADDRESS(name) &name##_op,
+  static const std::vector<const MixerOpDescriptor*> all = {LINATTN_MIXER_OPS(ADDRESS)};
+#undef ADDRESS
   return all;
 }
 

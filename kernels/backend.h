@@ -7,7 +7,7 @@
 //
 // With kernels/op_types.h this header is the op vocabulary both columns implement and autograd
 // calls: the entries and their signatures (kernels/backend.def, each written once), the argument
-// structs. The table itself, one line per entry with both columns, is kernels/backend.cpp; the CPU
+// structs. The table itself is kernels/backend.cpp, made from the same lines; the CPU
 // implementations are kernels/cpu/entries.cpp, the CUDA ones kernels/cuda/entries.cpp. How to add a
 // CUDA kernel is written at the top of kernels/backend.cpp. This header includes no CUDA header.
 #pragma once
@@ -83,7 +83,9 @@ std::string cpu_bf16_unavailable();
 
 // The entries: `extern const Kernel<void(In y, In a, In b)> add;` and so on (kernels/backend.def).
 #define LINATTN_ENTRY(name, ...) extern const Kernel<__VA_ARGS__> name;
+#define LINATTN_ENTRY_CPU_ONLY(name, ...) extern const Kernel<__VA_ARGS__> name;
 #include "kernels/backend.def"
 #undef LINATTN_ENTRY
+#undef LINATTN_ENTRY_CPU_ONLY
 
 }  // namespace linattn::backend

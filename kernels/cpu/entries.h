@@ -16,7 +16,9 @@ using backend::MixerArgs;
 
 // `void add(In y, In a, In b);` and so on: a function type names the function it declares.
 #define LINATTN_ENTRY(name, ...) std::type_identity_t<__VA_ARGS__> name;
+#define LINATTN_ENTRY_CPU_ONLY(name, ...) std::type_identity_t<__VA_ARGS__> name;
 #include "kernels/backend.def"
 #undef LINATTN_ENTRY
+#undef LINATTN_ENTRY_CPU_ONLY
 
 }  // namespace linattn::cpu::entry

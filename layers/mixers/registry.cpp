@@ -1,19 +1,32 @@
-// The registry of token mixers (layers/mixer.h): one line per mixer, each defined in its own file.
+// The registry of token mixers (layers/mixer.h).
 #include "layers/mixer.h"
 
 #include "core/error.h"
 
 namespace linattn {
 
+// Every mixer, one line each, in the registry's order (the order of the config reference's choices
+// and of messages). MIXER(name) names the descriptor `mixers::name`, defined in its own file of
+// layers/mixers/; a name without one fails to link.
+#define LINATTN_MIXERS(MIXER) \
+  MIXER(linear_attn)          \
+  MIXER(gla)                  \
+  MIXER(retnet)               \
+  MIXER(deltanet)             \
+  MIXER(gated_deltanet)       \
+  MIXER(attention)            \
+  MIXER(mamba2)
+
 namespace mixers {
-extern const MixerDescriptor linear_attn, gla, retnet, deltanet, gated_deltanet, attention, mamba2;
-}
+#define DECLARE(name) extern const MixerDescriptor name;
+LINATTN_MIXERS(DECLARE)
+#undef DECLARE
+}  // namespace mixers
 
 const std::vector<const MixerDescriptor*>& all_mixers() {
-  static const std::vector<const MixerDescriptor*> all = {
-      &mixers::linear_attn, &mixers::gla,           &mixers::retnet,
-      &mixers::deltanet,    &mixers::gated_deltanet, &mixers::attention, &mixers::mamba2,
-  };
+#define ADDRESS(name) &mixers::name,
+  static const std::vector<const MixerDescriptor*> all = {LINATTN_MIXERS(ADDRESS)};
+#undef ADDRESS
   return all;
 }
 

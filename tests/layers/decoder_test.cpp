@@ -1,9 +1,13 @@
 // Decoding proven equal to the full forward pass: for every mixer kind and the default hybrid,
-// the logits of prefill-then-step at every position equal Model::logits on the whole sequence.
+// the logits of prefill-then-step at every position equal Model::logits on the whole sequence; and
+// the decoding state each linear mixer holds is its descriptor's state_size.
 #include "layers/decoder.h"
 
+#include <algorithm>
 #include <cstring>
+#include <set>
 
+#include "layers/state_size.h"
 #include "testing.h"
 #include "train/config.h"
 
@@ -141,6 +145,30 @@ TEST_P(DecoderTest, PrefillThenStepEqualsTheFullForwardPass) {
 
 INSTANTIATE_TEST_SUITE_P(EveryMixer, DecoderTest, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Each descriptor's state_size (layers/state_size.h: the sweep's `state` column) is what decoding
+// really holds: the scalars of the layers' MixerStates per sequence, after a prompt and after a
+// step. For every case of a linear mixer: attention's global cache grows in blocks of slots
+// (tests/layers/state_size_test.cpp counts it by hand).
+TEST(Decoder, StateSizeIsWhatDecodingHolds) {
+  auto attention = [](const std::string& mixer) { return mixer_descriptor(mixer).attention; };
+  std::set<std::string> checked;
+  for (const Case& k : cases()) {
+    const ModelConfig c = model_config(k);
+    if (std::any_of(c.layers.begin(), c.layers.end(), [&](const LayerSpec& l) { return attention(l.mixer); })) continue;
+    SCOPED_TRACE(k.name);
+    const Model model(c, DType::f64);
+    const int64_t B = 2, T = 9;
+    Decoder decoder(model, B);
+    decoder.prefill(Tensor::zeros({B, T}, DType::i32));
+    EXPECT_EQ(decoder.state_bytes(), size_t(B * state_size(c, T)) * sizeof(double));
+    decoder.step({1, 2});
+    EXPECT_EQ(decoder.state_bytes(), size_t(B * state_size(c, T + 1)) * sizeof(double));
+    for (const LayerSpec& l : c.layers) checked.insert(l.mixer);
+  }
+  for (const std::string& name : mixer_names())
+    if (!attention(name)) EXPECT_TRUE(checked.count(name)) << name << " has no case";
+}
 
 TEST(Decoder, StateOfALinearModelDoesNotGrowWithTheSequence) {
   Sequence r = make_run(named("gla"), DType::f32, 1, 40);

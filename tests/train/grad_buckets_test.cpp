@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "layers/mixer.h"
 #include "layers/model.h"
 #include "testing.h"
 #include "train/config.h"
@@ -38,18 +39,21 @@ class RecordingCommunicator : public Communicator {
   int polls = 0, waits = 0;
 };
 
-// All six mixers (DeltaNet's short convolutions too), with or without the embedding tied to the
-// LM head: the tied matrix receives gradient from the first and the last node of the tape.
+// Every mixer of the registry (short convolutions too), then windowed attention, with or without the
+// embedding tied to the LM head: the tied matrix receives gradient from the first and the last node
+// of the tape.
 ModelConfig hybrid(bool tied) {
+  std::string layers;
+  for (const std::string& name : mixer_names()) layers += name + ", ";
   return parse_config(std::string(R"(model:
   vocab_size: 11
   hidden_size: 8
-  num_hidden_layers: 6
+  num_hidden_layers: )") + std::to_string(mixer_names().size() + 1) + R"(
   num_heads: 2
   intermediate_size: 12
   chunk_size: 4
-  tie_word_embeddings: )") + (tied ? "true" : "false") + R"(
-  layers: [linear_attn, gla, retnet, deltanet, gated_deltanet, {mixer: attention, window_size: 3}]
+  tie_word_embeddings: )" + (tied ? "true" : "false") + R"(
+  layers: [)" + layers + R"({mixer: attention, window_size: 3}]
 train: {max_steps: 1}
 )",
                       "tiny.yaml")
