@@ -11,21 +11,24 @@
 // order: chunk_factors (A^-1 and PG, which need no state; one block per chunk), chunk_states (the
 // state pass, S0 of every chunk, R and U'; one block per head and tile of state columns, since the
 // columns of the delta rule's state evolve independently) and chunk_outputs (O; one block per chunk).
-// The backward's chunks run one after the other inside the block. Within a stage every phase is a loop over the
-// elements of one output (Block::each), separated by Block::sync, and every element is written by
-// one iteration only, so the phases have no races whatever order the iterations run in. A stage
-// ends with a sync, except the ones marked "open": their last phase runs beside the next stage's
-// first (which neither reads what it writes nor writes what it reads), so that a phase of few
-// threads (the columns of A^-1, a sum per token) shares the block with a wide one. The stages'
-// loops copy what they use ([=]), so work a block defers past a stage's return stays valid.
-// Three places differ from the CPU's cut, to keep each element's sums as they were: the backward's
-// state_pass_backward comes before intra_output_backward_du, which adds both parts of dU' in one
-// expression; inter_output_backward leaves its dQ term in z for scores_backward to add; and
-// decay_backward folds state_backward's partial sums <dS1, S0> into gamma_last's gradient.
+// The backward is three launches too: chunk_backward_inputs (what needs no dS; one block per chunk),
+// chunk_backward_states (the sequential pass of dS from the last chunk to the first; one block per
+// head and tile of state columns) and chunk_backward_grads (every gradient; one block per chunk).
+// Within a stage every phase is a loop over the elements of one output (Block::each), separated by
+// Block::sync, and every element is written by one iteration only, so the phases have no races
+// whatever order the iterations run in. A stage ends with a sync, except the ones marked "open":
+// their last phase runs beside the next stage's first (which neither reads what it writes nor
+// writes what it reads), so that a phase of few threads (the columns of A^-1, a sum per token)
+// shares the block with a wide one. The stages' loops copy what they use ([=]), so work a block
+// defers past a stage's return stays valid. The backward's stages keep the CPU's names; where a CPU
+// stage's work spans two launches (its part that needs dS and its part that does not), each part is
+// its own function, named after it (state_backward_inputs, wy_backward_x, ...).
 //
-// Fast memory: the gates and the C x C products of the current chunk live in `sh` (shared memory
-// on the device, factors_shared, gates_shared or backward_shared elements); the states and the [C, D] products in
-// `saved` and in the backward's `work` (backward_work elements per head) in global memory.
+// Memory: the gates, the C x C products and the tiles a phase walks across its threads live in `sh`
+// (shared memory on the device; the *_shared functions give each launch's size, and each block
+// program says why its rows are as far apart as they are: an odd pitch where a warp walks a column);
+// the states and the [C, D] products in `saved` and in the backward's `work` (backward_work
+// elements per head) in global memory, where a warp reads consecutive words or one word.
 // Accumulation is in T (float on the device): float32 states and inter-chunk recurrence.
 #pragma once
 
@@ -58,8 +61,6 @@ LINATTN_HD Dims dims(const Args<T>& p) {
 // chunk_factors: the gates, M [C, C] and the chunk's K [C, Dk + 1] (padded rows: see chunk_factors).
 LINATTN_HD inline int64_t factors_shared(const Dims& d) { return 4 * d.C + d.C * d.C + d.C * (d.Dk + 1); }
 LINATTN_HD inline int64_t gates_shared(const Dims& d) { return 4 * d.C; }  // chunk_states, chunk_outputs
-LINATTN_HD inline int64_t backward_shared(const Dims& d) { return 8 * d.C + d.C * d.C + d.Dk; }
-LINATTN_HD inline int64_t backward_work(const Dims& d) { return d.Dk * d.Dv + 4 * d.C * d.Dv + d.C * d.Dk; }
 LINATTN_HD inline int64_t recurrent_shared(const Dims& d) { return d.Dv; }
 
 // One chunk's view: where its tokens start in q/k (qk), v/o (vo) and beta/a (s); ld* token strides.
@@ -309,184 +310,343 @@ LINATTN_HD void chunk_outputs(const Block& blk, const Args<T>& p, int64_t bh, in
   blk.sync();
 }
 
-// ---- backward stages (in the order they run; kernels/cpu/deltanet_stages.h has the derivations) --
+// ---- the chunkwise backward: chunk_backward_inputs, then chunk_backward_states, then chunk_backward_grads --
+//
+// Per chunk (kernels/cpu/deltanet_stages.h has the derivations), with dS1 the gradient wrt the
+// chunk's end state and X = A^-T dU':
+//   dU' = du0 + diag(lambda) K dS1,  du0 = scale P^T dO           (intra_output_backward_du, state_pass_backward)
+//   X = A^-T dU',  dr = diag(gamma beta) X                        (wy_backward)
+//   dS0 = gamma_last dS1 + hq - K^T dr,  hq = scale Q^T diag(gamma) dO   (state_backward)
+// Only dS0 needs the previous step's dS1, so the work is cut in three launches: what needs no dS
+// (du0 and hq, per chunk in parallel), the sequential pass (dU', X and dS from the last chunk to the
+// first, per tile of state columns), and every gradient (per chunk in parallel, from dS1 and X).
+//
+// The pass may split dS by columns: every product above acts on dS from the left (K dS1 is
+// [C, Dk] x [Dk, Dv], A^-T and the diagonal scalings act on rows, K^T dr is [Dk, C] x [C, Dv]), so
+// column j of dU', X and dS0 is a function of column j of dS1, du0 and hq alone. The tiles need
+// nothing from each other, as in the forward's chunk_states. (The gate gradient is not carried: the
+// decays enter the next chunk only through gamma_last S0, whose gradient <dS1, S0> is per chunk.)
 
-// The gradient accumulators of the current chunk, in sh ([C] each): gdg = gamma dLoss/dgamma,
-// dlambda, dG (dLoss/dG), db (the chunk's dbeta).
+// The backward's scratch, per (batch, head) and chunk (backward_work elements per head): dS [Dk, Dv],
+// hq from chunk_backward_inputs, replaced by dS1 in chunk_backward_states; X [C, Dv], du0 from
+// chunk_backward_inputs, replaced by X.
+LINATTN_HD inline int64_t backward_block(const Dims& d) { return d.Dk * d.Dv + d.C * d.Dv; }
+LINATTN_HD inline int64_t backward_work(const Dims& d) { return d.chunks() * backward_block(d); }
+
+struct WorkChunk {
+  int64_t dS, X;  // offsets in `work`
+};
+LINATTN_HD inline WorkChunk work_chunk(const Dims& d, int64_t bh, int64_t c) {
+  const int64_t at = (bh * d.chunks() + c) * backward_block(d);
+  return {at, at + d.state()};
+}
+
+// Shared memory of the three launches (elements of T); each kernel says what it holds.
+LINATTN_HD inline int64_t backward_inputs_shared(const Dims& d) { return 4 * d.C + d.C * d.Dv; }
+LINATTN_HD inline int64_t backward_states_shared(const Dims& d) {
+  return 4 * d.C + d.C * (d.Dk + 1) + 2 * d.Dk * kStateColumns + 2 * d.C * kStateColumns;
+}
+LINATTN_HD inline int64_t backward_grads_part1(const Dims& d) {
+  const int64_t W = d.Dk > d.Dv ? d.Dk : d.Dv;
+  return 2 * d.Dk * (d.Dv + 1) + 2 * d.C * (W + 1);
+}
+LINATTN_HD inline int64_t backward_grads_part2(const Dims& d) { return d.C * (d.Dv + 1) + 2 * d.C * (d.C + 1); }
+LINATTN_HD inline int64_t backward_grads_shared(const Dims& d) {
+  const int64_t a = backward_grads_part1(d), b = backward_grads_part2(d);
+  return 8 * d.C + d.Dk + (a > b ? a : b);
+}
+
+// ---- chunk_backward_inputs: chunk c of head bh, what needs no dS --------------------------------
+
+// O += scale P U'  =>  du0 = scale P^T dO (P on and below the diagonal of PG); into X. dOs: the
+// chunk's dO in sh, rows Dv apart (the threads of a warp take consecutive columns j: consecutive banks).
+template <class T, class Block>
+LINATTN_HD void intra_output_backward_du(const Block& blk, T* du, const T* pg, const T* dOs, T scale, const Shape& s) {
+  const int64_t n = s.n, Dv = s.Dv;
+  blk.each(n * Dv, [=](int64_t e) {
+    const int64_t i = e / Dv, j = e % Dv;
+    T acc = 0;
+    for (int64_t m = i; m < n; ++m) acc += pg[m * s.C + i] * dOs[m * Dv + j];
+    du[e] = scale * acc;
+  });
+}
+
+// O = scale diag(gamma) Q S0 + ...  =>  dS0 += hq = scale Q^T diag(gamma) dO (state_backward's
+// term that needs no dS1); into dS.
+template <class T, class Block>
+LINATTN_HD void state_backward_inputs(const Block& blk, T* hq, const T* q, const T* dOs, T scale, const Gates<T>& g,
+                                      const Shape& s) {
+  const int64_t n = s.n, Dv = s.Dv;
+  blk.each(s.Dk * Dv, [=](int64_t e) {
+    const int64_t t = e / Dv, j = e % Dv;
+    T acc = 0;
+    for (int64_t i = 0; i < n; ++i) acc += q[i * s.ldk + t] * g.gamma[i] * dOs[i * Dv + j];
+    hq[e] = scale * acc;
+  });
+}
+
+// sh: backward_inputs_shared (the gates, then the chunk's dO [C, Dv]).
+template <class T, class Block>
+LINATTN_HD void chunk_backward_inputs(const Block& blk, const Args<T>& p, T* work, int64_t bh, int64_t c, T* sh) {
+  const Dims d = dims(p);
+  const int64_t C = d.C, Dv = d.Dv;
+  const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
+  T* dOs = sh + 4 * C;
+  const ChunkAt at = chunk_at(d, bh, c);
+  const Shape s = shape(d, at);
+  const WorkChunk w = work_chunk(d, bh, c);
+  const T* pg = p.saved + (bh * d.chunks() + c) * d.block() + d.state() + C * C;
+  const T* dO = p.dO + at.vo;
+  chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
+  blk.each(at.n * Dv, [=](int64_t e) { dOs[e] = dO[(e / Dv) * s.ldv + e % Dv]; });
+  blk.sync();
+  intra_output_backward_du(blk, work + w.X, pg, dOs, p.scale, s);
+  state_backward_inputs(blk, work + w.dS, p.q + at.qk, dOs, p.scale, g, s);
+  blk.sync();
+}
+
+// ---- chunk_backward_states: the sequential pass of head bh in the columns cs --------------------
+// sh: backward_states_shared: the gates; the chunk's K [C, Dk + 1] (rows Dk + 1 apart: the threads
+// of a warp take up to 32 / nv rows i at one column t, or consecutive t at one row, both in distinct
+// banks); dS and the next dS [Dk, nv]; dU' and dr [C, nv] (a warp reads nv consecutive words of
+// them, shared by its rows: distinct banks or broadcasts).
+
+// S1 = gamma_last S0 + K^T diag(lambda) U'  =>  dU' = du0 + diag(lambda) K dS1, in the columns cs.
+template <class T, class Block>
+LINATTN_HD void state_pass_backward_du(const Block& blk, T* du, const T* du0, const T* Ks, const T* dS,
+                                       const Gates<T>& g, const Shape& s, Columns cs) {
+  const int64_t nv = cs.nv, ldk = s.Dk + 1;
+  blk.each(s.n * nv, [=](int64_t e) {
+    const int64_t i = e / nv, j = e % nv;
+    T acc = 0;
+    for (int64_t t = 0; t < s.Dk; ++t) acc += Ks[i * ldk + t] * dS[t * nv + j];
+    du[e] = du0[i * s.Dv + cs.j0 + j] + g.lambda[i] * acc;
+  });
+  blk.sync();
+}
+
+// U' = A^-1 diag(beta) R  =>  X = A^-T dU' (into x, the work's X), and dr = diag(gamma beta) X (sh).
+template <class T, class Block>
+LINATTN_HD void wy_backward_x(const Block& blk, T* x, T* dr, const T* du, const T* ainv, const Gates<T>& g,
+                              const Shape& s, Columns cs) {
+  const int64_t n = s.n, nv = cs.nv;
+  blk.each(n * nv, [=](int64_t e) {
+    const int64_t i = e / nv, j = e % nv;
+    T acc = 0;
+    for (int64_t m = i; m < n; ++m) acc += ainv[m * s.C + i] * du[m * nv + j];
+    x[i * s.Dv + cs.j0 + j] = acc;
+    dr[e] = g.gamma[i] * g.bt[i] * acc;
+  });
+  blk.sync();
+}
+
+// dS0 = gamma_last dS1 + hq - K^T dr into dS_next; dS1 over hq in the work's dS (for the gradients).
+template <class T, class Block>
+LINATTN_HD void state_backward(const Block& blk, T* dS_next, T* hq, const T* dS, const T* Ks, const T* dr,
+                               const Gates<T>& g, const Shape& s, Columns cs) {
+  const int64_t n = s.n, nv = cs.nv, ldk = s.Dk + 1;
+  blk.each(s.Dk * nv, [=](int64_t e) {
+    const int64_t t = e / nv, j = e % nv, at = t * s.Dv + cs.j0 + j;
+    T acc = 0;
+    for (int64_t i = 0; i < n; ++i) acc += Ks[i * ldk + t] * dr[i * nv + j];
+    dS_next[e] = g.gamma[n - 1] * dS[e] + hq[at] - acc;
+    hq[at] = dS[e];
+  });
+  blk.sync();
+}
+
+template <class T, class Block>
+LINATTN_HD void chunk_backward_states(const Block& blk, const Args<T>& p, T* work, int64_t bh, Columns cs, T* sh) {
+  const Dims d = dims(p);
+  const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv, S = d.state(), nv = cs.nv, ldk = Dk + 1;
+  const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
+  T* Ks = sh + 4 * C;
+  T* dS = Ks + C * ldk;
+  T* dS_next = dS + Dk * kStateColumns;
+  T* du = dS_next + Dk * kStateColumns;
+  T* dr = du + C * kStateColumns;
+  const T* dht = p.dht ? p.dht + bh * S : nullptr;
+  blk.each(Dk * nv, [=](int64_t e) { dS[e] = dht ? dht[(e / nv) * Dv + cs.j0 + e % nv] : T(0); });
+  blk.sync();
+  for (int64_t c = d.chunks() - 1; c >= 0; --c) {
+    const ChunkAt at = chunk_at(d, bh, c);
+    const Shape s = shape(d, at);
+    const WorkChunk w = work_chunk(d, bh, c);
+    const T* ainv = p.saved + (bh * d.chunks() + c) * d.block() + S;
+    const T* k = p.k + at.qk;
+    chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
+    blk.each(at.n * Dk, [=](int64_t e) { Ks[(e / Dk) * ldk + e % Dk] = k[(e / Dk) * s.ldk + e % Dk]; });
+    blk.sync();
+    state_pass_backward_du(blk, du, work + w.X, Ks, dS, g, s, cs);
+    wy_backward_x(blk, work + w.X, dr, du, ainv, g, s, cs);
+    state_backward(blk, dS_next, work + w.dS, dS, Ks, dr, g, s, cs);
+    T* spent = dS;
+    dS = dS_next;
+    dS_next = spent;
+  }
+  if (p.dh0)
+    blk.each(Dk * nv, [=](int64_t e) { p.dh0[bh * S + (e / nv) * Dv + cs.j0 + e % nv] += dS[e]; });
+  blk.sync();
+}
+
+// ---- chunk_backward_grads: chunk c of head bh, every gradient from dS1 and X -------------------
+
+// The gradient accumulators of the chunk, in sh ([C] each): gdg = gamma dLoss/dgamma, ldl =
+// lambda dLoss/dlambda, dG (dLoss/dG), db (the chunk's dbeta).
 template <class T>
 struct GateGrads {
-  T *gdg, *dlambda, *dG, *db;
+  T *gdg, *ldl, *dG, *db;
 };
 
-// S1 = gamma_last S0 + K^T diag(lambda) U'  =>  y = K dS1 (dU' += diag(lambda) y, added by
-// intra_output_backward_du), dK += diag(lambda) U' dS1^T, dlambda_i = y_i . U'_i. Open.
+// U' = A^-1 diag(beta) R and R = V - diag(gamma) K S0, given X = A^-T dU':  dR = diag(beta) X,
+// dV += dR, dbeta_i += R_i . X_i, gamma_i dgamma_i += dR_i . (R_i - V_i). The row sums go through
+// E1, E2 [C, W + 1] (sh; a warp's threads write consecutive words of a row, then one thread per row
+// reads its row: rows W + 1 apart, an odd count, fall in distinct banks).
 template <class T, class Block>
-LINATTN_HD void state_pass_backward(const Block& blk, T* y, T* dk, const GateGrads<T>& gg, const T* dS, const T* k,
-                                    const T* U, const Gates<T>& g, const Shape& s) {
-  const int64_t n = s.n, Dk = s.Dk, Dv = s.Dv;
-  blk.each(n * Dv, [=](int64_t e) {
-    const int64_t i = e / Dv, j = e % Dv;
-    T acc = 0;
-    for (int64_t t = 0; t < Dk; ++t) acc += k[i * s.ldk + t] * dS[t * Dv + j];
-    y[i * Dv + j] = acc;
-  });
-  blk.sync();
-  blk.each(n * Dk, [=](int64_t e) {
-    const int64_t i = e / Dk, t = e % Dk;
-    dk[i * s.ldk + t] += g.lambda[i] * dot(U + i * Dv, dS + t * Dv, Dv);
-  });
-  blk.each(n, [=](int64_t i) { gg.dlambda[i] = dot(y + i * Dv, U + i * Dv, Dv); });
-}
-
-// O += scale P U'  =>  dU' = scale P^T dO, plus the state pass's diag(lambda) y.
-template <class T, class Block>
-LINATTN_HD void intra_output_backward_du(const Block& blk, T* du, const T* pg, const T* dO, const T* y, T scale,
-                                         const Gates<T>& g, const Shape& s) {
+LINATTN_HD void wy_backward(const Block& blk, T* dv, T* E1, T* E2, const GateGrads<T>& gg, const T* x, const T* R,
+                            const T* v, int64_t pw, bool gated, const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, Dv = s.Dv;
   blk.each(n * Dv, [=](int64_t e) {
     const int64_t i = e / Dv, j = e % Dv;
-    T acc = 0;
-    for (int64_t m = i; m < n; ++m) acc += pg[m * s.C + i] * dO[m * s.ldv + j];
-    du[i * Dv + j] = scale * acc + g.lambda[i] * y[i * Dv + j];
-  });
-  blk.sync();
-}
-
-// U' = A^-1 diag(beta) R  =>  X = A^-T dU', dR = diag(beta) X, dbeta_i += R_i . X_i;
-// R = V - diag(gamma) K S0  =>  dV += dR, gamma_i dgamma_i += dR_i . (R_i - V_i),
-// dK -= diag(gamma) dR S0^T; dr = diag(gamma) dR (for dS0 in state_backward). Open.
-template <class T, class Block>
-LINATTN_HD void wy_backward(const Block& blk, T* x, T* dr, T* dv, T* dk, const GateGrads<T>& gg, const T* du,
-                            const T* ainv, const T* R, const T* v, const T* S0, const Gates<T>& g, const Shape& s) {
-  const int64_t n = s.n, Dv = s.Dv;
-  blk.each(n * Dv, [=](int64_t e) {
-    const int64_t i = e / Dv, j = e % Dv;
-    T acc = 0;
-    for (int64_t m = i; m < n; ++m) acc += ainv[m * s.C + i] * du[m * Dv + j];
-    x[i * Dv + j] = acc;
+    const T xe = x[e], re = R[e];
+    dv[i * s.ldv + j] += g.bt[i] * xe;
+    E1[i * pw + j] = re * xe;
+    if (gated) E2[i * pw + j] = g.bt[i] * xe * (re - v[i * s.ldv + j]);
   });
   blk.sync();
   blk.each(n, [=](int64_t i) {
-    T acc_beta = 0, acc_gamma = 0;
+    T db = 0, gdg = 0;
     for (int64_t j = 0; j < Dv; ++j) {
-      const T xi = x[i * Dv + j], ri = R[i * Dv + j];
-      acc_beta += ri * xi;
-      acc_gamma += xi * (ri - v[i * s.ldv + j]);
+      db += E1[i * pw + j];
+      if (gated) gdg += E2[i * pw + j];
     }
-    gg.db[i] += acc_beta;
-    gg.gdg[i] += g.bt[i] * acc_gamma;
-  });
-  blk.each(n * Dv, [=](int64_t e) {
-    const int64_t i = e / Dv, j = e % Dv;
-    const T dR = g.bt[i] * x[i * Dv + j];
-    dv[i * s.ldv + j] += dR;
-    dr[i * Dv + j] = g.gamma[i] * dR;
+    gg.db[i] += db;
+    gg.gdg[i] += gdg;
   });
   blk.sync();
-  blk.each(n * s.Dk, [=](int64_t e) {
-    const int64_t i = e / s.Dk, t = e % s.Dk;
-    dk[i * s.ldk + t] -= dot(dr + i * Dv, S0 + t * Dv, Dv);
-  });
 }
 
-// O = scale diag(gamma) Q S0 + ...  =>  z = dO S0^T (dQ += scale diag(gamma) z, added by
-// scores_backward), gamma_i dgamma_i += scale gamma_i q_i . z_i. Open.
+// The products with the states, per row i and key column t (S0s, dSs: S0 and dS1 in sh, rows
+// Dv + 1 apart, so that a warp's consecutive t fall in distinct banks):
+//   S1 = gamma_last S0 + K^T diag(lambda) U'  =>  dK += diag(lambda) U' dS1^T; lambda_i dlambda_i = lambda_i k_i . (U' dS1^T)_i
+//   R = V - diag(gamma) K S0                  =>  dK -= diag(gamma) dR S0^T  (dR = diag(beta) X)
+//   O = scale diag(gamma) Q S0 + ...          =>  dQ += scale diag(gamma) dO S0^T; gamma_i dgamma_i += scale gamma_i q_i . (dO S0^T)_i
+//   S1 = gamma_last S0 + ...                  =>  part_t = (dS1 S0^T)_tt, summed by decay_backward into gamma_last dgamma_last
+// (the rows' sums through E1, E2 as in wy_backward).
 template <class T, class Block>
-LINATTN_HD void inter_output_backward(const Block& blk, T* z, const GateGrads<T>& gg, const T* q, const T* dO,
-                                      const T* S0, T scale, const Gates<T>& g, const Shape& s) {
-  const int64_t n = s.n, Dk = s.Dk;
+LINATTN_HD void state_products_backward(const Block& blk, T* dq, T* dk, T* E1, T* E2, T* part,
+                                        const GateGrads<T>& gg, const T* S0s, const T* dSs, const T* q, const T* k,
+                                        const T* dO, const T* U, const T* x, T scale, int64_t pw, bool gated,
+                                        const Gates<T>& g, const Shape& s) {
+  const int64_t n = s.n, Dk = s.Dk, Dv = s.Dv, pv = Dv + 1;
   blk.each(n * Dk, [=](int64_t e) {
     const int64_t i = e / Dk, t = e % Dk;
-    z[i * Dk + t] = dot(dO + i * s.ldv, S0 + t * s.Dv, s.Dv);
+    const T *u = U + i * Dv, *xi = x + i * Dv, *doi = dO + i * s.ldv, *s0 = S0s + t * pv, *ds = dSs + t * pv;
+    T w = 0, xs = 0, z = 0;
+    for (int64_t j = 0; j < Dv; ++j) {
+      w += u[j] * ds[j];
+      xs += xi[j] * s0[j];
+      z += doi[j] * s0[j];
+    }
+    dk[i * s.ldk + t] += g.lambda[i] * w - g.gamma[i] * g.bt[i] * xs;
+    dq[i * s.ldk + t] += scale * g.gamma[i] * z;
+    if (gated) {
+      E1[i * pw + t] = g.lambda[i] * k[i * s.ldk + t] * w;
+      E2[i * pw + t] = scale * g.gamma[i] * q[i * s.ldk + t] * z;
+    }
   });
+  if (gated) blk.each(Dk, [=](int64_t t) { part[t] = dot(dSs + t * pv, S0s + t * pv, Dv); });
   blk.sync();
-  blk.each(n, [=](int64_t i) { gg.gdg[i] += scale * g.gamma[i] * dot(q + i * s.ldk, z + i * Dk, Dk); });
+  if (gated)
+    blk.each(n, [=](int64_t i) {
+      T ldl = 0, gdg = 0;
+      for (int64_t t = 0; t < Dk; ++t) {
+        ldl += E1[i * pw + t];
+        gdg += E2[i * pw + t];
+      }
+      gg.ldl[i] = ldl;
+      gg.gdg[i] += gdg;
+    });
+  blk.sync();
 }
 
-// P = tril(Q K^T) . D with O += scale P U'  =>  dP = scale tril(dO U'^T) (into M);
-// D_ij = exp(G_i - G_j): dG_i += dP_ij P_ij, dG_j -= dP_ij P_ij; dQ += (dP . D) K + scale diag(gamma) z,
-// dK += (dP . D)^T Q.
+// P = tril(Q K^T) . D with O += scale P U'  =>  dP = scale tril(dO U'^T); M = dP . D, N = dP . P;
+// D_ij = exp(G_i - G_j): dG_i += N_ij, dG_j -= N_ij; dQ += M K, dK += M^T Q.
+// Us: U' in sh, rows Dv + 1 apart; M, N [C, C + 1] (sh): a warp's threads take consecutive j of a
+// row, or (one thread per row) consecutive rows, both in distinct banks.
 template <class T, class Block>
-LINATTN_HD void scores_backward(const Block& blk, T* M, T* dq, T* dk, const GateGrads<T>& gg, const T* pg, const T* q,
-                                const T* k, const T* dO, const T* U, const T* z, T scale, const Gates<T>& g,
+LINATTN_HD void scores_backward(const Block& blk, T* M, T* N, T* dq, T* dk, const GateGrads<T>& gg, const T* Us,
+                                const T* pg, const T* q, const T* k, const T* dO, T scale, const Gates<T>& g,
                                 const Shape& s) {
-  const int64_t n = s.n, C = s.C, Dk = s.Dk;
+  const int64_t n = s.n, C = s.C, pc = C + 1, pv = s.Dv + 1;
   blk.each(n * n, [=](int64_t e) {
     const int64_t i = e / n, j = e % n;
-    M[i * C + j] = j <= i ? scale * dot(dO + i * s.ldv, U + j * s.Dv, s.Dv) : T(0);
+    T dp = 0;
+    if (j <= i) {
+      const T *doi = dO + i * s.ldv, *u = Us + j * pv;
+      for (int64_t m = 0; m < s.Dv; ++m) dp += doi[m] * u[m];
+      dp *= scale;
+    }
+    M[i * pc + j] = j <= i ? dp * decay_ratio(g.G, i, j) : T(0);
+    N[i * pc + j] = j <= i ? dp * pg[i * C + j] : T(0);
   });
   blk.sync();
   blk.each(n, [=](int64_t i) {
     T acc = 0;
-    for (int64_t j = 0; j < i; ++j) acc += M[i * C + j] * pg[i * C + j];
-    for (int64_t m = i + 1; m < n; ++m) acc -= M[m * C + i] * pg[m * C + i];
+    for (int64_t j = 0; j < i; ++j) acc += N[i * pc + j];
+    for (int64_t m = i + 1; m < n; ++m) acc -= N[m * pc + i];
     gg.dG[i] += acc;
   });
-  blk.sync();
-  blk.each(n * n, [=](int64_t e) {
-    const int64_t i = e / n, j = e % n;
-    if (j <= i) M[i * C + j] *= decay_ratio(g.G, i, j);
-  });
-  blk.sync();
-  blk.each(n * Dk, [=](int64_t e) {
-    const int64_t i = e / Dk, t = e % Dk;
+  blk.each(n * s.Dk, [=](int64_t e) {
+    const int64_t i = e / s.Dk, t = e % s.Dk;
     T aq = 0, ak = 0;
-    for (int64_t j = 0; j <= i; ++j) aq += M[i * C + j] * k[j * s.ldk + t];
-    for (int64_t m = i; m < n; ++m) ak += M[m * C + i] * q[m * s.ldk + t];
-    dq[i * s.ldk + t] += aq + scale * g.gamma[i] * z[i * Dk + t];
+    for (int64_t j = 0; j <= i; ++j) aq += M[i * pc + j] * k[j * s.ldk + t];
+    for (int64_t m = i; m < n; ++m) ak += M[m * pc + i] * q[m * s.ldk + t];
+    dq[i * s.ldk + t] += aq;
     dk[i * s.ldk + t] += ak;
   });
   blk.sync();
 }
 
 // A = I + L, L_ij = beta_i gd_ij (j < i; gd above the diagonal of PG):  dA = -X U'^T, held
-// transposed in M: dLT_ji = -U'_j . X_i (i > j). Then dbeta_i += sum_j dL_ij gd_ij;
-// dG_i += beta_i dL_ij gd_ij, dG_j -= the same; dK += (F + F^T) K with F_ij = beta_i dL_ij D_ij (j < i).
-// Open.
+// transposed: dLT_ji = -U'_j . X_i (i > j), in M. Then N_ji = dLT_ji gd_ij and M_ji = F_ij =
+// beta_i dLT_ji D_ij: dbeta_i += sum_j N_ji; dG_i += beta_i sum_j N_ji, dG_j -= beta_i N_ji;
+// dK += (F + F^T) K. (M, N, Us as in scores_backward.)
 template <class T, class Block>
-LINATTN_HD void gram_solve_backward(const Block& blk, T* M, T* dk, const GateGrads<T>& gg, const T* U, const T* x,
-                                    const T* pg, const T* k, const Gates<T>& g, const Shape& s) {
-  const int64_t n = s.n, C = s.C;
-  blk.each(n * n, [=](int64_t e) {
+LINATTN_HD void gram_solve_backward(const Block& blk, T* M, T* N, T* dk, const GateGrads<T>& gg, const T* Us,
+                                    const T* x, const T* pg, const T* k, const Gates<T>& g, const Shape& s) {
+  const int64_t n = s.n, C = s.C, pc = C + 1, pv = s.Dv + 1;
+  blk.each(n * n, [=](int64_t e) {  // a warp: consecutive rows j of U' (sh), one row i of X (a broadcast)
+    const int64_t i = e / n, j = e % n;
+    M[j * pc + i] = i > j ? -dot(Us + j * pv, x + i * s.Dv, s.Dv) : T(0);
+  });
+  blk.sync();
+  blk.each(n * n, [=](int64_t e) {  // a warp: consecutive columns i (PG read in consecutive words)
     const int64_t j = e / n, i = e % n;
-    M[j * C + i] = i > j ? -dot(U + j * s.Dv, x + i * s.Dv, s.Dv) : T(0);
+    const T t = M[j * pc + i];
+    N[j * pc + i] = i > j ? t * pg[j * C + i] : T(0);
+    M[j * pc + i] = i > j ? g.bt[i] * t * decay_ratio(g.G, i, j) : T(0);
   });
   blk.sync();
   blk.each(n, [=](int64_t i) {
     T acc_beta = 0, acc_g = 0;
-    for (int64_t j = 0; j < i; ++j) acc_beta += M[j * C + i] * pg[j * C + i];
-    for (int64_t m = i + 1; m < n; ++m) acc_g += g.bt[m] * M[i * C + m] * pg[i * C + m];
+    for (int64_t j = 0; j < i; ++j) acc_beta += N[j * pc + i];
+    for (int64_t m = i + 1; m < n; ++m) acc_g += g.bt[m] * N[i * pc + m];
     gg.db[i] += acc_beta;
     gg.dG[i] += g.bt[i] * acc_beta - acc_g;
   });
   blk.each(n * s.Dk, [=](int64_t e) {
     const int64_t i = e / s.Dk, t = e % s.Dk;
     T acc = 0;
-    for (int64_t m = 0; m < i; ++m) acc += g.bt[i] * M[m * C + i] * decay_ratio(g.G, i, m) * k[m * s.ldk + t];
-    for (int64_t m = i + 1; m < n; ++m) acc += g.bt[m] * M[i * C + m] * decay_ratio(g.G, m, i) * k[m * s.ldk + t];
+    for (int64_t m = 0; m < i; ++m) acc += M[m * pc + i] * k[m * s.ldk + t];
+    for (int64_t m = i + 1; m < n; ++m) acc += M[i * pc + m] * k[m * s.ldk + t];
     dk[i * s.ldk + t] += acc;
   });
-}
-
-// dS0 = gamma_last dS1 + scale Q^T diag(gamma) dO - K^T dr, in place in dS, after the partial sums
-// part_t = <dS1, S0>_t [Dk] (in sh) that decay_backward turns into gamma_last's gradient. Open.
-template <class T, class Block>
-LINATTN_HD void state_backward(const Block& blk, T* dS, T* part, const T* S0, const T* q, const T* k, const T* dO,
-                               const T* dr, T scale, const Gates<T>& g, const Shape& s) {
-  const int64_t n = s.n, Dv = s.Dv;
-  blk.each(s.Dk, [=](int64_t t) { part[t] = dot(dS + t * Dv, S0 + t * Dv, Dv); });
   blk.sync();
-  blk.each(s.Dk * Dv, [=](int64_t e) {
-    const int64_t t = e / Dv, j = e % Dv;
-    T acc = 0;
-    for (int64_t i = 0; i < n; ++i)
-      acc += scale * q[i * s.ldk + t] * g.gamma[i] * dO[i * s.ldv + j] - k[i * s.ldk + t] * dr[i * Dv + j];
-    dS[e] = g.gamma[n - 1] * dS[e] + acc;
-  });
 }
 
 // The chunk's dbeta; and with gates: gamma_last dgamma_last += gamma_last <dS1, S0> (the sum of
-// state_backward's partials), dG_i += gdg_i - lambda_i dlambda_i, dG_last += sum lambda_i dlambda_i,
+// state_products_backward's partials), dG_i += gdg_i - lambda_i dlambda_i, dG_last += sum lambda_i dlambda_i,
 // and da = the reverse cumulative sum of dG (G_i = sum_{t <= i} a_t). One thread.
 template <class T, class Block>
 LINATTN_HD void decay_backward(const Block& blk, T* dbeta, T* da, const GateGrads<T>& gg, const T* part,
@@ -499,8 +659,8 @@ LINATTN_HD void decay_backward(const Block& blk, T* dbeta, T* da, const GateGrad
     gg.gdg[n - 1] += g.gamma[n - 1] * inner;
     T lam = 0;
     for (int64_t i = 0; i < n; ++i) {
-      gg.dG[i] += gg.gdg[i] - g.lambda[i] * gg.dlambda[i];
-      lam += g.lambda[i] * gg.dlambda[i];
+      gg.dG[i] += gg.gdg[i] - gg.ldl[i];
+      lam += gg.ldl[i];
     }
     gg.dG[n - 1] += lam;
     T acc = 0;
@@ -512,44 +672,48 @@ LINATTN_HD void decay_backward(const Block& blk, T* dbeta, T* da, const GateGrad
   blk.sync();
 }
 
-// ---- the chunkwise backward of head bh ----------------------------------------------------------
+// sh: backward_grads_shared: the gates and their gradients [C] each, part [Dk], then first S0s,
+// dSs [Dk, Dv + 1] and E1, E2 [C, W + 1] (W = max(Dk, Dv)), later Us [C, Dv + 1] and M, N [C, C + 1]
+// over them (each function above says why its rows are so far apart).
 template <class T, class Block>
-LINATTN_HD void chunk_backward_head(const Block& blk, const Args<T>& p, T* work, int64_t bh, T* sh) {
+LINATTN_HD void chunk_backward_grads(const Block& blk, const Args<T>& p, const T* work, int64_t bh, int64_t c, T* sh) {
   const Dims d = dims(p);
-  const int64_t C = d.C, NC = d.chunks(), Dk = d.Dk, Dv = d.Dv, H = d.H, S = d.state();
+  const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv, pv = Dv + 1, pw = (Dk > Dv ? Dk : Dv) + 1;
+  const bool gated = p.a != nullptr;
   const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
   const GateGrads<T> gg{sh + 4 * C, sh + 5 * C, sh + 6 * C, sh + 7 * C};
-  T* M = sh + 8 * C;    // dP (then dP . D), then dL^T
-  T* part = M + C * C;  // [Dk] partial sums of <dS, S0>
-  T* dS = work + bh * backward_work(d);  // dLoss/dS after the current chunk
-  T *y = dS + S, *du = y + C * Dv, *x = du + C * Dv, *dr = x + C * Dv, *z = dr + C * Dv;
-  const T* base = p.saved + bh * NC * d.block();
-  blk.each(S, [&](int64_t e) { dS[e] = p.dht ? p.dht[bh * S + e] : T(0); });
+  T* part = sh + 8 * C;
+  T* S0s = part + Dk;
+  T* dSs = S0s + Dk * pv;
+  T* E1 = dSs + Dk * pv;
+  T* E2 = E1 + C * pw;
+  T* Us = part + Dk;
+  T* M = Us + C * pv;
+  T* N = M + C * (C + 1);
+  const ChunkAt at = chunk_at(d, bh, c);
+  const Shape s = shape(d, at);
+  const int64_t n = at.n;
+  const WorkChunk w = work_chunk(d, bh, c);
+  const T *dS1 = work + w.dS, *x = work + w.X;
+  const T* S0 = p.saved + (bh * d.chunks() + c) * d.block();
+  const T *pg = S0 + d.state() + C * C, *U = pg + C * C, *R = U + C * Dv;
+  const T *q = p.q + at.qk, *k = p.k + at.qk, *v = p.v + at.vo, *dO = p.dO + at.vo;
+  T *dq = p.dq + at.qk, *dk = p.dk + at.qk, *dv = p.dv + at.vo;
+  chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, n);
+  blk.each(n, [=](int64_t i) { gg.gdg[i] = gg.ldl[i] = gg.dG[i] = gg.db[i] = 0; });
+  blk.each(Dk * Dv, [=](int64_t e) {
+    const int64_t t = e / Dv, j = e % Dv;
+    S0s[t * pv + j] = S0[e];
+    dSs[t * pv + j] = dS1[e];
+  });
   blk.sync();
-  for (int64_t c = NC - 1; c >= 0; --c) {
-    const ChunkAt at = chunk_at(d, bh, c);
-    const Shape s{at.n, C, Dk, Dv, H * Dk, H * Dv, H};
-    const T* S0 = base + c * d.block();
-    const T *ainv = S0 + S, *pg = ainv + C * C, *U = pg + C * C, *R = U + C * Dv;
-    const T *q = p.q + at.qk, *k = p.k + at.qk, *v = p.v + at.vo, *dO = p.dO + at.vo;
-    T *dq = p.dq + at.qk, *dk = p.dk + at.qk, *dv = p.dv + at.vo;
-    // (the open stages run their last phase beside the next stage's first: see the top)
-    chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, H, at.n);
-    const int64_t n = at.n;
-    blk.one([=] {
-      for (int64_t i = 0; i < n; ++i) gg.gdg[i] = gg.dG[i] = gg.db[i] = 0;
-    });
-    state_pass_backward(blk, y, dk, gg, dS, k, U, g, s);
-    intra_output_backward_du(blk, du, pg, dO, y, p.scale, g, s);
-    wy_backward(blk, x, dr, dv, dk, gg, du, ainv, R, v, S0, g, s);
-    inter_output_backward(blk, z, gg, q, dO, S0, p.scale, g, s);
-    scores_backward(blk, M, dq, dk, gg, pg, q, k, dO, U, z, p.scale, g, s);
-    gram_solve_backward(blk, M, dk, gg, U, x, pg, k, g, s);
-    state_backward(blk, dS, part, S0, q, k, dO, dr, p.scale, g, s);
-    decay_backward(blk, p.dbeta + at.s, p.da ? p.da + at.s : nullptr, gg, part, g, H, Dk, at.n);
-  }
-  if (p.dh0) blk.each(S, [&](int64_t e) { p.dh0[bh * S + e] += dS[e]; });
+  wy_backward(blk, dv, E1, E2, gg, x, R, v, pw, gated, g, s);
+  state_products_backward(blk, dq, dk, E1, E2, part, gg, S0s, dSs, q, k, dO, U, x, p.scale, pw, gated, g, s);
+  blk.each(n * Dv, [=](int64_t e) { Us[(e / Dv) * pv + e % Dv] = U[e]; });  // over S0s and dSs, now spent
   blk.sync();
+  scores_backward(blk, M, N, dq, dk, gg, Us, pg, q, k, dO, p.scale, g, s);
+  gram_solve_backward(blk, M, N, dk, gg, Us, x, pg, k, g, s);
+  decay_backward(blk, p.dbeta + at.s, p.da ? p.da + at.s : nullptr, gg, part, g, d.H, Dk, n);
 }
 
 // ---- the recurrent forward of head bh: S_t = exp(a_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,

@@ -266,7 +266,7 @@ TEST(LaunchPlan, DeltaNet) {
                  [&] { cuda::deltanet_chunk_forward(p); });
     const cuda::delta::Dims d{B, T, H, Dk, Dv, C};
     float* work = m.f32(B * H * cuda::delta::backward_work(d));
-    expect_plans(what + " chunk backward", {cuda::deltanet_backward_plan(B, T, H, Dk, Dv, C)},
+    expect_plans(what + " chunk backward", cuda::deltanet_backward_plans(B, T, H, Dk, Dv, C),
                  [&] { cuda::deltanet_chunk_backward(p, work); });
     DeltaNetArgs<float> r = p;
     r.chunk_size = 1, r.saved = nullptr;
