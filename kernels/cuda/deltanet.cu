@@ -40,7 +40,10 @@ __global__ void __launch_bounds__(kHeadThreads) chunk_backward_states_kernel(Del
                                sh);
 }
 
-__global__ void __launch_bounds__(kHeadThreads) chunk_backward_grads_kernel(DeltaNetArgs<float> p, const float* work) {
+// (2 blocks per SM: its shared memory allows 2 to 3 at Dk = Dv = 64; the hint lets ptxas use up to
+// 128 registers, where by itself it took 64 and spilled)
+__global__ void __launch_bounds__(kHeadThreads, 2)
+    chunk_backward_grads_kernel(DeltaNetArgs<float> p, const float* work) {
   LINATTN_DYNAMIC_SHARED(float, sh);
   delta::chunk_backward_grads(DeviceBlock{}, p, work, blockIdx.y, blockIdx.x, sh);
 }

@@ -46,10 +46,33 @@ template <class T>
 LINATTN_HD inline T absval(T x) { return x < T(0) ? -x : x; }
 LINATTN_HD inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+// An index split by a row length: row and column. On the device without an integer division: ptxas
+// makes a division by a variable a called subroutine, and its register convention made it spill in
+// these kernels. split_by_reciprocal is exact for quotients below 2^22 (the indices split here: a
+// phase's elements, batch * heads, a chunk count stay far below), tests/cuda/deltanet_test.cpp checks it.
+struct RowCol {
+  int64_t row, col;
+};
+LINATTN_HD inline RowCol split_by_reciprocal(int64_t e, int64_t w) {
+  // float(e) / w within a relative 2^-22 of e / w, so the truncation is off by at most one; fixed up.
+  int64_t r = int64_t(float(e) * (1.0f / float(w)));
+  int64_t c = e - r * w;
+  if (c < 0) --r, c += w;
+  if (c >= w) ++r, c -= w;
+  return {r, c};
+}
+LINATTN_HD inline RowCol split(int64_t e, int64_t w) {
+#ifdef __CUDA_ARCH__
+  return split_by_reciprocal(e, w);
+#else
+  return {e / w, e % w};
+#endif
+}
+
 // Sizes of one call; tensors as in kernels/cpu/deltanet.h (contiguous [B, T, H, D] and [B, T, H]).
 struct Dims {
   int64_t B, T, H, Dk, Dv, C;
-  LINATTN_HD int64_t chunks() const { return (T + C - 1) / C; }
+  LINATTN_HD int64_t chunks() const { return split(T + C - 1, C).row; }
   LINATTN_HD int64_t block() const { return Dk * Dv + 2 * C * C + 2 * C * Dv; }  // one chunk's `saved`
   LINATTN_HD int64_t state() const { return Dk * Dv; }
 };
@@ -68,7 +91,8 @@ struct ChunkAt {
   int64_t t0, n, qk, vo, s;
 };
 LINATTN_HD inline ChunkAt chunk_at(const Dims& d, int64_t bh, int64_t c) {
-  const int64_t b = bh / d.H, h = bh % d.H, t0 = c * d.C;
+  const RowCol bhs = split(bh, d.H);  // batch, head
+  const int64_t b = bhs.row, h = bhs.col, t0 = c * d.C;
   const int64_t row = (b * d.T + t0) * d.H + h;
   return {t0, min64(d.C, d.T - t0), row * d.Dk, row * d.Dv, row};
 }
@@ -141,7 +165,8 @@ template <class T, class Block>
 LINATTN_HD void gram_kkt(const Block& blk, T* M, T* pg, const T* k, const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n;
   blk.each(n * n, [=](int64_t e) {
-    const int64_t i = e / n, j = e % n;
+    const RowCol rc = split(e, n);
+    const int64_t i = rc.row, j = rc.col;
     const T x = dot(k + i * s.ldk, k + j * s.ldk, s.Dk) * decay_ratio(g.G, i, j);
     M[i * s.C + j] = x;
     if (j > i) pg[i * s.C + j] = x;
@@ -173,14 +198,16 @@ LINATTN_HD void wy_updates(const Block& blk, T* U, T* R, const T* ainv, const T*
                            const Gates<T>& g, const Shape& s, Columns cs) {
   const int64_t n = s.n, Dv = s.Dv;
   blk.each(n * cs.nv, [=](int64_t e) {
-    const int64_t i = e / cs.nv, j = cs.j0 + e % cs.nv;
+    const RowCol rc = split(e, cs.nv);
+    const int64_t i = rc.row, j = cs.j0 + rc.col;
     T acc = 0;
     for (int64_t x = 0; x < s.Dk; ++x) acc += k[i * s.ldk + x] * S0[x * Dv + j];
     R[i * Dv + j] = v[i * s.ldv + j] - g.gamma[i] * acc;
   });
   blk.sync();
   blk.each(n * cs.nv, [=](int64_t e) {
-    const int64_t i = e / cs.nv, j = cs.j0 + e % cs.nv;
+    const RowCol rc = split(e, cs.nv);
+    const int64_t i = rc.row, j = cs.j0 + rc.col;
     T acc = 0;
     for (int64_t m = 0; m <= i; ++m) acc += ainv[i * s.C + m] * g.bt[m] * R[m * Dv + j];
     U[i * Dv + j] = acc;
@@ -194,7 +221,8 @@ LINATTN_HD void causal_scores_qk(const Block& blk, T* M, T* pg, const T* q, cons
                                  const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n;
   blk.each(n * n, [=](int64_t e) {
-    const int64_t i = e / n, j = e % n;
+    const RowCol rc = split(e, n);
+    const int64_t i = rc.row, j = rc.col;
     if (j > i) return;
     const T x = dot(q + i * s.ldk, k + j * ldk_k, s.Dk) * decay_ratio(g.G, i, j);
     M[i * s.C + j] = x;
@@ -209,7 +237,8 @@ LINATTN_HD void chunk_output(const Block& blk, T* o, const T* q, const T* S0, co
                              const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, Dv = s.Dv;
   blk.each(n * Dv, [=](int64_t e) {
-    const int64_t i = e / Dv, j = e % Dv;
+    const RowCol rc = split(e, Dv);
+    const int64_t i = rc.row, j = rc.col;
     T acc = 0;
     for (int64_t x = 0; x < s.Dk; ++x) acc += q[i * s.ldk + x] * S0[x * Dv + j];
     acc *= g.gamma[i];
@@ -226,7 +255,8 @@ LINATTN_HD void state_pass(const Block& blk, T* S1, const T* S0, const T* k, con
   const int64_t n = s.n, Dv = s.Dv;
   if (S1)
     blk.each(s.Dk * cs.nv, [=](int64_t e) {
-      const int64_t x = e / cs.nv, j = cs.j0 + e % cs.nv, at = x * Dv + j;
+      const RowCol rc = split(e, cs.nv);
+      const int64_t x = rc.row, j = cs.j0 + rc.col, at = x * Dv + j;
       T acc = g.gamma[n - 1] * S0[at];
       for (int64_t i = 0; i < n; ++i) acc += k[i * s.ldk + x] * g.lambda[i] * U[i * Dv + j];
       S1[at] = acc;
@@ -256,7 +286,10 @@ LINATTN_HD void chunk_factors(const Block& blk, const Args<T>& p, int64_t bh, in
   T* pg = ainv_s + C * C;
   const T *q = p.q + at.qk, *kg = p.k + at.qk;
   chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
-  blk.each(at.n * Dk, [=](int64_t e) { k[(e / Dk) * ldk + e % Dk] = kg[(e / Dk) * s.ldk + e % Dk]; });
+  blk.each(at.n * Dk, [=](int64_t e) {
+    const RowCol rc = split(e, Dk);
+    k[rc.row * ldk + rc.col] = kg[rc.row * s.ldk + rc.col];
+  });
   blk.sync();  // gram_kkt reads the decays and k
   gram_kkt(blk, M, pg, k, g, sk);
   solve_unit_lower(blk, ainv_s, ainv_s, M, g, s);
@@ -277,7 +310,8 @@ LINATTN_HD void chunk_states(const Block& blk, const Args<T>& p, int64_t bh, Col
   T* first = NC > 0 ? base : ht;  // T == 0: the final state is the initial one
   if (first)
     blk.each(d.Dk * cs.nv, [=](int64_t e) {
-      const int64_t at = (e / cs.nv) * Dv + cs.j0 + e % cs.nv;
+      const RowCol rc = split(e, cs.nv);
+      const int64_t at = rc.row * Dv + cs.j0 + rc.col;
       first[at] = h0 ? h0[at] : T(0);
     });
   blk.sync();
@@ -344,7 +378,7 @@ LINATTN_HD inline WorkChunk work_chunk(const Dims& d, int64_t bh, int64_t c) {
 // Shared memory of the three launches (elements of T); each kernel says what it holds.
 LINATTN_HD inline int64_t backward_inputs_shared(const Dims& d) { return 4 * d.C + d.C * d.Dv; }
 LINATTN_HD inline int64_t backward_states_shared(const Dims& d) {
-  return 4 * d.C + d.C * (d.Dk + 1) + 2 * d.Dk * kStateColumns + 2 * d.C * kStateColumns;
+  return 4 * d.C + d.C * (d.Dk + 1) + d.C * (d.C + 1) + 2 * d.Dk * kStateColumns + 2 * d.C * kStateColumns;
 }
 LINATTN_HD inline int64_t backward_grads_part1(const Dims& d) {
   const int64_t W = d.Dk > d.Dv ? d.Dk : d.Dv;
@@ -364,7 +398,8 @@ template <class T, class Block>
 LINATTN_HD void intra_output_backward_du(const Block& blk, T* du, const T* pg, const T* dOs, T scale, const Shape& s) {
   const int64_t n = s.n, Dv = s.Dv;
   blk.each(n * Dv, [=](int64_t e) {
-    const int64_t i = e / Dv, j = e % Dv;
+    const RowCol rc = split(e, Dv);
+    const int64_t i = rc.row, j = rc.col;
     T acc = 0;
     for (int64_t m = i; m < n; ++m) acc += pg[m * s.C + i] * dOs[m * Dv + j];
     du[e] = scale * acc;
@@ -378,7 +413,8 @@ LINATTN_HD void state_backward_inputs(const Block& blk, T* hq, const T* q, const
                                       const Shape& s) {
   const int64_t n = s.n, Dv = s.Dv;
   blk.each(s.Dk * Dv, [=](int64_t e) {
-    const int64_t t = e / Dv, j = e % Dv;
+    const RowCol rc = split(e, Dv);
+    const int64_t t = rc.row, j = rc.col;
     T acc = 0;
     for (int64_t i = 0; i < n; ++i) acc += q[i * s.ldk + t] * g.gamma[i] * dOs[i * Dv + j];
     hq[e] = scale * acc;
@@ -398,7 +434,10 @@ LINATTN_HD void chunk_backward_inputs(const Block& blk, const Args<T>& p, T* wor
   const T* pg = p.saved + (bh * d.chunks() + c) * d.block() + d.state() + C * C;
   const T* dO = p.dO + at.vo;
   chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
-  blk.each(at.n * Dv, [=](int64_t e) { dOs[e] = dO[(e / Dv) * s.ldv + e % Dv]; });
+  blk.each(at.n * Dv, [=](int64_t e) {
+    const RowCol rc = split(e, Dv);
+    dOs[e] = dO[rc.row * s.ldv + rc.col];
+  });
   blk.sync();
   intra_output_backward_du(blk, work + w.X, pg, dOs, p.scale, s);
   state_backward_inputs(blk, work + w.dS, p.q + at.qk, dOs, p.scale, g, s);
@@ -406,10 +445,11 @@ LINATTN_HD void chunk_backward_inputs(const Block& blk, const Args<T>& p, T* wor
 }
 
 // ---- chunk_backward_states: the sequential pass of head bh in the columns cs --------------------
-// sh: backward_states_shared: the gates; the chunk's K [C, Dk + 1] (rows Dk + 1 apart: the threads
-// of a warp take up to 32 / nv rows i at one column t, or consecutive t at one row, both in distinct
-// banks); dS and the next dS [Dk, nv]; dU' and dr [C, nv] (a warp reads nv consecutive words of
-// them, shared by its rows: distinct banks or broadcasts).
+// sh: backward_states_shared: the gates; the chunk's K [C, Dk + 1] and A^-1 [C, C + 1] (rows an odd
+// count apart: the threads of a warp take up to 32 / nv consecutive rows i at one column, or
+// consecutive columns of one row, both in distinct banks); dS and the next dS [Dk, nv]; dU' and dr
+// [C, nv] (a warp reads nv consecutive words of them, shared by its rows: distinct banks or
+// broadcasts). K and A^-1 are read once per chunk into sh, as the phases read them many times.
 
 // S1 = gamma_last S0 + K^T diag(lambda) U'  =>  dU' = du0 + diag(lambda) K dS1, in the columns cs.
 template <class T, class Block>
@@ -417,7 +457,8 @@ LINATTN_HD void state_pass_backward_du(const Block& blk, T* du, const T* du0, co
                                        const Gates<T>& g, const Shape& s, Columns cs) {
   const int64_t nv = cs.nv, ldk = s.Dk + 1;
   blk.each(s.n * nv, [=](int64_t e) {
-    const int64_t i = e / nv, j = e % nv;
+    const RowCol rc = split(e, nv);
+    const int64_t i = rc.row, j = rc.col;
     T acc = 0;
     for (int64_t t = 0; t < s.Dk; ++t) acc += Ks[i * ldk + t] * dS[t * nv + j];
     du[e] = du0[i * s.Dv + cs.j0 + j] + g.lambda[i] * acc;
@@ -426,14 +467,16 @@ LINATTN_HD void state_pass_backward_du(const Block& blk, T* du, const T* du0, co
 }
 
 // U' = A^-1 diag(beta) R  =>  X = A^-T dU' (into x, the work's X), and dr = diag(gamma beta) X (sh).
+// As: A^-1 in sh, rows C + 1 apart.
 template <class T, class Block>
-LINATTN_HD void wy_backward_x(const Block& blk, T* x, T* dr, const T* du, const T* ainv, const Gates<T>& g,
+LINATTN_HD void wy_backward_x(const Block& blk, T* x, T* dr, const T* du, const T* As, const Gates<T>& g,
                               const Shape& s, Columns cs) {
-  const int64_t n = s.n, nv = cs.nv;
+  const int64_t n = s.n, nv = cs.nv, pc = s.C + 1;
   blk.each(n * nv, [=](int64_t e) {
-    const int64_t i = e / nv, j = e % nv;
+    const RowCol rc = split(e, nv);
+    const int64_t i = rc.row, j = rc.col;
     T acc = 0;
-    for (int64_t m = i; m < n; ++m) acc += ainv[m * s.C + i] * du[m * nv + j];
+    for (int64_t m = i; m < n; ++m) acc += As[m * pc + i] * du[m * nv + j];
     x[i * s.Dv + cs.j0 + j] = acc;
     dr[e] = g.gamma[i] * g.bt[i] * acc;
   });
@@ -446,7 +489,8 @@ LINATTN_HD void state_backward(const Block& blk, T* dS_next, T* hq, const T* dS,
                                const Gates<T>& g, const Shape& s, Columns cs) {
   const int64_t n = s.n, nv = cs.nv, ldk = s.Dk + 1;
   blk.each(s.Dk * nv, [=](int64_t e) {
-    const int64_t t = e / nv, j = e % nv, at = t * s.Dv + cs.j0 + j;
+    const RowCol rc = split(e, nv);
+    const int64_t t = rc.row, j = rc.col, at = t * s.Dv + cs.j0 + j;
     T acc = 0;
     for (int64_t i = 0; i < n; ++i) acc += Ks[i * ldk + t] * dr[i * nv + j];
     dS_next[e] = g.gamma[n - 1] * dS[e] + hq[at] - acc;
@@ -461,12 +505,16 @@ LINATTN_HD void chunk_backward_states(const Block& blk, const Args<T>& p, T* wor
   const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv, S = d.state(), nv = cs.nv, ldk = Dk + 1;
   const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
   T* Ks = sh + 4 * C;
-  T* dS = Ks + C * ldk;
+  T* As = Ks + C * ldk;
+  T* dS = As + C * (C + 1);
   T* dS_next = dS + Dk * kStateColumns;
   T* du = dS_next + Dk * kStateColumns;
   T* dr = du + C * kStateColumns;
   const T* dht = p.dht ? p.dht + bh * S : nullptr;
-  blk.each(Dk * nv, [=](int64_t e) { dS[e] = dht ? dht[(e / nv) * Dv + cs.j0 + e % nv] : T(0); });
+  blk.each(Dk * nv, [=](int64_t e) {
+    const RowCol rc = split(e, nv);
+    dS[e] = dht ? dht[rc.row * Dv + cs.j0 + rc.col] : T(0);
+  });
   blk.sync();
   for (int64_t c = d.chunks() - 1; c >= 0; --c) {
     const ChunkAt at = chunk_at(d, bh, c);
@@ -475,17 +523,28 @@ LINATTN_HD void chunk_backward_states(const Block& blk, const Args<T>& p, T* wor
     const T* ainv = p.saved + (bh * d.chunks() + c) * d.block() + S;
     const T* k = p.k + at.qk;
     chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
-    blk.each(at.n * Dk, [=](int64_t e) { Ks[(e / Dk) * ldk + e % Dk] = k[(e / Dk) * s.ldk + e % Dk]; });
+    blk.each(at.n * Dk, [=](int64_t e) {
+      const RowCol rc = split(e, Dk);
+      Ks[rc.row * ldk + rc.col] = k[rc.row * s.ldk + rc.col];
+    });
+    const int64_t n = at.n;
+    blk.each(n * n, [=](int64_t e) {
+      const RowCol rc = split(e, n);
+      As[rc.row * (C + 1) + rc.col] = ainv[rc.row * C + rc.col];
+    });
     blk.sync();
     state_pass_backward_du(blk, du, work + w.X, Ks, dS, g, s, cs);
-    wy_backward_x(blk, work + w.X, dr, du, ainv, g, s, cs);
+    wy_backward_x(blk, work + w.X, dr, du, As, g, s, cs);
     state_backward(blk, dS_next, work + w.dS, dS, Ks, dr, g, s, cs);
     T* spent = dS;
     dS = dS_next;
     dS_next = spent;
   }
   if (p.dh0)
-    blk.each(Dk * nv, [=](int64_t e) { p.dh0[bh * S + (e / nv) * Dv + cs.j0 + e % nv] += dS[e]; });
+    blk.each(Dk * nv, [=](int64_t e) {
+      const RowCol rc = split(e, nv);
+      p.dh0[bh * S + rc.row * Dv + cs.j0 + rc.col] += dS[e];
+    });
   blk.sync();
 }
 
@@ -507,7 +566,8 @@ LINATTN_HD void wy_backward(const Block& blk, T* dv, T* E1, T* E2, const GateGra
                             const T* v, int64_t pw, bool gated, const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, Dv = s.Dv;
   blk.each(n * Dv, [=](int64_t e) {
-    const int64_t i = e / Dv, j = e % Dv;
+    const RowCol rc = split(e, Dv);
+    const int64_t i = rc.row, j = rc.col;
     const T xe = x[e], re = R[e];
     dv[i * s.ldv + j] += g.bt[i] * xe;
     E1[i * pw + j] = re * xe;
@@ -528,10 +588,12 @@ LINATTN_HD void wy_backward(const Block& blk, T* dv, T* E1, T* E2, const GateGra
 
 // The products with the states, per row i and key column t (S0s, dSs: S0 and dS1 in sh, rows
 // Dv + 1 apart, so that a warp's consecutive t fall in distinct banks):
-//   S1 = gamma_last S0 + K^T diag(lambda) U'  =>  dK += diag(lambda) U' dS1^T; lambda_i dlambda_i = lambda_i k_i . (U' dS1^T)_i
-//   R = V - diag(gamma) K S0                  =>  dK -= diag(gamma) dR S0^T  (dR = diag(beta) X)
-//   O = scale diag(gamma) Q S0 + ...          =>  dQ += scale diag(gamma) dO S0^T; gamma_i dgamma_i += scale gamma_i q_i . (dO S0^T)_i
-//   S1 = gamma_last S0 + ...                  =>  part_t = (dS1 S0^T)_tt, summed by decay_backward into gamma_last dgamma_last
+//   S1 = gamma_last S0 + K^T diag(lambda) U'  =>  dK += diag(lambda) U' dS1^T,
+//       lambda_i dlambda_i = lambda_i k_i . (U' dS1^T)_i
+//   R = V - diag(gamma) K S0  =>  dK -= diag(gamma) dR S0^T  (dR = diag(beta) X)
+//   O = scale diag(gamma) Q S0 + ...  =>  dQ += scale diag(gamma) dO S0^T,
+//       gamma_i dgamma_i += scale gamma_i q_i . (dO S0^T)_i
+//   S1 = gamma_last S0 + ...  =>  part_t = (dS1 S0^T)_tt, summed by decay_backward into gamma_last dgamma_last
 // (the rows' sums through E1, E2 as in wy_backward).
 template <class T, class Block>
 LINATTN_HD void state_products_backward(const Block& blk, T* dq, T* dk, T* E1, T* E2, T* part,
@@ -540,7 +602,8 @@ LINATTN_HD void state_products_backward(const Block& blk, T* dq, T* dk, T* E1, T
                                         const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, Dk = s.Dk, Dv = s.Dv, pv = Dv + 1;
   blk.each(n * Dk, [=](int64_t e) {
-    const int64_t i = e / Dk, t = e % Dk;
+    const RowCol rc = split(e, Dk);
+    const int64_t i = rc.row, t = rc.col;
     const T *u = U + i * Dv, *xi = x + i * Dv, *doi = dO + i * s.ldv, *s0 = S0s + t * pv, *ds = dSs + t * pv;
     T w = 0, xs = 0, z = 0;
     for (int64_t j = 0; j < Dv; ++j) {
@@ -580,7 +643,8 @@ LINATTN_HD void scores_backward(const Block& blk, T* M, T* N, T* dq, T* dk, cons
                                 const Shape& s) {
   const int64_t n = s.n, C = s.C, pc = C + 1, pv = s.Dv + 1;
   blk.each(n * n, [=](int64_t e) {
-    const int64_t i = e / n, j = e % n;
+    const RowCol rc = split(e, n);
+    const int64_t i = rc.row, j = rc.col;
     T dp = 0;
     if (j <= i) {
       const T *doi = dO + i * s.ldv, *u = Us + j * pv;
@@ -598,7 +662,8 @@ LINATTN_HD void scores_backward(const Block& blk, T* M, T* N, T* dq, T* dk, cons
     gg.dG[i] += acc;
   });
   blk.each(n * s.Dk, [=](int64_t e) {
-    const int64_t i = e / s.Dk, t = e % s.Dk;
+    const RowCol rc = split(e, s.Dk);
+    const int64_t i = rc.row, t = rc.col;
     T aq = 0, ak = 0;
     for (int64_t j = 0; j <= i; ++j) aq += M[i * pc + j] * k[j * s.ldk + t];
     for (int64_t m = i; m < n; ++m) ak += M[m * pc + i] * q[m * s.ldk + t];
@@ -617,12 +682,14 @@ LINATTN_HD void gram_solve_backward(const Block& blk, T* M, T* N, T* dk, const G
                                     const T* x, const T* pg, const T* k, const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, C = s.C, pc = C + 1, pv = s.Dv + 1;
   blk.each(n * n, [=](int64_t e) {  // a warp: consecutive rows j of U' (sh), one row i of X (a broadcast)
-    const int64_t i = e / n, j = e % n;
+    const RowCol rc = split(e, n);
+    const int64_t i = rc.row, j = rc.col;
     M[j * pc + i] = i > j ? -dot(Us + j * pv, x + i * s.Dv, s.Dv) : T(0);
   });
   blk.sync();
   blk.each(n * n, [=](int64_t e) {  // a warp: consecutive columns i (PG read in consecutive words)
-    const int64_t j = e / n, i = e % n;
+    const RowCol rc = split(e, n);
+    const int64_t j = rc.row, i = rc.col;
     const T t = M[j * pc + i];
     N[j * pc + i] = i > j ? t * pg[j * C + i] : T(0);
     M[j * pc + i] = i > j ? g.bt[i] * t * decay_ratio(g.G, i, j) : T(0);
@@ -636,7 +703,8 @@ LINATTN_HD void gram_solve_backward(const Block& blk, T* M, T* N, T* dk, const G
     gg.dG[i] += g.bt[i] * acc_beta - acc_g;
   });
   blk.each(n * s.Dk, [=](int64_t e) {
-    const int64_t i = e / s.Dk, t = e % s.Dk;
+    const RowCol rc = split(e, s.Dk);
+    const int64_t i = rc.row, t = rc.col;
     T acc = 0;
     for (int64_t m = 0; m < i; ++m) acc += M[m * pc + i] * k[m * s.ldk + t];
     for (int64_t m = i + 1; m < n; ++m) acc += M[i * pc + m] * k[m * s.ldk + t];
@@ -702,14 +770,18 @@ LINATTN_HD void chunk_backward_grads(const Block& blk, const Args<T>& p, const T
   chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, n);
   blk.each(n, [=](int64_t i) { gg.gdg[i] = gg.ldl[i] = gg.dG[i] = gg.db[i] = 0; });
   blk.each(Dk * Dv, [=](int64_t e) {
-    const int64_t t = e / Dv, j = e % Dv;
+    const RowCol rc = split(e, Dv);
+    const int64_t t = rc.row, j = rc.col;
     S0s[t * pv + j] = S0[e];
     dSs[t * pv + j] = dS1[e];
   });
   blk.sync();
   wy_backward(blk, dv, E1, E2, gg, x, R, v, pw, gated, g, s);
   state_products_backward(blk, dq, dk, E1, E2, part, gg, S0s, dSs, q, k, dO, U, x, p.scale, pw, gated, g, s);
-  blk.each(n * Dv, [=](int64_t e) { Us[(e / Dv) * pv + e % Dv] = U[e]; });  // over S0s and dSs, now spent
+  blk.each(n * Dv, [=](int64_t e) {  // over S0s and dSs, now spent
+    const RowCol rc = split(e, Dv);
+    Us[rc.row * pv + rc.col] = U[e];
+  });
   blk.sync();
   scores_backward(blk, M, N, dq, dk, gg, Us, pg, q, k, dO, p.scale, g, s);
   gram_solve_backward(blk, M, N, dk, gg, Us, x, pg, k, g, s);
@@ -736,7 +808,10 @@ LINATTN_HD void recurrent_forward_head(const Block& blk, const Args<T>& p, T* st
       u[j] = beta * (vt[j] - decay * acc);
     });
     blk.sync();
-    blk.each(S, [&](int64_t e) { state[e] = decay * state[e] + kt[e / Dv] * u[e % Dv]; });
+    blk.each(S, [&](int64_t e) {
+      const RowCol rc = split(e, Dv);
+      state[e] = decay * state[e] + kt[rc.row] * u[rc.col];
+    });
     blk.sync();
     blk.each(Dv, [&](int64_t j) {
       T acc = 0;

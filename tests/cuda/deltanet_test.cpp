@@ -387,6 +387,24 @@ TEST(DeltaNetBlockMirror, BackwardLaunchesEachMatchTheCpuStages) {
     }
 }
 
+// The device's division-free index split (deltanet_block.h) against / and %: every row length up to
+// 300 (past C, Dk, Dv and the tiles) and every index below 70000 (past C * 256 and 256 * 256), and
+// quotients near its stated 2^22 bound.
+TEST(DeltaNetBlockMirror, SplitByReciprocalIsExact) {
+  int64_t wrong = 0;
+  for (int64_t w = 1; w <= 300; ++w)
+    for (int64_t e = 0; e < 70000; ++e) {
+      const cuda::delta::RowCol rc = cuda::delta::split_by_reciprocal(e, w);
+      wrong += rc.row != e / w || rc.col != e % w;
+    }
+  for (int64_t w : {1, 7, 64, 255})
+    for (int64_t e = (int64_t(1) << 22) * w - 1000; e < (int64_t(1) << 22) * w + 1000; ++e) {
+      const cuda::delta::RowCol rc = cuda::delta::split_by_reciprocal(e, w);
+      wrong += rc.row != e / w || rc.col != e % w;
+    }
+  EXPECT_EQ(wrong, 0);
+}
+
 // ---- the CUDA entries ----------------------------------------------------------------------------
 
 TEST(CudaDeltaNet, Float32MatchesTheCpuInFloat64) {
