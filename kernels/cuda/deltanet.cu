@@ -40,8 +40,8 @@ __global__ void __launch_bounds__(kHeadThreads) chunk_backward_states_kernel(Del
                                sh);
 }
 
-// (2 blocks per SM: its shared memory allows 2 to 3 at Dk = Dv = 64; the hint lets ptxas use up to
-// 128 registers, where by itself it took 64 and spilled)
+// (at least 2 blocks per SM: the hint lets ptxas use up to 128 registers, where by itself it took 64
+// and spilled)
 __global__ void __launch_bounds__(kHeadThreads, 2)
     chunk_backward_grads_kernel(DeltaNetArgs<float> p, const float* work) {
   LINATTN_DYNAMIC_SHARED(float, sh);

@@ -137,6 +137,13 @@ LINATTN_HD T dot(const T* x, const T* y, int64_t n) {
   return acc;
 }
 
+template <class T>
+LINATTN_HD T row_sum(const T* x, int64_t n) {
+  T acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += x[i];
+  return acc;
+}
+
 // ---- forward stages (kernels/cpu/deltanet_stages.h has each one's math) ------------------------
 
 // G (within-chunk inclusive cumulative log-decay), gamma = exp(G), lambda = exp(G_last - G), and
@@ -380,9 +387,11 @@ LINATTN_HD inline int64_t backward_inputs_shared(const Dims& d) { return 4 * d.C
 LINATTN_HD inline int64_t backward_states_shared(const Dims& d) {
   return 4 * d.C + d.C * (d.Dk + 1) + d.C * (d.C + 1) + 2 * d.Dk * kStateColumns + 2 * d.C * kStateColumns;
 }
+inline constexpr int64_t kLanes = 32;  // the threads of a warp
+// chunk_backward_grads' two uses of its shared memory after the gates (it says what they hold).
 LINATTN_HD inline int64_t backward_grads_part1(const Dims& d) {
   const int64_t W = d.Dk > d.Dv ? d.Dk : d.Dv;
-  return 2 * d.Dk * (d.Dv + 1) + 2 * d.C * (W + 1);
+  return d.Dk * (d.Dv + 1) + d.C * (W + 1) + d.Dk * (kLanes + 1);
 }
 LINATTN_HD inline int64_t backward_grads_part2(const Dims& d) { return d.C * (d.Dv + 1) + 2 * d.C * (d.C + 1); }
 LINATTN_HD inline int64_t backward_grads_shared(const Dims& d) {
@@ -558,78 +567,92 @@ struct GateGrads {
 };
 
 // U' = A^-1 diag(beta) R and R = V - diag(gamma) K S0, given X = A^-T dU':  dR = diag(beta) X,
-// dV += dR, dbeta_i += R_i . X_i, gamma_i dgamma_i += dR_i . (R_i - V_i). The row sums go through
-// E1, E2 [C, W + 1] (sh; a warp's threads write consecutive words of a row, then one thread per row
-// reads its row: rows W + 1 apart, an odd count, fall in distinct banks).
+// dV += dR, dbeta_i += R_i . X_i, gamma_i dgamma_i += dR_i . (R_i - V_i) (its dK term is taken by
+// inter_output_backward). The row sums go through E [C, W + 1] (sh; a warp's threads write
+// consecutive words of a row, then one thread per row reads its row: rows W + 1 apart, an odd count,
+// fall in distinct banks).
 template <class T, class Block>
-LINATTN_HD void wy_backward(const Block& blk, T* dv, T* E1, T* E2, const GateGrads<T>& gg, const T* x, const T* R,
+LINATTN_HD void wy_backward(const Block& blk, T* dv, T* E, const GateGrads<T>& gg, const T* x, const T* R,
                             const T* v, int64_t pw, bool gated, const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, Dv = s.Dv;
   blk.each(n * Dv, [=](int64_t e) {
     const RowCol rc = split(e, Dv);
     const int64_t i = rc.row, j = rc.col;
-    const T xe = x[e], re = R[e];
-    dv[i * s.ldv + j] += g.bt[i] * xe;
-    E1[i * pw + j] = re * xe;
-    if (gated) E2[i * pw + j] = g.bt[i] * xe * (re - v[i * s.ldv + j]);
+    dv[i * s.ldv + j] += g.bt[i] * x[e];
+    E[i * pw + j] = R[e] * x[e];
   });
   blk.sync();
-  blk.each(n, [=](int64_t i) {
-    T db = 0, gdg = 0;
-    for (int64_t j = 0; j < Dv; ++j) {
-      db += E1[i * pw + j];
-      if (gated) gdg += E2[i * pw + j];
-    }
-    gg.db[i] += db;
-    gg.gdg[i] += gdg;
+  blk.each(n, [=](int64_t i) { gg.db[i] += row_sum(E + i * pw, Dv); });
+  blk.sync();
+  if (!gated) return;
+  blk.each(n * Dv, [=](int64_t e) {
+    const RowCol rc = split(e, Dv);
+    const int64_t i = rc.row, j = rc.col;
+    E[i * pw + j] = g.bt[i] * x[e] * (R[e] - v[i * s.ldv + j]);
   });
+  blk.sync();
+  blk.each(n, [=](int64_t i) { gg.gdg[i] += row_sum(E + i * pw, Dv); });
   blk.sync();
 }
 
-// The products with the states, per row i and key column t (S0s, dSs: S0 and dS1 in sh, rows
-// Dv + 1 apart, so that a warp's consecutive t fall in distinct banks):
-//   S1 = gamma_last S0 + K^T diag(lambda) U'  =>  dK += diag(lambda) U' dS1^T,
-//       lambda_i dlambda_i = lambda_i k_i . (U' dS1^T)_i
-//   R = V - diag(gamma) K S0  =>  dK -= diag(gamma) dR S0^T  (dR = diag(beta) X)
-//   O = scale diag(gamma) Q S0 + ...  =>  dQ += scale diag(gamma) dO S0^T,
-//       gamma_i dgamma_i += scale gamma_i q_i . (dO S0^T)_i
-//   S1 = gamma_last S0 + ...  =>  part_t = (dS1 S0^T)_tt, summed by decay_backward into gamma_last dgamma_last
-// (the rows' sums through E1, E2 as in wy_backward).
+// S1 = gamma_last S0 + K^T diag(lambda) U'  =>  dK += diag(lambda) U' dS1^T,
+// lambda_i dlambda_i = lambda_i k_i . (U' dS1^T)_i, per row i and key column t (dSs: dS1 in sh, rows
+// Dv + 1 apart, so that a warp's consecutive t fall in distinct banks; the row sums through E as in
+// wy_backward); and gamma_last's term <dS1, S0> as part_t = dS1_t . S0_t, which decay_backward
+// sums: each row's kLanes threads take every kLanes-th column (consecutive words of S0, distinct
+// banks of dSs) into P [Dk, kLanes + 1] (rows an odd count apart), which one thread per row sums.
 template <class T, class Block>
-LINATTN_HD void state_products_backward(const Block& blk, T* dq, T* dk, T* E1, T* E2, T* part,
-                                        const GateGrads<T>& gg, const T* S0s, const T* dSs, const T* q, const T* k,
-                                        const T* dO, const T* U, const T* x, T scale, int64_t pw, bool gated,
-                                        const Gates<T>& g, const Shape& s) {
+LINATTN_HD void state_pass_backward(const Block& blk, T* dk, T* E, T* P, T* part, const GateGrads<T>& gg,
+                                    const T* dSs, const T* S0, const T* k, const T* U, int64_t pw, bool gated,
+                                    const Gates<T>& g, const Shape& s) {
+  const int64_t n = s.n, Dk = s.Dk, Dv = s.Dv, pv = Dv + 1, pl = kLanes + 1;
+  blk.each(n * Dk, [=](int64_t e) {
+    const RowCol rc = split(e, Dk);
+    const int64_t i = rc.row, t = rc.col;
+    const T w = dot(U + i * Dv, dSs + t * pv, Dv);
+    dk[i * s.ldk + t] += g.lambda[i] * w;
+    if (gated) E[i * pw + t] = g.lambda[i] * k[i * s.ldk + t] * w;
+  });
+  if (gated)
+    blk.each(Dk * kLanes, [=](int64_t e) {
+      const RowCol rc = split(e, kLanes);
+      const int64_t t = rc.row, l = rc.col;
+      T acc = 0;
+      for (int64_t j = l; j < Dv; j += kLanes) acc += dSs[t * pv + j] * S0[t * Dv + j];
+      P[t * pl + l] = acc;
+    });
+  blk.sync();
+  if (gated) {
+    blk.each(n, [=](int64_t i) { gg.ldl[i] = row_sum(E + i * pw, Dk); });
+    blk.each(Dk, [=](int64_t t) { part[t] = row_sum(P + t * pl, kLanes); });
+  }
+  blk.sync();
+}
+
+// The products with S0 (S0s in sh, rows Dv + 1 apart), per row i and key column t:
+//   R = V - diag(gamma) K S0  =>  dK -= diag(gamma) dR S0^T  (dR = diag(beta) X; wy_backward's dK term)
+//   O = scale diag(gamma) Q S0 + ...  =>  dQ += scale diag(gamma) dO S0^T,
+//       gamma_i dgamma_i += scale gamma_i q_i . (dO S0^T)_i  (the row sums through E as in wy_backward)
+template <class T, class Block>
+LINATTN_HD void inter_output_backward(const Block& blk, T* dq, T* dk, T* E, const GateGrads<T>& gg, const T* S0s,
+                                      const T* q, const T* dO, const T* x, T scale, int64_t pw, bool gated,
+                                      const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, Dk = s.Dk, Dv = s.Dv, pv = Dv + 1;
   blk.each(n * Dk, [=](int64_t e) {
     const RowCol rc = split(e, Dk);
     const int64_t i = rc.row, t = rc.col;
-    const T *u = U + i * Dv, *xi = x + i * Dv, *doi = dO + i * s.ldv, *s0 = S0s + t * pv, *ds = dSs + t * pv;
-    T w = 0, xs = 0, z = 0;
+    const T *xi = x + i * Dv, *doi = dO + i * s.ldv, *s0 = S0s + t * pv;
+    T xs = 0, z = 0;
     for (int64_t j = 0; j < Dv; ++j) {
-      w += u[j] * ds[j];
       xs += xi[j] * s0[j];
       z += doi[j] * s0[j];
     }
-    dk[i * s.ldk + t] += g.lambda[i] * w - g.gamma[i] * g.bt[i] * xs;
+    dk[i * s.ldk + t] -= g.gamma[i] * g.bt[i] * xs;
     dq[i * s.ldk + t] += scale * g.gamma[i] * z;
-    if (gated) {
-      E1[i * pw + t] = g.lambda[i] * k[i * s.ldk + t] * w;
-      E2[i * pw + t] = scale * g.gamma[i] * q[i * s.ldk + t] * z;
-    }
+    if (gated) E[i * pw + t] = scale * g.gamma[i] * q[i * s.ldk + t] * z;
   });
-  if (gated) blk.each(Dk, [=](int64_t t) { part[t] = dot(dSs + t * pv, S0s + t * pv, Dv); });
   blk.sync();
-  if (gated)
-    blk.each(n, [=](int64_t i) {
-      T ldl = 0, gdg = 0;
-      for (int64_t t = 0; t < Dk; ++t) {
-        ldl += E1[i * pw + t];
-        gdg += E2[i * pw + t];
-      }
-      gg.ldl[i] = ldl;
-      gg.gdg[i] += gdg;
-    });
+  if (gated) blk.each(n, [=](int64_t i) { gg.gdg[i] += row_sum(E + i * pw, Dk); });
   blk.sync();
 }
 
@@ -714,7 +737,7 @@ LINATTN_HD void gram_solve_backward(const Block& blk, T* M, T* N, T* dk, const G
 }
 
 // The chunk's dbeta; and with gates: gamma_last dgamma_last += gamma_last <dS1, S0> (the sum of
-// state_products_backward's partials), dG_i += gdg_i - lambda_i dlambda_i, dG_last += sum lambda_i dlambda_i,
+// state_pass_backward's partials), dG_i += gdg_i - lambda_i dlambda_i, dG_last += sum lambda_i dlambda_i,
 // and da = the reverse cumulative sum of dG (G_i = sum_{t <= i} a_t). One thread.
 template <class T, class Block>
 LINATTN_HD void decay_backward(const Block& blk, T* dbeta, T* da, const GateGrads<T>& gg, const T* part,
@@ -740,9 +763,9 @@ LINATTN_HD void decay_backward(const Block& blk, T* dbeta, T* da, const GateGrad
   blk.sync();
 }
 
-// sh: backward_grads_shared: the gates and their gradients [C] each, part [Dk], then first S0s,
-// dSs [Dk, Dv + 1] and E1, E2 [C, W + 1] (W = max(Dk, Dv)), later Us [C, Dv + 1] and M, N [C, C + 1]
-// over them (each function above says why its rows are so far apart).
+// sh: backward_grads_shared: the gates and their gradients [C] each, part [Dk], then first SS
+// [Dk, Dv + 1] (dS1, then S0), E [C, W + 1] (W = max(Dk, Dv)) and P [Dk, kLanes + 1], later Us
+// [C, Dv + 1] and M, N [C, C + 1] over them (each function above says why its rows are so far apart).
 template <class T, class Block>
 LINATTN_HD void chunk_backward_grads(const Block& blk, const Args<T>& p, const T* work, int64_t bh, int64_t c, T* sh) {
   const Dims d = dims(p);
@@ -751,10 +774,9 @@ LINATTN_HD void chunk_backward_grads(const Block& blk, const Args<T>& p, const T
   const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
   const GateGrads<T> gg{sh + 4 * C, sh + 5 * C, sh + 6 * C, sh + 7 * C};
   T* part = sh + 8 * C;
-  T* S0s = part + Dk;
-  T* dSs = S0s + Dk * pv;
-  T* E1 = dSs + Dk * pv;
-  T* E2 = E1 + C * pw;
+  T* SS = part + Dk;
+  T* E = SS + Dk * pv;
+  T* P = E + C * pw;
   T* Us = part + Dk;
   T* M = Us + C * pv;
   T* N = M + C * (C + 1);
@@ -771,14 +793,18 @@ LINATTN_HD void chunk_backward_grads(const Block& blk, const Args<T>& p, const T
   blk.each(n, [=](int64_t i) { gg.gdg[i] = gg.ldl[i] = gg.dG[i] = gg.db[i] = 0; });
   blk.each(Dk * Dv, [=](int64_t e) {
     const RowCol rc = split(e, Dv);
-    const int64_t t = rc.row, j = rc.col;
-    S0s[t * pv + j] = S0[e];
-    dSs[t * pv + j] = dS1[e];
+    SS[rc.row * pv + rc.col] = dS1[e];
   });
   blk.sync();
-  wy_backward(blk, dv, E1, E2, gg, x, R, v, pw, gated, g, s);
-  state_products_backward(blk, dq, dk, E1, E2, part, gg, S0s, dSs, q, k, dO, U, x, p.scale, pw, gated, g, s);
-  blk.each(n * Dv, [=](int64_t e) {  // over S0s and dSs, now spent
+  wy_backward(blk, dv, E, gg, x, R, v, pw, gated, g, s);
+  state_pass_backward(blk, dk, E, P, part, gg, SS, S0, k, U, pw, gated, g, s);
+  blk.each(Dk * Dv, [=](int64_t e) {  // over dS1, now spent
+    const RowCol rc = split(e, Dv);
+    SS[rc.row * pv + rc.col] = S0[e];
+  });
+  blk.sync();
+  inter_output_backward(blk, dq, dk, E, gg, SS, q, dO, x, p.scale, pw, gated, g, s);
+  blk.each(n * Dv, [=](int64_t e) {  // over SS, E and P, now spent
     const RowCol rc = split(e, Dv);
     Us[rc.row * pv + rc.col] = U[e];
   });
