@@ -246,42 +246,40 @@ std::vector<Launch> gla(const MixerShape& m, std::vector<Launch>& bwd) {
   return fwd;
 }
 
-// DeltaNet (and Gated DeltaNet, whose gates add O(C^2) per chunk) per (b, h) and chunk of C, in
-// multiply-adds: K K^T and Q K^T (2 C^2 Dk), the triangular inverse (C^3 / 3), W = A K and U = A V
-// (C^2 (Dk + Dv)), W S, Q S and the state update (3 C Dk Dv), the intra-chunk output (C^2 Dv). The
-// backward: twice the forward's products. Bytes: q, k, v, beta (and the gate) read, o written, and
-// the `saved` per chunk (S0, A^-1, PG, U', R) written by the forward and read by the backward.
-Cost deltanet_forward_cost(const MixerShape& m) {
-  const double C = double(m.C), D = double(m.D), chunks = std::ceil(double(m.T) / m.C);
-  const double macs = 2 * C * C * D + C * C * C / 3 + 2 * C * C * D + 3 * C * D * D + C * C * D;
-  const double rows = double(m.B * m.T * m.H), saved = double(m.B * m.H) * chunks * (D * D + 2 * C * C + 2 * C * D);
-  return {2 * macs * chunks * double(m.B * m.H), kF32 * (rows * (4 * D + 2) + saved)};
-}
-
-Cost deltanet_backward_cost(const MixerShape& m) {
-  const Cost f = deltanet_forward_cost(m);
-  const double rows = double(m.B * m.T * m.H), D = double(m.D);
-  // saved read back, q k v beta do read, dq dk dv dbeta += (read and written)
-  const double saved_bytes = f.bytes - kF32 * rows * (4 * D + 2);
-  return {2 * f.flops, saved_bytes + kF32 * rows * (5 * D + 2 + 2 * (3 * D + 1))};
-}
-
-// The forward's three launches (deltanet.cu), per (b, h) and chunk in multiply-adds: chunk_factors
-// K K^T, Q K^T and A^-1 (2 C^2 D + C^3 / 3), reading q, k, beta, the gate and writing A^-1, PG;
-// chunk_states R = V - K S0, U' = A^-1 R and the state update (2 C D^2 + C^2 D), reading k, v, A^-1
-// and writing S0, U', R; chunk_outputs Q S0 and P U' (C D^2 + C^2 D), reading q, S0, PG, U' and
-// writing o. Together they are deltanet_forward_cost's products, less the W = A K the kernels skip.
+// DeltaNet and Gated DeltaNet (deltanet.cu), per (b, h) and chunk of C in multiply-adds (the gates add
+// O(C^2) per chunk, left out). The forward's three launches: chunk_factors K K^T, Q K^T and A^-1
+// (2 C^2 D + C^3 / 3), reading q, k, beta, the gate and writing A^-1, PG; chunk_states R = V - K S0,
+// U' = A^-1 R and the state update (2 C D^2 + C^2 D), reading k, v, A^-1 and writing S0, U', R;
+// chunk_outputs Q S0 and P U' (C D^2 + C^2 D), reading q, S0, PG, U' and writing o.
 std::vector<Cost> deltanet_forward_costs(const MixerShape& m) {
   const double C = double(m.C), D = double(m.D), chunks = std::ceil(double(m.T) / m.C);
   const double n = chunks * double(m.B * m.H), rows = double(m.B * m.T * m.H);
-  return {{2 * n * (2 * C * C * D + C * C * C / 3), kF32 * (rows * (2 * D + 2) + n * 2 * C * C)},
-          {2 * n * (2 * C * D * D + C * C * D), kF32 * (rows * 2 * D + n * (C * C + D * D + 2 * C * D))},
-          {2 * n * (C * D * D + C * C * D), kF32 * (rows * 2 * D + n * (D * D + C * C + C * D))}};
+  return {{2 * n * (2 * C * C * D + C * C * C / 3), kF32 * (rows * (2 * D + 2) + n * 2 * C * C), "factors (parallel)"},
+          {2 * n * (2 * C * D * D + C * C * D), kF32 * (rows * 2 * D + n * (C * C + D * D + 2 * C * D)),
+           "inter-chunk state pass (sequential)", true},
+          {2 * n * (C * D * D + C * C * D), kF32 * (rows * 2 * D + n * (D * D + C * C + C * D)), "outputs (parallel)"}};
+}
+
+// The backward's three launches: chunk_backward_inputs scale P^T dO and scale Q^T diag(gamma) dO
+// (C^2 D / 2 + C D^2), reading q, dO, PG and writing both to the scratch; chunk_backward_states
+// K dS1, A^-T dU' and K^T dr (2 C D^2 + C^2 D / 2), every tile of state columns reading k and A^-1,
+// the scratch read and written; chunk_backward_grads the products with S0 and dS1 (3 C D^2), dP,
+// dQ and dK through P (3 C^2 D / 2) and through A (3 C^2 D / 2), reading q, k, v, dO, beta, the
+// gate, `saved` and the scratch, and adding to dq, dk, dv, dbeta, da (read and written).
+std::vector<Cost> deltanet_backward_costs(const MixerShape& m) {
+  const double C = double(m.C), D = double(m.D), chunks = std::ceil(double(m.T) / m.C);
+  const double n = chunks * double(m.B * m.H), rows = double(m.B * m.T * m.H), tiles = std::ceil(D / 8);
+  const double work = n * (D * D + C * D), saved = n * (D * D + 2 * C * C + 2 * C * D);
+  return {{2 * n * (C * C * D / 2 + C * D * D), kF32 * (rows * 2 * D + n * C * C + work), "dS inputs (parallel)"},
+          {2 * n * (2 * C * D * D + C * C * D / 2), kF32 * (tiles * (rows * D + n * C * C) + 2 * work),
+           "inter-chunk dS pass (sequential)", true},
+          {2 * n * (3 * C * D * D + 3 * C * C * D), kF32 * (rows * (10 * D + 4) + saved + work),
+           "gradients (parallel)"}};
 }
 
 std::vector<Launch> deltanet(const MixerShape& m, std::vector<Launch>& bwd, const std::string& name) {
-  append(bwd, launches(name + " backward", {cu::deltanet_backward_plan(m.B, m.T, m.H, m.D, m.D, m.C)},
-                       {deltanet_backward_cost(m)}));
+  append(bwd, launches(name + " backward", cu::deltanet_backward_plans(m.B, m.T, m.H, m.D, m.D, m.C),
+                       deltanet_backward_costs(m)));
   return launches(name + " forward", cu::deltanet_forward_plans(m.B, m.T, m.H, m.D, m.D, m.C),
                   deltanet_forward_costs(m));
 }

@@ -27,9 +27,25 @@ __global__ void __launch_bounds__(kHeadThreads) chunk_outputs_kernel(DeltaNetArg
   delta::chunk_outputs(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
 }
 
-__global__ void __launch_bounds__(kHeadThreads) chunk_backward_kernel(DeltaNetArgs<float> p, float* work) {
+// The chunkwise backward's three launches: grid (chunks, B*H) for the per-chunk work, (state tiles,
+// B*H) for the sequential pass of dS.
+__global__ void __launch_bounds__(kHeadThreads) chunk_backward_inputs_kernel(DeltaNetArgs<float> p, float* work) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  delta::chunk_backward_head(DeviceBlock{}, p, work, blockIdx.x, sh);
+  delta::chunk_backward_inputs(DeviceBlock{}, p, work, blockIdx.y, blockIdx.x, sh);
+}
+
+__global__ void __launch_bounds__(kHeadThreads) chunk_backward_states_kernel(DeltaNetArgs<float> p, float* work) {
+  LINATTN_DYNAMIC_SHARED(float, sh);
+  delta::chunk_backward_states(DeviceBlock{}, p, work, blockIdx.y, delta::state_columns(delta::dims(p), blockIdx.x),
+                               sh);
+}
+
+// (at least 2 blocks per SM: the hint lets ptxas use up to 128 registers, where by itself it took 64
+// and spilled)
+__global__ void __launch_bounds__(kHeadThreads, 2)
+    chunk_backward_grads_kernel(DeltaNetArgs<float> p, const float* work) {
+  LINATTN_DYNAMIC_SHARED(float, sh);
+  delta::chunk_backward_grads(DeviceBlock{}, p, work, blockIdx.y, blockIdx.x, sh);
 }
 
 __global__ void __launch_bounds__(kHeadThreads) recurrent_forward_kernel(DeltaNetArgs<float> p, float* state) {
@@ -39,13 +55,14 @@ __global__ void __launch_bounds__(kHeadThreads) recurrent_forward_kernel(DeltaNe
 }
 
 // Lets kernel take `bytes` of dynamic shared memory (chunk_factors_kernel: above the default 48 KiB
-// from Dk = 128 at chunk 64); a GPU with less is refused by name.
+// from Dk = 128 at chunk 64; chunk_backward_grads_kernel: from Dk = Dv = 64); a GPU with less is
+// refused by name.
 template <class Kernel>
-void opt_in_shared(Kernel kernel, int64_t bytes) {
+void opt_in_shared(Kernel kernel, int64_t bytes, const char* pass) {
   int device = 0, limit = 0;
   LINATTN_CUDA_CHECK(cudaGetDevice(&device));
   LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  LINATTN_CHECK(bytes <= limit, "deltanet (cuda): the forward needs ", bytes / 1024, " KiB of shared memory per ",
+  LINATTN_CHECK(bytes <= limit, "deltanet (cuda): the ", pass, " needs ", bytes / 1024, " KiB of shared memory per ",
                 "thread block, more than this GPU's ", limit / 1024, " KiB; use a smaller chunk_size or head ",
                 "dimension, or run DeltaNet on an sm_80 or sm_90 GPU (or on the CPU)");
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
@@ -68,7 +85,7 @@ void deltanet_chunk_forward(const DeltaNetArgs<float>& p) {
   if (d.chunks() == 0) {  // no tokens: the state pass alone (ht = h0)
     LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_states_kernel)(p);
   } else {
-    opt_in_shared(chunk_factors_kernel, plans[0].shared_bytes);
+    opt_in_shared(chunk_factors_kernel, plans[0].shared_bytes, "forward");
     LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_factors_kernel)(p);
     LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_states_kernel)(p);
     LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_outputs_kernel)(p);
@@ -80,8 +97,18 @@ void deltanet_chunk_backward(const DeltaNetArgs<float>& p, float* work) {
   const delta::Dims d = delta::dims(p);
   check_chunk(d, "deltanet (cuda)");
   if (d.B * d.H == 0) return;
-  LINATTN_LAUNCH_PLAN(deltanet_backward_plan(d.B, d.T, d.H, d.Dk, d.Dv, d.C), stream(), chunk_backward_kernel)(p,
-                                                                                                          work);
+  LINATTN_CHECK(d.B * d.H <= 65535, "deltanet (cuda): batch * heads = ", d.B * d.H, " exceeds the CUDA grid's ",
+                "65535 (the backward's grid y); split the batch");
+  const LaunchPlans plans = deltanet_backward_plans(d.B, d.T, d.H, d.Dk, d.Dv, d.C);
+  if (d.chunks() == 0) {  // no tokens: the state pass alone (dh0 += dht)
+    LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_backward_states_kernel)(p, work);
+  } else {
+    opt_in_shared(chunk_backward_states_kernel, plans[1].shared_bytes, "backward");
+    opt_in_shared(chunk_backward_grads_kernel, plans[2].shared_bytes, "backward");
+    LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_backward_inputs_kernel)(p, work);
+    LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_backward_states_kernel)(p, work);
+    LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_backward_grads_kernel)(p, work);
+  }
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

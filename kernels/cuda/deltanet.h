@@ -7,8 +7,11 @@
 // splits over its threads): per chunk in parallel the WY factors that need no state (A^-1 by forward
 // substitution in shared memory, and PG); the state pass, one block per (batch, head) and tile of
 // state columns walking the chunks in order (S0, R, U' of every chunk, float32 state); per chunk in
-// parallel the output. The backward runs one thread block per (batch, head) over its chunks in
-// order; it reads the forward's `saved` and needs delta::backward_work floats per head of scratch.
+// parallel the output. The backward is three launches as well: per chunk in parallel what needs no
+// state gradient (scale P^T dO and scale Q^T diag(gamma) dO); the pass of the state gradient dS
+// from the last chunk to the first, one block per (batch, head) and tile of state columns (dS of
+// every chunk and X = A^-T dU'); per chunk in parallel every gradient. It reads the forward's
+// `saved` and needs delta::backward_work floats per head of scratch (two [C, D]-sized blocks per chunk).
 // The recurrent form steps token by token (the decoding path); its backward runs the chunkwise
 // forward (into a scratch `saved`) and backward, which give the same gradients.
 //

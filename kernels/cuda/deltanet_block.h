@@ -11,21 +11,24 @@
 // order: chunk_factors (A^-1 and PG, which need no state; one block per chunk), chunk_states (the
 // state pass, S0 of every chunk, R and U'; one block per head and tile of state columns, since the
 // columns of the delta rule's state evolve independently) and chunk_outputs (O; one block per chunk).
-// The backward's chunks run one after the other inside the block. Within a stage every phase is a loop over the
-// elements of one output (Block::each), separated by Block::sync, and every element is written by
-// one iteration only, so the phases have no races whatever order the iterations run in. A stage
-// ends with a sync, except the ones marked "open": their last phase runs beside the next stage's
-// first (which neither reads what it writes nor writes what it reads), so that a phase of few
-// threads (the columns of A^-1, a sum per token) shares the block with a wide one. The stages'
-// loops copy what they use ([=]), so work a block defers past a stage's return stays valid.
-// Three places differ from the CPU's cut, to keep each element's sums as they were: the backward's
-// state_pass_backward comes before intra_output_backward_du, which adds both parts of dU' in one
-// expression; inter_output_backward leaves its dQ term in z for scores_backward to add; and
-// decay_backward folds state_backward's partial sums <dS1, S0> into gamma_last's gradient.
+// The backward is three launches too: chunk_backward_inputs (what needs no dS; one block per chunk),
+// chunk_backward_states (the sequential pass of dS from the last chunk to the first; one block per
+// head and tile of state columns) and chunk_backward_grads (every gradient; one block per chunk).
+// Within a stage every phase is a loop over the elements of one output (Block::each), separated by
+// Block::sync, and every element is written by one iteration only, so the phases have no races
+// whatever order the iterations run in. A stage ends with a sync, except the ones marked "open":
+// their last phase runs beside the next stage's first (which neither reads what it writes nor
+// writes what it reads), so that a phase of few threads (the columns of A^-1, a sum per token)
+// shares the block with a wide one. The stages' loops copy what they use ([=]), so work a block
+// defers past a stage's return stays valid. The backward's stages keep the CPU's names; where a CPU
+// stage's work spans two launches (its part that needs dS and its part that does not), each part is
+// its own function, named after it (state_backward_inputs, wy_backward_x, ...).
 //
-// Fast memory: the gates and the C x C products of the current chunk live in `sh` (shared memory
-// on the device, factors_shared, gates_shared or backward_shared elements); the states and the [C, D] products in
-// `saved` and in the backward's `work` (backward_work elements per head) in global memory.
+// Memory: the gates, the C x C products and the tiles a phase walks across its threads live in `sh`
+// (shared memory on the device; the *_shared functions give each launch's size, and each block
+// program says why its rows are as far apart as they are: an odd pitch where a warp walks a column);
+// the states and the [C, D] products in `saved` and in the backward's `work` (backward_work
+// elements per head) in global memory, where a warp reads consecutive words or one word.
 // Accumulation is in T (float on the device): float32 states and inter-chunk recurrence.
 #pragma once
 
@@ -43,10 +46,33 @@ template <class T>
 LINATTN_HD inline T absval(T x) { return x < T(0) ? -x : x; }
 LINATTN_HD inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+// An index split by a row length: row and column. On the device without an integer division: ptxas
+// makes a division by a variable a called subroutine, and its register convention made it spill in
+// these kernels. split_by_reciprocal is exact for quotients below 2^22 (the indices split here: a
+// phase's elements, batch * heads, a chunk count stay far below), tests/cuda/deltanet_test.cpp checks it.
+struct RowCol {
+  int64_t row, col;
+};
+LINATTN_HD inline RowCol split_by_reciprocal(int64_t e, int64_t w) {
+  // float(e) / w within a relative 2^-22 of e / w, so the truncation is off by at most one; fixed up.
+  int64_t r = int64_t(float(e) * (1.0f / float(w)));
+  int64_t c = e - r * w;
+  if (c < 0) --r, c += w;
+  if (c >= w) ++r, c -= w;
+  return {r, c};
+}
+LINATTN_HD inline RowCol split(int64_t e, int64_t w) {
+#ifdef __CUDA_ARCH__
+  return split_by_reciprocal(e, w);
+#else
+  return {e / w, e % w};
+#endif
+}
+
 // Sizes of one call; tensors as in kernels/cpu/deltanet.h (contiguous [B, T, H, D] and [B, T, H]).
 struct Dims {
   int64_t B, T, H, Dk, Dv, C;
-  LINATTN_HD int64_t chunks() const { return (T + C - 1) / C; }
+  LINATTN_HD int64_t chunks() const { return split(T + C - 1, C).row; }
   LINATTN_HD int64_t block() const { return Dk * Dv + 2 * C * C + 2 * C * Dv; }  // one chunk's `saved`
   LINATTN_HD int64_t state() const { return Dk * Dv; }
 };
@@ -58,8 +84,6 @@ LINATTN_HD Dims dims(const Args<T>& p) {
 // chunk_factors: the gates, M [C, C] and the chunk's K [C, Dk + 1] (padded rows: see chunk_factors).
 LINATTN_HD inline int64_t factors_shared(const Dims& d) { return 4 * d.C + d.C * d.C + d.C * (d.Dk + 1); }
 LINATTN_HD inline int64_t gates_shared(const Dims& d) { return 4 * d.C; }  // chunk_states, chunk_outputs
-LINATTN_HD inline int64_t backward_shared(const Dims& d) { return 8 * d.C + d.C * d.C + d.Dk; }
-LINATTN_HD inline int64_t backward_work(const Dims& d) { return d.Dk * d.Dv + 4 * d.C * d.Dv + d.C * d.Dk; }
 LINATTN_HD inline int64_t recurrent_shared(const Dims& d) { return d.Dv; }
 
 // One chunk's view: where its tokens start in q/k (qk), v/o (vo) and beta/a (s); ld* token strides.
@@ -67,7 +91,8 @@ struct ChunkAt {
   int64_t t0, n, qk, vo, s;
 };
 LINATTN_HD inline ChunkAt chunk_at(const Dims& d, int64_t bh, int64_t c) {
-  const int64_t b = bh / d.H, h = bh % d.H, t0 = c * d.C;
+  const RowCol bhs = split(bh, d.H);  // batch, head
+  const int64_t b = bhs.row, h = bhs.col, t0 = c * d.C;
   const int64_t row = (b * d.T + t0) * d.H + h;
   return {t0, min64(d.C, d.T - t0), row * d.Dk, row * d.Dv, row};
 }
@@ -112,6 +137,13 @@ LINATTN_HD T dot(const T* x, const T* y, int64_t n) {
   return acc;
 }
 
+template <class T>
+LINATTN_HD T row_sum(const T* x, int64_t n) {
+  T acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += x[i];
+  return acc;
+}
+
 // ---- forward stages (kernels/cpu/deltanet_stages.h has each one's math) ------------------------
 
 // G (within-chunk inclusive cumulative log-decay), gamma = exp(G), lambda = exp(G_last - G), and
@@ -140,7 +172,8 @@ template <class T, class Block>
 LINATTN_HD void gram_kkt(const Block& blk, T* M, T* pg, const T* k, const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n;
   blk.each(n * n, [=](int64_t e) {
-    const int64_t i = e / n, j = e % n;
+    const RowCol rc = split(e, n);
+    const int64_t i = rc.row, j = rc.col;
     const T x = dot(k + i * s.ldk, k + j * s.ldk, s.Dk) * decay_ratio(g.G, i, j);
     M[i * s.C + j] = x;
     if (j > i) pg[i * s.C + j] = x;
@@ -172,14 +205,16 @@ LINATTN_HD void wy_updates(const Block& blk, T* U, T* R, const T* ainv, const T*
                            const Gates<T>& g, const Shape& s, Columns cs) {
   const int64_t n = s.n, Dv = s.Dv;
   blk.each(n * cs.nv, [=](int64_t e) {
-    const int64_t i = e / cs.nv, j = cs.j0 + e % cs.nv;
+    const RowCol rc = split(e, cs.nv);
+    const int64_t i = rc.row, j = cs.j0 + rc.col;
     T acc = 0;
     for (int64_t x = 0; x < s.Dk; ++x) acc += k[i * s.ldk + x] * S0[x * Dv + j];
     R[i * Dv + j] = v[i * s.ldv + j] - g.gamma[i] * acc;
   });
   blk.sync();
   blk.each(n * cs.nv, [=](int64_t e) {
-    const int64_t i = e / cs.nv, j = cs.j0 + e % cs.nv;
+    const RowCol rc = split(e, cs.nv);
+    const int64_t i = rc.row, j = cs.j0 + rc.col;
     T acc = 0;
     for (int64_t m = 0; m <= i; ++m) acc += ainv[i * s.C + m] * g.bt[m] * R[m * Dv + j];
     U[i * Dv + j] = acc;
@@ -193,7 +228,8 @@ LINATTN_HD void causal_scores_qk(const Block& blk, T* M, T* pg, const T* q, cons
                                  const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n;
   blk.each(n * n, [=](int64_t e) {
-    const int64_t i = e / n, j = e % n;
+    const RowCol rc = split(e, n);
+    const int64_t i = rc.row, j = rc.col;
     if (j > i) return;
     const T x = dot(q + i * s.ldk, k + j * ldk_k, s.Dk) * decay_ratio(g.G, i, j);
     M[i * s.C + j] = x;
@@ -208,7 +244,8 @@ LINATTN_HD void chunk_output(const Block& blk, T* o, const T* q, const T* S0, co
                              const Gates<T>& g, const Shape& s) {
   const int64_t n = s.n, Dv = s.Dv;
   blk.each(n * Dv, [=](int64_t e) {
-    const int64_t i = e / Dv, j = e % Dv;
+    const RowCol rc = split(e, Dv);
+    const int64_t i = rc.row, j = rc.col;
     T acc = 0;
     for (int64_t x = 0; x < s.Dk; ++x) acc += q[i * s.ldk + x] * S0[x * Dv + j];
     acc *= g.gamma[i];
@@ -225,7 +262,8 @@ LINATTN_HD void state_pass(const Block& blk, T* S1, const T* S0, const T* k, con
   const int64_t n = s.n, Dv = s.Dv;
   if (S1)
     blk.each(s.Dk * cs.nv, [=](int64_t e) {
-      const int64_t x = e / cs.nv, j = cs.j0 + e % cs.nv, at = x * Dv + j;
+      const RowCol rc = split(e, cs.nv);
+      const int64_t x = rc.row, j = cs.j0 + rc.col, at = x * Dv + j;
       T acc = g.gamma[n - 1] * S0[at];
       for (int64_t i = 0; i < n; ++i) acc += k[i * s.ldk + x] * g.lambda[i] * U[i * Dv + j];
       S1[at] = acc;
@@ -255,7 +293,10 @@ LINATTN_HD void chunk_factors(const Block& blk, const Args<T>& p, int64_t bh, in
   T* pg = ainv_s + C * C;
   const T *q = p.q + at.qk, *kg = p.k + at.qk;
   chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
-  blk.each(at.n * Dk, [=](int64_t e) { k[(e / Dk) * ldk + e % Dk] = kg[(e / Dk) * s.ldk + e % Dk]; });
+  blk.each(at.n * Dk, [=](int64_t e) {
+    const RowCol rc = split(e, Dk);
+    k[rc.row * ldk + rc.col] = kg[rc.row * s.ldk + rc.col];
+  });
   blk.sync();  // gram_kkt reads the decays and k
   gram_kkt(blk, M, pg, k, g, sk);
   solve_unit_lower(blk, ainv_s, ainv_s, M, g, s);
@@ -276,7 +317,8 @@ LINATTN_HD void chunk_states(const Block& blk, const Args<T>& p, int64_t bh, Col
   T* first = NC > 0 ? base : ht;  // T == 0: the final state is the initial one
   if (first)
     blk.each(d.Dk * cs.nv, [=](int64_t e) {
-      const int64_t at = (e / cs.nv) * Dv + cs.j0 + e % cs.nv;
+      const RowCol rc = split(e, cs.nv);
+      const int64_t at = rc.row * Dv + cs.j0 + rc.col;
       first[at] = h0 ? h0[at] : T(0);
     });
   blk.sync();
@@ -309,184 +351,393 @@ LINATTN_HD void chunk_outputs(const Block& blk, const Args<T>& p, int64_t bh, in
   blk.sync();
 }
 
-// ---- backward stages (in the order they run; kernels/cpu/deltanet_stages.h has the derivations) --
+// ---- the chunkwise backward: chunk_backward_inputs, then chunk_backward_states, then chunk_backward_grads --
+//
+// Per chunk (kernels/cpu/deltanet_stages.h has the derivations), with dS1 the gradient wrt the
+// chunk's end state and X = A^-T dU':
+//   dU' = du0 + diag(lambda) K dS1,  du0 = scale P^T dO           (intra_output_backward_du, state_pass_backward)
+//   X = A^-T dU',  dr = diag(gamma beta) X                        (wy_backward)
+//   dS0 = gamma_last dS1 + hq - K^T dr,  hq = scale Q^T diag(gamma) dO   (state_backward)
+// Only dS0 needs the previous step's dS1, so the work is cut in three launches: what needs no dS
+// (du0 and hq, per chunk in parallel), the sequential pass (dU', X and dS from the last chunk to the
+// first, per tile of state columns), and every gradient (per chunk in parallel, from dS1 and X).
+//
+// The pass may split dS by columns: every product above acts on dS from the left (K dS1 is
+// [C, Dk] x [Dk, Dv], A^-T and the diagonal scalings act on rows, K^T dr is [Dk, C] x [C, Dv]), so
+// column j of dU', X and dS0 is a function of column j of dS1, du0 and hq alone. The tiles need
+// nothing from each other, as in the forward's chunk_states. (The gate gradient is not carried: the
+// decays enter the next chunk only through gamma_last S0, whose gradient <dS1, S0> is per chunk.)
 
-// The gradient accumulators of the current chunk, in sh ([C] each): gdg = gamma dLoss/dgamma,
-// dlambda, dG (dLoss/dG), db (the chunk's dbeta).
+// The backward's scratch, per (batch, head) and chunk (backward_work elements per head): dS [Dk, Dv],
+// hq from chunk_backward_inputs, replaced by dS1 in chunk_backward_states; X [C, Dv], du0 from
+// chunk_backward_inputs, replaced by X.
+LINATTN_HD inline int64_t backward_block(const Dims& d) { return d.Dk * d.Dv + d.C * d.Dv; }
+LINATTN_HD inline int64_t backward_work(const Dims& d) { return d.chunks() * backward_block(d); }
+
+struct WorkChunk {
+  int64_t dS, X;  // offsets in `work`
+};
+LINATTN_HD inline WorkChunk work_chunk(const Dims& d, int64_t bh, int64_t c) {
+  const int64_t at = (bh * d.chunks() + c) * backward_block(d);
+  return {at, at + d.state()};
+}
+
+// Shared memory of the three launches (elements of T); each kernel says what it holds.
+LINATTN_HD inline int64_t backward_inputs_shared(const Dims& d) { return 4 * d.C + d.C * d.Dv; }
+LINATTN_HD inline int64_t backward_states_shared(const Dims& d) {
+  return 4 * d.C + d.C * (d.Dk + 1) + d.C * (d.C + 1) + 2 * d.Dk * kStateColumns + 2 * d.C * kStateColumns;
+}
+inline constexpr int64_t kLanes = 32;  // the threads of a warp
+// chunk_backward_grads' two uses of its shared memory after the gates (it says what they hold).
+LINATTN_HD inline int64_t backward_grads_part1(const Dims& d) {
+  const int64_t W = d.Dk > d.Dv ? d.Dk : d.Dv;
+  return d.Dk * (d.Dv + 1) + d.C * (W + 1) + d.Dk * (kLanes + 1);
+}
+LINATTN_HD inline int64_t backward_grads_part2(const Dims& d) { return d.C * (d.Dv + 1) + 2 * d.C * (d.C + 1); }
+LINATTN_HD inline int64_t backward_grads_shared(const Dims& d) {
+  const int64_t a = backward_grads_part1(d), b = backward_grads_part2(d);
+  return 8 * d.C + d.Dk + (a > b ? a : b);
+}
+
+// ---- chunk_backward_inputs: chunk c of head bh, what needs no dS --------------------------------
+
+// O += scale P U'  =>  du0 = scale P^T dO (P on and below the diagonal of PG); into X. dOs: the
+// chunk's dO in sh, rows Dv apart (the threads of a warp take consecutive columns j: consecutive banks).
+template <class T, class Block>
+LINATTN_HD void intra_output_backward_du(const Block& blk, T* du, const T* pg, const T* dOs, T scale, const Shape& s) {
+  const int64_t n = s.n, Dv = s.Dv;
+  blk.each(n * Dv, [=](int64_t e) {
+    const RowCol rc = split(e, Dv);
+    const int64_t i = rc.row, j = rc.col;
+    T acc = 0;
+    for (int64_t m = i; m < n; ++m) acc += pg[m * s.C + i] * dOs[m * Dv + j];
+    du[e] = scale * acc;
+  });
+}
+
+// O = scale diag(gamma) Q S0 + ...  =>  dS0 += hq = scale Q^T diag(gamma) dO (state_backward's
+// term that needs no dS1); into dS.
+template <class T, class Block>
+LINATTN_HD void state_backward_inputs(const Block& blk, T* hq, const T* q, const T* dOs, T scale, const Gates<T>& g,
+                                      const Shape& s) {
+  const int64_t n = s.n, Dv = s.Dv;
+  blk.each(s.Dk * Dv, [=](int64_t e) {
+    const RowCol rc = split(e, Dv);
+    const int64_t t = rc.row, j = rc.col;
+    T acc = 0;
+    for (int64_t i = 0; i < n; ++i) acc += q[i * s.ldk + t] * g.gamma[i] * dOs[i * Dv + j];
+    hq[e] = scale * acc;
+  });
+}
+
+// sh: backward_inputs_shared (the gates, then the chunk's dO [C, Dv]).
+template <class T, class Block>
+LINATTN_HD void chunk_backward_inputs(const Block& blk, const Args<T>& p, T* work, int64_t bh, int64_t c, T* sh) {
+  const Dims d = dims(p);
+  const int64_t C = d.C, Dv = d.Dv;
+  const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
+  T* dOs = sh + 4 * C;
+  const ChunkAt at = chunk_at(d, bh, c);
+  const Shape s = shape(d, at);
+  const WorkChunk w = work_chunk(d, bh, c);
+  const T* pg = p.saved + (bh * d.chunks() + c) * d.block() + d.state() + C * C;
+  const T* dO = p.dO + at.vo;
+  chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
+  blk.each(at.n * Dv, [=](int64_t e) {
+    const RowCol rc = split(e, Dv);
+    dOs[e] = dO[rc.row * s.ldv + rc.col];
+  });
+  blk.sync();
+  intra_output_backward_du(blk, work + w.X, pg, dOs, p.scale, s);
+  state_backward_inputs(blk, work + w.dS, p.q + at.qk, dOs, p.scale, g, s);
+  blk.sync();
+}
+
+// ---- chunk_backward_states: the sequential pass of head bh in the columns cs --------------------
+// sh: backward_states_shared: the gates; the chunk's K [C, Dk + 1] and A^-1 [C, C + 1] (rows an odd
+// count apart: the threads of a warp take up to 32 / nv consecutive rows i at one column, or
+// consecutive columns of one row, both in distinct banks); dS and the next dS [Dk, nv]; dU' and dr
+// [C, nv] (a warp reads nv consecutive words of them, shared by its rows: distinct banks or
+// broadcasts). K and A^-1 are read once per chunk into sh, as the phases read them many times.
+
+// S1 = gamma_last S0 + K^T diag(lambda) U'  =>  dU' = du0 + diag(lambda) K dS1, in the columns cs.
+template <class T, class Block>
+LINATTN_HD void state_pass_backward_du(const Block& blk, T* du, const T* du0, const T* Ks, const T* dS,
+                                       const Gates<T>& g, const Shape& s, Columns cs) {
+  const int64_t nv = cs.nv, ldk = s.Dk + 1;
+  blk.each(s.n * nv, [=](int64_t e) {
+    const RowCol rc = split(e, nv);
+    const int64_t i = rc.row, j = rc.col;
+    T acc = 0;
+    for (int64_t t = 0; t < s.Dk; ++t) acc += Ks[i * ldk + t] * dS[t * nv + j];
+    du[e] = du0[i * s.Dv + cs.j0 + j] + g.lambda[i] * acc;
+  });
+  blk.sync();
+}
+
+// U' = A^-1 diag(beta) R  =>  X = A^-T dU' (into x, the work's X), and dr = diag(gamma beta) X (sh).
+// As: A^-1 in sh, rows C + 1 apart.
+template <class T, class Block>
+LINATTN_HD void wy_backward_x(const Block& blk, T* x, T* dr, const T* du, const T* As, const Gates<T>& g,
+                              const Shape& s, Columns cs) {
+  const int64_t n = s.n, nv = cs.nv, pc = s.C + 1;
+  blk.each(n * nv, [=](int64_t e) {
+    const RowCol rc = split(e, nv);
+    const int64_t i = rc.row, j = rc.col;
+    T acc = 0;
+    for (int64_t m = i; m < n; ++m) acc += As[m * pc + i] * du[m * nv + j];
+    x[i * s.Dv + cs.j0 + j] = acc;
+    dr[e] = g.gamma[i] * g.bt[i] * acc;
+  });
+  blk.sync();
+}
+
+// dS0 = gamma_last dS1 + hq - K^T dr into dS_next; dS1 over hq in the work's dS (for the gradients).
+template <class T, class Block>
+LINATTN_HD void state_backward(const Block& blk, T* dS_next, T* hq, const T* dS, const T* Ks, const T* dr,
+                               const Gates<T>& g, const Shape& s, Columns cs) {
+  const int64_t n = s.n, nv = cs.nv, ldk = s.Dk + 1;
+  blk.each(s.Dk * nv, [=](int64_t e) {
+    const RowCol rc = split(e, nv);
+    const int64_t t = rc.row, j = rc.col, at = t * s.Dv + cs.j0 + j;
+    T acc = 0;
+    for (int64_t i = 0; i < n; ++i) acc += Ks[i * ldk + t] * dr[i * nv + j];
+    dS_next[e] = g.gamma[n - 1] * dS[e] + hq[at] - acc;
+    hq[at] = dS[e];
+  });
+  blk.sync();
+}
+
+template <class T, class Block>
+LINATTN_HD void chunk_backward_states(const Block& blk, const Args<T>& p, T* work, int64_t bh, Columns cs, T* sh) {
+  const Dims d = dims(p);
+  const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv, S = d.state(), nv = cs.nv, ldk = Dk + 1;
+  const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
+  T* Ks = sh + 4 * C;
+  T* As = Ks + C * ldk;
+  T* dS = As + C * (C + 1);
+  T* dS_next = dS + Dk * kStateColumns;
+  T* du = dS_next + Dk * kStateColumns;
+  T* dr = du + C * kStateColumns;
+  const T* dht = p.dht ? p.dht + bh * S : nullptr;
+  blk.each(Dk * nv, [=](int64_t e) {
+    const RowCol rc = split(e, nv);
+    dS[e] = dht ? dht[rc.row * Dv + cs.j0 + rc.col] : T(0);
+  });
+  blk.sync();
+  for (int64_t c = d.chunks() - 1; c >= 0; --c) {
+    const ChunkAt at = chunk_at(d, bh, c);
+    const Shape s = shape(d, at);
+    const WorkChunk w = work_chunk(d, bh, c);
+    const T* ainv = p.saved + (bh * d.chunks() + c) * d.block() + S;
+    const T* k = p.k + at.qk;
+    chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
+    blk.each(at.n * Dk, [=](int64_t e) {
+      const RowCol rc = split(e, Dk);
+      Ks[rc.row * ldk + rc.col] = k[rc.row * s.ldk + rc.col];
+    });
+    const int64_t n = at.n;
+    blk.each(n * n, [=](int64_t e) {
+      const RowCol rc = split(e, n);
+      As[rc.row * (C + 1) + rc.col] = ainv[rc.row * C + rc.col];
+    });
+    blk.sync();
+    state_pass_backward_du(blk, du, work + w.X, Ks, dS, g, s, cs);
+    wy_backward_x(blk, work + w.X, dr, du, As, g, s, cs);
+    state_backward(blk, dS_next, work + w.dS, dS, Ks, dr, g, s, cs);
+    T* spent = dS;
+    dS = dS_next;
+    dS_next = spent;
+  }
+  if (p.dh0)
+    blk.each(Dk * nv, [=](int64_t e) {
+      const RowCol rc = split(e, nv);
+      p.dh0[bh * S + rc.row * Dv + cs.j0 + rc.col] += dS[e];
+    });
+  blk.sync();
+}
+
+// ---- chunk_backward_grads: chunk c of head bh, every gradient from dS1 and X -------------------
+
+// The gradient accumulators of the chunk, in sh ([C] each): gdg = gamma dLoss/dgamma, ldl =
+// lambda dLoss/dlambda, dG (dLoss/dG), db (the chunk's dbeta).
 template <class T>
 struct GateGrads {
-  T *gdg, *dlambda, *dG, *db;
+  T *gdg, *ldl, *dG, *db;
 };
 
-// S1 = gamma_last S0 + K^T diag(lambda) U'  =>  y = K dS1 (dU' += diag(lambda) y, added by
-// intra_output_backward_du), dK += diag(lambda) U' dS1^T, dlambda_i = y_i . U'_i. Open.
+// U' = A^-1 diag(beta) R and R = V - diag(gamma) K S0, given X = A^-T dU':  dR = diag(beta) X,
+// dV += dR, dbeta_i += R_i . X_i, gamma_i dgamma_i += dR_i . (R_i - V_i) (its dK term is taken by
+// inter_output_backward). The row sums go through E [C, W + 1] (sh; a warp's threads write
+// consecutive words of a row, then one thread per row reads its row: rows W + 1 apart, an odd count,
+// fall in distinct banks).
 template <class T, class Block>
-LINATTN_HD void state_pass_backward(const Block& blk, T* y, T* dk, const GateGrads<T>& gg, const T* dS, const T* k,
-                                    const T* U, const Gates<T>& g, const Shape& s) {
-  const int64_t n = s.n, Dk = s.Dk, Dv = s.Dv;
+LINATTN_HD void wy_backward(const Block& blk, T* dv, T* E, const GateGrads<T>& gg, const T* x, const T* R,
+                            const T* v, int64_t pw, bool gated, const Gates<T>& g, const Shape& s) {
+  const int64_t n = s.n, Dv = s.Dv;
   blk.each(n * Dv, [=](int64_t e) {
-    const int64_t i = e / Dv, j = e % Dv;
-    T acc = 0;
-    for (int64_t t = 0; t < Dk; ++t) acc += k[i * s.ldk + t] * dS[t * Dv + j];
-    y[i * Dv + j] = acc;
+    const RowCol rc = split(e, Dv);
+    const int64_t i = rc.row, j = rc.col;
+    dv[i * s.ldv + j] += g.bt[i] * x[e];
+    E[i * pw + j] = R[e] * x[e];
   });
   blk.sync();
+  blk.each(n, [=](int64_t i) { gg.db[i] += row_sum(E + i * pw, Dv); });
+  blk.sync();
+  if (!gated) return;
+  blk.each(n * Dv, [=](int64_t e) {
+    const RowCol rc = split(e, Dv);
+    const int64_t i = rc.row, j = rc.col;
+    E[i * pw + j] = g.bt[i] * x[e] * (R[e] - v[i * s.ldv + j]);
+  });
+  blk.sync();
+  blk.each(n, [=](int64_t i) { gg.gdg[i] += row_sum(E + i * pw, Dv); });
+  blk.sync();
+}
+
+// S1 = gamma_last S0 + K^T diag(lambda) U'  =>  dK += diag(lambda) U' dS1^T,
+// lambda_i dlambda_i = lambda_i k_i . (U' dS1^T)_i, per row i and key column t (dSs: dS1 in sh, rows
+// Dv + 1 apart, so that a warp's consecutive t fall in distinct banks; the row sums through E as in
+// wy_backward); and gamma_last's term <dS1, S0> as part_t = dS1_t . S0_t, which decay_backward
+// sums: each row's kLanes threads take every kLanes-th column (consecutive words of S0, distinct
+// banks of dSs) into P [Dk, kLanes + 1] (rows an odd count apart), which one thread per row sums.
+template <class T, class Block>
+LINATTN_HD void state_pass_backward(const Block& blk, T* dk, T* E, T* P, T* part, const GateGrads<T>& gg,
+                                    const T* dSs, const T* S0, const T* k, const T* U, int64_t pw, bool gated,
+                                    const Gates<T>& g, const Shape& s) {
+  const int64_t n = s.n, Dk = s.Dk, Dv = s.Dv, pv = Dv + 1, pl = kLanes + 1;
   blk.each(n * Dk, [=](int64_t e) {
-    const int64_t i = e / Dk, t = e % Dk;
-    dk[i * s.ldk + t] += g.lambda[i] * dot(U + i * Dv, dS + t * Dv, Dv);
+    const RowCol rc = split(e, Dk);
+    const int64_t i = rc.row, t = rc.col;
+    const T w = dot(U + i * Dv, dSs + t * pv, Dv);
+    dk[i * s.ldk + t] += g.lambda[i] * w;
+    if (gated) E[i * pw + t] = g.lambda[i] * k[i * s.ldk + t] * w;
   });
-  blk.each(n, [=](int64_t i) { gg.dlambda[i] = dot(y + i * Dv, U + i * Dv, Dv); });
-}
-
-// O += scale P U'  =>  dU' = scale P^T dO, plus the state pass's diag(lambda) y.
-template <class T, class Block>
-LINATTN_HD void intra_output_backward_du(const Block& blk, T* du, const T* pg, const T* dO, const T* y, T scale,
-                                         const Gates<T>& g, const Shape& s) {
-  const int64_t n = s.n, Dv = s.Dv;
-  blk.each(n * Dv, [=](int64_t e) {
-    const int64_t i = e / Dv, j = e % Dv;
-    T acc = 0;
-    for (int64_t m = i; m < n; ++m) acc += pg[m * s.C + i] * dO[m * s.ldv + j];
-    du[i * Dv + j] = scale * acc + g.lambda[i] * y[i * Dv + j];
-  });
+  if (gated)
+    blk.each(Dk * kLanes, [=](int64_t e) {
+      const RowCol rc = split(e, kLanes);
+      const int64_t t = rc.row, l = rc.col;
+      T acc = 0;
+      for (int64_t j = l; j < Dv; j += kLanes) acc += dSs[t * pv + j] * S0[t * Dv + j];
+      P[t * pl + l] = acc;
+    });
+  blk.sync();
+  if (gated) {
+    blk.each(n, [=](int64_t i) { gg.ldl[i] = row_sum(E + i * pw, Dk); });
+    blk.each(Dk, [=](int64_t t) { part[t] = row_sum(P + t * pl, kLanes); });
+  }
   blk.sync();
 }
 
-// U' = A^-1 diag(beta) R  =>  X = A^-T dU', dR = diag(beta) X, dbeta_i += R_i . X_i;
-// R = V - diag(gamma) K S0  =>  dV += dR, gamma_i dgamma_i += dR_i . (R_i - V_i),
-// dK -= diag(gamma) dR S0^T; dr = diag(gamma) dR (for dS0 in state_backward). Open.
+// The products with S0 (S0s in sh, rows Dv + 1 apart), per row i and key column t:
+//   R = V - diag(gamma) K S0  =>  dK -= diag(gamma) dR S0^T  (dR = diag(beta) X; wy_backward's dK term)
+//   O = scale diag(gamma) Q S0 + ...  =>  dQ += scale diag(gamma) dO S0^T,
+//       gamma_i dgamma_i += scale gamma_i q_i . (dO S0^T)_i  (the row sums through E as in wy_backward)
 template <class T, class Block>
-LINATTN_HD void wy_backward(const Block& blk, T* x, T* dr, T* dv, T* dk, const GateGrads<T>& gg, const T* du,
-                            const T* ainv, const T* R, const T* v, const T* S0, const Gates<T>& g, const Shape& s) {
-  const int64_t n = s.n, Dv = s.Dv;
-  blk.each(n * Dv, [=](int64_t e) {
-    const int64_t i = e / Dv, j = e % Dv;
-    T acc = 0;
-    for (int64_t m = i; m < n; ++m) acc += ainv[m * s.C + i] * du[m * Dv + j];
-    x[i * Dv + j] = acc;
-  });
-  blk.sync();
-  blk.each(n, [=](int64_t i) {
-    T acc_beta = 0, acc_gamma = 0;
+LINATTN_HD void inter_output_backward(const Block& blk, T* dq, T* dk, T* E, const GateGrads<T>& gg, const T* S0s,
+                                      const T* q, const T* dO, const T* x, T scale, int64_t pw, bool gated,
+                                      const Gates<T>& g, const Shape& s) {
+  const int64_t n = s.n, Dk = s.Dk, Dv = s.Dv, pv = Dv + 1;
+  blk.each(n * Dk, [=](int64_t e) {
+    const RowCol rc = split(e, Dk);
+    const int64_t i = rc.row, t = rc.col;
+    const T *xi = x + i * Dv, *doi = dO + i * s.ldv, *s0 = S0s + t * pv;
+    T xs = 0, z = 0;
     for (int64_t j = 0; j < Dv; ++j) {
-      const T xi = x[i * Dv + j], ri = R[i * Dv + j];
-      acc_beta += ri * xi;
-      acc_gamma += xi * (ri - v[i * s.ldv + j]);
+      xs += xi[j] * s0[j];
+      z += doi[j] * s0[j];
     }
-    gg.db[i] += acc_beta;
-    gg.gdg[i] += g.bt[i] * acc_gamma;
-  });
-  blk.each(n * Dv, [=](int64_t e) {
-    const int64_t i = e / Dv, j = e % Dv;
-    const T dR = g.bt[i] * x[i * Dv + j];
-    dv[i * s.ldv + j] += dR;
-    dr[i * Dv + j] = g.gamma[i] * dR;
+    dk[i * s.ldk + t] -= g.gamma[i] * g.bt[i] * xs;
+    dq[i * s.ldk + t] += scale * g.gamma[i] * z;
+    if (gated) E[i * pw + t] = scale * g.gamma[i] * q[i * s.ldk + t] * z;
   });
   blk.sync();
-  blk.each(n * s.Dk, [=](int64_t e) {
-    const int64_t i = e / s.Dk, t = e % s.Dk;
-    dk[i * s.ldk + t] -= dot(dr + i * Dv, S0 + t * Dv, Dv);
-  });
-}
-
-// O = scale diag(gamma) Q S0 + ...  =>  z = dO S0^T (dQ += scale diag(gamma) z, added by
-// scores_backward), gamma_i dgamma_i += scale gamma_i q_i . z_i. Open.
-template <class T, class Block>
-LINATTN_HD void inter_output_backward(const Block& blk, T* z, const GateGrads<T>& gg, const T* q, const T* dO,
-                                      const T* S0, T scale, const Gates<T>& g, const Shape& s) {
-  const int64_t n = s.n, Dk = s.Dk;
-  blk.each(n * Dk, [=](int64_t e) {
-    const int64_t i = e / Dk, t = e % Dk;
-    z[i * Dk + t] = dot(dO + i * s.ldv, S0 + t * s.Dv, s.Dv);
-  });
+  if (gated) blk.each(n, [=](int64_t i) { gg.gdg[i] += row_sum(E + i * pw, Dk); });
   blk.sync();
-  blk.each(n, [=](int64_t i) { gg.gdg[i] += scale * g.gamma[i] * dot(q + i * s.ldk, z + i * Dk, Dk); });
 }
 
-// P = tril(Q K^T) . D with O += scale P U'  =>  dP = scale tril(dO U'^T) (into M);
-// D_ij = exp(G_i - G_j): dG_i += dP_ij P_ij, dG_j -= dP_ij P_ij; dQ += (dP . D) K + scale diag(gamma) z,
-// dK += (dP . D)^T Q.
+// P = tril(Q K^T) . D with O += scale P U'  =>  dP = scale tril(dO U'^T); M = dP . D, N = dP . P;
+// D_ij = exp(G_i - G_j): dG_i += N_ij, dG_j -= N_ij; dQ += M K, dK += M^T Q.
+// Us: U' in sh, rows Dv + 1 apart; M, N [C, C + 1] (sh): a warp's threads take consecutive j of a
+// row, or (one thread per row) consecutive rows, both in distinct banks.
 template <class T, class Block>
-LINATTN_HD void scores_backward(const Block& blk, T* M, T* dq, T* dk, const GateGrads<T>& gg, const T* pg, const T* q,
-                                const T* k, const T* dO, const T* U, const T* z, T scale, const Gates<T>& g,
+LINATTN_HD void scores_backward(const Block& blk, T* M, T* N, T* dq, T* dk, const GateGrads<T>& gg, const T* Us,
+                                const T* pg, const T* q, const T* k, const T* dO, T scale, const Gates<T>& g,
                                 const Shape& s) {
-  const int64_t n = s.n, C = s.C, Dk = s.Dk;
+  const int64_t n = s.n, C = s.C, pc = C + 1, pv = s.Dv + 1;
   blk.each(n * n, [=](int64_t e) {
-    const int64_t i = e / n, j = e % n;
-    M[i * C + j] = j <= i ? scale * dot(dO + i * s.ldv, U + j * s.Dv, s.Dv) : T(0);
+    const RowCol rc = split(e, n);
+    const int64_t i = rc.row, j = rc.col;
+    T dp = 0;
+    if (j <= i) {
+      const T *doi = dO + i * s.ldv, *u = Us + j * pv;
+      for (int64_t m = 0; m < s.Dv; ++m) dp += doi[m] * u[m];
+      dp *= scale;
+    }
+    M[i * pc + j] = j <= i ? dp * decay_ratio(g.G, i, j) : T(0);
+    N[i * pc + j] = j <= i ? dp * pg[i * C + j] : T(0);
   });
   blk.sync();
   blk.each(n, [=](int64_t i) {
     T acc = 0;
-    for (int64_t j = 0; j < i; ++j) acc += M[i * C + j] * pg[i * C + j];
-    for (int64_t m = i + 1; m < n; ++m) acc -= M[m * C + i] * pg[m * C + i];
+    for (int64_t j = 0; j < i; ++j) acc += N[i * pc + j];
+    for (int64_t m = i + 1; m < n; ++m) acc -= N[m * pc + i];
     gg.dG[i] += acc;
   });
-  blk.sync();
-  blk.each(n * n, [=](int64_t e) {
-    const int64_t i = e / n, j = e % n;
-    if (j <= i) M[i * C + j] *= decay_ratio(g.G, i, j);
-  });
-  blk.sync();
-  blk.each(n * Dk, [=](int64_t e) {
-    const int64_t i = e / Dk, t = e % Dk;
+  blk.each(n * s.Dk, [=](int64_t e) {
+    const RowCol rc = split(e, s.Dk);
+    const int64_t i = rc.row, t = rc.col;
     T aq = 0, ak = 0;
-    for (int64_t j = 0; j <= i; ++j) aq += M[i * C + j] * k[j * s.ldk + t];
-    for (int64_t m = i; m < n; ++m) ak += M[m * C + i] * q[m * s.ldk + t];
-    dq[i * s.ldk + t] += aq + scale * g.gamma[i] * z[i * Dk + t];
+    for (int64_t j = 0; j <= i; ++j) aq += M[i * pc + j] * k[j * s.ldk + t];
+    for (int64_t m = i; m < n; ++m) ak += M[m * pc + i] * q[m * s.ldk + t];
+    dq[i * s.ldk + t] += aq;
     dk[i * s.ldk + t] += ak;
   });
   blk.sync();
 }
 
 // A = I + L, L_ij = beta_i gd_ij (j < i; gd above the diagonal of PG):  dA = -X U'^T, held
-// transposed in M: dLT_ji = -U'_j . X_i (i > j). Then dbeta_i += sum_j dL_ij gd_ij;
-// dG_i += beta_i dL_ij gd_ij, dG_j -= the same; dK += (F + F^T) K with F_ij = beta_i dL_ij D_ij (j < i).
-// Open.
+// transposed: dLT_ji = -U'_j . X_i (i > j), in M. Then N_ji = dLT_ji gd_ij and M_ji = F_ij =
+// beta_i dLT_ji D_ij: dbeta_i += sum_j N_ji; dG_i += beta_i sum_j N_ji, dG_j -= beta_i N_ji;
+// dK += (F + F^T) K. (M, N, Us as in scores_backward.)
 template <class T, class Block>
-LINATTN_HD void gram_solve_backward(const Block& blk, T* M, T* dk, const GateGrads<T>& gg, const T* U, const T* x,
-                                    const T* pg, const T* k, const Gates<T>& g, const Shape& s) {
-  const int64_t n = s.n, C = s.C;
-  blk.each(n * n, [=](int64_t e) {
-    const int64_t j = e / n, i = e % n;
-    M[j * C + i] = i > j ? -dot(U + j * s.Dv, x + i * s.Dv, s.Dv) : T(0);
+LINATTN_HD void gram_solve_backward(const Block& blk, T* M, T* N, T* dk, const GateGrads<T>& gg, const T* Us,
+                                    const T* x, const T* pg, const T* k, const Gates<T>& g, const Shape& s) {
+  const int64_t n = s.n, C = s.C, pc = C + 1, pv = s.Dv + 1;
+  blk.each(n * n, [=](int64_t e) {  // a warp: consecutive rows j of U' (sh), one row i of X (a broadcast)
+    const RowCol rc = split(e, n);
+    const int64_t i = rc.row, j = rc.col;
+    M[j * pc + i] = i > j ? -dot(Us + j * pv, x + i * s.Dv, s.Dv) : T(0);
+  });
+  blk.sync();
+  blk.each(n * n, [=](int64_t e) {  // a warp: consecutive columns i (PG read in consecutive words)
+    const RowCol rc = split(e, n);
+    const int64_t j = rc.row, i = rc.col;
+    const T t = M[j * pc + i];
+    N[j * pc + i] = i > j ? t * pg[j * C + i] : T(0);
+    M[j * pc + i] = i > j ? g.bt[i] * t * decay_ratio(g.G, i, j) : T(0);
   });
   blk.sync();
   blk.each(n, [=](int64_t i) {
     T acc_beta = 0, acc_g = 0;
-    for (int64_t j = 0; j < i; ++j) acc_beta += M[j * C + i] * pg[j * C + i];
-    for (int64_t m = i + 1; m < n; ++m) acc_g += g.bt[m] * M[i * C + m] * pg[i * C + m];
+    for (int64_t j = 0; j < i; ++j) acc_beta += N[j * pc + i];
+    for (int64_t m = i + 1; m < n; ++m) acc_g += g.bt[m] * N[i * pc + m];
     gg.db[i] += acc_beta;
     gg.dG[i] += g.bt[i] * acc_beta - acc_g;
   });
   blk.each(n * s.Dk, [=](int64_t e) {
-    const int64_t i = e / s.Dk, t = e % s.Dk;
+    const RowCol rc = split(e, s.Dk);
+    const int64_t i = rc.row, t = rc.col;
     T acc = 0;
-    for (int64_t m = 0; m < i; ++m) acc += g.bt[i] * M[m * C + i] * decay_ratio(g.G, i, m) * k[m * s.ldk + t];
-    for (int64_t m = i + 1; m < n; ++m) acc += g.bt[m] * M[i * C + m] * decay_ratio(g.G, m, i) * k[m * s.ldk + t];
+    for (int64_t m = 0; m < i; ++m) acc += M[m * pc + i] * k[m * s.ldk + t];
+    for (int64_t m = i + 1; m < n; ++m) acc += M[i * pc + m] * k[m * s.ldk + t];
     dk[i * s.ldk + t] += acc;
   });
-}
-
-// dS0 = gamma_last dS1 + scale Q^T diag(gamma) dO - K^T dr, in place in dS, after the partial sums
-// part_t = <dS1, S0>_t [Dk] (in sh) that decay_backward turns into gamma_last's gradient. Open.
-template <class T, class Block>
-LINATTN_HD void state_backward(const Block& blk, T* dS, T* part, const T* S0, const T* q, const T* k, const T* dO,
-                               const T* dr, T scale, const Gates<T>& g, const Shape& s) {
-  const int64_t n = s.n, Dv = s.Dv;
-  blk.each(s.Dk, [=](int64_t t) { part[t] = dot(dS + t * Dv, S0 + t * Dv, Dv); });
   blk.sync();
-  blk.each(s.Dk * Dv, [=](int64_t e) {
-    const int64_t t = e / Dv, j = e % Dv;
-    T acc = 0;
-    for (int64_t i = 0; i < n; ++i)
-      acc += scale * q[i * s.ldk + t] * g.gamma[i] * dO[i * s.ldv + j] - k[i * s.ldk + t] * dr[i * Dv + j];
-    dS[e] = g.gamma[n - 1] * dS[e] + acc;
-  });
 }
 
 // The chunk's dbeta; and with gates: gamma_last dgamma_last += gamma_last <dS1, S0> (the sum of
-// state_backward's partials), dG_i += gdg_i - lambda_i dlambda_i, dG_last += sum lambda_i dlambda_i,
+// state_pass_backward's partials), dG_i += gdg_i - lambda_i dlambda_i, dG_last += sum lambda_i dlambda_i,
 // and da = the reverse cumulative sum of dG (G_i = sum_{t <= i} a_t). One thread.
 template <class T, class Block>
 LINATTN_HD void decay_backward(const Block& blk, T* dbeta, T* da, const GateGrads<T>& gg, const T* part,
@@ -499,8 +750,8 @@ LINATTN_HD void decay_backward(const Block& blk, T* dbeta, T* da, const GateGrad
     gg.gdg[n - 1] += g.gamma[n - 1] * inner;
     T lam = 0;
     for (int64_t i = 0; i < n; ++i) {
-      gg.dG[i] += gg.gdg[i] - g.lambda[i] * gg.dlambda[i];
-      lam += g.lambda[i] * gg.dlambda[i];
+      gg.dG[i] += gg.gdg[i] - gg.ldl[i];
+      lam += gg.ldl[i];
     }
     gg.dG[n - 1] += lam;
     T acc = 0;
@@ -512,44 +763,55 @@ LINATTN_HD void decay_backward(const Block& blk, T* dbeta, T* da, const GateGrad
   blk.sync();
 }
 
-// ---- the chunkwise backward of head bh ----------------------------------------------------------
+// sh: backward_grads_shared: the gates and their gradients [C] each, part [Dk], then first SS
+// [Dk, Dv + 1] (dS1, then S0), E [C, W + 1] (W = max(Dk, Dv)) and P [Dk, kLanes + 1], later Us
+// [C, Dv + 1] and M, N [C, C + 1] over them (each function above says why its rows are so far apart).
 template <class T, class Block>
-LINATTN_HD void chunk_backward_head(const Block& blk, const Args<T>& p, T* work, int64_t bh, T* sh) {
+LINATTN_HD void chunk_backward_grads(const Block& blk, const Args<T>& p, const T* work, int64_t bh, int64_t c, T* sh) {
   const Dims d = dims(p);
-  const int64_t C = d.C, NC = d.chunks(), Dk = d.Dk, Dv = d.Dv, H = d.H, S = d.state();
+  const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv, pv = Dv + 1, pw = (Dk > Dv ? Dk : Dv) + 1;
+  const bool gated = p.a != nullptr;
   const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
   const GateGrads<T> gg{sh + 4 * C, sh + 5 * C, sh + 6 * C, sh + 7 * C};
-  T* M = sh + 8 * C;    // dP (then dP . D), then dL^T
-  T* part = M + C * C;  // [Dk] partial sums of <dS, S0>
-  T* dS = work + bh * backward_work(d);  // dLoss/dS after the current chunk
-  T *y = dS + S, *du = y + C * Dv, *x = du + C * Dv, *dr = x + C * Dv, *z = dr + C * Dv;
-  const T* base = p.saved + bh * NC * d.block();
-  blk.each(S, [&](int64_t e) { dS[e] = p.dht ? p.dht[bh * S + e] : T(0); });
+  T* part = sh + 8 * C;
+  T* SS = part + Dk;
+  T* E = SS + Dk * pv;
+  T* P = E + C * pw;
+  T* Us = part + Dk;
+  T* M = Us + C * pv;
+  T* N = M + C * (C + 1);
+  const ChunkAt at = chunk_at(d, bh, c);
+  const Shape s = shape(d, at);
+  const int64_t n = at.n;
+  const WorkChunk w = work_chunk(d, bh, c);
+  const T *dS1 = work + w.dS, *x = work + w.X;
+  const T* S0 = p.saved + (bh * d.chunks() + c) * d.block();
+  const T *pg = S0 + d.state() + C * C, *U = pg + C * C, *R = U + C * Dv;
+  const T *q = p.q + at.qk, *k = p.k + at.qk, *v = p.v + at.vo, *dO = p.dO + at.vo;
+  T *dq = p.dq + at.qk, *dk = p.dk + at.qk, *dv = p.dv + at.vo;
+  chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, n);
+  blk.each(n, [=](int64_t i) { gg.gdg[i] = gg.ldl[i] = gg.dG[i] = gg.db[i] = 0; });
+  blk.each(Dk * Dv, [=](int64_t e) {
+    const RowCol rc = split(e, Dv);
+    SS[rc.row * pv + rc.col] = dS1[e];
+  });
   blk.sync();
-  for (int64_t c = NC - 1; c >= 0; --c) {
-    const ChunkAt at = chunk_at(d, bh, c);
-    const Shape s{at.n, C, Dk, Dv, H * Dk, H * Dv, H};
-    const T* S0 = base + c * d.block();
-    const T *ainv = S0 + S, *pg = ainv + C * C, *U = pg + C * C, *R = U + C * Dv;
-    const T *q = p.q + at.qk, *k = p.k + at.qk, *v = p.v + at.vo, *dO = p.dO + at.vo;
-    T *dq = p.dq + at.qk, *dk = p.dk + at.qk, *dv = p.dv + at.vo;
-    // (the open stages run their last phase beside the next stage's first: see the top)
-    chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, H, at.n);
-    const int64_t n = at.n;
-    blk.one([=] {
-      for (int64_t i = 0; i < n; ++i) gg.gdg[i] = gg.dG[i] = gg.db[i] = 0;
-    });
-    state_pass_backward(blk, y, dk, gg, dS, k, U, g, s);
-    intra_output_backward_du(blk, du, pg, dO, y, p.scale, g, s);
-    wy_backward(blk, x, dr, dv, dk, gg, du, ainv, R, v, S0, g, s);
-    inter_output_backward(blk, z, gg, q, dO, S0, p.scale, g, s);
-    scores_backward(blk, M, dq, dk, gg, pg, q, k, dO, U, z, p.scale, g, s);
-    gram_solve_backward(blk, M, dk, gg, U, x, pg, k, g, s);
-    state_backward(blk, dS, part, S0, q, k, dO, dr, p.scale, g, s);
-    decay_backward(blk, p.dbeta + at.s, p.da ? p.da + at.s : nullptr, gg, part, g, H, Dk, at.n);
-  }
-  if (p.dh0) blk.each(S, [&](int64_t e) { p.dh0[bh * S + e] += dS[e]; });
+  wy_backward(blk, dv, E, gg, x, R, v, pw, gated, g, s);
+  state_pass_backward(blk, dk, E, P, part, gg, SS, S0, k, U, pw, gated, g, s);
+  blk.each(Dk * Dv, [=](int64_t e) {  // over dS1, now spent
+    const RowCol rc = split(e, Dv);
+    SS[rc.row * pv + rc.col] = S0[e];
+  });
   blk.sync();
+  inter_output_backward(blk, dq, dk, E, gg, SS, q, dO, x, p.scale, pw, gated, g, s);
+  blk.each(n * Dv, [=](int64_t e) {  // over SS, E and P, now spent
+    const RowCol rc = split(e, Dv);
+    Us[rc.row * pv + rc.col] = U[e];
+  });
+  blk.sync();
+  scores_backward(blk, M, N, dq, dk, gg, Us, pg, q, k, dO, p.scale, g, s);
+  gram_solve_backward(blk, M, N, dk, gg, Us, x, pg, k, g, s);
+  decay_backward(blk, p.dbeta + at.s, p.da ? p.da + at.s : nullptr, gg, part, g, d.H, Dk, n);
 }
 
 // ---- the recurrent forward of head bh: S_t = exp(a_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,
@@ -572,7 +834,10 @@ LINATTN_HD void recurrent_forward_head(const Block& blk, const Args<T>& p, T* st
       u[j] = beta * (vt[j] - decay * acc);
     });
     blk.sync();
-    blk.each(S, [&](int64_t e) { state[e] = decay * state[e] + kt[e / Dv] * u[e % Dv]; });
+    blk.each(S, [&](int64_t e) {
+      const RowCol rc = split(e, Dv);
+      state[e] = decay * state[e] + kt[rc.row] * u[rc.col];
+    });
     blk.sync();
     blk.each(Dv, [&](int64_t j) {
       T acc = 0;

@@ -369,9 +369,17 @@ LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, 
           {"chunk_outputs_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads}, gates}};
 }
 
-LaunchPlan deltanet_backward_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk) {
+LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk) {
   const delta::Dims d{B, T, H, Dk, Dv, chunk};
-  return {"chunk_backward_kernel", {B * H}, {kDeltaNetHeadThreads}, delta::backward_shared(d) * int64_t(sizeof(float))};
+  const int64_t f = int64_t(sizeof(float));
+  const LaunchPlan states{"chunk_backward_states_kernel", {delta::state_tiles(d), B * H}, {kDeltaNetHeadThreads},
+                          delta::backward_states_shared(d) * f};
+  if (d.chunks() == 0) return {states};
+  return {{"chunk_backward_inputs_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads},
+           delta::backward_inputs_shared(d) * f},
+          states,
+          {"chunk_backward_grads_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads},
+           delta::backward_grads_shared(d) * f}};
 }
 
 LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv) {

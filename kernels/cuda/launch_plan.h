@@ -137,10 +137,11 @@ LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64
 LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states);
 
 // ---- deltanet.cu: the forward's per-chunk launches over (chunks, B*H) around the state pass over
-// (state column tiles, B*H) (T = 0: the state pass alone); the backward one block per (batch, head) ----
+// (state column tiles, B*H) (T = 0: the state pass alone); the backward likewise, its sequential
+// pass carrying the state's gradient from the last chunk to the first ----
 inline constexpr int kDeltaNetHeadThreads = 256;
 LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
-LaunchPlan deltanet_backward_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
+LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
 LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv);
 
 }  // namespace linattn::cuda

@@ -616,6 +616,8 @@ void add_mixer_cases(std::vector<Case>& cases) {
       {K::deltanet, 1, 20, 2, 32, 32, 0, false},
       {K::gated_deltanet, 2, 23, 2, 32, 32, 16, true, true, docs23},
       {K::deltanet, 3, 20, 1, 32, 32, 16, true, true, rows20},
+      {K::deltanet, 2, 130, 2, 64, 64, 64, true},        // the backward's gradients kernel above 48 KiB of
+      {K::gated_deltanet, 1, 100, 3, 64, 64, 64, true},  // shared memory; T off the chunk
   };
   for (const MixerCase& c : all) {
     const char* fwd = c.kind == K::linear_attention ? "linear_attention_forward"

@@ -9,7 +9,8 @@
 //   CUDA kernels run) on the host with a sequential "block", in float64 (the algorithm, to 1e-10)
 //   and float32 (the device's precision), its phases' iterations both in order and reversed (a
 //   phase whose iterations depended on each other, a race on the device, would change the result).
-//   They run everywhere.
+//   One of them runs each of the backward's three launches alone on what the CPU's stages
+//   (kernels/cpu/deltanet_stages.h) computed before it. They run everywhere.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include "kernel_testing.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/deltanet.h"
+#include "kernels/cpu/deltanet_stages.h"
 #include "kernels/cuda/deltanet_block.h"
 #include "kernels/deltanet_args.h"
 #include "kernels/deltanet_cases.h"
@@ -42,8 +44,9 @@ struct Case {
 };
 
 // One token, T off every chunk size, chunk sizes 16/32/64, Dk != Dv (Dv = 20: a partial tile of state
-// columns in the forward's state pass), Dk = 128 at chunk 64 (the forward's chunk_factors_kernel
-// then needs more than the default 48 KiB of shared memory), with and without states,
+// columns in the state passes), Dk = 128 at chunk 64 (the forward's chunk_factors_kernel then needs
+// more than the default 48 KiB of shared memory), Dk = Dv = 64 at chunk 64 over three chunks, the
+// last one partial (the backward's chunk_backward_grads_kernel above 48 KiB), with and without states,
 // gated and not, strong decays (whole chunks decaying to exp(-300)), the recurrent form, and no
 // tokens at all (the final state is h0, dh0 is dht).
 const std::vector<Case> kCases = {
@@ -53,7 +56,8 @@ const std::vector<Case> kCases = {
     {2, 33, 2, 16, 24, 64, false, true, false},  {1, 70, 2, 24, 16, 64, true, true, false},
     {1, 1, 1, 16, 16, 64, true, false, false},   {1, 0, 2, 16, 16, 64, true, true, true},
     {1, 0, 2, 16, 16, 64, false, true, false},   {1, 40, 2, 16, 20, 16, true, true, true},
-    {1, 20, 1, 128, 16, 64, true, true, true},
+    {1, 20, 1, 128, 16, 64, true, true, true},   {2, 130, 2, 64, 64, 64, true, true, true},
+    {1, 45, 3, 48, 40, 32, false, true, true},
 };
 
 struct Result {
@@ -167,6 +171,23 @@ void mirror_chunk_forward(const DeltaNetArgs<T>& p, const HostBlock& blk) {
     for (int64_t c = 0; c < d.chunks(); ++c) cuda::delta::chunk_outputs(blk, p, bh, c, sh.data());
 }
 
+// The three launches of cuda::deltanet_chunk_backward, in order: chunk_backward_inputs per chunk,
+// chunk_backward_states per head and tile of state columns, chunk_backward_grads per chunk.
+template <class T>
+void mirror_chunk_backward(const DeltaNetArgs<T>& p, T* work, const HostBlock& blk) {
+  const cuda::delta::Dims d = cuda::delta::dims(p);
+  const int64_t heads = d.B * d.H;
+  std::vector<T> sh(size_t(cuda::delta::backward_grads_shared(d) + cuda::delta::backward_states_shared(d) +
+                           cuda::delta::backward_inputs_shared(d)));
+  for (int64_t bh = 0; bh < heads; ++bh)
+    for (int64_t c = 0; c < d.chunks(); ++c) cuda::delta::chunk_backward_inputs(blk, p, work, bh, c, sh.data());
+  for (int64_t bh = 0; bh < heads; ++bh)
+    for (int64_t tile = 0; tile < cuda::delta::state_tiles(d); ++tile)
+      cuda::delta::chunk_backward_states(blk, p, work, bh, cuda::delta::state_columns(d, tile), sh.data());
+  for (int64_t bh = 0; bh < heads; ++bh)
+    for (int64_t c = 0; c < d.chunks(); ++c) cuda::delta::chunk_backward_grads(blk, p, work, bh, c, sh.data());
+}
+
 // What the CUDA delta_rule_forward entry launches.
 template <class T>
 void mirror_forward(const MixerArgs& r, const HostBlock& blk) {
@@ -195,8 +216,8 @@ void mirror_backward(const MixerArgs& r, const HostBlock& blk) {
     mirror_chunk_forward(f, blk);
   }
   p.saved = saved.data<T>();
-  std::vector<T> work(size_t(r.B * r.H * cuda::delta::backward_work(d))), sh(size_t(cuda::delta::backward_shared(d)));
-  for (int64_t bh = 0; bh < r.B * r.H; ++bh) cuda::delta::chunk_backward_head(blk, p, work.data(), bh, sh.data());
+  std::vector<T> work(size_t(r.B * r.H * cuda::delta::backward_work(d)));
+  mirror_chunk_backward(p, work.data(), blk);
 }
 
 template <class T>
@@ -231,6 +252,157 @@ TEST(DeltaNetBlockMirror, Float32MatchesTheCpuInFloat64) {
     const Result g0 = start_grads(in, rng);
     expect_match(mirror_run<float>(in, c, g0, false), cpu_reference(in, c, g0), 2e-5);
   }
+}
+
+// ---- each backward launch alone against the CPU's stages ------------------------------------------
+
+// What the CPU's backward stages (kernels/cpu/deltanet_stages.h) hand from one chunk to the next, per
+// (batch, head) and chunk in the layout of cuda::delta's backward scratch: the inputs of the dS pass
+// (du0 = scale P^T dO in X, hq = scale Q^T diag(gamma) dO in dS) and its results (X = A^-T dU' in X,
+// dS1 in dS), and the final dS0 (dLoss/dh0 before the += into dh0).
+struct StageWork {
+  std::vector<double> inputs, pass, dS0;
+};
+
+StageWork cpu_stage_work(const DeltaNetArgs<double>& p) {
+  using namespace cpu::deltanet;
+  const cuda::delta::Dims d = cuda::delta::dims(p);
+  const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv, S = d.state(), NC = d.chunks();
+  StageWork out{std::vector<double>(size_t(d.B * d.H * cuda::delta::backward_work(d))), {}, {}};
+  out.pass = out.inputs;
+  out.dS0.assign(size_t(d.B * d.H * S), 0.0);
+  std::vector<double> P(C * C), D(C * C, 1.0), G(C), gamma(C), inv_gamma(C), lambda(C), gdg(C), dl(C), dG(C), db(C);
+  std::vector<double> du(C * Dv), x(C * Dv), dr(C * Dv), y(C * Dv), ul(C * Dv), dog(C * Dv), zero_dr(C * Dv, 0.0);
+  std::vector<double> dS(S), hq(S), sink_k(size_t(d.B * d.T * d.H * Dk)), sink_v(size_t(d.B * d.T * d.H * Dv));
+  const ChunkDecays<double> g{p.a != nullptr, G.data(), gamma.data(), inv_gamma.data(), lambda.data(), D.data()};
+  const ChunkGateGrads<double> gg{gdg.data(), dl.data(), dG.data(), db.data()};
+  for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
+    for (int64_t e = 0; e < S; ++e) dS[e] = p.dht ? p.dht[bh * S + e] : 0.0;
+    for (int64_t c = NC - 1; c >= 0; --c) {
+      const cuda::delta::ChunkAt at = cuda::delta::chunk_at(d, bh, c);
+      const ChunkShape s{at.n, C, Dk, Dv, d.H * Dk, d.H * Dv, d.H};
+      const double* S0 = p.saved + (bh * NC + c) * d.block();
+      const double *ainv = S0 + S, *pg = ainv + C * C, *u = pg + C * C, *r = u + C * Dv;
+      const double *q = p.q + at.qk, *k = p.k + at.qk, *v = p.v + at.vo, *dO = p.dO + at.vo;
+      if (g.gated) chunk_decays(g, p.a + at.s, s);
+      for (int64_t i = 0; i < at.n; ++i)
+        for (int64_t j = 0; j < at.n; ++j) P[i * C + j] = j <= i ? pg[i * C + j] : 0.0;
+      const cuda::delta::WorkChunk w = cuda::delta::work_chunk(d, bh, c);
+      intra_output_backward_du(du.data(), P.data(), dO, p.scale, s);
+      std::fill(hq.begin(), hq.end(), 0.0);
+      state_backward(hq.data(), gg, S0, q, k, dO, zero_dr.data(), p.scale, g, s, dog.data());
+      std::copy(du.begin(), du.begin() + at.n * Dv, out.inputs.begin() + w.X);
+      std::copy(hq.begin(), hq.end(), out.inputs.begin() + w.dS);
+      std::copy(dS.begin(), dS.end(), out.pass.begin() + w.dS);
+      state_pass_backward(du.data(), sink_k.data() + at.qk, gg, dS.data(), k, u, g, s, y.data(), ul.data());
+      wy_backward(x.data(), dr.data(), sink_v.data() + at.vo, sink_k.data() + at.qk, gg, du.data(), ainv, r, v,
+                  p.beta + at.s, S0, g, s);
+      std::copy(x.begin(), x.begin() + at.n * Dv, out.pass.begin() + w.X);
+      state_backward(dS.data(), gg, S0, q, k, dO, dr.data(), p.scale, g, s, dog.data());
+    }
+    std::copy(dS.begin(), dS.end(), out.dS0.begin() + bh * S);
+  }
+  return out;
+}
+
+// The largest error of got against want over the entries want marks as used (a partial last chunk
+// leaves rows of its X block unused), relative to want's largest entry.
+void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double err = 0, top = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::abs(got[i] - want[i]));
+    top = std::max(top, std::abs(want[i]));
+  }
+  EXPECT_LE(err, tol * std::max(top, 1.0)) << what << ": max abs error " << err << ", relative " << err / top
+                                           << ", tolerance " << tol;
+}
+
+std::vector<double> values(const Tensor& t) {
+  return t.defined() ? std::vector<double>(t.data<double>(), t.data<double>() + t.numel()) : std::vector<double>();
+}
+
+// Each of the backward's three launches alone, fed what the CPU's stages computed before it:
+// chunk_backward_inputs gives intra_output_backward_du's du0 and state_backward's dO term;
+// chunk_backward_states, given those, gives X (wy_backward) and dS1 of every chunk and dh0
+// (state_pass_backward, wy_backward, state_backward in turn); chunk_backward_grads, given X and dS1,
+// gives the CPU backward's dq, dk, dv, dbeta and da. float64, the phases in order and reversed.
+TEST(DeltaNetBlockMirror, BackwardLaunchesEachMatchTheCpuStages) {
+  Rng rng(19);
+  const std::vector<Case> cases = {
+      {2, 100, 2, 32, 32, 64, true, true, true},  {1, 100, 3, 16, 24, 16, false, false, true},
+      {2, 77, 2, 32, 48, 32, true, false, true},  {1, 40, 2, 16, 20, 16, true, true, true},
+      {1, 50, 2, 16, 16, 16, true, true, true, -5.0}, {1, 20, 1, 128, 16, 64, true, true, true},
+  };
+  for (const Case& c : cases)
+    for (bool reversed : {false, true}) {
+      SCOPED_TRACE(c.str() + (reversed ? " reversed" : " in order"));
+      const HostBlock blk(reversed);
+      const Inputs<double> in = inputs_for(c, rng);
+      Rng grads_rng(20);
+      const Result g0 = start_grads(in, grads_rng);
+      MixerArgs r;
+      r.B = c.B, r.T = c.T, r.H = c.H, r.Dk = c.Dk, r.Dv = c.Dv, r.scale = in.scale, r.chunk = true, r.chunk_size = c.C;
+      r.q = in.q, r.k = in.k, r.v = in.v, r.gate = in.beta, r.decay = in.a, r.h0 = in.h0, r.dO = in.do_, r.dht = in.dht;
+      r.o = Tensor::zeros({c.B, c.T, c.H, c.Dv}, DType::f64);
+      r.saved = Tensor::zeros({deltanet_chunk_saved_size(c.B, c.T, c.H, c.Dk, c.Dv, c.C)}, DType::f64);
+      backend::delta_rule_forward(Device::cpu, r);
+      auto grads = [&](MixerArgs& a) {
+        a.dq = g0.dq.clone(), a.dk = g0.dk.clone(), a.dv = g0.dv.clone(), a.dgate = g0.dbeta.clone();
+        a.ddecay = g0.da.defined() ? g0.da.clone() : Tensor();
+        a.dh0 = g0.dh0.defined() ? g0.dh0.clone() : Tensor();
+      };
+      MixerArgs want = r, got = r;
+      grads(want), grads(got);
+      backend::delta_rule_backward(Device::cpu, want);
+      const DeltaNetArgs<double> p = backend::deltanet_args<double>(got);
+      const cuda::delta::Dims d = cuda::delta::dims(p);
+      const StageWork ref = cpu_stage_work(p);
+      std::vector<double> sh(size_t(cuda::delta::backward_grads_shared(d) + cuda::delta::backward_states_shared(d) +
+                                    cuda::delta::backward_inputs_shared(d)));
+      std::vector<double> work(ref.inputs.size());
+      for (int64_t bh = 0; bh < d.B * d.H; ++bh)
+        for (int64_t ch = 0; ch < d.chunks(); ++ch)
+          cuda::delta::chunk_backward_inputs(blk, p, work.data(), bh, ch, sh.data());
+      expect_near(work, ref.inputs, 1e-12, "chunk_backward_inputs: du0 and hq");
+      work = ref.inputs;
+      for (int64_t bh = 0; bh < d.B * d.H; ++bh)
+        for (int64_t tile = 0; tile < cuda::delta::state_tiles(d); ++tile)
+          cuda::delta::chunk_backward_states(blk, p, work.data(), bh, cuda::delta::state_columns(d, tile), sh.data());
+      expect_near(work, ref.pass, 1e-12, "chunk_backward_states: X and dS1");
+      if (c.states) {
+        std::vector<double> dh0 = values(g0.dh0);
+        for (size_t e = 0; e < dh0.size(); ++e) dh0[e] += ref.dS0[e];
+        expect_near(values(got.dh0), dh0, 1e-12, "chunk_backward_states: dh0");
+      }
+      work = ref.pass;
+      for (int64_t bh = 0; bh < d.B * d.H; ++bh)
+        for (int64_t ch = 0; ch < d.chunks(); ++ch)
+          cuda::delta::chunk_backward_grads(blk, p, work.data(), bh, ch, sh.data());
+      expect_near(values(got.dq), values(want.dq), 1e-12, "chunk_backward_grads: dq");
+      expect_near(values(got.dk), values(want.dk), 1e-12, "chunk_backward_grads: dk");
+      expect_near(values(got.dv), values(want.dv), 1e-12, "chunk_backward_grads: dv");
+      expect_near(values(got.dgate), values(want.dgate), 1e-12, "chunk_backward_grads: dbeta");
+      expect_near(values(got.ddecay), values(want.ddecay), 1e-12, "chunk_backward_grads: da");
+    }
+}
+
+// The device's division-free index split (deltanet_block.h) against / and %: every row length up to
+// 300 (past C, Dk, Dv and the tiles) and every index below 70000 (past C * 256 and 256 * 256), and
+// quotients near its stated 2^22 bound.
+TEST(DeltaNetBlockMirror, SplitByReciprocalIsExact) {
+  int64_t wrong = 0;
+  for (int64_t w = 1; w <= 300; ++w)
+    for (int64_t e = 0; e < 70000; ++e) {
+      const cuda::delta::RowCol rc = cuda::delta::split_by_reciprocal(e, w);
+      wrong += rc.row != e / w || rc.col != e % w;
+    }
+  for (int64_t w : {1, 7, 64, 255})
+    for (int64_t e = (int64_t(1) << 22) * w - 1000; e < (int64_t(1) << 22) * w + 1000; ++e) {
+      const cuda::delta::RowCol rc = cuda::delta::split_by_reciprocal(e, w);
+      wrong += rc.row != e / w || rc.col != e % w;
+    }
+  EXPECT_EQ(wrong, 0);
 }
 
 // ---- the CUDA entries ----------------------------------------------------------------------------

@@ -247,6 +247,15 @@ TEST(LaunchPlan, ChunkPassesFillTheGpu) {
   EXPECT_EQ(pass.kernel, "chunk::state_pass_kernel<true>");
   EXPECT_EQ(pass.grid.count() * pass.block.count(), B * H * D * D);
   EXPECT_EQ(pass.shared_bytes, 0);
+  // DeltaNet: every launch with per-chunk work has a block per (chunk, batch * head), 512 >= 132 SMs;
+  // the sequential passes one per (8-column tile of the state, batch * head).
+  for (const cuda::LaunchPlans& plans :
+       {cuda::deltanet_forward_plans(B, T, H, D, D, 64), cuda::deltanet_backward_plans(B, T, H, D, D, 64)}) {
+    ASSERT_EQ(plans.size(), 3u);
+    EXPECT_EQ(plans[0].grid.count(), 512) << plans[0].kernel;
+    EXPECT_EQ(plans[1].grid.count(), 128) << plans[1].kernel;
+    EXPECT_EQ(plans[2].grid.count(), 512) << plans[2].kernel;
+  }
 }
 
 TEST(LaunchPlan, DeltaNet) {
@@ -266,7 +275,7 @@ TEST(LaunchPlan, DeltaNet) {
                  [&] { cuda::deltanet_chunk_forward(p); });
     const cuda::delta::Dims d{B, T, H, Dk, Dv, C};
     float* work = m.f32(B * H * cuda::delta::backward_work(d));
-    expect_plans(what + " chunk backward", {cuda::deltanet_backward_plan(B, T, H, Dk, Dv, C)},
+    expect_plans(what + " chunk backward", cuda::deltanet_backward_plans(B, T, H, Dk, Dv, C),
                  [&] { cuda::deltanet_chunk_backward(p, work); });
     DeltaNetArgs<float> r = p;
     r.chunk_size = 1, r.saved = nullptr;

@@ -50,7 +50,7 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
       cuda::gla_forward_plans(B, T, H, D, D, {}),
       cuda::gla_backward_plans(B, T, H, D, D, {}),
       cuda::deltanet_forward_plans(4, T, 4, D, D, C),
-      {cuda::deltanet_backward_plan(4, T, 4, D, D, C)},
+      cuda::deltanet_backward_plans(4, T, 4, D, D, C),
       cuda::attention_forward_plans(true, 4, T, 4, D, D),
       cuda::attention_backward_plans(true, 4, T, 4, 4, D, D),
       cuda::rmsnorm_forward_plans(N, d),
@@ -86,8 +86,22 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
   EXPECT_NE(pass_row.find("| 256 | 256 | 0 | - | - |"), std::string::npos) << pass_row;
   EXPECT_NE(row(r.output, "gla backward: inter-chunk gate pass (sequential)", "chunk::gate_pass_kernel"), "")
       << r.output;
+  // DeltaNet's backward, as its forward: the per-chunk launches a block per (chunk, batch * head),
+  // 32 x 16 = 512 blocks, around the sequential pass of dS over 8-column tiles of the state (8 x 16).
+  const cuda::LaunchPlans delta_bwd = cuda::deltanet_backward_plans(4, T, 4, D, D, C);
+  ASSERT_EQ(delta_bwd.size(), 3u);
+  for (const char* op : {"deltanet backward", "gated_deltanet backward"}) {
+    const std::string op_s = op;
+    const std::string inputs = row(r.output, op_s + ": dS inputs (parallel)", delta_bwd[0].kernel);
+    const std::string pass_dS = row(r.output, op_s + ": inter-chunk dS pass (sequential)", delta_bwd[1].kernel);
+    const std::string grads = row(r.output, op_s + ": gradients (parallel)", delta_bwd[2].kernel);
+    EXPECT_NE(inputs.find("| 32 x 16 | 256 |"), std::string::npos) << inputs;
+    EXPECT_NE(pass_dS.find("| 8 x 16 | 256 |"), std::string::npos) << pass_dS;
+    EXPECT_NE(grads.find("| 32 x 16 | 256 |"), std::string::npos) << grads;
+  }
   // the sequential passes' share of the FLOPs, per linear mixer and in the step
-  for (const char* what : {"| linear attention (f32) | ", "| GLA (f32) | ", "The sequential inter-chunk passes"}) {
+  for (const char* what : {"| linear attention (f32) | ", "| GLA (f32) | ", "| DeltaNet (f32) | ",
+                           "| Gated DeltaNet (f32) | ", "The sequential inter-chunk passes"}) {
     const size_t at = r.output.find(what);
     ASSERT_NE(at, std::string::npos) << "no '" << what << "' in\n" << r.output;
     const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
