@@ -104,6 +104,27 @@ __device__ void mac(typename Operand<P>::Acc& acc, const typename Operand<P>::El
   }
 }
 
+// f[t] += a b_t over `depth` for the warp's two column blocks b_t = col_block(B, ldb, frag_col(warp, t)),
+// each step's A fragment loaded once for both. (Only where it helps ptxas: at chunk_state_kernel's
+// low register count it avoids a spill; in the larger kernels the two separate macs allocate better.)
+template <MatmulPrecision P, class LA, class LB>
+__device__ void mac2(typename Operand<P>::Acc (&f)[2], const typename Operand<P>::Elem* a, int lda,
+                     const typename Operand<P>::Elem* B, int ldb, int depth) {
+  using Op = Operand<P>;
+  const int w = threadIdx.x / 32;
+  const typename Op::Elem* b[2] = {col_block<LB>(B, ldb, frag_col(w, 0)), col_block<LB>(B, ldb, frag_col(w, 1))};
+  for (int k = 0; k < depth; k += Op::kK) {
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, Op::kK, typename Op::Frag, LA> fa;
+    wmma::load_matrix_sync(fa, a + (kRowMajor<LA> ? k : k * lda), unsigned(lda));
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      wmma::fragment<wmma::matrix_b, kFrag, kFrag, Op::kK, typename Op::Frag, LB> fb;
+      wmma::load_matrix_sync(fb, b[t] + (kRowMajor<LB> ? k * ldb : k), unsigned(ldb));
+      wmma::mma_sync(f[t], fa, fb, f[t]);
+    }
+  }
+}
+
 template <class Acc>
 __device__ void zero(Acc (&f)[2]) {
   wmma::fill_fragment(f[0], 0.0f);
@@ -301,10 +322,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(float* states, Pr
     const int w = threadIdx.x / 32, ld = tc_pitch(kTileCols, sizeof(E));
     typename Op::Acc f[2];
     zero(f);
-#pragma unroll
-    for (int t = 0; t < 2; ++t)
-      mac<P, wmma::col_major, wmma::row_major>(f[t], row_block<wmma::col_major>(sX, ld, frag_row(w)), ld,
-                                               col_block<wmma::row_major>(sY, ld, frag_col(w, t)), ld, kChunk);
+    mac2<P, wmma::col_major, wmma::row_major>(f, row_block<wmma::col_major>(sX, ld, frag_row(w)), ld, sY, ld, kChunk);
     fragments_to_threads(acc, f, sm);
   }
   float* S = states + state_at(p, bh, kBackward ? c : c + 1);
