@@ -9,7 +9,8 @@
 // Sizes are small (the emulation build runs every GPU thread as a fiber) but off the tiles: T not a
 // multiple of the chunk (16/32/64) or of attention's 32/64-row tiles, head sizes 32/64/128, grouped
 // query heads, sliding windows, documents (each a kernel call on views of the batch's buffers, cut
-// by autograd/segments.h as the ops cut them), optional inputs and gradients absent and present.
+// by autograd/segments.h as the ops cut them), optional inputs and gradients absent and present,
+// and linear attention and GLA with their products in bf16 and tf32 on the tensor cores.
 //
 // CudaBackendOpsCoverage.EveryEntryHasACase fails naming any entry of the table with a CUDA kernel
 // and without a case. A mixer's *_saved_size entry is covered by its cases, where each column runs
