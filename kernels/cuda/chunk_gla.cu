@@ -32,9 +32,9 @@
 #include <cuda_bf16.h>
 #include <type_traits>
 
+#include "core/cuda/runtime.h"
 #include "kernels/cuda/chunk_gla.h"
 #include "kernels/cuda/common.cuh"
-#include "core/cuda/runtime.h"
 
 namespace linattn::cuda::chunk {
 
