@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/op_types.h"
 #include "tools/cli.h"
 
 namespace linattn::bench {
@@ -101,7 +102,8 @@ bool add_mixer_bench(MixerBench mixer);
 const std::vector<MixerBench>& mixer_benches();  // in registration order
 
 // linattn-bench mixers --device cuda (bench/mixers_cuda.cpp): the linear mixers' autograd ops on the
-// GPU; `only` as --only, lengths up to max_t.
-int run_mixers_cuda(const std::string& only, int64_t max_t);
+// GPU; `only` as --only, lengths up to max_t, the linear attention and GLA products in `precision`
+// (backend::set_matmul_precision: bf16 or tf32 on the tensor cores).
+int run_mixers_cuda(const std::string& only, int64_t max_t, MatmulPrecision precision);
 
 }  // namespace linattn::bench

@@ -220,29 +220,38 @@ Cost gate_pass_cost(const ChunkShape& s) {
   return {totals, kF32 * 2 * totals, "inter-chunk gate pass (sequential)", true};
 }
 
-std::vector<Launch> linear_attention(const MixerShape& m, std::vector<Launch>& bwd) {
+// The intra-chunk products in `precision` (train.precision: bf16, train.tf32): bf16 or tf32 operands
+// on the tensor cores where the kernel's PTX has them; the operands still come from float32 tensors.
+std::vector<Launch> linear_attention(const MixerShape& m, MatmulPrecision precision, std::vector<Launch>& bwd) {
   const ChunkShape s{m.B, m.T, m.H, m.D, m.D, false};
+  const bool bf16 = precision == MatmulPrecision::bf16;
   std::vector<Launch> fwd =
-      launches("linear_attn forward", cu::linear_attention_forward_plans(m.B, m.T, m.H, m.D, m.D, false, {}),
-               {chunk_state_cost(s), state_pass_cost(s), chunk_apply_cost(s, false, "outputs (parallel)")});
-  append(bwd, launches("linear_attn backward", cu::linear_attention_backward_plans(m.B, m.T, m.H, m.D, m.D, false, {}),
+      launches("linear_attn forward",
+               cu::linear_attention_forward_plans(m.B, m.T, m.H, m.D, m.D, false, {}, precision),
+               {chunk_state_cost(s), state_pass_cost(s), chunk_apply_cost(s, false, "outputs (parallel)")}, bf16);
+  append(bwd, launches("linear_attn backward",
+                       cu::linear_attention_backward_plans(m.B, m.T, m.H, m.D, m.D, false, {}, precision),
                        {chunk_state_cost(s), state_pass_cost(s), chunk_state_cost(s), state_pass_cost(s),
-                        chunk_apply_cost(s, true, "dv (parallel)"), chunk_dqk_cost(s)}));
+                        chunk_apply_cost(s, true, "dv (parallel)"), chunk_dqk_cost(s)},
+                       bf16));
   return fwd;
 }
 
-std::vector<Launch> gla(const MixerShape& m, std::vector<Launch>& bwd) {
+std::vector<Launch> gla(const MixerShape& m, MatmulPrecision precision, std::vector<Launch>& bwd) {
+  const bool bf16 = precision == MatmulPrecision::bf16;
   const ChunkShape s{m.B, m.T, m.H, m.D, m.D, true};
   Cost cumsum = pointwise(m.B * m.T * m.H * m.D, 1, 1, 1);
   cumsum.part = "gate cumsum";
   Cost offset = pointwise(m.B * m.T * m.H * m.D, 2, 1, 1);  // dg += its chunk's offset
   offset.part = "gate offsets";
   std::vector<Launch> fwd =
-      launches("gla forward", cu::gla_forward_plans(m.B, m.T, m.H, m.D, m.D, {}),
-               {cumsum, chunk_state_cost(s), state_pass_cost(s), chunk_apply_cost(s, false, "outputs (parallel)")});
-  append(bwd, launches("gla backward", cu::gla_backward_plans(m.B, m.T, m.H, m.D, m.D, {}),
+      launches("gla forward", cu::gla_forward_plans(m.B, m.T, m.H, m.D, m.D, {}, precision),
+               {cumsum, chunk_state_cost(s), state_pass_cost(s), chunk_apply_cost(s, false, "outputs (parallel)")},
+               bf16);
+  append(bwd, launches("gla backward", cu::gla_backward_plans(m.B, m.T, m.H, m.D, m.D, {}, precision),
                        {cumsum, chunk_state_cost(s), state_pass_cost(s), chunk_state_cost(s), state_pass_cost(s),
-                        chunk_apply_cost(s, true, "dv (parallel)"), chunk_dqk_cost(s), gate_pass_cost(s), offset}));
+                        chunk_apply_cost(s, true, "dv (parallel)"), chunk_dqk_cost(s), gate_pass_cost(s), offset},
+                       bf16));
   return fwd;
 }
 
@@ -339,8 +348,9 @@ struct Step {
 // the per-head RMSNorm and swish gate, the output projection, the residual, then RMSNorm, the SwiGLU
 // MLP and its residual; the final RMSNorm, the LM head, cross-entropy; the backward of each (listed
 // in an order of its own: a sum of times does not depend on it); the gradient norm and AdamW over
-// every parameter. GEMMs in float32 unless `gemm_bf16`.
-Step training_step(const ModelShape& s, bool gemm_bf16) {
+// every parameter. GEMMs and the GLA kernels' products in `precision`.
+Step training_step(const ModelShape& s, MatmulPrecision precision) {
+  const bool gemm_bf16 = precision == MatmulPrecision::bf16;  // the GEMMs' operand bytes
   const int64_t N = s.B * s.T, d = s.hidden(), I = s.intermediate, V = s.vocab, rank = 16;
   std::vector<Launch> fwd, bwd_layer, fwd_layer, head_fwd, head_bwd, rest;
   // the layer, once; it repeats s.layers times
@@ -360,7 +370,7 @@ Step training_step(const ModelShape& s, bool gemm_bf16) {
   pointwise_op(bwd_layer, "gate / 16 backward", "Axpy", N * d, 2, 1, 2);
   pointwise_op(bwd_layer, "gate logsigmoid backward", dlogsigmoid, N * d, 3, 1, 5);
   std::vector<Launch> mixer_bwd;
-  std::vector<Launch> mixer_fwd = gla({s.B, s.T, s.H, s.D}, mixer_bwd);
+  std::vector<Launch> mixer_fwd = gla({s.B, s.T, s.H, s.D}, precision, mixer_bwd);
   for (Launch& l : mixer_fwd) l.mixer = true;
   for (Launch& l : mixer_bwd) l.mixer = true;
   append(fwd_layer, mixer_fwd);
@@ -411,12 +421,16 @@ struct Row {
   cu::Roofline roofline;  // all its launches
 };
 
-Row assess(const Launch& l, const BuildTables& t, const cu::GpuSpec& gpu, bool gemm_bf16) {
+Row assess(const Launch& l, const BuildTables& t, const cu::GpuSpec& gpu, MatmulPrecision precision) {
   Row r{&l, "-", "-", "-", "-", "-", cu::MathUnit::f32, {}};
   double share = 1;
-  if (!l.gemm.empty()) {  // cuBLAS: its kernels are not ours; float32 SIMT, or bf16 tensor cores
-    r.tensor_cores = gemm_bf16 ? "cuBLAS" : "no (f32)";
-    r.unit = gemm_bf16 ? cu::MathUnit::bf16 : cu::MathUnit::f32;
+  if (!l.gemm.empty()) {  // cuBLAS: its kernels are not ours; float32 SIMT, or tf32 / bf16 tensor cores
+    r.tensor_cores = precision == MatmulPrecision::bf16   ? "cuBLAS"
+                     : precision == MatmulPrecision::tf32 ? "cuBLAS (tf32)"
+                                                          : "no (f32)";
+    r.unit = precision == MatmulPrecision::bf16   ? cu::MathUnit::bf16
+             : precision == MatmulPrecision::tf32 ? cu::MathUnit::tf32
+                                                  : cu::MathUnit::f32;
   } else {
     const auto res = t.resources.find(l.plan.kernel);
     const bool known = res != t.resources.end();
@@ -449,13 +463,14 @@ std::string dims(const cu::Dim& d) {
   return s;
 }
 
-double print_table(const std::vector<Launch>& ls, const BuildTables& t, const cu::GpuSpec& gpu, bool gemm_bf16) {
+double print_table(const std::vector<Launch>& ls, const BuildTables& t, const cu::GpuSpec& gpu,
+                   MatmulPrecision precision) {
   std::printf("| op | kernel | launches | grid | block | smem B | regs | spills B | occupancy | waves | tensor cores "
               "| GFLOP | MB | roofline us | bound |\n");
   std::printf("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|---|\n");
   double total = 0;
   for (const Launch& l : ls) {
-    const Row r = assess(l, t, gpu, gemm_bf16);
+    const Row r = assess(l, t, gpu, precision);
     const bool ours = l.gemm.empty();
     std::string smem = "-";
     if (ours) {
@@ -483,11 +498,12 @@ struct MixerCase {
   const char* fla;  // fla's measured forward + backward on an H100 (shared/design/gpu.md)
 };
 
-std::vector<MixerCase> mixer_cases(const MixerShape& m) {
+std::vector<MixerCase> mixer_cases(const MixerShape& m, MatmulPrecision precision) {
   std::vector<MixerCase> cases(6);
-  cases[0].name = "linear attention (f32)", cases[0].fwd = linear_attention(m, cases[0].bwd);
+  const std::string in = std::string(" (") + matmul_precision_name(precision) + ")";
+  cases[0].name = "linear attention" + in, cases[0].fwd = linear_attention(m, precision, cases[0].bwd);
   cases[0].fla = "1.72 ms (f32)";
-  cases[1].name = "GLA (f32)", cases[1].fwd = gla(m, cases[1].bwd), cases[1].fla = "3.25 ms (f32)";
+  cases[1].name = "GLA" + in, cases[1].fwd = gla(m, precision, cases[1].bwd), cases[1].fla = "3.25 ms (f32)";
   cases[2].name = "DeltaNet (f32)", cases[2].fwd = deltanet(m, cases[2].bwd, "deltanet");
   cases[2].fla = "2.46 ms (bf16; f32 refused)";
   cases[3].name = "Gated DeltaNet (f32)", cases[3].fwd = deltanet(m, cases[3].bwd, "gated_deltanet");
@@ -499,16 +515,17 @@ std::vector<MixerCase> mixer_cases(const MixerShape& m) {
   return cases;
 }
 
-void print_mixers(const MixerShape& m, const BuildTables& t, const cu::GpuSpec& gpu, bool with_fla) {
+void print_mixers(const MixerShape& m, const BuildTables& t, const cu::GpuSpec& gpu, MatmulPrecision precision,
+                  bool with_fla) {
   std::printf("\n## Mixers and attention, forward + backward, B%ld T%ld H%ld D%ld (chunk %ld)\n\n", long(m.B),
               long(m.T), long(m.H), long(m.D), long(m.C));
-  std::vector<MixerCase> cases = mixer_cases(m);
+  std::vector<MixerCase> cases = mixer_cases(m, precision);
   std::vector<Launch> all;
   for (const MixerCase& c : cases) {
     append(all, c.fwd);
     append(all, c.bwd);
   }
-  print_table(all, t, gpu, false);
+  print_table(all, t, gpu, precision);
   std::printf("\n| mixer | roofline estimate (sum of its launches) | sequential inter-chunk passes: FLOPs, time |%s\n",
               with_fla ? " fla measured on an H100 |" : "");
   std::printf("|---|--:|--:|%s\n", with_fla ? "--:|" : "");
@@ -516,7 +533,7 @@ void print_mixers(const MixerShape& m, const BuildTables& t, const cu::GpuSpec& 
     double us = 0, flops = 0, seq_us = 0, seq_flops = 0;
     for (const auto* part : {&c.fwd, &c.bwd})
       for (const Launch& l : *part) {
-        const double l_us = assess(l, t, gpu, false).roofline.us;
+        const double l_us = assess(l, t, gpu, precision).roofline.us;
         us += l_us, flops += l.flops * double(l.launches);
         if (l.sequential) seq_us += l_us, seq_flops += l.flops * double(l.launches);
       }
@@ -530,24 +547,26 @@ void print_mixers(const MixerShape& m, const BuildTables& t, const cu::GpuSpec& 
   }
 }
 
-void print_step(const ModelShape& s, const BuildTables& t, const cu::GpuSpec& gpu, bool gemm_bf16) {
-  const Step step = training_step(s, gemm_bf16);
+void print_step(const ModelShape& s, const BuildTables& t, const cu::GpuSpec& gpu, MatmulPrecision precision) {
+  const Step step = training_step(s, precision);
   std::printf("\n## Training step: %s\n\nB%ld T%ld, %ld layers of GLA, hidden %ld (H%ld x D%ld), MLP %ld, vocab "
               "%ld%s: %.1fM parameters; GEMMs in %s.\n\n",
               s.name.c_str(), long(s.B), long(s.T), long(s.layers), long(s.hidden()), long(s.H), long(s.D),
               long(s.intermediate), long(s.vocab), s.tied ? " (tied embeddings)" : "", double(step.params) / 1e6,
-              gemm_bf16 ? "bf16 (cuBLAS, tensor cores)" : "float32 (cuBLAS, CUDA cores)");
-  const double us = print_table(step.launches, t, gpu, gemm_bf16);
+              precision == MatmulPrecision::bf16   ? "bf16 (cuBLAS, tensor cores)"
+              : precision == MatmulPrecision::tf32 ? "tf32 (cuBLAS, tensor cores)"
+                                                   : "float32 (cuBLAS, CUDA cores)");
+  const double us = print_table(step.launches, t, gpu, precision);
   double model_flops = 0, launches = 0, gemm_us = 0, mixer_us = 0, mixer_flops = 0, seq_flops = 0, seq_us = 0;
   for (const Launch& l : step.launches) {
     if (!l.gemm.empty() || l.mixer) model_flops += l.flops * double(l.launches);
     if (l.mixer) mixer_flops += l.flops * double(l.launches);
     if (l.sequential) {
       seq_flops += l.flops * double(l.launches);
-      seq_us += assess(l, t, gpu, gemm_bf16).roofline.us;
+      seq_us += assess(l, t, gpu, precision).roofline.us;
     }
     launches += double(l.launches);
-    const double t_us = assess(l, t, gpu, gemm_bf16).roofline.us;
+    const double t_us = assess(l, t, gpu, precision).roofline.us;
     if (!l.gemm.empty())
       gemm_us += t_us;
     else if (l.mixer)
@@ -563,13 +582,13 @@ void print_step(const ModelShape& s, const BuildTables& t, const cu::GpuSpec& gp
   std::printf("Model FLOPs (the GEMMs, and the GLA kernels as they count them), forward + backward: %.2f TFLOP; "
               "implied MFU %.1f%% of the bf16 peak (%.0f TFLOP/s)",
               model_flops / 1e12, 100 * model_flops / seconds / (gpu.bf16_tflops * 1e12), gpu.bf16_tflops);
-  if (!gemm_bf16)
+  if (precision == MatmulPrecision::f32)
     std::printf(", %.0f%% of the f32 peak (%.0f TFLOP/s) that its float32 GEMMs run at",
                 100 * model_flops / seconds / (gpu.f32_tflops * 1e12), gpu.f32_tflops);
   std::printf(".\n");
 }
 
-int run_gpu_plan(const std::string& build_dir, bool gemm_bf16) {
+int run_gpu_plan(const std::string& build_dir, MatmulPrecision precision) {
   const cu::GpuSpec gpu = cu::h100_sxm();
   const BuildTables t = read_tables(build_dir);
   std::printf("# GPU plan: an ESTIMATE for the %s, made without a GPU\n\n", gpu.name.c_str());
@@ -591,10 +610,10 @@ int run_gpu_plan(const std::string& build_dir, bool gemm_bf16) {
   else
     std::printf("No PTX tensor-core table at %s: tensor-core use is unknown ('-'), and every kernel is costed on "
                 "the f32 CUDA cores.\n", t.tensor_cores_path.c_str());
-  print_mixers({4, 2048, 4, 64}, t, gpu, true);
+  print_mixers({4, 2048, 4, 64}, t, gpu, precision, true);
   print_step({"B4 H4 T2048 D64 (the mixer benchmark's shape)", 4, 2048, 4, 64, 4, 257, 768, false}, t, gpu,
-             gemm_bf16);
-  print_step({"125M parameters", 8, 2048, 12, 64, 12, 50257, 2048, true}, t, gpu, gemm_bf16);
+             precision);
+  print_step({"125M parameters", 8, 2048, 12, 64, 12, 50257, 2048, true}, t, gpu, precision);
   std::printf("\nWith a GPU, `linattn-bench mixers|attention|gemm --device cuda` measure what this estimates.\n");
   return 0;
 }
@@ -609,14 +628,21 @@ bool registered = add_command(
      "occupancy, tensor cores, FLOPs, bytes, roofline time, fla's times, MFU",
      [](CLI::App& c) -> std::function<int()> {
        auto build_dir = std::make_shared<std::string>(LINATTN_BUILD_DIR);
-       auto gemm = std::make_shared<std::string>("f32");
+       auto precision = std::make_shared<std::string>("f32");
        c.add_option("--build-dir", *build_dir,
                     "the nvcc build directory whose cuda-resources.md and cuda-tensor-cores.md to read (default: "
                     "this binary's build)");
-       c.add_option("--gemm", *gemm, "the GEMMs' precision: f32 (what trains today) or bf16")
-           ->type_name("f32|bf16")
-           ->check(cli::one_of({"f32", "bf16"}));
-       return [build_dir, gemm] { return run_gpu_plan(*build_dir, *gemm == "bf16"); };
+       c.add_option("--precision", *precision,
+                    "the operands of the GEMMs and of the linear mixers' intra-chunk products, as training sets "
+                    "them: f32 (CUDA cores; the default), tf32 (train.tf32) or bf16 (train.precision: bf16), both "
+                    "on the tensor cores")
+           ->type_name("f32|tf32|bf16")
+           ->check(cli::one_of({"f32", "tf32", "bf16"}));
+       return [build_dir, precision] {
+         return run_gpu_plan(*build_dir, *precision == "bf16"   ? MatmulPrecision::bf16
+                                         : *precision == "tf32" ? MatmulPrecision::tf32
+                                                                : MatmulPrecision::f32);
+       };
      }});
 
 }  // namespace

@@ -24,7 +24,7 @@ bool add_mixer_bench(MixerBench mixer) {
 const std::vector<MixerBench>& mixer_benches() { return mixers(); }
 
 struct MixersOptions {
-  std::string only, device = "cpu";
+  std::string only, device = "cpu", precision = "f32";
   int64_t max_t = -1;  // none
 };
 
@@ -33,7 +33,12 @@ static int run_mixers(const MixersOptions& o) {
   std::vector<int64_t> lengths = {512, 1024, 2048, 4096, 8192, 16384};
   const std::string &only = o.only, &device = o.device;
   const int64_t max_t = o.max_t;
-  if (device == "cuda") return run_mixers_cuda(only, max_t);
+  if (device == "cuda")
+    return run_mixers_cuda(only, max_t, o.precision == "bf16"   ? MatmulPrecision::bf16
+                                        : o.precision == "tf32" ? MatmulPrecision::tf32
+                                                                : MatmulPrecision::f32);
+  if (o.precision != "f32")
+    throw Error("--precision " + o.precision + ": the CPU mixers run in float32; it applies to --device cuda");
   if (max_t >= 0) std::erase_if(lengths, [&](int64_t t) { return t > max_t; });
   std::printf("mixers, float32, forward+backward, B=%ld H=%ld dk=%ld dv=%ld, %d threads\n", long(B), long(H),
               long(dk), long(dv), omp_get_max_threads());
@@ -71,6 +76,12 @@ static std::function<int()> mixers_command(CLI::App& c) {
       ->type_name("cpu|cuda")
       ->check(cli::one_of({"cpu", "cuda"}));
   c.add_option("--only", o->only, "one mixer")->type_name("NAME");
+  c.add_option("--precision", o->precision,
+               "with --device cuda: the operands of linear attention's and GLA's intra-chunk products, as "
+               "train.tf32 / train.precision: bf16 set them: f32 (CUDA cores; the default), tf32 or bf16 (tensor "
+               "cores)")
+      ->type_name("f32|tf32|bf16")
+      ->check(cli::one_of({"f32", "tf32", "bf16"}));
   c.add_option("--max-t", o->max_t, "the longest sequence length (default 16384)")
       ->type_name("T")
       ->check(cli::whole_number(1, int64_t(1) << 24));

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/rng.h"
+#include "kernels/backend.h"
 #include "train/device.h"
 
 namespace linattn::bench {
@@ -44,7 +45,7 @@ const MixerBench* cpu_bench(const std::string& name) {
 
 }  // namespace
 
-int run_mixers_cuda(const std::string& only, int64_t max_t) {
+int run_mixers_cuda(const std::string& only, int64_t max_t, MatmulPrecision precision) {
   if (std::string why = no_gpu_reason(); !why.empty())
     throw Error("--device cuda: " + why + "; run it on a machine with an NVIDIA GPU, or leave out --device cuda "
                 "for the CPU kernels");
@@ -65,9 +66,14 @@ int run_mixers_cuda(const std::string& only, int64_t max_t) {
   for (int64_t T = kEmulatedCuda ? 128 : 1024; T <= 65536 && (max_t < 0 || T <= max_t); T *= 2)
     shapes.push_back({4, T, 4, 64});
   if (!kEmulatedCuda) shapes.push_back({8, 2048, 16, 128});
-  std::printf("linear mixers on %s, float32, forward+backward (autograd op, chunk 64, gradient seeded on o), "
-              "median of 20 after 3 warm-up runs (CUDA events)\n",
-              describe_device(Device::cuda).c_str());
+  std::printf("linear mixers on %s, float32 tensors, intra-chunk products of linear_attn and gla in %s, "
+              "forward+backward (autograd op, chunk 64, gradient seeded on o), median of 20 after 3 warm-up runs "
+              "(CUDA events)\n",
+              describe_device(Device::cuda).c_str(), matmul_precision_name(precision));
+  struct Restore {  // the setting is process-wide
+    explicit Restore(MatmulPrecision p) { backend::set_matmul_precision(p); }
+    ~Restore() { backend::set_matmul_precision(MatmulPrecision::f32); }
+  } restore(precision);
   std::printf("%s", note.c_str());
   std::printf("H100 reference, fla at B=4 T=2048 H=4 D=64 (shared/design/gpu.md): targets linear_attn float32 <= "
               "1.72 ms, gla float32 <= 3.25 ms, deltanet bf16 <= 2.46 ms\n");

@@ -17,14 +17,140 @@
 // (I = J) the factor is taken pairwise, e^(G_i − G_j) with j <= i, <= 1 as well. Rows past the
 // sequence's end (T not a multiple of the chunk) hold zeros and repeat the last valid row's G (a
 // log-gate of 0), so G stays monotone there and every exponent above stays <= 0.
+//
+// Tensor cores (Problem::precision bf16 or tf32): the same kernels, templated on the precision, run
+// their matrix products on WMMA fragments with float32 accumulators (chunk_layout.h's tc_* layouts).
+// Every operand is formed in float32 exactly as the f32 path forms it (the feature map, GLA's gated
+// rows Q̃ and K̃, and for an off-diagonal sub-chunk pair I > J the row K̃_j F_IJ or Q̃_i F_IJ, so that
+// the pair's block is a plain product), then rounded to the fragment's type in shared memory. GLA's
+// diagonal sub-chunk blocks need the pairwise e^(G_i − G_j) and stay on the CUDA cores in float32.
+// The products' results reach each thread's outputs through a float staging tile, and from there the
+// f32 path's code takes over. float32 runs on the CUDA cores, as before.
 #include <math.h>
+#include <mma.h>
 
+#include <cuda_bf16.h>
+#include <type_traits>
+
+#include "core/cuda/runtime.h"
 #include "kernels/cuda/chunk_gla.h"
 #include "kernels/cuda/common.cuh"
 
 namespace linattn::cuda::chunk {
 
 namespace {
+
+namespace wmma = nvcuda::wmma;
+
+// How a precision stores its operand tiles: float32 in the CUDA-core layout (chunk_layout.h's `at`);
+// bf16 and tf32 in the fragment layout (tc_at), with their WMMA fragment shapes.
+template <MatmulPrecision P>
+struct Operand {
+  using Elem = float;
+  static constexpr bool kTensorCores = false;
+  struct Acc {};  // no fragments
+  __device__ static int at(int row, int col, int width) { return chunk::at(row, col, width); }
+  __device__ static constexpr int size(int rows, int width) { return words(rows, width); }
+  __device__ static float from(float x) { return x; }
+};
+template <>
+struct Operand<MatmulPrecision::bf16> {
+  using Elem = __nv_bfloat16;
+  using Frag = __nv_bfloat16;
+  static constexpr int kK = 16;  // a step of the contracted dimension
+  static constexpr bool kTensorCores = true;
+  using Acc = wmma::fragment<wmma::accumulator, kFrag, kFrag, kK, float>;
+  __device__ static int at(int row, int col, int width) { return tc_at(row, col, width, 2); }
+  __device__ static constexpr int size(int rows, int width) { return tc_bytes(rows, width, 2) / 2; }
+  __device__ static Elem from(float x) { return __float2bfloat16(x); }
+};
+template <>
+struct Operand<MatmulPrecision::tf32> {
+  using Elem = float;
+  using Frag = wmma::precision::tf32;
+  static constexpr int kK = 8;
+  static constexpr bool kTensorCores = true;
+  using Acc = wmma::fragment<wmma::accumulator, kFrag, kFrag, kK, float>;
+  __device__ static int at(int row, int col, int width) { return tc_at(row, col, width, 4); }
+  __device__ static constexpr int size(int rows, int width) { return tc_bytes(rows, width, 4) / 4; }
+  __device__ static float from(float x) { return wmma::__float_to_tf32(x); }
+};
+
+template <class L>
+constexpr bool kRowMajor = std::is_same_v<L, wmma::row_major>;
+
+// The 16-row block `block` of a tile A stored row_major (A[m * ld + k]) or col_major (A[k * ld + m]),
+// and the 16-column block of a tile B stored row_major (B[k * ld + n]) or col_major (B[n * ld + k]).
+template <class L, class E>
+__device__ const E* row_block(const E* A, int ld, int block) {
+  return A + (kRowMajor<L> ? block * kFrag * ld : block * kFrag);
+}
+template <class L, class E>
+__device__ const E* col_block(const E* B, int ld, int block) {
+  return B + (kRowMajor<L> ? block * kFrag : block * kFrag * ld);
+}
+
+// acc += a b over `depth` (a multiple of the step) for a = row_block(A), b = col_block(B): one warp.
+template <MatmulPrecision P, class LA, class LB>
+__device__ void mac(typename Operand<P>::Acc& acc, const typename Operand<P>::Elem* a, int lda,
+                    const typename Operand<P>::Elem* b, int ldb, int depth) {
+  using Op = Operand<P>;
+  for (int k = 0; k < depth; k += Op::kK) {
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, Op::kK, typename Op::Frag, LA> fa;
+    wmma::fragment<wmma::matrix_b, kFrag, kFrag, Op::kK, typename Op::Frag, LB> fb;
+    wmma::load_matrix_sync(fa, a + (kRowMajor<LA> ? k : k * lda), unsigned(lda));
+    wmma::load_matrix_sync(fb, b + (kRowMajor<LB> ? k * ldb : k), unsigned(ldb));
+    wmma::mma_sync(acc, fa, fb, acc);
+  }
+}
+
+// f[t] += a b_t over `depth` for the warp's two column blocks b_t = col_block(B, ldb, frag_col(warp, t)),
+// each step's A fragment loaded once for both. (Only where it helps ptxas: at chunk_state_kernel's
+// low register count it avoids a spill; in the larger kernels the two separate macs allocate better.)
+template <MatmulPrecision P, class LA, class LB>
+__device__ void mac2(typename Operand<P>::Acc (&f)[2], const typename Operand<P>::Elem* a, int lda,
+                     const typename Operand<P>::Elem* B, int ldb, int depth) {
+  using Op = Operand<P>;
+  const int w = threadIdx.x / 32;
+  const typename Op::Elem* b[2] = {col_block<LB>(B, ldb, frag_col(w, 0)), col_block<LB>(B, ldb, frag_col(w, 1))};
+  for (int k = 0; k < depth; k += Op::kK) {
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, Op::kK, typename Op::Frag, LA> fa;
+    wmma::load_matrix_sync(fa, a + (kRowMajor<LA> ? k : k * lda), unsigned(lda));
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      wmma::fragment<wmma::matrix_b, kFrag, kFrag, Op::kK, typename Op::Frag, LB> fb;
+      wmma::load_matrix_sync(fb, b[t] + (kRowMajor<LB> ? k * ldb : k), unsigned(ldb));
+      wmma::mma_sync(f[t], fa, fb, f[t]);
+    }
+  }
+}
+
+template <class Acc>
+__device__ void zero(Acc (&f)[2]) {
+  wmma::fill_fragment(f[0], 0.0f);
+  wmma::fill_fragment(f[1], 0.0f);
+}
+
+// out[r][s] = entry (tile_row, tile_col) of the block's 64 x 64 result, which the warps hold as
+// fragments (warp w: row block frag_row(w), column blocks frag_col(w, t)), through the float staging
+// tile [kChunk, kTileCols] (tc layout). The staging tile may overlay operands: every warp is done
+// with them at the first barrier, and done reading the staging tile at the last.
+template <class Acc>
+__device__ void fragments_to_threads(float (&out)[kRowsPerThread][kColsPerThread], const Acc (&f)[2], float* staging) {
+  const int w = threadIdx.x / 32;
+  __syncthreads();
+#pragma unroll
+  for (int t = 0; t < 2; ++t)
+    wmma::store_matrix_sync(staging + tc_at(kFrag * frag_row(w), kFrag * frag_col(w, t), kTileCols, 4), f[t],
+                            unsigned(tc_pitch(kTileCols, 4)), wmma::mem_row_major);
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < kRowsPerThread; ++r)
+#pragma unroll
+    for (int s = 0; s < kColsPerThread; ++s)
+      out[r][s] = staging[tc_at(tile_row(threadIdx.x, r), tile_col(threadIdx.x, s), kTileCols, 4)];  // row runs
+  __syncthreads();
+}
 
 __device__ inline float phi_of(FeatureMap f, float x) {
   switch (f) {
@@ -60,14 +186,15 @@ __device__ inline int64_t state_at(const Problem& p, int64_t bh, int64_t s) {
 }
 
 // tile [kChunk, width] = columns col0 .. col0 + width of the chunk's rows of x (ld, `cols` columns),
-// through f; rows past L and columns past `cols` are zeros.
-__device__ void load_rows(float* tile, int width, const float* x, int64_t ld, int64_t cols, int64_t col0,
-                          const Problem& p, const ChunkAt& a, FeatureMap f) {
+// through f, as precision P stores operands; rows past L and columns past `cols` are zeros.
+template <MatmulPrecision P = MatmulPrecision::f32>
+__device__ void load_rows(typename Operand<P>::Elem* tile, int width, const float* x, int64_t ld, int64_t cols,
+                          int64_t col0, const Problem& p, const ChunkAt& a, FeatureMap f) {
   for (int e = threadIdx.x; e < kChunk * width; e += kThreads) {
     const int r = load_row(e, width), c = load_col(e, width);
     float val = 0;
     if (r < a.L && col0 + c < cols) val = phi_of(f, x[row_at(p, a, a.t0 + r, ld) + col0 + c]);
-    tile[at(r, c, width)] = val;
+    tile[Operand<P>::at(r, c, width)] = Operand<P>::from(val);
   }
 }
 
@@ -81,12 +208,36 @@ __device__ void load_gates(float* tile, int width, const Problem& p, const Chunk
   }
 }
 
-// tile [rows, width] = S[r0 .., c0 ..] of a state S [Dk, W]; entries outside it are zeros.
-__device__ void load_state(float* tile, int rows, int width, const float* S, const Problem& p, int64_t r0,
-                           int64_t c0) {
+// tile [rows, width] = S[r0 .., c0 ..] of a state S [Dk, W] as P stores operands; entries outside it are zeros.
+template <MatmulPrecision P = MatmulPrecision::f32>
+__device__ void load_state(typename Operand<P>::Elem* tile, int rows, int width, const float* S, const Problem& p,
+                           int64_t r0, int64_t c0) {
   for (int e = threadIdx.x; e < rows * width; e += kThreads) {
     const int r = load_row(e, width), c = load_col(e, width);
-    tile[at(r, c, width)] = r0 + r < p.Dk && c0 + c < p.W ? S[(r0 + r) * p.W + c0 + c] : 0.0f;
+    tile[Operand<P>::at(r, c, width)] =
+        Operand<P>::from(r0 + r < p.Dk && c0 + c < p.W ? S[(r0 + r) * p.W + c0 + c] : 0.0f);
+  }
+}
+
+// The operand tiles of GLA's off-diagonal sub-chunk pairs: pairs [kPairs * kSub, width], row
+// pair_index(I, J) * kSub + u = X̃[K * kSub + u] ⊙ F[I * kSubs + J] for I > J, where K = J (keys: K̃_j
+// F_IJ, j in J) or K = I (queries: Q̃_i F_IJ, i in I); X̃ and F [kSubs * kSubs, width] in float32.
+template <MatmulPrecision P>
+__device__ void pair_operands(typename Operand<P>::Elem* pairs, const float* Xt, const float* F, int width, bool keys) {
+  for (int e = threadIdx.x; e < kPairs * kSub * width; e += kThreads) {
+    const int row = load_row(e, width), d = load_col(e, width), pair = row / kSub, u = row % kSub;
+    const int I = pair_row(pair), J = pair_col(pair);
+    pairs[Operand<P>::at(row, d, width)] =
+        Operand<P>::from(Xt[at((keys ? J : I) * kSub + u, d, width)] * F[at(I * kSubs + J, d, width)]);
+  }
+}
+
+// dst [rows, width] = src [rows, width] (float32, CUDA-core layout) as P's operand.
+template <MatmulPrecision P>
+__device__ void to_operand(typename Operand<P>::Elem* dst, const float* src, int rows, int width) {
+  for (int e = threadIdx.x; e < rows * width; e += kThreads) {
+    const int r = load_row(e, width), c = load_col(e, width);
+    dst[Operand<P>::at(r, c, width)] = Operand<P>::from(src[at(r, c, width)]);
   }
 }
 
@@ -127,11 +278,13 @@ __global__ void gate_cumsum_kernel(float* G, const float* g, Problem p) {
 
 // Forward (slot c + 1):  U_c = (φ(K) ⊙ e^(G_C − G))ᵀ V;  backward (slot c):  W_c = scale (φ(Q) ⊙ e^G)ᵀ dO.
 // Block (chunk, key tile * value tiles + value tile, batch * head); out[d][n] for d = tile_row, n = tile_col.
-template <bool kBackward>
+template <bool kBackward, MatmulPrecision P>
 __global__ void __launch_bounds__(kThreads) chunk_state_kernel(float* states, Problem p, Rows Y) {
+  using Op = Operand<P>;
+  using E = typename Op::Elem;
   LINATTN_DYNAMIC_SHARED(float, sm);
-  float* sX = sm;                                  // [kChunk, kTileCols] the gated key (query) rows
-  float* sY = sX + words(kChunk, kTileCols);       // [kChunk, kTileCols] the value (dO) rows
+  E* sX = reinterpret_cast<E*>(sm);           // [kChunk, kTileCols] the gated key (query) rows
+  E* sY = sX + Op::size(kChunk, kTileCols);   // [kChunk, kTileCols] the value (dO) rows
   const int64_t c = blockIdx.x, bh = blockIdx.z;
   const int64_t vtiles = (p.W + kTileCols - 1) / kTileCols;
   const int64_t d0 = int64_t(blockIdx.y) / vtiles * kTileCols, n0 = int64_t(blockIdx.y) % vtiles * kTileCols;
@@ -148,21 +301,29 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(float* states, Pr
         val *= expf(kBackward ? g : last - g);
       }
     }
-    sX[at(r, d, kTileCols)] = val;
+    sX[Op::at(r, d, kTileCols)] = Op::from(val);
   }
-  load_rows(sY, kTileCols, Y.p, Y.ld, p.W, n0, p, a, FeatureMap::identity);
+  load_rows<P>(sY, kTileCols, Y.p, Y.ld, p.W, n0, p, a, FeatureMap::identity);
   __syncthreads();
   float acc[kRowsPerThread][kColsPerThread] = {};
-  for (int j = 0; j < kChunk; ++j) {
-    float y[kColsPerThread];
+  if constexpr (!Op::kTensorCores) {
+    for (int j = 0; j < kChunk; ++j) {
+      float y[kColsPerThread];
 #pragma unroll
-    for (int s = 0; s < kColsPerThread; ++s) y[s] = sY[at(j, tile_col(threadIdx.x, s), kTileCols)];  // row run
+      for (int s = 0; s < kColsPerThread; ++s) y[s] = sY[at(j, tile_col(threadIdx.x, s), kTileCols)];  // row run
 #pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      const float xv = sX[at(j, tile_row(threadIdx.x, r), kTileCols)];  // broadcast
+      for (int r = 0; r < kRowsPerThread; ++r) {
+        const float xv = sX[at(j, tile_row(threadIdx.x, r), kTileCols)];  // broadcast
 #pragma unroll
-      for (int s = 0; s < kColsPerThread; ++s) acc[r][s] += xv * y[s];
+        for (int s = 0; s < kColsPerThread; ++s) acc[r][s] += xv * y[s];
+      }
     }
+  } else {  // out = Xᵀ Y: A = Xᵀ, sX read col_major; B = Y row_major
+    const int w = threadIdx.x / 32, ld = tc_pitch(kTileCols, sizeof(E));
+    typename Op::Acc f[2];
+    zero(f);
+    mac2<P, wmma::col_major, wmma::row_major>(f, row_block<wmma::col_major>(sX, ld, frag_row(w)), ld, sY, ld, kChunk);
+    fragments_to_threads(acc, f, sm);
   }
   float* S = states + state_at(p, bh, kBackward ? c : c + 1);
   const float f = kBackward ? p.scale : 1.0f;
@@ -209,9 +370,12 @@ __global__ void state_pass_kernel(float* states, Problem p, const float* init) {
 // Forward (kTransposed false), per chunk and value tile:  out_i = a (φ(q_i) ⊙ e^(G_i)) S_c + b Σ_{j<=i} A_ij v_j.
 // dv (kTransposed true), from dS_{c+1}:  out_j = a (φ(k_j) ⊙ e^(G_C − G_j)) dS_{c+1} + b Σ_{i>=j} A_ij dO_i.
 // A_ij = Σ_d φ(q_id) φ(k_jd) e^(G_id − G_jd), by sub-chunks (see the top). Block (chunk, value tile, batch * head).
-template <bool kTransposed>
+template <bool kTransposed, MatmulPrecision P>
 __global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Problem p, Rows Y, const float* states,
                                                                float a, float b) {
+  using Op = Operand<P>;
+  using E = typename Op::Elem;
+  constexpr bool kTc = Op::kTensorCores;
   LINATTN_DYNAMIC_SHARED(float, sm);
   // The loop over key slices: [kChunk, kDepth] tiles, the state slice, the sub-chunk factors.
   float* sQ = sm;                            // φ(q)
@@ -222,16 +386,25 @@ __global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Prob
   float* sS = sKt + words(kChunk, kDepth);   // [kDepth, kTileCols] the state slice
   float* sF = sS + words(kDepth, kTileCols); // [kSubs * kSubs, kDepth] e^(b_I − c_J)
   float* sE = sF + kSubs * kSubs * pitch(kDepth);  // [kSubs, kDepth] forward e^(b_I), dv e^(G_C − c_J)
+  // Tensor cores: the loop's operands after those.
+  E* oR = reinterpret_cast<E*>(reinterpret_cast<char*>(sm) + align128(kApplyLoopWords * 4));  // [kChunk, kDepth] the state term's rows
+  E* oQ = oR + Op::size(kChunk, kDepth);     // [kChunk, kDepth] φ(q), gated φ(q_i) e^(G_i − b_I)
+  E* oS = oQ + Op::size(kChunk, kDepth);     // [kDepth, kTileCols] the state slice
+  E* oK = oS + Op::size(kDepth, kTileCols);  // [kChunk, kDepth] φ(k), gated the pairs [kPairs * kSub, kDepth]
   // After it: the masked scores and the value (dO) rows, over the loop's tiles.
   float* sA = sm;                         // [kChunk, kChunk]
   float* sY = sA + words(kChunk, kChunk);  // [kChunk, kTileCols]
-  const int tid = threadIdx.x;
+  E* oA = reinterpret_cast<E*>(reinterpret_cast<char*>(sm) + align128(words(kChunk, kChunk) * 4));  // [kChunk, kChunk]
+  E* oY = oA + Op::size(kChunk, kChunk);  // [kChunk, kTileCols]
+  const int tid = threadIdx.x, w = tid / 32;
   const int64_t c = blockIdx.x, n0 = int64_t(blockIdx.y) * kTileCols, bh = blockIdx.z;
   const ChunkAt at_c = chunk_at(p, bh, c);
   const bool gated = p.G != nullptr;
   const float* S = states + state_at(p, bh, kTransposed ? c + 1 : c);
   float accA[kRowsPerThread][kColsPerThread] = {};  // A[i][j], i = tile_row, j = tile_col
   float accS[kRowsPerThread][kColsPerThread] = {};  // the state term of out[row][n], row = tile_row, n = tile_col
+  typename Op::Acc fA[2], fS[2];                    // tensor cores: A (gated: off the diagonal blocks), the state term
+  if constexpr (kTc) zero(fA), zero(fS);
   for (int64_t d0 = 0; d0 < p.Dk; d0 += kDepth) {
     load_rows(sQ, kDepth, p.q, p.Dk, p.Dk, d0, p, at_c, p.phi);
     load_rows(sK, kDepth, p.k, p.Dk, p.Dk, d0, p, at_c, p.phi);
@@ -248,68 +421,133 @@ __global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Prob
       __syncthreads();
     }
     const float* sR = kTransposed ? (gated ? sKt : sK) : (gated ? sQt : sQ);  // the state term's rows
-    for (int d = 0; d < kDepth; ++d) {
-      int j[kColsPerThread];
-      float kk[kColsPerThread], kt[kColsPerThread], gj[kColsPerThread], st[kColsPerThread];
-#pragma unroll
-      for (int s = 0; s < kColsPerThread; ++s) {
-        j[s] = tile_col(tid, s);
-        kk[s] = sK[at(j[s], d, kDepth)];  // column run
-        kt[s] = gated ? sKt[at(j[s], d, kDepth)] : 0.0f;
-        gj[s] = gated ? sG[at(j[s], d, kDepth)] : 0.0f;
-        st[s] = sS[at(d, j[s], kTileCols)];  // row run (j[s] is also the value column n)
+    if constexpr (kTc) {
+      for (int e = tid; e < kChunk * kDepth; e += kThreads) {
+        const int i = load_row(e, kDepth), d = load_col(e, kDepth);
+        oR[Op::at(i, d, kDepth)] = Op::from(sR[at(i, d, kDepth)] * (gated ? sE[at(i / kSub, d, kDepth)] : 1.0f));
+        oQ[Op::at(i, d, kDepth)] = Op::from((gated ? sQt : sQ)[at(i, d, kDepth)]);
+        if (!gated) oK[Op::at(i, d, kDepth)] = Op::from(sK[at(i, d, kDepth)]);
       }
+      if (gated) pair_operands<P>(oK, sKt, sF, kDepth, true);
+      to_operand<P>(oS, sS, kDepth, kTileCols);
+      __syncthreads();
+      // accS += R̃ S (both row_major); A += Q Kᵀ (K read col_major), gated only the blocks I > J as
+      // Q̃_I (K̃_J F_IJ)ᵀ
+      const int I = frag_row(w), ldc = tc_pitch(kDepth, sizeof(E)), lds = tc_pitch(kTileCols, sizeof(E));
 #pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) {
-        const int i = tile_row(tid, r), I = r / 2;  // i / kSub, as i = warp + 8 r
-        const float rv = sR[at(i, d, kDepth)] * (gated ? sE[at(I, d, kDepth)] : 1.0f);
-        const float q = sQ[at(i, d, kDepth)];  // broadcast
+      for (int t = 0; t < 2; ++t) {
+        const int J = frag_col(w, t);
+        mac<P, wmma::row_major, wmma::row_major>(fS[t], row_block<wmma::row_major>(oR, ldc, I), ldc,
+                                                 col_block<wmma::row_major>(oS, lds, J), lds, kDepth);
+        if (gated ? J < I : J <= I)
+          mac<P, wmma::row_major, wmma::col_major>(fA[t], row_block<wmma::row_major>(oQ, ldc, I), ldc,
+                                                   col_block<wmma::col_major>(oK, ldc, gated ? pair_index(I, J) : J),
+                                                   ldc, kDepth);
+      }
+    }
+    // CUDA cores: everything in float32; with tensor cores only GLA's diagonal sub-chunk blocks
+    if (!kTc || gated)
+      for (int d = 0; d < kDepth; ++d) {
+        int j[kColsPerThread];
+        float kk[kColsPerThread], kt[kColsPerThread], gj[kColsPerThread], st[kColsPerThread];
 #pragma unroll
-        for (int s = 0; s < kColsPerThread; ++s) accS[r][s] += rv * st[s];
-        if (!gated) {
+        for (int s = 0; s < kColsPerThread; ++s) {
+          j[s] = tile_col(tid, s);
+          kk[s] = sK[at(j[s], d, kDepth)];  // column run
+          kt[s] = gated ? sKt[at(j[s], d, kDepth)] : 0.0f;
+          gj[s] = gated ? sG[at(j[s], d, kDepth)] : 0.0f;
+          st[s] = sS[at(d, j[s], kTileCols)];  // row run (j[s] is also the value column n)
+        }
 #pragma unroll
-          for (int s = 0; s < kColsPerThread; ++s)
-            if (j[s] <= i) accA[r][s] += q * kk[s];
-        } else {
-          const float qt = sQt[at(i, d, kDepth)], gi = sG[at(i, d, kDepth)];
+        for (int r = 0; r < kRowsPerThread; ++r) {
+          const int i = tile_row(tid, r), I = r / 2;  // i / kSub, as i = warp + 8 r
+          const float rv = sR[at(i, d, kDepth)] * (gated ? sE[at(I, d, kDepth)] : 1.0f);
+          const float q = sQ[at(i, d, kDepth)];  // broadcast
+          if constexpr (!kTc) {
 #pragma unroll
-          for (int s = 0; s < kColsPerThread; ++s) {
-            const int J = j[s] / kSub;
-            if (I > J)
-              accA[r][s] += qt * sF[at(I * kSubs + J, d, kDepth)] * kt[s];
-            else if (I == J && j[s] <= i)
-              accA[r][s] += q * kk[s] * expf(gi - gj[s]);
+            for (int s = 0; s < kColsPerThread; ++s) accS[r][s] += rv * st[s];
+          }
+          if (!gated) {
+            if constexpr (!kTc) {
+#pragma unroll
+              for (int s = 0; s < kColsPerThread; ++s)
+                if (j[s] <= i) accA[r][s] += q * kk[s];
+            }
+          } else {
+            const float qt = sQt[at(i, d, kDepth)], gi = sG[at(i, d, kDepth)];
+#pragma unroll
+            for (int s = 0; s < kColsPerThread; ++s) {
+              const int J = j[s] / kSub;
+              if (I > J) {
+                if constexpr (!kTc) accA[r][s] += qt * sF[at(I * kSubs + J, d, kDepth)] * kt[s];
+              } else if (I == J && j[s] <= i) {
+                accA[r][s] += q * kk[s] * expf(gi - gj[s]);
+              }
+            }
           }
         }
       }
-    }
     __syncthreads();
+  }
+  if constexpr (kTc) {  // the fragments' share of A (masked to j <= i) and the state term
+    float part[kRowsPerThread][kColsPerThread];
+    fragments_to_threads(part, fA, sm);
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r)
+#pragma unroll
+      for (int s = 0; s < kColsPerThread; ++s)
+        if (tile_col(tid, s) <= tile_row(tid, r)) accA[r][s] += part[r][s];
+    fragments_to_threads(accS, fS, sm);
   }
 #pragma unroll
   for (int r = 0; r < kRowsPerThread; ++r)
 #pragma unroll
     for (int s = 0; s < kColsPerThread; ++s)
       sA[at(tile_row(tid, r), tile_col(tid, s), kChunk)] = accA[r][s];  // zero above the diagonal already
-  load_rows(sY, kTileCols, Y.p, Y.ld, p.W, n0, p, at_c, FeatureMap::identity);
-  __syncthreads();
-#pragma unroll
-  for (int r = 0; r < kRowsPerThread; ++r) {
+  // out[row][n0 + tile_col] = a accS + b accY for row = tile_row(r), accY = Σ_m A[row][m] Y[m][n] (transposed: A[m][row])
+  auto store = [&](int r, const float (&accY)[kColsPerThread]) {
     const int row = tile_row(tid, r);
-    float acc[kColsPerThread] = {};
-    for (int m = 0; m < kChunk; ++m) {
-      const float am = kTransposed ? sA[at(m, row, kChunk)] : sA[at(row, m, kChunk)];  // broadcast
-#pragma unroll
-      for (int s = 0; s < kColsPerThread; ++s) acc[s] += am * sY[at(m, tile_col(tid, s), kTileCols)];  // row run
-    }
-    if (row >= at_c.L) continue;
+    if (row >= at_c.L) return;
     float* o = out.p + row_at(p, at_c, at_c.t0 + row, out.ld);
 #pragma unroll
     for (int s = 0; s < kColsPerThread; ++s) {
       const int64_t n = n0 + tile_col(tid, s);
       if (n >= out.cols) continue;
-      const float val = a * accS[r][s] + b * acc[s];
+      const float val = a * accS[r][s] + b * accY[s];
       o[n] = out.accumulate ? o[n] + val : val;
     }
+  };
+  if constexpr (!kTc) {
+    load_rows(sY, kTileCols, Y.p, Y.ld, p.W, n0, p, at_c, FeatureMap::identity);
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const int row = tile_row(tid, r);
+      float acc[kColsPerThread] = {};
+      for (int m = 0; m < kChunk; ++m) {
+        const float am = kTransposed ? sA[at(m, row, kChunk)] : sA[at(row, m, kChunk)];  // broadcast
+#pragma unroll
+        for (int s = 0; s < kColsPerThread; ++s) acc[s] += am * sY[at(m, tile_col(tid, s), kTileCols)];  // row run
+      }
+      store(r, acc);
+    }
+  } else {  // A row_major (transposed: read col_major), Y row_major
+    load_rows<P>(oY, kTileCols, Y.p, Y.ld, p.W, n0, p, at_c, FeatureMap::identity);
+    __syncthreads();
+    to_operand<P>(oA, sA, kChunk, kChunk);
+    __syncthreads();
+    using LA = std::conditional_t<kTransposed, wmma::col_major, wmma::row_major>;
+    const int lda = tc_pitch(kChunk, sizeof(E)), ldy = tc_pitch(kTileCols, sizeof(E));
+    typename Op::Acc f[2];
+    zero(f);
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+      mac<P, LA, wmma::row_major>(f[t], row_block<LA>(oA, lda, frag_row(w)), lda,
+                                  col_block<wmma::row_major>(oY, ldy, frag_col(w, t)), ldy, kChunk);
+    float accY[kRowsPerThread][kColsPerThread];
+    fragments_to_threads(accY, f, sm);
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) store(r, accY[r]);
   }
 }
 
@@ -321,15 +559,23 @@ __global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Prob
 // (forward: o_i = scale ((q_i ⊙ e^G_i) S_c + Σ_j A_ij v_j), S_{c+1} = e^G_C S_c + Σ_j (k_j ⊙ e^(G_C − G_j)) v_jᵀ),
 // the gates by sub-chunks as in the forward but on the output column. Then dq, dk += them times φ';
 // with gates, dg_t += Σ_{u>=t in the chunk} (q_u dq_u − k_u dk_u) and dg_chunks = the chunk's total.
+template <MatmulPrecision P>
 __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float* dk, float* dg, float* dg_chunks,
                                                              Problem p, Rows dO, const float* states,
                                                              const float* dstates) {
+  using Op = Operand<P>;
+  using E = typename Op::Elem;
+  constexpr bool kTc = Op::kTensorCores;
   LINATTN_DYNAMIC_SHARED(float, sm);
-  // The loop over value slices: [kChunk, kDepth] tiles.
+  // The loop over value slices: [kChunk, kDepth] tiles (tensor cores: as operands, oDO .. odS).
   float* sDO = sm;
   float* sV = sDO + words(kChunk, kDepth);
   float* sSc = sV + words(kChunk, kDepth);    // S_c[n][m], n a key column of the tile
   float* sdS = sSc + words(kChunk, kDepth);   // dS_{c+1}[n][m]
+  E* oDO = reinterpret_cast<E*>(sm);
+  E* oV = oDO + Op::size(kChunk, kDepth);
+  E* oSc = oV + Op::size(kChunk, kDepth);
+  E* odS = oSc + Op::size(kChunk, kDepth);
   // After it: [kChunk, kTileCols] tiles.
   float* sP = sm;                              // dP masked
   float* sX = sP + words(kChunk, kTileCols);   // φ(k), then φ(q)
@@ -339,7 +585,12 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
   float* sDk = sF + kSubs * kSubs * pitch(kTileCols);  // Σ_m v_jm dS_{c+1}[n][m]
   float* sDG = sDk + words(kChunk, kTileCols);         // q dq − k dk (with gates)
   // (Kept in shared memory rather than registers, so that two blocks fit on an SM without spills.)
-  const int tid = threadIdx.x;
+  // Tensor cores: then the operands dP (masked) and φ(k) (φ(q)), gated the pairs [kPairs * kSub,
+  // kTileCols], with the staging tile over them.
+  E* oP = reinterpret_cast<E*>(reinterpret_cast<char*>(sm) + align128(kQkTileWords * 4));  // [kChunk, kChunk]
+  E* oX = oP + Op::size(kChunk, kChunk);
+  float* staging = reinterpret_cast<float*>(oP);
+  const int tid = threadIdx.x, w = tid / 32;
   const int64_t c = blockIdx.x, n0 = int64_t(blockIdx.y) * kTileCols, bh = blockIdx.z;
   const ChunkAt at_c = chunk_at(p, bh, c);
   const bool gated = p.G != nullptr;
@@ -348,32 +599,57 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
   float dP[kRowsPerThread][kColsPerThread] = {};  // [i][j]
   float Dq[kRowsPerThread][kColsPerThread] = {};  // Σ_m dO_im S_c[n][m]
   float Dk[kRowsPerThread][kColsPerThread] = {};  // [j][n]
+  typename Op::Acc fP[2], fQ[2], fK[2];            // tensor cores: dP, Dq, Dk
+  if constexpr (kTc) zero(fP), zero(fQ), zero(fK);
   for (int64_t m0 = 0; m0 < p.W; m0 += kDepth) {
-    load_rows(sDO, kDepth, dO.p, dO.ld, p.W, m0, p, at_c, FeatureMap::identity);
-    load_rows(sV, kDepth, p.v.p, p.v.ld, p.W, m0, p, at_c, FeatureMap::identity);
-    load_state(sSc, kChunk, kDepth, Sc, p, n0, m0);
-    load_state(sdS, kChunk, kDepth, dS, p, n0, m0);
-    __syncthreads();
-    for (int m = 0; m < kDepth; ++m) {
-      float vj[kColsPerThread], sc[kColsPerThread], ds[kColsPerThread];
+    if constexpr (!kTc) {
+      load_rows(sDO, kDepth, dO.p, dO.ld, p.W, m0, p, at_c, FeatureMap::identity);
+      load_rows(sV, kDepth, p.v.p, p.v.ld, p.W, m0, p, at_c, FeatureMap::identity);
+      load_state(sSc, kChunk, kDepth, Sc, p, n0, m0);
+      load_state(sdS, kChunk, kDepth, dS, p, n0, m0);
+      __syncthreads();
+      for (int m = 0; m < kDepth; ++m) {
+        float vj[kColsPerThread], sc[kColsPerThread], ds[kColsPerThread];
 #pragma unroll
-      for (int s = 0; s < kColsPerThread; ++s) {  // column runs
-        const int j = tile_col(tid, s);
-        vj[s] = sV[at(j, m, kDepth)], sc[s] = sSc[at(j, m, kDepth)], ds[s] = sdS[at(j, m, kDepth)];
-      }
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) {
-        const int i = tile_row(tid, r);
-        const float o = sDO[at(i, m, kDepth)], v = sV[at(i, m, kDepth)];  // broadcasts
-#pragma unroll
-        for (int s = 0; s < kColsPerThread; ++s) {
-          dP[r][s] += o * vj[s];
-          Dq[r][s] += o * sc[s];
-          Dk[r][s] += v * ds[s];
+        for (int s = 0; s < kColsPerThread; ++s) {  // column runs
+          const int j = tile_col(tid, s);
+          vj[s] = sV[at(j, m, kDepth)], sc[s] = sSc[at(j, m, kDepth)], ds[s] = sdS[at(j, m, kDepth)];
         }
+#pragma unroll
+        for (int r = 0; r < kRowsPerThread; ++r) {
+          const int i = tile_row(tid, r);
+          const float o = sDO[at(i, m, kDepth)], v = sV[at(i, m, kDepth)];  // broadcasts
+#pragma unroll
+          for (int s = 0; s < kColsPerThread; ++s) {
+            dP[r][s] += o * vj[s];
+            Dq[r][s] += o * sc[s];
+            Dk[r][s] += v * ds[s];
+          }
+        }
+      }
+    } else {  // dP = dO Vᵀ, Dq = dO S_cᵀ, Dk = V dSᵀ: the right operands read col_major
+      load_rows<P>(oDO, kDepth, dO.p, dO.ld, p.W, m0, p, at_c, FeatureMap::identity);
+      load_rows<P>(oV, kDepth, p.v.p, p.v.ld, p.W, m0, p, at_c, FeatureMap::identity);
+      load_state<P>(oSc, kChunk, kDepth, Sc, p, n0, m0);
+      load_state<P>(odS, kChunk, kDepth, dS, p, n0, m0);
+      __syncthreads();
+      const int ld = tc_pitch(kDepth, sizeof(E)), I = frag_row(w);
+      using R = wmma::row_major;
+      using C = wmma::col_major;
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const int J = frag_col(w, t);
+        mac<P, R, C>(fP[t], row_block<R>(oDO, ld, I), ld, col_block<C>(oV, ld, J), ld, kDepth);
+        mac<P, R, C>(fQ[t], row_block<R>(oDO, ld, I), ld, col_block<C>(oSc, ld, J), ld, kDepth);
+        mac<P, R, C>(fK[t], row_block<R>(oV, ld, I), ld, col_block<C>(odS, ld, J), ld, kDepth);
       }
     }
     __syncthreads();
+  }
+  if constexpr (kTc) {
+    fragments_to_threads(dP, fP, sm);
+    fragments_to_threads(Dq, fQ, sm);
+    fragments_to_threads(Dk, fK, sm);
   }
 #pragma unroll
   for (int r = 0; r < kRowsPerThread; ++r)
@@ -390,46 +666,82 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
     sub_chunk_scalings(nullptr, nullptr, sXt, sX, sF, sG, kTileCols);
     __syncthreads();
   }
+  const int ldp = tc_pitch(kChunk, sizeof(E)), ldx = tc_pitch(kTileCols, sizeof(E));
 
   // dq: rows i = tile_row (sub-chunk I = r / 2), key columns n = tile_col
   {
     float off[kRowsPerThread][kColsPerThread] = {}, diag[kRowsPerThread][kColsPerThread] = {};
+    if constexpr (kTc) {  // Σ_{j<=i} dP_ij φ(k_j), gated Σ_{J<I} dP_IJ (K̃_J F_IJ): dP and K row_major
+      to_operand<P>(oP, sP, kChunk, kChunk);
+      if (gated)
+        pair_operands<P>(oX, sXt, sF, kTileCols, true);
+      else
+        to_operand<P>(oX, sX, kChunk, kTileCols);
+      __syncthreads();
+      const int I = frag_row(w);
+      typename Op::Acc f[2];
+      zero(f);
 #pragma unroll
-    for (int J = 0; J < kSubs; ++J) {
-      float tmp[kRowsPerThread][kColsPerThread] = {};
-      for (int jj = 0; jj < kSub; ++jj) {
-        const int j = J * kSub + jj;
-        float kk[kColsPerThread], kt[kColsPerThread], gj[kColsPerThread];
+      for (int t = 0; t < 2; ++t) {
+        const int N = frag_col(w, t);
+        if (!gated)
+          mac<P, wmma::row_major, wmma::row_major>(f[t], row_block<wmma::row_major>(oP, ldp, I), ldp,
+                                                   col_block<wmma::row_major>(oX, ldx, N), ldx, kFrag * (I + 1));
+        else
+          for (int J = 0; J < I; ++J)
+            mac<P, wmma::row_major, wmma::row_major>(f[t], row_block<wmma::row_major>(oP, ldp, I) + J * kFrag, ldp,
+                                                     col_block<wmma::row_major>(oX, ldx, N) + pair_index(I, J) * kFrag * ldx,
+                                                     ldx, kFrag);
+      }
+      float part[kRowsPerThread][kColsPerThread];
+      fragments_to_threads(part, f, staging);
 #pragma unroll
-        for (int s = 0; s < kColsPerThread; ++s) {  // row runs
-          const int n = tile_col(tid, s);
-          kk[s] = sX[at(j, n, kTileCols)];
-          kt[s] = gated ? sXt[at(j, n, kTileCols)] : 0.0f;
-          gj[s] = gated ? sG[at(j, n, kTileCols)] : 0.0f;
+      for (int r = 0; r < kRowsPerThread; ++r)
+#pragma unroll
+        for (int s = 0; s < kColsPerThread; ++s) {
+          if (gated)
+            off[r][s] = part[r][s];
+          else
+            diag[r][s] = part[r][s];
         }
+    }
+    if (!kTc || gated)  // CUDA cores: everything in float32; with tensor cores the diagonal sub-chunks
 #pragma unroll
-        for (int r = 0; r < kRowsPerThread; ++r) {
-          const int i = tile_row(tid, r), I = r / 2;
-          if (I < J || j > i) continue;
-          const float pij = sP[at(i, j, kChunk)];  // broadcast
+      for (int J = 0; J < kSubs; ++J) {
+        float tmp[kRowsPerThread][kColsPerThread] = {};
+        for (int jj = 0; jj < kSub; ++jj) {
+          const int j = J * kSub + jj;
+          float kk[kColsPerThread], kt[kColsPerThread], gj[kColsPerThread];
 #pragma unroll
-          for (int s = 0; s < kColsPerThread; ++s) {
-            if (!gated)
-              diag[r][s] += pij * kk[s];
-            else if (I > J)
-              tmp[r][s] += pij * kt[s];
-            else
-              diag[r][s] += pij * kk[s] * expf(sG[at(i, tile_col(tid, s), kTileCols)] - gj[s]);
+          for (int s = 0; s < kColsPerThread; ++s) {  // row runs
+            const int n = tile_col(tid, s);
+            kk[s] = sX[at(j, n, kTileCols)];
+            kt[s] = gated ? sXt[at(j, n, kTileCols)] : 0.0f;
+            gj[s] = gated ? sG[at(j, n, kTileCols)] : 0.0f;
+          }
+#pragma unroll
+          for (int r = 0; r < kRowsPerThread; ++r) {
+            const int i = tile_row(tid, r), I = r / 2;
+            if (I < J || j > i || (kTc && I != J)) continue;
+            const float pij = sP[at(i, j, kChunk)];  // broadcast
+#pragma unroll
+            for (int s = 0; s < kColsPerThread; ++s) {
+              if (!gated)
+                diag[r][s] += pij * kk[s];
+              else if (I > J)
+                tmp[r][s] += pij * kt[s];
+              else
+                diag[r][s] += pij * kk[s] * expf(sG[at(i, tile_col(tid, s), kTileCols)] - gj[s]);
+            }
           }
         }
+        if (gated && !kTc)
+#pragma unroll
+          for (int r = 0; r < kRowsPerThread; ++r)
+#pragma unroll
+            for (int s = 0; s < kColsPerThread; ++s)
+              if (r / 2 > J) off[r][s] += sF[at((r / 2) * kSubs + J, tile_col(tid, s), kTileCols)] * tmp[r][s];
       }
-      if (gated)
-#pragma unroll
-        for (int r = 0; r < kRowsPerThread; ++r)
-#pragma unroll
-          for (int s = 0; s < kColsPerThread; ++s)
-            if (r / 2 > J) off[r][s] += sF[at((r / 2) * kSubs + J, tile_col(tid, s), kTileCols)] * tmp[r][s];
-    }
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
       const int i = tile_row(tid, r), first = r / 2 * kSub;
@@ -461,42 +773,79 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
   // dk: rows j = tile_row (sub-chunk J = r / 2), key columns n = tile_col
   {
     float off[kRowsPerThread][kColsPerThread] = {}, diag[kRowsPerThread][kColsPerThread] = {};
+    if constexpr (kTc) {  // Σ_{i>=j} dP_ij φ(q_i), gated Σ_{I>J} dP_IJᵀ (Q̃_I F_IJ): dPᵀ read col_major
+      to_operand<P>(oP, sP, kChunk, kChunk);
+      if (gated)
+        pair_operands<P>(oX, sXt, sF, kTileCols, false);
+      else
+        to_operand<P>(oX, sX, kChunk, kTileCols);
+      __syncthreads();
+      const int J = frag_row(w);
+      typename Op::Acc f[2];
+      zero(f);
+      // dPᵀ's row block J over the columns i >= 16 J: rows i of dP from 16 J on, its columns from 16 J
+      const E* pt = oP + J * kFrag * ldp + J * kFrag;
 #pragma unroll
-    for (int I = 0; I < kSubs; ++I) {
-      float tmp[kRowsPerThread][kColsPerThread] = {};
-      for (int ii = 0; ii < kSub; ++ii) {
-        const int i = I * kSub + ii;
-        float qq[kColsPerThread], qt[kColsPerThread], gi[kColsPerThread];
+      for (int t = 0; t < 2; ++t) {
+        const int N = frag_col(w, t);
+        if (!gated)
+          mac<P, wmma::col_major, wmma::row_major>(f[t], pt, ldp, col_block<wmma::row_major>(oX, ldx, N) + J * kFrag * ldx,
+                                                   ldx, kChunk - kFrag * J);
+        else
+          for (int I = J + 1; I < kSubs; ++I)
+            mac<P, wmma::col_major, wmma::row_major>(f[t], pt + (I - J) * kFrag * ldp, ldp,
+                                                     col_block<wmma::row_major>(oX, ldx, N) + pair_index(I, J) * kFrag * ldx,
+                                                     ldx, kFrag);
+      }
+      float part[kRowsPerThread][kColsPerThread];
+      fragments_to_threads(part, f, staging);
 #pragma unroll
-        for (int s = 0; s < kColsPerThread; ++s) {  // row runs
-          const int n = tile_col(tid, s);
-          qq[s] = sX[at(i, n, kTileCols)];
-          qt[s] = gated ? sXt[at(i, n, kTileCols)] : 0.0f;
-          gi[s] = gated ? sG[at(i, n, kTileCols)] : 0.0f;
+      for (int r = 0; r < kRowsPerThread; ++r)
+#pragma unroll
+        for (int s = 0; s < kColsPerThread; ++s) {
+          if (gated)
+            off[r][s] = part[r][s];
+          else
+            diag[r][s] = part[r][s];
         }
+    }
+    if (!kTc || gated)  // CUDA cores: everything in float32; with tensor cores the diagonal sub-chunks
 #pragma unroll
-        for (int r = 0; r < kRowsPerThread; ++r) {
-          const int j = tile_row(tid, r), J = r / 2;
-          if (I < J || i < j) continue;
-          const float pij = sP[at(i, j, kChunk)];  // broadcast
+      for (int I = 0; I < kSubs; ++I) {
+        float tmp[kRowsPerThread][kColsPerThread] = {};
+        for (int ii = 0; ii < kSub; ++ii) {
+          const int i = I * kSub + ii;
+          float qq[kColsPerThread], qt[kColsPerThread], gi[kColsPerThread];
 #pragma unroll
-          for (int s = 0; s < kColsPerThread; ++s) {
-            if (!gated)
-              diag[r][s] += pij * qq[s];
-            else if (I > J)
-              tmp[r][s] += pij * qt[s];
-            else
-              diag[r][s] += pij * qq[s] * expf(gi[s] - sG[at(j, tile_col(tid, s), kTileCols)]);
+          for (int s = 0; s < kColsPerThread; ++s) {  // row runs
+            const int n = tile_col(tid, s);
+            qq[s] = sX[at(i, n, kTileCols)];
+            qt[s] = gated ? sXt[at(i, n, kTileCols)] : 0.0f;
+            gi[s] = gated ? sG[at(i, n, kTileCols)] : 0.0f;
+          }
+#pragma unroll
+          for (int r = 0; r < kRowsPerThread; ++r) {
+            const int j = tile_row(tid, r), J = r / 2;
+            if (I < J || i < j || (kTc && I != J)) continue;
+            const float pij = sP[at(i, j, kChunk)];  // broadcast
+#pragma unroll
+            for (int s = 0; s < kColsPerThread; ++s) {
+              if (!gated)
+                diag[r][s] += pij * qq[s];
+              else if (I > J)
+                tmp[r][s] += pij * qt[s];
+              else
+                diag[r][s] += pij * qq[s] * expf(gi[s] - sG[at(j, tile_col(tid, s), kTileCols)]);
+            }
           }
         }
+        if (gated && !kTc)
+#pragma unroll
+          for (int r = 0; r < kRowsPerThread; ++r)
+#pragma unroll
+            for (int s = 0; s < kColsPerThread; ++s)
+              if (I > r / 2) off[r][s] += sF[at(I * kSubs + r / 2, tile_col(tid, s), kTileCols)] * tmp[r][s];
       }
-      if (gated)
-#pragma unroll
-        for (int r = 0; r < kRowsPerThread; ++r)
-#pragma unroll
-          for (int s = 0; s < kColsPerThread; ++s)
-            if (I > r / 2) off[r][s] += sF[at(I * kSubs + r / 2, tile_col(tid, s), kTileCols)] * tmp[r][s];
-    }
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
       const int j = tile_row(tid, r), last = r / 2 * kSub + kSub - 1;
@@ -603,8 +952,8 @@ __global__ void state_out_kernel(float* dst, float* dst_last, const float* state
 
 // ---- launches ----
 
-// Opts `kernel` in to its plan's dynamic shared memory (fixed sizes, at most 102 KiB, which sm_80 and
-// sm_90 GPUs have); a GPU with less is refused by name.
+// Opts `kernel` in to its plan's dynamic shared memory (fixed sizes: at most 102 KiB in float32, 144
+// KiB for the tf32 dq/dk kernel, which sm_80 and sm_90 GPUs have); a GPU with less is refused by name.
 template <class Kernel>
 LaunchPlan with_shared(LaunchPlan plan, Kernel kernel, const char* what) {
   LINATTN_CHECK(plan.grid.z <= 65535 && plan.grid.y <= 65535 && plan.grid.x <= INT32_MAX, "chunk kernels: B * H = ",
@@ -615,7 +964,8 @@ LaunchPlan with_shared(LaunchPlan plan, Kernel kernel, const char* what) {
   LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   LINATTN_CHECK(plan.shared_bytes <= limit, "linear attention / GLA on CUDA (", what, "): the kernel needs ",
                 plan.shared_bytes / 1024, " KiB of shared memory per thread block, more than this GPU's ",
-                limit / 1024, " KiB; run linear attention and GLA on an sm_80 or sm_90 GPU (or on the CPU)");
+                limit / 1024, " KiB; run linear attention and GLA on an sm_80 or sm_90 GPU (or on the CPU, or with ",
+                "train.precision f32 / no train.tf32, which need less)");
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.shared_bytes)));
   return plan;
 }
@@ -624,16 +974,52 @@ bool empty(const Problem& p) { return p.B * p.H == 0 || p.T == 0 || p.Dk == 0 ||
 
 }  // namespace
 
+// The blocks are reused by later calls only through kernels queued after these on the compute stream.
 Scratch::~Scratch() {
-  for (void* p : buffers_) cudaFreeAsync(p, stream());
+  for (void* p : buffers_) release(p);
 }
 
 float* Scratch::floats(int64_t n) {
-  void* p = nullptr;
-  LINATTN_CUDA_CHECK(cudaMallocAsync(&p, size_t(n > 0 ? n : 1) * sizeof(float), stream()));
+  void* p = allocate(size_t(n > 0 ? n : 1) * sizeof(float));
   buffers_.push_back(p);
   return static_cast<float*>(p);
 }
+
+namespace {
+
+// Calls f(std::integral_constant<MatmulPrecision, P>) for P = `precision`: the instantiation to launch.
+template <class F>
+void with_precision(MatmulPrecision precision, F&& f) {
+  switch (precision) {
+    case MatmulPrecision::bf16: return f(std::integral_constant<MatmulPrecision, MatmulPrecision::bf16>{});
+    case MatmulPrecision::tf32: return f(std::integral_constant<MatmulPrecision, MatmulPrecision::tf32>{});
+    case MatmulPrecision::f32: return f(std::integral_constant<MatmulPrecision, MatmulPrecision::f32>{});
+  }
+}
+
+template <bool kBackward>
+void chunk_states(float* states, const Problem& p, Rows Y, const char* what) {
+  with_precision(p.precision, [&](auto precision) {
+    constexpr MatmulPrecision P = decltype(precision)::value;
+    const LaunchPlan plan =
+        with_shared(chunk_state_plan(kBackward, p.B, p.T, p.H, p.Dk, p.W, P), chunk_state_kernel<kBackward, P>, what);
+    LINATTN_LAUNCH_PLAN(plan, stream(), chunk_state_kernel<kBackward, P>)(states, p, Y);
+    LINATTN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+template <bool kTransposed>
+void chunk_apply(OutRows out, const Problem& p, Rows Y, const float* states, float a, float b, const char* what) {
+  with_precision(p.precision, [&](auto precision) {
+    constexpr MatmulPrecision P = decltype(precision)::value;
+    const LaunchPlan plan =
+        with_shared(chunk_apply_plan(kTransposed, p.B, p.T, p.H, p.W, P), chunk_apply_kernel<kTransposed, P>, what);
+    LINATTN_LAUNCH_PLAN(plan, stream(), chunk_apply_kernel<kTransposed, P>)(out, p, Y, states, a, b);
+    LINATTN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace
 
 void gate_cumsum(float* G, const float* g, const Problem& p) {
   if (empty(p)) return;
@@ -643,48 +1029,37 @@ void gate_cumsum(float* G, const float* g, const Problem& p) {
 
 void forward_states(float* states, const Problem& p, const float* h0) {
   if (p.B * p.H * p.Dk * p.W == 0) return;
-  if (p.T > 0) {
-    const LaunchPlan plan =
-        with_shared(chunk_state_plan(false, p.B, p.T, p.H, p.Dk, p.W), chunk_state_kernel<false>, "forward_states");
-    LINATTN_LAUNCH_PLAN(plan, stream(), chunk_state_kernel<false>)(states, p, p.v);
-    LINATTN_CUDA_CHECK_LAUNCH();
-  }
+  if (p.T > 0) chunk_states<false>(states, p, p.v, "forward_states");
   LINATTN_LAUNCH_PLAN(state_pass_plan(false, p.B, p.H, p.Dk, p.W), stream(), state_pass_kernel<false>)(states, p, h0);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void backward_states(float* dstates, const Problem& p, Rows dO, const float* dht) {
   if (p.B * p.H * p.Dk * p.W == 0) return;
-  if (p.T > 0) {
-    const LaunchPlan plan =
-        with_shared(chunk_state_plan(true, p.B, p.T, p.H, p.Dk, p.W), chunk_state_kernel<true>, "backward_states");
-    LINATTN_LAUNCH_PLAN(plan, stream(), chunk_state_kernel<true>)(dstates, p, dO);
-    LINATTN_CUDA_CHECK_LAUNCH();
-  }
+  if (p.T > 0) chunk_states<true>(dstates, p, dO, "backward_states");
   LINATTN_LAUNCH_PLAN(state_pass_plan(true, p.B, p.H, p.Dk, p.W), stream(), state_pass_kernel<true>)(dstates, p, dht);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void output(OutRows out, const Problem& p, const float* states, float a, float b) {
   if (empty(p)) return;
-  const LaunchPlan plan = with_shared(chunk_apply_plan(false, p.B, p.T, p.H, p.W), chunk_apply_kernel<false>, "output");
-  LINATTN_LAUNCH_PLAN(plan, stream(), chunk_apply_kernel<false>)(out, p, p.v, states, a, b);
-  LINATTN_CUDA_CHECK_LAUNCH();
+  chunk_apply<false>(out, p, p.v, states, a, b, "output");
 }
 
 void grad_v(OutRows dv, const Problem& p, Rows dO, const float* dstates) {
   if (empty(p) || !dv.p) return;
-  const LaunchPlan plan = with_shared(chunk_apply_plan(true, p.B, p.T, p.H, p.W), chunk_apply_kernel<true>, "grad_v");
-  LINATTN_LAUNCH_PLAN(plan, stream(), chunk_apply_kernel<true>)(dv, p, dO, dstates, 1.0f, p.scale);
-  LINATTN_CUDA_CHECK_LAUNCH();
+  chunk_apply<true>(dv, p, dO, dstates, 1.0f, p.scale, "grad_v");
 }
 
 void grad_qk(float* dq, float* dk, float* dg, float* dg_chunks, const Problem& p, Rows dO, const float* states,
              const float* dstates) {
   if (empty(p)) return;
-  const LaunchPlan plan = with_shared(chunk_dqk_plan(p.B, p.T, p.H, p.Dk), chunk_dqk_kernel, "grad_qk");
-  LINATTN_LAUNCH_PLAN(plan, stream(), chunk_dqk_kernel)(dq, dk, dg, dg_chunks, p, dO, states, dstates);
-  LINATTN_CUDA_CHECK_LAUNCH();
+  with_precision(p.precision, [&](auto precision) {
+    constexpr MatmulPrecision P = decltype(precision)::value;
+    const LaunchPlan plan = with_shared(chunk_dqk_plan(p.B, p.T, p.H, p.Dk, P), chunk_dqk_kernel<P>, "grad_qk");
+    LINATTN_LAUNCH_PLAN(plan, stream(), chunk_dqk_kernel<P>)(dq, dk, dg, dg_chunks, p, dO, states, dstates);
+    LINATTN_CUDA_CHECK_LAUNCH();
+  });
 }
 
 void gate_grad_finish(float* dg, float* dg_chunks, const Problem& p, const float* dht, const float* states) {

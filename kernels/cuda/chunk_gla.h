@@ -7,7 +7,9 @@
 //  - the only sequential part is the state pass, its own light kernel: one thread per state entry
 //    walks the chunks, S_{c+1} = diag(e^{G_C}) S_c + U_c (forward) or dS_c = diag(e^{G_C}) dS_{c+1} + W_c
 //    (backward), and leaves every chunk boundary's state in a buffer of Problem::state_words().
-// float32, CUDA cores (tensor cores are the next step); every launch on linattn::cuda::compute_stream().
+// The intra-chunk products in Problem::precision: float32 on the CUDA cores, or bf16 / tf32 operands
+// on the tensor cores with float32 accumulation (chunk_gla.cu says which parts); the state pass and
+// every pointwise step in float32. Every launch on linattn::cuda::compute_stream().
 // Without LINATTN_CUDA nothing here is defined (kernels/cuda/gla.h and linear_attn.h throw instead).
 #pragma once
 
@@ -26,6 +28,7 @@ struct Mixer {
   T scale = 1;
   FeatureMap phi = FeatureMap::identity;
   bool normalize = false;
+  MatmulPrecision precision = MatmulPrecision::f32;  // of the intra-chunk products (Problem::precision)
   T *o = nullptr, *ht = nullptr, *zt = nullptr;
   const T *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *h0 = nullptr, *z0 = nullptr;
   T *dq = nullptr, *dk = nullptr, *dv = nullptr, *dg = nullptr, *dh0 = nullptr, *dz0 = nullptr;
@@ -56,6 +59,7 @@ struct Problem {
   const float* G = nullptr;  // [B, T, H, Dk]: in-chunk inclusive cumulative log-gates (gate_cumsum); null: no gate
   FeatureMap phi = FeatureMap::identity;
   float scale = 1;
+  MatmulPrecision precision = MatmulPrecision::f32;  // the intra-chunk products' operands
 
   LINATTN_HD int64_t chunks() const { return (T + kChunk - 1) / kChunk; }
   int64_t state_words() const { return B * H * (chunks() + 1) * Dk * W; }
@@ -80,8 +84,8 @@ void grad_qk(float* dq, float* dk, float* dg, float* dg_chunks, const Problem& p
 // dg += what later chunks and the final state add: Σ over later chunks' totals + rowsum(dht ⊙ S_T).
 void gate_grad_finish(float* dg, float* dg_chunks, const Problem& p, const float* dht, const float* states);
 
-// Device memory for one mixer call's intermediates: stream-ordered on the compute stream, freed on it
-// when the Scratch goes.
+// Device memory for one mixer call's intermediates, from the runtime's caching allocator
+// (core/cuda/runtime.h), given back to it when the Scratch goes.
 class Scratch {
  public:
   Scratch() = default;

@@ -14,7 +14,7 @@
 // 32 different banks (r * pitch mod 32 is a bijection of r mod 32 for odd pitch), the row run's 32
 // words are consecutive (32 banks) and a broadcast is one word. Tiles are filled row by row, a warp
 // writing 32 consecutive elements of one row (the tile widths are multiples of 32). No layout here
-// has a bank conflict, for any row or column offset.
+// has a bank conflict, for any row or column offset. The tensor-core paths' layouts: further down.
 #pragma once
 
 #include <cstdint>
@@ -62,5 +62,80 @@ constexpr int kQkTileWords = 6 * words(kChunk, kTileCols) + kSubs * kSubs * pitc
 constexpr int kQkWords = kQkTileWords > kQkLoopWords ? kQkTileWords : kQkLoopWords;
 
 LINATTN_HD constexpr int bank(int word) { return word % kBanks; }
+
+// ---- the tensor-core paths (bf16, tf32; chunk_gla.cu) ----
+// Their products run on WMMA fragments of 16 x 16 outputs: the block's 64 x 64 output tile is 4 x 4
+// fragments, warp w owning row block frag_row(w) and column blocks frag_col(w, t), t < 2. The
+// operands sit in shared memory in the fragment's type (`bytes` 2: bf16; 4: float rounded to tf32)
+// and the results pass through a float tile of the same kind of layout ("staging") to the threads'
+// outputs of the f32 path's mapping above (tile_row, tile_col), whose epilogues both paths share.
+//
+// A fragment load reads 16 rows (16 columns for col_major) of 16 or 32 bytes each, as 16-byte runs,
+// 8 rows at a time (ldmatrix's phases; a store writes the same way). Shared memory serves 128 bytes
+// per cycle as 8 groups of 16 bytes (4 banks each), and a run starting at byte a is group
+// (a / 16) mod 8. With a row pitch of P bytes and P / 16 odd, r -> r P / 16 mod 8 is a bijection on
+// any 8 consecutive rows, so the 8 runs of a phase fill the 8 groups: no conflict, for any row and
+// 16-byte-aligned column offset. So a tile of `width` elements (width * bytes a multiple of 32) gets
+// 16 bytes of padding: P = width * bytes + 16 ≡ 16 (mod 32), 8 bf16 or 4 floats. WMMA's ldm is then
+// a multiple of 8 (bf16) or 4 (float), and every fragment pointer (rows 8 r, columns 16 c bf16 or
+// 8 c floats from a 128-byte aligned tile) is 32-byte aligned, as WMMA requires.
+constexpr int kFrag = 16;
+LINATTN_HD constexpr int frag_row(int warp) { return warp / 2; }
+LINATTN_HD constexpr int frag_col(int warp, int t) { return warp % 2 * 2 + t; }
+
+LINATTN_HD constexpr int tc_pitch(int width, int bytes) { return width + 16 / bytes; }
+LINATTN_HD constexpr int tc_at(int row, int col, int width, int bytes) { return row * tc_pitch(width, bytes) + col; }
+// The 16-byte group of shared memory that the run starting at element (row, col) reads.
+LINATTN_HD constexpr int tc_group(int row, int col, int width, int bytes) {
+  return tc_at(row, col, width, bytes) * bytes / 16 % 8;
+}
+LINATTN_HD constexpr int align128(int bytes) { return (bytes + 127) / 128 * 128; }
+// Bytes of a rows x width tile, rounded up to 128 so that the next tile starts aligned.
+LINATTN_HD constexpr int tc_bytes(int rows, int width, int bytes) {
+  return align128(rows * tc_pitch(width, bytes) * bytes);
+}
+LINATTN_HD constexpr int max_of(int a, int b) { return a > b ? a : b; }
+
+// The off-diagonal sub-chunk pairs I > J of GLA's scores, each a [kSub, width] operand tile of
+// K̃_j F_IJ (or Q̃_i F_IJ): pair_index(I, J) < kPairs.
+constexpr int kPairs = kSubs * (kSubs - 1) / 2;
+LINATTN_HD constexpr int pair_index(int I, int J) { return I * (I - 1) / 2 + J; }
+// Its inverse: the pair (I, J) of index `pair`.
+LINATTN_HD constexpr int pair_row(int pair) { return pair < 1 ? 1 : pair < 3 ? 2 : 3; }
+LINATTN_HD constexpr int pair_col(int pair) { return pair - pair_index(pair_row(pair), 0); }
+static_assert(kSubs == 4, "pair_row lists the pairs of 4 sub-chunks");
+
+// Dynamic shared memory of the tensor-core kernels in bytes, for operands of `bytes` (the f32 path:
+// k*Words above times 4). The staging tile [kChunk, kTileCols] of floats overlays operands that are
+// dead by then (see chunk_gla.cu).
+LINATTN_HD constexpr int tc_staging_bytes() { return tc_bytes(kChunk, kTileCols, 4); }
+// chunk_state_kernel: the gated keys (queries) and the values (dO), [kChunk, kTileCols] each.
+LINATTN_HD constexpr int tc_state_bytes(int bytes) {
+  return max_of(2 * tc_bytes(kChunk, kTileCols, bytes), tc_staging_bytes());
+}
+// chunk_apply_kernel: the f32 path's loop tiles, then the operands R̃ and Q (or Q̃) [kChunk, kDepth],
+// the state slice [kDepth, kTileCols] and K [kChunk, kDepth] or the kPairs tiles [kSub, kDepth]; after
+// the loop the f32 scores [kChunk, kChunk] and the operands A and Y [kChunk, kTileCols].
+LINATTN_HD constexpr int tc_apply_loop_bytes(int bytes) {
+  return align128(kApplyLoopWords * 4) + 2 * tc_bytes(kChunk, kDepth, bytes) + tc_bytes(kDepth, kTileCols, bytes) +
+         tc_bytes(max_of(kChunk, kPairs * kSub), kDepth, bytes);
+}
+LINATTN_HD constexpr int tc_apply_tail_bytes(int bytes) {
+  return align128(words(kChunk, kChunk) * 4) + 2 * tc_bytes(kChunk, kTileCols, bytes);
+}
+LINATTN_HD constexpr int tc_apply_bytes(int bytes) {
+  return max_of(max_of(tc_apply_loop_bytes(bytes), tc_apply_tail_bytes(bytes)), tc_staging_bytes());
+}
+// chunk_dqk_kernel: the loop's dO, V, S_c and dS_{c+1} slices [kChunk, kDepth] as operands (over the
+// f32 tiles), then the f32 path's tiles, the masked dP [kChunk, kChunk] and K or Q [kChunk, kTileCols]
+// or the kPairs tiles [kSub, kTileCols] as operands (the staging tile over those two).
+LINATTN_HD constexpr int tc_qk_loop_bytes(int bytes) { return 4 * tc_bytes(kChunk, kDepth, bytes); }
+LINATTN_HD constexpr int tc_qk_operand_bytes(int bytes) {
+  return tc_bytes(kChunk, kChunk, bytes) + tc_bytes(max_of(kChunk, kPairs * kSub), kTileCols, bytes);
+}
+LINATTN_HD constexpr int tc_qk_bytes(int bytes) {
+  return max_of(tc_qk_loop_bytes(bytes),
+                align128(kQkTileWords * 4) + max_of(tc_qk_operand_bytes(bytes), tc_staging_bytes()));
+}
 
 }  // namespace linattn::cuda::chunk

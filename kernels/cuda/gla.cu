@@ -11,6 +11,7 @@ chunk::Problem problem(const chunk::Mixer<float>& m, const float* G) {
   p.B = m.B, p.T = m.len, p.H = m.H, p.Dk = m.Dk, p.W = m.Dv;
   p.q = m.q, p.k = m.k, p.v = {m.v, m.Dv}, p.G = G;
   p.scale = m.scale;
+  p.precision = m.precision;
   return p;
 }
 

@@ -213,29 +213,44 @@ int64_t tiles_of(int64_t columns) { return ceil_div(columns, chunk::kTileCols); 
 std::string templated(const char* kernel, bool flag) {
   return std::string("chunk::") + kernel + (flag ? "<true>" : "<false>");
 }
+// "chunk::chunk_state_kernel<false,(MatmulPrecision)2>": nvcc's report names an enum argument by its value.
+std::string templated(const char* kernel, const char* flag, MatmulPrecision precision) {
+  return std::string("chunk::") + kernel + "<" + flag + "(MatmulPrecision)" + std::to_string(int(precision)) + ">";
+}
+// The dynamic shared memory of an intra-chunk kernel: float32 words on the CUDA cores, else the
+// tensor-core layout's bytes for 2-byte (bf16) or 4-byte (tf32) operands.
+int64_t chunk_shared_bytes(MatmulPrecision precision, int f32_words, int (*tc_bytes)(int)) {
+  if (precision == MatmulPrecision::f32) return int64_t(f32_words) * int64_t(sizeof(float));
+  return tc_bytes(precision == MatmulPrecision::bf16 ? 2 : 4);
+}
 
 }  // namespace
 
 LaunchPlan chunk_tile_plan(const std::string& kernel, int64_t B, int64_t T, int64_t H, int64_t tiles,
-                           int64_t shared_words) {
-  return {kernel, {chunks_of(T), tiles, B * H}, {chunk::kThreads}, shared_words * int64_t(sizeof(float))};
+                           int64_t shared_bytes) {
+  return {kernel, {chunks_of(T), tiles, B * H}, {chunk::kThreads}, shared_bytes};
 }
 
-LaunchPlan chunk_state_plan(bool backward, int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t W) {
-  return chunk_tile_plan(templated("chunk_state_kernel", backward), B, T, H, tiles_of(Dk) * tiles_of(W),
-                         chunk::kStateWords);
+LaunchPlan chunk_state_plan(bool backward, int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t W,
+                            MatmulPrecision precision) {
+  return chunk_tile_plan(templated("chunk_state_kernel", backward ? "true," : "false,", precision), B, T, H,
+                         tiles_of(Dk) * tiles_of(W),
+                         chunk_shared_bytes(precision, chunk::kStateWords, [](int b) { return chunk::tc_state_bytes(b); }));
 }
 
 LaunchPlan state_pass_plan(bool reverse, int64_t B, int64_t H, int64_t Dk, int64_t W) {
   return pointwise_plan(templated("state_pass_kernel", reverse), B * H * Dk * W);
 }
 
-LaunchPlan chunk_apply_plan(bool transposed, int64_t B, int64_t T, int64_t H, int64_t W) {
-  return chunk_tile_plan(templated("chunk_apply_kernel", transposed), B, T, H, tiles_of(W), chunk::kApplyWords);
+LaunchPlan chunk_apply_plan(bool transposed, int64_t B, int64_t T, int64_t H, int64_t W, MatmulPrecision precision) {
+  return chunk_tile_plan(templated("chunk_apply_kernel", transposed ? "true," : "false,", precision), B, T, H,
+                         tiles_of(W),
+                         chunk_shared_bytes(precision, chunk::kApplyWords, [](int b) { return chunk::tc_apply_bytes(b); }));
 }
 
-LaunchPlan chunk_dqk_plan(int64_t B, int64_t T, int64_t H, int64_t Dk) {
-  return chunk_tile_plan("chunk::chunk_dqk_kernel", B, T, H, tiles_of(Dk), chunk::kQkWords);
+LaunchPlan chunk_dqk_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, MatmulPrecision precision) {
+  return chunk_tile_plan(templated("chunk_dqk_kernel", "", precision), B, T, H, tiles_of(Dk),
+                         chunk_shared_bytes(precision, chunk::kQkWords, [](int b) { return chunk::tc_qk_bytes(b); }));
 }
 
 LaunchPlan gate_cumsum_plan(int64_t B, int64_t T, int64_t H, int64_t Dk) {
@@ -266,6 +281,7 @@ namespace {
 struct Passes {
   int64_t B, T, H, Dk, W;
   LaunchPlans plans;
+  MatmulPrecision precision = MatmulPrecision::f32;
 
   bool empty() const { return B * H == 0 || T == 0 || Dk == 0 || W == 0; }
   void gate_cumsum() {
@@ -273,14 +289,14 @@ struct Passes {
   }
   void states(bool backward) {  // forward_states, backward_states
     if (B * H * Dk * W == 0) return;
-    if (T > 0) plans.push_back(chunk_state_plan(backward, B, T, H, Dk, W));
+    if (T > 0) plans.push_back(chunk_state_plan(backward, B, T, H, Dk, W, precision));
     plans.push_back(state_pass_plan(backward, B, H, Dk, W));
   }
   void apply(bool transposed) {  // output, grad_v
-    if (!empty()) plans.push_back(chunk_apply_plan(transposed, B, T, H, W));
+    if (!empty()) plans.push_back(chunk_apply_plan(transposed, B, T, H, W, precision));
   }
   void grad_qk() {
-    if (!empty()) plans.push_back(chunk_dqk_plan(B, T, H, Dk));
+    if (!empty()) plans.push_back(chunk_dqk_plan(B, T, H, Dk, precision));
   }
   void gate_grad_finish() {
     if (empty()) return;
@@ -298,9 +314,9 @@ struct Passes {
 }  // namespace
 
 LaunchPlans linear_attention_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
-                                           MixerStates states) {
+                                           MixerStates states, MatmulPrecision precision) {
   const int64_t rows = B * T * H;
-  Passes p{B, T, H, Dk, normalize ? Dv + 1 : Dv, {}};
+  Passes p{B, T, H, Dk, normalize ? Dv + 1 : Dv, {}, precision};
   if (normalize) {
     p.append_column(rows, Dv);                         // [v | 1]
     if (states.initial) p.append_column(B * H * Dk, Dv);  // [h0 | z0]
@@ -313,11 +329,11 @@ LaunchPlans linear_attention_forward_plans(int64_t B, int64_t T, int64_t H, int6
 }
 
 LaunchPlans linear_attention_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
-                                            MixerStates states) {
+                                            MixerStates states, MatmulPrecision precision) {
   const int64_t rows = B * T * H;
-  Passes p{B, T, H, Dk, normalize ? Dv + 1 : Dv, {}};
+  Passes p{B, T, H, Dk, normalize ? Dv + 1 : Dv, {}, precision};
   if (normalize) {
-    Passes ones{B, T, H, Dk, 1, {}};
+    Passes ones{B, T, H, Dk, 1, {}, precision};
     ones.append_column(1, 0);  // the column of ones
     ones.states(false);        // the denominator again
     ones.apply(false);
@@ -335,8 +351,9 @@ LaunchPlans linear_attention_backward_plans(int64_t B, int64_t T, int64_t H, int
   return p.plans;
 }
 
-LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states) {
-  Passes p{B, T, H, Dk, Dv, {}};
+LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states,
+                              MatmulPrecision precision) {
+  Passes p{B, T, H, Dk, Dv, {}, precision};
   p.gate_cumsum();
   p.states(false);
   p.apply(false);
@@ -344,8 +361,9 @@ LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64
   return p.plans;
 }
 
-LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states) {
-  Passes p{B, T, H, Dk, Dv, {}};
+LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states,
+                               MatmulPrecision precision) {
+  Passes p{B, T, H, Dk, Dv, {}, precision};
   p.gate_cumsum();
   p.states(false);
   p.states(true);

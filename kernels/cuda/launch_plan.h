@@ -101,17 +101,21 @@ LaunchPlans attention_backward_plans(bool bf16, int64_t B, int64_t T, int64_t H,
 
 // ---- the linear mixers' chunk-parallel passes (chunk_gla.h): chunks of chunk::kChunk tokens ----
 // The intra-chunk kernels: a block of chunk::kThreads per (chunk, 64-column tile, batch * head).
-// `tiles`: the blocks of one chunk; shared_words: the kernel's chunk_layout.h size.
+// `tiles`: the blocks of one chunk; shared_bytes: the kernel's chunk_layout.h size.
 LaunchPlan chunk_tile_plan(const std::string& kernel, int64_t B, int64_t T, int64_t H, int64_t tiles,
-                           int64_t shared_words);
+                           int64_t shared_bytes);
+// The three take the precision of their products (the kernels' template argument): f32 on the CUDA
+// cores, bf16 or tf32 on the tensor cores, with their own shared memory (chunk_layout.h).
 // The chunk's contribution to the state, U_c (forward) or W_c (backward): (Dk tiles) x (W tiles) per chunk.
-LaunchPlan chunk_state_plan(bool backward, int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t W);
+LaunchPlan chunk_state_plan(bool backward, int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t W,
+                            MatmulPrecision precision = MatmulPrecision::f32);
 // The sequential inter-chunk pass, its own kernel: one thread per state entry of [B * H, Dk, W].
 LaunchPlan state_pass_plan(bool reverse, int64_t B, int64_t H, int64_t Dk, int64_t W);
 // The outputs (forward) or dv (transposed): W tiles per chunk.
-LaunchPlan chunk_apply_plan(bool transposed, int64_t B, int64_t T, int64_t H, int64_t W);
+LaunchPlan chunk_apply_plan(bool transposed, int64_t B, int64_t T, int64_t H, int64_t W,
+                            MatmulPrecision precision = MatmulPrecision::f32);
 // dq, dk and GLA's in-chunk gate gradient: Dk tiles per chunk.
-LaunchPlan chunk_dqk_plan(int64_t B, int64_t T, int64_t H, int64_t Dk);
+LaunchPlan chunk_dqk_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, MatmulPrecision precision = MatmulPrecision::f32);
 // The pointwise passes, one thread per element: the gates' in-chunk cumulative sums, GLA's sequential
 // gate pass over the chunk totals (one thread per (b, h, key column)) and its offsets, [x | column],
 // the normalized output and its gradient, a state slot out.
@@ -128,13 +132,16 @@ LaunchPlan state_out_plan(int64_t B, int64_t H, int64_t Dk, int64_t W);
 struct MixerStates {
   bool initial = false, final = false;
 };
-// The launches of linear_attn.cu's and gla.cu's launchers, in their order (dv and GLA's dg present).
+// The launches of linear_attn.cu's and gla.cu's launchers, in their order (dv and GLA's dg present),
+// for chunk::Mixer::precision `precision`.
 LaunchPlans linear_attention_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
-                                           MixerStates states);
+                                           MixerStates states, MatmulPrecision precision = MatmulPrecision::f32);
 LaunchPlans linear_attention_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
-                                            MixerStates states);
-LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states);
-LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states);
+                                            MixerStates states, MatmulPrecision precision = MatmulPrecision::f32);
+LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states,
+                              MatmulPrecision precision = MatmulPrecision::f32);
+LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states,
+                               MatmulPrecision precision = MatmulPrecision::f32);
 
 // ---- deltanet.cu: the forward's per-chunk launches over (chunks, B*H) around the state pass over
 // (state column tiles, B*H) (T = 0: the state pass alone); the backward likewise, its sequential

@@ -12,6 +12,7 @@ chunk::Problem problem(const chunk::Mixer<float>& m, chunk::Rows v, int64_t W, f
   p.B = m.B, p.T = m.len, p.H = m.H, p.Dk = m.Dk, p.W = W;
   p.q = m.q, p.k = m.k, p.v = v, p.phi = m.phi;
   p.scale = scale;
+  p.precision = m.precision;
   return p;
 }
 

@@ -14,13 +14,15 @@ T* data_or_null(const Tensor& t) {
 }
 
 // Both forms run the chunk-parallel passes (kChunk tokens a chunk, whatever r.chunk_size says): the
-// chunk size changes the result only by rounding.
+// chunk size changes the result only by rounding. The intra-chunk products take
+// backend::matmul_precision() (train.precision: bf16, train.tf32): bf16 or tf32 on the tensor cores.
 template <class T>
 Mixer<T> to_mixer(const backend::MixerArgs& r) {
   Mixer<T> m;
   m.B = r.B, m.len = r.T, m.H = r.H, m.Dk = r.Dk, m.Dv = r.Dv;
   m.scale = T(r.scale);
   m.phi = r.phi, m.normalize = r.normalize;
+  m.precision = backend::matmul_precision();
   m.o = data_or_null<T>(r.o), m.ht = data_or_null<T>(r.ht), m.zt = data_or_null<T>(r.zt);
   m.q = data_or_null<T>(r.q), m.k = data_or_null<T>(r.k), m.v = data_or_null<T>(r.v);
   m.g = data_or_null<T>(r.gate), m.h0 = data_or_null<T>(r.h0), m.z0 = data_or_null<T>(r.z0);

@@ -9,7 +9,8 @@
 // Sizes are small (the emulation build runs every GPU thread as a fiber) but off the tiles: T not a
 // multiple of the chunk (16/32/64) or of attention's 32/64-row tiles, head sizes 32/64/128, grouped
 // query heads, sliding windows, documents (each a kernel call on views of the batch's buffers, cut
-// by autograd/segments.h as the ops cut them), optional inputs and gradients absent and present.
+// by autograd/segments.h as the ops cut them), optional inputs and gradients absent and present,
+// and linear attention and GLA with their products in bf16 and tf32 on the tensor cores.
 //
 // CudaBackendOpsCoverage.EveryEntryHasACase fails naming any entry of the table with a CUDA kernel
 // and without a case. A mixer's *_saved_size entry is covered by its cases, where each column runs
@@ -48,6 +49,9 @@ constexpr double kSums = 1e-5;         // float32 sums of up to ~1000 terms in a
                                        // gemm, bias, norms, conv, gdn_decay, cross-entropy, attention
 constexpr double kScans = 1e-4;        // the mixers: a chunk's scores over Dk and the state over the chunks,
                                        // ~1e-6 typically (linear_attn_test, gla_test, deltanet_test)
+constexpr double kBf16Mixers = 2e-2;   // linear attention and GLA with bf16 (tf32) products on the tensor
+constexpr double kTf32Mixers = 3e-3;   // cores: ~5u of bf16's u = 2^-8 (6u of tf32's 2^-11), measured
+                                       // <= 1.2u (1.7u) (chunk_precision_test)
 constexpr double kFloat64Sum = 1e-12;  // sum_squares: float64 sums of the same float32 squares, in another order
 
 constexpr int32_t kIgnore = -100;  // an ignore index for the cross-entropy cases
@@ -507,6 +511,7 @@ struct MixerCase {
   std::vector<int64_t> docs = {};
   FeatureMap phi = FeatureMap::identity;  // linear attention only
   bool normalize = false;                 // linear attention only
+  MatmulPrecision precision = MatmulPrecision::f32;  // of the CUDA column's products (the CPU's ignore it)
 
   std::string str() const {
     return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " H=" + std::to_string(H) +
@@ -514,7 +519,8 @@ struct MixerCase {
            (chunk ? " chunk=" + std::to_string(chunk) : std::string(" recurrent")) + (h0 ? " h0" : " no h0") +
            (dht ? " dht" : " no dht") +
            (kind == MixerKind::linear_attention ? " phi=" + std::to_string(int(phi)) : "") +
-           (normalize ? " normalized" : "") + documents_str(docs);
+           (normalize ? " normalized" : "") + documents_str(docs) +
+           (precision == MatmulPrecision::f32 ? "" : std::string(" ") + matmul_precision_name(precision));
   }
 };
 
@@ -534,6 +540,10 @@ MixerArgs part_args(const MixerArgs& a, const ops::SegmentPart& p, int64_t at, i
 
 void run_mixer(Side& x, const MixerCase& c) {
   using K = MixerKind;
+  struct PrecisionScope {  // backend::matmul_precision() is process-wide: float32 again after the case
+    explicit PrecisionScope(MatmulPrecision p) { backend::set_matmul_precision(p); }
+    ~PrecisionScope() { backend::set_matmul_precision(MatmulPrecision::f32); }
+  } precision(c.precision);
   const bool delta = c.kind == K::deltanet || c.kind == K::gated_deltanet;
   const auto& forward = c.kind == K::linear_attention ? backend::linear_attention_forward
                         : c.kind == K::gla            ? backend::gla_forward
@@ -618,6 +628,13 @@ void add_mixer_cases(std::vector<Case>& cases) {
       {K::deltanet, 3, 20, 1, 32, 32, 16, true, true, rows20},
       {K::deltanet, 2, 130, 2, 64, 64, 64, true},        // the backward's gradients kernel above 48 KiB of
       {K::gated_deltanet, 1, 100, 3, 64, 64, 64, true},  // shared memory; T off the chunk
+      // the tensor-core paths of linear attention and GLA
+      {K::linear_attention, 1, 37, 2, 32, 32, 16, true, true, {}, FeatureMap::identity, false, MatmulPrecision::bf16},
+      {K::linear_attention, 2, 50, 1, 64, 32, 32, true, true, {}, FeatureMap::elu1, true, MatmulPrecision::bf16},
+      {K::linear_attention, 1, 70, 1, 128, 128, 64, false, false, {}, FeatureMap::relu, false, MatmulPrecision::tf32},
+      {K::gla, 1, 70, 1, 128, 128, 64, true, true, {}, FeatureMap::identity, false, MatmulPrecision::bf16},
+      {K::gla, 2, 45, 2, 64, 32, 32, false, false, {}, FeatureMap::identity, false, MatmulPrecision::tf32},
+      {K::gla, 2, 23, 2, 32, 32, 16, true, true, docs23, FeatureMap::identity, false, MatmulPrecision::bf16},
   };
   for (const MixerCase& c : all) {
     const char* fwd = c.kind == K::linear_attention ? "linear_attention_forward"
@@ -630,7 +647,10 @@ void add_mixer_cases(std::vector<Case>& cases) {
                         : c.kind == K::gla            ? "gla_saved_size"
                                                       : "delta_rule_saved_size";
     const std::string what = (c.kind == K::gated_deltanet ? "gated " : "") + c.str();
-    cases.push_back({{fwd, bwd, saved}, what, kScans, [c](Side& x) { run_mixer(x, c); }});
+    const double tol = c.precision == MatmulPrecision::bf16   ? kBf16Mixers
+                       : c.precision == MatmulPrecision::tf32 ? kTf32Mixers
+                                                              : kScans;
+    cases.push_back({{fwd, bwd, saved}, what, tol, [c](Side& x) { run_mixer(x, c); }});
   }
 }
 

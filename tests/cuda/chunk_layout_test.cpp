@@ -1,9 +1,11 @@
 // The shared-memory layouts of the chunk-parallel linear attention and GLA kernels
 // (kernels/cuda/chunk_layout.h) are free of bank conflicts: for every access pattern the kernels of
 // kernels/cuda/chunk_gla.cu use, through the same index functions, the 32 lanes of every warp touch
-// 32 different banks or one word. Runs on the host (not a Cuda* suite): it needs no device.
+// 32 different banks or one word; and the tensor-core paths' fragment loads read 8 rows of 16 bytes
+// in 8 different 16-byte groups. Runs on the host (not a Cuda* suite): it needs no device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <set>
@@ -117,6 +119,86 @@ TEST(ChunkLayout, TheCheckSeesConflicts) {
   std::string where;
   EXPECT_EQ(worst(kDepth, [](int tid, int col) { return tile_col(tid, 0) * kDepth + col; }, where), 32);
   EXPECT_EQ(worst(1, [](int tid, int) { return at(tid % 32 / 16, tid % 16, kTileCols); }, where), 2);
+}
+
+// ---- the tensor-core paths ----
+
+// The 16-byte groups (chunk_layout.h) that one 8-row phase of a fragment load reads: rows
+// row0 .. row0 + 7, each a 16-byte run from column col; how many runs share the busiest group
+// (1: conflict-free, 8 runs in 8 groups).
+int tc_phase_ways(int row0, int col, int width, int bytes, int (*pitch_of)(int, int)) {
+  std::array<int, 8> runs{};
+  for (int r = 0; r < 8; ++r) ++runs[size_t((row0 + r) * pitch_of(width, bytes) * bytes / 16 + col * bytes / 16) % 8];
+  return *std::max_element(runs.begin(), runs.end());
+}
+
+// Every operand and staging tile of the tensor-core kernels: bf16 and float32 (tf32, accumulators)
+// tiles 32 or 64 wide. A fragment starts at a row multiple of 8 and a column multiple of 16 bytes
+// (its 16-byte runs: bf16 8 columns, float 4); every phase of every such fragment is conflict-free.
+TEST(ChunkLayout, FragmentLoadsHitEveryGroupOnce) {
+  for (int bytes : {2, 4})
+    for (int width : {kDepth, kTileCols}) {
+      SCOPED_TRACE("bytes " + std::to_string(bytes) + " width " + std::to_string(width));
+      EXPECT_EQ((tc_pitch(width, bytes) * bytes) % 32, 16) << "the pitch in 16-byte units must be odd";
+      EXPECT_EQ(tc_pitch(width, bytes) % (bytes == 2 ? 8 : 4), 0) << "WMMA's ldm: a multiple of 8 bf16 / 4 floats";
+      for (int row0 = 0; row0 + 8 <= kChunk + kPairs * kSub; row0 += 8)
+        for (int col = 0; col < width; col += 16 / bytes) {
+          EXPECT_EQ(tc_phase_ways(row0, col, width, bytes, tc_pitch), 1) << "rows " << row0 << ", column " << col;
+          // the same through tc_group, the function the comment names
+          std::set<int> groups;
+          for (int r = 0; r < 8; ++r) groups.insert(tc_group(row0 + r, col, width, bytes));
+          EXPECT_EQ(groups.size(), 8u) << "rows " << row0 << ", column " << col;
+        }
+    }
+}
+
+// WMMA needs 32-byte aligned fragment pointers: from a 128-byte aligned tile, rows at multiples of 8
+// (tf32's k step in a col_major operand) and columns at multiples of 32 bytes.
+TEST(ChunkLayout, FragmentPointersAre32ByteAligned) {
+  for (int bytes : {2, 4})
+    for (int width : {kDepth, kTileCols})
+      for (int row = 0; row < kChunk + kPairs * kSub; row += 8)
+        for (int col = 0; col < width; col += 32 / bytes)
+          EXPECT_EQ(tc_at(row, col, width, bytes) * bytes % 32, 0) << bytes << " bytes, width " << width << ", row "
+                                                                   << row << ", column " << col;
+  for (int bytes : {2, 4}) {
+    EXPECT_EQ(tc_bytes(kChunk, kDepth, bytes) % 128, 0);
+    EXPECT_EQ(tc_bytes(kDepth, kTileCols, bytes) % 128, 0);
+  }
+}
+
+// The warps' fragments cover the 64 x 64 output tile once, and the staging tile's reads by the
+// thread mapping (tile_row, tile_col) are row runs: conflict-free.
+TEST(ChunkLayout, WarpFragmentsCoverTheTileAndStagingReadsAreRowRuns) {
+  std::set<std::pair<int, int>> blocks;
+  for (int w = 0; w < kWarps; ++w)
+    for (int t = 0; t < 2; ++t) blocks.insert({frag_row(w), frag_col(w, t)});
+  EXPECT_EQ(blocks.size(), size_t((kChunk / kFrag) * (kTileCols / kFrag)));
+  for (const auto& [r, c] : blocks) EXPECT_TRUE(r < kChunk / kFrag && c < kTileCols / kFrag);
+  for (int r = 0; r < kRowsPerThread; ++r)
+    for (int s = 0; s < kColsPerThread; ++s)
+      EXPECT_NO_CONFLICT(1, [&](int tid, int) { return tc_at(tile_row(tid, r), tile_col(tid, s), kTileCols, 4); });
+}
+
+// GLA's sub-chunk pairs I > J: pair_index numbers them 0 .. kPairs - 1, pair_row / pair_col invert it.
+TEST(ChunkLayout, SubChunkPairsAreNumberedOnce) {
+  std::set<int> seen;
+  for (int I = 0; I < kSubs; ++I)
+    for (int J = 0; J < I; ++J) {
+      const int pair = pair_index(I, J);
+      EXPECT_TRUE(seen.insert(pair).second) << I << ", " << J;
+      EXPECT_EQ(pair_row(pair), I);
+      EXPECT_EQ(pair_col(pair), J);
+    }
+  EXPECT_EQ(seen.size(), size_t(kPairs));
+  EXPECT_EQ(*seen.rbegin(), kPairs - 1);
+}
+
+// The check can fail: an unpadded bf16 tile 64 wide (128-byte rows) puts a phase's 8 runs in one
+// group, and a pitch of 32 extra bytes (an even number of 16-byte units) in 4 groups, two runs each.
+TEST(ChunkLayout, TheFragmentCheckSeesConflicts) {
+  EXPECT_EQ(tc_phase_ways(0, 0, kTileCols, 2, [](int width, int) { return width; }), 8);
+  EXPECT_EQ(tc_phase_ways(0, 0, kTileCols, 2, [](int width, int) { return width + 16; }), 2);
 }
 
 }  // namespace

@@ -198,34 +198,35 @@ TEST(LaunchPlan, LinearMixers) {
   // a partial chunk (T = 100 of 64-token chunks), 2 key tiles and 2 value tiles (Dv + 1 = 65 normalized)
   const int64_t B = 1, T = 100, H = 2, Dk = 72, Dv = 64;
   const int64_t qk = B * T * H * Dk, vo = B * T * H * Dv, st = B * H * Dk * Dv, z = B * H * Dk;
+  for (const MatmulPrecision precision : {MatmulPrecision::f32, MatmulPrecision::bf16, MatmulPrecision::tf32})
   for (const bool with_states : {false, true}) {
     const cuda::MixerStates states{with_states, with_states};
-    const std::string tag = with_states ? " with states" : "";
+    const std::string tag = std::string(" ") + matmul_precision_name(precision) + (with_states ? " with states" : "");
     cuda::chunk::Mixer<float> x;
-    x.B = B, x.len = T, x.H = H, x.Dk = Dk, x.Dv = Dv, x.scale = 0.5f;
+    x.B = B, x.len = T, x.H = H, x.Dk = Dk, x.Dv = Dv, x.scale = 0.5f, x.precision = precision;
     x.q = m.f32(qk), x.k = m.f32(qk), x.v = m.f32(vo), x.o = m.f32(vo);
     x.dO = m.f32(vo), x.dq = m.f32(qk), x.dk = m.f32(qk), x.dv = m.f32(vo);
     if (with_states) x.h0 = m.f32(st), x.ht = m.f32(st), x.dht = m.f32(st), x.dh0 = m.f32(st);
     expect_plans("linear_attention_forward" + tag,
-                 cuda::linear_attention_forward_plans(B, T, H, Dk, Dv, false, states),
+                 cuda::linear_attention_forward_plans(B, T, H, Dk, Dv, false, states, precision),
                  [&] { cuda::linear_attention_forward(x); });
     expect_plans("linear_attention_backward" + tag,
-                 cuda::linear_attention_backward_plans(B, T, H, Dk, Dv, false, states),
+                 cuda::linear_attention_backward_plans(B, T, H, Dk, Dv, false, states, precision),
                  [&] { cuda::linear_attention_backward(x); });
     cuda::chunk::Mixer<float> n = x;
     n.normalize = true;
     if (with_states) n.z0 = m.f32(z), n.zt = m.f32(z), n.dzt = m.f32(z), n.dz0 = m.f32(z);
     expect_plans("linear_attention_forward normalized" + tag,
-                 cuda::linear_attention_forward_plans(B, T, H, Dk, Dv, true, states),
+                 cuda::linear_attention_forward_plans(B, T, H, Dk, Dv, true, states, precision),
                  [&] { cuda::linear_attention_forward(n); });
     expect_plans("linear_attention_backward normalized" + tag,
-                 cuda::linear_attention_backward_plans(B, T, H, Dk, Dv, true, states),
+                 cuda::linear_attention_backward_plans(B, T, H, Dk, Dv, true, states, precision),
                  [&] { cuda::linear_attention_backward(n); });
     cuda::chunk::Mixer<float> g = x;
     g.g = m.f32(qk), g.dg = m.f32(qk);
-    expect_plans("gla_forward" + tag, cuda::gla_forward_plans(B, T, H, Dk, Dv, states),
+    expect_plans("gla_forward" + tag, cuda::gla_forward_plans(B, T, H, Dk, Dv, states, precision),
                  [&] { cuda::gla_forward(g); });
-    expect_plans("gla_backward" + tag, cuda::gla_backward_plans(B, T, H, Dk, Dv, states),
+    expect_plans("gla_backward" + tag, cuda::gla_backward_plans(B, T, H, Dk, Dv, states, precision),
                  [&] { cuda::gla_backward(g); });
   }
 }
@@ -235,7 +236,7 @@ TEST(LaunchPlan, LinearMixers) {
 TEST(LaunchPlan, ChunkPassesFillTheGpu) {
   const int64_t B = 4, T = 2048, H = 4, D = 64;
   const cuda::LaunchPlan state = cuda::chunk_state_plan(false, B, T, H, D, D);
-  EXPECT_EQ(state.kernel, "chunk::chunk_state_kernel<false>");
+  EXPECT_EQ(state.kernel, "chunk::chunk_state_kernel<false,(MatmulPrecision)0>");
   EXPECT_EQ(state.grid.x, 32);  // 2048 / 64 chunks
   EXPECT_EQ(state.grid.y, 1);
   EXPECT_EQ(state.grid.z, 16);
@@ -243,6 +244,24 @@ TEST(LaunchPlan, ChunkPassesFillTheGpu) {
   EXPECT_EQ(state.shared_bytes, int64_t(sizeof(float)) * 2 * 64 * 65);
   EXPECT_EQ(cuda::chunk_apply_plan(true, B, T, H, D + 1).grid.y, 2);  // [v | 1]: two value tiles
   EXPECT_EQ(cuda::chunk_dqk_plan(B, T, H, D).grid.count(), 512);
+  // the tensor-core instantiations: the same grids, their own names and shared memory
+  for (const MatmulPrecision precision : {MatmulPrecision::bf16, MatmulPrecision::tf32}) {
+    const int bytes = precision == MatmulPrecision::bf16 ? 2 : 4;
+    const std::string arg = "(MatmulPrecision)" + std::to_string(int(precision)) + ">";
+    const cuda::LaunchPlan tc_state = cuda::chunk_state_plan(true, B, T, H, D, D, precision);
+    EXPECT_EQ(tc_state.kernel, "chunk::chunk_state_kernel<true," + arg);
+    EXPECT_EQ(tc_state.grid.count(), 512);
+    EXPECT_EQ(tc_state.shared_bytes, cuda::chunk::tc_state_bytes(bytes));
+    const cuda::LaunchPlan tc_apply = cuda::chunk_apply_plan(false, B, T, H, D, precision);
+    EXPECT_EQ(tc_apply.kernel, "chunk::chunk_apply_kernel<false," + arg);
+    EXPECT_EQ(tc_apply.grid.count(), 512);
+    EXPECT_EQ(tc_apply.shared_bytes, cuda::chunk::tc_apply_bytes(bytes));
+    const cuda::LaunchPlan tc_qk = cuda::chunk_dqk_plan(B, T, H, D, precision);
+    EXPECT_EQ(tc_qk.kernel, "chunk::chunk_dqk_kernel<" + arg);
+    EXPECT_EQ(tc_qk.grid.count(), 512);
+    EXPECT_EQ(tc_qk.shared_bytes, cuda::chunk::tc_qk_bytes(bytes));
+    EXPECT_LE(tc_qk.shared_bytes, 227 * 1024) << "more than an H100's shared memory per block";
+  }
   const cuda::LaunchPlan pass = cuda::state_pass_plan(true, B, H, D, D);
   EXPECT_EQ(pass.kernel, "chunk::state_pass_kernel<true>");
   EXPECT_EQ(pass.grid.count() * pass.block.count(), B * H * D * D);

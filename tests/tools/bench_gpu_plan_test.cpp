@@ -22,8 +22,8 @@ class BenchGpuPlan : public ::testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  testing::CommandResult plan() {
-    return testing::run_command(testing::built_binary("linattn-bench") + " gpu-plan --build-dir " + dir_);
+  testing::CommandResult plan(const std::string& options = "") {
+    return testing::run_command(testing::built_binary("linattn-bench") + " gpu-plan --build-dir " + dir_ + options);
   }
   std::string dir_;
 };
@@ -140,6 +140,33 @@ TEST_F(BenchGpuPlan, ReadsRegistersAndTensorCoresFromTheNvccTables) {
   // a kernel neither table lists: unknown, not guessed
   const std::string lse = row(r.output, "cross-entropy", "lse_kernel");
   EXPECT_NE(lse.find("| - | - | 100% (threads) w/o regs | 15.52 | - |"), std::string::npos) << lse;
+}
+
+// --precision bf16: the linear mixers' bf16 instantiations, their tensor-core instructions from the
+// table, costed at the bf16 peak; the GEMMs through cuBLAS in bf16. A kernel the table lists without
+// tensor-core instructions stays on the f32 CUDA cores.
+TEST_F(BenchGpuPlan, PrecisionBf16PicksTheTensorCoreKernels) {
+  const int64_t T = 2048, D = 64;
+  const cuda::LaunchPlan apply = cuda::chunk_apply_plan(false, 4, T, 4, D, MatmulPrecision::bf16);
+  const cuda::LaunchPlan qk = cuda::chunk_dqk_plan(4, T, 4, D, MatmulPrecision::bf16);
+  ASSERT_EQ(apply.kernel, "chunk::chunk_apply_kernel<false,(MatmulPrecision)2>");
+  {
+    std::ofstream tensor_cores(dir_ + "/cuda-tensor-cores.md");
+    tensor_cores << "| file | kernel | arch | tensor-core instructions (PTX) |\n| --- | --- | --- | ---: |\n"
+                 << "| chunk_gla.cu | " << apply.kernel << " | sm_90 | 24 |\n"
+                 << "| chunk_gla.cu | " << qk.kernel << " | sm_90 | 0 |\n";
+  }
+  testing::CommandResult r = plan(" --precision bf16");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string out = row(r.output, "linear_attn forward: outputs (parallel)", apply.kernel);
+  EXPECT_NE(out.find("| yes (24) |"), std::string::npos) << out;
+  EXPECT_NE(out.find("(bf16) |"), std::string::npos) << out;
+  const std::string dqk = row(r.output, "gla backward: dq, dk (parallel)", qk.kernel);
+  EXPECT_NE(dqk.find("| no |"), std::string::npos) << dqk;
+  EXPECT_NE(dqk.find("(f32) |"), std::string::npos) << dqk;
+  EXPECT_NE(r.output.find("| linear attention (bf16) | "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("GEMMs in bf16 (cuBLAS, tensor cores)"), std::string::npos) << r.output;
+  EXPECT_NE(plan(" --precision fp8").status, 0);
 }
 
 }  // namespace
