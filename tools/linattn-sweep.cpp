@@ -168,7 +168,8 @@ struct Child {
 // its stdout on ours or into `log_fd`, its stderr into a pipe that `drain` reads.
 Child start_child(const std::vector<std::string>& argv, int log_fd) {
   int pipe_fds[2];
-  LINATTN_REQUIRE(pipe(pipe_fds) == 0, "cannot create a pipe: ", std::strerror(errno));
+  // Closed on exec: the runs started later do not hold this one's pipe.
+  LINATTN_REQUIRE(pipe2(pipe_fds, O_CLOEXEC) == 0, "cannot create a pipe: ", std::strerror(errno));
   std::fflush(stdout);
   const pid_t sweep = getpid();
   const pid_t pid = fork();
