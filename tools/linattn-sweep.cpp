@@ -42,6 +42,7 @@ struct Args {
   std::string out;                // --out: instead of the sweep file's out_dir
   int jobs = 1;
   bool dry_run = false;
+  bool results_only = false;
   std::string again;  // this command, to continue an interrupted sweep with
 };
 
@@ -75,6 +76,9 @@ Args parse_args(int argc, char** argv) {
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
   app.add_option("--out", a.out, "the sweep folder, instead of the sweep file's out_dir")->type_name("DIR");
+  app.add_flag("--results-only", a.results_only, "train nothing: write results.csv, results.md and the plots again "
+                                                 "from the run folders as they are (e.g. a sweep copied from another "
+                                                 "machine), and exit");
   app.footer(
       "Ctrl-C stops the running runs at the end of their step (each writes a checkpoint) and then the\n"
       "sweep; the same command continues it.");
@@ -601,6 +605,12 @@ int run(const Args& a) {
   std::printf("sweep %s: %zu runs of %s into %s\n", a.path.c_str(), s.runs.size(), s.base.c_str(), s.out_dir.c_str());
   if (a.dry_run) {
     list_runs(s, todo);
+    return 0;
+  }
+  if (a.results_only) {
+    const FolderLock sweep_lock(s.out_dir, "the sweep folder");
+    write_results(s);
+    std::printf("results in %s\n", (fs::path(s.out_dir) / "results.md").string().c_str());
     return 0;
   }
   return run_sweep(s, a.again, todo, a.jobs);
