@@ -51,8 +51,8 @@ Args parse_args(int argc, char** argv) {
   CLI::App app(
       "Runs every run of SWEEP.yaml (a base config plus overrides; README.md, \"linattn-sweep\") one\n"
       "after another (or --jobs N at a time), each as linattn-train with its run folder OUT_DIR/NAME. After\n"
-      "each run it writes "
-      "OUT_DIR/results.csv, OUT_DIR/results.md and the plots OUT_DIR/*.svg.\n\n"
+      "each run (with several jobs, at most every 10 s) it writes OUT_DIR/results.csv, OUT_DIR/results.md\n"
+      "and the plots OUT_DIR/*.svg.\n\n"
       "Every run's config is checked before the first starts: a problem is reported at the sweep file's\n"
       "line. Run again, the sweep skips finished runs and resumes an interrupted one from its newest\n"
       "checkpoint. A run that fails is recorded as failed (with the end of its error output) and the\n"
