@@ -84,7 +84,7 @@ std::vector<ConfigSummary> summarize(const std::vector<ResultRow>& rows, const s
   const bool higher = higher_is_better(metric);
   auto better = [&](double a, double b) { return higher ? a > b : a < b; };
   std::vector<ConfigSummary> configs;
-  std::vector<std::vector<std::vector<double>>> values, speeds;  // [config][point]: finished runs'
+  std::vector<std::vector<std::vector<double>>> values, speeds, bpbs;  // [config][point]: finished runs'
   std::map<std::string, size_t> config_of;
   for (const ResultRow& r : rows) {
     const auto [at, fresh] = config_of.emplace(r.config, configs.size());
@@ -98,6 +98,7 @@ std::vector<ConfigSummary> summarize(const std::vector<ResultRow>& rows, const s
       configs.push_back(c);
       values.emplace_back();
       speeds.emplace_back();
+      bpbs.emplace_back();
     }
     const size_t ci = at->second;
     ConfigSummary& c = configs[ci];
@@ -107,6 +108,7 @@ std::vector<ConfigSummary> summarize(const std::vector<ResultRow>& rows, const s
       c.points.push_back({r.tuned, 0, {}, 0});
       values[ci].emplace_back();
       speeds[ci].emplace_back();
+      bpbs[ci].emplace_back();
     }
     ++c.points[pi].runs;
     c.points[pi].diverged += r.status == "diverged";
@@ -114,6 +116,7 @@ std::vector<ConfigSummary> summarize(const std::vector<ResultRow>& rows, const s
     if (r.status == "done" && std::isfinite(v)) {
       values[ci][pi].push_back(v);
       if (std::isfinite(r.tokens_per_s)) speeds[ci][pi].push_back(r.tokens_per_s);
+      if (std::isfinite(r.val_bpb)) bpbs[ci][pi].push_back(r.val_bpb);
     }
   }
   for (size_t ci = 0; ci < configs.size(); ++ci) {
@@ -128,7 +131,10 @@ std::vector<ConfigSummary> summarize(const std::vector<ResultRow>& rows, const s
       if (p.metric.n > 0 && (!stable || p.diverged == 0) && (c.chosen < 0 || better(p.metric.mean, c.result().mean)))
         c.chosen = int(pi);
     }
-    if (c.chosen >= 0) c.tokens_per_s = spread_of(speeds[ci][size_t(c.chosen)]).mean;
+    if (c.chosen >= 0) {
+      c.tokens_per_s = spread_of(speeds[ci][size_t(c.chosen)]).mean;
+      c.bpb = spread_of(bpbs[ci][size_t(c.chosen)]);
+    }
   }
   // Each group's best mean, then every configuration against it.
   std::map<std::string, ConfigSummary*> best;
@@ -179,8 +185,10 @@ std::string summary_markdown(const std::vector<std::string>& keys, const std::ve
       << ": mean ± sample standard deviation (n − 1), and the range min–max of the seeds.\n\n| configuration |";
   for (size_t k : shown) out << " " << md(keys[k]) << " |";
   if (tune_keys) out << " " << md(tuned_header) << " |";
-  out << " seeds done | mean ± sd | min–max | verdict | params | state | tokens/s |\n|---|";
-  for (size_t i = 0; i < shown.size() + (tune_keys ? 1 : 0) + 7; ++i) out << "---|";
+  const bool bpb = metric == "val_loss";  // a language model's loss, also in bits per byte
+  out << " seeds done | mean ± sd | min–max | verdict | params | state | tokens/s |" << (bpb ? " bits per byte |" : "")
+      << "\n|---|";
+  for (size_t i = 0; i < shown.size() + (tune_keys ? 1 : 0) + 7 + (bpb ? 1 : 0); ++i) out << "---|";
   out << "\n";
   for (const ConfigSummary& c : configs) {
     const bool has = c.chosen >= 0;
@@ -197,7 +205,9 @@ std::string summary_markdown(const std::vector<std::string>& keys, const std::ve
         << mean_sd(s) << " | " << (s.n >= 2 ? fixed(s.min) + "–" + fixed(s.max) : "") << " | " << c.verdict << " | "
         << c.params << " | " << c.state << " | ";
     if (std::isfinite(c.tokens_per_s)) out << std::llround(c.tokens_per_s);
-    out << " |\n";
+    out << " |";
+    if (bpb) out << " " << mean_sd(c.bpb) << " |";
+    out << "\n";
   }
 
   // The verdicts in words, group by group.

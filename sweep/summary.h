@@ -48,6 +48,7 @@ struct ConfigSummary {
   // none has a finished run.
   int chosen = -1;
   double tokens_per_s = NAN;        // the mean of the chosen point's finished runs
+  Spread bpb;                       // their final bits per byte (language models; n = 0 on MQAR)
   // Against the best mean of its group (by better_beyond_spread):
   //   "best"          the best mean, and every other configuration is behind it beyond the spread;
   //   "tied for best" the best mean or one whose spread overlaps it;
@@ -68,7 +69,7 @@ std::vector<ConfigSummary> summarize(const std::vector<ResultRow>& rows, const s
 void mark_best_configs(std::vector<ResultRow>& rows, const std::vector<ConfigSummary>& configs);
 
 // results.md's sections for the search: the configurations at their chosen points with the spread
-// and verdicts, the verdicts of each group in words, and the whole search as a table of means.
+// and verdicts (and, ranked by validation loss, their bits per byte), the verdicts of each group in words, and the whole search as a table of means.
 // `keys` are the table's keys; those in `searched` (the tuned keys and train.seed) are left out.
 std::string summary_markdown(const std::vector<std::string>& keys, const std::vector<std::string>& searched,
                              const std::vector<ConfigSummary>& configs, const std::string& metric, size_t seeds);

@@ -42,6 +42,7 @@ struct Args {
   std::string out;                // --out: instead of the sweep file's out_dir
   int jobs = 1;
   bool dry_run = false;
+  bool results_only = false;
   std::string again;  // this command, to continue an interrupted sweep with
 };
 
@@ -50,8 +51,8 @@ Args parse_args(int argc, char** argv) {
   CLI::App app(
       "Runs every run of SWEEP.yaml (a base config plus overrides; README.md, \"linattn-sweep\") one\n"
       "after another (or --jobs N at a time), each as linattn-train with its run folder OUT_DIR/NAME. After\n"
-      "each run it writes "
-      "OUT_DIR/results.csv, OUT_DIR/results.md and the plots OUT_DIR/*.svg.\n\n"
+      "each run (with several jobs, at most every 10 s) it writes OUT_DIR/results.csv, OUT_DIR/results.md\n"
+      "and the plots OUT_DIR/*.svg.\n\n"
       "Every run's config is checked before the first starts: a problem is reported at the sweep file's\n"
       "line. Run again, the sweep skips finished runs and resumes an interrupted one from its newest\n"
       "checkpoint. A run that fails is recorded as failed (with the end of its error output) and the\n"
@@ -75,6 +76,9 @@ Args parse_args(int argc, char** argv) {
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
   app.add_option("--out", a.out, "the sweep folder, instead of the sweep file's out_dir")->type_name("DIR");
+  app.add_flag("--results-only", a.results_only, "train nothing: write results.csv, results.md and the plots again "
+                                                 "from the run folders as they are (e.g. a sweep copied from another "
+                                                 "machine), and exit");
   app.footer(
       "Ctrl-C stops the running runs at the end of their step (each writes a checkpoint) and then the\n"
       "sweep; the same command continues it.");
@@ -168,7 +172,8 @@ struct Child {
 // its stdout on ours or into `log_fd`, its stderr into a pipe that `drain` reads.
 Child start_child(const std::vector<std::string>& argv, int log_fd) {
   int pipe_fds[2];
-  LINATTN_REQUIRE(pipe(pipe_fds) == 0, "cannot create a pipe: ", std::strerror(errno));
+  // Closed on exec: the runs started later do not hold this one's pipe.
+  LINATTN_REQUIRE(pipe2(pipe_fds, O_CLOEXEC) == 0, "cannot create a pipe: ", std::strerror(errno));
   std::fflush(stdout);
   const pid_t sweep = getpid();
   const pid_t pid = fork();
@@ -600,6 +605,12 @@ int run(const Args& a) {
   std::printf("sweep %s: %zu runs of %s into %s\n", a.path.c_str(), s.runs.size(), s.base.c_str(), s.out_dir.c_str());
   if (a.dry_run) {
     list_runs(s, todo);
+    return 0;
+  }
+  if (a.results_only) {
+    const FolderLock sweep_lock(s.out_dir, "the sweep folder");
+    write_results(s);
+    std::printf("results in %s\n", (fs::path(s.out_dir) / "results.md").string().c_str());
     return 0;
   }
   return run_sweep(s, a.again, todo, a.jobs);

@@ -441,6 +441,22 @@ TEST_F(SweepCommand, ThreeJobsAtOnceGiveTheResultsOfOneAtATime) {
   EXPECT_NE(log.find("done after 4 steps"), std::string::npos) << log;
   // One job at a time leaves the run's output on the terminal, as before.
   EXPECT_NE(one.output.find("done after 4 steps"), std::string::npos);
+
+  // --results-only writes the same results again from the run folders, and trains nothing.
+  const std::string md = read(fs::path(parallel) / "results.md");
+  fs::remove(fs::path(parallel) / "results.md");
+  fs::remove(fs::path(parallel) / "results.csv");
+  fs::remove_all(fs::path(parallel) / "a-lr=1.0e-3-seed=1");  // a run not there: pending, not trained
+  const testing::CommandResult again = sweep(file + " --results-only --out " + parallel);
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_EQ(again.output.find("[sweep]"), std::string::npos) << again.output;
+  EXPECT_FALSE(fs::exists(fs::path(parallel) / "a-lr=1.0e-3-seed=1"));
+  const std::vector<std::string> c = csv_without_speed(read(fs::path(parallel) / "results.csv"));
+  ASSERT_EQ(c.size(), 9u);
+  EXPECT_NE(c[1].find("|pending|"), std::string::npos) << c[1];
+  for (size_t i = 2; i < c.size(); ++i) EXPECT_EQ(c[i], b[i]);
+  EXPECT_NE(read(fs::path(parallel) / "results.md"), md);  // one run fewer
+  EXPECT_NE(read(fs::path(parallel) / "results.md").find("## The search"), std::string::npos);
 }
 
 TEST_F(SweepCommand, CtrlCStopsEveryRunningJobAtACheckpointAndTheSameCommandFinishes) {

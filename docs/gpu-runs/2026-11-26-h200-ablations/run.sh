@@ -12,7 +12,11 @@
 #   SWEEPS   which to run (default "mqar mixers")
 #   DEVICE   train.device (default cuda; cpu for a check on a machine without a GPU)
 #   MQAR_ARGS, MIXERS_ARGS  more linattn-sweep arguments for one sweep, e.g. "--only NAME" or
-#            "--set train.max_tokens=4096" for a smoke test
+#            "--set train.max_tokens=4096" for a smoke test, "--set train.max_tokens=2048000" for
+#            MQAR's earlier 500 steps (into another OUT_DIR)
+#   RESUME_FROM  a folder holding earlier sweep folders (mqar/, mixers/), e.g. an earlier OUT_DIR:
+#            each is copied into OUT_DIR first, so that its finished runs are skipped and only the
+#            rest run (the sweep's own "Continue with")
 # Expected on one H200 (not yet measured): each run starts CUDA and cuBLAS (about 1 s: the default
 # model's 300-step run took 2.8 s in all, 1.5 s of it training); an MQAR run's 200 steps are
 # launch-bound (a few ms each), so the 108 runs take about 30-60 s 8 at a time; the language models
@@ -39,6 +43,11 @@ for f in configs/ablations/mqar.yaml configs/ablations/mixers.yaml data/cache/so
   [ -e "$f" ] || { echo "run.sh: no $f: run from the repository root, with the data unpacked" >&2; exit 1; }
 done
 mkdir -p "$OUT_DIR"
+if [ -n "${RESUME_FROM:-}" ]; then
+  for name in $SWEEPS; do
+    if [ -d "$RESUME_FROM/$name" ]; then cp -r "$RESUME_FROM/$name" "$OUT_DIR/"; fi
+  done
+fi
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1; nproc; } > "$OUT_DIR/machine.txt"
 
 # On a GPU each process needs little of the CPU: 2 threads each (all cores each would oversubscribe
