@@ -10,8 +10,8 @@
 // kAttentionBlockK keys, and a window skips the key blocks wholly outside it, so the cost is O(T W)
 // and the memory O(T) (outputs, lse and a per-thread workspace whose size depends on the block
 // sizes only). Threads: the forward splits (sequence, head, query block); the backward splits
-// (sequence, kv head), which owns all the gradients it writes, one task per sequence and kv head,
-// and its sums come out in the same order (the same bits) on every run.
+// (sequence, kv head): each task owns all the gradients it writes, so its sums come out in the same
+// order (the same bits) on every run.
 #pragma once
 
 #include <cstddef>

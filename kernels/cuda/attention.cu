@@ -101,7 +101,7 @@ __device__ __forceinline__ SequenceTile sequence_tile(const Sequences& seqs, int
 // Shared memory: launch_plan.cpp's attention_forward_smem_bytes, in floats q [BQ, dk+1], k [BK, dk+1],
 // v [BK, dv+1], p [BQ, BK+1], m, l, rescale [BQ].
 
-// Grid (query block, head, batch). o: [B, T, H, dv], lse: [B, H, T], q: [B, T, H, dk],
+// Grid (query block of a sequence: its tile index, head). o: [B, T, H, dv], lse: [B, H, T], q: [B, T, H, dk],
 // k: [B, T, Hkv, dk], v: [B, T, Hkv, dv].
 template <class S, int DMAX>
 __global__ void __launch_bounds__(kThreads)
@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(kThreads)
       if (r < rows && c < dv) o[(st.start + i0 + r) * ldo_g + int64_t(h) * dv + c] = from_float<S>(acc[i][j] / l[r]);
     }
   if (lse)
-    for (int r = threadIdx.x; r < rows; r += kThreads) lse[(st.start * H + int64_t(h) * T) + i0 + r] = m[r] + logf(l[r]);
+    for (int r = threadIdx.x; r < rows; r += kThreads) lse[st.start * H + int64_t(h) * T + i0 + r] = m[r] + logf(l[r]);
 }
 
 // ---- backward ----------------------------------------------------------------------------------
@@ -256,7 +256,7 @@ __device__ __forceinline__ void load_row_stats(float* lse_s, float* D_s, const f
 // Shared memory: launch_plan.cpp's attention_backward_smem_bytes, in floats k [BK, dk+1], v [BK, dv+1],
 // q [BQB, dk+1], do [BQB, dv+1], p and ds [BQB, BK+1], lse and D [BQB]. The dq pass uses the same minus p.
 
-// Grid (key block, kv head, batch): owns dk and dv of BK keys of one kv head, summing over every
+// Grid (key block of a sequence, kv head): owns dk and dv of BK keys of one kv head, summing over every
 // query of the G heads that read it and that sees one of these keys.
 template <class S, int DMAX>
 __global__ void __launch_bounds__(kThreads)
@@ -293,7 +293,7 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();  // the previous query step is consumed
       load_tile(qs, ldk, q + (st.start + i0) * ldq_g + int64_t(h) * dk_, ldq_g, BQB, rows, dk_);
       load_tile(dos, ldv, do_ + (st.start + i0) * ldo_g + int64_t(h) * dv_, ldo_g, BQB, rows, dv_);
-      load_row_stats(lse_s, D_s, lse, D, (st.start * H + int64_t(h) * T) + i0, rows);
+      load_row_stats(lse_s, D_s, lse, D, st.start * H + int64_t(h) * T + i0, rows);
       __syncthreads();
       probabilities_and_ds<DMAX>(ps, dss, qs, dos, ks, vs, lse_s, D_s, ldk, ldv, dk_, dv_, i0, rows, j0, cols, W,
                                  scale);
@@ -320,7 +320,7 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-// Grid (query block of BQB, head, batch): owns dq of BQB queries of one head.
+// Grid (query block of BQB of a sequence, head): owns dq of BQB queries of one head.
 template <class S, int DMAX>
 __global__ void __launch_bounds__(kThreads)
     backward_dq_kernel(S* dq, const S* q, const S* k, const S* v, const float* lse, const float* D, const S* do_,
@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(kThreads)
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   load_tile(qs, ldk, q + (st.start + i0) * ldq_g + int64_t(h) * dk_, ldq_g, BQB, rows, dk_);
   load_tile(dos, ldv, do_ + (st.start + i0) * ldo_g + int64_t(h) * dv_, ldo_g, BQB, rows, dv_);
-  load_row_stats(lse_s, D_s, lse, D, (st.start * H + int64_t(h) * T) + i0, rows);
+  load_row_stats(lse_s, D_s, lse, D, st.start * H + int64_t(h) * T + i0, rows);
   float dq_acc[I][J] = {};  // query rows ty + 16 i, columns tx + 16 j
   for (int j0 = max(0, i0 - W + 1); j0 < i0 + rows; j0 += BK) {
     const int cols = min(BK, i0 + rows - j0);
@@ -497,7 +497,7 @@ __device__ __forceinline__ void warp_add_to_global(bf16_t* g, int64_t stride, in
   __syncwarp();
 }
 
-// Grid (query block of 64, head, batch).
+// Grid (query block of 64 of a sequence, head).
 template <int DK, int DV>
 __global__ void __launch_bounds__(kTcThreads)
     tc_forward_kernel(bf16_t* o, float* lse, const bf16_t* q, const bf16_t* k, const bf16_t* v, int T, int H, int Hkv,
@@ -570,10 +570,10 @@ __global__ void __launch_bounds__(kTcThreads)
     const int r = e / DV, c = e - r * DV;
     if (r0 + r < rows) o[(st.start + i0 + r0 + r) * ldo_g + int64_t(h) * DV + c] = __float2bfloat16(ws.o[r * ldo + c] / ws.l[r]);
   }
-  if (lse && lane < 16 && r0 + lane < rows) lse[(st.start * H + int64_t(h) * T) + i0 + r0 + lane] = ws.m[lane] + logf(ws.l[lane]);
+  if (lse && lane < 16 && r0 + lane < rows) lse[st.start * H + int64_t(h) * T + i0 + r0 + lane] = ws.m[lane] + logf(ws.l[lane]);
 }
 
-// Grid (key block of 64, kv head, batch): owns dk and dv of 64 keys; warp w the keys 16 w .. 16 w + 15.
+// Grid (key block of 64 of a sequence, kv head): owns dk and dv of 64 keys; warp w the keys 16 w .. 16 w + 15.
 template <int DK, int DV>
 __global__ void __launch_bounds__(kTcThreads)
     tc_backward_dkdv_kernel(bf16_t* dk, bf16_t* dv, const bf16_t* q, const bf16_t* k, const bf16_t* v,
@@ -613,8 +613,8 @@ __global__ void __launch_bounds__(kTcThreads)
       load_tile_bf16(qs, q + (st.start + i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
       load_tile_bf16(dos, do_ + (st.start + i0) * ldo_g + int64_t(h) * DV, ldo_g, rows, DV);
       for (int r = threadIdx.x; r < TB; r += kTcThreads) {
-        lse_s[r] = r < rows ? lse[(st.start * H + int64_t(h) * T) + i0 + r] : 0.0f;
-        D_s[r] = r < rows ? D[(st.start * H + int64_t(h) * T) + i0 + r] : 0.0f;
+        lse_s[r] = r < rows ? lse[st.start * H + int64_t(h) * T + i0 + r] : 0.0f;
+        D_s[r] = r < rows ? D[st.start * H + int64_t(h) * T + i0 + r] : 0.0f;
       }
       __syncthreads();
       // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys against the 64 queries
@@ -639,7 +639,7 @@ __global__ void __launch_bounds__(kTcThreads)
   warp_add_to_global<DK / 16>(dk + (st.start + j0 + c0) * ldk_g + int64_t(hk) * DK, ldk_g, keys, dk_acc, scale, ws.s);
 }
 
-// Grid (query block of 64, head, batch): owns dq of 64 queries; warp w the queries 16 w .. 16 w + 15.
+// Grid (query block of 64 of a sequence, head): owns dq of 64 queries; warp w the queries 16 w .. 16 w + 15.
 template <int DK, int DV>
 __global__ void __launch_bounds__(kTcThreads)
     tc_backward_dq_kernel(bf16_t* dq, const bf16_t* q, const bf16_t* k, const bf16_t* v, const float* lse,
@@ -668,8 +668,8 @@ __global__ void __launch_bounds__(kTcThreads)
   load_tile_bf16(qs, q + (st.start + i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
   load_tile_bf16(dos, do_ + (st.start + i0) * ldo_g + int64_t(h) * DV, ldo_g, rows, DV);
   for (int r = threadIdx.x; r < TB; r += kTcThreads) {
-    lse_s[r] = r < rows ? lse[(st.start * H + int64_t(h) * T) + i0 + r] : 0.0f;
-    D_s[r] = r < rows ? D[(st.start * H + int64_t(h) * T) + i0 + r] : 0.0f;
+    lse_s[r] = r < rows ? lse[st.start * H + int64_t(h) * T + i0 + r] : 0.0f;
+    D_s[r] = r < rows ? D[st.start * H + int64_t(h) * T + i0 + r] : 0.0f;
   }
   FragC dq_acc[DK / 16];
 #pragma unroll
