@@ -120,16 +120,18 @@ __global__ void __launch_bounds__(kThreads)
   // the last query blocks see the most keys: start them first
   const SequenceTile st = sequence_tile(seqs, T, BQ, W, true);
   if (st.idle) return;
-  T = st.len, W = st.W;  // from here on, those of the sequence
+  T = st.len, W = st.W;  // from here on, those of the sequence, whose rows the pointers start at
+  q += st.start * H * dk, k += st.start * Hkv * dk, v += st.start * Hkv * dv, o += st.start * H * dv;
+  if (lse) lse += st.start * H;  // the sequence's [H, len]
   const int qb = st.block;
   const int h = blockIdx.y, hk = h / (H / Hkv);
   const int i0 = qb * BQ, rows = min(BQ, T - i0);
   const int64_t ldq_g = int64_t(H) * dk, ldk_g = int64_t(Hkv) * dk, ldv_g = int64_t(Hkv) * dv, ldo_g = int64_t(H) * dv;
-  const S* kb = k + st.start * ldk_g + int64_t(hk) * dk;  // [T, dk], stride ldk_g
-  const S* vb = v + st.start * ldv_g + int64_t(hk) * dv;  // [T, dv], stride ldv_g
+  const S* kb = k + int64_t(hk) * dk;  // [T, dk], stride ldk_g
+  const S* vb = v + int64_t(hk) * dv;  // [T, dv], stride ldv_g
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
 
-  load_tile(qs, ldk, q + (st.start + i0) * ldq_g + int64_t(h) * dk, ldq_g, BQ, rows, dk);
+  load_tile(qs, ldk, q + int64_t(i0) * ldq_g + int64_t(h) * dk, ldq_g, BQ, rows, dk);
   for (int r = threadIdx.x; r < BQ; r += kThreads) m[r] = -INFINITY, l[r] = 0.0f;
   float acc[I][J] = {};  // rows ty + 16 i, columns tx + 16 j of the running P V
   for (int j0 = max(0, i0 - W + 1); j0 < i0 + rows; j0 += BK) {
@@ -193,10 +195,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < J; ++j) {
       const int r = ty + 16 * i, c = tx + 16 * j;
-      if (r < rows && c < dv) o[(st.start + i0 + r) * ldo_g + int64_t(h) * dv + c] = from_float<S>(acc[i][j] / l[r]);
+      if (r < rows && c < dv) o[int64_t(i0 + r) * ldo_g + int64_t(h) * dv + c] = from_float<S>(acc[i][j] / l[r]);
     }
   if (lse)
-    for (int r = threadIdx.x; r < rows; r += kThreads) lse[st.start * H + int64_t(h) * T + i0 + r] = m[r] + logf(l[r]);
+    for (int r = threadIdx.x; r < rows; r += kThreads) lse[int64_t(h) * T + i0 + r] = m[r] + logf(l[r]);
 }
 
 // ---- backward ----------------------------------------------------------------------------------
@@ -275,25 +277,27 @@ __global__ void __launch_bounds__(kThreads)
   float* D_s = lse_s + BQB;
   const SequenceTile st = sequence_tile(seqs, T, BK, W, false);
   if (st.idle) return;
-  T = st.len, W = st.W;  // from here on, those of the sequence
+  T = st.len, W = st.W;  // from here on, those of the sequence, whose rows the pointers start at
+  q += st.start * H * dk_, k += st.start * Hkv * dk_, v += st.start * Hkv * dv_, do_ += st.start * H * dv_;
+  dk += st.start * Hkv * dk_, dv += st.start * Hkv * dv_, lse += st.start * H, D += st.start * H;
   const int hk = blockIdx.y, G = H / Hkv;
   const int j0 = st.block * BK, cols = min(BK, T - j0);
   const int64_t ldq_g = int64_t(H) * dk_, ldk_g = int64_t(Hkv) * dk_, ldv_g = int64_t(Hkv) * dv_,
                 ldo_g = int64_t(H) * dv_;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  S* dkb = dk + (st.start + j0) * ldk_g + int64_t(hk) * dk_;  // [cols, dk], stride ldk_g
-  S* dvb = dv + (st.start + j0) * ldv_g + int64_t(hk) * dv_;  // [cols, dv], stride ldv_g
-  load_tile(ks, ldk, k + (st.start + j0) * ldk_g + int64_t(hk) * dk_, ldk_g, BK, cols, dk_);
-  load_tile(vs, ldv, v + (st.start + j0) * ldv_g + int64_t(hk) * dv_, ldv_g, BK, cols, dv_);
+  S* dkb = dk + int64_t(j0) * ldk_g + int64_t(hk) * dk_;  // [cols, dk], stride ldk_g
+  S* dvb = dv + int64_t(j0) * ldv_g + int64_t(hk) * dv_;  // [cols, dv], stride ldv_g
+  load_tile(ks, ldk, k + int64_t(j0) * ldk_g + int64_t(hk) * dk_, ldk_g, BK, cols, dk_);
+  load_tile(vs, ldv, v + int64_t(j0) * ldv_g + int64_t(hk) * dv_, ldv_g, BK, cols, dv_);
   float dk_acc[I][J] = {}, dv_acc[I][J] = {};  // key rows ty + 16 i, columns tx + 16 j
   const int i_end = min(T, j0 + cols - 1 + W);  // the last key here is seen up to query j0 + cols - 2 + W
   for (int h = hk * G; h < (hk + 1) * G; ++h)
     for (int i0 = j0; i0 < i_end; i0 += BQB) {
       const int rows = min(BQB, T - i0);
       __syncthreads();  // the previous query step is consumed
-      load_tile(qs, ldk, q + (st.start + i0) * ldq_g + int64_t(h) * dk_, ldq_g, BQB, rows, dk_);
-      load_tile(dos, ldv, do_ + (st.start + i0) * ldo_g + int64_t(h) * dv_, ldo_g, BQB, rows, dv_);
-      load_row_stats(lse_s, D_s, lse, D, st.start * H + int64_t(h) * T + i0, rows);
+      load_tile(qs, ldk, q + int64_t(i0) * ldq_g + int64_t(h) * dk_, ldq_g, BQB, rows, dk_);
+      load_tile(dos, ldv, do_ + int64_t(i0) * ldo_g + int64_t(h) * dv_, ldo_g, BQB, rows, dv_);
+      load_row_stats(lse_s, D_s, lse, D, int64_t(h) * T + i0, rows);
       __syncthreads();
       probabilities_and_ds<DMAX>(ps, dss, qs, dos, ks, vs, lse_s, D_s, ldk, ldv, dk_, dv_, i0, rows, j0, cols, W,
                                  scale);
@@ -339,18 +343,20 @@ __global__ void __launch_bounds__(kThreads)
   // the last query blocks see the most keys: start them first
   const SequenceTile st = sequence_tile(seqs, T, BQB, W, true);
   if (st.idle) return;
-  T = st.len, W = st.W;  // from here on, those of the sequence
+  T = st.len, W = st.W;  // from here on, those of the sequence, whose rows the pointers start at
+  q += st.start * H * dk_, k += st.start * Hkv * dk_, v += st.start * Hkv * dv_, do_ += st.start * H * dv_;
+  dq += st.start * H * dk_, lse += st.start * H, D += st.start * H;
   const int qb = st.block;
   const int h = blockIdx.y, hk = h / (H / Hkv);
   const int i0 = qb * BQB, rows = min(BQB, T - i0);
   const int64_t ldq_g = int64_t(H) * dk_, ldk_g = int64_t(Hkv) * dk_, ldv_g = int64_t(Hkv) * dv_,
                 ldo_g = int64_t(H) * dv_;
-  const S* kb = k + st.start * ldk_g + int64_t(hk) * dk_;  // [T, dk], stride ldk_g
-  const S* vb = v + st.start * ldv_g + int64_t(hk) * dv_;  // [T, dv], stride ldv_g
+  const S* kb = k + int64_t(hk) * dk_;  // [T, dk], stride ldk_g
+  const S* vb = v + int64_t(hk) * dv_;  // [T, dv], stride ldv_g
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  load_tile(qs, ldk, q + (st.start + i0) * ldq_g + int64_t(h) * dk_, ldq_g, BQB, rows, dk_);
-  load_tile(dos, ldv, do_ + (st.start + i0) * ldo_g + int64_t(h) * dv_, ldo_g, BQB, rows, dv_);
-  load_row_stats(lse_s, D_s, lse, D, st.start * H + int64_t(h) * T + i0, rows);
+  load_tile(qs, ldk, q + int64_t(i0) * ldq_g + int64_t(h) * dk_, ldq_g, BQB, rows, dk_);
+  load_tile(dos, ldv, do_ + int64_t(i0) * ldo_g + int64_t(h) * dv_, ldo_g, BQB, rows, dv_);
+  load_row_stats(lse_s, D_s, lse, D, int64_t(h) * T + i0, rows);
   float dq_acc[I][J] = {};  // query rows ty + 16 i, columns tx + 16 j
   for (int j0 = max(0, i0 - W + 1); j0 < i0 + rows; j0 += BK) {
     const int cols = min(BK, i0 + rows - j0);
@@ -364,7 +370,7 @@ __global__ void __launch_bounds__(kThreads)
     // forward: S = scale Q K^T  =>  dQ += scale dS K
     tile_mac(dq_acc, dss, LDP, 1, ks, ldk, 1, cols, dk_);
   }
-  S* dqb = dq + (st.start + i0) * ldq_g + int64_t(h) * dk_;  // [rows, dk], stride ldq_g
+  S* dqb = dq + int64_t(i0) * ldq_g + int64_t(h) * dk_;  // [rows, dk], stride ldq_g
 #pragma unroll
   for (int i = 0; i < I; ++i)
 #pragma unroll
@@ -514,17 +520,19 @@ __global__ void __launch_bounds__(kTcThreads)
   // the last query blocks see the most keys: start them first
   const SequenceTile st = sequence_tile(seqs, T, TB, W, true);
   if (st.idle) return;
-  T = st.len, W = st.W;  // from here on, those of the sequence
+  T = st.len, W = st.W;  // from here on, those of the sequence, whose rows the pointers start at
+  q += st.start * H * DK, k += st.start * Hkv * DK, v += st.start * Hkv * DV, o += st.start * H * DV;
+  if (lse) lse += st.start * H;  // the sequence's [H, len]
   const int qb = st.block;
   const int h = blockIdx.y, hk = h / (H / Hkv);
   const int i0 = qb * TB, rows = min(TB, T - i0);
   const int r0 = 16 * warp;  // this warp's rows within the block
   const int64_t ldq_g = int64_t(H) * DK, ldk_g = int64_t(Hkv) * DK, ldv_g = int64_t(Hkv) * DV, ldo_g = int64_t(H) * DV;
-  load_tile_bf16(qs, q + (st.start + i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
+  load_tile_bf16(qs, q + int64_t(i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
   for (int e = lane; e < 16 * ldo; e += 32) ws.o[e] = 0.0f;
   if (lane < 16) ws.m[lane] = -INFINITY, ws.l[lane] = 0.0f;
-  const bf16_t* kb = k + st.start * ldk_g + int64_t(hk) * DK;
-  const bf16_t* vb = v + st.start * ldv_g + int64_t(hk) * DV;
+  const bf16_t* kb = k + int64_t(hk) * DK;
+  const bf16_t* vb = v + int64_t(hk) * DV;
   for (int j0 = max(0, i0 - W + 1); j0 < i0 + rows; j0 += TB) {
     const int cols = min(TB, i0 + rows - j0);
     __syncthreads();  // every warp is done with the previous k and v (first pass: q is in place)
@@ -568,9 +576,9 @@ __global__ void __launch_bounds__(kTcThreads)
   __syncwarp();
   for (int e = lane; e < 16 * DV; e += 32) {
     const int r = e / DV, c = e - r * DV;
-    if (r0 + r < rows) o[(st.start + i0 + r0 + r) * ldo_g + int64_t(h) * DV + c] = __float2bfloat16(ws.o[r * ldo + c] / ws.l[r]);
+    if (r0 + r < rows) o[int64_t(i0 + r0 + r) * ldo_g + int64_t(h) * DV + c] = __float2bfloat16(ws.o[r * ldo + c] / ws.l[r]);
   }
-  if (lse && lane < 16 && r0 + lane < rows) lse[st.start * H + int64_t(h) * T + i0 + r0 + lane] = ws.m[lane] + logf(ws.l[lane]);
+  if (lse && lane < 16 && r0 + lane < rows) lse[int64_t(h) * T + i0 + r0 + lane] = ws.m[lane] + logf(ws.l[lane]);
 }
 
 // Grid (key block of 64 of a sequence, kv head): owns dk and dv of 64 keys; warp w the keys 16 w .. 16 w + 15.
@@ -593,13 +601,15 @@ __global__ void __launch_bounds__(kTcThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const SequenceTile st = sequence_tile(seqs, T, TB, W, false);
   if (st.idle) return;
-  T = st.len, W = st.W;  // from here on, those of the sequence
+  T = st.len, W = st.W;  // from here on, those of the sequence, whose rows the pointers start at
+  q += st.start * H * DK, k += st.start * Hkv * DK, v += st.start * Hkv * DV, do_ += st.start * H * DV;
+  dk += st.start * Hkv * DK, dv += st.start * Hkv * DV, lse += st.start * H, D += st.start * H;
   const int hk = blockIdx.y, G = H / Hkv;
   const int j0 = st.block * TB, cols = min(TB, T - j0);
   const int c0 = 16 * warp;  // this warp's keys within the block
   const int64_t ldq_g = int64_t(H) * DK, ldk_g = int64_t(Hkv) * DK, ldv_g = int64_t(Hkv) * DV, ldo_g = int64_t(H) * DV;
-  load_tile_bf16(ks, k + (st.start + j0) * ldk_g + int64_t(hk) * DK, ldk_g, cols, DK);
-  load_tile_bf16(vs, v + (st.start + j0) * ldv_g + int64_t(hk) * DV, ldv_g, cols, DV);
+  load_tile_bf16(ks, k + int64_t(j0) * ldk_g + int64_t(hk) * DK, ldk_g, cols, DK);
+  load_tile_bf16(vs, v + int64_t(j0) * ldv_g + int64_t(hk) * DV, ldv_g, cols, DV);
   FragC dk_acc[DK / 16], dv_acc[DV / 16];
 #pragma unroll
   for (int n = 0; n < DK / 16; ++n) wmma::fill_fragment(dk_acc[n], 0.0f);
@@ -610,11 +620,11 @@ __global__ void __launch_bounds__(kTcThreads)
     for (int i0 = j0; i0 < i_end; i0 += TB) {
       const int rows = min(TB, T - i0);
       __syncthreads();  // every warp is done with the previous q and do
-      load_tile_bf16(qs, q + (st.start + i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
-      load_tile_bf16(dos, do_ + (st.start + i0) * ldo_g + int64_t(h) * DV, ldo_g, rows, DV);
+      load_tile_bf16(qs, q + int64_t(i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
+      load_tile_bf16(dos, do_ + int64_t(i0) * ldo_g + int64_t(h) * DV, ldo_g, rows, DV);
       for (int r = threadIdx.x; r < TB; r += kTcThreads) {
-        lse_s[r] = r < rows ? lse[st.start * H + int64_t(h) * T + i0 + r] : 0.0f;
-        D_s[r] = r < rows ? D[st.start * H + int64_t(h) * T + i0 + r] : 0.0f;
+        lse_s[r] = r < rows ? lse[int64_t(h) * T + i0 + r] : 0.0f;
+        D_s[r] = r < rows ? D[int64_t(h) * T + i0 + r] : 0.0f;
       }
       __syncthreads();
       // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys against the 64 queries
@@ -635,8 +645,8 @@ __global__ void __launch_bounds__(kTcThreads)
       warp_ab_acc<DK / 16>(dk_acc, ws.ds, qs, ldk);
     }
   const int keys = max(0, min(16, cols - c0));
-  warp_add_to_global<DV / 16>(dv + (st.start + j0 + c0) * ldv_g + int64_t(hk) * DV, ldv_g, keys, dv_acc, 1.0f, ws.s);
-  warp_add_to_global<DK / 16>(dk + (st.start + j0 + c0) * ldk_g + int64_t(hk) * DK, ldk_g, keys, dk_acc, scale, ws.s);
+  warp_add_to_global<DV / 16>(dv + int64_t(j0 + c0) * ldv_g + int64_t(hk) * DV, ldv_g, keys, dv_acc, 1.0f, ws.s);
+  warp_add_to_global<DK / 16>(dk + int64_t(j0 + c0) * ldk_g + int64_t(hk) * DK, ldk_g, keys, dk_acc, scale, ws.s);
 }
 
 // Grid (query block of 64 of a sequence, head): owns dq of 64 queries; warp w the queries 16 w .. 16 w + 15.
@@ -659,23 +669,25 @@ __global__ void __launch_bounds__(kTcThreads)
   // the last query blocks see the most keys: start them first
   const SequenceTile st = sequence_tile(seqs, T, TB, W, true);
   if (st.idle) return;
-  T = st.len, W = st.W;  // from here on, those of the sequence
+  T = st.len, W = st.W;  // from here on, those of the sequence, whose rows the pointers start at
+  q += st.start * H * DK, k += st.start * Hkv * DK, v += st.start * Hkv * DV, do_ += st.start * H * DV;
+  dq += st.start * H * DK, lse += st.start * H, D += st.start * H;
   const int qb = st.block;
   const int h = blockIdx.y, hk = h / (H / Hkv);
   const int i0 = qb * TB, rows = min(TB, T - i0);
   const int r0 = 16 * warp;
   const int64_t ldq_g = int64_t(H) * DK, ldk_g = int64_t(Hkv) * DK, ldv_g = int64_t(Hkv) * DV, ldo_g = int64_t(H) * DV;
-  load_tile_bf16(qs, q + (st.start + i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
-  load_tile_bf16(dos, do_ + (st.start + i0) * ldo_g + int64_t(h) * DV, ldo_g, rows, DV);
+  load_tile_bf16(qs, q + int64_t(i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
+  load_tile_bf16(dos, do_ + int64_t(i0) * ldo_g + int64_t(h) * DV, ldo_g, rows, DV);
   for (int r = threadIdx.x; r < TB; r += kTcThreads) {
-    lse_s[r] = r < rows ? lse[st.start * H + int64_t(h) * T + i0 + r] : 0.0f;
-    D_s[r] = r < rows ? D[st.start * H + int64_t(h) * T + i0 + r] : 0.0f;
+    lse_s[r] = r < rows ? lse[int64_t(h) * T + i0 + r] : 0.0f;
+    D_s[r] = r < rows ? D[int64_t(h) * T + i0 + r] : 0.0f;
   }
   FragC dq_acc[DK / 16];
 #pragma unroll
   for (int n = 0; n < DK / 16; ++n) wmma::fill_fragment(dq_acc[n], 0.0f);
-  const bf16_t* kb = k + st.start * ldk_g + int64_t(hk) * DK;
-  const bf16_t* vb = v + st.start * ldv_g + int64_t(hk) * DV;
+  const bf16_t* kb = k + int64_t(hk) * DK;
+  const bf16_t* vb = v + int64_t(hk) * DV;
   for (int j0 = max(0, i0 - W + 1); j0 < i0 + rows; j0 += TB) {
     const int cols = min(TB, i0 + rows - j0);
     __syncthreads();  // every warp is done with the previous k and v (first pass: q, do, lse, D are in place)
@@ -698,7 +710,7 @@ __global__ void __launch_bounds__(kTcThreads)
     warp_ab_acc<DK / 16>(dq_acc, ws.ds, ks, ldk);
   }
   __syncwarp();
-  warp_add_to_global<DK / 16>(dq + (st.start + i0 + r0) * ldq_g + int64_t(h) * DK, ldq_g,
+  warp_add_to_global<DK / 16>(dq + int64_t(i0 + r0) * ldq_g + int64_t(h) * DK, ldq_g,
                               max(0, min(16, rows - r0)), dq_acc, scale, ws.s);
 }
 
