@@ -76,7 +76,7 @@ Variable short_conv_continue(const Variable& x, const Variable& weight, Tensor& 
   copy_rows(whole, 0, window, 0, W - 1);
   copy_rows(whole, W - 1, x.value(), 0, T_);
   Tensor y_whole = Tensor::scratch(whole.shape(), x.dtype());
-  backend::short_conv_forward(x.device(), y_whole, whole, weight.value(), Tensor());
+  backend::short_conv_forward(x.device(), y_whole, whole, weight.value(), Tensor(), Sequences{});
   Tensor next = Tensor::empty(window.shape(), x.dtype());
   copy_rows(next, 0, whole, T_, W - 1);
   window = next;
@@ -122,7 +122,7 @@ Variable attention_continue(const Variable& q, const Variable& k, const Variable
                 q.value().str(), ", k ", k.value().str(), " at position ", pos);
   if (window == 0) grow(cache, pos + T_, pos);
   const Device dev = q.device();
-  if (pos == 0) backend::attention_forward(dev, o, Tensor(), q.value(), k.value(), v.value(), window, sc);
+  if (pos == 0) backend::attention_forward(dev, o, Tensor(), q.value(), k.value(), v.value(), window, sc, Sequences{});
   backend::kv_cache_write(dev, cache.k, cache.v, k.value(), v.value(), pos);
   if (pos > 0) backend::attention_decode(dev, o, q.value(), cache.k, cache.v, pos, window, sc);
   return Variable(o);

@@ -13,7 +13,6 @@ using detail::check_finite;
 using detail::check_inputs;
 using detail::check_values;
 using detail::grad_or_scratch;
-using detail::positions;
 using detail::kMaxFinite;
 using detail::mixer_op;
 using detail::shape_list;
@@ -115,23 +114,18 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
   for (auto [name, x] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}}) check_finite(op, name, *x);
   const double sc = scale != 0 ? scale : 1.0 / std::sqrt(double(dk));
   const Device dev = q.device();
+  check_segments(segments, B, T_);
+  Tensor table;  // holds the offsets on dev while the kernels run (forward and backward)
+  const Sequences seqs = segments.sequences(dev, table);
   Tensor o = Tensor::scratch({B, T_, H, dv}, q.dtype(), dev);
-  // Per segment part, its row log-sum-exps [rows, H, len] from element start * H.
-  Tensor lse = Tensor::scratch({B, H, T_}, q.dtype(), dev);
-  const std::vector<SegmentPart> parts = segment_parts(segments, B, T_);
-  auto lse_of = [H](const Tensor& lse, const SegmentPart& p) { return lse.view_at(p.start * H, {p.rows, H, p.len}); };
-  for (const SegmentPart& p : parts)
-    backend::attention_forward(dev, positions(o, p), lse_of(lse, p), positions(q.value(), p), positions(k.value(), p),
-                               positions(v.value(), p), window, sc);
+  Tensor lse = Tensor::scratch({B, H, T_}, q.dtype(), dev);  // each sequence's [H, len] at start * H
+  backend::attention_forward(dev, o, lse, q.value(), k.value(), v.value(), window, sc, seqs);
   Variable out(o, needs_grad({&q, &k, &v}));
   if (out.requires_grad())
-    record({&q, &k, &v}, [q, k, v, out, lse, parts, lse_of, window, sc, dev] {
+    record({&q, &k, &v}, [q, k, v, out, lse, table, seqs, window, sc, dev] {
       if (!out.grad().defined()) return;
-      Tensor dq = grad_or_scratch(q), dk_t = grad_or_scratch(k), dv_t = grad_or_scratch(v);
-      for (const SegmentPart& p : parts)
-        backend::attention_backward(dev, positions(dq, p), positions(dk_t, p), positions(dv_t, p),
-                                    positions(q.value(), p), positions(k.value(), p), positions(v.value(), p),
-                                    positions(out.value(), p), lse_of(lse, p), positions(out.grad(), p), window, sc);
+      backend::attention_backward(dev, grad_or_scratch(q), grad_or_scratch(k), grad_or_scratch(v), q.value(),
+                                  k.value(), v.value(), out.value(), lse, out.grad(), window, sc, seqs);
     });
   return out;
 }
@@ -141,17 +135,16 @@ Variable rope(const Variable& x, double theta, int64_t offset, const Segments& s
   LINATTN_CHECK(x.shape().ndim() == 4 && x.shape()[3] % 2 == 0, "rope: expected x [B, T, H, d] with d even, got ",
                 x.value().str());
   LINATTN_CHECK(theta > 0, "rope: theta must be positive, got ", theta);
-  const std::vector<SegmentPart> parts = segment_parts(segments, x.shape()[0], x.shape()[1]);
+  check_segments(segments, x.shape()[0], x.shape()[1]);
+  Tensor table;
+  const Sequences seqs = segments.sequences(x.device(), table);
   Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
-  for (const SegmentPart& p : parts)
-    backend::rope_forward(x.device(), positions(y, p), positions(x.value(), p), p.first ? offset : 0, theta);
+  backend::rope_forward(x.device(), y, x.value(), offset, theta, seqs);
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record({&x}, [x, out, parts, offset, theta] {
+    record({&x}, [x, out, table, seqs, offset, theta] {
       if (!out.grad().defined()) return;
-      const Tensor dx = x.ensure_grad();
-      for (const SegmentPart& p : parts)
-        backend::rope_backward(x.device(), positions(dx, p), positions(out.grad(), p), p.first ? offset : 0, theta);
+      backend::rope_backward(x.device(), x.ensure_grad(), out.grad(), offset, theta, seqs);
     });
   return out;
 }

@@ -37,7 +37,8 @@ Variable rmsnorm(const Variable& x, const Variable& weight, double eps);
 // x / sqrt(sum(x^2) + eps) over the last dim.
 Variable l2norm(const Variable& x, double eps = 1e-6);
 
-// Rows of table [V, D] for ids (i32, any shape [...]): output [..., D]. Ids outside [0, V) throw.
+// Rows of table [V, D] for ids (i32, any shape [...], on the table's device or the host): output
+// [..., D]. Ids outside [0, V) throw.
 Variable embedding(const Tensor& ids, const Variable& table);
 
 // Causal depthwise convolution along time: x [B, T, C], weight [C, W], bias [C] (optional); with
@@ -45,8 +46,9 @@ Variable embedding(const Tensor& ids, const Variable& table);
 Variable short_conv(const Variable& x, const Variable& weight, const Variable& bias = {},
                     const Segments& segments = {});
 
-// Mean cross-entropy of logits [..., V] against targets (i32, [...]) over the targets that are not
-// ignore_index; a one-element result. Non-finite losses and out-of-range targets throw.
+// Mean cross-entropy of logits [..., V] against targets (i32, [...], on the logits' device or the
+// host) over the targets that are not ignore_index; a one-element result. Non-finite losses and
+// out-of-range targets throw.
 Variable cross_entropy(const Variable& logits, const Tensor& targets, int32_t ignore_index = -100);
 
 }  // namespace linattn::ops

@@ -7,7 +7,6 @@ namespace linattn::ops {
 using detail::check_inputs;
 using detail::grad_or_none;
 using detail::grad_or_scratch;
-using detail::positions;
 using detail::value_or_none;
 
 static Shape with_last(Shape s, int64_t last) {
@@ -81,8 +80,11 @@ Variable embedding(const Tensor& ids, const Variable& table) {
   check_inputs("embedding", {&table});
   LINATTN_CHECK(ids.dtype() == DType::i32, "embedding: ids must be i32, got ", ids.str());
   LINATTN_CHECK(table.shape().ndim() == 2, "embedding: table must be [vocab, dim], got ", table.value().str());
-  LINATTN_CHECK(ids.device() == table.device(), "embedding: ids on the ", device_name(ids.device()), " but the table on the ",
-                device_name(table.device()), "; move the batch to the model's device");
+  // Host ids are fine for a device table: the entry checks them on the host and copies them over
+  // without waiting (a batch comes from the host).
+  LINATTN_CHECK(ids.device() == table.device() || ids.device() == Device::cpu, "embedding: ids on the ",
+                device_name(ids.device()), " but the table on the ", device_name(table.device()),
+                "; move the batch to the model's device");
   Tensor y = Tensor::scratch(ids.shape().appended(table.shape()[1]), table.dtype(), table.device());
   backend::embedding_forward(table.device(), y, ids, table.value());
   Variable out(y, needs_grad({&table}));
@@ -102,19 +104,17 @@ Variable short_conv(const Variable& x, const Variable& weight, const Variable& b
                 " does not match input ", x.value().str(), " (expected [", C, ", width])");
   if (bias.defined())
     LINATTN_CHECK(bias.shape() == Shape{C}, "short_conv: bias ", bias.value().str(), " should be [", C, "]");
-  const std::vector<SegmentPart> parts = segment_parts(segments, x.shape()[0], x.shape()[1]);
+  check_segments(segments, x.shape()[0], x.shape()[1]);
+  Tensor table;  // holds the offsets on the device while the kernels run (forward and backward)
+  const Sequences seqs = segments.sequences(x.device(), table);
   Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
-  for (const SegmentPart& p : parts)
-    backend::short_conv_forward(x.device(), positions(y, p), positions(x.value(), p), weight.value(),
-                                value_or_none(bias));
+  backend::short_conv_forward(x.device(), y, x.value(), weight.value(), value_or_none(bias), seqs);
   Variable out(y, needs_grad({&x, &weight, &bias}));
   if (out.requires_grad())
-    record({&x, &weight, &bias}, [x, weight, bias, out, parts] {
+    record({&x, &weight, &bias}, [x, weight, bias, out, table, seqs] {
       if (!out.grad().defined()) return;
-      const Tensor dx = grad_or_scratch(x), dw = grad_or_scratch(weight), dbias = grad_or_none(bias);
-      for (const SegmentPart& p : parts)
-        backend::short_conv_backward(x.device(), positions(dx, p), dw, dbias, positions(x.value(), p), weight.value(),
-                                     positions(out.grad(), p));
+      backend::short_conv_backward(x.device(), grad_or_scratch(x), grad_or_scratch(weight), grad_or_none(bias),
+                                   x.value(), weight.value(), out.grad(), seqs);
     });
   return out;
 }
@@ -125,8 +125,10 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, int32_t ig
   const int64_t N = logits.shape().rows();
   LINATTN_CHECK(targets.numel() == N, "cross_entropy: ", targets.str(), " targets for logits ", logits.value().str(),
                 " (expected ", N, " targets)");
-  LINATTN_CHECK(targets.device() == logits.device(), "cross_entropy: targets on the ", device_name(targets.device()),
-                " but the logits on the ", device_name(logits.device()), "; move the batch to the model's device");
+  // Host targets are fine for device logits: the entry copies them over without waiting.
+  LINATTN_CHECK(targets.device() == logits.device() || targets.device() == Device::cpu, "cross_entropy: targets on the ",
+                device_name(targets.device()), " but the logits on the ", device_name(logits.device()),
+                "; move the batch to the model's device");
   Tensor lse = Tensor::scratch({N}, logits.dtype(), logits.device());
   Tensor loss = Tensor::scratch({1}, logits.dtype(), logits.device());
   const int64_t count =

@@ -1,10 +1,41 @@
 #include "autograd/segments.h"
 
+#include <algorithm>
+#include <limits>
+
+#include "core/cuda/runtime.h"
 #include "core/error.h"
 
 namespace linattn::ops {
 
-Segments Segments::starting_at(const Tensor& ids, int32_t token) {
+namespace {
+
+Tensor table_on(const std::vector<int64_t>& offsets, Device device) {
+  std::vector<int32_t> host(offsets.begin(), offsets.end());
+  Tensor t = Tensor::empty({int64_t(host.size())}, DType::i32, device);
+  if (device == Device::cpu) std::copy(host.begin(), host.end(), t.data<int32_t>());
+  else cuda::upload_pageable(t.raw(), host.data(), host.size() * sizeof(int32_t));
+  return t;
+}
+
+}  // namespace
+
+Segments& Segments::to(Device device) {
+  if (!offsets.empty() && !(table.defined() && table.device() == device)) {
+    LINATTN_CHECK(offsets.back() <= std::numeric_limits<int32_t>::max(), "segments: the batch's ", offsets.back(),
+                  " positions exceed the kernels' 32-bit offsets; use fewer rows or shorter ones");
+    table = table_on(offsets, device);
+  }
+  return *this;
+}
+
+Sequences Segments::sequences(Device device, Tensor& holder) const {
+  if (offsets.empty()) return {};
+  holder = table.defined() && table.device() == device ? table : Segments{offsets, {}}.to(device).table;
+  return {holder.data<int32_t>(), int64_t(offsets.size()) - 1};
+}
+
+Segments Segments::starting_at(const Tensor& ids, int32_t token, Device device) {
   LINATTN_CHECK(ids.ndim() == 2 && ids.dtype() == DType::i32, "Segments::starting_at: ids must be i32 [B, T], got ",
                 ids.str());
   const int64_t B = ids.shape()[0], T = ids.shape()[1];
@@ -14,8 +45,11 @@ Segments Segments::starting_at(const Tensor& ids, int32_t token) {
     for (int64_t t = 0; t < T; ++t)
       if (t == 0 || p[b * T + t] == token) s.offsets.push_back(b * T + t);
   s.offsets.push_back(B * T);
+  s.to(device);
   return s;
 }
+
+void check_segments(const Segments& segments, int64_t B, int64_t T) { segment_parts(segments, B, T); }
 
 std::vector<SegmentPart> segment_parts(const Segments& segments, int64_t B, int64_t T) {
   if (segments.offsets.empty()) return {{0, B, T, 0, true, true}};

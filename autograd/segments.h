@@ -5,24 +5,37 @@
 // by B * T: fla's cu_seqlens. Every row start b * T is a sequence start (rows never continue each
 // other). An empty Segments is the B rows themselves, the default everywhere.
 //
-// The ops run each sequence as its own kernel call on the same [B, T, ...] buffers, so a sequence gives
-// bit for bit what it gives alone. An initial state (h0) or position offset belongs to the first
-// sequence of its row, and the final state (ht) is that of the last one.
+// Attention, the short convolution and RoPE hand the offsets to their kernels (kernels/op_types.h's
+// Sequences): one call per op for the whole batch, each sequence getting bit for bit what a call
+// on it alone gives. The linear mixers still run each sequence (segment part, below) as its own
+// kernel call on the same [B, T, ...] buffers. An initial state (h0) or position offset belongs to
+// the first sequence of its row, and the final state (ht) is that of the last one.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/op_types.h"
 
 namespace linattn::ops {
 
 struct Segments {
   std::vector<int64_t> offsets;  // empty = the B rows
+  Tensor table = {};             // the offsets as i32 [n + 1] on one device (to()); undefined until then
 
   // A sequence starts at each row start and at each position t > 0 of a row whose id is `token`
-  // (end-of-text, which the shards write in front of every document). ids: i32 [B, T].
-  static Segments starting_at(const Tensor& ids, int32_t token);
+  // (end-of-text, which the shards write in front of every document). ids: i32 [B, T]. The table is
+  // put on `device`.
+  static Segments starting_at(const Tensor& ids, int32_t token, Device device = Device::cpu);
+
+  // Puts the table on `device`, for every op of the micro-batch to read (on CUDA one upload, queued
+  // without waiting for the device). Nothing to do for the rows (no offsets).
+  Segments& to(Device device);
+
+  // The offsets as the kernels take them on `device`: the table when it is there; else (hand-made
+  // Segments, tests) a table made for the caller, held in `holder` while the kernels run.
+  Sequences sequences(Device device, Tensor& holder) const;
 };
 
 // One kernel call's share of a [B, T] batch: `rows` consecutive rows from position `start` of the
@@ -32,6 +45,9 @@ struct SegmentPart {
   int64_t start, rows, len, row;
   bool first, last;
 };
+
+// Throws when the offsets do not describe sequences of a [B, T] batch (as segment_parts).
+void check_segments(const Segments& segments, int64_t B, int64_t T);
 
 // The calls that cover the batch: consecutive whole rows share one call (the rows alone: one call).
 // Throws when the offsets do not describe sequences of a [B, T] batch.

@@ -105,10 +105,10 @@ void Tensor::zero_() const {
 }
 
 void Tensor::fill_(double value) const {
-  if (device() != Device::cpu) {  // rare (a seed, a constant): fill on the host, copy over
+  if (device() != Device::cpu) {  // rare (a seed, a constant): fill on the host, copy over (queued)
     Tensor host = empty(shape_, dtype_);
     host.fill_(value);
-    copy_from(host);
+    cuda::upload_pageable(raw(), host.raw(), nbytes());
     return;
   }
   int64_t n = numel();

@@ -40,6 +40,17 @@ constexpr const char* matmul_precision_name(MatmulPrecision p) {
   return "?";
 }
 
+// The independent sequences ("documents") of a [B, T] batch, fla's cu_seqlens: sequence s covers
+// the flattened positions offsets[s] .. offsets[s + 1] - 1 of the B * T; offsets holds count + 1
+// ascending values from 0 to B * T, and every row start b * T is among them (a sequence never
+// crosses a row). The offsets live on the device of the tensors they describe. count 0 (offsets
+// null): the B rows are the sequences. An op given them mixes nothing across a sequence start, and
+// gives every sequence bit for bit what a call on that sequence alone gives (kernels/sequences.h).
+struct Sequences {
+  const int32_t* offsets = nullptr;  // [count + 1], on the tensors' device
+  int64_t count = 0;
+};
+
 // Normalized linear attention: o = S^T phi(q) / (phi(q)^T z + eps).
 constexpr double kLinearAttnEps = 1e-6;
 

@@ -28,9 +28,6 @@ Model::Model(const ModelConfig& c, DType dtype) : config_(c) {
   params_.allocate(dtype);
 }
 
-// Batches come from the host: their token ids go to the parameters' device.
-static Tensor on(Device device, const Tensor& t) { return t.device() == device ? t : t.to(device); }
-
 Variable Model::logits(const Tensor& ids, const ops::Segments& segments) const {
   return head(body(ids, nullptr, 0, segments));
 }
@@ -38,7 +35,9 @@ Variable Model::logits(const Tensor& ids, const ops::Segments& segments) const {
 Variable Model::body(const Tensor& ids, std::vector<MixerState>* states, int64_t pos,
                      const ops::Segments& segments) const {
   LINATTN_CHECK(ids.ndim() == 2, "Model::logits: ids must be [batch, seq_len], got ", ids.str());
-  Variable x = ops::embedding(on(device(), ids), params_[embeddings_]);
+  // Host ids (a batch) stay there: the embedding checks them on the host and copies them over without
+  // waiting for the device.
+  Variable x = ops::embedding(ids, params_[embeddings_]);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
     Variable h = b.attn_norm(params_, x);
@@ -51,7 +50,7 @@ Variable Model::body(const Tensor& ids, std::vector<MixerState>* states, int64_t
 Variable Model::head(const Variable& x) const { return ops::linear(norm_(params_, x), params_[lm_head_]); }
 
 Variable Model::loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments) const {
-  return ops::cross_entropy(logits(ids, segments), on(device(), targets));
+  return ops::cross_entropy(logits(ids, segments), targets);  // host targets: copied over without waiting
 }
 
 std::string Model::unsupported_on(Device device) const {

@@ -7,11 +7,11 @@
 
 namespace linattn {
 
-ops::Segments document_segments(const Tensor& inputs, DocumentBoundaries boundaries, uint32_t eot) {
+ops::Segments document_segments(const Tensor& inputs, DocumentBoundaries boundaries, uint32_t eot, Device device) {
   if (boundaries == DocumentBoundaries::cross) return {};
   LINATTN_REQUIRE(eot != data::no_eot, "document boundaries reset: the data's shards record no end-of-text token; "
                   "prepare the data with linattn-data prepare, or keep the documents' boundaries crossed");
-  return ops::Segments::starting_at(inputs, int32_t(eot));
+  return ops::Segments::starting_at(inputs, int32_t(eot), device);
 }
 
 EvalResult evaluate(const Model& model, std::shared_ptr<const data::Dataset> val_data, int64_t seq_len,
@@ -60,7 +60,8 @@ EvalResult evaluate(const Model& model, data::ValBatches& val, Arena& arena, Com
     if (batch.rows == 0) continue;
     {
       ArenaScope scope(arena);
-      Variable logits = model.logits(batch.inputs, document_segments(batch.inputs, boundaries, eot));
+      Variable logits =
+          model.logits(batch.inputs, document_segments(batch.inputs, boundaries, eot, model.device()));
       const Device device = logits.device();
       const Tensor targets = device == Device::cpu ? batch.targets : batch.targets.to(device);
       const double l = ops::cross_entropy(logits, targets, data::kIgnoreTarget).value().item();

@@ -35,6 +35,8 @@ EvalResult evaluate(const Model& model, data::ValBatches& val, Arena& arena, Com
 
 // The sequences of a batch of inputs [B, T]: its rows (cross), cut also where a row holds the end-of-text
 // token `eot`, which opens the document it precedes (reset). Throws for reset when the data has no eot.
-ops::Segments document_segments(const Tensor& inputs, DocumentBoundaries boundaries, uint32_t eot);
+// The offsets go to `device` once, for every op of the batch (ops::Segments::to).
+ops::Segments document_segments(const Tensor& inputs, DocumentBoundaries boundaries, uint32_t eot,
+                                Device device = Device::cpu);
 
 }  // namespace linattn

@@ -339,13 +339,17 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
   // An injected NaN seed makes every gradient of this rank NaN; the sums carry it to every rank.
   Tensor seed = Tensor::empty({1}, dtype_, device_);
   seed.fill_(injected ? NAN : 1.0 / double(accumulation_ * world));
+  // The micro-batches' losses stay on the device until the step's end, read there in one copy: the
+  // host never waits for the device in the middle of a step but for the cross-entropy's sums (which
+  // throw on a non-finite loss) and, below, the gradient norm.
+  Tensor losses = Tensor::zeros({accumulation_}, dtype_, device_);
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     data::Batch batch = loader_->next();
     try {
       ArenaScope scope(arena_);
       Variable l = model_->loss(batch.inputs, batch.targets,
-                                document_segments(batch.inputs, config_.data.document_boundaries, eot_));
-      loss += l.value().item() / double(accumulation_);
+                                document_segments(batch.inputs, config_.data.document_boundaries, eot_, device_));
+      losses.view_at(micro, {1}).copy_from(l.value());  // device to device: queued
       // The last micro-batch's backward sums each bucket across ranks as soon as it is complete.
       backward({l}, {seed}, buckets_ && micro == accumulation_ - 1 ? &buckets_->hooks() : nullptr);
     } catch (const NonFiniteError& e) {
@@ -357,6 +361,12 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
       ok = false;
     }
     arena_.reset();
+  }
+  {
+    const Tensor host = device_ == Device::cpu ? losses : losses.to(Device::cpu);
+    for (int64_t micro = 0; micro < accumulation_; ++micro)
+      loss += (dtype_ == DType::f64 ? host.data<double>()[micro] : double(host.data<float>()[micro])) /
+              double(accumulation_);
   }
   if (buckets_) {
     // The rest of the gradient sums (all of them if the last backward failed), the mean loss, and

@@ -192,6 +192,10 @@ void copy(void* dst, const void* src, size_t bytes) {
   if (a.type != cudaMemoryTypeDevice || b.type != cudaMemoryTypeDevice) synchronize();
 }
 
+void upload_pageable(void* dst, const void* src, size_t bytes) {
+  if (bytes) LINATTN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()));
+}
+
 void zero(void* ptr, size_t bytes) {
   if (bytes) LINATTN_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream()));
 }
@@ -239,6 +243,7 @@ MemoryStats memory_stats() { return {}; }
 void reset_peak() {}
 size_t bucket_size(size_t bytes) { return bytes; }
 void copy(void*, const void*, size_t) { no_backend("a copy to or from the GPU"); }
+void upload_pageable(void*, const void*, size_t) { no_backend("a copy to the GPU"); }
 void zero(void*, size_t) { no_backend("cuda::zero"); }
 Event::Event() { no_backend("a CUDA event"); }
 Event::~Event() = default;

@@ -51,6 +51,9 @@ size_t bucket_size(size_t bytes);
 // Any direction (host or device on either side). Returns once dst holds the data when dst or src is
 // host memory; device-to-device copies are queued.
 void copy(void* dst, const void* src, size_t bytes);
+// Host to device from pageable host memory (not cudaHostAlloc'ed), queued without waiting: CUDA
+// stages pageable memory before the call returns, so src may change or go at once.
+void upload_pageable(void* dst, const void* src, size_t bytes);
 void zero(void* ptr, size_t bytes);  // queued
 
 // --- events, for timing on the compute stream ---

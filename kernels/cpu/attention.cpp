@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/sequences.h"
 
 namespace linattn::cpu {
 
@@ -137,88 +138,95 @@ size_t attention_workspace_bytes_per_thread(size_t scalar_bytes) {
 
 template <class T>
 void attention_forward(T* o, T* lse, const T* q, const T* k, const T* v, int64_t B, int64_t T_, int64_t H,
-                       int64_t Hkv, int64_t dk, int64_t dv, int64_t window, T scale) {
-  const int64_t W = effective_window(window, T_);
+                       int64_t Hkv, int64_t dk, int64_t dv, int64_t window, T scale, Sequences seqs) {
+  if (B * T_ == 0) return;
   const int64_t G = H / Hkv;  // query heads per kv head
-  const int64_t n_qblocks = (T_ + BQ - 1) / BQ;
   const int64_t ldq = H * dk, ldk = Hkv * dk, ldv = Hkv * dv, ldo = H * dv;  // row strides along time
-#pragma omp parallel if (worth_threads(B * H * T_ * W * (dk + dv)))
+  const int64_t n_tiles = tile_count(seqs, B, T_, BQ);
+#pragma omp parallel if (worth_threads(B * H * T_ * effective_window(window, T_) * (dk + dv)))
   {
     std::vector<T> s(BQ * BK), m(BQ), l(BQ);  // s: [BQ, BK] scores, then probabilities
     // The last query blocks see the most keys (global attention): start them first.
-#pragma omp for collapse(3) schedule(dynamic)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t qb = n_qblocks - 1; qb >= 0; --qb) {
-          const int64_t i0 = qb * BQ, i1 = std::min(i0 + BQ, T_), rows = i1 - i0;
-          const T* qi = q + (b * T_ + i0) * ldq + h * dk;  // [rows, dk], stride ldq
-          const T* kb = k + b * T_ * ldk + (h / G) * dk;   // [T, dk], stride ldk
-          const T* vb = v + b * T_ * ldv + (h / G) * dv;   // [T, dv], stride ldv
-          T* oi = o + (b * T_ + i0) * ldo + h * dv;        // [rows, dv], stride ldo: the running sum P V
-          for (int64_t r = 0; r < rows; ++r) {
-            m[r] = -std::numeric_limits<T>::infinity();
-            l[r] = 0;
-            std::fill(oi + r * ldo, oi + r * ldo + dv, T(0));
-          }
-          for (int64_t j0 = std::max<int64_t>(0, i0 - W + 1); j0 < i1; j0 += BK) {
-            const int64_t j1 = std::min(j0 + BK, i1), cols = j1 - j0;
-            // S = scale Q K^T for this block
-            gemm<T>(false, true, rows, cols, dk, scale, qi, ldq, kb + j0 * ldk, ldk, T(0), s.data(), BK);
-            for (int64_t r = 0; r < rows; ++r) {
-              T* sr = s.data() + r * BK;
-              const Visible vis = visible(i0 + r, j0, j1, W);
-              if (vis.lo == vis.hi) {  // this row sees none of these keys: P row = 0, statistics unchanged
-                std::fill(sr, sr + cols, T(0));
-                continue;
-              }
-              const T new_max = row_max(sr, vis, m[r]);
-              const T rescale = std::exp(m[r] - new_max);  // 0 on the row's first block (m = -inf)
-              const T sum = exp_row(sr, sr, cols, vis, new_max);
-              l[r] = l[r] * rescale + sum;
-              m[r] = new_max;
-              if (rescale != T(1))
-                for (int64_t c = 0; c < dv; ++c) oi[r * ldo + c] *= rescale;
-            }
-            // O += P V
-            gemm<T>(false, false, rows, dv, cols, T(1), s.data(), BK, vb + j0 * ldv, ldv, T(1), oi, ldo);
-          }
-          for (int64_t r = 0; r < rows; ++r) {
-            const T inv = T(1) / l[r];
-            for (int64_t c = 0; c < dv; ++c) oi[r * ldo + c] *= inv;
-            if (lse) lse[(b * H + h) * T_ + i0 + r] = m[r] + std::log(l[r]);
-          }
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t tile = n_tiles - 1; tile >= 0; --tile)
+      for (int64_t h = 0; h < H; ++h) {
+        const Tile tl = tile_at(seqs, T_, BQ, tile);
+        if (tl.idle) continue;
+        // Query block tl.block of the sequence, in positions relative to its start.
+        const int64_t len = tl.seq.len, W = effective_window(window, len);
+        const int64_t i0 = tl.block * BQ, i1 = std::min(i0 + BQ, len), rows = i1 - i0;
+        const T* qi = q + (tl.seq.start + i0) * ldq + h * dk;  // [rows, dk], stride ldq
+        const T* kb = k + tl.seq.start * ldk + (h / G) * dk;   // [len, dk], stride ldk
+        const T* vb = v + tl.seq.start * ldv + (h / G) * dv;   // [len, dv], stride ldv
+        T* oi = o + (tl.seq.start + i0) * ldo + h * dv;        // [rows, dv], stride ldo: the running sum P V
+        for (int64_t r = 0; r < rows; ++r) {
+          m[r] = -std::numeric_limits<T>::infinity();
+          l[r] = 0;
+          std::fill(oi + r * ldo, oi + r * ldo + dv, T(0));
         }
+        for (int64_t j0 = std::max<int64_t>(0, i0 - W + 1); j0 < i1; j0 += BK) {
+          const int64_t j1 = std::min(j0 + BK, i1), cols = j1 - j0;
+          // S = scale Q K^T for this block
+          gemm<T>(false, true, rows, cols, dk, scale, qi, ldq, kb + j0 * ldk, ldk, T(0), s.data(), BK);
+          for (int64_t r = 0; r < rows; ++r) {
+            T* sr = s.data() + r * BK;
+            const Visible vis = visible(i0 + r, j0, j1, W);
+            if (vis.lo == vis.hi) {  // this row sees none of these keys: P row = 0, statistics unchanged
+              std::fill(sr, sr + cols, T(0));
+              continue;
+            }
+            const T new_max = row_max(sr, vis, m[r]);
+            const T rescale = std::exp(m[r] - new_max);  // 0 on the row's first block (m = -inf)
+            const T sum = exp_row(sr, sr, cols, vis, new_max);
+            l[r] = l[r] * rescale + sum;
+            m[r] = new_max;
+            if (rescale != T(1))
+              for (int64_t c = 0; c < dv; ++c) oi[r * ldo + c] *= rescale;
+          }
+          // O += P V
+          gemm<T>(false, false, rows, dv, cols, T(1), s.data(), BK, vb + j0 * ldv, ldv, T(1), oi, ldo);
+        }
+        T* lse_i = lse ? lse + tl.seq.start * H + h * len + i0 : nullptr;  // the sequence's [H, len]
+        for (int64_t r = 0; r < rows; ++r) {
+          const T inv = T(1) / l[r];
+          for (int64_t c = 0; c < dv; ++c) oi[r * ldo + c] *= inv;
+          if (lse_i) lse_i[r] = m[r] + std::log(l[r]);
+        }
+      }
   }
 }
 
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* q, const T* k, const T* v, const T* o, const T* lse,
                         const T* do_, int64_t B, int64_t T_, int64_t H, int64_t Hkv, int64_t dk_, int64_t dv_,
-                        int64_t window, T scale) {
-  const int64_t W = effective_window(window, T_);
+                        int64_t window, T scale, Sequences seqs) {
+  if (B * T_ == 0) return;
   const int64_t G = H / Hkv;
-  const int64_t n_qblocks = (T_ + BQ - 1) / BQ;
   const int64_t ldq = H * dk_, ldk = Hkv * dk_, ldv = Hkv * dv_, ldo = H * dv_;
-  // One task per (batch, kv head): it owns dk and dv of that kv head and dq of the G query heads
+  const int64_t n_seqs = sequence_count(seqs, B);
+  // One task per (sequence, kv head): it owns dk and dv of that kv head and dq of the G query heads
   // that read it, so every gradient is accumulated by exactly one thread, in a fixed order.
-#pragma omp parallel if (worth_threads(B * H * T_ * W * (dk_ + dv_)))
+#pragma omp parallel if (worth_threads(B * H * T_ * effective_window(window, T_) * (dk_ + dv_)))
   {
     std::vector<T> p(BQ * BK), ds(BQ * BK), D(BQ);  // p: [BQ, BK], ds: [BQ, BK] (dP, then dS)
 #pragma omp for collapse(2) schedule(dynamic)
-    for (int64_t b = 0; b < B; ++b)
+    for (int64_t sq = 0; sq < n_seqs; ++sq)
       for (int64_t hk = 0; hk < Hkv; ++hk) {
-        const T* kb = k + b * T_ * ldk + hk * dk_;  // [T, dk], stride ldk
-        const T* vb = v + b * T_ * ldv + hk * dv_;  // [T, dv], stride ldv
-        T* dkb = dk + b * T_ * ldk + hk * dk_;
-        T* dvb = dv + b * T_ * ldv + hk * dv_;
+        const Span seq = sequence(seqs, sq, T_);
+        const int64_t len = seq.len, W = effective_window(window, len);
+        const int64_t n_qblocks = (len + BQ - 1) / BQ;
+        const T* kb = k + seq.start * ldk + hk * dk_;  // [len, dk], stride ldk
+        const T* vb = v + seq.start * ldv + hk * dv_;  // [len, dv], stride ldv
+        T* dkb = dk + seq.start * ldk + hk * dk_;
+        T* dvb = dv + seq.start * ldv + hk * dv_;
         for (int64_t h = hk * G; h < (hk + 1) * G; ++h)
           for (int64_t qb = 0; qb < n_qblocks; ++qb) {
-            const int64_t i0 = qb * BQ, i1 = std::min(i0 + BQ, T_), rows = i1 - i0;
-            const T* qi = q + (b * T_ + i0) * ldq + h * dk_;     // [rows, dk], stride ldq
-            const T* oi = o + (b * T_ + i0) * ldo + h * dv_;     // [rows, dv], stride ldo
-            const T* doi = do_ + (b * T_ + i0) * ldo + h * dv_;  // [rows, dv], stride ldo
-            T* dqi = dq + (b * T_ + i0) * ldq + h * dk_;
-            const T* lse_i = lse + (b * H + h) * T_ + i0;  // [rows]
+            const int64_t i0 = qb * BQ, i1 = std::min(i0 + BQ, len), rows = i1 - i0;
+            const T* qi = q + (seq.start + i0) * ldq + h * dk_;     // [rows, dk], stride ldq
+            const T* oi = o + (seq.start + i0) * ldo + h * dv_;     // [rows, dv], stride ldo
+            const T* doi = do_ + (seq.start + i0) * ldo + h * dv_;  // [rows, dv], stride ldo
+            T* dqi = dq + (seq.start + i0) * ldq + h * dk_;
+            const T* lse_i = lse + seq.start * H + h * len + i0;  // [rows] of the sequence's [H, len]
             // D_i = do_i . o_i = sum_j P_ij dP_ij
             for (int64_t r = 0; r < rows; ++r) {
               T d = 0;
@@ -309,9 +317,9 @@ void attention_decode(T* o, const T* q, const T* k_cache, const T* v_cache, int6
 
 #define LINATTN_INSTANTIATE(T)                                                                                    \
   template void attention_forward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, int64_t,    \
-                                     int64_t, int64_t, int64_t, T);                                               \
+                                     int64_t, int64_t, int64_t, T, Sequences);                                    \
   template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,     \
-                                      int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, T);          \
+                                      int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, T, Sequences); \
   template void kv_cache_write<T>(T*, T*, const T*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t,        \
                                   int64_t, int64_t);                                                              \
   template void attention_decode<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t, \

@@ -9,13 +9,15 @@
 // No T x T matrix is ever formed: the work is done in blocks of kAttentionBlockQ queries against
 // kAttentionBlockK keys, and a window skips the key blocks wholly outside it, so the cost is O(T W)
 // and the memory O(T) (outputs, lse and a per-thread workspace whose size depends on the block
-// sizes only). Threads: the forward splits (batch, head, query block); the backward splits
-// (batch, kv head), which owns all the gradients it writes, so it uses at most B * Hkv threads
-// and its sums come out in the same order (the same bits) on every run.
+// sizes only). Threads: the forward splits (sequence, head, query block); the backward splits
+// (sequence, kv head): each task owns all the gradients it writes, so its sums come out in the same
+// order (the same bits) on every run.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+
+#include "kernels/op_types.h"
 
 namespace linattn::cpu {
 
@@ -28,6 +30,11 @@ inline constexpr int64_t kAttentionBlockK = 64;
 // Independent of T, B and H.
 size_t attention_workspace_bytes_per_thread(size_t scalar_bytes);
 
+// Documents: with `seqs` (kernels/op_types.h), a query sees the keys of its own sequence only and the
+// window counts from the query as before; each sequence gets the bits of a call on it alone (its
+// query blocks start at its first position). lse then holds each sequence's [H, len] at start * H
+// (with the rows as the sequences that is [B, H, T]).
+//
 // Forward. o and lse are overwritten.
 // o:   [B, T, H, dv]   output
 // lse: [B, H, T]       log-sum-exp of the scaled, masked scores of each row (saved for backward;
@@ -38,7 +45,7 @@ size_t attention_workspace_bytes_per_thread(size_t scalar_bytes);
 // H must be a multiple of Hkv; scale is usually dk^-1/2.
 template <class T>
 void attention_forward(T* o, T* lse, const T* q, const T* k, const T* v, int64_t B, int64_t T_, int64_t H,
-                       int64_t Hkv, int64_t dk, int64_t dv, int64_t window, T scale);
+                       int64_t Hkv, int64_t dk, int64_t dv, int64_t window, T scale, Sequences seqs = {});
 
 // Backward: dq, dk, dv are ACCUMULATED (+=); the caller zeroes them.
 // dq:  [B, T, H, dk]     dk: [B, T, Hkv, dk]     dv: [B, T, Hkv, dv]
@@ -47,7 +54,7 @@ void attention_forward(T* o, T* lse, const T* q, const T* k, const T* v, int64_t
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* q, const T* k, const T* v, const T* o, const T* lse,
                         const T* do_, int64_t B, int64_t T_, int64_t H, int64_t Hkv, int64_t dk_, int64_t dv_,
-                        int64_t window, T scale);
+                        int64_t window, T scale, Sequences seqs = {});
 
 // ---- Decoding over a key/value cache -------------------------------------------------------
 //

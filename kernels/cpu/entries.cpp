@@ -212,19 +212,19 @@ void embedding_backward(In dtable, In ids, In dy) {
   });
 }
 
-void short_conv_forward(In y, In x, In w, In bias) {
+void short_conv_forward(In y, In x, In w, In bias, Sequences seqs) {
   floating(x, [&](auto zero) {
     using T = decltype(zero);
     cpu::short_conv_forward(y.data<T>(), x.data<T>(), w.data<T>(), ptr<T>(bias), x.size(0), x.size(1), x.size(2),
-                            w.size(1));
+                            w.size(1), seqs);
   });
 }
 
-void short_conv_backward(In dx, In dw, In dbias, In x, In w, In dy) {
+void short_conv_backward(In dx, In dw, In dbias, In x, In w, In dy, Sequences seqs) {
   floating(x, [&](auto zero) {
     using T = decltype(zero);
     cpu::short_conv_backward(dx.data<T>(), dw.data<T>(), ptr<T>(dbias), x.data<T>(), w.data<T>(), dy.data<T>(),
-                             x.size(0), x.size(1), x.size(2), w.size(1));
+                             x.size(0), x.size(1), x.size(2), w.size(1), seqs);
   });
 }
 
@@ -250,20 +250,21 @@ void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss,
 
 // ---- attention and positions ----
 
-void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double scale) {
+void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double scale, Sequences seqs) {
   floating(q, [&](auto zero) {
     using T = decltype(zero);
     cpu::attention_forward<T>(o.data<T>(), ptr<T>(lse), q.data<T>(), k.data<T>(), v.data<T>(), q.size(0), q.size(1),
-                              q.size(2), k.size(2), q.size(3), v.size(3), window, T(scale));
+                              q.size(2), k.size(2), q.size(3), v.size(3), window, T(scale), seqs);
   });
 }
 
-void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In dO, int64_t window, double scale) {
+void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In dO, int64_t window, double scale,
+                        Sequences seqs) {
   floating(q, [&](auto zero) {
     using T = decltype(zero);
     cpu::attention_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), q.data<T>(), k.data<T>(), v.data<T>(),
                                o.data<T>(), lse.data<T>(), dO.data<T>(), q.size(0), q.size(1), q.size(2), k.size(2),
-                               q.size(3), v.size(3), window, T(scale));
+                               q.size(3), v.size(3), window, T(scale), seqs);
   });
 }
 
@@ -288,17 +289,19 @@ void attention_decode(In o, In q, In k_cache, In v_cache, int64_t pos, int64_t w
   });
 }
 
-void rope_forward(In y, In x, int64_t offset, double theta) {
+void rope_forward(In y, In x, int64_t offset, double theta, Sequences seqs) {
   floating(x, [&](auto zero) {
     using T = decltype(zero);
-    cpu::rope_forward<T>(y.data<T>(), x.data<T>(), x.size(0), x.size(1), x.size(2), x.size(3), offset, theta);
+    cpu::rope_forward<T>(y.data<T>(), x.data<T>(), x.size(0), x.size(1), x.size(2), x.size(3), offset, theta,
+                          seqs);
   });
 }
 
-void rope_backward(In dx, In dy, int64_t offset, double theta) {
+void rope_backward(In dx, In dy, int64_t offset, double theta, Sequences seqs) {
   floating(dx, [&](auto zero) {
     using T = decltype(zero);
-    cpu::rope_backward<T>(dx.data<T>(), dy.data<T>(), dx.size(0), dx.size(1), dx.size(2), dx.size(3), offset, theta);
+    cpu::rope_backward<T>(dx.data<T>(), dy.data<T>(), dx.size(0), dx.size(1), dx.size(2), dx.size(3), offset,
+                           theta, seqs);
   });
 }
 

@@ -11,9 +11,11 @@
 #include <type_traits>
 
 #include "core/cuda/check.h"
+#include "core/cuda/runtime.h"
 #include "core/cuda/stream.h"
 #include "kernels/cuda/attention_layout.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/sequences.h"
 
 namespace linattn::cuda {
 
@@ -77,17 +79,34 @@ __device__ __forceinline__ void tile_mac(float (&acc)[I][J], const float* a, int
 // Query i sees key j when j <= i and j > i - W (W: the effective window, T for global).
 __device__ __forceinline__ bool visible(int i, int j, int W) { return j <= i && j > i - W; }
 
+// A thread block's tile of `tile` positions of one sequence (kernels/sequences.h; grid x: the tile
+// indices, taken from the last when `reverse`): the sequence's first position and length, the
+// tile's block within it, the effective window for its length (window: as the host clamps it, at
+// most T + 1; <= 0 or > len: every earlier position), and whether the index is idle.
+struct SequenceTile {
+  int64_t start;
+  int len, block, W;
+  bool idle;
+};
+__device__ __forceinline__ SequenceTile sequence_tile(const Sequences& seqs, int T, int tile, int window,
+                                                      bool reverse) {
+  const int64_t index = reverse ? int64_t(gridDim.x) - 1 - blockIdx.x : int64_t(blockIdx.x);
+  const Tile t = tile_at(seqs, T, tile, index);
+  const int len = int(t.seq.len);
+  return {t.seq.start, len, int(t.block), window <= 0 || window > len ? max(len, 1) : window, t.idle};
+}
+
 // ---- forward -----------------------------------------------------------------------------------
 
 // Shared memory: launch_plan.cpp's attention_forward_smem_bytes, in floats q [BQ, dk+1], k [BK, dk+1],
 // v [BK, dv+1], p [BQ, BK+1], m, l, rescale [BQ].
 
-// Grid (query block, head, batch). o: [B, T, H, dv], lse: [B, H, T], q: [B, T, H, dk],
+// Grid (query block of a sequence: its tile index, head). o: [B, T, H, dv], lse: [B, H, T], q: [B, T, H, dk],
 // k: [B, T, Hkv, dk], v: [B, T, Hkv, dv].
 template <class S, int DMAX>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(S* o, float* lse, const S* q, const S* k, const S* v, int T, int H, int Hkv, int dk, int dv, int W,
-                   float scale) {
+                   float scale, Sequences seqs) {
   constexpr int I = BQ / 16, J = DMAX / 16;
   LINATTN_DYNAMIC_SHARED(float, smem);
   const int ldk = dk + 1, ldv = dv + 1;
@@ -98,15 +117,21 @@ __global__ void __launch_bounds__(kThreads)
   float* m = ps + BQ * LDP;    // [BQ] running max
   float* l = m + BQ;           // [BQ] running sum
   float* rescale = l + BQ;     // [BQ] exp(old max - new max) of the current key block
-  const int qb = gridDim.x - 1 - blockIdx.x;  // the last query blocks see the most keys: start them first
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / (H / Hkv);
+  // the last query blocks see the most keys: start them first
+  const SequenceTile st = sequence_tile(seqs, T, BQ, W, true);
+  if (st.idle) return;
+  T = st.len, W = st.W;  // from here on, those of the sequence, whose rows the pointers start at
+  q += st.start * H * dk, k += st.start * Hkv * dk, v += st.start * Hkv * dv, o += st.start * H * dv;
+  if (lse) lse += st.start * H;  // the sequence's [H, len]
+  const int qb = st.block;
+  const int h = blockIdx.y, hk = h / (H / Hkv);
   const int i0 = qb * BQ, rows = min(BQ, T - i0);
   const int64_t ldq_g = int64_t(H) * dk, ldk_g = int64_t(Hkv) * dk, ldv_g = int64_t(Hkv) * dv, ldo_g = int64_t(H) * dv;
-  const S* kb = k + int64_t(b) * T * ldk_g + int64_t(hk) * dk;  // [T, dk], stride ldk_g
-  const S* vb = v + int64_t(b) * T * ldv_g + int64_t(hk) * dv;  // [T, dv], stride ldv_g
+  const S* kb = k + int64_t(hk) * dk;  // [T, dk], stride ldk_g
+  const S* vb = v + int64_t(hk) * dv;  // [T, dv], stride ldv_g
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
 
-  load_tile(qs, ldk, q + (int64_t(b) * T + i0) * ldq_g + int64_t(h) * dk, ldq_g, BQ, rows, dk);
+  load_tile(qs, ldk, q + int64_t(i0) * ldq_g + int64_t(h) * dk, ldq_g, BQ, rows, dk);
   for (int r = threadIdx.x; r < BQ; r += kThreads) m[r] = -INFINITY, l[r] = 0.0f;
   float acc[I][J] = {};  // rows ty + 16 i, columns tx + 16 j of the running P V
   for (int j0 = max(0, i0 - W + 1); j0 < i0 + rows; j0 += BK) {
@@ -170,18 +195,19 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < J; ++j) {
       const int r = ty + 16 * i, c = tx + 16 * j;
-      if (r < rows && c < dv) o[(int64_t(b) * T + i0 + r) * ldo_g + int64_t(h) * dv + c] = from_float<S>(acc[i][j] / l[r]);
+      if (r < rows && c < dv) o[int64_t(i0 + r) * ldo_g + int64_t(h) * dv + c] = from_float<S>(acc[i][j] / l[r]);
     }
   if (lse)
-    for (int r = threadIdx.x; r < rows; r += kThreads) lse[(int64_t(b) * H + h) * T + i0 + r] = m[r] + logf(l[r]);
+    for (int r = threadIdx.x; r < rows; r += kThreads) lse[int64_t(h) * T + i0 + r] = m[r] + logf(l[r]);
 }
 
 // ---- backward ----------------------------------------------------------------------------------
 
-// D[b, h, t] = do[b, t, h, :] . o[b, t, h, :] (= sum_j P_ij dP_ij), one warp per (b, t, h).
+// D[b, h, t] = do[b, t, h, :] . o[b, t, h, :] (= sum_j P_ij dP_ij), one warp per (b, t, h); laid out
+// as lse: each sequence's [H, len] at start * H.
 template <class S>
 __global__ void __launch_bounds__(kThreads)
-    rowdot_kernel(float* D, const S* o, const S* do_, int64_t n_rows, int T, int H, int dv) {
+    rowdot_kernel(float* D, const S* o, const S* do_, int64_t n_rows, int T, int H, int dv, Sequences seqs) {
   const int64_t row = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / 32;  // (b * T + t) * H + h
   const int lane = threadIdx.x % 32;
   if (row >= n_rows) return;  // the whole warp: row is the same on its 32 lanes
@@ -190,7 +216,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int off = 16; off > 0; off /= 2) d += __shfl_xor_sync(0xffffffffu, d, off);
   if (lane == 0) {
     const int64_t h = row % H, bt = row / H;  // bt = b * T + t
-    D[((bt / T) * H + h) * T + bt % T] = d;
+    const Span seq = sequence(seqs, sequence_of(seqs, bt, T), T);
+    D[seq.start * H + h * seq.len + bt - seq.start] = d;
   }
 }
 
@@ -231,12 +258,12 @@ __device__ __forceinline__ void load_row_stats(float* lse_s, float* D_s, const f
 // Shared memory: launch_plan.cpp's attention_backward_smem_bytes, in floats k [BK, dk+1], v [BK, dv+1],
 // q [BQB, dk+1], do [BQB, dv+1], p and ds [BQB, BK+1], lse and D [BQB]. The dq pass uses the same minus p.
 
-// Grid (key block, kv head, batch): owns dk and dv of BK keys of one kv head, summing over every
+// Grid (key block of a sequence, kv head): owns dk and dv of BK keys of one kv head, summing over every
 // query of the G heads that read it and that sees one of these keys.
 template <class S, int DMAX>
 __global__ void __launch_bounds__(kThreads)
     backward_dkdv_kernel(S* dk, S* dv, const S* q, const S* k, const S* v, const float* lse, const float* D,
-                         const S* do_, int T, int H, int Hkv, int dk_, int dv_, int W, float scale) {
+                         const S* do_, int T, int H, int Hkv, int dk_, int dv_, int W, float scale, Sequences seqs) {
   constexpr int I = BK / 16, J = DMAX / 16;
   LINATTN_DYNAMIC_SHARED(float, smem);
   const int ldk = dk_ + 1, ldv = dv_ + 1;
@@ -248,24 +275,29 @@ __global__ void __launch_bounds__(kThreads)
   float* dss = ps + BQB * LDP;  // [BQB, LDP]
   float* lse_s = dss + BQB * LDP;
   float* D_s = lse_s + BQB;
-  const int hk = blockIdx.y, b = blockIdx.z, G = H / Hkv;
-  const int j0 = blockIdx.x * BK, cols = min(BK, T - j0);
+  const SequenceTile st = sequence_tile(seqs, T, BK, W, false);
+  if (st.idle) return;
+  T = st.len, W = st.W;  // from here on, those of the sequence, whose rows the pointers start at
+  q += st.start * H * dk_, k += st.start * Hkv * dk_, v += st.start * Hkv * dv_, do_ += st.start * H * dv_;
+  dk += st.start * Hkv * dk_, dv += st.start * Hkv * dv_, lse += st.start * H, D += st.start * H;
+  const int hk = blockIdx.y, G = H / Hkv;
+  const int j0 = st.block * BK, cols = min(BK, T - j0);
   const int64_t ldq_g = int64_t(H) * dk_, ldk_g = int64_t(Hkv) * dk_, ldv_g = int64_t(Hkv) * dv_,
                 ldo_g = int64_t(H) * dv_;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  S* dkb = dk + (int64_t(b) * T + j0) * ldk_g + int64_t(hk) * dk_;  // [cols, dk], stride ldk_g
-  S* dvb = dv + (int64_t(b) * T + j0) * ldv_g + int64_t(hk) * dv_;  // [cols, dv], stride ldv_g
-  load_tile(ks, ldk, k + (int64_t(b) * T + j0) * ldk_g + int64_t(hk) * dk_, ldk_g, BK, cols, dk_);
-  load_tile(vs, ldv, v + (int64_t(b) * T + j0) * ldv_g + int64_t(hk) * dv_, ldv_g, BK, cols, dv_);
+  S* dkb = dk + int64_t(j0) * ldk_g + int64_t(hk) * dk_;  // [cols, dk], stride ldk_g
+  S* dvb = dv + int64_t(j0) * ldv_g + int64_t(hk) * dv_;  // [cols, dv], stride ldv_g
+  load_tile(ks, ldk, k + int64_t(j0) * ldk_g + int64_t(hk) * dk_, ldk_g, BK, cols, dk_);
+  load_tile(vs, ldv, v + int64_t(j0) * ldv_g + int64_t(hk) * dv_, ldv_g, BK, cols, dv_);
   float dk_acc[I][J] = {}, dv_acc[I][J] = {};  // key rows ty + 16 i, columns tx + 16 j
   const int i_end = min(T, j0 + cols - 1 + W);  // the last key here is seen up to query j0 + cols - 2 + W
   for (int h = hk * G; h < (hk + 1) * G; ++h)
     for (int i0 = j0; i0 < i_end; i0 += BQB) {
       const int rows = min(BQB, T - i0);
       __syncthreads();  // the previous query step is consumed
-      load_tile(qs, ldk, q + (int64_t(b) * T + i0) * ldq_g + int64_t(h) * dk_, ldq_g, BQB, rows, dk_);
-      load_tile(dos, ldv, do_ + (int64_t(b) * T + i0) * ldo_g + int64_t(h) * dv_, ldo_g, BQB, rows, dv_);
-      load_row_stats(lse_s, D_s, lse, D, (int64_t(b) * H + h) * T + i0, rows);
+      load_tile(qs, ldk, q + int64_t(i0) * ldq_g + int64_t(h) * dk_, ldq_g, BQB, rows, dk_);
+      load_tile(dos, ldv, do_ + int64_t(i0) * ldo_g + int64_t(h) * dv_, ldo_g, BQB, rows, dv_);
+      load_row_stats(lse_s, D_s, lse, D, int64_t(h) * T + i0, rows);
       __syncthreads();
       probabilities_and_ds<DMAX>(ps, dss, qs, dos, ks, vs, lse_s, D_s, ldk, ldv, dk_, dv_, i0, rows, j0, cols, W,
                                  scale);
@@ -292,11 +324,11 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-// Grid (query block of BQB, head, batch): owns dq of BQB queries of one head.
+// Grid (query block of BQB of a sequence, head): owns dq of BQB queries of one head.
 template <class S, int DMAX>
 __global__ void __launch_bounds__(kThreads)
     backward_dq_kernel(S* dq, const S* q, const S* k, const S* v, const float* lse, const float* D, const S* do_,
-                       int T, int H, int Hkv, int dk_, int dv_, int W, float scale) {
+                       int T, int H, int Hkv, int dk_, int dv_, int W, float scale, Sequences seqs) {
   constexpr int I = BQB / 16, J = DMAX / 16;
   LINATTN_DYNAMIC_SHARED(float, smem);
   const int ldk = dk_ + 1, ldv = dv_ + 1;
@@ -308,17 +340,23 @@ __global__ void __launch_bounds__(kThreads)
   float* dss = ps + BQB * LDP;  // [BQB, LDP]
   float* lse_s = dss + BQB * LDP;
   float* D_s = lse_s + BQB;
-  const int qb = gridDim.x - 1 - blockIdx.x;  // the last query blocks see the most keys: start them first
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / (H / Hkv);
+  // the last query blocks see the most keys: start them first
+  const SequenceTile st = sequence_tile(seqs, T, BQB, W, true);
+  if (st.idle) return;
+  T = st.len, W = st.W;  // from here on, those of the sequence, whose rows the pointers start at
+  q += st.start * H * dk_, k += st.start * Hkv * dk_, v += st.start * Hkv * dv_, do_ += st.start * H * dv_;
+  dq += st.start * H * dk_, lse += st.start * H, D += st.start * H;
+  const int qb = st.block;
+  const int h = blockIdx.y, hk = h / (H / Hkv);
   const int i0 = qb * BQB, rows = min(BQB, T - i0);
   const int64_t ldq_g = int64_t(H) * dk_, ldk_g = int64_t(Hkv) * dk_, ldv_g = int64_t(Hkv) * dv_,
                 ldo_g = int64_t(H) * dv_;
-  const S* kb = k + int64_t(b) * T * ldk_g + int64_t(hk) * dk_;  // [T, dk], stride ldk_g
-  const S* vb = v + int64_t(b) * T * ldv_g + int64_t(hk) * dv_;  // [T, dv], stride ldv_g
+  const S* kb = k + int64_t(hk) * dk_;  // [T, dk], stride ldk_g
+  const S* vb = v + int64_t(hk) * dv_;  // [T, dv], stride ldv_g
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  load_tile(qs, ldk, q + (int64_t(b) * T + i0) * ldq_g + int64_t(h) * dk_, ldq_g, BQB, rows, dk_);
-  load_tile(dos, ldv, do_ + (int64_t(b) * T + i0) * ldo_g + int64_t(h) * dv_, ldo_g, BQB, rows, dv_);
-  load_row_stats(lse_s, D_s, lse, D, (int64_t(b) * H + h) * T + i0, rows);
+  load_tile(qs, ldk, q + int64_t(i0) * ldq_g + int64_t(h) * dk_, ldq_g, BQB, rows, dk_);
+  load_tile(dos, ldv, do_ + int64_t(i0) * ldo_g + int64_t(h) * dv_, ldo_g, BQB, rows, dv_);
+  load_row_stats(lse_s, D_s, lse, D, int64_t(h) * T + i0, rows);
   float dq_acc[I][J] = {};  // query rows ty + 16 i, columns tx + 16 j
   for (int j0 = max(0, i0 - W + 1); j0 < i0 + rows; j0 += BK) {
     const int cols = min(BK, i0 + rows - j0);
@@ -332,7 +370,7 @@ __global__ void __launch_bounds__(kThreads)
     // forward: S = scale Q K^T  =>  dQ += scale dS K
     tile_mac(dq_acc, dss, LDP, 1, ks, ldk, 1, cols, dk_);
   }
-  S* dqb = dq + (int64_t(b) * T + i0) * ldq_g + int64_t(h) * dk_;  // [rows, dk], stride ldq_g
+  S* dqb = dq + int64_t(i0) * ldq_g + int64_t(h) * dk_;  // [rows, dk], stride ldq_g
 #pragma unroll
   for (int i = 0; i < I; ++i)
 #pragma unroll
@@ -465,11 +503,11 @@ __device__ __forceinline__ void warp_add_to_global(bf16_t* g, int64_t stride, in
   __syncwarp();
 }
 
-// Grid (query block of 64, head, batch).
+// Grid (query block of 64 of a sequence, head).
 template <int DK, int DV>
 __global__ void __launch_bounds__(kTcThreads)
     tc_forward_kernel(bf16_t* o, float* lse, const bf16_t* q, const bf16_t* k, const bf16_t* v, int T, int H, int Hkv,
-                      int W, float scale) {
+                      int W, float scale, Sequences seqs) {
   LINATTN_DYNAMIC_SHARED(float, smem);
   char* base = reinterpret_cast<char*>(smem);
   const TcLayout L(DK, DV);
@@ -479,16 +517,22 @@ __global__ void __launch_bounds__(kTcThreads)
   const WarpScratch ws(base, L, DV);
   constexpr int ldk = DK + 8, ldv = DV + 8, ldo = DV + 4;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int qb = gridDim.x - 1 - blockIdx.x;  // the last query blocks see the most keys: start them first
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / (H / Hkv);
+  // the last query blocks see the most keys: start them first
+  const SequenceTile st = sequence_tile(seqs, T, TB, W, true);
+  if (st.idle) return;
+  T = st.len, W = st.W;  // from here on, those of the sequence, whose rows the pointers start at
+  q += st.start * H * DK, k += st.start * Hkv * DK, v += st.start * Hkv * DV, o += st.start * H * DV;
+  if (lse) lse += st.start * H;  // the sequence's [H, len]
+  const int qb = st.block;
+  const int h = blockIdx.y, hk = h / (H / Hkv);
   const int i0 = qb * TB, rows = min(TB, T - i0);
   const int r0 = 16 * warp;  // this warp's rows within the block
   const int64_t ldq_g = int64_t(H) * DK, ldk_g = int64_t(Hkv) * DK, ldv_g = int64_t(Hkv) * DV, ldo_g = int64_t(H) * DV;
-  load_tile_bf16(qs, q + (int64_t(b) * T + i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
+  load_tile_bf16(qs, q + int64_t(i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
   for (int e = lane; e < 16 * ldo; e += 32) ws.o[e] = 0.0f;
   if (lane < 16) ws.m[lane] = -INFINITY, ws.l[lane] = 0.0f;
-  const bf16_t* kb = k + int64_t(b) * T * ldk_g + int64_t(hk) * DK;
-  const bf16_t* vb = v + int64_t(b) * T * ldv_g + int64_t(hk) * DV;
+  const bf16_t* kb = k + int64_t(hk) * DK;
+  const bf16_t* vb = v + int64_t(hk) * DV;
   for (int j0 = max(0, i0 - W + 1); j0 < i0 + rows; j0 += TB) {
     const int cols = min(TB, i0 + rows - j0);
     __syncthreads();  // every warp is done with the previous k and v (first pass: q is in place)
@@ -532,17 +576,17 @@ __global__ void __launch_bounds__(kTcThreads)
   __syncwarp();
   for (int e = lane; e < 16 * DV; e += 32) {
     const int r = e / DV, c = e - r * DV;
-    if (r0 + r < rows) o[(int64_t(b) * T + i0 + r0 + r) * ldo_g + int64_t(h) * DV + c] = __float2bfloat16(ws.o[r * ldo + c] / ws.l[r]);
+    if (r0 + r < rows) o[int64_t(i0 + r0 + r) * ldo_g + int64_t(h) * DV + c] = __float2bfloat16(ws.o[r * ldo + c] / ws.l[r]);
   }
-  if (lse && lane < 16 && r0 + lane < rows) lse[(int64_t(b) * H + h) * T + i0 + r0 + lane] = ws.m[lane] + logf(ws.l[lane]);
+  if (lse && lane < 16 && r0 + lane < rows) lse[int64_t(h) * T + i0 + r0 + lane] = ws.m[lane] + logf(ws.l[lane]);
 }
 
-// Grid (key block of 64, kv head, batch): owns dk and dv of 64 keys; warp w the keys 16 w .. 16 w + 15.
+// Grid (key block of 64 of a sequence, kv head): owns dk and dv of 64 keys; warp w the keys 16 w .. 16 w + 15.
 template <int DK, int DV>
 __global__ void __launch_bounds__(kTcThreads)
     tc_backward_dkdv_kernel(bf16_t* dk, bf16_t* dv, const bf16_t* q, const bf16_t* k, const bf16_t* v,
                             const float* lse, const float* D, const bf16_t* do_, int T, int H, int Hkv, int W,
-                            float scale) {
+                            float scale, Sequences seqs) {
   LINATTN_DYNAMIC_SHARED(float, smem);
   char* base = reinterpret_cast<char*>(smem);
   const TcLayout L(DK, DV);
@@ -555,12 +599,17 @@ __global__ void __launch_bounds__(kTcThreads)
   const WarpScratch ws(base, L, DV);
   constexpr int ldk = DK + 8, ldv = DV + 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int hk = blockIdx.y, b = blockIdx.z, G = H / Hkv;
-  const int j0 = blockIdx.x * TB, cols = min(TB, T - j0);
+  const SequenceTile st = sequence_tile(seqs, T, TB, W, false);
+  if (st.idle) return;
+  T = st.len, W = st.W;  // from here on, those of the sequence, whose rows the pointers start at
+  q += st.start * H * DK, k += st.start * Hkv * DK, v += st.start * Hkv * DV, do_ += st.start * H * DV;
+  dk += st.start * Hkv * DK, dv += st.start * Hkv * DV, lse += st.start * H, D += st.start * H;
+  const int hk = blockIdx.y, G = H / Hkv;
+  const int j0 = st.block * TB, cols = min(TB, T - j0);
   const int c0 = 16 * warp;  // this warp's keys within the block
   const int64_t ldq_g = int64_t(H) * DK, ldk_g = int64_t(Hkv) * DK, ldv_g = int64_t(Hkv) * DV, ldo_g = int64_t(H) * DV;
-  load_tile_bf16(ks, k + (int64_t(b) * T + j0) * ldk_g + int64_t(hk) * DK, ldk_g, cols, DK);
-  load_tile_bf16(vs, v + (int64_t(b) * T + j0) * ldv_g + int64_t(hk) * DV, ldv_g, cols, DV);
+  load_tile_bf16(ks, k + int64_t(j0) * ldk_g + int64_t(hk) * DK, ldk_g, cols, DK);
+  load_tile_bf16(vs, v + int64_t(j0) * ldv_g + int64_t(hk) * DV, ldv_g, cols, DV);
   FragC dk_acc[DK / 16], dv_acc[DV / 16];
 #pragma unroll
   for (int n = 0; n < DK / 16; ++n) wmma::fill_fragment(dk_acc[n], 0.0f);
@@ -571,11 +620,11 @@ __global__ void __launch_bounds__(kTcThreads)
     for (int i0 = j0; i0 < i_end; i0 += TB) {
       const int rows = min(TB, T - i0);
       __syncthreads();  // every warp is done with the previous q and do
-      load_tile_bf16(qs, q + (int64_t(b) * T + i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
-      load_tile_bf16(dos, do_ + (int64_t(b) * T + i0) * ldo_g + int64_t(h) * DV, ldo_g, rows, DV);
+      load_tile_bf16(qs, q + int64_t(i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
+      load_tile_bf16(dos, do_ + int64_t(i0) * ldo_g + int64_t(h) * DV, ldo_g, rows, DV);
       for (int r = threadIdx.x; r < TB; r += kTcThreads) {
-        lse_s[r] = r < rows ? lse[(int64_t(b) * H + h) * T + i0 + r] : 0.0f;
-        D_s[r] = r < rows ? D[(int64_t(b) * H + h) * T + i0 + r] : 0.0f;
+        lse_s[r] = r < rows ? lse[int64_t(h) * T + i0 + r] : 0.0f;
+        D_s[r] = r < rows ? D[int64_t(h) * T + i0 + r] : 0.0f;
       }
       __syncthreads();
       // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys against the 64 queries
@@ -596,15 +645,15 @@ __global__ void __launch_bounds__(kTcThreads)
       warp_ab_acc<DK / 16>(dk_acc, ws.ds, qs, ldk);
     }
   const int keys = max(0, min(16, cols - c0));
-  warp_add_to_global<DV / 16>(dv + (int64_t(b) * T + j0 + c0) * ldv_g + int64_t(hk) * DV, ldv_g, keys, dv_acc, 1.0f, ws.s);
-  warp_add_to_global<DK / 16>(dk + (int64_t(b) * T + j0 + c0) * ldk_g + int64_t(hk) * DK, ldk_g, keys, dk_acc, scale, ws.s);
+  warp_add_to_global<DV / 16>(dv + int64_t(j0 + c0) * ldv_g + int64_t(hk) * DV, ldv_g, keys, dv_acc, 1.0f, ws.s);
+  warp_add_to_global<DK / 16>(dk + int64_t(j0 + c0) * ldk_g + int64_t(hk) * DK, ldk_g, keys, dk_acc, scale, ws.s);
 }
 
-// Grid (query block of 64, head, batch): owns dq of 64 queries; warp w the queries 16 w .. 16 w + 15.
+// Grid (query block of 64 of a sequence, head): owns dq of 64 queries; warp w the queries 16 w .. 16 w + 15.
 template <int DK, int DV>
 __global__ void __launch_bounds__(kTcThreads)
     tc_backward_dq_kernel(bf16_t* dq, const bf16_t* q, const bf16_t* k, const bf16_t* v, const float* lse,
-                          const float* D, const bf16_t* do_, int T, int H, int Hkv, int W, float scale) {
+                          const float* D, const bf16_t* do_, int T, int H, int Hkv, int W, float scale, Sequences seqs) {
   LINATTN_DYNAMIC_SHARED(float, smem);
   char* base = reinterpret_cast<char*>(smem);
   const TcLayout L(DK, DV);
@@ -617,22 +666,28 @@ __global__ void __launch_bounds__(kTcThreads)
   const WarpScratch ws(base, L, DV);
   constexpr int ldk = DK + 8, ldv = DV + 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int qb = gridDim.x - 1 - blockIdx.x;  // the last query blocks see the most keys: start them first
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / (H / Hkv);
+  // the last query blocks see the most keys: start them first
+  const SequenceTile st = sequence_tile(seqs, T, TB, W, true);
+  if (st.idle) return;
+  T = st.len, W = st.W;  // from here on, those of the sequence, whose rows the pointers start at
+  q += st.start * H * DK, k += st.start * Hkv * DK, v += st.start * Hkv * DV, do_ += st.start * H * DV;
+  dq += st.start * H * DK, lse += st.start * H, D += st.start * H;
+  const int qb = st.block;
+  const int h = blockIdx.y, hk = h / (H / Hkv);
   const int i0 = qb * TB, rows = min(TB, T - i0);
   const int r0 = 16 * warp;
   const int64_t ldq_g = int64_t(H) * DK, ldk_g = int64_t(Hkv) * DK, ldv_g = int64_t(Hkv) * DV, ldo_g = int64_t(H) * DV;
-  load_tile_bf16(qs, q + (int64_t(b) * T + i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
-  load_tile_bf16(dos, do_ + (int64_t(b) * T + i0) * ldo_g + int64_t(h) * DV, ldo_g, rows, DV);
+  load_tile_bf16(qs, q + int64_t(i0) * ldq_g + int64_t(h) * DK, ldq_g, rows, DK);
+  load_tile_bf16(dos, do_ + int64_t(i0) * ldo_g + int64_t(h) * DV, ldo_g, rows, DV);
   for (int r = threadIdx.x; r < TB; r += kTcThreads) {
-    lse_s[r] = r < rows ? lse[(int64_t(b) * H + h) * T + i0 + r] : 0.0f;
-    D_s[r] = r < rows ? D[(int64_t(b) * H + h) * T + i0 + r] : 0.0f;
+    lse_s[r] = r < rows ? lse[int64_t(h) * T + i0 + r] : 0.0f;
+    D_s[r] = r < rows ? D[int64_t(h) * T + i0 + r] : 0.0f;
   }
   FragC dq_acc[DK / 16];
 #pragma unroll
   for (int n = 0; n < DK / 16; ++n) wmma::fill_fragment(dq_acc[n], 0.0f);
-  const bf16_t* kb = k + int64_t(b) * T * ldk_g + int64_t(hk) * DK;
-  const bf16_t* vb = v + int64_t(b) * T * ldv_g + int64_t(hk) * DV;
+  const bf16_t* kb = k + int64_t(hk) * DK;
+  const bf16_t* vb = v + int64_t(hk) * DV;
   for (int j0 = max(0, i0 - W + 1); j0 < i0 + rows; j0 += TB) {
     const int cols = min(TB, i0 + rows - j0);
     __syncthreads();  // every warp is done with the previous k and v (first pass: q, do, lse, D are in place)
@@ -655,14 +710,15 @@ __global__ void __launch_bounds__(kTcThreads)
     warp_ab_acc<DK / 16>(dq_acc, ws.ds, ks, ldk);
   }
   __syncwarp();
-  warp_add_to_global<DK / 16>(dq + (int64_t(b) * T + i0 + r0) * ldq_g + int64_t(h) * DK, ldq_g,
+  warp_add_to_global<DK / 16>(dq + int64_t(i0 + r0) * ldq_g + int64_t(h) * DK, ldq_g,
                               max(0, min(16, rows - r0)), dq_acc, scale, ws.s);
 }
 
 // ---- host side ---------------------------------------------------------------------------------
 
-// The window actually applied (as in the CPU kernel): <= 0 and >= T both mean every earlier position.
-int effective_window(int64_t window, int64_t T) { return int(window <= 0 || window > T ? std::max<int64_t>(T, 1) : window); }
+// The window as the kernels take it: <= 0 (global) as 0, and any window past T as T + 1, which
+// every sequence reads as global too (sequence_tile applies it to the sequence's length).
+int clamped_window(int64_t window, int64_t T) { return int(window <= 0 ? 0 : std::min<int64_t>(window, T + 1)); }
 
 void check_sizes(const char* what, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t dk, int64_t dv) {
   LINATTN_CHECK(B >= 0 && T >= 0 && H >= 1 && Hkv >= 1 && H % Hkv == 0, what, ": need B, T >= 0 and the ", H,
@@ -703,17 +759,17 @@ void with_tc_head_size(int64_t d, Fn&& fn) {
 
 template <class S>
 void forward(S* o, float* lse, const S* q, const S* k, const S* v, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-             int64_t dk, int64_t dv, int64_t window, float scale) {
+             int64_t dk, int64_t dv, int64_t window, float scale, Sequences seqs) {
   check_sizes("cuda::attention_forward", B, T, H, Hkv, dk, dv);
   if (B == 0 || T == 0) return;
-  const int W = effective_window(window, T);
+  const int W = clamped_window(window, T);
   constexpr bool is_bf16 = std::is_same_v<S, bf16_t>;
-  const LaunchPlan plan = attention_forward_plans(is_bf16, B, T, H, dk, dv)[0];
+  const LaunchPlan plan = attention_forward_plans(is_bf16, B, T, H, dk, dv, seqs.count)[0];
   if constexpr (is_bf16) {
     if (attention_uses_tensor_cores(is_bf16, dk, dv)) {
       with_tc_head_size(dk, [&](auto d) {
         constexpr int hd = decltype(d)::value;
-        LAUNCH_WITH_SHARED(plan, tc_forward_kernel<hd, hd>)(o, lse, q, k, v, int(T), int(H), int(Hkv), W, scale);
+        LAUNCH_WITH_SHARED(plan, tc_forward_kernel<hd, hd>)(o, lse, q, k, v, int(T), int(H), int(Hkv), W, scale, seqs);
       });
       LINATTN_CUDA_CHECK_LAUNCH();
       return;
@@ -721,27 +777,29 @@ void forward(S* o, float* lse, const S* q, const S* k, const S* v, int64_t B, in
   }
   if (std::max(dk, dv) <= 64)
     LAUNCH_WITH_SHARED(plan, forward_kernel<S, 64>)(o, lse, q, k, v, int(T), int(H), int(Hkv), int(dk), int(dv), W,
-                                                    scale);
+                                                    scale, seqs);
   else
     LAUNCH_WITH_SHARED(plan, forward_kernel<S, 128>)(o, lse, q, k, v, int(T), int(H), int(Hkv), int(dk), int(dv), W,
-                                                     scale);
+                                                     scale, seqs);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 template <class S>
 void backward(S* dq, S* dk, S* dv, const S* q, const S* k, const S* v, const S* o, const float* lse, const S* do_,
-              int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t dk_, int64_t dv_, int64_t window, float scale) {
+              int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t dk_, int64_t dv_, int64_t window, float scale,
+              Sequences seqs) {
   check_sizes("cuda::attention_backward", B, T, H, Hkv, dk_, dv_);
   if (B == 0 || T == 0) return;
   cudaStream_t stream = static_cast<cudaStream_t>(compute_stream());
-  const int W = effective_window(window, T);
+  const int W = clamped_window(window, T);
   const int64_t n_rows = B * T * H;
   constexpr bool is_bf16 = std::is_same_v<S, bf16_t>;
   // rowdot, then the pass that owns dk and dv, then the one that owns dq
-  const LaunchPlans plans = attention_backward_plans(is_bf16, B, T, H, Hkv, dk_, dv_);
-  float* D = nullptr;  // [B, H, T], lives on the stream until the two passes below are done
-  LINATTN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&D), size_t(n_rows) * sizeof(float), stream));
-  LINATTN_LAUNCH_PLAN(plans[0], stream, rowdot_kernel<S>)(D, o, do_, n_rows, int(T), int(H), int(dv_));
+  const LaunchPlans plans = attention_backward_plans(is_bf16, B, T, H, Hkv, dk_, dv_, seqs.count);
+  // [B, H, T] from the caching allocator (core/cuda/runtime.h): its release below only returns it to
+  // the cache, and whatever reuses it next runs after the two passes on the same stream
+  float* D = static_cast<float*>(allocate(size_t(n_rows) * sizeof(float)));
+  LINATTN_LAUNCH_PLAN(plans[0], stream, rowdot_kernel<S>)(D, o, do_, n_rows, int(T), int(H), int(dv_), seqs);
   LINATTN_CUDA_CHECK_LAUNCH();
   const float* Dc = D;
   const int t = int(T), h = int(H), hkv = int(Hkv), dki = int(dk_), dvi = int(dv_);
@@ -751,9 +809,9 @@ void backward(S* dq, S* dk, S* dv, const S* q, const S* k, const S* v, const S* 
       with_tc_head_size(dk_, [&](auto d) {
         constexpr int hd = decltype(d)::value;
         LAUNCH_WITH_SHARED(plans[1], tc_backward_dkdv_kernel<hd, hd>)(dk, dv, q, k, v, lse, Dc, do_, t, h, hkv, W,
-                                                                       scale);
+                                                                       scale, seqs);
         LINATTN_CUDA_CHECK_LAUNCH();
-        LAUNCH_WITH_SHARED(plans[2], tc_backward_dq_kernel<hd, hd>)(dq, q, k, v, lse, Dc, do_, t, h, hkv, W, scale);
+        LAUNCH_WITH_SHARED(plans[2], tc_backward_dq_kernel<hd, hd>)(dq, q, k, v, lse, Dc, do_, t, h, hkv, W, scale, seqs);
         LINATTN_CUDA_CHECK_LAUNCH();
       });
       done = true;
@@ -762,19 +820,19 @@ void backward(S* dq, S* dk, S* dv, const S* q, const S* k, const S* v, const S* 
   if (!done) {
     if (std::max(dk_, dv_) <= 64) {
       LAUNCH_WITH_SHARED(plans[1], backward_dkdv_kernel<S, 64>)(dk, dv, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi, W,
-                                                                scale);
+                                                                scale, seqs);
       LINATTN_CUDA_CHECK_LAUNCH();
-      LAUNCH_WITH_SHARED(plans[2], backward_dq_kernel<S, 64>)(dq, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi, W, scale);
+      LAUNCH_WITH_SHARED(plans[2], backward_dq_kernel<S, 64>)(dq, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi, W, scale, seqs);
     } else {
       LAUNCH_WITH_SHARED(plans[1], backward_dkdv_kernel<S, 128>)(dk, dv, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi,
-                                                                 W, scale);
+                                                                 W, scale, seqs);
       LINATTN_CUDA_CHECK_LAUNCH();
       LAUNCH_WITH_SHARED(plans[2], backward_dq_kernel<S, 128>)(dq, q, k, v, lse, Dc, do_, t, h, hkv, dki, dvi, W,
-                                                               scale);
+                                                               scale, seqs);
     }
     LINATTN_CUDA_CHECK_LAUNCH();
   }
-  LINATTN_CUDA_CHECK(cudaFreeAsync(D, stream));
+  release(D);
 }
 
 const __nv_bfloat16* bf16(const uint16_t* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
@@ -783,28 +841,28 @@ __nv_bfloat16* bf16(uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
 }  // namespace
 
 void attention_forward(float* o, float* lse, const float* q, const float* k, const float* v, int64_t B, int64_t T,
-                       int64_t H, int64_t Hkv, int64_t dk, int64_t dv, int64_t window, float scale) {
-  forward<float>(o, lse, q, k, v, B, T, H, Hkv, dk, dv, window, scale);
+                       int64_t H, int64_t Hkv, int64_t dk, int64_t dv, int64_t window, float scale, Sequences seqs) {
+  forward<float>(o, lse, q, k, v, B, T, H, Hkv, dk, dv, window, scale, seqs);
 }
 
 void attention_backward(float* dq, float* dk, float* dv, const float* q, const float* k, const float* v,
                         const float* o, const float* lse, const float* do_, int64_t B, int64_t T, int64_t H,
-                        int64_t Hkv, int64_t dk_, int64_t dv_, int64_t window, float scale) {
-  backward<float>(dq, dk, dv, q, k, v, o, lse, do_, B, T, H, Hkv, dk_, dv_, window, scale);
+                        int64_t Hkv, int64_t dk_, int64_t dv_, int64_t window, float scale, Sequences seqs) {
+  backward<float>(dq, dk, dv, q, k, v, o, lse, do_, B, T, H, Hkv, dk_, dv_, window, scale, seqs);
 }
 
 void attention_forward_bf16(uint16_t* o, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                             int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t dk, int64_t dv, int64_t window,
-                            float scale) {
-  forward<__nv_bfloat16>(bf16(o), lse, bf16(q), bf16(k), bf16(v), B, T, H, Hkv, dk, dv, window, scale);
+                            float scale, Sequences seqs) {
+  forward<__nv_bfloat16>(bf16(o), lse, bf16(q), bf16(k), bf16(v), B, T, H, Hkv, dk, dv, window, scale, seqs);
 }
 
 void attention_backward_bf16(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uint16_t* q, const uint16_t* k,
                              const uint16_t* v, const uint16_t* o, const float* lse, const uint16_t* do_, int64_t B,
                              int64_t T, int64_t H, int64_t Hkv, int64_t dk_, int64_t dv_, int64_t window,
-                             float scale) {
+                             float scale, Sequences seqs) {
   backward<__nv_bfloat16>(bf16(dq), bf16(dk), bf16(dv), bf16(q), bf16(k), bf16(v), bf16(o), lse, bf16(do_), B, T, H,
-                          Hkv, dk_, dv_, window, scale);
+                          Hkv, dk_, dv_, window, scale, seqs);
 }
 
 }  // namespace linattn::cuda

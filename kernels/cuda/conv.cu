@@ -2,37 +2,39 @@
 
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/sequences.h"
 
 namespace linattn::cuda {
 
 namespace {
 
-// One thread per output (b, t, c), c fastest; the taps in the CPU kernel's order.
+// One thread per output (b, t, c), c fastest; the taps in the CPU kernel's order, none before the
+// first position of t's sequence.
 __global__ void short_conv_forward_kernel(float* y, const float* x, const float* w, const float* bias, int64_t T_,
-                                          int64_t C, int64_t W, int64_t n) {
+                                          int64_t C, int64_t W, int64_t n, Sequences seqs) {
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n) return;
-  const int64_t c = k % C, t = (k / C) % T_;
-  const float* xc = x + (k - t * C);  // x[b, 0, c]
+  const int64_t c = k % C, t = k / C;  // t: the flat position b * T + t
+  const int64_t first = sequence(seqs, sequence_of(seqs, t, T_), T_).start;
   float acc = bias ? bias[c] : 0.0f;
   for (int64_t i = 0; i < W; ++i) {
     const int64_t s = t - (W - 1) + i;
-    if (s >= 0) acc += w[c * W + i] * xc[s * C];
+    if (s >= first) acc += w[c * W + i] * x[s * C + c];
   }
   y[k] = acc;
 }
 
 // forward: y[t] += w[i] x[t - (W-1) + i]  =>  dx[s] += sum_i w[i] dy[s + (W-1) - i]
 __global__ void short_conv_dx_kernel(float* dx, const float* w, const float* dy, int64_t T_, int64_t C, int64_t W,
-                                     int64_t n) {
+                                     int64_t n, Sequences seqs) {
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n) return;
-  const int64_t c = k % C, s = (k / C) % T_;
-  const float* dyc = dy + (k - s * C);  // dy[b, 0, c]
+  const int64_t c = k % C, s = k / C;  // s: the flat position
+  const Span seq = sequence(seqs, sequence_of(seqs, s, T_), T_);
   float acc = 0;
   for (int64_t i = 0; i < W; ++i) {
     const int64_t t = s + (W - 1) - i;  // the output that read x[s] through tap i
-    if (t < T_) acc += w[c * W + i] * dyc[t * C];
+    if (t < seq.start + seq.len) acc += w[c * W + i] * dy[t * C + c];
   }
   dx[k] += acc;
 }
@@ -43,7 +45,7 @@ __global__ void short_conv_dx_kernel(float* dx, const float* w, const float* dy,
 // common.cuh: C*W tap columns, then C bias columns).
 constexpr int kLanes = kColumnLanes;
 __global__ void short_conv_dw_kernel(const float* x, const float* dy, int64_t B, int64_t T_, int64_t C, int64_t W,
-                                     int64_t rows_per_chunk) {
+                                     int64_t rows_per_chunk, Sequences seqs) {
   __shared__ float partial[kLanes][kMaxConvWidth + 1][32];
   const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
   const int64_t begin = int64_t(blockIdx.y) * rows_per_chunk;
@@ -51,13 +53,13 @@ __global__ void short_conv_dw_kernel(const float* x, const float* dy, int64_t B,
   float acc[kMaxConvWidth + 1] = {};  // taps, then the bias
   if (c < C)
     for (int64_t r = begin + threadIdx.y; r < end; r += kLanes) {
-      const int64_t t = r % T_;
+      const int64_t first = sequence(seqs, sequence_of(seqs, r, T_), T_).start;  // no tap reads before it
       const float g = dy[r * C + c];
       acc[kMaxConvWidth] += g;
 #pragma unroll
       for (int i = 0; i < kMaxConvWidth; ++i) {
-        const int64_t s = t - (W - 1) + i;
-        if (i < W && s >= 0) acc[i] += g * x[(r - t + s) * C + c];
+        const int64_t s = r - (W - 1) + i;
+        if (i < W && s >= first) acc[i] += g * x[s * C + c];
       }
     }
 #pragma unroll
@@ -81,25 +83,25 @@ void check_width(int64_t W, const char* where) {
 }  // namespace
 
 void short_conv_forward(float* y, const float* x, const float* w, const float* bias, int64_t B, int64_t T_, int64_t C,
-                        int64_t W) {
+                        int64_t W, Sequences seqs) {
   check_width(W, "cuda::short_conv_forward");
   const int64_t n = B * T_ * C;
   if (n == 0) return;
   LINATTN_LAUNCH_PLAN(pointwise_plan("short_conv_forward_kernel", n), stream(), short_conv_forward_kernel)(
-      y, x, w, bias, T_, C, W, n);
+      y, x, w, bias, T_, C, W, n, seqs);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void short_conv_backward(float* dx, float* dw, float* dbias, const float* x, const float* w, const float* dy,
-                         int64_t B, int64_t T_, int64_t C, int64_t W) {
+                         int64_t B, int64_t T_, int64_t C, int64_t W, Sequences seqs) {
   check_width(W, "cuda::short_conv_backward");
   const int64_t n = B * T_ * C;
   if (n == 0) return;
   const LaunchPlans plans = short_conv_backward_plans(B, T_, C, W);
-  LINATTN_LAUNCH_PLAN(plans[0], stream(), short_conv_dx_kernel)(dx, w, dy, T_, C, W, n);
+  LINATTN_LAUNCH_PLAN(plans[0], stream(), short_conv_dx_kernel)(dx, w, dy, T_, C, W, n, seqs);
   LINATTN_CUDA_CHECK_LAUNCH();
   const RowChunks chunks = row_chunks(B * T_, (C + 31) / 32, C * (W + 1));
-  LINATTN_LAUNCH_PLAN(plans[1], stream(), short_conv_dw_kernel)(x, dy, B, T_, C, W, chunks.rows);
+  LINATTN_LAUNCH_PLAN(plans[1], stream(), short_conv_dw_kernel)(x, dy, B, T_, C, W, chunks.rows, seqs);
   LINATTN_CUDA_CHECK_LAUNCH();
   add_column_partials(dw, C * W, dbias, C, chunks.count);
 }

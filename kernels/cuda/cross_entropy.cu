@@ -48,9 +48,10 @@ __global__ void loss_sum_kernel(double* sums, const float* lse, const float* log
 // One thread per logit: dlogits += scale (exp(logit - lse) - [j == target]), in the CPU's order.
 __global__ void cross_entropy_backward_kernel(float* dlogits, const float* logits, const float* lse,
                                               const int32_t* targets, int64_t N, int64_t V, int32_t ignore_index,
-                                              float scale) {
+                                              float scale, const float* dloss, float count) {
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= N * V) return;
+  if (dloss) scale = dloss[0] / count;  // as the host would divide, without reading dloss back
   const int64_t i = k / V, j = k - i * V;
   const int32_t t = targets[i];
   if (t == ignore_index || t < 0 || t >= V) return;
@@ -77,7 +78,15 @@ void cross_entropy_backward(float* dlogits, const float* logits, const float* ls
                             int64_t V, int32_t ignore_index, float scale) {
   if (N * V == 0) return;
   LINATTN_LAUNCH_PLAN(cross_entropy_backward_plans(N, V)[0], stream(), cross_entropy_backward_kernel)(
-      dlogits, logits, lse, targets, N, V, ignore_index, scale);
+      dlogits, logits, lse, targets, N, V, ignore_index, scale, nullptr, 1.0f);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void cross_entropy_backward_mean(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
+                                 int64_t N, int64_t V, int32_t ignore_index, const float* dloss, int64_t count) {
+  if (N * V == 0) return;
+  LINATTN_LAUNCH_PLAN(cross_entropy_backward_plans(N, V)[0], stream(), cross_entropy_backward_kernel)(
+      dlogits, logits, lse, targets, N, V, ignore_index, 0.0f, dloss, float(count));
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

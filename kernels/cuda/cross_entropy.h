@@ -22,12 +22,20 @@ void cross_entropy_forward(float* lse, double* sums, const float* logits, const 
 // dlogits: [N, V] (+=); scale is d(total loss)/d(each row's loss), e.g. dloss / count for a mean.
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
                             int64_t V, int32_t ignore_index, float scale);
+// The same for a mean over `count` rows with the upstream gradient dloss [1] in device memory:
+// scale = dloss[0] / count, read by the kernel (no copy to the host, no wait).
+void cross_entropy_backward_mean(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
+                                 int64_t N, int64_t V, int32_t ignore_index, const float* dloss, int64_t count);
 #else
 inline void cross_entropy_forward(float*, double*, const float*, const int32_t*, int64_t, int64_t, int32_t) {
   LINATTN_NO_CUDA();
 }
 inline void cross_entropy_backward(float*, const float*, const float*, const int32_t*, int64_t, int64_t, int32_t,
                                    float) {
+  LINATTN_NO_CUDA();
+}
+inline void cross_entropy_backward_mean(float*, const float*, const float*, const int32_t*, int64_t, int64_t, int32_t,
+                                        const float*, int64_t) {
   LINATTN_NO_CUDA();
 }
 #endif

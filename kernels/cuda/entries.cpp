@@ -182,15 +182,15 @@ void embedding_backward(In dtable, In ids, In dy) {
   cuda::embedding_backward(f32(dtable), dev.data<int32_t>(), f32(dy), ids.numel(), dtable.size(0), dtable.size(1));
 }
 
-void short_conv_forward(In y, In x, In w, In bias) {
+void short_conv_forward(In y, In x, In w, In bias, Sequences seqs) {
   require_f32("short_conv", x);
-  cuda::short_conv_forward(f32(y), f32(x), f32(w), f32(bias), x.size(0), x.size(1), x.size(2), w.size(1));
+  cuda::short_conv_forward(f32(y), f32(x), f32(w), f32(bias), x.size(0), x.size(1), x.size(2), w.size(1), seqs);
 }
 
-void short_conv_backward(In dx, In dw, In dbias, In x, In w, In dy) {
+void short_conv_backward(In dx, In dw, In dbias, In x, In w, In dy, Sequences seqs) {
   require_f32("short_conv", x);
   cuda::short_conv_backward(f32(dx), f32(dw), f32(dbias), f32(x), f32(w), f32(dy), x.size(0), x.size(1), x.size(2),
-                            w.size(1));
+                            w.size(1), seqs);
 }
 
 int64_t cross_entropy_forward(In loss, In lse, In logits, In targets, int32_t ignore_index) {
@@ -214,19 +214,23 @@ int64_t cross_entropy_forward(In loss, In lse, In logits, In targets, int32_t ig
                          "learning rate or check the data)");
   const int64_t count = int64_t(s[1]);
   const float mean = float(count ? s[0] / double(count) : 0.0);
-  LINATTN_CUDA_CHECK(cudaMemcpyAsync(loss.raw(), &mean, sizeof(float), cudaMemcpyHostToDevice, compute()));
-  LINATTN_CUDA_CHECK(cudaStreamSynchronize(compute()));  // `mean` is a local: the copy must end here
+  upload_pageable(loss.raw(), &mean, sizeof(float));  // staged before it returns: no wait for the local
   return count;
 }
 
 void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss, int64_t count, int32_t ignore_index) {
   require_f32("cross_entropy", logits);
   if (count == 0) return;
-  // forward: loss = mean over counted rows  =>  each row's loss gets d(loss) / count
-  const float dl = dloss.device() == Device::cuda ? read_device(dloss.data<float>()) : dloss.data<float>()[0];
+  // forward: loss = mean over counted rows  =>  each row's loss gets d(loss) / count; the kernel reads
+  // d(loss) on the device (a host one is copied over, queued)
+  Tensor dl = dloss;
+  if (dloss.device() == Device::cpu) {
+    dl = Tensor::empty({1}, DType::f32, Device::cuda);
+    upload_pageable(dl.raw(), dloss.raw(), sizeof(float));
+  }
   Tensor dev = ids_on_device(targets);
-  cuda::cross_entropy_backward(f32(dlogits), f32(logits), f32(lse), dev.data<int32_t>(), logits.shape().rows(),
-                               logits.shape().last(), ignore_index, dl / float(count));
+  cuda::cross_entropy_backward_mean(f32(dlogits), f32(logits), f32(lse), dev.data<int32_t>(), logits.shape().rows(),
+                                    logits.shape().last(), ignore_index, f32(dl), count);
 }
 
 namespace {
@@ -251,43 +255,44 @@ struct Bf16Copy {
 
 }  // namespace
 
-void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double scale) {
+void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double scale, Sequences seqs) {
   require_f32("attention", q);
   if (bf16_attention(q, v)) {
     Bf16Copy q16(q), k16(k), v16(v), o16(o, false);
     cuda::attention_forward_bf16(o16.data(), f32(lse), q16.data(), k16.data(), v16.data(), q.size(0), q.size(1),
-                                 q.size(2), k.size(2), q.size(3), v.size(3), window, float(scale));
+                                 q.size(2), k.size(2), q.size(3), v.size(3), window, float(scale), seqs);
     from_bf16(f32(o), o16.data(), o.numel());
     return;
   }
   cuda::attention_forward(f32(o), f32(lse), f32(q), f32(k), f32(v), q.size(0), q.size(1), q.size(2), k.size(2),
-                          q.size(3), v.size(3), window, float(scale));
+                          q.size(3), v.size(3), window, float(scale), seqs);
 }
 
-void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In dO, int64_t window, double scale) {
+void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In dO, int64_t window, double scale,
+                        Sequences seqs) {
   require_f32("attention", q);
   if (bf16_attention(q, v)) {
     Bf16Copy q16(q), k16(k), v16(v), o16(o), do16(dO), dq16(dq, false), dk16(dk, false), dv16(dv, false);
     cuda::attention_backward_bf16(dq16.data(), dk16.data(), dv16.data(), q16.data(), k16.data(), v16.data(),
                                   o16.data(), f32(lse), do16.data(), q.size(0), q.size(1), q.size(2), k.size(2),
-                                  q.size(3), v.size(3), window, float(scale));
+                                  q.size(3), v.size(3), window, float(scale), seqs);
     add_from_bf16(f32(dq), dq16.data(), dq.numel());
     add_from_bf16(f32(dk), dk16.data(), dk.numel());
     add_from_bf16(f32(dv), dv16.data(), dv.numel());
     return;
   }
   cuda::attention_backward(f32(dq), f32(dk), f32(dv), f32(q), f32(k), f32(v), f32(o), f32(lse), f32(dO), q.size(0),
-                           q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), window, float(scale));
+                           q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), window, float(scale), seqs);
 }
 
-void rope_forward(In y, In x, int64_t offset, double theta) {
+void rope_forward(In y, In x, int64_t offset, double theta, Sequences seqs) {
   require_f32("rope", x);
-  cuda::rope_forward(f32(y), f32(x), x.size(0), x.size(1), x.size(2), x.size(3), offset, theta);
+  cuda::rope_forward(f32(y), f32(x), x.size(0), x.size(1), x.size(2), x.size(3), offset, theta, seqs);
 }
 
-void rope_backward(In dx, In dy, int64_t offset, double theta) {
+void rope_backward(In dx, In dy, int64_t offset, double theta, Sequences seqs) {
   require_f32("rope", dx);
-  cuda::rope_backward(f32(dx), f32(dy), dx.size(0), dx.size(1), dx.size(2), dx.size(3), offset, theta);
+  cuda::rope_backward(f32(dx), f32(dy), dx.size(0), dx.size(1), dx.size(2), dx.size(3), offset, theta, seqs);
 }
 
 // ---- DeltaNet and Gated DeltaNet (kernels/cuda/deltanet.cu) ----

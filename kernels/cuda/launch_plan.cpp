@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/attention_layout.h"
+#include "kernels/sequences.h"
 #include "kernels/cuda/chunk_layout.h"
 #include "kernels/cuda/deltanet_block.h"
 
@@ -173,33 +174,41 @@ std::string attention_tc_kernel(const char* name, int64_t d) {
 
 }  // namespace
 
-LaunchPlans attention_forward_plans(bool bf16, int64_t B, int64_t T, int64_t H, int64_t dk, int64_t dv) {
+namespace {
+// The tile indices of a [B, T] batch of `sequences` documents (kernels/sequences.h).
+int64_t tiles(int64_t B, int64_t T, int64_t sequences, int64_t tile) {
+  return tile_count(Sequences{nullptr, sequences}, B, T, tile);
+}
+}  // namespace
+
+LaunchPlans attention_forward_plans(bool bf16, int64_t B, int64_t T, int64_t H, int64_t dk, int64_t dv,
+                                    int64_t sequences) {
   if (B == 0 || T == 0) return {};
   if (attention_uses_tensor_cores(bf16, dk, dv))
-    return {{attention_tc_kernel("tc_forward_kernel", dk), {ceil_div(T, kAttentionTB), H, B},
+    return {{attention_tc_kernel("tc_forward_kernel", dk), {tiles(B, T, sequences, kAttentionTB), H},
              {tc_attention::kTcThreads}, attention_tc_smem_bytes(dk)}};
-  return {{attention_kernel("forward_kernel", bf16, dk, dv), {ceil_div(T, kAttentionBQ), H, B}, {kAttentionThreads},
-           attention_forward_smem_bytes(dk, dv)}};
+  return {{attention_kernel("forward_kernel", bf16, dk, dv), {tiles(B, T, sequences, kAttentionBQ), H},
+           {kAttentionThreads}, attention_forward_smem_bytes(dk, dv)}};
 }
 
-LaunchPlans attention_backward_plans(bool bf16, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t dk,
-                                     int64_t dv) {
+LaunchPlans attention_backward_plans(bool bf16, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t dk, int64_t dv,
+                                     int64_t sequences) {
   if (B == 0 || T == 0) return {};
   // D = rowsum(dO * O): one warp per (b, t, h)
   LaunchPlans plans{{std::string("rowdot_kernel<") + (bf16 ? "__nv_bfloat16>" : "float>"),
                      {ceil_div(B * T * H * 32, kAttentionThreads)}, {kAttentionThreads}, 0}};
   if (attention_uses_tensor_cores(bf16, dk, dv)) {
     const int64_t smem = attention_tc_smem_bytes(dk);
-    plans.push_back({attention_tc_kernel("tc_backward_dkdv_kernel", dk), {ceil_div(T, kAttentionTB), Hkv, B},
+    plans.push_back({attention_tc_kernel("tc_backward_dkdv_kernel", dk), {tiles(B, T, sequences, kAttentionTB), Hkv},
                      {tc_attention::kTcThreads}, smem});
-    plans.push_back({attention_tc_kernel("tc_backward_dq_kernel", dk), {ceil_div(T, kAttentionTB), H, B},
+    plans.push_back({attention_tc_kernel("tc_backward_dq_kernel", dk), {tiles(B, T, sequences, kAttentionTB), H},
                      {tc_attention::kTcThreads}, smem});
     return plans;
   }
   const int64_t smem = attention_backward_smem_bytes(dk, dv);
-  plans.push_back({attention_kernel("backward_dkdv_kernel", bf16, dk, dv), {ceil_div(T, kAttentionBK), Hkv, B},
+  plans.push_back({attention_kernel("backward_dkdv_kernel", bf16, dk, dv), {tiles(B, T, sequences, kAttentionBK), Hkv},
                    {kAttentionThreads}, smem});
-  plans.push_back({attention_kernel("backward_dq_kernel", bf16, dk, dv), {ceil_div(T, kAttentionBQB), H, B},
+  plans.push_back({attention_kernel("backward_dq_kernel", bf16, dk, dv), {tiles(B, T, sequences, kAttentionBQB), H},
                    {kAttentionThreads}, smem});
   return plans;
 }

@@ -96,8 +96,12 @@ int64_t attention_backward_smem_bytes(int64_t dk, int64_t dv);
 // bf16 on tensor cores: only for dk = dv in {32, 64, 128}.
 bool attention_uses_tensor_cores(bool bf16, int64_t dk, int64_t dv);
 int64_t attention_tc_smem_bytes(int64_t d);  // attention_layout.h's TcLayout(d, d).total
-LaunchPlans attention_forward_plans(bool bf16, int64_t B, int64_t T, int64_t H, int64_t dk, int64_t dv);
-LaunchPlans attention_backward_plans(bool bf16, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t dk, int64_t dv);
+// sequences: the documents of the batch (Sequences::count; 0 = the B rows). The grid's x runs over
+// the tile indices of kernels/sequences.h (at most one idle per document), y over the heads.
+LaunchPlans attention_forward_plans(bool bf16, int64_t B, int64_t T, int64_t H, int64_t dk, int64_t dv,
+                                    int64_t sequences = 0);
+LaunchPlans attention_backward_plans(bool bf16, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t dk, int64_t dv,
+                                     int64_t sequences = 0);
 
 // ---- the linear mixers' chunk-parallel passes (chunk_gla.h): chunks of chunk::kChunk tokens ----
 // The intra-chunk kernels: a block of chunk::kThreads per (chunk, 64-column tile, batch * head).

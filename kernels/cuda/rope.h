@@ -13,16 +13,17 @@ namespace linattn::cuda {
 #ifdef LINATTN_CUDA
 // y: [B, T, H, d] (overwritten; y == x is allowed)   x: [B, T, H, d]
 void rope_forward(float* y, const float* x, int64_t B, int64_t T_, int64_t H, int64_t d, int64_t pos_offset,
-                  double theta = kRopeTheta);
+                  double theta = kRopeTheta, Sequences seqs = {});
 // forward: y = R(a) x  =>  dx += R(-a) dy.  dx: [B, T, H, d] (+=)   dy: [B, T, H, d] (must not alias dx)
 void rope_backward(float* dx, const float* dy, int64_t B, int64_t T_, int64_t H, int64_t d, int64_t pos_offset,
-                   double theta = kRopeTheta);
+                   double theta = kRopeTheta, Sequences seqs = {});
 #else
-inline void rope_forward(float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t, double = kRopeTheta) {
+inline void rope_forward(float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t, double = kRopeTheta,
+                         Sequences = {}) {
   LINATTN_NO_CUDA();
 }
 inline void rope_backward(float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                          double = kRopeTheta) {
+                          double = kRopeTheta, Sequences = {}) {
   LINATTN_NO_CUDA();
 }
 #endif

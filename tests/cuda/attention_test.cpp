@@ -83,10 +83,10 @@ Result cpu_reference(const Inputs& in, const Case& c) {
            Tensor::zeros(in.q.shape(), DType::f64), Tensor::zeros(in.k.shape(), DType::f64),
            Tensor::zeros(in.v.shape(), DType::f64)};
   cpu::attention_forward<double>(r.o.data<double>(), r.lse.data<double>(), in.q.data<double>(), in.k.data<double>(),
-                                 in.v.data<double>(), c.B, c.T, c.H, c.Hkv, c.dk, c.dv, c.window, c.scale());
+                                 in.v.data<double>(), c.B, c.T, c.H, c.Hkv, c.dk, c.dv, c.window, c.scale(), Sequences{});
   cpu::attention_backward<double>(r.dq.data<double>(), r.dk.data<double>(), r.dv.data<double>(), in.q.data<double>(),
                                   in.k.data<double>(), in.v.data<double>(), r.o.data<double>(), r.lse.data<double>(),
-                                  in.dout.data<double>(), c.B, c.T, c.H, c.Hkv, c.dk, c.dv, c.window, c.scale());
+                                  in.dout.data<double>(), c.B, c.T, c.H, c.Hkv, c.dk, c.dv, c.window, c.scale(), Sequences{});
   return r;
 }
 
@@ -269,14 +269,14 @@ TEST(CudaAttention, Bf16PrecisionRunsTheEntriesOnBf16Copies) {
   Tensor lse = Tensor::empty({c.B, c.H, c.T}, DType::f32, Device::cuda);
   Tensor dq = on_gpu(g0.dq), dk = on_gpu(g0.dk), dv = on_gpu(g0.dv);
   backend::set_matmul_precision(MatmulPrecision::bf16);
-  backend::attention_forward(Device::cuda, o, lse, q, k, v, c.window, c.scale());
-  backend::attention_backward(Device::cuda, dq, dk, dv, q, k, v, o, lse, dO, c.window, c.scale());
+  backend::attention_forward(Device::cuda, o, lse, q, k, v, c.window, c.scale(), Sequences{});
+  backend::attention_backward(Device::cuda, dq, dk, dv, q, k, v, o, lse, dO, c.window, c.scale(), Sequences{});
   backend::set_matmul_precision(MatmulPrecision::f32);
   const Result got{on_cpu(o), on_cpu(lse), on_cpu(dq), on_cpu(dk), on_cpu(dv)};
   expect_match(got, want, c, 1e-2, 1e-5, 1e-5);
 
   Tensor o32 = Tensor::empty(o.shape(), DType::f32, Device::cuda), lse32 = Tensor::empty(lse.shape(), DType::f32, Device::cuda);
-  backend::attention_forward(Device::cuda, o32, lse32, q, k, v, c.window, c.scale());
+  backend::attention_forward(Device::cuda, o32, lse32, q, k, v, c.window, c.scale(), Sequences{});
   EXPECT_GT(testing::compare(got.o, on_cpu(o32)).relative, 1e-4) << "the bf16 precision ran the float32 kernels";
 }
 

@@ -8,9 +8,10 @@
 //
 // Sizes are small (the emulation build runs every GPU thread as a fiber) but off the tiles: T not a
 // multiple of the chunk (16/32/64) or of attention's 32/64-row tiles, head sizes 32/64/128, grouped
-// query heads, sliding windows, documents (each a kernel call on views of the batch's buffers, cut
-// by autograd/segments.h as the ops cut them), optional inputs and gradients absent and present,
-// and linear attention and GLA with their products in bf16 and tf32 on the tensor cores.
+// query heads, sliding windows, documents (the linear mixers: a kernel call per segment part on views
+// of the batch's buffers, cut by autograd/segments.h as the ops cut them; attention, the convolution
+// and RoPE: one call with the offsets), optional inputs and gradients absent and present, and linear
+// attention and GLA with their products in bf16 and tf32 on the tensor cores.
 //
 // CudaBackendOpsCoverage.EveryEntryHasACase fails naming any entry of the table with a CUDA kernel
 // and without a case. A mixer's *_saved_size entry is covered by its cases, where each column runs
@@ -393,16 +394,13 @@ void add_embedding_conv_loss_cases(std::vector<Case>& cases) {
                      [z](Side& x) {
                        const Shape s{z.B, z.T, z.C}, ws{z.C, z.W}, bs{z.C};
                        Tensor in = x.input(s), w = x.input(ws), bias = z.bias ? x.input(bs) : Tensor();
-                       Tensor y = x.output("y", s);
-                       const auto parts = parts_of(z.docs, z.B, z.T);
-                       for (const auto& p : parts)
-                         backend::short_conv_forward(x.device, positions(y, p), positions(in, p), w, bias);
+                       Tensor y = x.output("y", s), table;
+                       const Sequences seqs = ops::Segments{z.docs}.sequences(x.device, table);
+                       backend::short_conv_forward(x.device, y, in, w, bias, seqs);
                        Tensor dx = x.accumulated("dx", s), dw = x.accumulated("dw", ws);
                        Tensor dbias = z.bias ? x.accumulated("dbias", bs) : Tensor();
                        Tensor dy = x.input(s);
-                       for (const auto& p : parts)
-                         backend::short_conv_backward(x.device, positions(dx, p), dw, dbias, positions(in, p), w,
-                                                      positions(dy, p));
+                       backend::short_conv_backward(x.device, dx, dw, dbias, in, w, dy, seqs);
                      }});
 
   // Cross-entropy: rows of [B, T] positions, some ignored; targets and dloss on the host and the device.
@@ -455,21 +453,12 @@ void add_attention_cases(std::vector<Case>& cases) {
                            os{z.B, z.T, z.H, z.dv};
                        const double scale = f32_exact(1 / std::sqrt(double(z.dk)));
                        Tensor q = x.input(qs), k = x.input(ks), v = x.input(vs);
-                       Tensor o = x.output("o", os), lse = x.output("lse", {z.B, z.H, z.T});
-                       const auto parts = parts_of(z.docs, z.B, z.T);
-                       // a part's log-sum-exps [rows, H, len] from element start * H, as autograd keeps them
-                       auto lse_of = [&](const ops::SegmentPart& p) {
-                         return lse.view_at(p.start * z.H, {p.rows, z.H, p.len});
-                       };
-                       for (const auto& p : parts)
-                         backend::attention_forward(x.device, positions(o, p), lse_of(p), positions(q, p),
-                                                    positions(k, p), positions(v, p), z.window, scale);
+                       Tensor o = x.output("o", os), lse = x.output("lse", {z.B, z.H, z.T}), table;
+                       const Sequences seqs = ops::Segments{z.docs}.sequences(x.device, table);
+                       backend::attention_forward(x.device, o, lse, q, k, v, z.window, scale, seqs);
                        Tensor dq = x.accumulated("dq", qs), dk = x.accumulated("dk", ks), dv = x.accumulated("dv", vs);
                        Tensor dO = x.input(os);
-                       for (const auto& p : parts)
-                         backend::attention_backward(x.device, positions(dq, p), positions(dk, p), positions(dv, p),
-                                                     positions(q, p), positions(k, p), positions(v, p), positions(o, p),
-                                                     lse_of(p), positions(dO, p), z.window, scale);
+                       backend::attention_backward(x.device, dq, dk, dv, q, k, v, o, lse, dO, z.window, scale, seqs);
                      }});
   }
 
@@ -488,13 +477,11 @@ void add_attention_cases(std::vector<Case>& cases) {
          [z](Side& x) {
            const Shape s{z.B, z.T, z.H, z.d};
            const double theta = 10000;
-           Tensor in = x.input(s), y = x.output("y", s);
-           const auto parts = parts_of(z.docs, z.B, z.T);
-           for (const auto& p : parts)
-             backend::rope_forward(x.device, positions(y, p), positions(in, p), p.first ? z.offset : 0, theta);
+           Tensor in = x.input(s), y = x.output("y", s), table;
+           const Sequences seqs = ops::Segments{z.docs}.sequences(x.device, table);
+           backend::rope_forward(x.device, y, in, z.offset, theta, seqs);
            Tensor dx = x.accumulated("dx", s), dy = x.input(s);
-           for (const auto& p : parts)
-             backend::rope_backward(x.device, positions(dx, p), positions(dy, p), p.first ? z.offset : 0, theta);
+           backend::rope_backward(x.device, dx, dy, z.offset, theta, seqs);
          }});
 }
 

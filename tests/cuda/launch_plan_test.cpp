@@ -27,6 +27,7 @@
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/deltanet.h"
+#include "autograd/segments.h"
 #include "kernel_testing.h"
 #endif
 
@@ -190,6 +191,40 @@ TEST(LaunchPlan, Attention) {
                                                  m.bf16(kv), o, lse, m.bf16(q), B, T, H, Hkv, d, d, 0, 0.1f);
                  });
   }
+}
+
+TEST(LaunchPlan, AttentionOverDocuments) {
+  SKIP_WITHOUT_GPU();
+  DeviceBuffers m;
+  // one launch per kernel for the batch's 4 documents (lengths 1, 49, 20 and a whole row of 70)
+  const int64_t B = 2, T = 70, H = 4, Hkv = 2, n = 4;
+  Tensor table;
+  const Sequences seqs = ops::Segments{{0, 1, 50, 70, 140}}.sequences(Device::cuda, table);
+  for (const int64_t d : {24, 96}) {
+    const int64_t q = B * T * H * d, kv = B * T * Hkv * d;
+    float *o = m.f32(q), *lse = m.f32(B * H * T);
+    expect_plans("attention_forward over documents d=" + std::to_string(d),
+                 cuda::attention_forward_plans(false, B, T, H, d, d, n), [&] {
+                   cuda::attention_forward(o, lse, m.f32(q), m.f32(kv), m.f32(kv), B, T, H, Hkv, d, d, 0, 0.1f, seqs);
+                 });
+    expect_plans("attention_backward over documents d=" + std::to_string(d),
+                 cuda::attention_backward_plans(false, B, T, H, Hkv, d, d, n), [&] {
+                   cuda::attention_backward(m.f32(q), m.f32(kv), m.f32(kv), m.f32(q), m.f32(kv), m.f32(kv), o, lse,
+                                            m.f32(q), B, T, H, Hkv, d, d, 16, 0.1f, seqs);
+                 });
+  }
+  const int64_t d = 32;  // bf16 on the tensor cores
+  const int64_t q = B * T * H * d, kv = B * T * Hkv * d;
+  uint16_t* o = m.bf16(q);
+  float* lse = m.f32(B * H * T);
+  expect_plans("attention_forward_bf16 over documents", cuda::attention_forward_plans(true, B, T, H, d, d, n), [&] {
+    cuda::attention_forward_bf16(o, lse, m.bf16(q), m.bf16(kv), m.bf16(kv), B, T, H, Hkv, d, d, 0, 0.1f, seqs);
+  });
+  expect_plans("attention_backward_bf16 over documents", cuda::attention_backward_plans(true, B, T, H, Hkv, d, d, n),
+               [&] {
+                 cuda::attention_backward_bf16(m.bf16(q), m.bf16(kv), m.bf16(kv), m.bf16(q), m.bf16(kv), m.bf16(kv), o,
+                                               lse, m.bf16(q), B, T, H, Hkv, d, d, 0, 0.1f, seqs);
+               });
 }
 
 TEST(LaunchPlan, LinearMixers) {

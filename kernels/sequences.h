@@ -1,0 +1,76 @@
+// How a kernel walks the sequences of a batch (kernels/op_types.h's Sequences, fla's cu_seqlens), on
+// the host and on the device alike. A kernel that takes them does, for every sequence, exactly what a
+// call on that sequence alone does (B = 1, T = its length, the same blocks from its first position),
+// so one call over the batch gives the bits of one call per sequence.
+//
+// Tiles: a kernel that gives each thread block (or CPU task) `tile` consecutive positions of one
+// sequence numbers its tiles so that the grid needs only B, T and the count, not the lengths, and a
+// tile finds its sequence by a binary search over the offsets (nothing is uploaded per launch):
+//   rows (no offsets): sequence b owns the indices [b * ceil(T / tile), (b + 1) * ceil(T / tile));
+//   offsets: sequence s owns [s + offsets[s] / tile, s + 1 + offsets[s + 1] / tile) (integer
+//   division), floor(o[s+1] / tile) - floor(o[s] / tile) + 1 >= ceil(len / tile) indices: its tiles,
+//   and at most one idle index past them.
+// Includes no CUDA header.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/host_device.h"
+#include "kernels/op_types.h"
+
+namespace linattn {
+
+// The positions start .. start + len - 1 of the flattened B * T.
+struct Span {
+  int64_t start, len;
+};
+
+LINATTN_HD inline int64_t sequence_count(const Sequences& q, int64_t B) { return q.count ? q.count : B; }
+
+// Sequence s < sequence_count(q, B) of a [B, T] batch.
+LINATTN_HD inline Span sequence(const Sequences& q, int64_t s, int64_t T) {
+  if (!q.count) return {s * T, T};
+  return {q.offsets[s], int64_t(q.offsets[s + 1]) - q.offsets[s]};
+}
+
+// The sequence that holds flat position p < B * T: the last s with offsets[s] <= p.
+LINATTN_HD inline int64_t sequence_of(const Sequences& q, int64_t p, int64_t T) {
+  if (!q.count) return p / T;
+  int64_t lo = 0, hi = q.count - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (q.offsets[mid] <= p) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// The number of tile indices of a [B, T] batch (above).
+LINATTN_HD inline int64_t tile_count(const Sequences& q, int64_t B, int64_t T, int64_t tile) {
+  return q.count ? q.count + B * T / tile : B * ((T + tile - 1) / tile);
+}
+
+// Tile `index` < tile_count: its sequence and its block within it (positions seq.start + block * tile
+// onwards); idle = the index past the sequence's last tile, which does nothing.
+struct Tile {
+  Span seq;
+  int64_t block;
+  bool idle;
+};
+LINATTN_HD inline Tile tile_at(const Sequences& q, int64_t T, int64_t tile, int64_t index) {
+  if (!q.count) {
+    const int64_t per = (T + tile - 1) / tile;
+    return {{index / per * T, T}, index % per, false};
+  }
+  int64_t lo = 0, hi = q.count - 1;  // the last s whose first index s + offsets[s] / tile is <= index
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (mid + q.offsets[mid] / tile <= index) lo = mid;
+    else hi = mid - 1;
+  }
+  const Span seq = sequence(q, lo, T);
+  const int64_t block = index - (lo + q.offsets[lo] / tile);
+  return {seq, block, block * tile >= seq.len};
+}
+
+}  // namespace linattn

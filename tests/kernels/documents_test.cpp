@@ -1,0 +1,28 @@
+// The CPU column: attention, the short convolution and RoPE over a batch's documents in one call give
+// the bits of one call per segment part, forward and backward (tests/kernels/document_calls.h), in
+// float64 and float32, for global and windowed attention with grouped-query heads.
+#include "kernels/document_calls.h"
+
+namespace linattn::testing::documents {
+namespace {
+
+TEST(DocumentsInOneCall, AttentionMatchesThePerPartCalls) {
+  for (DType dt : {DType::f64, DType::f32}) {
+    expect_one_call_matches_parts(attention_body(Device::cpu, dt, 4, 2, 16, 0));
+    expect_one_call_matches_parts(attention_body(Device::cpu, dt, 2, 1, 8, 7));
+  }
+}
+
+TEST(DocumentsInOneCall, ShortConvolutionMatchesThePerPartCalls) {
+  for (DType dt : {DType::f64, DType::f32}) expect_one_call_matches_parts(conv_body(Device::cpu, dt, 40, 4));
+}
+
+TEST(DocumentsInOneCall, RopeMatchesThePerPartCalls) {
+  for (DType dt : {DType::f64, DType::f32}) {
+    expect_one_call_matches_parts(rope_body(Device::cpu, dt, 2, 16, 0));
+    expect_one_call_matches_parts(rope_body(Device::cpu, dt, 2, 16, 5));
+  }
+}
+
+}  // namespace
+}  // namespace linattn::testing::documents
