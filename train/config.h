@@ -51,6 +51,7 @@ struct TrainConfig {
   int64_t threads = 0;     // 0 = all cores
   int64_t eval_every = 200;
   int64_t log_every = 10;
+  bool log_grad_norms = false;    // with each progress line, every parameter's gradient norm
   std::string dtype = "f32";  // f32 | f64
   std::string out_dir = "runs/default";
   int64_t max_bad_steps = 5;  // consecutive non-finite steps before the run stops

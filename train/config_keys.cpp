@@ -238,6 +238,9 @@ const std::vector<ConfigKey<TrainConfig>>& train_keys() {
           .at_least(0)
           .note("0 = only at the end"),
       config_key("log_every", &T::log_every, "a progress line every N steps").at_least(1),
+      config_key("log_grad_norms", &T::log_grad_norms,
+                 "before each progress line, print every parameter's gradient norm (before clipping; summed over "
+                 "the micro-batches and ranks) and its share of the total: to find which gradient a change moved"),
       config_key("dtype", &T::dtype, "the parameters' and the step's floating-point type (`f64` is slow: for checking)").one_of({{"f32", ""}, {"f64", ""}}),
       config_key("out_dir", &T::out_dir, "the run folder (`--out`)"),
       config_key("max_bad_steps", &T::max_bad_steps, "consecutive non-finite steps that stop the run").at_least(1),

@@ -31,6 +31,11 @@ double grad_norm(const Parameters& params) {
   return std::sqrt(backend::sum_squares(g.device(), g));
 }
 
+double grad_norm(const Parameters& params, int id) {
+  const Tensor& g = params.grads()[id];
+  return std::sqrt(backend::sum_squares(g.device(), g));
+}
+
 void scale_grads(const Parameters& params, double c) {
   const Tensor& g = params.grads().all();
   backend::scale_inplace(g.device(), g, c);

@@ -28,6 +28,8 @@ class AdamW {
 
 // sqrt(sum of squared gradients) over the whole flat gradient buffer, accumulated in float64.
 double grad_norm(const Parameters& params);
+// sqrt(sum of squared gradients) of parameter `id` alone, accumulated in float64.
+double grad_norm(const Parameters& params, int id);
 // Multiplies every gradient by c.
 void scale_grads(const Parameters& params, double c);
 

@@ -378,6 +378,9 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
     ok = v[1] == 0;
   }
   norm = grad_norm(params);
+  const int64_t done_steps = step + 1;
+  if (config_.train.log_grad_norms && (done_steps % config_.train.log_every == 0 || done_steps == 1))
+    log_grad_norms(done_steps, norm);
   if (ok && !std::isfinite(norm)) {
     say("warning: step %lld: the gradient norm is %g; skipping the step\n", (long long)(step + 1), norm);
     ok = false;
@@ -385,6 +388,15 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
   if (!ok) return;
   if (config_.train.grad_clip > 0 && norm > config_.train.grad_clip) scale_grads(params, config_.train.grad_clip / norm);
   optimizer_->step(lr);
+}
+
+void Trainer::log_grad_norms(int64_t done_steps, double norm) const {
+  const Parameters& params = model_->params();
+  say("grad norms step %lld (total %.6g):\n", (long long)done_steps, norm);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const double n = grad_norm(params, int(i));
+    say("  %-40s %12.6g  %5.1f%%\n", params.name(int(i)).c_str(), n, norm > 0 ? 100 * n * n / (norm * norm) : 0.0);
+  }
 }
 
 void Trainer::save(const TrainState& state) {

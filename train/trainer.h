@@ -50,6 +50,8 @@ class Trainer {
 
  private:
   void train_step(int64_t step, double lr, double& loss, double& norm, bool& ok);
+  // train.log_grad_norms: every parameter's gradient norm and its share of norm^2, the step's total.
+  void log_grad_norms(int64_t done_steps, double norm) const;
   // With several ranks, every rank takes rank 0's decision on the bounds and its schedule progress,
   // and an interrupt on any rank stops all of them.
   void agree_across_ranks(bool& done, bool& interrupted, double& progress) const;
