@@ -1,4 +1,15 @@
 // CUDA DeltaNet and Gated DeltaNet: the launches of the block programs of deltanet_block.h.
+//
+// Tensor cores (DeltaNetArgs::precision bf16 or tf32): chunk_factors_kernel's two products, the Gram
+// K Kᵀ and the scores Q Kᵀ (64 x 64 x Dk each), run on WMMA fragments with float32 accumulators:
+// K and Q are rounded to the fragment's type in shared memory (chunk_layout.h's tc layout, padded
+// to 64 rows and Dk to a multiple of 16 with zeros), and the products reach the f32 path's epilogue
+// (the decays D_ij, M and PG) through float staging tiles. The forward substitution for A⁻¹, the
+// state pass and the outputs stay float32 on the CUDA cores; float32 is the CUDA-core path as before.
+#include <mma.h>
+
+#include <cuda_bf16.h>
+
 #include "kernels/cuda/deltanet.h"
 
 #include "core/error.h"
@@ -7,14 +18,110 @@
 namespace linattn::cuda {
 namespace {
 
+namespace wmma = nvcuda::wmma;
+
 // Threads per head: enough for the [C, D] phases (C * D = 4096 elements at C = D = 64).
 constexpr int kHeadThreads = kDeltaNetHeadThreads;
 
+// A tensor-core precision's operands: bf16, or float rounded to tf32 (as chunk_gla.cu stores them).
+template <MatmulPrecision P>
+struct TcOperand;
+template <>
+struct TcOperand<MatmulPrecision::bf16> {
+  using Elem = __nv_bfloat16;
+  using Frag = __nv_bfloat16;
+  static constexpr int kK = 16, kBytes = 2;  // kK: a step of the contracted dimension
+  __device__ static Elem from(float x) { return __float2bfloat16(x); }
+};
+template <>
+struct TcOperand<MatmulPrecision::tf32> {
+  using Elem = float;
+  using Frag = wmma::precision::tf32;
+  static constexpr int kK = 8, kBytes = 4;
+  __device__ static Elem from(float x) { return wmma::__float_to_tf32(x); }
+};
+
+// delta::chunk_factors with its two products on the tensor cores (sh: delta::factors_tc_shared_bytes).
+// Same stages, same results up to the operands' rounding: gram_kkt's and causal_scores_qk's dot
+// products come from the staging tiles, times D_ij as there; solve_unit_lower is the f32 path's.
+// Warp w computes the fragments (frag_row(w), frag_col(w, t)), t < 2, of both 64 x 64 products; the
+// B operand Kᵀ is K's tile read col_major, so one fragment of it serves both.
+template <MatmulPrecision P>
+__device__ void chunk_factors_tc(const DeltaNetArgs<float>& p, int64_t bh, int64_t c, char* sh) {
+  using Op = TcOperand<P>;
+  using E = typename Op::Elem;
+  using chunk::frag_col, chunk::frag_row, chunk::kChunk, chunk::kFrag, chunk::tc_at;
+  const DeviceBlock blk;
+  const delta::Dims d = delta::dims(p);
+  const int64_t C = d.C, Dk = d.Dk;
+  const int depth = delta::tc_depth(d), ld = chunk::tc_pitch(depth, Op::kBytes);
+  const int ld_staging = chunk::tc_pitch(kChunk, 4);
+  float* f = reinterpret_cast<float*>(sh);
+  const delta::Gates<float> g{f, f + C, f + 2 * C, f + 3 * C};
+  float* M = f + 4 * C;  // K Kᵀ . D for the solve, [C, C]
+  E* ko = reinterpret_cast<E*>(sh + delta::factors_tc_gates_bytes(d));                  // [kChunk, depth]
+  E* qo = reinterpret_cast<E*>(sh + delta::factors_tc_gates_bytes(d) + delta::factors_tc_operand_bytes(d, Op::kBytes));
+  float* gram = reinterpret_cast<float*>(sh + delta::factors_tc_gates_bytes(d) +
+                                         2 * delta::factors_tc_operand_bytes(d, Op::kBytes));  // [kChunk, kChunk]
+  float* scores = gram + delta::factors_tc_staging_bytes() / 4;                                // [kChunk, kChunk]
+  const delta::ChunkAt at = delta::chunk_at(d, bh, c);
+  const delta::Shape s = delta::shape(d, at);
+  const int64_t n = at.n, ldk = s.ldk;
+  float* ainv_s = p.saved + (bh * d.chunks() + c) * d.block() + d.state();
+  float* pg = ainv_s + C * C;
+  const float *q = p.q + at.qk, *k = p.k + at.qk;
+  delta::chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, n);
+  // K and Q rounded into their tiles; rows past the chunk's n tokens and columns past Dk are zeros
+  blk.each(kChunk * depth, [=](int64_t e) {
+    const delta::RowCol rc = delta::split(e, depth);
+    const int64_t i = rc.row, x = rc.col;
+    const bool inside = i < n && x < Dk;
+    ko[tc_at(int(i), int(x), depth, Op::kBytes)] = Op::from(inside ? k[i * ldk + x] : 0.0f);
+    qo[tc_at(int(i), int(x), depth, Op::kBytes)] = Op::from(inside ? q[i * ldk + x] : 0.0f);
+  });
+  blk.sync();
+  const int w = int(threadIdx.x) / 32;
+  wmma::fragment<wmma::accumulator, kFrag, kFrag, Op::kK, float> fg[2], fs[2];  // K Kᵀ, Q Kᵀ
+  for (int t = 0; t < 2; ++t) wmma::fill_fragment(fg[t], 0.0f), wmma::fill_fragment(fs[t], 0.0f);
+  for (int x = 0; x < depth; x += Op::kK) {
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, Op::kK, typename Op::Frag, wmma::row_major> fk, fq;
+    wmma::load_matrix_sync(fk, ko + tc_at(kFrag * frag_row(w), x, depth, Op::kBytes), unsigned(ld));
+    wmma::load_matrix_sync(fq, qo + tc_at(kFrag * frag_row(w), x, depth, Op::kBytes), unsigned(ld));
+    for (int t = 0; t < 2; ++t) {
+      wmma::fragment<wmma::matrix_b, kFrag, kFrag, Op::kK, typename Op::Frag, wmma::col_major> fkt;
+      wmma::load_matrix_sync(fkt, ko + tc_at(kFrag * frag_col(w, t), x, depth, Op::kBytes), unsigned(ld));
+      wmma::mma_sync(fg[t], fk, fkt, fg[t]);
+      wmma::mma_sync(fs[t], fq, fkt, fs[t]);
+    }
+  }
+  for (int t = 0; t < 2; ++t) {
+    const int at_frag = tc_at(kFrag * frag_row(w), kFrag * frag_col(w, t), kChunk, 4);
+    wmma::store_matrix_sync(gram + at_frag, fg[t], unsigned(ld_staging), wmma::mem_row_major);
+    wmma::store_matrix_sync(scores + at_frag, fs[t], unsigned(ld_staging), wmma::mem_row_major);
+  }
+  blk.sync();
+  // gram_kkt and causal_scores_qk from the dot products: M = K Kᵀ . D; PG = K Kᵀ . D above the
+  // diagonal, P = tril(Q Kᵀ) . D on and below it
+  blk.each(n * n, [=](int64_t e) {
+    const delta::RowCol rc = delta::split(e, n);
+    const int64_t i = rc.row, j = rc.col;
+    const float dij = delta::decay_ratio(g.G, i, j);
+    const float x = gram[tc_at(int(i), int(j), kChunk, 4)] * dij;
+    M[i * C + j] = x;
+    pg[i * C + j] = j > i ? x : scores[tc_at(int(i), int(j), kChunk, 4)] * dij;
+  });
+  blk.sync();
+  delta::solve_unit_lower(blk, ainv_s, ainv_s, M, g, s);
+  blk.sync();
+}
+
 // The chunkwise forward's three launches (deltanet_block.h): grid (chunks, B*H) for the per-chunk
-// work, (state tiles, B*H) for the state pass.
+// work, (state tiles, B*H) for the state pass. chunk_factors_kernel's products in precision P.
+template <MatmulPrecision P>
 __global__ void __launch_bounds__(kHeadThreads) chunk_factors_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  delta::chunk_factors(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
+  if constexpr (P == MatmulPrecision::f32) delta::chunk_factors(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
+  else chunk_factors_tc<P>(p, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
 }
 
 __global__ void __launch_bounds__(kHeadThreads) chunk_states_kernel(DeltaNetArgs<float> p) {
@@ -68,6 +175,12 @@ void opt_in_shared(Kernel kernel, int64_t bytes, const char* pass) {
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
+template <MatmulPrecision P>
+void launch_factors(const LaunchPlan& plan, const DeltaNetArgs<float>& p) {
+  opt_in_shared(chunk_factors_kernel<P>, plan.shared_bytes, "forward");
+  LINATTN_LAUNCH_PLAN(plan, stream(), chunk_factors_kernel<P>)(p);
+}
+
 void check_chunk(const delta::Dims& d, const char* op) {
   LINATTN_CHECK(d.C >= 1 && d.C <= kDeltaNetMaxChunk, op, ": chunk_size ", d.C, " is not supported by the CUDA ",
                 "kernels; set the mixer's chunk_size to 16, 32 or 64");
@@ -81,12 +194,15 @@ void deltanet_chunk_forward(const DeltaNetArgs<float>& p) {
   if (d.B * d.H == 0) return;
   LINATTN_CHECK(d.B * d.H <= 65535, "deltanet (cuda): batch * heads = ", d.B * d.H, " exceeds the CUDA grid's ",
                 "65535 (the forward's grid y); split the batch");
-  const LaunchPlans plans = deltanet_forward_plans(d.B, d.T, d.H, d.Dk, d.Dv, d.C);
+  const LaunchPlans plans = deltanet_forward_plans(d.B, d.T, d.H, d.Dk, d.Dv, d.C, p.precision);
   if (d.chunks() == 0) {  // no tokens: the state pass alone (ht = h0)
     LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_states_kernel)(p);
   } else {
-    opt_in_shared(chunk_factors_kernel, plans[0].shared_bytes, "forward");
-    LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_factors_kernel)(p);
+    switch (p.precision) {
+      case MatmulPrecision::f32: launch_factors<MatmulPrecision::f32>(plans[0], p); break;
+      case MatmulPrecision::tf32: launch_factors<MatmulPrecision::tf32>(plans[0], p); break;
+      case MatmulPrecision::bf16: launch_factors<MatmulPrecision::bf16>(plans[0], p); break;
+    }
     LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_states_kernel)(p);
     LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_outputs_kernel)(p);
   }

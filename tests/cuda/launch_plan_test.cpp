@@ -292,6 +292,14 @@ TEST(LaunchPlan, DeltaNet) {
     const std::string what = gated ? "gated_deltanet" : "deltanet";
     expect_plans(what + " chunk forward", cuda::deltanet_forward_plans(B, T, H, Dk, Dv, C),
                  [&] { cuda::deltanet_chunk_forward(p); });
+    for (const MatmulPrecision precision : {MatmulPrecision::bf16, MatmulPrecision::tf32}) {
+      DeltaNetArgs<float> x = p;
+      x.precision = precision;
+      const LaunchPlans plans = cuda::deltanet_forward_plans(B, T, H, Dk, Dv, C, precision);
+      EXPECT_EQ(plans[0].kernel, "chunk_factors_kernel<(MatmulPrecision)" + std::to_string(int(precision)) + ">");
+      expect_plans(what + " chunk forward " + matmul_precision_name(precision), plans,
+                   [&] { cuda::deltanet_chunk_forward(x); });
+    }
     const cuda::delta::Dims d{B, T, H, Dk, Dv, C};
     float* work = m.f32(B * H * cuda::delta::backward_work(d));
     expect_plans(what + " chunk backward", cuda::deltanet_backward_plans(B, T, H, Dk, Dv, C),
