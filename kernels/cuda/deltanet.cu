@@ -1,11 +1,13 @@
 // CUDA DeltaNet and Gated DeltaNet: the launches of the block programs of deltanet_block.h.
 //
-// Tensor cores (DeltaNetArgs::precision bf16 or tf32): chunk_factors_kernel's two products, the Gram
-// K Kᵀ and the scores Q Kᵀ (64 x 64 x Dk each), run on WMMA fragments with float32 accumulators:
-// K and Q are rounded to the fragment's type in shared memory (chunk_layout.h's tc layout, padded
-// to 64 rows and Dk to a multiple of 16 with zeros), and the products reach the f32 path's epilogue
-// (the decays D_ij, M and PG) through float staging tiles. The forward substitution for A⁻¹, the
-// state pass and the outputs stay float32 on the CUDA cores; float32 is the CUDA-core path as before.
+// Tensor cores (DeltaNetArgs::precision bf16 or tf32): the per-chunk products of the forward, in
+// chunk_factors_kernel the Gram K Kᵀ and the scores Q Kᵀ (64 x 64 x Dk each), in chunk_outputs_kernel
+// diag(gamma) Q S0 + P U' (64 x Dv x (Dk + 64)), run on WMMA fragments with float32 accumulators: the
+// operands, formed in float32 as the f32 path forms them, are rounded to the fragment's type in shared
+// memory (chunk_layout.h's tc layout, padded to 64 rows and Dk to a multiple of 16 with zeros), and the
+// products reach the f32 path's epilogues through float staging tiles. The forward substitution for
+// A⁻¹, the sequential state pass and the backward stay float32 on the CUDA cores; float32 is the
+// CUDA-core path as before.
 #include <mma.h>
 
 #include <cuda_bf16.h>
@@ -115,8 +117,97 @@ __device__ void chunk_factors_tc(const DeltaNetArgs<float>& p, int64_t bh, int64
   blk.sync();
 }
 
+// delta::chunk_outputs with its products on the tensor cores (sh: delta::outputs_tc_shared_bytes):
+// O = scale (Q̃ S0 + P U') with Q̃ = diag(gamma) Q formed in float32 and rounded, as one chain of
+// fragment products over [Q̃ | P] and [S0 ; U'], per 64-column tile of O. P is zero above the diagonal,
+// so row block I of P U' stops after column block I.
+template <MatmulPrecision P>
+__device__ void chunk_outputs_tc(const DeltaNetArgs<float>& p, int64_t bh, int64_t c, char* sh) {
+  using Op = TcOperand<P>;
+  using E = typename Op::Elem;
+  using chunk::frag_col, chunk::frag_row, chunk::kChunk, chunk::kFrag, chunk::tc_at, chunk::tc_bytes;
+  const DeviceBlock blk;
+  const delta::Dims d = delta::dims(p);
+  const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv;
+  const int depth = delta::tc_depth(d), b = Op::kBytes;
+  const int ldq = chunk::tc_pitch(depth, b), ld = chunk::tc_pitch(kChunk, b), ld_staging = chunk::tc_pitch(kChunk, 4);
+  float* f = reinterpret_cast<float*>(sh);
+  const delta::Gates<float> g{f, f + C, f + 2 * C, f + 3 * C};
+  char* next = sh + delta::outputs_tc_gates_bytes(d);
+  E* qo = reinterpret_cast<E*>(next);  // diag(gamma) Q [kChunk, depth]
+  next += tc_bytes(kChunk, depth, b);
+  E* po = reinterpret_cast<E*>(next);  // P [kChunk, kChunk]
+  next += tc_bytes(kChunk, kChunk, b);
+  E* so = reinterpret_cast<E*>(next);  // S0's columns [j0, j0 + 64): [depth, kChunk]
+  next += tc_bytes(depth, kChunk, b);
+  E* uo = reinterpret_cast<E*>(next);  // U''s columns [j0, j0 + 64): [kChunk, kChunk]
+  next += tc_bytes(kChunk, kChunk, b);
+  float* staging = reinterpret_cast<float*>(next);  // [kChunk, kChunk]
+  const delta::ChunkAt at = delta::chunk_at(d, bh, c);
+  const int64_t n = at.n, ldk = d.H * Dk, ldv = d.H * Dv;
+  const float* S0 = p.saved + (bh * d.chunks() + c) * d.block();
+  const float *pg = S0 + d.state() + C * C, *U = pg + C * C, *q = p.q + at.qk;
+  float* o = p.o + at.vo;
+  const float scale = p.scale;
+  delta::chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, n);
+  blk.each(kChunk * kChunk, [=](int64_t e) {  // P on and below the diagonal, zeros elsewhere
+    const int i = int(e) / kChunk, m = int(e) % kChunk;
+    po[tc_at(i, m, kChunk, b)] = Op::from(m <= i && i < n ? pg[i * C + m] : 0.0f);
+  });
+  blk.sync();  // Q̃ reads the decays
+  blk.each(kChunk * depth, [=](int64_t e) {
+    const delta::RowCol rc = delta::split(e, depth);
+    const int64_t i = rc.row, x = rc.col;
+    qo[tc_at(int(i), int(x), depth, b)] = Op::from(i < n && x < Dk ? g.gamma[i] * q[i * ldk + x] : 0.0f);
+  });
+  const int w = int(threadIdx.x) / 32, I = frag_row(w);
+  for (int64_t j0 = 0; j0 < Dv; j0 += kChunk) {
+    const int64_t nv = delta::min64(kChunk, Dv - j0);
+    blk.each(depth * kChunk, [=](int64_t e) {  // rows past Dk and columns past Dv are zeros
+      const int x = int(e) / kChunk, j = int(e) % kChunk;
+      so[tc_at(x, j, kChunk, b)] = Op::from(x < Dk && j < nv ? S0[x * Dv + j0 + j] : 0.0f);
+    });
+    blk.each(kChunk * kChunk, [=](int64_t e) {
+      const int m = int(e) / kChunk, j = int(e) % kChunk;
+      uo[tc_at(m, j, kChunk, b)] = Op::from(m < n && j < nv ? U[m * Dv + j0 + j] : 0.0f);
+    });
+    blk.sync();
+    wmma::fragment<wmma::accumulator, kFrag, kFrag, Op::kK, float> acc[2];
+    for (int t = 0; t < 2; ++t) wmma::fill_fragment(acc[t], 0.0f);
+    using A = wmma::fragment<wmma::matrix_a, kFrag, kFrag, Op::kK, typename Op::Frag, wmma::row_major>;
+    using B = wmma::fragment<wmma::matrix_b, kFrag, kFrag, Op::kK, typename Op::Frag, wmma::row_major>;
+    for (int x = 0; x < depth; x += Op::kK) {  // Q̃ S0
+      A fa;
+      wmma::load_matrix_sync(fa, qo + tc_at(kFrag * I, x, depth, b), unsigned(ldq));
+      for (int t = 0; t < 2; ++t) {
+        B fb;
+        wmma::load_matrix_sync(fb, so + tc_at(x, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
+        wmma::mma_sync(acc[t], fa, fb, acc[t]);
+      }
+    }
+    for (int m = 0; m < kFrag * (I + 1); m += Op::kK) {  // + P U'
+      A fa;
+      wmma::load_matrix_sync(fa, po + tc_at(kFrag * I, m, kChunk, b), unsigned(ld));
+      for (int t = 0; t < 2; ++t) {
+        B fb;
+        wmma::load_matrix_sync(fb, uo + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
+        wmma::mma_sync(acc[t], fa, fb, acc[t]);
+      }
+    }
+    for (int t = 0; t < 2; ++t)
+      wmma::store_matrix_sync(staging + tc_at(kFrag * I, kFrag * frag_col(w, t), kChunk, 4), acc[t],
+                              unsigned(ld_staging), wmma::mem_row_major);
+    blk.sync();
+    blk.each(n * nv, [=](int64_t e) {
+      const delta::RowCol rc = delta::split(e, nv);
+      o[rc.row * ldv + j0 + rc.col] = scale * staging[tc_at(int(rc.row), int(rc.col), kChunk, 4)];
+    });
+    blk.sync();  // the next tile overwrites S0's and U''s tiles and the staging tile
+  }
+}
+
 // The chunkwise forward's three launches (deltanet_block.h): grid (chunks, B*H) for the per-chunk
-// work, (state tiles, B*H) for the state pass. chunk_factors_kernel's products in precision P.
+// work, (state tiles, B*H) for the state pass. The per-chunk launches' products in precision P.
 template <MatmulPrecision P>
 __global__ void __launch_bounds__(kHeadThreads) chunk_factors_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
@@ -129,9 +220,11 @@ __global__ void __launch_bounds__(kHeadThreads) chunk_states_kernel(DeltaNetArgs
   delta::chunk_states(DeviceBlock{}, p, blockIdx.y, delta::state_columns(delta::dims(p), blockIdx.x), sh);
 }
 
+template <MatmulPrecision P>
 __global__ void __launch_bounds__(kHeadThreads) chunk_outputs_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  delta::chunk_outputs(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
+  if constexpr (P == MatmulPrecision::f32) delta::chunk_outputs(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
+  else chunk_outputs_tc<P>(p, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
 }
 
 // The chunkwise backward's three launches: grid (chunks, B*H) for the per-chunk work, (state tiles,
@@ -175,10 +268,14 @@ void opt_in_shared(Kernel kernel, int64_t bytes, const char* pass) {
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
+// The forward's three launches (plans: deltanet_forward_plans), its per-chunk products in precision P.
 template <MatmulPrecision P>
-void launch_factors(const LaunchPlan& plan, const DeltaNetArgs<float>& p) {
-  opt_in_shared(chunk_factors_kernel<P>, plan.shared_bytes, "forward");
-  LINATTN_LAUNCH_PLAN(plan, stream(), chunk_factors_kernel<P>)(p);
+void forward_launches(const LaunchPlans& plans, const DeltaNetArgs<float>& p) {
+  opt_in_shared(chunk_factors_kernel<P>, plans[0].shared_bytes, "forward");
+  opt_in_shared(chunk_outputs_kernel<P>, plans[2].shared_bytes, "forward");
+  LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_factors_kernel<P>)(p);
+  LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_states_kernel)(p);
+  LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_outputs_kernel<P>)(p);
 }
 
 void check_chunk(const delta::Dims& d, const char* op) {
@@ -199,12 +296,10 @@ void deltanet_chunk_forward(const DeltaNetArgs<float>& p) {
     LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_states_kernel)(p);
   } else {
     switch (p.precision) {
-      case MatmulPrecision::f32: launch_factors<MatmulPrecision::f32>(plans[0], p); break;
-      case MatmulPrecision::tf32: launch_factors<MatmulPrecision::tf32>(plans[0], p); break;
-      case MatmulPrecision::bf16: launch_factors<MatmulPrecision::bf16>(plans[0], p); break;
+      case MatmulPrecision::f32: forward_launches<MatmulPrecision::f32>(plans, p); break;
+      case MatmulPrecision::tf32: forward_launches<MatmulPrecision::tf32>(plans, p); break;
+      case MatmulPrecision::bf16: forward_launches<MatmulPrecision::bf16>(plans, p); break;
     }
-    LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_states_kernel)(p);
-    LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_outputs_kernel)(p);
   }
   LINATTN_CUDA_CHECK_LAUNCH();
 }

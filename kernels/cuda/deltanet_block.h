@@ -96,6 +96,15 @@ LINATTN_HD inline int factors_tc_staging_bytes() { return chunk::tc_bytes(chunk:
 LINATTN_HD inline int64_t factors_tc_shared_bytes(const Dims& d, int bytes) {
   return factors_tc_gates_bytes(d) + 2 * factors_tc_operand_bytes(d, bytes) + 2 * factors_tc_staging_bytes();
 }
+// chunk_outputs on the tensor cores: the gates (floats), then diag(gamma) Q [kChunk, tc_depth], P
+// [kChunk, kChunk], a 64-column tile of S0 [tc_depth, kChunk] and of U' [kChunk, kChunk] as operands,
+// and the float staging tile [kChunk, kChunk].
+LINATTN_HD inline int outputs_tc_gates_bytes(const Dims& d) { return chunk::align128(int(4 * d.C) * 4); }
+LINATTN_HD inline int64_t outputs_tc_shared_bytes(const Dims& d, int bytes) {
+  using chunk::kChunk, chunk::tc_bytes;
+  return outputs_tc_gates_bytes(d) + tc_bytes(kChunk, tc_depth(d), bytes) + 2 * tc_bytes(kChunk, kChunk, bytes) +
+         tc_bytes(tc_depth(d), kChunk, bytes) + factors_tc_staging_bytes();
+}
 LINATTN_HD inline int64_t gates_shared(const Dims& d) { return 4 * d.C; }  // chunk_states, chunk_outputs
 LINATTN_HD inline int64_t recurrent_shared(const Dims& d) { return d.Dv; }
 

@@ -436,16 +436,18 @@ TEST(CudaDeltaNet, LongSequenceMatchesTheCpu) {
   expect_match(got, cpu_reference(in, c, g0), 1e-4);
 }
 
-// ---- the tensor-core path: chunk_factors_kernel's K Kᵀ and Q Kᵀ in bf16 (tf32) ----------------------
+// ---- the tensor-core path: the forward's per-chunk products in bf16 (tf32) --------------------------
 //
-// The chunk forward with backend::matmul_precision() bf16 or tf32, then the float32 backward on what
-// it saved, against the CPU in float64: output, final state and every gradient. Tolerances (relative
-// to each output's largest reference entry), with the basis of chunk_precision_test's: rounding K and
-// Q costs a relative u = 2^-8 (bf16; tf32 2^-11) per operand, so a Gram or score entry is off by up
-// to 2u of |k_i||k_j| (|q_i||k_j|), and that error reaches O through P, through A⁻¹ into U' and the
-// state, and the gradients through the saved A⁻¹ and PG. The bars are those of linear attention and
-// GLA, 2e-2 ~ 5u (bf16) and 3e-3 ~ 6u (tf32); measured worst errors are printed per case. A wrong
-// row, mask or decay moves an output by O(1) relative, as the negative control shows.
+// The chunk forward with backend::matmul_precision() bf16 or tf32 (chunk_factors_kernel's K Kᵀ and
+// Q Kᵀ, chunk_outputs_kernel's diag(gamma) Q S0 + P U'), then the float32 backward on what it saved,
+// against the CPU in float64: output, final state and every gradient. Tolerances (relative to each
+// output's largest reference entry), with the basis of chunk_precision_test's: rounding an operand
+// costs a relative u = 2^-8 (bf16; tf32 2^-11), so a Gram or score entry is off by up to 2u of
+// |k_i||k_j| (|q_i||k_j|) and reaches U', the state and the gradients through A⁻¹ and PG; the output
+// rounds P, U', S0 and Q again, ~4u per term in all. The bars are those of linear attention and GLA,
+// 2e-2 ~ 5u (bf16) and 3e-3 ~ 6u (tf32); measured (printed per case) the worst output, o, is off by
+// 4.1e-3 ~ 1.05u in bf16 and 5.7e-4 ~ 1.2u in tf32 (emulation). A wrong row, mask or decay moves an
+// output by O(1) relative, as the negative control shows.
 constexpr double kBf16Tol = 2e-2;
 constexpr double kTf32Tol = 3e-3;
 
