@@ -1,13 +1,13 @@
 // CUDA DeltaNet and Gated DeltaNet: the launches of the block programs of deltanet_block.h.
 //
 // Tensor cores (DeltaNetArgs::precision bf16 or tf32): the per-chunk products of the forward, in
-// chunk_factors_kernel the Gram K Kᵀ and the scores Q Kᵀ (64 x 64 x Dk each), in chunk_outputs_kernel
-// diag(gamma) Q S0 + P U' (64 x Dv x (Dk + 64)), run on WMMA fragments with float32 accumulators: the
+// chunk_factors_tc_kernel the Gram K Kᵀ and the scores Q Kᵀ (64 x 64 x Dk each), in
+// chunk_outputs_tc_kernel diag(gamma) Q S0 + P U' (64 x Dv x (Dk + 64)), run on WMMA fragments with float32 accumulators: the
 // operands, formed in float32 as the f32 path forms them, are rounded to the fragment's type in shared
 // memory (chunk_layout.h's tc layout, padded to 64 rows and Dk to a multiple of 16 with zeros), and the
 // products reach the f32 path's epilogues through float staging tiles. The forward substitution for
-// A⁻¹, the sequential state pass and the backward stay float32 on the CUDA cores; float32 is the
-// CUDA-core path as before.
+// A⁻¹, the sequential state pass and the backward stay float32 on the CUDA cores; float32 runs the
+// CUDA-core kernels chunk_factors_kernel and chunk_outputs_kernel, unchanged.
 #include <mma.h>
 
 #include <cuda_bf16.h>
@@ -84,11 +84,13 @@ __device__ void chunk_factors_tc(const DeltaNetArgs<float>& p, int64_t bh, int64
   blk.sync();
   const int w = int(threadIdx.x) / 32;
   wmma::fragment<wmma::accumulator, kFrag, kFrag, Op::kK, float> fg[2], fs[2];  // K Kᵀ, Q Kᵀ
+#pragma unroll
   for (int t = 0; t < 2; ++t) wmma::fill_fragment(fg[t], 0.0f), wmma::fill_fragment(fs[t], 0.0f);
   for (int x = 0; x < depth; x += Op::kK) {
     wmma::fragment<wmma::matrix_a, kFrag, kFrag, Op::kK, typename Op::Frag, wmma::row_major> fk, fq;
     wmma::load_matrix_sync(fk, ko + tc_at(kFrag * frag_row(w), x, depth, Op::kBytes), unsigned(ld));
     wmma::load_matrix_sync(fq, qo + tc_at(kFrag * frag_row(w), x, depth, Op::kBytes), unsigned(ld));
+#pragma unroll
     for (int t = 0; t < 2; ++t) {
       wmma::fragment<wmma::matrix_b, kFrag, kFrag, Op::kK, typename Op::Frag, wmma::col_major> fkt;
       wmma::load_matrix_sync(fkt, ko + tc_at(kFrag * frag_col(w, t), x, depth, Op::kBytes), unsigned(ld));
@@ -96,6 +98,7 @@ __device__ void chunk_factors_tc(const DeltaNetArgs<float>& p, int64_t bh, int64
       wmma::mma_sync(fs[t], fq, fkt, fs[t]);
     }
   }
+#pragma unroll
   for (int t = 0; t < 2; ++t) {
     const int at_frag = tc_at(kFrag * frag_row(w), kFrag * frag_col(w, t), kChunk, 4);
     wmma::store_matrix_sync(gram + at_frag, fg[t], unsigned(ld_staging), wmma::mem_row_major);
@@ -173,12 +176,14 @@ __device__ void chunk_outputs_tc(const DeltaNetArgs<float>& p, int64_t bh, int64
     });
     blk.sync();
     wmma::fragment<wmma::accumulator, kFrag, kFrag, Op::kK, float> acc[2];
+#pragma unroll
     for (int t = 0; t < 2; ++t) wmma::fill_fragment(acc[t], 0.0f);
     using A = wmma::fragment<wmma::matrix_a, kFrag, kFrag, Op::kK, typename Op::Frag, wmma::row_major>;
     using B = wmma::fragment<wmma::matrix_b, kFrag, kFrag, Op::kK, typename Op::Frag, wmma::row_major>;
     for (int x = 0; x < depth; x += Op::kK) {  // Q̃ S0
       A fa;
       wmma::load_matrix_sync(fa, qo + tc_at(kFrag * I, x, depth, b), unsigned(ldq));
+#pragma unroll
       for (int t = 0; t < 2; ++t) {
         B fb;
         wmma::load_matrix_sync(fb, so + tc_at(x, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
@@ -188,12 +193,14 @@ __device__ void chunk_outputs_tc(const DeltaNetArgs<float>& p, int64_t bh, int64
     for (int m = 0; m < kFrag * (I + 1); m += Op::kK) {  // + P U'
       A fa;
       wmma::load_matrix_sync(fa, po + tc_at(kFrag * I, m, kChunk, b), unsigned(ld));
+#pragma unroll
       for (int t = 0; t < 2; ++t) {
         B fb;
         wmma::load_matrix_sync(fb, uo + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
         wmma::mma_sync(acc[t], fa, fb, acc[t]);
       }
     }
+#pragma unroll
     for (int t = 0; t < 2; ++t)
       wmma::store_matrix_sync(staging + tc_at(kFrag * I, kFrag * frag_col(w, t), kChunk, 4), acc[t],
                               unsigned(ld_staging), wmma::mem_row_major);
@@ -207,12 +214,11 @@ __device__ void chunk_outputs_tc(const DeltaNetArgs<float>& p, int64_t bh, int64
 }
 
 // The chunkwise forward's three launches (deltanet_block.h): grid (chunks, B*H) for the per-chunk
-// work, (state tiles, B*H) for the state pass. The per-chunk launches' products in precision P.
-template <MatmulPrecision P>
+// work, (state tiles, B*H) for the state pass. The per-chunk launches are float32 on the CUDA cores,
+// or their *_tc_kernel twins in precision P (bf16, tf32) on the tensor cores.
 __global__ void __launch_bounds__(kHeadThreads) chunk_factors_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  if constexpr (P == MatmulPrecision::f32) delta::chunk_factors(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
-  else chunk_factors_tc<P>(p, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
+  delta::chunk_factors(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
 }
 
 __global__ void __launch_bounds__(kHeadThreads) chunk_states_kernel(DeltaNetArgs<float> p) {
@@ -220,11 +226,23 @@ __global__ void __launch_bounds__(kHeadThreads) chunk_states_kernel(DeltaNetArgs
   delta::chunk_states(DeviceBlock{}, p, blockIdx.y, delta::state_columns(delta::dims(p), blockIdx.x), sh);
 }
 
-template <MatmulPrecision P>
 __global__ void __launch_bounds__(kHeadThreads) chunk_outputs_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  if constexpr (P == MatmulPrecision::f32) delta::chunk_outputs(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
-  else chunk_outputs_tc<P>(p, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
+  delta::chunk_outputs(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
+}
+
+// (with the hint of at least 2 blocks per SM: without it ptxas kept tf32's to 80 registers on sm_80
+// and spilled)
+template <MatmulPrecision P>
+__global__ void __launch_bounds__(kHeadThreads, 2) chunk_factors_tc_kernel(DeltaNetArgs<float> p) {
+  LINATTN_DYNAMIC_SHARED(float, sh);
+  chunk_factors_tc<P>(p, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
+}
+
+template <MatmulPrecision P>
+__global__ void __launch_bounds__(kHeadThreads) chunk_outputs_tc_kernel(DeltaNetArgs<float> p) {
+  LINATTN_DYNAMIC_SHARED(float, sh);
+  chunk_outputs_tc<P>(p, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
 }
 
 // The chunkwise backward's three launches: grid (chunks, B*H) for the per-chunk work, (state tiles,
@@ -268,14 +286,21 @@ void opt_in_shared(Kernel kernel, int64_t bytes, const char* pass) {
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
-// The forward's three launches (plans: deltanet_forward_plans), its per-chunk products in precision P.
+// The forward's three launches (plans: deltanet_forward_plans), the per-chunk products in precision P.
 template <MatmulPrecision P>
 void forward_launches(const LaunchPlans& plans, const DeltaNetArgs<float>& p) {
-  opt_in_shared(chunk_factors_kernel<P>, plans[0].shared_bytes, "forward");
-  opt_in_shared(chunk_outputs_kernel<P>, plans[2].shared_bytes, "forward");
-  LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_factors_kernel<P>)(p);
-  LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_states_kernel)(p);
-  LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_outputs_kernel<P>)(p);
+  if constexpr (P == MatmulPrecision::f32) {
+    opt_in_shared(chunk_factors_kernel, plans[0].shared_bytes, "forward");
+    LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_factors_kernel)(p);
+    LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_states_kernel)(p);
+    LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_outputs_kernel)(p);
+  } else {
+    opt_in_shared(chunk_factors_tc_kernel<P>, plans[0].shared_bytes, "forward");
+    opt_in_shared(chunk_outputs_tc_kernel<P>, plans[2].shared_bytes, "forward");
+    LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_factors_tc_kernel<P>)(p);
+    LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_states_kernel)(p);
+    LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_outputs_tc_kernel<P>)(p);
+  }
 }
 
 void check_chunk(const delta::Dims& d, const char* op) {

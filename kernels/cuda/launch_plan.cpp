@@ -388,11 +388,14 @@ LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, 
   const int64_t outputs = precision == MatmulPrecision::f32
                               ? gates
                               : delta::outputs_tc_shared_bytes(d, precision == MatmulPrecision::bf16 ? 2 : 4);
-  // "chunk_factors_kernel<(MatmulPrecision)2>", as nvcc's report names the instantiation
-  const std::string arg = "<(MatmulPrecision)" + std::to_string(int(precision)) + ">";
-  return {{"chunk_factors_kernel" + arg, {d.chunks(), B * H}, {kDeltaNetHeadThreads}, factors},
+  // float32: "chunk_factors_kernel"; bf16 "chunk_factors_tc_kernel<(MatmulPrecision)2>", as nvcc's
+  // report names the instantiation
+  const std::string tc = precision == MatmulPrecision::f32
+                             ? "_kernel"
+                             : "_tc_kernel<(MatmulPrecision)" + std::to_string(int(precision)) + ">";
+  return {{"chunk_factors" + tc, {d.chunks(), B * H}, {kDeltaNetHeadThreads}, factors},
           states,
-          {"chunk_outputs_kernel" + arg, {d.chunks(), B * H}, {kDeltaNetHeadThreads}, outputs}};
+          {"chunk_outputs" + tc, {d.chunks(), B * H}, {kDeltaNetHeadThreads}, outputs}};
 }
 
 LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk) {

@@ -296,7 +296,9 @@ TEST(LaunchPlan, DeltaNet) {
       DeltaNetArgs<float> x = p;
       x.precision = precision;
       const LaunchPlans plans = cuda::deltanet_forward_plans(B, T, H, Dk, Dv, C, precision);
-      EXPECT_EQ(plans[0].kernel, "chunk_factors_kernel<(MatmulPrecision)" + std::to_string(int(precision)) + ">");
+      const std::string arg = "<(MatmulPrecision)" + std::to_string(int(precision)) + ">";
+      EXPECT_EQ(plans[0].kernel, "chunk_factors_tc_kernel" + arg);
+      EXPECT_EQ(plans[2].kernel, "chunk_outputs_tc_kernel" + arg);
       expect_plans(what + " chunk forward " + matmul_precision_name(precision), plans,
                    [&] { cuda::deltanet_chunk_forward(x); });
     }
