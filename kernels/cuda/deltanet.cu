@@ -231,10 +231,11 @@ __global__ void __launch_bounds__(kHeadThreads) chunk_outputs_kernel(DeltaNetArg
   delta::chunk_outputs(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
 }
 
-// (with the hint of at least 2 blocks per SM: without it ptxas kept tf32's to 80 registers on sm_80
-// and spilled)
+// (with a hint of blocks per SM, so that ptxas sizes the registers to the 2 (tf32) or 3 (bf16) blocks
+// that the shared memory allows at Dk = 64: without it, it kept tf32's to 80 registers on sm_80 and spilled)
 template <MatmulPrecision P>
-__global__ void __launch_bounds__(kHeadThreads, 2) chunk_factors_tc_kernel(DeltaNetArgs<float> p) {
+__global__ void __launch_bounds__(kHeadThreads, P == MatmulPrecision::bf16 ? 3 : 2)
+    chunk_factors_tc_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
   chunk_factors_tc<P>(p, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
 }
