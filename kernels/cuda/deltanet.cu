@@ -2,12 +2,12 @@
 //
 // Tensor cores (DeltaNetArgs::precision bf16 or tf32): the per-chunk products of the forward, in
 // chunk_factors_tc_kernel the Gram K Kᵀ and the scores Q Kᵀ (64 x 64 x Dk each), in
-// chunk_outputs_tc_kernel diag(gamma) Q S0 + P U' (64 x Dv x (Dk + 64)), run on WMMA fragments with float32 accumulators: the
-// operands, formed in float32 as the f32 path forms them, are rounded to the fragment's type in shared
-// memory (chunk_layout.h's tc layout, padded to 64 rows and Dk to a multiple of 16 with zeros), and the
-// products reach the f32 path's epilogues through float staging tiles. The forward substitution for
-// A⁻¹, the sequential state pass and the backward stay float32 on the CUDA cores; float32 runs the
-// CUDA-core kernels chunk_factors_kernel and chunk_outputs_kernel, unchanged.
+// chunk_outputs_tc_kernel diag(gamma) Q S0 + P U' (64 x Dv x (Dk + 64)), run on WMMA fragments with
+// float32 accumulators: the operands, formed in float32 as the f32 path forms them, are rounded to the
+// fragment's type in shared memory (chunk_layout.h's tc layout, padded to 64 rows and Dk to a multiple
+// of 16 with zeros), and the products reach the f32 path's epilogues through float staging tiles. The
+// forward substitution for A⁻¹, the sequential state pass and the backward stay float32 on the CUDA
+// cores; float32 runs the CUDA-core kernels chunk_factors_kernel and chunk_outputs_kernel, unchanged.
 #include <mma.h>
 
 #include <cuda_bf16.h>
