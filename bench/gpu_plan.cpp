@@ -286,11 +286,13 @@ std::vector<Cost> deltanet_backward_costs(const MixerShape& m) {
            "gradients (parallel)"}};
 }
 
-std::vector<Launch> deltanet(const MixerShape& m, std::vector<Launch>& bwd, const std::string& name) {
+// `precision`: chunk_factors' products (the other launches run float32 on the CUDA cores).
+std::vector<Launch> deltanet(const MixerShape& m, MatmulPrecision precision, std::vector<Launch>& bwd,
+                             const std::string& name) {
   append(bwd, launches(name + " backward", cu::deltanet_backward_plans(m.B, m.T, m.H, m.D, m.D, m.C),
                        deltanet_backward_costs(m)));
-  return launches(name + " forward", cu::deltanet_forward_plans(m.B, m.T, m.H, m.D, m.D, m.C),
-                  deltanet_forward_costs(m));
+  return launches(name + " forward", cu::deltanet_forward_plans(m.B, m.T, m.H, m.D, m.D, m.C, precision),
+                  deltanet_forward_costs(m), precision == MatmulPrecision::bf16);
 }
 
 // Causal softmax attention over `window` keys (<= 0: global). Per query-key pair the forward does
@@ -504,9 +506,9 @@ std::vector<MixerCase> mixer_cases(const MixerShape& m, MatmulPrecision precisio
   cases[0].name = "linear attention" + in, cases[0].fwd = linear_attention(m, precision, cases[0].bwd);
   cases[0].fla = "1.72 ms (f32)";
   cases[1].name = "GLA" + in, cases[1].fwd = gla(m, precision, cases[1].bwd), cases[1].fla = "3.25 ms (f32)";
-  cases[2].name = "DeltaNet (f32)", cases[2].fwd = deltanet(m, cases[2].bwd, "deltanet");
+  cases[2].name = "DeltaNet" + in, cases[2].fwd = deltanet(m, precision, cases[2].bwd, "deltanet");
   cases[2].fla = "2.46 ms (bf16; f32 refused)";
-  cases[3].name = "Gated DeltaNet (f32)", cases[3].fwd = deltanet(m, cases[3].bwd, "gated_deltanet");
+  cases[3].name = "Gated DeltaNet" + in, cases[3].fwd = deltanet(m, precision, cases[3].bwd, "gated_deltanet");
   cases[3].fla = "refused on Hopper (Triton 3.6)";
   cases[4].name = "sliding-window attention W=256 (bf16)", cases[4].fwd = attention(m, 256, true, cases[4].bwd);
   cases[4].fla = "1.25 ms (bf16)";

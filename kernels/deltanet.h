@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "kernels/op_types.h"
+
 namespace linattn {
 
 constexpr int64_t kDeltaNetDefaultChunkSize = 64;
@@ -19,6 +21,9 @@ struct DeltaNetArgs {
   int64_t B = 0, len = 0, H = 0, Dk = 0, Dv = 0;  // len: the sequence length T
   T scale = 1;
   int64_t chunk_size = kDeltaNetDefaultChunkSize;  // the chunk forms: 16, 32 or 64 (any C >= 1 works)
+  // the CUDA chunk forward's intra-chunk products (K K^T, Q K^T): bf16 or tf32 on the tensor cores
+  // (backend::matmul_precision()); the CPU kernels ignore it
+  MatmulPrecision precision = MatmulPrecision::f32;
   // forward outputs
   T* o = nullptr;      // [B, T, H, Dv]
   T* ht = nullptr;     // [B, H, Dk, Dv] or nullptr

@@ -1,4 +1,17 @@
 // CUDA DeltaNet and Gated DeltaNet: the launches of the block programs of deltanet_block.h.
+//
+// Tensor cores (DeltaNetArgs::precision bf16 or tf32): the per-chunk products of the forward, in
+// chunk_factors_tc_kernel the Gram K Kᵀ and the scores Q Kᵀ (64 x 64 x Dk each), in
+// chunk_outputs_tc_kernel diag(gamma) Q S0 + P U' (64 x Dv x (Dk + 64)), run on WMMA fragments with
+// float32 accumulators: the operands, formed in float32 as the f32 path forms them, are rounded to the
+// fragment's type in shared memory (chunk_layout.h's tc layout, padded to 64 rows and Dk to a multiple
+// of 16 with zeros), and the products reach the f32 path's epilogues through float staging tiles. The
+// forward substitution for A⁻¹, the sequential state pass and the backward stay float32 on the CUDA
+// cores; float32 runs the CUDA-core kernels chunk_factors_kernel and chunk_outputs_kernel, unchanged.
+#include <mma.h>
+
+#include <cuda_bf16.h>
+
 #include "kernels/cuda/deltanet.h"
 
 #include "core/error.h"
@@ -7,11 +20,202 @@
 namespace linattn::cuda {
 namespace {
 
+namespace wmma = nvcuda::wmma;
+
 // Threads per head: enough for the [C, D] phases (C * D = 4096 elements at C = D = 64).
 constexpr int kHeadThreads = kDeltaNetHeadThreads;
 
+// A tensor-core precision's operands: bf16, or float rounded to tf32 (as chunk_gla.cu stores them).
+template <MatmulPrecision P>
+struct TcOperand;
+template <>
+struct TcOperand<MatmulPrecision::bf16> {
+  using Elem = __nv_bfloat16;
+  using Frag = __nv_bfloat16;
+  static constexpr int kK = 16, kBytes = 2;  // kK: a step of the contracted dimension
+  __device__ static Elem from(float x) { return __float2bfloat16(x); }
+};
+template <>
+struct TcOperand<MatmulPrecision::tf32> {
+  using Elem = float;
+  using Frag = wmma::precision::tf32;
+  static constexpr int kK = 8, kBytes = 4;
+  __device__ static Elem from(float x) { return wmma::__float_to_tf32(x); }
+};
+
+// delta::chunk_factors with its two products on the tensor cores (sh: delta::factors_tc_shared_bytes).
+// Same stages, same results up to the operands' rounding: gram_kkt's and causal_scores_qk's dot
+// products come from the staging tiles, times D_ij as there; solve_unit_lower is the f32 path's.
+// Warp w computes the fragments (frag_row(w), frag_col(w, t)), t < 2, of both 64 x 64 products; the
+// B operand Kᵀ is K's tile read col_major, so one fragment of it serves both.
+template <MatmulPrecision P>
+__device__ void chunk_factors_tc(const DeltaNetArgs<float>& p, int64_t bh, int64_t c, char* sh) {
+  using Op = TcOperand<P>;
+  using E = typename Op::Elem;
+  using chunk::frag_col, chunk::frag_row, chunk::kChunk, chunk::kFrag, chunk::tc_at;
+  const DeviceBlock blk;
+  const delta::Dims d = delta::dims(p);
+  const int64_t C = d.C, Dk = d.Dk;
+  const int depth = delta::tc_depth(d), ld = chunk::tc_pitch(depth, Op::kBytes);
+  const int ld_staging = chunk::tc_pitch(kChunk, 4);
+  float* f = reinterpret_cast<float*>(sh);
+  const delta::Gates<float> g{f, f + C, f + 2 * C, f + 3 * C};
+  float* M = f + 4 * C;  // K Kᵀ . D for the solve, [C, C]
+  E* ko = reinterpret_cast<E*>(sh + delta::factors_tc_gates_bytes(d));                  // [kChunk, depth]
+  E* qo = reinterpret_cast<E*>(sh + delta::factors_tc_gates_bytes(d) + delta::factors_tc_operand_bytes(d, Op::kBytes));
+  float* gram = reinterpret_cast<float*>(sh + delta::factors_tc_gates_bytes(d) +
+                                         2 * delta::factors_tc_operand_bytes(d, Op::kBytes));  // [kChunk, kChunk]
+  float* scores = gram + delta::factors_tc_staging_bytes() / 4;                                // [kChunk, kChunk]
+  const delta::ChunkAt at = delta::chunk_at(d, bh, c);
+  const delta::Shape s = delta::shape(d, at);
+  const int64_t n = at.n, ldk = s.ldk;
+  float* ainv_s = p.saved + (bh * d.chunks() + c) * d.block() + d.state();
+  float* pg = ainv_s + C * C;
+  const float *q = p.q + at.qk, *k = p.k + at.qk;
+  delta::chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, n);
+  // K and Q rounded into their tiles; rows past the chunk's n tokens and columns past Dk are zeros
+  blk.each(kChunk * depth, [=](int64_t e) {
+    const delta::RowCol rc = delta::split(e, depth);
+    const int64_t i = rc.row, x = rc.col;
+    const bool inside = i < n && x < Dk;
+    ko[tc_at(int(i), int(x), depth, Op::kBytes)] = Op::from(inside ? k[i * ldk + x] : 0.0f);
+    qo[tc_at(int(i), int(x), depth, Op::kBytes)] = Op::from(inside ? q[i * ldk + x] : 0.0f);
+  });
+  blk.sync();
+  const int w = int(threadIdx.x) / 32;
+  wmma::fragment<wmma::accumulator, kFrag, kFrag, Op::kK, float> fg[2], fs[2];  // K Kᵀ, Q Kᵀ
+#pragma unroll
+  for (int t = 0; t < 2; ++t) wmma::fill_fragment(fg[t], 0.0f), wmma::fill_fragment(fs[t], 0.0f);
+  for (int x = 0; x < depth; x += Op::kK) {
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, Op::kK, typename Op::Frag, wmma::row_major> fk, fq;
+    wmma::load_matrix_sync(fk, ko + tc_at(kFrag * frag_row(w), x, depth, Op::kBytes), unsigned(ld));
+    wmma::load_matrix_sync(fq, qo + tc_at(kFrag * frag_row(w), x, depth, Op::kBytes), unsigned(ld));
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      wmma::fragment<wmma::matrix_b, kFrag, kFrag, Op::kK, typename Op::Frag, wmma::col_major> fkt;
+      wmma::load_matrix_sync(fkt, ko + tc_at(kFrag * frag_col(w, t), x, depth, Op::kBytes), unsigned(ld));
+      wmma::mma_sync(fg[t], fk, fkt, fg[t]);
+      wmma::mma_sync(fs[t], fq, fkt, fs[t]);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+    const int at_frag = tc_at(kFrag * frag_row(w), kFrag * frag_col(w, t), kChunk, 4);
+    wmma::store_matrix_sync(gram + at_frag, fg[t], unsigned(ld_staging), wmma::mem_row_major);
+    wmma::store_matrix_sync(scores + at_frag, fs[t], unsigned(ld_staging), wmma::mem_row_major);
+  }
+  blk.sync();
+  // gram_kkt and causal_scores_qk from the dot products: M = K Kᵀ . D; PG = K Kᵀ . D above the
+  // diagonal, P = tril(Q Kᵀ) . D on and below it
+  blk.each(n * n, [=](int64_t e) {
+    const delta::RowCol rc = delta::split(e, n);
+    const int64_t i = rc.row, j = rc.col;
+    const float dij = delta::decay_ratio(g.G, i, j);
+    const float x = gram[tc_at(int(i), int(j), kChunk, 4)] * dij;
+    M[i * C + j] = x;
+    pg[i * C + j] = j > i ? x : scores[tc_at(int(i), int(j), kChunk, 4)] * dij;
+  });
+  blk.sync();
+  delta::solve_unit_lower(blk, ainv_s, ainv_s, M, g, s);
+  blk.sync();
+}
+
+// delta::chunk_outputs with its products on the tensor cores (sh: delta::outputs_tc_shared_bytes):
+// O = scale (Q̃ S0 + P U') with Q̃ = diag(gamma) Q formed in float32 and rounded, as one chain of
+// fragment products over [Q̃ | P] and [S0 ; U'], per 64-column tile of O. P is zero above the diagonal,
+// so row block I of P U' stops after column block I.
+template <MatmulPrecision P>
+__device__ void chunk_outputs_tc(const DeltaNetArgs<float>& p, int64_t bh, int64_t c, char* sh) {
+  using Op = TcOperand<P>;
+  using E = typename Op::Elem;
+  using chunk::frag_col, chunk::frag_row, chunk::kChunk, chunk::kFrag, chunk::tc_at, chunk::tc_bytes;
+  const DeviceBlock blk;
+  const delta::Dims d = delta::dims(p);
+  const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv;
+  const int depth = delta::tc_depth(d), b = Op::kBytes;
+  const int ldq = chunk::tc_pitch(depth, b), ld = chunk::tc_pitch(kChunk, b), ld_staging = chunk::tc_pitch(kChunk, 4);
+  float* f = reinterpret_cast<float*>(sh);
+  const delta::Gates<float> g{f, f + C, f + 2 * C, f + 3 * C};
+  char* next = sh + delta::outputs_tc_gates_bytes(d);
+  E* qo = reinterpret_cast<E*>(next);  // diag(gamma) Q [kChunk, depth]
+  next += tc_bytes(kChunk, depth, b);
+  E* po = reinterpret_cast<E*>(next);  // P [kChunk, kChunk]
+  next += tc_bytes(kChunk, kChunk, b);
+  E* so = reinterpret_cast<E*>(next);  // S0's columns [j0, j0 + 64): [depth, kChunk]
+  next += tc_bytes(depth, kChunk, b);
+  E* uo = reinterpret_cast<E*>(next);  // U''s columns [j0, j0 + 64): [kChunk, kChunk]
+  next += tc_bytes(kChunk, kChunk, b);
+  float* staging = reinterpret_cast<float*>(next);  // [kChunk, kChunk]
+  const delta::ChunkAt at = delta::chunk_at(d, bh, c);
+  const int64_t n = at.n, ldk = d.H * Dk, ldv = d.H * Dv;
+  const float* S0 = p.saved + (bh * d.chunks() + c) * d.block();
+  const float *pg = S0 + d.state() + C * C, *U = pg + C * C, *q = p.q + at.qk;
+  float* o = p.o + at.vo;
+  const float scale = p.scale;
+  delta::chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, n);
+  blk.each(kChunk * kChunk, [=](int64_t e) {  // P on and below the diagonal, zeros elsewhere
+    const int i = int(e) / kChunk, m = int(e) % kChunk;
+    po[tc_at(i, m, kChunk, b)] = Op::from(m <= i && i < n ? pg[i * C + m] : 0.0f);
+  });
+  blk.sync();  // Q̃ reads the decays
+  blk.each(kChunk * depth, [=](int64_t e) {
+    const delta::RowCol rc = delta::split(e, depth);
+    const int64_t i = rc.row, x = rc.col;
+    qo[tc_at(int(i), int(x), depth, b)] = Op::from(i < n && x < Dk ? g.gamma[i] * q[i * ldk + x] : 0.0f);
+  });
+  const int w = int(threadIdx.x) / 32, I = frag_row(w);
+  for (int64_t j0 = 0; j0 < Dv; j0 += kChunk) {
+    const int64_t nv = delta::min64(kChunk, Dv - j0);
+    blk.each(depth * kChunk, [=](int64_t e) {  // rows past Dk and columns past Dv are zeros
+      const int x = int(e) / kChunk, j = int(e) % kChunk;
+      so[tc_at(x, j, kChunk, b)] = Op::from(x < Dk && j < nv ? S0[x * Dv + j0 + j] : 0.0f);
+    });
+    blk.each(kChunk * kChunk, [=](int64_t e) {
+      const int m = int(e) / kChunk, j = int(e) % kChunk;
+      uo[tc_at(m, j, kChunk, b)] = Op::from(m < n && j < nv ? U[m * Dv + j0 + j] : 0.0f);
+    });
+    blk.sync();
+    wmma::fragment<wmma::accumulator, kFrag, kFrag, Op::kK, float> acc[2];
+#pragma unroll
+    for (int t = 0; t < 2; ++t) wmma::fill_fragment(acc[t], 0.0f);
+    using A = wmma::fragment<wmma::matrix_a, kFrag, kFrag, Op::kK, typename Op::Frag, wmma::row_major>;
+    using B = wmma::fragment<wmma::matrix_b, kFrag, kFrag, Op::kK, typename Op::Frag, wmma::row_major>;
+    for (int x = 0; x < depth; x += Op::kK) {  // Q̃ S0
+      A fa;
+      wmma::load_matrix_sync(fa, qo + tc_at(kFrag * I, x, depth, b), unsigned(ldq));
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        B fb;
+        wmma::load_matrix_sync(fb, so + tc_at(x, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
+        wmma::mma_sync(acc[t], fa, fb, acc[t]);
+      }
+    }
+    for (int m = 0; m < kFrag * (I + 1); m += Op::kK) {  // + P U'
+      A fa;
+      wmma::load_matrix_sync(fa, po + tc_at(kFrag * I, m, kChunk, b), unsigned(ld));
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        B fb;
+        wmma::load_matrix_sync(fb, uo + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
+        wmma::mma_sync(acc[t], fa, fb, acc[t]);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+      wmma::store_matrix_sync(staging + tc_at(kFrag * I, kFrag * frag_col(w, t), kChunk, 4), acc[t],
+                              unsigned(ld_staging), wmma::mem_row_major);
+    blk.sync();
+    blk.each(n * nv, [=](int64_t e) {
+      const delta::RowCol rc = delta::split(e, nv);
+      o[rc.row * ldv + j0 + rc.col] = scale * staging[tc_at(int(rc.row), int(rc.col), kChunk, 4)];
+    });
+    blk.sync();  // the next tile overwrites S0's and U''s tiles and the staging tile
+  }
+}
+
 // The chunkwise forward's three launches (deltanet_block.h): grid (chunks, B*H) for the per-chunk
-// work, (state tiles, B*H) for the state pass.
+// work, (state tiles, B*H) for the state pass. The per-chunk launches are float32 on the CUDA cores,
+// or their *_tc_kernel twins in precision P (bf16, tf32) on the tensor cores.
 __global__ void __launch_bounds__(kHeadThreads) chunk_factors_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
   delta::chunk_factors(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
@@ -25,6 +229,21 @@ __global__ void __launch_bounds__(kHeadThreads) chunk_states_kernel(DeltaNetArgs
 __global__ void __launch_bounds__(kHeadThreads) chunk_outputs_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
   delta::chunk_outputs(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
+}
+
+// (with a hint of blocks per SM, so that ptxas sizes the registers to the 2 (tf32) or 3 (bf16) blocks
+// that the shared memory allows at Dk = 64: without it, it kept tf32's to 80 registers on sm_80 and spilled)
+template <MatmulPrecision P>
+__global__ void __launch_bounds__(kHeadThreads, P == MatmulPrecision::bf16 ? 3 : 2)
+    chunk_factors_tc_kernel(DeltaNetArgs<float> p) {
+  LINATTN_DYNAMIC_SHARED(float, sh);
+  chunk_factors_tc<P>(p, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
+}
+
+template <MatmulPrecision P>
+__global__ void __launch_bounds__(kHeadThreads) chunk_outputs_tc_kernel(DeltaNetArgs<float> p) {
+  LINATTN_DYNAMIC_SHARED(float, sh);
+  chunk_outputs_tc<P>(p, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
 }
 
 // The chunkwise backward's three launches: grid (chunks, B*H) for the per-chunk work, (state tiles,
@@ -68,6 +287,23 @@ void opt_in_shared(Kernel kernel, int64_t bytes, const char* pass) {
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
+// The forward's three launches (plans: deltanet_forward_plans), the per-chunk products in precision P.
+template <MatmulPrecision P>
+void forward_launches(const LaunchPlans& plans, const DeltaNetArgs<float>& p) {
+  if constexpr (P == MatmulPrecision::f32) {
+    opt_in_shared(chunk_factors_kernel, plans[0].shared_bytes, "forward");
+    LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_factors_kernel)(p);
+    LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_states_kernel)(p);
+    LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_outputs_kernel)(p);
+  } else {
+    opt_in_shared(chunk_factors_tc_kernel<P>, plans[0].shared_bytes, "forward");
+    opt_in_shared(chunk_outputs_tc_kernel<P>, plans[2].shared_bytes, "forward");
+    LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_factors_tc_kernel<P>)(p);
+    LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_states_kernel)(p);
+    LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_outputs_tc_kernel<P>)(p);
+  }
+}
+
 void check_chunk(const delta::Dims& d, const char* op) {
   LINATTN_CHECK(d.C >= 1 && d.C <= kDeltaNetMaxChunk, op, ": chunk_size ", d.C, " is not supported by the CUDA ",
                 "kernels; set the mixer's chunk_size to 16, 32 or 64");
@@ -81,14 +317,15 @@ void deltanet_chunk_forward(const DeltaNetArgs<float>& p) {
   if (d.B * d.H == 0) return;
   LINATTN_CHECK(d.B * d.H <= 65535, "deltanet (cuda): batch * heads = ", d.B * d.H, " exceeds the CUDA grid's ",
                 "65535 (the forward's grid y); split the batch");
-  const LaunchPlans plans = deltanet_forward_plans(d.B, d.T, d.H, d.Dk, d.Dv, d.C);
+  const LaunchPlans plans = deltanet_forward_plans(d.B, d.T, d.H, d.Dk, d.Dv, d.C, p.precision);
   if (d.chunks() == 0) {  // no tokens: the state pass alone (ht = h0)
     LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_states_kernel)(p);
   } else {
-    opt_in_shared(chunk_factors_kernel, plans[0].shared_bytes, "forward");
-    LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_factors_kernel)(p);
-    LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_states_kernel)(p);
-    LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_outputs_kernel)(p);
+    switch (p.precision) {
+      case MatmulPrecision::f32: forward_launches<MatmulPrecision::f32>(plans, p); break;
+      case MatmulPrecision::tf32: forward_launches<MatmulPrecision::tf32>(plans, p); break;
+      case MatmulPrecision::bf16: forward_launches<MatmulPrecision::bf16>(plans, p); break;
+    }
   }
   LINATTN_CUDA_CHECK_LAUNCH();
 }

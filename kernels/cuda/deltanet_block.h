@@ -35,6 +35,7 @@
 #include <cstdint>
 
 #include "kernels/deltanet.h"
+#include "kernels/cuda/chunk_layout.h"
 #include "kernels/cuda/host_device.h"
 
 namespace linattn::cuda::delta {
@@ -83,6 +84,27 @@ LINATTN_HD Dims dims(const Args<T>& p) {
 
 // chunk_factors: the gates, M [C, C] and the chunk's K [C, Dk + 1] (padded rows: see chunk_factors).
 LINATTN_HD inline int64_t factors_shared(const Dims& d) { return 4 * d.C + d.C * d.C + d.C * (d.Dk + 1); }
+// chunk_factors on the tensor cores (deltanet.cu), in bytes for operands of `bytes` (2: bf16, 4: tf32):
+// the gates and M as above (floats), then K and Q as [kChunk, tc_depth] operand tiles and the two
+// products' float staging tiles [kChunk, kChunk], in chunk_layout.h's tc layout, each 128-byte aligned.
+LINATTN_HD inline int tc_depth(const Dims& d) { return int((d.Dk + 15) / 16 * 16); }  // Dk, zero-padded
+LINATTN_HD inline int factors_tc_gates_bytes(const Dims& d) { return chunk::align128(int(4 * d.C + d.C * d.C) * 4); }
+LINATTN_HD inline int factors_tc_operand_bytes(const Dims& d, int bytes) {
+  return chunk::tc_bytes(chunk::kChunk, tc_depth(d), bytes);
+}
+LINATTN_HD inline int factors_tc_staging_bytes() { return chunk::tc_bytes(chunk::kChunk, chunk::kChunk, 4); }
+LINATTN_HD inline int64_t factors_tc_shared_bytes(const Dims& d, int bytes) {
+  return factors_tc_gates_bytes(d) + 2 * factors_tc_operand_bytes(d, bytes) + 2 * factors_tc_staging_bytes();
+}
+// chunk_outputs on the tensor cores: the gates (floats), then diag(gamma) Q [kChunk, tc_depth], P
+// [kChunk, kChunk], a 64-column tile of S0 [tc_depth, kChunk] and of U' [kChunk, kChunk] as operands,
+// and the float staging tile [kChunk, kChunk].
+LINATTN_HD inline int outputs_tc_gates_bytes(const Dims& d) { return chunk::align128(int(4 * d.C) * 4); }
+LINATTN_HD inline int64_t outputs_tc_shared_bytes(const Dims& d, int bytes) {
+  using chunk::kChunk, chunk::tc_bytes;
+  return outputs_tc_gates_bytes(d) + tc_bytes(kChunk, tc_depth(d), bytes) + 2 * tc_bytes(kChunk, kChunk, bytes) +
+         tc_bytes(tc_depth(d), kChunk, bytes) + factors_tc_staging_bytes();
+}
 LINATTN_HD inline int64_t gates_shared(const Dims& d) { return 4 * d.C; }  // chunk_states, chunk_outputs
 LINATTN_HD inline int64_t recurrent_shared(const Dims& d) { return d.Dv; }
 

@@ -300,6 +300,7 @@ void rope_backward(In dx, In dy, int64_t offset, double theta, Sequences seqs) {
 void delta_rule_forward(const MixerArgs& r) {
   require_f32("deltanet", r.q);
   DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
+  p.precision = backend::matmul_precision();
   if (r.chunk) {
     LINATTN_CHECK(r.saved.defined(), "deltanet (cuda): the chunk form needs the `saved` buffer of ",
                   "deltanet_chunk_saved_size elements");

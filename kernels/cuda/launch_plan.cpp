@@ -385,15 +385,26 @@ LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int6
 
 // ---- DeltaNet and Gated DeltaNet ----
 
-LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk) {
+LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
+                                   MatmulPrecision precision) {
   const delta::Dims d{B, T, H, Dk, Dv, chunk};
   const int64_t gates = delta::gates_shared(d) * int64_t(sizeof(float));
   const LaunchPlan states{"chunk_states_kernel", {delta::state_tiles(d), B * H}, {kDeltaNetHeadThreads}, gates};
   if (d.chunks() == 0) return {states};
-  return {{"chunk_factors_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads},
-           delta::factors_shared(d) * int64_t(sizeof(float))},
+  const int64_t factors = precision == MatmulPrecision::f32
+                              ? delta::factors_shared(d) * int64_t(sizeof(float))
+                              : delta::factors_tc_shared_bytes(d, precision == MatmulPrecision::bf16 ? 2 : 4);
+  const int64_t outputs = precision == MatmulPrecision::f32
+                              ? gates
+                              : delta::outputs_tc_shared_bytes(d, precision == MatmulPrecision::bf16 ? 2 : 4);
+  // float32: "chunk_factors_kernel"; bf16 "chunk_factors_tc_kernel<(MatmulPrecision)2>", as nvcc's
+  // report names the instantiation
+  const std::string tc = precision == MatmulPrecision::f32
+                             ? "_kernel"
+                             : "_tc_kernel<(MatmulPrecision)" + std::to_string(int(precision)) + ">";
+  return {{"chunk_factors" + tc, {d.chunks(), B * H}, {kDeltaNetHeadThreads}, factors},
           states,
-          {"chunk_outputs_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads}, gates}};
+          {"chunk_outputs" + tc, {d.chunks(), B * H}, {kDeltaNetHeadThreads}, outputs}};
 }
 
 LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk) {

@@ -151,7 +151,10 @@ LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int6
 // (state column tiles, B*H) (T = 0: the state pass alone); the backward likewise, its sequential
 // pass carrying the state's gradient from the last chunk to the first ----
 inline constexpr int kDeltaNetHeadThreads = 256;
-LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
+// `precision`: the products of chunk_factors_kernel and chunk_outputs_kernel (DeltaNetArgs::precision),
+// f32 on the CUDA cores.
+LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
+                                   MatmulPrecision precision = MatmulPrecision::f32);
 LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
 LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv);
 

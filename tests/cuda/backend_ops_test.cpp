@@ -50,9 +50,9 @@ constexpr double kSums = 1e-5;         // float32 sums of up to ~1000 terms in a
                                        // gemm, bias, norms, conv, gdn_decay, cross-entropy, attention
 constexpr double kScans = 1e-4;        // the mixers: a chunk's scores over Dk and the state over the chunks,
                                        // ~1e-6 typically (linear_attn_test, gla_test, deltanet_test)
-constexpr double kBf16Mixers = 2e-2;   // linear attention and GLA with bf16 (tf32) products on the tensor
-constexpr double kTf32Mixers = 3e-3;   // cores: ~5u of bf16's u = 2^-8 (6u of tf32's 2^-11), measured
-                                       // <= 1.2u (1.7u) (chunk_precision_test)
+constexpr double kBf16Mixers = 2e-2;   // linear attention, GLA and DeltaNet with bf16 (tf32) products on the
+constexpr double kTf32Mixers = 3e-3;   // tensor cores: ~5u of bf16's u = 2^-8 (6u of tf32's 2^-11), measured
+                                       // <= 1.2u (1.7u) (chunk_precision_test, deltanet_test)
 constexpr double kFloat64Sum = 1e-12;  // sum_squares: float64 sums of the same float32 squares, in another order
 
 constexpr int32_t kIgnore = -100;  // an ignore index for the cross-entropy cases
@@ -622,6 +622,11 @@ void add_mixer_cases(std::vector<Case>& cases) {
       {K::gla, 1, 70, 1, 128, 128, 64, true, true, {}, FeatureMap::identity, false, MatmulPrecision::bf16},
       {K::gla, 2, 45, 2, 64, 32, 32, false, false, {}, FeatureMap::identity, false, MatmulPrecision::tf32},
       {K::gla, 2, 23, 2, 32, 32, 16, true, true, docs23, FeatureMap::identity, false, MatmulPrecision::bf16},
+      // and of DeltaNet's chunk factors (K Kᵀ, Q Kᵀ)
+      {K::gated_deltanet, 1, 70, 1, 128, 128, 64, true, true, {}, FeatureMap::identity, false, MatmulPrecision::bf16},
+      {K::deltanet, 2, 45, 2, 64, 48, 32, false, false, {}, FeatureMap::identity, false, MatmulPrecision::tf32},
+      {K::gated_deltanet, 2, 23, 2, 32, 32, 16, true, true, docs23, FeatureMap::identity, false,
+       MatmulPrecision::bf16},
   };
   for (const MixerCase& c : all) {
     const char* fwd = c.kind == K::linear_attention ? "linear_attention_forward"

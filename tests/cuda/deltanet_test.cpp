@@ -5,6 +5,7 @@
 //
 // Two kinds of test:
 // - CudaDeltaNet.*: the CUDA entries through the backend table; they run only where a GPU exists.
+//   CudaDeltaNetPrecision.* runs the forward's tensor-core path (bf16, tf32) against the same reference.
 // - DeltaNetBlockMirror.*: the per-head work of kernels/cuda/deltanet_block.h (the very code the
 //   CUDA kernels run) on the host with a sequential "block", in float64 (the algorithm, to 1e-10)
 //   and float32 (the device's precision), its phases' iterations both in order and reversed (a
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -433,6 +435,104 @@ TEST(CudaDeltaNet, LongSequenceMatchesTheCpu) {
       [](const MixerArgs& r) { backend::delta_rule_backward(Device::cuda, r); });
   expect_match(got, cpu_reference(in, c, g0), 1e-4);
 }
+
+// ---- the tensor-core path: the forward's per-chunk products in bf16 (tf32) --------------------------
+//
+// The chunk forward with backend::matmul_precision() bf16 or tf32 (chunk_factors_kernel's K Kᵀ and
+// Q Kᵀ, chunk_outputs_kernel's diag(gamma) Q S0 + P U'), then the float32 backward on what it saved,
+// against the CPU in float64: output, final state and every gradient. Tolerances (relative to each
+// output's largest reference entry), with the basis of chunk_precision_test's: rounding an operand
+// costs a relative u = 2^-8 (bf16; tf32 2^-11), so a Gram or score entry is off by up to 2u of
+// |k_i||k_j| (|q_i||k_j|) and reaches U', the state and the gradients through A⁻¹ and PG; the output
+// rounds P, U', S0 and Q again, ~4u per term in all. The bars are those of linear attention and GLA,
+// 2e-2 ~ 5u (bf16) and 3e-3 ~ 6u (tf32); measured (printed per case) the worst output, o, is off by
+// 4.1e-3 ~ 1.05u in bf16 and 5.7e-4 ~ 1.2u in tf32 (emulation). A wrong row, mask or decay moves an
+// output by O(1) relative, as the negative control shows.
+constexpr double kBf16Tol = 2e-2;
+constexpr double kTf32Tol = 3e-3;
+
+struct PrecisionScope {  // backend::matmul_precision() is process-wide: float32 again after the scope
+  explicit PrecisionScope(MatmulPrecision p) { backend::set_matmul_precision(p); }
+  ~PrecisionScope() { backend::set_matmul_precision(MatmulPrecision::f32); }
+};
+
+// T off the chunk, chunk sizes 16/32/64 (the tiles' rows past C are zeros), Dk = 24 and 48 (padded to a
+// multiple of 16 with zeros), 128 and Dk != Dv, with and without h0 and dht, gated (strong decays too)
+// and not.
+const std::vector<Case> kPrecisionCases = {
+    {2, 100, 2, 64, 64, 64, true, true, true},   {1, 150, 2, 64, 64, 64, false, true, true},
+    {1, 77, 2, 32, 48, 32, true, false, true},   {1, 70, 1, 128, 128, 64, true, true, true},
+    {1, 45, 3, 48, 40, 16, false, true, true},   {1, 50, 2, 24, 16, 16, true, true, true, -5.0},
+};
+
+// The worst relative error over every output, and which output it is.
+std::pair<double, const char*> worst_error(const Result& got, const Result& want) {
+  const std::pair<const char*, Tensor Result::*> outputs[] = {
+      {"o", &Result::o},   {"ht", &Result::ht}, {"dq", &Result::dq},       {"dk", &Result::dk},
+      {"dv", &Result::dv}, {"dbeta", &Result::dbeta}, {"da", &Result::da}, {"dh0", &Result::dh0}};
+  std::pair<double, const char*> worst{0.0, ""};
+  for (const auto& [name, member] : outputs)
+    if ((want.*member).defined()) worst = std::max(worst, {testing::compare(got.*member, want.*member).relative, name});
+  return worst;
+}
+
+// The case in `precision` on CUDA against the CPU in float64. wrong_row: on the CUDA side only, token
+// 0's q row (batch 0, head 0) replaced by token 1's, as an off-by-one row index would (the negative control).
+std::pair<Result, Result> run_precision_case(const Case& c, MatmulPrecision precision, Rng& rng, bool wrong_row) {
+  Inputs<double> in = inputs_for(c, rng);
+  const Result g0 = start_grads(in, rng);
+  const Result want = cpu_reference(in, c, g0);
+  if (wrong_row) {
+    in.q = in.q.clone();
+    double* q = in.q.data<double>();
+    for (int64_t i = 0; i < c.Dk; ++i) q[i] = q[c.H * c.Dk + i];  // [B, T, H, Dk]
+  }
+  PrecisionScope scope(precision);
+  const Result got = run(
+      in, c, g0, DType::f32, Device::cuda, [](const MixerArgs& r) { backend::delta_rule_forward(Device::cuda, r); },
+      [](const MixerArgs& r) { backend::delta_rule_backward(Device::cuda, r); });
+  return {got, want};
+}
+
+class CudaDeltaNetPrecision : public ::testing::TestWithParam<MatmulPrecision> {};
+
+TEST_P(CudaDeltaNetPrecision, MatchesTheCpuInFloat64) {
+  SKIP_WITHOUT_GPU();
+  const MatmulPrecision precision = GetParam();
+  const double tol = precision == MatmulPrecision::bf16 ? kBf16Tol : kTf32Tol;
+  Rng rng(19);
+  for (const Case& c : kPrecisionCases) {
+    SCOPED_TRACE(c.str());
+    const auto [got, want] = run_precision_case(c, precision, rng, false);
+    expect_match(got, want, tol);
+    const auto [err, where] = worst_error(got, want);
+    std::printf("  %s %s: worst relative error %.2g (%s), tolerance %.2g\n", matmul_precision_name(precision),
+                c.str().c_str(), err, where, tol);
+  }
+}
+
+// The tolerance catches a wrong result: token 0's q row taken from token 1 on the CUDA side moves that
+// token's output and the gradients that depend on it past it.
+TEST_P(CudaDeltaNetPrecision, ToleranceCatchesAPerturbedInput) {
+  SKIP_WITHOUT_GPU();
+  const MatmulPrecision precision = GetParam();
+  const double tol = precision == MatmulPrecision::bf16 ? kBf16Tol : kTf32Tol;
+  for (const Case& c : {kPrecisionCases[0], kPrecisionCases[1]}) {
+    SCOPED_TRACE(c.str());
+    Rng rng(20);
+    const auto [got, want] = run_precision_case(c, precision, rng, true);
+    const auto [err, where] = worst_error(got, want);
+    std::printf("  %s %s, token 0's q row wrong: worst relative error %.2g (%s), tolerance %.2g\n",
+                matmul_precision_name(precision), c.str().c_str(), err, where, tol);
+    EXPECT_GT(err, 3 * tol) << "a perturbed q passes the " << matmul_precision_name(precision)
+                            << " tolerance: worst relative error " << err << " (" << where << ")";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(, CudaDeltaNetPrecision, ::testing::Values(MatmulPrecision::bf16, MatmulPrecision::tf32),
+                         [](const ::testing::TestParamInfo<MatmulPrecision>& info) {
+                           return std::string(matmul_precision_name(info.param));
+                         });
 
 // float64 tensors are refused with a message naming the op and the fix.
 TEST(CudaDeltaNet, RefusesFloat64) {

@@ -327,6 +327,16 @@ TEST(LaunchPlan, DeltaNet) {
     const std::string what = gated ? "gated_deltanet" : "deltanet";
     expect_plans(what + " chunk forward", cuda::deltanet_forward_plans(B, T, H, Dk, Dv, C),
                  [&] { cuda::deltanet_chunk_forward(p); });
+    for (const MatmulPrecision precision : {MatmulPrecision::bf16, MatmulPrecision::tf32}) {
+      DeltaNetArgs<float> x = p;
+      x.precision = precision;
+      const LaunchPlans plans = cuda::deltanet_forward_plans(B, T, H, Dk, Dv, C, precision);
+      const std::string arg = "<(MatmulPrecision)" + std::to_string(int(precision)) + ">";
+      EXPECT_EQ(plans[0].kernel, "chunk_factors_tc_kernel" + arg);
+      EXPECT_EQ(plans[2].kernel, "chunk_outputs_tc_kernel" + arg);
+      expect_plans(what + " chunk forward " + matmul_precision_name(precision), plans,
+                   [&] { cuda::deltanet_chunk_forward(x); });
+    }
     const cuda::delta::Dims d{B, T, H, Dk, Dv, C};
     float* work = m.f32(B * H * cuda::delta::backward_work(d));
     expect_plans(what + " chunk backward", cuda::deltanet_backward_plans(B, T, H, Dk, Dv, C),

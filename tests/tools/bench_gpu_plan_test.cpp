@@ -150,11 +150,14 @@ TEST_F(BenchGpuPlan, PrecisionBf16PicksTheTensorCoreKernels) {
   const cuda::LaunchPlan apply = cuda::chunk_apply_plan(false, 4, T, 4, D, MatmulPrecision::bf16);
   const cuda::LaunchPlan qk = cuda::chunk_dqk_plan(4, T, 4, D, MatmulPrecision::bf16);
   ASSERT_EQ(apply.kernel, "chunk::chunk_apply_kernel<false,(MatmulPrecision)2>");
+  const cuda::LaunchPlan factors = cuda::deltanet_forward_plans(4, T, 4, D, D, 64, MatmulPrecision::bf16)[0];
+  ASSERT_EQ(factors.kernel, "chunk_factors_tc_kernel<(MatmulPrecision)2>");
   {
     std::ofstream tensor_cores(dir_ + "/cuda-tensor-cores.md");
     tensor_cores << "| file | kernel | arch | tensor-core instructions (PTX) |\n| --- | --- | --- | ---: |\n"
                  << "| chunk_gla.cu | " << apply.kernel << " | sm_90 | 24 |\n"
-                 << "| chunk_gla.cu | " << qk.kernel << " | sm_90 | 0 |\n";
+                 << "| chunk_gla.cu | " << qk.kernel << " | sm_90 | 0 |\n"
+                 << "| deltanet.cu | " << factors.kernel << " | sm_90 | 32 |\n";
   }
   testing::CommandResult r = plan(" --precision bf16");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -164,7 +167,11 @@ TEST_F(BenchGpuPlan, PrecisionBf16PicksTheTensorCoreKernels) {
   const std::string dqk = row(r.output, "gla backward: dq, dk (parallel)", qk.kernel);
   EXPECT_NE(dqk.find("| no |"), std::string::npos) << dqk;
   EXPECT_NE(dqk.find("(f32) |"), std::string::npos) << dqk;
+  const std::string delta = row(r.output, "deltanet forward: factors (parallel)", factors.kernel);
+  EXPECT_NE(delta.find("| yes (32) |"), std::string::npos) << delta;
+  EXPECT_NE(delta.find("(bf16) |"), std::string::npos) << delta;
   EXPECT_NE(r.output.find("| linear attention (bf16) | "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| Gated DeltaNet (bf16) | "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("GEMMs in bf16 (cuBLAS, tensor cores)"), std::string::npos) << r.output;
   EXPECT_NE(plan(" --precision fp8").status, 0);
 }
