@@ -56,31 +56,37 @@ inline Tensor random_on(const Shape& s, uint64_t seed, DType dtype, Device devic
 
 inline Tensor on_host(const Tensor& t) { return t.device() == Device::cpu ? t : t.to(Device::cpu); }
 
-// Runs `body` both ways for every layout; outputs named in `summed` may differ by `tol` relative
-// to their largest entry (the others must match exactly).
-inline void expect_one_call_matches_parts(const Body& body, const std::vector<std::string>& summed = {},
-                                          double tol = 0) {
+// Runs `body` both ways for every layout and returns what differs, a line per output and layout ("" when
+// everything matches); outputs named in `summed` may differ by `tol` relative to their largest entry
+// (the others must match byte for byte). The tests assert on it: EXPECT_EQ(one_call_mismatches(...), "").
+inline std::string one_call_mismatches(const Body& body, const std::vector<std::string>& summed = {},
+                                       double tol = 0) {
+  std::string mismatches;
   for (const Layout& layout : layouts()) {
     const ops::Segments segments{layout.offsets};
     std::map<std::string, Tensor> parts, one;
     body(false, segments, parts);
     body(true, segments, one);
-    ASSERT_EQ(parts.size(), one.size());
+    for (const auto& entry : one)
+      if (!parts.count(entry.first)) mismatches += std::string(layout.name) + ": " + entry.first + ": only in the one call\n";
     for (const auto& [name, want] : parts) {
+      const std::string where = std::string(layout.name) + ": " + name;
+      if (!one.count(name)) {
+        mismatches += where + ": missing from the one call\n";
+        continue;
+      }
       const Tensor got_host = on_host(one.at(name)), want_host = on_host(want);
       bool is_summed = false;
       for (const std::string& s : summed) is_summed |= s == name;
-      if (is_summed) {
-        const Error e = compare(got_host, want_host);
-        EXPECT_LE(e.relative, tol) << layout.name << ": " << name << ": " << e.str() << ", tolerance " << tol;
-      } else {
-        EXPECT_TRUE(got_host.nbytes() == want_host.nbytes() &&
-                    std::memcmp(got_host.raw(), want_host.raw(), want_host.nbytes()) == 0)
-            << layout.name << ": " << name << " of the one call differs from the per-part calls': "
-            << compare(got_host, want_host).str();
-      }
+      const Error e = compare(got_host, want_host);
+      if (is_summed ? !(e.relative <= tol)
+                    : got_host.nbytes() != want_host.nbytes() ||
+                          std::memcmp(got_host.raw(), want_host.raw(), want_host.nbytes()) != 0)
+        mismatches += where + " of the one call differs from the per-part calls': " + e.str() +
+                      (is_summed ? ", tolerance " + std::to_string(tol) : std::string(", bits differ")) + "\n";
     }
   }
+  return mismatches;
 }
 
 using ops::detail::positions;
