@@ -286,11 +286,12 @@ std::vector<Cost> deltanet_backward_costs(const MixerShape& m) {
            "gradients (parallel)"}};
 }
 
-// `precision`: chunk_factors' products (the other launches run float32 on the CUDA cores).
+// `precision`: the per-chunk launches' products, forward and backward (the sequential passes and the
+// triangular solve run float32 on the CUDA cores).
 std::vector<Launch> deltanet(const MixerShape& m, MatmulPrecision precision, std::vector<Launch>& bwd,
                              const std::string& name) {
-  append(bwd, launches(name + " backward", cu::deltanet_backward_plans(m.B, m.T, m.H, m.D, m.D, m.C),
-                       deltanet_backward_costs(m)));
+  append(bwd, launches(name + " backward", cu::deltanet_backward_plans(m.B, m.T, m.H, m.D, m.D, m.C, precision),
+                       deltanet_backward_costs(m), precision == MatmulPrecision::bf16));
   return launches(name + " forward", cu::deltanet_forward_plans(m.B, m.T, m.H, m.D, m.D, m.C, precision),
                   deltanet_forward_costs(m), precision == MatmulPrecision::bf16);
 }

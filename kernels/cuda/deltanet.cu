@@ -213,6 +213,348 @@ __device__ void chunk_outputs_tc(const DeltaNetArgs<float>& p, int64_t bh, int64
   }
 }
 
+// ---- the backward's per-chunk launches on the tensor cores (Dk, Dv <= 64: delta::backward_tc_fits) ----
+//
+// The same stages as deltanet_block.h's chunk_backward_inputs and chunk_backward_grads, with their
+// products as WMMA fragment chains over [kChunk, kChunk] operand tiles (delta::backward_tc_* sizes),
+// float32 accumulators, and the f32 path's epilogues reading the products from float staging tiles.
+// Warp w computes the fragments (frag_row(w), frag_col(w, t)), t < 2, of every 64 x 64 product.
+// Epilogue phases walk whole 64-column rows of the staging tiles (columns past the head's dimension
+// skipped), so a warp reads one row run whatever Dk and Dv are; one thread per row sums a row along
+// delta::skewed_col (conflict-free on the staging pitch).
+
+template <MatmulPrecision P>
+using FragA = wmma::fragment<wmma::matrix_a, chunk::kFrag, chunk::kFrag, TcOperand<P>::kK, typename TcOperand<P>::Frag,
+                             wmma::row_major>;
+template <MatmulPrecision P>
+using FragAT = wmma::fragment<wmma::matrix_a, chunk::kFrag, chunk::kFrag, TcOperand<P>::kK,
+                              typename TcOperand<P>::Frag, wmma::col_major>;  // the tile transposed
+template <MatmulPrecision P>
+using FragB = wmma::fragment<wmma::matrix_b, chunk::kFrag, chunk::kFrag, TcOperand<P>::kK, typename TcOperand<P>::Frag,
+                             wmma::row_major>;
+template <MatmulPrecision P>
+using FragBT = wmma::fragment<wmma::matrix_b, chunk::kFrag, chunk::kFrag, TcOperand<P>::kK,
+                              typename TcOperand<P>::Frag, wmma::col_major>;  // the tile transposed
+template <MatmulPrecision P>
+using FragAcc = wmma::fragment<wmma::accumulator, chunk::kFrag, chunk::kFrag, TcOperand<P>::kK, float>;
+
+// A [kChunk, kChunk] operand tile in sh: element (i, j) is value(i, j) rounded, for i < rows and
+// j < cols; zeros elsewhere. value reads float32 memory.
+template <MatmulPrecision P, class F>
+__device__ void fill_operand(const DeviceBlock& blk, typename TcOperand<P>::Elem* tile, int64_t rows, int64_t cols,
+                             F value) {
+  using chunk::kChunk;
+  blk.each(kChunk * kChunk, [=](int64_t e) {
+    const int i = int(e) / kChunk, j = int(e) % kChunk;
+    tile[chunk::tc_at(i, j, kChunk, TcOperand<P>::kBytes)] = TcOperand<P>::from(i < rows && j < cols ? value(i, j) : 0.0f);
+  });
+}
+
+// The warp's two accumulators into a float staging tile [kChunk, kChunk].
+template <MatmulPrecision P>
+__device__ void store_staging(float* staging, FragAcc<P> (&acc)[2]) {
+  using chunk::frag_col, chunk::frag_row, chunk::kChunk, chunk::kFrag, chunk::tc_at;
+  const int w = int(threadIdx.x) / 32;
+#pragma unroll
+  for (int t = 0; t < 2; ++t)
+    wmma::store_matrix_sync(staging + tc_at(kFrag * frag_row(w), kFrag * frag_col(w, t), kChunk, 4), acc[t],
+                            unsigned(chunk::tc_pitch(kChunk, 4)), wmma::mem_row_major);
+}
+
+// The sum over the columns j of row i of a staging tile of term(j, value), in delta::skewed_col order
+// (term returns 0 for the columns left out; every column of the tile is readable).
+template <class F>
+__device__ float staging_row_sum(const float* staging, int i, F term) {
+  float acc = 0.0f;
+  for (int step = 0; step < chunk::kChunk; ++step) {
+    const int j = delta::skewed_col(i, step);
+    acc += term(j, staging[chunk::tc_at(i, j, chunk::kChunk, 4)]);
+  }
+  return acc;
+}
+
+// delta::chunk_backward_inputs on the tensor cores (sh: delta::backward_inputs_tc_shared_bytes):
+//   du0 = scale P^T dO (into X) and hq = scale Q^T diag(gamma) dO (into dS), P^T and (diag(gamma) Q)^T
+// as their tiles read col_major. P^T is upper triangular: row block I of du0 starts at token 16 I.
+template <MatmulPrecision P>
+__device__ void chunk_backward_inputs_tc(const DeltaNetArgs<float>& p, float* work, int64_t bh, int64_t c, char* sh) {
+  using Op = TcOperand<P>;
+  using E = typename Op::Elem;
+  using chunk::frag_col, chunk::frag_row, chunk::kChunk, chunk::kFrag, chunk::tc_at;
+  const DeviceBlock blk;
+  const delta::Dims d = delta::dims(p);
+  const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv;
+  const int b = Op::kBytes, ld = chunk::tc_pitch(kChunk, b);
+  float* f = reinterpret_cast<float*>(sh);
+  const delta::Gates<float> g{f, f + C, f + 2 * C, f + 3 * C};
+  char* next = sh + delta::backward_inputs_tc_floats_bytes(d);
+  E* po = reinterpret_cast<E*>(next);  // P [kChunk, kChunk], zero above the diagonal
+  next += delta::backward_tc_operand_bytes(b);
+  E* doo = reinterpret_cast<E*>(next);  // dO [kChunk, kChunk]
+  next += delta::backward_tc_operand_bytes(b);
+  E* qo = reinterpret_cast<E*>(next);  // diag(gamma) Q [kChunk, kChunk]
+  next += delta::backward_tc_operand_bytes(b);
+  float* du0 = reinterpret_cast<float*>(next);  // [kChunk, kChunk]
+  float* hq = du0 + delta::backward_tc_staging_bytes() / 4;
+  const delta::ChunkAt at = delta::chunk_at(d, bh, c);
+  const int64_t n = at.n, ldk = d.H * Dk, ldv = d.H * Dv;
+  const delta::WorkChunk wc = delta::work_chunk(d, bh, c);
+  const float* pg = p.saved + (bh * d.chunks() + c) * d.block() + d.state() + C * C;
+  const float *q = p.q + at.qk, *dO = p.dO + at.vo;
+  const float scale = p.scale;
+  delta::chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, n);
+  fill_operand<P>(blk, po, n, n, [=](int m, int i) { return i <= m ? pg[m * C + i] : 0.0f; });
+  fill_operand<P>(blk, doo, n, Dv, [=](int m, int j) { return dO[m * ldv + j]; });
+  blk.sync();  // diag(gamma) Q reads the decays
+  fill_operand<P>(blk, qo, n, Dk, [=](int m, int t) { return g.gamma[m] * q[m * ldk + t]; });
+  blk.sync();
+  const int w = int(threadIdx.x) / 32, I = frag_row(w);
+  FragAcc<P> fu[2], fh[2];
+#pragma unroll
+  for (int t = 0; t < 2; ++t) wmma::fill_fragment(fu[t], 0.0f), wmma::fill_fragment(fh[t], 0.0f);
+  for (int m = 0; m < kChunk; m += Op::kK) {  // Q^T diag(gamma) dO
+    FragAT<P> fq;
+    wmma::load_matrix_sync(fq, qo + tc_at(m, kFrag * I, kChunk, b), unsigned(ld));
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      FragB<P> fo;
+      wmma::load_matrix_sync(fo, doo + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
+      wmma::mma_sync(fh[t], fq, fo, fh[t]);
+    }
+  }
+  for (int m = kFrag * I; m < kChunk; m += Op::kK) {  // P^T dO: P^T's row block I is zero left of 16 I
+    FragAT<P> fp;
+    wmma::load_matrix_sync(fp, po + tc_at(m, kFrag * I, kChunk, b), unsigned(ld));
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      FragB<P> fo;
+      wmma::load_matrix_sync(fo, doo + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
+      wmma::mma_sync(fu[t], fp, fo, fu[t]);
+    }
+  }
+  store_staging<P>(du0, fu);
+  store_staging<P>(hq, fh);
+  blk.sync();
+  float *x = work + wc.X, *dS = work + wc.dS;
+  blk.each(kChunk * kChunk, [=](int64_t e) {
+    const int i = int(e) / kChunk, j = int(e) % kChunk;
+    if (j >= Dv) return;
+    if (i < n) x[i * Dv + j] = scale * du0[tc_at(i, j, kChunk, 4)];
+    if (i < Dk) dS[i * Dv + j] = scale * hq[tc_at(i, j, kChunk, 4)];
+  });
+  blk.sync();
+}
+
+// delta::chunk_backward_grads on the tensor cores (sh: delta::backward_grads_tc_shared_bytes), its
+// products in three rounds, each into staging tiles and then the f32 path's epilogue on them:
+//  1. over Dv: W = U' dS1^T, XS = X S0^T, Z = dO S0^T ([C, Dk]):  dK += diag(lambda) W -
+//     diag(gamma beta) XS, dQ += scale diag(gamma) Z, and with gates lambda_i dlambda_i =
+//     lambda_i k_i . W_i, gamma_i dgamma_i += scale gamma_i q_i . Z_i (state_pass_backward,
+//     inter_output_backward); gamma_last's <dS1, S0> through a staging tile;
+//  2. over Dv: dP = dO U'^T and L = U' X^T ([C, C]):  M = scale tril(dP) . D, N = scale tril(dP) . P
+//     (scores_backward); dLT_ji = -L_ji, F_ij = beta_i dLT_ji D_ij, N'_ji = dLT_ji gd_ij, i > j
+//     (gram_solve_backward); their row and column sums into dG and dbeta;
+//  3. over the chunk: dQ += M K, dK += M^T Q + (F + F^T) K.
+// wy_backward (no product) and decay_backward are the f32 path's; wy_backward's E lives in a staging tile.
+template <MatmulPrecision P>
+__device__ void chunk_backward_grads_tc(const DeltaNetArgs<float>& p, const float* work, int64_t bh, int64_t c,
+                                        char* sh) {
+  using Op = TcOperand<P>;
+  using E = typename Op::Elem;
+  using chunk::frag_col, chunk::frag_row, chunk::kChunk, chunk::kFrag, chunk::tc_at;
+  const DeviceBlock blk;
+  const delta::Dims d = delta::dims(p);
+  const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv;
+  const int b = Op::kBytes, ld = chunk::tc_pitch(kChunk, b), depth_v = int((Dv + kFrag - 1) / kFrag * kFrag);
+  const bool gated = p.a != nullptr;
+  float* f = reinterpret_cast<float*>(sh);
+  const delta::Gates<float> g{f, f + C, f + 2 * C, f + 3 * C};
+  const delta::GateGrads<float> gg{f + 4 * C, f + 5 * C, f + 6 * C, f + 7 * C};
+  float* part = f + 8 * C;  // [Dk]
+  char* next = sh + delta::backward_grads_tc_floats_bytes(d);
+  auto operand = [&] {
+    E* tile = reinterpret_cast<E*>(next);
+    next += delta::backward_tc_operand_bytes(b);
+    return tile;
+  };
+  E *uo = operand(), *xo = operand(), *doo = operand(), *dso = operand(), *s0o = operand();  // [kChunk, kChunk]
+  E *mo = uo, *fso = xo, *ko = doo, *qo = dso;  // round 3's operands over rounds 1 and 2's
+  auto staging = [&] {
+    float* tile = reinterpret_cast<float*>(next);
+    next += delta::backward_tc_staging_bytes();
+    return tile;
+  };
+  float *st0 = staging(), *st1 = staging(), *st2 = staging();  // [kChunk, kChunk]
+  const delta::ChunkAt at = delta::chunk_at(d, bh, c);
+  const delta::Shape s = delta::shape(d, at);
+  const int64_t n = at.n, ldk = s.ldk, ldv = s.ldv;
+  const delta::WorkChunk wc = delta::work_chunk(d, bh, c);
+  const float *dS1 = work + wc.dS, *x = work + wc.X;
+  const float* S0 = p.saved + (bh * d.chunks() + c) * d.block();
+  const float *pg = S0 + d.state() + C * C, *U = pg + C * C, *R = U + C * Dv;
+  const float *q = p.q + at.qk, *k = p.k + at.qk, *v = p.v + at.vo, *dO = p.dO + at.vo;
+  float *dq = p.dq + at.qk, *dk = p.dk + at.qk, *dv = p.dv + at.vo;
+  const float scale = p.scale;
+  delta::chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, n);
+  blk.each(n, [=](int64_t i) { gg.gdg[i] = gg.ldl[i] = gg.dG[i] = gg.db[i] = 0; });
+  fill_operand<P>(blk, uo, n, Dv, [=](int i, int j) { return U[i * Dv + j]; });
+  fill_operand<P>(blk, xo, n, Dv, [=](int i, int j) { return x[i * Dv + j]; });
+  fill_operand<P>(blk, doo, n, Dv, [=](int i, int j) { return dO[i * ldv + j]; });
+  fill_operand<P>(blk, dso, Dk, Dv, [=](int t, int j) { return dS1[t * Dv + j]; });
+  fill_operand<P>(blk, s0o, Dk, Dv, [=](int t, int j) { return S0[t * Dv + j]; });
+  blk.sync();
+  delta::wy_backward(blk, dv, st0, gg, x, R, v, delta::padded_pitch(Dk > Dv ? Dk : Dv), gated, g, s);
+  const int w = int(threadIdx.x) / 32, I = frag_row(w);
+  {  // round 1
+    FragAcc<P> fw[2], fx[2], fz[2];
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+      wmma::fill_fragment(fw[t], 0.0f), wmma::fill_fragment(fx[t], 0.0f), wmma::fill_fragment(fz[t], 0.0f);
+    for (int j = 0; j < depth_v; j += Op::kK) {
+      FragA<P> fu, fxa, fo;
+      wmma::load_matrix_sync(fu, uo + tc_at(kFrag * I, j, kChunk, b), unsigned(ld));
+      wmma::load_matrix_sync(fxa, xo + tc_at(kFrag * I, j, kChunk, b), unsigned(ld));
+      wmma::load_matrix_sync(fo, doo + tc_at(kFrag * I, j, kChunk, b), unsigned(ld));
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        FragBT<P> fd, fs;
+        wmma::load_matrix_sync(fd, dso + tc_at(kFrag * frag_col(w, t), j, kChunk, b), unsigned(ld));
+        wmma::load_matrix_sync(fs, s0o + tc_at(kFrag * frag_col(w, t), j, kChunk, b), unsigned(ld));
+        wmma::mma_sync(fw[t], fu, fd, fw[t]);
+        wmma::mma_sync(fx[t], fxa, fs, fx[t]);
+        wmma::mma_sync(fz[t], fo, fs, fz[t]);
+      }
+    }
+    store_staging<P>(st0, fw);  // over wy_backward's E, spent
+    store_staging<P>(st1, fx);
+    store_staging<P>(st2, fz);
+  }
+  blk.sync();
+  blk.each(kChunk * kChunk, [=](int64_t e) {
+    const int i = int(e) / kChunk, t = int(e) % kChunk, a = tc_at(i, t, kChunk, 4);
+    if (i >= n || t >= Dk) return;
+    const float wt = st0[a], xs = st1[a], z = st2[a];
+    dk[i * ldk + t] += g.lambda[i] * wt - g.gamma[i] * g.bt[i] * xs;
+    dq[i * ldk + t] += scale * g.gamma[i] * z;
+    if (gated) st0[a] = g.lambda[i] * k[i * ldk + t] * wt, st2[a] = scale * g.gamma[i] * q[i * ldk + t] * z;
+  });
+  blk.sync();
+  if (gated) {
+    blk.each(kChunk * kChunk, [=](int64_t e) {  // dS1 . S0 over XS, spent
+      const int t = int(e) / kChunk, j = int(e) % kChunk;
+      if (t < Dk && j < Dv) st1[tc_at(t, j, kChunk, 4)] = dS1[t * Dv + j] * S0[t * Dv + j];
+    });
+    blk.each(n, [=](int64_t i) {
+      gg.ldl[i] = staging_row_sum(st0, int(i), [=](int j, float y) { return j < Dk ? y : 0.0f; });
+      gg.gdg[i] += staging_row_sum(st2, int(i), [=](int j, float y) { return j < Dk ? y : 0.0f; });
+    });
+    blk.sync();
+    blk.each(Dk, [=](int64_t t) { part[t] = staging_row_sum(st1, int(t), [=](int j, float y) { return j < Dv ? y : 0.0f; }); });
+  }
+  blk.sync();
+  {  // round 2
+    FragAcc<P> fp[2], fl[2];
+#pragma unroll
+    for (int t = 0; t < 2; ++t) wmma::fill_fragment(fp[t], 0.0f), wmma::fill_fragment(fl[t], 0.0f);
+    for (int j = 0; j < depth_v; j += Op::kK) {
+      FragA<P> fo, fu;
+      wmma::load_matrix_sync(fo, doo + tc_at(kFrag * I, j, kChunk, b), unsigned(ld));
+      wmma::load_matrix_sync(fu, uo + tc_at(kFrag * I, j, kChunk, b), unsigned(ld));
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        FragBT<P> fut, fxt;
+        wmma::load_matrix_sync(fut, uo + tc_at(kFrag * frag_col(w, t), j, kChunk, b), unsigned(ld));
+        wmma::load_matrix_sync(fxt, xo + tc_at(kFrag * frag_col(w, t), j, kChunk, b), unsigned(ld));
+        wmma::mma_sync(fp[t], fo, fut, fp[t]);  // dP_ij = dO_i . U'_j
+        wmma::mma_sync(fl[t], fu, fxt, fl[t]);  // L_ji = U'_j . X_i (row j, column i)
+      }
+    }
+    store_staging<P>(st0, fp);
+    store_staging<P>(st1, fl);
+  }
+  blk.sync();  // round 3's operands go over round 2's
+  blk.each(kChunk * kChunk, [=](int64_t e) {
+    const int i = int(e) / kChunk, j = int(e) % kChunk, a = tc_at(i, j, kChunk, 4), o = tc_at(i, j, kChunk, b);
+    const bool inside = i < n && j < n;
+    const float dij = inside ? delta::decay_ratio(g.G, i, j) : 0.0f;
+    const float dp = inside && j <= i ? scale * st0[a] : 0.0f;
+    mo[o] = Op::from(dp * dij);
+    if (inside) st0[a] = dp * pg[i * C + j];  // N
+    const float fs = !inside ? 0.0f
+                     : j < i ? -g.bt[i] * st1[tc_at(j, i, kChunk, 4)] * dij
+                     : i < j ? -g.bt[j] * st1[a] * dij
+                             : 0.0f;
+    fso[o] = Op::from(fs);  // (F + F^T)_ij
+  });
+  fill_operand<P>(blk, ko, n, Dk, [=](int m, int t) { return k[m * ldk + t]; });
+  fill_operand<P>(blk, qo, n, Dk, [=](int m, int t) { return q[m * ldk + t]; });
+  blk.sync();
+  blk.each(kChunk * kChunk, [=](int64_t e) {  // N'_ji over L, whose transposed reads are done
+    const int j = int(e) / kChunk, i = int(e) % kChunk, a = tc_at(j, i, kChunk, 4);
+    if (i < n && j < n) st1[a] = i > j ? -st1[a] * pg[j * C + i] : 0.0f;
+  });
+  blk.sync();
+  blk.each(n, [=](int64_t i64) {
+    const int i = int(i64);
+    float scores = staging_row_sum(st0, i, [=](int j, float y) { return j < i ? y : 0.0f; });
+    float beta_sum = 0.0f;
+    for (int m = 0; m < n; ++m) {  // column i: a warp's consecutive i read consecutive words
+      if (m > i) scores -= st0[tc_at(m, i, kChunk, 4)];
+      if (m < i) beta_sum += st1[tc_at(m, i, kChunk, 4)];
+    }
+    const float gram = staging_row_sum(st1, i, [=](int m, float y) { return m > i && m < n ? g.bt[m] * y : 0.0f; });
+    gg.db[i] += beta_sum;
+    gg.dG[i] += scores + g.bt[i] * beta_sum - gram;
+  });
+  blk.sync();  // round 3's results go over N and N'
+  {  // round 3
+    FragAcc<P> fq[2], fk[2];
+#pragma unroll
+    for (int t = 0; t < 2; ++t) wmma::fill_fragment(fq[t], 0.0f), wmma::fill_fragment(fk[t], 0.0f);
+    for (int m = 0; m < kFrag * (I + 1); m += Op::kK) {  // M K: M's row block I is zero right of 16 (I + 1)
+      FragA<P> fm;
+      wmma::load_matrix_sync(fm, mo + tc_at(kFrag * I, m, kChunk, b), unsigned(ld));
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        FragB<P> fkb;
+        wmma::load_matrix_sync(fkb, ko + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
+        wmma::mma_sync(fq[t], fm, fkb, fq[t]);
+      }
+    }
+    for (int m = kFrag * I; m < kChunk; m += Op::kK) {  // M^T Q: M^T's row block I is zero left of 16 I
+      FragAT<P> fmt;
+      wmma::load_matrix_sync(fmt, mo + tc_at(m, kFrag * I, kChunk, b), unsigned(ld));
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        FragB<P> fqb;
+        wmma::load_matrix_sync(fqb, qo + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
+        wmma::mma_sync(fk[t], fmt, fqb, fk[t]);
+      }
+    }
+    for (int m = 0; m < kChunk; m += Op::kK) {  // (F + F^T) K
+      FragA<P> ff;
+      wmma::load_matrix_sync(ff, fso + tc_at(kFrag * I, m, kChunk, b), unsigned(ld));
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        FragB<P> fkb;
+        wmma::load_matrix_sync(fkb, ko + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
+        wmma::mma_sync(fk[t], ff, fkb, fk[t]);
+      }
+    }
+    store_staging<P>(st0, fq);
+    store_staging<P>(st1, fk);
+  }
+  blk.sync();
+  blk.each(kChunk * kChunk, [=](int64_t e) {
+    const int i = int(e) / kChunk, t = int(e) % kChunk, a = tc_at(i, t, kChunk, 4);
+    if (i >= n || t >= Dk) return;
+    dq[i * ldk + t] += st0[a];
+    dk[i * ldk + t] += st1[a];
+  });
+  blk.sync();
+  delta::decay_backward(blk, p.dbeta + at.s, p.da ? p.da + at.s : nullptr, gg, part, g, d.H, Dk, n);
+}
+
 // The chunkwise forward's three launches (deltanet_block.h): grid (chunks, B*H) for the per-chunk
 // work, (state tiles, B*H) for the state pass. The per-chunk launches are float32 on the CUDA cores,
 // or their *_tc_kernel twins in precision P (bf16, tf32) on the tensor cores.
@@ -267,6 +609,22 @@ __global__ void __launch_bounds__(kHeadThreads, 2)
   delta::chunk_backward_grads(DeviceBlock{}, p, work, blockIdx.y, blockIdx.x, sh);
 }
 
+// The backward's per-chunk launches on the tensor cores (with hints of the blocks per SM that their
+// shared memory allows at chunk 64: inputs 3 (bf16) or 2 (tf32), grads 2 or 1).
+template <MatmulPrecision P>
+__global__ void __launch_bounds__(kHeadThreads, P == MatmulPrecision::bf16 ? 3 : 2)
+    chunk_backward_inputs_tc_kernel(DeltaNetArgs<float> p, float* work) {
+  LINATTN_DYNAMIC_SHARED(float, sh);
+  chunk_backward_inputs_tc<P>(p, work, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
+}
+
+template <MatmulPrecision P>
+__global__ void __launch_bounds__(kHeadThreads, P == MatmulPrecision::bf16 ? 2 : 1)
+    chunk_backward_grads_tc_kernel(DeltaNetArgs<float> p, const float* work) {
+  LINATTN_DYNAMIC_SHARED(float, sh);
+  chunk_backward_grads_tc<P>(p, work, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
+}
+
 __global__ void __launch_bounds__(kHeadThreads) recurrent_forward_kernel(DeltaNetArgs<float> p, float* state) {
   LINATTN_DYNAMIC_SHARED(float, sh);
   const int64_t bh = blockIdx.x;
@@ -304,6 +662,24 @@ void forward_launches(const LaunchPlans& plans, const DeltaNetArgs<float>& p) {
   }
 }
 
+// The backward's three launches (plans: deltanet_backward_plans), the per-chunk products in precision P.
+template <MatmulPrecision P>
+void backward_launches(const LaunchPlans& plans, const DeltaNetArgs<float>& p, float* work) {
+  opt_in_shared(chunk_backward_states_kernel, plans[1].shared_bytes, "backward");
+  if constexpr (P == MatmulPrecision::f32) {
+    opt_in_shared(chunk_backward_grads_kernel, plans[2].shared_bytes, "backward");
+    LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_backward_inputs_kernel)(p, work);
+    LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_backward_states_kernel)(p, work);
+    LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_backward_grads_kernel)(p, work);
+  } else {
+    opt_in_shared(chunk_backward_inputs_tc_kernel<P>, plans[0].shared_bytes, "backward");
+    opt_in_shared(chunk_backward_grads_tc_kernel<P>, plans[2].shared_bytes, "backward");
+    LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_backward_inputs_tc_kernel<P>)(p, work);
+    LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_backward_states_kernel)(p, work);
+    LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_backward_grads_tc_kernel<P>)(p, work);
+  }
+}
+
 void check_chunk(const delta::Dims& d, const char* op) {
   LINATTN_CHECK(d.C >= 1 && d.C <= kDeltaNetMaxChunk, op, ": chunk_size ", d.C, " is not supported by the CUDA ",
                 "kernels; set the mixer's chunk_size to 16, 32 or 64");
@@ -336,15 +712,15 @@ void deltanet_chunk_backward(const DeltaNetArgs<float>& p, float* work) {
   if (d.B * d.H == 0) return;
   LINATTN_CHECK(d.B * d.H <= 65535, "deltanet (cuda): batch * heads = ", d.B * d.H, " exceeds the CUDA grid's ",
                 "65535 (the backward's grid y); split the batch");
-  const LaunchPlans plans = deltanet_backward_plans(d.B, d.T, d.H, d.Dk, d.Dv, d.C);
+  const LaunchPlans plans = deltanet_backward_plans(d.B, d.T, d.H, d.Dk, d.Dv, d.C, p.precision);
   if (d.chunks() == 0) {  // no tokens: the state pass alone (dh0 += dht)
     LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_backward_states_kernel)(p, work);
   } else {
-    opt_in_shared(chunk_backward_states_kernel, plans[1].shared_bytes, "backward");
-    opt_in_shared(chunk_backward_grads_kernel, plans[2].shared_bytes, "backward");
-    LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_backward_inputs_kernel)(p, work);
-    LINATTN_LAUNCH_PLAN(plans[1], stream(), chunk_backward_states_kernel)(p, work);
-    LINATTN_LAUNCH_PLAN(plans[2], stream(), chunk_backward_grads_kernel)(p, work);
+    switch (delta::backward_precision(d, p.precision)) {
+      case MatmulPrecision::f32: backward_launches<MatmulPrecision::f32>(plans, p, work); break;
+      case MatmulPrecision::tf32: backward_launches<MatmulPrecision::tf32>(plans, p, work); break;
+      case MatmulPrecision::bf16: backward_launches<MatmulPrecision::bf16>(plans, p, work); break;
+    }
   }
   LINATTN_CUDA_CHECK_LAUNCH();
 }

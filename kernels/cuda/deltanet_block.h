@@ -82,8 +82,14 @@ LINATTN_HD Dims dims(const Args<T>& p) {
   return {p.B, p.len, p.H, p.Dk, p.Dv, p.chunk_size};
 }
 
+// The row pitch (in elements) of the float32 kernels' shared tiles of `width` columns: one more than
+// the width, so that for an even width the rows are an odd count of words apart and a warp walking
+// one column (32 consecutive rows) touches 32 different banks; a warp walking a row touches
+// consecutive words. tests/cuda/deltanet_layout_test.cpp checks every access of the kernels.
+LINATTN_HD constexpr int64_t padded_pitch(int64_t width) { return width + 1; }
+
 // chunk_factors: the gates, M [C, C] and the chunk's K [C, Dk + 1] (padded rows: see chunk_factors).
-LINATTN_HD inline int64_t factors_shared(const Dims& d) { return 4 * d.C + d.C * d.C + d.C * (d.Dk + 1); }
+LINATTN_HD inline int64_t factors_shared(const Dims& d) { return 4 * d.C + d.C * d.C + d.C * padded_pitch(d.Dk); }
 // chunk_factors on the tensor cores (deltanet.cu), in bytes for operands of `bytes` (2: bf16, 4: tf32):
 // the gates and M as above (floats), then K and Q as [kChunk, tc_depth] operand tiles and the two
 // products' float staging tiles [kChunk, kChunk], in chunk_layout.h's tc layout, each 128-byte aligned.
@@ -303,7 +309,7 @@ LINATTN_HD void state_pass(const Block& blk, T* S1, const T* S0, const T* k, con
 template <class T, class Block>
 LINATTN_HD void chunk_factors(const Block& blk, const Args<T>& p, int64_t bh, int64_t c, T* sh) {
   const Dims d = dims(p);
-  const int64_t C = d.C, Dk = d.Dk, ldk = Dk + 1;
+  const int64_t C = d.C, Dk = d.Dk, ldk = padded_pitch(Dk);
   const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
   T* M = sh + 4 * C;  // K K^T . D, then P = tril(Q K^T) . D
   T* k = M + C * C;   // [C, Dk + 1]
@@ -407,19 +413,48 @@ LINATTN_HD inline WorkChunk work_chunk(const Dims& d, int64_t bh, int64_t c) {
 // Shared memory of the three launches (elements of T); each kernel says what it holds.
 LINATTN_HD inline int64_t backward_inputs_shared(const Dims& d) { return 4 * d.C + d.C * d.Dv; }
 LINATTN_HD inline int64_t backward_states_shared(const Dims& d) {
-  return 4 * d.C + d.C * (d.Dk + 1) + d.C * (d.C + 1) + 2 * d.Dk * kStateColumns + 2 * d.C * kStateColumns;
+  return 4 * d.C + d.C * padded_pitch(d.Dk) + d.C * padded_pitch(d.C) + 2 * d.Dk * kStateColumns + 2 * d.C * kStateColumns;
 }
 inline constexpr int64_t kLanes = 32;  // the threads of a warp
 // chunk_backward_grads' two uses of its shared memory after the gates (it says what they hold).
 LINATTN_HD inline int64_t backward_grads_part1(const Dims& d) {
   const int64_t W = d.Dk > d.Dv ? d.Dk : d.Dv;
-  return d.Dk * (d.Dv + 1) + d.C * (W + 1) + d.Dk * (kLanes + 1);
+  return d.Dk * padded_pitch(d.Dv) + d.C * padded_pitch(W) + d.Dk * padded_pitch(kLanes);
 }
-LINATTN_HD inline int64_t backward_grads_part2(const Dims& d) { return d.C * (d.Dv + 1) + 2 * d.C * (d.C + 1); }
+LINATTN_HD inline int64_t backward_grads_part2(const Dims& d) { return d.C * padded_pitch(d.Dv) + 2 * d.C * padded_pitch(d.C); }
 LINATTN_HD inline int64_t backward_grads_shared(const Dims& d) {
   const int64_t a = backward_grads_part1(d), b = backward_grads_part2(d);
   return 8 * d.C + d.Dk + (a > b ? a : b);
 }
+
+// The backward's per-chunk launches on the tensor cores (deltanet.cu, bf16 or tf32), for Dk, Dv <= 64
+// (larger heads take the float32 kernels): every operand is a [kChunk, kChunk] tile of chunk_layout.h's
+// tc layout in the fragment's type (`bytes` 2: bf16, 4: tf32), rows and columns past the chunk's
+// tokens and the head's dimensions zero, and every product a float staging tile of the same size.
+// chunk_backward_inputs_tc: the gates (floats), then P, dO and diag(gamma) Q as operands, and the two
+// staging tiles (scale P^T dO, scale Q^T diag(gamma) dO). chunk_backward_grads_tc: the gates, their
+// gradients and `part` (floats), five operand tiles (U', X, dO, dS1, S0; later M, F + F^T, K, Q) and
+// three staging tiles (which also hold wy_backward's E, rows padded_pitch(max(Dk, Dv)) apart).
+LINATTN_HD inline bool backward_tc_fits(const Dims& d) { return d.Dk <= chunk::kChunk && d.Dv <= chunk::kChunk; }
+// The precision the backward's per-chunk products run in when `asked` is: float32 where they do not fit.
+LINATTN_HD inline MatmulPrecision backward_precision(const Dims& d, MatmulPrecision asked) {
+  return backward_tc_fits(d) ? asked : MatmulPrecision::f32;
+}
+LINATTN_HD inline int backward_tc_operand_bytes(int bytes) { return chunk::tc_bytes(chunk::kChunk, chunk::kChunk, bytes); }
+LINATTN_HD inline int backward_tc_staging_bytes() { return chunk::tc_bytes(chunk::kChunk, chunk::kChunk, 4); }
+LINATTN_HD inline int backward_inputs_tc_floats_bytes(const Dims& d) { return chunk::align128(int(4 * d.C) * 4); }
+LINATTN_HD inline int64_t backward_inputs_tc_shared_bytes(const Dims& d, int bytes) {
+  return backward_inputs_tc_floats_bytes(d) + 3 * backward_tc_operand_bytes(bytes) + 2 * backward_tc_staging_bytes();
+}
+LINATTN_HD inline int backward_grads_tc_floats_bytes(const Dims& d) { return chunk::align128(int(8 * d.C + d.Dk) * 4); }
+LINATTN_HD inline int64_t backward_grads_tc_shared_bytes(const Dims& d, int bytes) {
+  return backward_grads_tc_floats_bytes(d) + 5 * backward_tc_operand_bytes(bytes) + 3 * backward_tc_staging_bytes();
+}
+// The column that a thread summing row `row` of a staging tile reads at step `step` (< kChunk) of its
+// loop: the row's columns rotated by the row, so that the 32 threads of a warp, on consecutive rows
+// tc_pitch(kChunk, 4) = 68 words apart (≡ 4 mod 32), read banks 4 row + row + step = 5 row + step
+// mod 32: 32 different banks (5 is odd), where walking the columns in order would give 8-way conflicts.
+LINATTN_HD constexpr int skewed_col(int row, int step) { return (step + row) % chunk::kChunk; }
 
 // ---- chunk_backward_inputs: chunk c of head bh, what needs no dS --------------------------------
 
@@ -486,7 +521,7 @@ LINATTN_HD void chunk_backward_inputs(const Block& blk, const Args<T>& p, T* wor
 template <class T, class Block>
 LINATTN_HD void state_pass_backward_du(const Block& blk, T* du, const T* du0, const T* Ks, const T* dS,
                                        const Gates<T>& g, const Shape& s, Columns cs) {
-  const int64_t nv = cs.nv, ldk = s.Dk + 1;
+  const int64_t nv = cs.nv, ldk = padded_pitch(s.Dk);
   blk.each(s.n * nv, [=](int64_t e) {
     const RowCol rc = split(e, nv);
     const int64_t i = rc.row, j = rc.col;
@@ -502,7 +537,7 @@ LINATTN_HD void state_pass_backward_du(const Block& blk, T* du, const T* du0, co
 template <class T, class Block>
 LINATTN_HD void wy_backward_x(const Block& blk, T* x, T* dr, const T* du, const T* As, const Gates<T>& g,
                               const Shape& s, Columns cs) {
-  const int64_t n = s.n, nv = cs.nv, pc = s.C + 1;
+  const int64_t n = s.n, nv = cs.nv, pc = padded_pitch(s.C);
   blk.each(n * nv, [=](int64_t e) {
     const RowCol rc = split(e, nv);
     const int64_t i = rc.row, j = rc.col;
@@ -518,7 +553,7 @@ LINATTN_HD void wy_backward_x(const Block& blk, T* x, T* dr, const T* du, const 
 template <class T, class Block>
 LINATTN_HD void state_backward(const Block& blk, T* dS_next, T* hq, const T* dS, const T* Ks, const T* dr,
                                const Gates<T>& g, const Shape& s, Columns cs) {
-  const int64_t n = s.n, nv = cs.nv, ldk = s.Dk + 1;
+  const int64_t n = s.n, nv = cs.nv, ldk = padded_pitch(s.Dk);
   blk.each(s.Dk * nv, [=](int64_t e) {
     const RowCol rc = split(e, nv);
     const int64_t t = rc.row, j = rc.col, at = t * s.Dv + cs.j0 + j;
@@ -533,11 +568,11 @@ LINATTN_HD void state_backward(const Block& blk, T* dS_next, T* hq, const T* dS,
 template <class T, class Block>
 LINATTN_HD void chunk_backward_states(const Block& blk, const Args<T>& p, T* work, int64_t bh, Columns cs, T* sh) {
   const Dims d = dims(p);
-  const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv, S = d.state(), nv = cs.nv, ldk = Dk + 1;
+  const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv, S = d.state(), nv = cs.nv, ldk = padded_pitch(Dk);
   const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
   T* Ks = sh + 4 * C;
   T* As = Ks + C * ldk;
-  T* dS = As + C * (C + 1);
+  T* dS = As + C * padded_pitch(C);
   T* dS_next = dS + Dk * kStateColumns;
   T* du = dS_next + Dk * kStateColumns;
   T* dr = du + C * kStateColumns;
@@ -561,7 +596,7 @@ LINATTN_HD void chunk_backward_states(const Block& blk, const Args<T>& p, T* wor
     const int64_t n = at.n;
     blk.each(n * n, [=](int64_t e) {
       const RowCol rc = split(e, n);
-      As[rc.row * (C + 1) + rc.col] = ainv[rc.row * C + rc.col];
+      As[rc.row * padded_pitch(C) + rc.col] = ainv[rc.row * C + rc.col];
     });
     blk.sync();
     state_pass_backward_du(blk, du, work + w.X, Ks, dS, g, s, cs);
@@ -627,7 +662,7 @@ template <class T, class Block>
 LINATTN_HD void state_pass_backward(const Block& blk, T* dk, T* E, T* P, T* part, const GateGrads<T>& gg,
                                     const T* dSs, const T* S0, const T* k, const T* U, int64_t pw, bool gated,
                                     const Gates<T>& g, const Shape& s) {
-  const int64_t n = s.n, Dk = s.Dk, Dv = s.Dv, pv = Dv + 1, pl = kLanes + 1;
+  const int64_t n = s.n, Dk = s.Dk, Dv = s.Dv, pv = padded_pitch(Dv), pl = padded_pitch(kLanes);
   blk.each(n * Dk, [=](int64_t e) {
     const RowCol rc = split(e, Dk);
     const int64_t i = rc.row, t = rc.col;
@@ -659,7 +694,7 @@ template <class T, class Block>
 LINATTN_HD void inter_output_backward(const Block& blk, T* dq, T* dk, T* E, const GateGrads<T>& gg, const T* S0s,
                                       const T* q, const T* dO, const T* x, T scale, int64_t pw, bool gated,
                                       const Gates<T>& g, const Shape& s) {
-  const int64_t n = s.n, Dk = s.Dk, Dv = s.Dv, pv = Dv + 1;
+  const int64_t n = s.n, Dk = s.Dk, Dv = s.Dv, pv = padded_pitch(Dv);
   blk.each(n * Dk, [=](int64_t e) {
     const RowCol rc = split(e, Dk);
     const int64_t i = rc.row, t = rc.col;
@@ -686,7 +721,7 @@ template <class T, class Block>
 LINATTN_HD void scores_backward(const Block& blk, T* M, T* N, T* dq, T* dk, const GateGrads<T>& gg, const T* Us,
                                 const T* pg, const T* q, const T* k, const T* dO, T scale, const Gates<T>& g,
                                 const Shape& s) {
-  const int64_t n = s.n, C = s.C, pc = C + 1, pv = s.Dv + 1;
+  const int64_t n = s.n, C = s.C, pc = padded_pitch(C), pv = padded_pitch(s.Dv);
   blk.each(n * n, [=](int64_t e) {
     const RowCol rc = split(e, n);
     const int64_t i = rc.row, j = rc.col;
@@ -725,7 +760,7 @@ LINATTN_HD void scores_backward(const Block& blk, T* M, T* N, T* dq, T* dk, cons
 template <class T, class Block>
 LINATTN_HD void gram_solve_backward(const Block& blk, T* M, T* N, T* dk, const GateGrads<T>& gg, const T* Us,
                                     const T* x, const T* pg, const T* k, const Gates<T>& g, const Shape& s) {
-  const int64_t n = s.n, C = s.C, pc = C + 1, pv = s.Dv + 1;
+  const int64_t n = s.n, C = s.C, pc = padded_pitch(C), pv = padded_pitch(s.Dv);
   blk.each(n * n, [=](int64_t e) {  // a warp: consecutive rows j of U' (sh), one row i of X (a broadcast)
     const RowCol rc = split(e, n);
     const int64_t i = rc.row, j = rc.col;
@@ -791,7 +826,7 @@ LINATTN_HD void decay_backward(const Block& blk, T* dbeta, T* da, const GateGrad
 template <class T, class Block>
 LINATTN_HD void chunk_backward_grads(const Block& blk, const Args<T>& p, const T* work, int64_t bh, int64_t c, T* sh) {
   const Dims d = dims(p);
-  const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv, pv = Dv + 1, pw = (Dk > Dv ? Dk : Dv) + 1;
+  const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv, pv = padded_pitch(Dv), pw = padded_pitch(Dk > Dv ? Dk : Dv);
   const bool gated = p.a != nullptr;
   const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
   const GateGrads<T> gg{sh + 4 * C, sh + 5 * C, sh + 6 * C, sh + 7 * C};
@@ -801,7 +836,7 @@ LINATTN_HD void chunk_backward_grads(const Block& blk, const Args<T>& p, const T
   T* P = E + C * pw;
   T* Us = part + Dk;
   T* M = Us + C * pv;
-  T* N = M + C * (C + 1);
+  T* N = M + C * padded_pitch(C);
   const ChunkAt at = chunk_at(d, bh, c);
   const Shape s = shape(d, at);
   const int64_t n = at.n;

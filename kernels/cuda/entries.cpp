@@ -315,6 +315,7 @@ void delta_rule_forward(const MixerArgs& r) {
 void delta_rule_backward(const MixerArgs& r) {
   require_f32("deltanet", r.q);
   DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
+  p.precision = backend::matmul_precision();
   p.chunk_size = r.chunk ? r.chunk_size : cuda::kDeltaNetMaxChunk;
   const int64_t C = p.chunk_size;
   Tensor saved = r.saved;

@@ -407,17 +407,27 @@ LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, 
           {"chunk_outputs" + tc, {d.chunks(), B * H}, {kDeltaNetHeadThreads}, outputs}};
 }
 
-LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk) {
+LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
+                                    MatmulPrecision precision) {
   const delta::Dims d{B, T, H, Dk, Dv, chunk};
   const int64_t f = int64_t(sizeof(float));
   const LaunchPlan states{"chunk_backward_states_kernel", {delta::state_tiles(d), B * H}, {kDeltaNetHeadThreads},
                           delta::backward_states_shared(d) * f};
   if (d.chunks() == 0) return {states};
-  return {{"chunk_backward_inputs_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads},
-           delta::backward_inputs_shared(d) * f},
+  const MatmulPrecision used = delta::backward_precision(d, precision);
+  if (used == MatmulPrecision::f32)
+    return {{"chunk_backward_inputs_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads},
+             delta::backward_inputs_shared(d) * f},
+            states,
+            {"chunk_backward_grads_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads},
+             delta::backward_grads_shared(d) * f}};
+  const int bytes = used == MatmulPrecision::bf16 ? 2 : 4;
+  const std::string tc = "_tc_kernel<(MatmulPrecision)" + std::to_string(int(used)) + ">";
+  return {{"chunk_backward_inputs" + tc, {d.chunks(), B * H}, {kDeltaNetHeadThreads},
+           delta::backward_inputs_tc_shared_bytes(d, bytes)},
           states,
-          {"chunk_backward_grads_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads},
-           delta::backward_grads_shared(d) * f}};
+          {"chunk_backward_grads" + tc, {d.chunks(), B * H}, {kDeltaNetHeadThreads},
+           delta::backward_grads_tc_shared_bytes(d, bytes)}};
 }
 
 LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv) {

@@ -155,7 +155,10 @@ inline constexpr int kDeltaNetHeadThreads = 256;
 // f32 on the CUDA cores.
 LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
                                    MatmulPrecision precision = MatmulPrecision::f32);
-LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
+// `precision`: the products of chunk_backward_inputs and chunk_backward_grads (their *_tc_kernel twins
+// for bf16, tf32 where Dk, Dv <= 64: delta::backward_precision; the sequential pass is float32).
+LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
+                                    MatmulPrecision precision = MatmulPrecision::f32);
 LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv);
 
 }  // namespace linattn::cuda

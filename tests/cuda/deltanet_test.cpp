@@ -5,7 +5,8 @@
 //
 // Two kinds of test:
 // - CudaDeltaNet.*: the CUDA entries through the backend table; they run only where a GPU exists.
-//   CudaDeltaNetPrecision.* runs the forward's tensor-core path (bf16, tf32) against the same reference.
+//   CudaDeltaNetPrecision.* runs the tensor-core paths (bf16, tf32) of the forward and the backward
+//   against the same reference.
 // - DeltaNetBlockMirror.*: the per-head work of kernels/cuda/deltanet_block.h (the very code the
 //   CUDA kernels run) on the host with a sequential "block", in float64 (the algorithm, to 1e-10)
 //   and float32 (the device's precision), its phases' iterations both in order and reversed (a
@@ -436,18 +437,22 @@ TEST(CudaDeltaNet, LongSequenceMatchesTheCpu) {
   expect_match(got, cpu_reference(in, c, g0), 1e-4);
 }
 
-// ---- the tensor-core path: the forward's per-chunk products in bf16 (tf32) --------------------------
+// ---- the tensor-core paths: the per-chunk products in bf16 (tf32) -------------------------------
 //
-// The chunk forward with backend::matmul_precision() bf16 or tf32 (chunk_factors_kernel's K Kᵀ and
-// Q Kᵀ, chunk_outputs_kernel's diag(gamma) Q S0 + P U'), then the float32 backward on what it saved,
-// against the CPU in float64: output, final state and every gradient. Tolerances (relative to each
-// output's largest reference entry), with the basis of chunk_precision_test's: rounding an operand
-// costs a relative u = 2^-8 (bf16; tf32 2^-11), so a Gram or score entry is off by up to 2u of
-// |k_i||k_j| (|q_i||k_j|) and reaches U', the state and the gradients through A⁻¹ and PG; the output
-// rounds P, U', S0 and Q again, ~4u per term in all. The bars are those of linear attention and GLA,
-// 2e-2 ~ 5u (bf16) and 3e-3 ~ 6u (tf32); measured (printed per case) the worst output, o, is off by
-// 4.1e-3 ~ 1.05u in bf16 and 5.7e-4 ~ 1.2u in tf32 (emulation). A wrong row, mask or decay moves an
-// output by O(1) relative, as the negative control shows.
+// The chunk forward and backward with backend::matmul_precision() bf16 or tf32 (the forward's K Kᵀ,
+// Q Kᵀ, diag(gamma) Q S0 + P U'; the backward's P^T dO, Q^T diag(gamma) dO in chunk_backward_inputs
+// and U' dS1^T, X S0^T, dO S0^T, dO U'^T, U' X^T, M K, M^T Q, (F + F^T) K in chunk_backward_grads;
+// Dk = 128 takes the float32 backward), against the CPU in float64: output, final state and every
+// gradient. Tolerances (relative to each output's largest reference entry), with the basis of
+// chunk_precision_test's: rounding an operand costs a relative u = 2^-8 (bf16; tf32 2^-11), so a
+// Gram or score entry is off by up to 2u of |k_i||k_j| (|q_i||k_j|) and reaches U', the state and
+// the gradients through A⁻¹ and PG; the output rounds P, U', S0 and Q again, ~4u per term in all,
+// and a gradient goes through two rounded products (dP = dO U'^T, then M K), ~4u as well. The bars
+// are those of linear attention and GLA, 2e-2 ~ 5u (bf16) and 3e-3 ~ 6u (tf32); measured (printed
+// per case, emulation) the worst of all outputs is 4.2e-3 ~ 1.1u in bf16 (da) and 5.7e-4 ~ 1.2u
+// in tf32 (o), the worst gradient 4.2e-3 (bf16) and 4.5e-4 (tf32). A wrong row, mask or decay moves
+// an output by O(1) relative, as the negative controls show (and leaving out one product of the
+// backward, (F + F^T) K, moved dk by 0.06 to 0.6 in the cases of full chunks).
 constexpr double kBf16Tol = 2e-2;
 constexpr double kTf32Tol = 3e-3;
 
@@ -465,27 +470,35 @@ const std::vector<Case> kPrecisionCases = {
     {1, 45, 3, 48, 40, 16, false, true, true},   {1, 50, 2, 24, 16, 16, true, true, true, -5.0},
 };
 
-// The worst relative error over every output, and which output it is.
-std::pair<double, const char*> worst_error(const Result& got, const Result& want) {
+// The worst relative error over every output (gradients_only: over the gradients), and which output it is.
+std::pair<double, const char*> worst_error(const Result& got, const Result& want, bool gradients_only = false) {
   const std::pair<const char*, Tensor Result::*> outputs[] = {
       {"o", &Result::o},   {"ht", &Result::ht}, {"dq", &Result::dq},       {"dk", &Result::dk},
       {"dv", &Result::dv}, {"dbeta", &Result::dbeta}, {"da", &Result::da}, {"dh0", &Result::dh0}};
   std::pair<double, const char*> worst{0.0, ""};
   for (const auto& [name, member] : outputs)
-    if ((want.*member).defined()) worst = std::max(worst, {testing::compare(got.*member, want.*member).relative, name});
+    if ((want.*member).defined() && !(gradients_only && (member == &Result::o || member == &Result::ht)))
+      worst = std::max(worst, {testing::compare(got.*member, want.*member).relative, name});
   return worst;
 }
 
-// The case in `precision` on CUDA against the CPU in float64. wrong_row: on the CUDA side only, token
-// 0's q row (batch 0, head 0) replaced by token 1's, as an off-by-one row index would (the negative control).
-std::pair<Result, Result> run_precision_case(const Case& c, MatmulPrecision precision, Rng& rng, bool wrong_row) {
+// Which input the CUDA side of a negative control reads wrong: token 0's row (batch 0, head 0) of q
+// (forward and backward) or of dO (the backward only) replaced by token 1's, as an off-by-one row
+// index in a product's operand would.
+enum class WrongRow { none, q, dO };
+
+// The case in `precision` on CUDA against the CPU in float64, the CUDA side reading `wrong` wrong.
+std::pair<Result, Result> run_precision_case(const Case& c, MatmulPrecision precision, Rng& rng,
+                                             WrongRow wrong = WrongRow::none) {
   Inputs<double> in = inputs_for(c, rng);
   const Result g0 = start_grads(in, rng);
   const Result want = cpu_reference(in, c, g0);
-  if (wrong_row) {
-    in.q = in.q.clone();
-    double* q = in.q.data<double>();
-    for (int64_t i = 0; i < c.Dk; ++i) q[i] = q[c.H * c.Dk + i];  // [B, T, H, Dk]
+  if (wrong != WrongRow::none) {
+    Tensor& t = wrong == WrongRow::q ? in.q : in.do_;  // [B, T, H, D]
+    const int64_t D = wrong == WrongRow::q ? c.Dk : c.Dv;
+    t = t.clone();
+    double* x = t.data<double>();
+    for (int64_t i = 0; i < D; ++i) x[i] = x[c.H * D + i];
   }
   PrecisionScope scope(precision);
   const Result got = run(
@@ -503,11 +516,12 @@ TEST_P(CudaDeltaNetPrecision, MatchesTheCpuInFloat64) {
   Rng rng(19);
   for (const Case& c : kPrecisionCases) {
     SCOPED_TRACE(c.str());
-    const auto [got, want] = run_precision_case(c, precision, rng, false);
+    const auto [got, want] = run_precision_case(c, precision, rng);
     expect_match(got, want, tol);
     const auto [err, where] = worst_error(got, want);
-    std::printf("  %s %s: worst relative error %.2g (%s), tolerance %.2g\n", matmul_precision_name(precision),
-                c.str().c_str(), err, where, tol);
+    const auto [grad_err, grad_where] = worst_error(got, want, true);
+    std::printf("  %s %s: worst relative error %.2g (%s), of the gradients %.2g (%s), tolerance %.2g\n",
+                matmul_precision_name(precision), c.str().c_str(), err, where, grad_err, grad_where, tol);
   }
 }
 
@@ -520,11 +534,33 @@ TEST_P(CudaDeltaNetPrecision, ToleranceCatchesAPerturbedInput) {
   for (const Case& c : {kPrecisionCases[0], kPrecisionCases[1]}) {
     SCOPED_TRACE(c.str());
     Rng rng(20);
-    const auto [got, want] = run_precision_case(c, precision, rng, true);
+    const auto [got, want] = run_precision_case(c, precision, rng, WrongRow::q);
     const auto [err, where] = worst_error(got, want);
     std::printf("  %s %s, token 0's q row wrong: worst relative error %.2g (%s), tolerance %.2g\n",
                 matmul_precision_name(precision), c.str().c_str(), err, where, tol);
     EXPECT_GT(err, 3 * tol) << "a perturbed q passes the " << matmul_precision_name(precision)
+                            << " tolerance: worst relative error " << err << " (" << where << ")";
+  }
+}
+
+// The tolerance catches a wrong backward product: token 0's dO row taken from token 1 on the CUDA
+// side, as a backward product reading the wrong row of dO would (P^T dO, Q^T diag(gamma) dO, dO S0^T,
+// dO U'^T), leaves the forward within the tolerance and moves the gradients past it, DeltaNet and
+// Gated DeltaNet alike.
+TEST_P(CudaDeltaNetPrecision, ToleranceCatchesAWrongBackwardOperand) {
+  SKIP_WITHOUT_GPU();
+  const MatmulPrecision precision = GetParam();
+  const double tol = precision == MatmulPrecision::bf16 ? kBf16Tol : kTf32Tol;
+  for (const Case& c : {kPrecisionCases[0], kPrecisionCases[1]}) {
+    SCOPED_TRACE(c.str());
+    Rng rng(21);
+    const auto [got, want] = run_precision_case(c, precision, rng, WrongRow::dO);
+    EXPECT_CLOSE(got.o, want.o, tol);
+    EXPECT_CLOSE(got.ht, want.ht, tol);
+    const auto [err, where] = worst_error(got, want, true);
+    std::printf("  %s %s, token 0's dO row wrong: worst relative error of the gradients %.2g (%s), tolerance %.2g\n",
+                matmul_precision_name(precision), c.str().c_str(), err, where, tol);
+    EXPECT_GT(err, 3 * tol) << "a perturbed dO passes the " << matmul_precision_name(precision)
                             << " tolerance: worst relative error " << err << " (" << where << ")";
   }
 }

@@ -304,11 +304,15 @@ TEST(LaunchPlan, ChunkPassesFillTheGpu) {
   // DeltaNet: every launch with per-chunk work has a block per (chunk, batch * head), 512 >= 132 SMs;
   // the sequential passes one per (8-column tile of the state, batch * head).
   for (const cuda::LaunchPlans& plans :
-       {cuda::deltanet_forward_plans(B, T, H, D, D, 64), cuda::deltanet_backward_plans(B, T, H, D, D, 64)}) {
+       {cuda::deltanet_forward_plans(B, T, H, D, D, 64), cuda::deltanet_backward_plans(B, T, H, D, D, 64),
+        cuda::deltanet_forward_plans(B, T, H, D, D, 64, MatmulPrecision::bf16),
+        cuda::deltanet_backward_plans(B, T, H, D, D, 64, MatmulPrecision::bf16)}) {
     ASSERT_EQ(plans.size(), 3u);
     EXPECT_EQ(plans[0].grid.count(), 512) << plans[0].kernel;
     EXPECT_EQ(plans[1].grid.count(), 128) << plans[1].kernel;
     EXPECT_EQ(plans[2].grid.count(), 512) << plans[2].kernel;
+    for (const cuda::LaunchPlan& plan : plans)
+      EXPECT_LE(plan.shared_bytes, 227 * 1024) << plan.kernel << ": more than an H100's shared memory per block";
   }
 }
 
@@ -341,6 +345,18 @@ TEST(LaunchPlan, DeltaNet) {
     float* work = m.f32(B * H * cuda::delta::backward_work(d));
     expect_plans(what + " chunk backward", cuda::deltanet_backward_plans(B, T, H, Dk, Dv, C),
                  [&] { cuda::deltanet_chunk_backward(p, work); });
+    for (const MatmulPrecision precision : {MatmulPrecision::bf16, MatmulPrecision::tf32}) {
+      DeltaNetArgs<float> x = p;
+      x.precision = precision;
+      const LaunchPlans plans = cuda::deltanet_backward_plans(B, T, H, Dk, Dv, C, precision);
+      const std::string arg = "<(MatmulPrecision)" + std::to_string(int(precision)) + ">";
+      EXPECT_EQ(plans[0].kernel, "chunk_backward_inputs_tc_kernel" + arg);
+      EXPECT_EQ(plans[2].kernel, "chunk_backward_grads_tc_kernel" + arg);
+      expect_plans(what + " chunk backward " + matmul_precision_name(precision), plans,
+                   [&] { cuda::deltanet_chunk_backward(x, work); });
+      // heads past 64 take the float32 kernels, and the plan says so
+      EXPECT_EQ(cuda::deltanet_backward_plans(B, T, H, 128, Dv, C, precision)[2].kernel, "chunk_backward_grads_kernel");
+    }
     DeltaNetArgs<float> r = p;
     r.chunk_size = 1, r.saved = nullptr;
     expect_plans(what + " recurrent forward", {cuda::deltanet_recurrent_plan(B, T, H, Dk, Dv)},
