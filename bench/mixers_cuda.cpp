@@ -66,8 +66,8 @@ int run_mixers_cuda(const std::string& only, int64_t max_t, MatmulPrecision prec
   for (int64_t T = kEmulatedCuda ? 128 : 1024; T <= 65536 && (max_t < 0 || T <= max_t); T *= 2)
     shapes.push_back({4, T, 4, 64});
   if (!kEmulatedCuda) shapes.push_back({8, 2048, 16, 128});
-  std::printf("linear mixers on %s, float32 tensors, intra-chunk products of linear_attn and gla in %s, "
-              "forward+backward (autograd op, chunk 64, gradient seeded on o), median of 20 after 3 warm-up runs "
+  std::printf("linear mixers on %s, float32 tensors, intra-chunk products of the linear mixers in %s "
+              "(DeltaNet's backward for D <= 64), forward+backward (autograd op, chunk 64, gradient seeded on o), median of 20 after 3 warm-up runs "
               "(CUDA events)\n",
               describe_device(Device::cuda).c_str(), matmul_precision_name(precision));
   struct Restore {  // the setting is process-wide

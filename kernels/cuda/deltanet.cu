@@ -353,8 +353,11 @@ __device__ void chunk_backward_inputs_tc(const DeltaNetArgs<float>& p, float* wo
 //     inter_output_backward); gamma_last's <dS1, S0> through a staging tile;
 //  2. over Dv: dP = dO U'^T and L = U' X^T ([C, C]):  M = scale tril(dP) . D, N = scale tril(dP) . P
 //     (scores_backward); dLT_ji = -L_ji, F_ij = beta_i dLT_ji D_ij, N'_ji = dLT_ji gd_ij, i > j
-//     (gram_solve_backward); their row and column sums into dG and dbeta;
-//  3. over the chunk: dQ += M K, dK += M^T Q + (F + F^T) K.
+//     (gram_solve_backward); their row and column sums into dG and dbeta. Every element of these
+//     is a function of the same element of dP or L (F held transposed, F^T_ji = F_ij), so no warp
+//     reads down a column of a staging tile (its pitch, 68 words, would make that a 4-way conflict);
+//  3. over the chunk: dQ += M K, dK += M^T Q + (F + F^T) K, F^T and F as their tile read row_major
+//     and col_major.
 // wy_backward (no product) and decay_backward are the f32 path's; wy_backward's E lives in a staging tile.
 template <MatmulPrecision P>
 __device__ void chunk_backward_grads_tc(const DeltaNetArgs<float>& p, const float* work, int64_t bh, int64_t c,
@@ -378,7 +381,7 @@ __device__ void chunk_backward_grads_tc(const DeltaNetArgs<float>& p, const floa
     return tile;
   };
   E *uo = operand(), *xo = operand(), *doo = operand(), *dso = operand(), *s0o = operand();  // [kChunk, kChunk]
-  E *mo = uo, *fso = xo, *ko = doo, *qo = dso;  // round 3's operands over rounds 1 and 2's
+  E *mo = uo, *fuo = xo, *ko = doo, *qo = dso;  // round 3's operands over rounds 1 and 2's
   auto staging = [&] {
     float* tile = reinterpret_cast<float*>(next);
     next += delta::backward_tc_staging_bytes();
@@ -473,26 +476,19 @@ __device__ void chunk_backward_grads_tc(const DeltaNetArgs<float>& p, const floa
     store_staging<P>(st1, fl);
   }
   blk.sync();  // round 3's operands go over round 2's
-  blk.each(kChunk * kChunk, [=](int64_t e) {
+  blk.each(kChunk * kChunk, [=](int64_t e) {  // every thread reads and writes its own element only
     const int i = int(e) / kChunk, j = int(e) % kChunk, a = tc_at(i, j, kChunk, 4), o = tc_at(i, j, kChunk, b);
     const bool inside = i < n && j < n;
     const float dij = inside ? delta::decay_ratio(g.G, i, j) : 0.0f;
     const float dp = inside && j <= i ? scale * st0[a] : 0.0f;
+    const float l = inside && i < j ? st1[a] : 0.0f;  // L_ij = U'_i . X_j = -dLT_ij, i < j
     mo[o] = Op::from(dp * dij);
+    fuo[o] = Op::from(inside ? -g.bt[j] * l * dij : 0.0f);  // F_ji, held as its transpose: upper triangular
     if (inside) st0[a] = dp * pg[i * C + j];  // N
-    const float fs = !inside ? 0.0f
-                     : j < i ? -g.bt[i] * st1[tc_at(j, i, kChunk, 4)] * dij
-                     : i < j ? -g.bt[j] * st1[a] * dij
-                             : 0.0f;
-    fso[o] = Op::from(fs);  // (F + F^T)_ij
+    if (inside) st1[a] = -l * pg[i * C + j];  // N'_ij
   });
   fill_operand<P>(blk, ko, n, Dk, [=](int m, int t) { return k[m * ldk + t]; });
   fill_operand<P>(blk, qo, n, Dk, [=](int m, int t) { return q[m * ldk + t]; });
-  blk.sync();
-  blk.each(kChunk * kChunk, [=](int64_t e) {  // N'_ji over L, whose transposed reads are done
-    const int j = int(e) / kChunk, i = int(e) % kChunk, a = tc_at(j, i, kChunk, 4);
-    if (i < n && j < n) st1[a] = i > j ? -st1[a] * pg[j * C + i] : 0.0f;
-  });
   blk.sync();
   blk.each(n, [=](int64_t i64) {
     const int i = int(i64);
@@ -531,9 +527,19 @@ __device__ void chunk_backward_grads_tc(const DeltaNetArgs<float>& p, const floa
         wmma::mma_sync(fk[t], fmt, fqb, fk[t]);
       }
     }
-    for (int m = 0; m < kChunk; m += Op::kK) {  // (F + F^T) K
+    for (int m = kFrag * I; m < kChunk; m += Op::kK) {  // F^T K: F^T's row block I is zero left of 16 I
       FragA<P> ff;
-      wmma::load_matrix_sync(ff, fso + tc_at(kFrag * I, m, kChunk, b), unsigned(ld));
+      wmma::load_matrix_sync(ff, fuo + tc_at(kFrag * I, m, kChunk, b), unsigned(ld));
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        FragB<P> fkb;
+        wmma::load_matrix_sync(fkb, ko + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
+        wmma::mma_sync(fk[t], ff, fkb, fk[t]);
+      }
+    }
+    for (int m = 0; m < kFrag * (I + 1); m += Op::kK) {  // F K: F's row block I is zero right of 16 (I + 1)
+      FragAT<P> ff;
+      wmma::load_matrix_sync(ff, fuo + tc_at(m, kFrag * I, kChunk, b), unsigned(ld));
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         FragB<P> fkb;

@@ -453,7 +453,7 @@ LINATTN_HD inline int64_t backward_grads_tc_shared_bytes(const Dims& d, int byte
 // The column that a thread summing row `row` of a staging tile reads at step `step` (< kChunk) of its
 // loop: the row's columns rotated by the row, so that the 32 threads of a warp, on consecutive rows
 // tc_pitch(kChunk, 4) = 68 words apart (≡ 4 mod 32), read banks 4 row + row + step = 5 row + step
-// mod 32: 32 different banks (5 is odd), where walking the columns in order would give 8-way conflicts.
+// mod 32: 32 different banks (5 is odd), where walking the columns in order would give 4-way conflicts (8 banks).
 LINATTN_HD constexpr int skewed_col(int row, int step) { return (step + row) % chunk::kChunk; }
 
 // ---- chunk_backward_inputs: chunk c of head bh, what needs no dS --------------------------------
