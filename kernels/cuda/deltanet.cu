@@ -6,8 +6,11 @@
 // float32 accumulators: the operands, formed in float32 as the f32 path forms them, are rounded to the
 // fragment's type in shared memory (chunk_layout.h's tc layout, padded to 64 rows and Dk to a multiple
 // of 16 with zeros), and the products reach the f32 path's epilogues through float staging tiles. The
-// forward substitution for A⁻¹, the sequential state pass and the backward stay float32 on the CUDA
-// cores; float32 runs the CUDA-core kernels chunk_factors_kernel and chunk_outputs_kernel, unchanged.
+// backward's per-chunk launches likewise (chunk_backward_inputs_tc_kernel: P^T dO and Q^T diag(gamma)
+// dO; chunk_backward_grads_tc_kernel: the eight products of dq and dk, further down), for Dk, Dv <= 64.
+// The forward substitution for A⁻¹ and the two sequential passes stay float32 on the CUDA cores;
+// float32 runs the CUDA-core kernels (chunk_factors_kernel, chunk_outputs_kernel,
+// chunk_backward_inputs_kernel, chunk_backward_grads_kernel), unchanged.
 #include <mma.h>
 
 #include <cuda_bf16.h>

@@ -15,8 +15,9 @@
 // The recurrent form steps token by token (the decoding path); its backward runs the chunkwise
 // forward (into a scratch `saved`) and backward, which give the same gradients.
 //
-// p.precision bf16 or tf32 runs the chunkwise forward's per-chunk products (K Kᵀ, Q Kᵀ in the
-// factors; Q S0 and P U' in the output) on the tensor cores (deltanet.cu); the rest stays float32.
+// p.precision bf16 or tf32 runs the per-chunk products on the tensor cores (deltanet.cu): the
+// forward's (K Kᵀ, Q Kᵀ in the factors; Q S0 and P U' in the output) and, for Dk, Dv <= 64, the
+// backward's (delta::backward_precision); the solve and the sequential passes stay float32.
 // Pointers are device memory; kernels run on linattn::cuda::compute_stream(). Float32 tensors only.
 // Chunk sizes 1..kDeltaNetMaxChunk (the chunk's products must fit the block's shared memory).
 // Compiled with the CUDA backend only (LINATTN_CUDA).
