@@ -462,12 +462,13 @@ struct PrecisionScope {  // backend::matmul_precision() is process-wide: float32
 };
 
 // T off the chunk, chunk sizes 16/32/64 (the tiles' rows past C are zeros), Dk = 24 and 48 (padded to a
-// multiple of 16 with zeros), 128 and Dk != Dv, with and without h0 and dht, gated (strong decays too)
-// and not.
+// multiple of 16 with zeros), 128 (the backward then float32) and Dk != Dv, one token (a chunk of one
+// row), with and without h0 and dht, gated (strong decays too) and not.
 const std::vector<Case> kPrecisionCases = {
     {2, 100, 2, 64, 64, 64, true, true, true},   {1, 150, 2, 64, 64, 64, false, true, true},
     {1, 77, 2, 32, 48, 32, true, false, true},   {1, 70, 1, 128, 128, 64, true, true, true},
     {1, 45, 3, 48, 40, 16, false, true, true},   {1, 50, 2, 24, 16, 16, true, true, true, -5.0},
+    {2, 1, 2, 16, 24, 64, true, true, true},
 };
 
 // The worst relative error over every output (gradients_only: over the gradients), and which output it is.
