@@ -384,13 +384,15 @@ __device__ void chunk_backward_grads_tc(const DeltaNetArgs<float>& p, const floa
     return tile;
   };
   E *uo = operand(), *xo = operand(), *doo = operand(), *dso = operand(), *s0o = operand();  // [kChunk, kChunk]
-  E *mo = uo, *fuo = xo, *ko = doo, *qo = dso;  // round 3's operands over rounds 1 and 2's
-  auto staging = [&] {
-    float* tile = reinterpret_cast<float*>(next);
-    next += delta::backward_tc_staging_bytes();
-    return tile;
-  };
-  float *st0 = staging(), *st1 = staging(), *st2 = staging();  // [kChunk, kChunk]
+  // [kChunk, kChunk] each: the first own_staging after the operands, the others over dS1 and S0
+  constexpr int own_staging = delta::backward_grads_tc_own_staging(Op::kBytes);
+  constexpr int sb = delta::backward_tc_staging_bytes();
+  char* dead = reinterpret_cast<char*>(dso);  // dS1 and S0, contiguous, once round 1's loop has read them
+  float* st0 = reinterpret_cast<float*>(next);
+  float* st1 = reinterpret_cast<float*>(own_staging > 1 ? next + sb : dead);
+  float* st2 = reinterpret_cast<float*>(own_staging > 2 ? next + 2 * sb : dead + (own_staging > 1 ? 0 : sb));
+  // round 3's operands over rounds 1 and 2's (Q over st2, which round 1's epilogue is the last to read)
+  E *mo = uo, *fuo = xo, *ko = doo, *qo = reinterpret_cast<E*>(st2);
   const delta::ChunkAt at = delta::chunk_at(d, bh, c);
   const delta::Shape s = delta::shape(d, at);
   const int64_t n = at.n, ldk = s.ldk, ldv = s.ldv;
@@ -431,6 +433,7 @@ __device__ void chunk_backward_grads_tc(const DeltaNetArgs<float>& p, const floa
         wmma::mma_sync(fz[t], fo, fs, fz[t]);
       }
     }
+    blk.sync();                 // every warp has read dS1 and S0, which st1 or st2 go over
     store_staging<P>(st0, fw);  // over wy_backward's E, spent
     store_staging<P>(st1, fx);
     store_staging<P>(st2, fz);
@@ -619,7 +622,7 @@ __global__ void __launch_bounds__(kHeadThreads, 2)
 }
 
 // The backward's per-chunk launches on the tensor cores (with hints of the blocks per SM that their
-// shared memory allows at chunk 64: inputs 3 (bf16) or 2 (tf32), grads 2 or 1).
+// shared memory allows at chunk 64: inputs 3 (bf16) or 2 (tf32), grads 2).
 template <MatmulPrecision P>
 __global__ void __launch_bounds__(kHeadThreads, P == MatmulPrecision::bf16 ? 3 : 2)
     chunk_backward_inputs_tc_kernel(DeltaNetArgs<float> p, float* work) {
@@ -628,7 +631,7 @@ __global__ void __launch_bounds__(kHeadThreads, P == MatmulPrecision::bf16 ? 3 :
 }
 
 template <MatmulPrecision P>
-__global__ void __launch_bounds__(kHeadThreads, P == MatmulPrecision::bf16 ? 2 : 1)
+__global__ void __launch_bounds__(kHeadThreads, 2)
     chunk_backward_grads_tc_kernel(DeltaNetArgs<float> p, const float* work) {
   LINATTN_DYNAMIC_SHARED(float, sh);
   chunk_backward_grads_tc<P>(p, work, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));

@@ -433,22 +433,29 @@ LINATTN_HD inline int64_t backward_grads_shared(const Dims& d) {
 // tokens and the head's dimensions zero, and every product a float staging tile of the same size.
 // chunk_backward_inputs_tc: the gates (floats), then P, dO and diag(gamma) Q as operands, and the two
 // staging tiles (scale P^T dO, scale Q^T diag(gamma) dO). chunk_backward_grads_tc: the gates, their
-// gradients and `part` (floats), five operand tiles (U', X, dO, dS1, S0; later M, F + F^T, K, Q) and
-// three staging tiles (which also hold wy_backward's E, rows padded_pitch(max(Dk, Dv)) apart).
+// gradients and `part` (floats), five operand tiles (U', X, dO, dS1, S0; later M, F^T, K, Q) and
+// three staging tiles (the first also holds wy_backward's E, rows padded_pitch(max(Dk, Dv)) apart),
+// of which only backward_grads_tc_own_staging have their own place: the others go over the operand
+// tiles of dS1 and S0, which the first product loop is the last to read (two staging tiles fit
+// there in tf32, one in bf16), so that tf32 fits two blocks in an SM.
 LINATTN_HD inline bool backward_tc_fits(const Dims& d) { return d.Dk <= chunk::kChunk && d.Dv <= chunk::kChunk; }
 // The precision the backward's per-chunk products run in when `asked` is: float32 where they do not fit.
 LINATTN_HD inline MatmulPrecision backward_precision(const Dims& d, MatmulPrecision asked) {
   return backward_tc_fits(d) ? asked : MatmulPrecision::f32;
 }
-LINATTN_HD inline int backward_tc_operand_bytes(int bytes) { return chunk::tc_bytes(chunk::kChunk, chunk::kChunk, bytes); }
-LINATTN_HD inline int backward_tc_staging_bytes() { return chunk::tc_bytes(chunk::kChunk, chunk::kChunk, 4); }
+LINATTN_HD constexpr int backward_tc_operand_bytes(int bytes) { return chunk::tc_bytes(chunk::kChunk, chunk::kChunk, bytes); }
+LINATTN_HD constexpr int backward_tc_staging_bytes() { return chunk::tc_bytes(chunk::kChunk, chunk::kChunk, 4); }
 LINATTN_HD inline int backward_inputs_tc_floats_bytes(const Dims& d) { return chunk::align128(int(4 * d.C) * 4); }
 LINATTN_HD inline int64_t backward_inputs_tc_shared_bytes(const Dims& d, int bytes) {
   return backward_inputs_tc_floats_bytes(d) + 3 * backward_tc_operand_bytes(bytes) + 2 * backward_tc_staging_bytes();
 }
 LINATTN_HD inline int backward_grads_tc_floats_bytes(const Dims& d) { return chunk::align128(int(8 * d.C + d.Dk) * 4); }
+LINATTN_HD constexpr int backward_grads_tc_own_staging(int bytes) {
+  return 3 - 2 * backward_tc_operand_bytes(bytes) / backward_tc_staging_bytes();
+}
 LINATTN_HD inline int64_t backward_grads_tc_shared_bytes(const Dims& d, int bytes) {
-  return backward_grads_tc_floats_bytes(d) + 5 * backward_tc_operand_bytes(bytes) + 3 * backward_tc_staging_bytes();
+  return backward_grads_tc_floats_bytes(d) + 5 * backward_tc_operand_bytes(bytes) +
+         backward_grads_tc_own_staging(bytes) * backward_tc_staging_bytes();
 }
 // The column that a thread summing row `row` of a staging tile reads at step `step` (< kChunk) of its
 // loop: the row's columns rotated by the row, so that the 32 threads of a warp, on consecutive rows

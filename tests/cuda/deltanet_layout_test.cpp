@@ -222,6 +222,23 @@ TEST(DeltaNetLayout, TensorCoreTilesAreConflictFree) {
   }
 }
 
+// chunk_backward_grads_tc's staging tiles that go over the operand tiles of dS1 and S0 fit there and
+// start 128-byte aligned (every fragment pointer then 32-byte aligned, as chunk_layout.h's tests check).
+TEST(DeltaNetLayout, StagingOverDeadOperandsFits) {
+  for (const int b : {2, 4}) {
+    const int own = delta::backward_grads_tc_own_staging(b), over = 3 - own;
+    SCOPED_TRACE("bytes " + std::to_string(b));
+    EXPECT_GE(own, 1) << "wy_backward's E needs a staging tile before round 1";
+    EXPECT_LE(over * delta::backward_tc_staging_bytes(), 2 * delta::backward_tc_operand_bytes(b));
+    EXPECT_EQ(delta::backward_tc_staging_bytes() % 128, 0);
+    EXPECT_EQ(delta::backward_tc_operand_bytes(b) % 128, 0);
+    // round 3's Q goes over the last staging tile
+    EXPECT_LE(delta::backward_tc_operand_bytes(b), delta::backward_tc_staging_bytes());
+  }
+  EXPECT_EQ(delta::backward_grads_tc_own_staging(4), 1);  // tf32: two over dS1 and S0
+  EXPECT_EQ(delta::backward_grads_tc_own_staging(2), 2);  // bf16: one
+}
+
 // At chunk size 16 a warp writes two 16-word rows of a [C, C] tile (A^-1, M and N in the float32
 // backward, the forward's Gram and score staging on the tensor cores): rows 17 (68) words apart
 // overlap in one bank, a 2-way conflict, the cost of the short chunk (the default is 64).
