@@ -67,8 +67,8 @@ int run_mixers_cuda(const std::string& only, int64_t max_t, MatmulPrecision prec
     shapes.push_back({4, T, 4, 64});
   if (!kEmulatedCuda) shapes.push_back({8, 2048, 16, 128});
   std::printf("linear mixers on %s, float32 tensors, intra-chunk products of the linear mixers in %s "
-              "(DeltaNet's backward for D <= 64), forward+backward (autograd op, chunk 64, gradient seeded on o), median of 20 after 3 warm-up runs "
-              "(CUDA events)\n",
+              "(DeltaNet's backward for D <= 64), forward+backward (autograd op, chunk 64, gradient seeded on o), "
+              "median of 20 after 3 warm-up runs (CUDA events)\n",
               describe_device(Device::cuda).c_str(), matmul_precision_name(precision));
   struct Restore {  // the setting is process-wide
     explicit Restore(MatmulPrecision p) { backend::set_matmul_precision(p); }

@@ -249,7 +249,8 @@ __device__ void fill_operand(const DeviceBlock& blk, typename TcOperand<P>::Elem
   using chunk::kChunk;
   blk.each(kChunk * kChunk, [=](int64_t e) {
     const int i = int(e) / kChunk, j = int(e) % kChunk;
-    tile[chunk::tc_at(i, j, kChunk, TcOperand<P>::kBytes)] = TcOperand<P>::from(i < rows && j < cols ? value(i, j) : 0.0f);
+    tile[chunk::tc_at(i, j, kChunk, TcOperand<P>::kBytes)] =
+        TcOperand<P>::from(i < rows && j < cols ? value(i, j) : 0.0f);
   });
 }
 
@@ -458,7 +459,9 @@ __device__ void chunk_backward_grads_tc(const DeltaNetArgs<float>& p, const floa
       gg.gdg[i] += staging_row_sum(st2, int(i), [=](int j, float y) { return j < Dk ? y : 0.0f; });
     });
     blk.sync();
-    blk.each(Dk, [=](int64_t t) { part[t] = staging_row_sum(st1, int(t), [=](int j, float y) { return j < Dv ? y : 0.0f; }); });
+    blk.each(Dk, [=](int64_t t) {
+      part[t] = staging_row_sum(st1, int(t), [=](int j, float y) { return j < Dv ? y : 0.0f; });
+    });
   }
   blk.sync();
   {  // round 2

@@ -413,7 +413,8 @@ LINATTN_HD inline WorkChunk work_chunk(const Dims& d, int64_t bh, int64_t c) {
 // Shared memory of the three launches (elements of T); each kernel says what it holds.
 LINATTN_HD inline int64_t backward_inputs_shared(const Dims& d) { return 4 * d.C + d.C * d.Dv; }
 LINATTN_HD inline int64_t backward_states_shared(const Dims& d) {
-  return 4 * d.C + d.C * padded_pitch(d.Dk) + d.C * padded_pitch(d.C) + 2 * d.Dk * kStateColumns + 2 * d.C * kStateColumns;
+  return 4 * d.C + d.C * padded_pitch(d.Dk) + d.C * padded_pitch(d.C) + 2 * d.Dk * kStateColumns +
+         2 * d.C * kStateColumns;
 }
 inline constexpr int64_t kLanes = 32;  // the threads of a warp
 // chunk_backward_grads' two uses of its shared memory after the gates (it says what they hold).
@@ -421,7 +422,9 @@ LINATTN_HD inline int64_t backward_grads_part1(const Dims& d) {
   const int64_t W = d.Dk > d.Dv ? d.Dk : d.Dv;
   return d.Dk * padded_pitch(d.Dv) + d.C * padded_pitch(W) + d.Dk * padded_pitch(kLanes);
 }
-LINATTN_HD inline int64_t backward_grads_part2(const Dims& d) { return d.C * padded_pitch(d.Dv) + 2 * d.C * padded_pitch(d.C); }
+LINATTN_HD inline int64_t backward_grads_part2(const Dims& d) {
+  return d.C * padded_pitch(d.Dv) + 2 * d.C * padded_pitch(d.C);
+}
 LINATTN_HD inline int64_t backward_grads_shared(const Dims& d) {
   const int64_t a = backward_grads_part1(d), b = backward_grads_part2(d);
   return 8 * d.C + d.Dk + (a > b ? a : b);
@@ -443,7 +446,9 @@ LINATTN_HD inline bool backward_tc_fits(const Dims& d) { return d.Dk <= chunk::k
 LINATTN_HD inline MatmulPrecision backward_precision(const Dims& d, MatmulPrecision asked) {
   return backward_tc_fits(d) ? asked : MatmulPrecision::f32;
 }
-LINATTN_HD constexpr int backward_tc_operand_bytes(int bytes) { return chunk::tc_bytes(chunk::kChunk, chunk::kChunk, bytes); }
+LINATTN_HD constexpr int backward_tc_operand_bytes(int bytes) {
+  return chunk::tc_bytes(chunk::kChunk, chunk::kChunk, bytes);
+}
 LINATTN_HD constexpr int backward_tc_staging_bytes() { return chunk::tc_bytes(chunk::kChunk, chunk::kChunk, 4); }
 LINATTN_HD inline int backward_inputs_tc_floats_bytes(const Dims& d) { return chunk::align128(int(4 * d.C) * 4); }
 LINATTN_HD inline int64_t backward_inputs_tc_shared_bytes(const Dims& d, int bytes) {

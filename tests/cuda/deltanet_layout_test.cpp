@@ -4,7 +4,8 @@
 // touch in one access, computed with the kernels' own pitch and index functions (delta::padded_pitch,
 // chunk::tc_at, delta::skewed_col, delta::split), fall in 32 different banks or are one word; and the
 // tensor-core paths' fragment loads and stores read 8 rows of 16 bytes in 8 different 16-byte groups.
-// Each access below names the line of the kernel it models. Runs on the host: it needs no device.
+// Each access below names the stage (deltanet_block.h, deltanet.cu) and tile it models. Runs on the
+// host: it needs no device.
 //
 // The shapes are full chunks (n = C) at the chunk sizes 32 and 64 and head dimensions 32, 64 and 128
 // (64 at most for the tensor-core backward): the training shapes. Where a warp's 32 lanes span two
@@ -56,11 +57,11 @@ int phase_ways(int64_t count, int64_t steps, const Access& word, std::string& wh
 }
 
 // (the access last, as __VA_ARGS__: a lambda's body may hold commas)
-#define EXPECT_CONFLICT_FREE(what, count, steps, ...)                                      \
-  do {                                                                                     \
-    std::string where_;                                                                    \
-    const int ways_ = phase_ways((count), (steps), (__VA_ARGS__), where_);                 \
-    EXPECT_EQ(ways_, 1) << (what) << ": " << ways_ << "-way bank conflict at " << where_;  \
+#define EXPECT_CONFLICT_FREE(what, count, steps, ...)                                     \
+  do {                                                                                    \
+    std::string where_;                                                                   \
+    const int ways_ = phase_ways((count), (steps), (__VA_ARGS__), where_);                \
+    EXPECT_EQ(ways_, 1) << (what) << ": " << ways_ << "-way bank conflict at " << where_; \
   } while (0)
 
 int64_t row_of(int64_t e, int64_t w) { return delta::split(e, w).row; }
@@ -133,8 +134,10 @@ TEST(DeltaNetLayout, BackwardFloat32TilesAreConflictFree) {
     // chunk_backward_grads: dS1 and S0 [Dk, padded_pitch(Dv)], E [C, padded_pitch(max(Dk, Dv))],
     // P [Dk, padded_pitch(kLanes)], U' [C, padded_pitch(Dv)], M and N [C, padded_pitch(C)]
     const int64_t pv = padded_pitch(Dv), pw = padded_pitch(std::max(Dk, Dv)), pl = padded_pitch(delta::kLanes);
-    EXPECT_CONFLICT_FREE("SS, Us copy", Dk * Dv, 1, [&](int64_t e, int64_t) { return row_of(e, Dv) * pv + col_of(e, Dv); });
-    EXPECT_CONFLICT_FREE("wy_backward, E", n * Dv, 1, [&](int64_t e, int64_t) { return row_of(e, Dv) * pw + col_of(e, Dv); });
+    EXPECT_CONFLICT_FREE("SS, Us copy", Dk * Dv, 1,
+                         [&](int64_t e, int64_t) { return row_of(e, Dv) * pv + col_of(e, Dv); });
+    EXPECT_CONFLICT_FREE("wy_backward, E", n * Dv, 1,
+                         [&](int64_t e, int64_t) { return row_of(e, Dv) * pw + col_of(e, Dv); });
     EXPECT_CONFLICT_FREE("E row sums", n, std::max(Dk, Dv), [&](int64_t i, int64_t j) { return i * pw + j; });
     EXPECT_CONFLICT_FREE("U' dS1^T, dS1", n * Dk, Dv, [&](int64_t e, int64_t j) { return col_of(e, Dk) * pv + j; });
     EXPECT_CONFLICT_FREE("state_pass_backward, E", n * Dk, 1,
@@ -151,11 +154,14 @@ TEST(DeltaNetLayout, BackwardFloat32TilesAreConflictFree) {
     EXPECT_CONFLICT_FREE("M, N write", n * n, 1, [&](int64_t e, int64_t) { return row_of(e, n) * pc + col_of(e, n); });
     EXPECT_CONFLICT_FREE("dG, N rows", n, n, [&](int64_t i, int64_t j) { return j < i ? i * pc + j : -1; });
     EXPECT_CONFLICT_FREE("dG, N columns", n, n, [&](int64_t i, int64_t m) { return m > i ? m * pc + i : -1; });
-    EXPECT_CONFLICT_FREE("M K, M", n * Dk, n, [&](int64_t e, int64_t j) { return j <= row_of(e, Dk) ? row_of(e, Dk) * pc + j : -1; });
-    EXPECT_CONFLICT_FREE("M^T Q, M", n * Dk, n, [&](int64_t e, int64_t m) { return m >= row_of(e, Dk) ? m * pc + row_of(e, Dk) : -1; });
+    EXPECT_CONFLICT_FREE("M K, M", n * Dk, n,
+                         [&](int64_t e, int64_t j) { return j <= row_of(e, Dk) ? row_of(e, Dk) * pc + j : -1; });
+    EXPECT_CONFLICT_FREE("M^T Q, M", n * Dk, n,
+                         [&](int64_t e, int64_t m) { return m >= row_of(e, Dk) ? m * pc + row_of(e, Dk) : -1; });
     // gram_solve_backward: dLT written down a column (lanes on consecutive j), then read along rows
     EXPECT_CONFLICT_FREE("dLT write", n * n, 1, [&](int64_t e, int64_t) { return col_of(e, n) * pc + row_of(e, n); });
-    EXPECT_CONFLICT_FREE("F, N' along rows", n * n, 1, [&](int64_t e, int64_t) { return row_of(e, n) * pc + col_of(e, n); });
+    EXPECT_CONFLICT_FREE("F, N' along rows", n * n, 1,
+                         [&](int64_t e, int64_t) { return row_of(e, n) * pc + col_of(e, n); });
     EXPECT_CONFLICT_FREE("dbeta, N' columns", n, n, [&](int64_t i, int64_t j) { return j < i ? j * pc + i : -1; });
     EXPECT_CONFLICT_FREE("dG, N' rows", n, n, [&](int64_t i, int64_t m) { return m > i ? i * pc + m : -1; });
     EXPECT_CONFLICT_FREE("(F + F^T) K, F", n * Dk, n, [&](int64_t e, int64_t m) {
@@ -190,15 +196,18 @@ TEST(DeltaNetLayout, TensorCoreTilesAreConflictFree) {
       // the forward: K, Q, diag(gamma) Q [kChunk, depth]; P, U' [kChunk, kChunk]; S0 [depth, kChunk]
       EXPECT_EQ(fragment_ways(kChunk, depth, b, chunk::tc_pitch), 1) << "operand tiles [kChunk, depth]";
       EXPECT_EQ(fragment_ways(depth, kChunk, b, chunk::tc_pitch), 1) << "operand tile [depth, kChunk]";
-      EXPECT_CONFLICT_FREE("K, Q fill", kChunk * depth, 1,
-                           [&](int64_t e, int64_t) { return tc_word(int(row_of(e, depth)), int(col_of(e, depth)), depth, b); });
+      EXPECT_CONFLICT_FREE("K, Q fill", kChunk * depth, 1, [&](int64_t e, int64_t) {
+        return tc_word(int(row_of(e, depth)), int(col_of(e, depth)), depth, b);
+      });
       EXPECT_CONFLICT_FREE("S0 fill", depth * kChunk, 1,
                            [&](int64_t e, int64_t) { return tc_word(int(e / kChunk), int(e % kChunk), kChunk, b); });
-      EXPECT_CONFLICT_FREE("Gram, scores staging", n * n, 1,
-                           [&](int64_t e, int64_t) { return tc_word(int(row_of(e, n)), int(col_of(e, n)), kChunk, 4); });
+      EXPECT_CONFLICT_FREE("Gram, scores staging", n * n, 1, [&](int64_t e, int64_t) {
+        return tc_word(int(row_of(e, n)), int(col_of(e, n)), kChunk, 4);
+      });
       const int nv = int(std::min<int64_t>(kChunk, s.Dv));
-      EXPECT_CONFLICT_FREE("O staging", n * nv, 1,
-                           [&](int64_t e, int64_t) { return tc_word(int(row_of(e, nv)), int(col_of(e, nv)), kChunk, 4); });
+      EXPECT_CONFLICT_FREE("O staging", n * nv, 1, [&](int64_t e, int64_t) {
+        return tc_word(int(row_of(e, nv)), int(col_of(e, nv)), kChunk, 4);
+      });
     }
     for (const Shape& s : shapes(kChunk)) {
       SCOPED_TRACE(s.str() + " bytes " + std::to_string(b));
@@ -211,9 +220,11 @@ TEST(DeltaNetLayout, TensorCoreTilesAreConflictFree) {
       EXPECT_CONFLICT_FREE("epilogues", kChunk * kChunk, 1,
                            [&](int64_t e, int64_t) { return tc_word(int(e / kChunk), int(e % kChunk), kChunk, 4); });
       // one thread per row: staging_row_sum along skewed_col, and the column sums of N and N'
-      EXPECT_CONFLICT_FREE("staging_row_sum", n, kChunk,
-                           [&](int64_t i, int64_t step) { return tc_word(int(i), delta::skewed_col(int(i), int(step)), kChunk, 4); });
-      EXPECT_CONFLICT_FREE("N, N' columns", n, n, [&](int64_t i, int64_t m) { return tc_word(int(m), int(i), kChunk, 4); });
+      EXPECT_CONFLICT_FREE("staging_row_sum", n, kChunk, [&](int64_t i, int64_t step) {
+        return tc_word(int(i), delta::skewed_col(int(i), int(step)), kChunk, 4);
+      });
+      EXPECT_CONFLICT_FREE("N, N' columns", n, n,
+                           [&](int64_t i, int64_t m) { return tc_word(int(m), int(i), kChunk, 4); });
       // wy_backward's E over a staging tile: its rows fit
       const int64_t pw = padded_pitch(std::max(s.Dk, s.Dv));
       EXPECT_LE(s.C * pw * 4, delta::backward_tc_staging_bytes());
@@ -245,10 +256,12 @@ TEST(DeltaNetLayout, StagingOverDeadOperandsFits) {
 TEST(DeltaNetLayout, ChunkSize16RowRunsAre2Way) {
   std::string where;
   const int64_t n = 16, pc = padded_pitch(n);
-  EXPECT_EQ(phase_ways(n * n, 1, [&](int64_t e, int64_t) { return row_of(e, n) * pc + col_of(e, n); }, where), 2);
-  EXPECT_EQ(phase_ways(n * n, 1,
-                       [&](int64_t e, int64_t) { return tc_word(int(row_of(e, n)), int(col_of(e, n)), kChunk, 4); },
-                       where),
+  EXPECT_EQ(phase_ways(
+                n * n, 1, [&](int64_t e, int64_t) { return row_of(e, n) * pc + col_of(e, n); }, where),
+            2);
+  EXPECT_EQ(phase_ways(
+                n * n, 1, [&](int64_t e, int64_t) { return tc_word(int(row_of(e, n)), int(col_of(e, n)), kChunk, 4); },
+                where),
             2);
 }
 
@@ -259,8 +272,11 @@ TEST(DeltaNetLayout, ChunkSize16RowRunsAre2Way) {
 TEST(DeltaNetLayout, TheCheckSeesConflicts) {
   std::string where;
   const int64_t n = 64, Dk = 64, Dv = 64;
-  EXPECT_EQ(phase_ways(n * Dk, Dv, [&](int64_t e, int64_t j) { return col_of(e, Dk) * Dv + j; }, where), 32);
-  EXPECT_EQ(phase_ways(n, kChunk, [&](int64_t i, int64_t step) { return tc_word(int(i), int(step), kChunk, 4); }, where),
+  EXPECT_EQ(phase_ways(
+                n * Dk, Dv, [&](int64_t e, int64_t j) { return col_of(e, Dk) * Dv + j; }, where),
+            32);
+  EXPECT_EQ(phase_ways(
+                n, kChunk, [&](int64_t i, int64_t step) { return tc_word(int(i), int(step), kChunk, 4); }, where),
             4);
   EXPECT_EQ(fragment_ways(kChunk, kChunk, 4, [](int width, int) { return width + 8; }), 2);
 }
