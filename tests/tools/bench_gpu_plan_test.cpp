@@ -152,12 +152,15 @@ TEST_F(BenchGpuPlan, PrecisionBf16PicksTheTensorCoreKernels) {
   ASSERT_EQ(apply.kernel, "chunk::chunk_apply_kernel<false,(MatmulPrecision)2>");
   const cuda::LaunchPlan factors = cuda::deltanet_forward_plans(4, T, 4, D, D, 64, MatmulPrecision::bf16)[0];
   ASSERT_EQ(factors.kernel, "chunk_factors_tc_kernel<(MatmulPrecision)2>");
+  const cuda::LaunchPlan grads = cuda::deltanet_backward_plans(4, T, 4, D, D, 64, MatmulPrecision::bf16)[2];
+  ASSERT_EQ(grads.kernel, "chunk_backward_grads_tc_kernel<(MatmulPrecision)2>");
   {
     std::ofstream tensor_cores(dir_ + "/cuda-tensor-cores.md");
     tensor_cores << "| file | kernel | arch | tensor-core instructions (PTX) |\n| --- | --- | --- | ---: |\n"
                  << "| chunk_gla.cu | " << apply.kernel << " | sm_90 | 24 |\n"
                  << "| chunk_gla.cu | " << qk.kernel << " | sm_90 | 0 |\n"
-                 << "| deltanet.cu | " << factors.kernel << " | sm_90 | 32 |\n";
+                 << "| deltanet.cu | " << factors.kernel << " | sm_90 | 32 |\n"
+                 << "| deltanet.cu | " << grads.kernel << " | sm_90 | 42 |\n";
   }
   testing::CommandResult r = plan(" --precision bf16");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -170,6 +173,9 @@ TEST_F(BenchGpuPlan, PrecisionBf16PicksTheTensorCoreKernels) {
   const std::string delta = row(r.output, "deltanet forward: factors (parallel)", factors.kernel);
   EXPECT_NE(delta.find("| yes (32) |"), std::string::npos) << delta;
   EXPECT_NE(delta.find("(bf16) |"), std::string::npos) << delta;
+  const std::string delta_grads = row(r.output, "gated_deltanet backward: gradients (parallel)", grads.kernel);
+  EXPECT_NE(delta_grads.find("| yes (42) |"), std::string::npos) << delta_grads;
+  EXPECT_NE(delta_grads.find("(bf16) |"), std::string::npos) << delta_grads;
   EXPECT_NE(r.output.find("| linear attention (bf16) | "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("| Gated DeltaNet (bf16) | "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("GEMMs in bf16 (cuBLAS, tensor cores)"), std::string::npos) << r.output;
