@@ -23,9 +23,12 @@
 // Every operand is formed in float32 exactly as the f32 path forms it (the feature map, GLA's gated
 // rows Q̃ and K̃, and for an off-diagonal sub-chunk pair I > J the row K̃_j F_IJ or Q̃_i F_IJ, so that
 // the pair's block is a plain product), then rounded to the fragment's type in shared memory. GLA's
-// diagonal sub-chunk blocks need the pairwise e^(G_i − G_j) and stay on the CUDA cores in float32.
+// diagonal sub-chunk blocks need the pairwise e^(G_i − G_j) and stay on the CUDA cores in float32
+// (in dq and dk from dP as its operand holds it: dP is rounded once, for every product that uses it).
 // The products' results reach each thread's outputs through a float staging tile, and from there the
-// f32 path's code takes over. float32 runs on the CUDA cores, as before.
+// f32 path's code takes over. float32 runs on the CUDA cores, as before. Every tensor-core kernel
+// fits two blocks on an SM (H100: at most 128 registers a thread and ~113 KiB of shared memory a
+// block); at one block per SM (176 registers, 124 KiB before) GLA ran slower in bf16 than in float32.
 #include <math.h>
 #include <mma.h>
 
