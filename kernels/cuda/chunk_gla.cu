@@ -1007,7 +1007,7 @@ __global__ void state_out_kernel(float* dst, float* dst_last, const float* state
 
 // ---- launches ----
 
-// Opts `kernel` in to its plan's dynamic shared memory (fixed sizes: at most 102 KiB in float32, 144
+// Opts `kernel` in to its plan's dynamic shared memory (fixed sizes: at most 102 KiB in float32, 112
 // KiB for the tf32 dq/dk kernel, which sm_80 and sm_90 GPUs have); a GPU with less is refused by name.
 template <class Kernel>
 LaunchPlan with_shared(LaunchPlan plan, Kernel kernel, const char* what) {
