@@ -23,9 +23,12 @@
 // Every operand is formed in float32 exactly as the f32 path forms it (the feature map, GLA's gated
 // rows Q̃ and K̃, and for an off-diagonal sub-chunk pair I > J the row K̃_j F_IJ or Q̃_i F_IJ, so that
 // the pair's block is a plain product), then rounded to the fragment's type in shared memory. GLA's
-// diagonal sub-chunk blocks need the pairwise e^(G_i − G_j) and stay on the CUDA cores in float32.
+// diagonal sub-chunk blocks need the pairwise e^(G_i − G_j) and stay on the CUDA cores in float32
+// (in dq and dk from dP as its operand holds it: dP is rounded once, for every product that uses it).
 // The products' results reach each thread's outputs through a float staging tile, and from there the
-// f32 path's code takes over. float32 runs on the CUDA cores, as before.
+// f32 path's code takes over. float32 runs on the CUDA cores, as before. Every tensor-core kernel
+// fits two blocks on an SM (H100: at most 128 registers a thread and ~113 KiB of shared memory a
+// block); at one block per SM (176 registers, 124 KiB before) GLA ran slower in bf16 than in float32.
 #include <math.h>
 #include <mma.h>
 
@@ -52,6 +55,7 @@ struct Operand {
   __device__ static int at(int row, int col, int width) { return chunk::at(row, col, width); }
   __device__ static constexpr int size(int rows, int width) { return words(rows, width); }
   __device__ static float from(float x) { return x; }
+  __device__ static float to_float(float x) { return x; }
 };
 template <>
 struct Operand<MatmulPrecision::bf16> {
@@ -63,6 +67,7 @@ struct Operand<MatmulPrecision::bf16> {
   __device__ static int at(int row, int col, int width) { return tc_at(row, col, width, 2); }
   __device__ static constexpr int size(int rows, int width) { return tc_bytes(rows, width, 2) / 2; }
   __device__ static Elem from(float x) { return __float2bfloat16(x); }
+  __device__ static float to_float(Elem x) { return __bfloat162float(x); }
 };
 template <>
 struct Operand<MatmulPrecision::tf32> {
@@ -74,6 +79,7 @@ struct Operand<MatmulPrecision::tf32> {
   __device__ static int at(int row, int col, int width) { return tc_at(row, col, width, 4); }
   __device__ static constexpr int size(int rows, int width) { return tc_bytes(rows, width, 4) / 4; }
   __device__ static float from(float x) { return wmma::__float_to_tf32(x); }
+  __device__ static float to_float(float x) { return x; }
 };
 
 template <class L>
@@ -95,6 +101,7 @@ template <MatmulPrecision P, class LA, class LB>
 __device__ void mac(typename Operand<P>::Acc& acc, const typename Operand<P>::Elem* a, int lda,
                     const typename Operand<P>::Elem* b, int ldb, int depth) {
   using Op = Operand<P>;
+#pragma unroll 1
   for (int k = 0; k < depth; k += Op::kK) {
     wmma::fragment<wmma::matrix_a, kFrag, kFrag, Op::kK, typename Op::Frag, LA> fa;
     wmma::fragment<wmma::matrix_b, kFrag, kFrag, Op::kK, typename Op::Frag, LB> fb;
@@ -150,6 +157,26 @@ __device__ void fragments_to_threads(float (&out)[kRowsPerThread][kColsPerThread
     for (int s = 0; s < kColsPerThread; ++s)
       out[r][s] = staging[tc_at(tile_row(threadIdx.x, r), tile_col(threadIdx.x, s), kTileCols, 4)];  // row runs
   __syncthreads();
+}
+
+// A product's fragments f into this thread's share (fragments_to_threads): gated, the off-diagonal
+// sub-chunk blocks (`off`); otherwise the whole product, the diagonal blocks included (`diag`).
+// (Not a choice between the two arrays' references: that made nvcc spill.)
+template <class Acc>
+__device__ __forceinline__ void fragments_to_part(float (&off)[kRowsPerThread][kColsPerThread],
+                                                  float (&diag)[kRowsPerThread][kColsPerThread], const Acc (&f)[2],
+                                                  float* staging, bool gated) {
+  float part[kRowsPerThread][kColsPerThread];
+  fragments_to_threads(part, f, staging);
+#pragma unroll
+  for (int r = 0; r < kRowsPerThread; ++r)
+#pragma unroll
+    for (int s = 0; s < kColsPerThread; ++s) {
+      if (gated)
+        off[r][s] = part[r][s];
+      else
+        diag[r][s] = part[r][s];
+    }
 }
 
 __device__ inline float phi_of(FeatureMap f, float x) {
@@ -221,20 +248,27 @@ __device__ void load_state(typename Operand<P>::Elem* tile, int rows, int width,
 
 // The operand tiles of GLA's off-diagonal sub-chunk pairs: pairs [kPairs * kSub, width], row
 // pair_index(I, J) * kSub + u = X̃[K * kSub + u] ⊙ F[I * kSubs + J] for I > J, where K = J (keys: K̃_j
-// F_IJ, j in J) or K = I (queries: Q̃_i F_IJ, i in I); X̃ and F [kSubs * kSubs, width] in float32.
+// F_IJ, j in J, K̃_j = x_j e^(c_J − G_j)) or K = I (queries: Q̃_i F_IJ, i in I, Q̃_i = x_i e^(G_i − b_I));
+// X, G [kChunk, width] and F [kSubs * kSubs, width] in float32. X̃ is formed here, as
+// sub_chunk_scalings forms it (the same float32 values), so that no tile has to hold it.
 template <MatmulPrecision P>
-__device__ void pair_operands(typename Operand<P>::Elem* pairs, const float* Xt, const float* F, int width, bool keys) {
+__device__ void pair_operands(typename Operand<P>::Elem* pairs, const float* X, const float* G, const float* F,
+                              int width, bool keys) {
+#pragma unroll 2
   for (int e = threadIdx.x; e < kPairs * kSub * width; e += kThreads) {
     const int row = load_row(e, width), d = load_col(e, width), pair = row / kSub, u = row % kSub;
-    const int I = pair_row(pair), J = pair_col(pair);
-    pairs[Operand<P>::at(row, d, width)] =
-        Operand<P>::from(Xt[at((keys ? J : I) * kSub + u, d, width)] * F[at(I * kSubs + J, d, width)]);
+    const int I = pair_row(pair), J = pair_col(pair), x = (keys ? J : I) * kSub + u;
+    const float g = G[at(x, d, width)];
+    const float xt = X[at(x, d, width)] * expf(keys ? G[at(J * kSub + kSub - 1, d, width)] - g
+                                                    : g - G[at(I * kSub, d, width)]);
+    pairs[Operand<P>::at(row, d, width)] = Operand<P>::from(xt * F[at(I * kSubs + J, d, width)]);
   }
 }
 
 // dst [rows, width] = src [rows, width] (float32, CUDA-core layout) as P's operand.
 template <MatmulPrecision P>
 __device__ void to_operand(typename Operand<P>::Elem* dst, const float* src, int rows, int width) {
+#pragma unroll 2
   for (int e = threadIdx.x; e < rows * width; e += kThreads) {
     const int r = load_row(e, width), c = load_col(e, width);
     dst[Operand<P>::at(r, c, width)] = Operand<P>::from(src[at(r, c, width)]);
@@ -261,16 +295,31 @@ __device__ void sub_chunk_scalings(float* from_first, const float* q, float* to_
 
 // ---- the gates' in-chunk cumulative sums ----
 
-__global__ void gate_cumsum_kernel(float* G, const float* g, Problem p) {
-  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (b, h, chunk, d), d fastest
-  const int64_t NC = p.chunks();
-  if (e >= p.B * p.H * NC * p.Dk) return;
-  const int64_t d = e % p.Dk, c = (e / p.Dk) % NC, bh = e / (p.Dk * NC);
+// Block (chunk, 64-column tile, batch * head) as the intra-chunk kernels, thread (sub-chunk part,
+// column): it sums its part's kSub rows, then adds the totals of the parts before it (so a chunk is
+// summed by kSubs threads per column, and the grid has as many blocks as the intra-chunk kernels').
+__global__ void __launch_bounds__(kThreads) gate_cumsum_kernel(float* G, const float* g, Problem p) {
+  static_assert(kSubs * kTileCols == kThreads, "one thread per (sub-chunk, column)");
+  __shared__ float total[kSubs][kTileCols];  // a warp's lanes: one part, 32 consecutive columns
+  const int part = threadIdx.x / kTileCols, col = threadIdx.x % kTileCols;
+  const int64_t c = blockIdx.x, d = int64_t(blockIdx.y) * kTileCols + col, bh = blockIdx.z;
   const ChunkAt a = chunk_at(p, bh, c);
+  float sum[kSub];  // the part's inclusive sums
   float acc = 0;
-  for (int r = 0; r < a.L; ++r) {
-    const int64_t x = row_at(p, a, a.t0 + r, p.Dk) + d;
-    G[x] = acc += g[x];
+#pragma unroll
+  for (int u = 0; u < kSub; ++u) {
+    const int r = part * kSub + u;
+    if (r < a.L && d < p.Dk) acc += g[row_at(p, a, a.t0 + r, p.Dk) + d];
+    sum[u] = acc;
+  }
+  total[part][col] = acc;
+  __syncthreads();
+  float before = 0;
+  for (int q = 0; q < part; ++q) before += total[q][col];
+#pragma unroll
+  for (int u = 0; u < kSub; ++u) {
+    const int r = part * kSub + u;
+    if (r < a.L && d < p.Dk) G[row_at(p, a, a.t0 + r, p.Dk) + d] = before + sum[u];
   }
 }
 
@@ -367,12 +416,17 @@ __global__ void state_pass_kernel(float* states, Problem p, const float* init) {
 
 // ---- outputs and dv ----
 
+// Tensor cores: two blocks per SM, so at most 128 registers. float32: 0, no such bound (nvcc then
+// writes none into the PTX, which stays as it was; ~110 registers, two blocks per SM already).
+template <MatmulPrecision P>
+constexpr int kApplyBlocksPerSm = Operand<P>::kTensorCores ? 2 : 0;
+
 // Forward (kTransposed false), per chunk and value tile:  out_i = a (φ(q_i) ⊙ e^(G_i)) S_c + b Σ_{j<=i} A_ij v_j.
 // dv (kTransposed true), from dS_{c+1}:  out_j = a (φ(k_j) ⊙ e^(G_C − G_j)) dS_{c+1} + b Σ_{i>=j} A_ij dO_i.
 // A_ij = Σ_d φ(q_id) φ(k_jd) e^(G_id − G_jd), by sub-chunks (see the top). Block (chunk, value tile, batch * head).
 template <bool kTransposed, MatmulPrecision P>
-__global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Problem p, Rows Y, const float* states,
-                                                               float a, float b) {
+__global__ void __launch_bounds__(kThreads, kApplyBlocksPerSm<P>)
+    chunk_apply_kernel(OutRows out, Problem p, Rows Y, const float* states, float a, float b) {
   using Op = Operand<P>;
   using E = typename Op::Elem;
   constexpr bool kTc = Op::kTensorCores;
@@ -404,6 +458,7 @@ __global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Prob
   float accA[kRowsPerThread][kColsPerThread] = {};  // A[i][j], i = tile_row, j = tile_col
   float accS[kRowsPerThread][kColsPerThread] = {};  // the state term of out[row][n], row = tile_row, n = tile_col
   typename Op::Acc fA[2], fS[2];                    // tensor cores: A (gated: off the diagonal blocks), the state term
+  float diag[kColsPerThread][2] = {};               // tensor cores, gated: A[diag_row(tid, s, h)][tile_col(tid, s)]
   if constexpr (kTc) zero(fA), zero(fS);
   for (int64_t d0 = 0; d0 < p.Dk; d0 += kDepth) {
     load_rows(sQ, kDepth, p.q, p.Dk, p.Dk, d0, p, at_c, p.phi);
@@ -422,13 +477,14 @@ __global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Prob
     }
     const float* sR = kTransposed ? (gated ? sKt : sK) : (gated ? sQt : sQ);  // the state term's rows
     if constexpr (kTc) {
+#pragma unroll 2
       for (int e = tid; e < kChunk * kDepth; e += kThreads) {
         const int i = load_row(e, kDepth), d = load_col(e, kDepth);
         oR[Op::at(i, d, kDepth)] = Op::from(sR[at(i, d, kDepth)] * (gated ? sE[at(i / kSub, d, kDepth)] : 1.0f));
         oQ[Op::at(i, d, kDepth)] = Op::from((gated ? sQt : sQ)[at(i, d, kDepth)]);
         if (!gated) oK[Op::at(i, d, kDepth)] = Op::from(sK[at(i, d, kDepth)]);
       }
-      if (gated) pair_operands<P>(oK, sKt, sF, kDepth, true);
+      if (gated) pair_operands<P>(oK, sK, sG, sF, kDepth, true);
       to_operand<P>(oS, sS, kDepth, kTileCols);
       __syncthreads();
       // accS += R̃ S (both row_major); A += Q Kᵀ (K read col_major), gated only the blocks I > J as
@@ -445,8 +501,8 @@ __global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Prob
                                                    ldc, kDepth);
       }
     }
-    // CUDA cores: everything in float32; with tensor cores only GLA's diagonal sub-chunk blocks
-    if (!kTc || gated)
+    // CUDA cores: everything in float32
+    if constexpr (!kTc)
       for (int d = 0; d < kDepth; ++d) {
         int j[kColsPerThread];
         float kk[kColsPerThread], kt[kColsPerThread], gj[kColsPerThread], st[kColsPerThread];
@@ -463,23 +519,19 @@ __global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Prob
           const int i = tile_row(tid, r), I = r / 2;  // i / kSub, as i = warp + 8 r
           const float rv = sR[at(i, d, kDepth)] * (gated ? sE[at(I, d, kDepth)] : 1.0f);
           const float q = sQ[at(i, d, kDepth)];  // broadcast
-          if constexpr (!kTc) {
 #pragma unroll
-            for (int s = 0; s < kColsPerThread; ++s) accS[r][s] += rv * st[s];
-          }
+          for (int s = 0; s < kColsPerThread; ++s) accS[r][s] += rv * st[s];
           if (!gated) {
-            if constexpr (!kTc) {
 #pragma unroll
-              for (int s = 0; s < kColsPerThread; ++s)
-                if (j[s] <= i) accA[r][s] += q * kk[s];
-            }
+            for (int s = 0; s < kColsPerThread; ++s)
+              if (j[s] <= i) accA[r][s] += q * kk[s];
           } else {
             const float qt = sQt[at(i, d, kDepth)], gi = sG[at(i, d, kDepth)];
 #pragma unroll
             for (int s = 0; s < kColsPerThread; ++s) {
               const int J = j[s] / kSub;
               if (I > J) {
-                if constexpr (!kTc) accA[r][s] += qt * sF[at(I * kSubs + J, d, kDepth)] * kt[s];
+                accA[r][s] += qt * sF[at(I * kSubs + J, d, kDepth)] * kt[s];
               } else if (I == J && j[s] <= i) {
                 accA[r][s] += q * kk[s] * expf(gi - gj[s]);
               }
@@ -487,16 +539,39 @@ __global__ void __launch_bounds__(kThreads) chunk_apply_kernel(OutRows out, Prob
           }
         }
       }
+    // Tensor cores, GLA: the diagonal sub-chunk blocks I = J on the CUDA cores, each thread only its
+    // own entries of them, rows diag_row(tid, s, h) = diag_row(tid, 0, 0) + 32 s + 8 h of columns
+    // tile_col(tid, s) = tile_col(tid, 0) + 32 s, every lane busy (j <= i does not depend on s).
+    // Not unrolled, and addressed from four row starts: two blocks per SM leave 128 registers.
+    if (kTc && gated) {
+      const float* qi = sQ + at(diag_row(tid, 0, 0), 0, kDepth);  // two broadcasts (one per half-warp)
+      const float* gi = sG + at(diag_row(tid, 0, 0), 0, kDepth);
+      const float* kj = sK + at(tile_col(tid, 0), 0, kDepth);  // column runs
+      const float* gj = sG + at(tile_col(tid, 0), 0, kDepth);
+      bool lower[2];  // j <= i
+#pragma unroll
+      for (int h = 0; h < 2; ++h) lower[h] = tile_col(tid, 0) % kSub <= diag_row(tid, 0, h) % kSub;
+#pragma unroll 1
+      for (int d = 0; d < kDepth; ++d)
+#pragma unroll
+        for (int s = 0; s < kColsPerThread; ++s) {
+          const float k = kj[at(32 * s, d, kDepth)], g = gj[at(32 * s, d, kDepth)];
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            if (lower[h]) diag[s][h] += qi[at(32 * s + 8 * h, d, kDepth)] * k * expf(gi[at(32 * s + 8 * h, d, kDepth)] - g);
+        }
+    }
     __syncthreads();
   }
-  if constexpr (kTc) {  // the fragments' share of A (masked to j <= i) and the state term
-    float part[kRowsPerThread][kColsPerThread];
-    fragments_to_threads(part, fA, sm);
+  if constexpr (kTc) {  // the fragments' share of A (masked to j <= i), the diagonal blocks, the state term
+    fragments_to_threads(accA, fA, sm);
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r)
 #pragma unroll
-      for (int s = 0; s < kColsPerThread; ++s)
-        if (tile_col(tid, s) <= tile_row(tid, r)) accA[r][s] += part[r][s];
+      for (int s = 0; s < kColsPerThread; ++s) {
+        if (tile_col(tid, s) > tile_row(tid, r)) accA[r][s] = 0.0f;
+        if (tile_row(tid, r) == diag_row(tid, s, r % 2)) accA[r][s] += diag[s][r % 2];
+      }
     fragments_to_threads(accS, fS, sm);
   }
 #pragma unroll
@@ -576,20 +651,22 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
   E* oV = oDO + Op::size(kChunk, kDepth);
   E* oSc = oV + Op::size(kChunk, kDepth);
   E* odS = oSc + Op::size(kChunk, kDepth);
-  // After it: [kChunk, kTileCols] tiles.
-  float* sP = sm;                              // dP masked
-  float* sX = sP + words(kChunk, kTileCols);   // φ(k), then φ(q)
-  float* sXt = sX + words(kChunk, kTileCols);  // φ(k_j) e^(c_J − G_j), then φ(q_i) e^(G_i − b_I)
-  float* sG = sXt + words(kChunk, kTileCols);  // G
-  float* sF = sG + words(kChunk, kTileCols);   // [kSubs * kSubs, kTileCols] e^(b_I − c_J)
-  float* sDk = sF + kSubs * kSubs * pitch(kTileCols);  // Σ_m v_jm dS_{c+1}[n][m]
-  float* sDG = sDk + words(kChunk, kTileCols);         // q dq − k dk (with gates)
+  // After it: [kChunk, kTileCols] tiles (chunk_layout.h's qk_tiles).
+  constexpr QkTiles tiles = qk_tiles(kTc);
+  float* sX = sm + tiles.X;    // φ(k), then φ(q)
+  float* sXt = kTc ? nullptr : sm + tiles.Xt;  // float32: φ(k_j) e^(c_J − G_j), then φ(q_i) e^(G_i − b_I)
+  float* sG = sm + tiles.G;    // G
+  float* sF = sm + tiles.F;    // [kSubs * kSubs, kTileCols] e^(b_I − c_J)
+  float* sDk = sm + tiles.Dk;  // Σ_m v_jm dS_{c+1}[n][m]
+  float* sDG = sm + tiles.DG;  // q dq − k dk (with gates)
   // (Kept in shared memory rather than registers, so that two blocks fit on an SM without spills.)
-  // Tensor cores: then the operands dP (masked) and φ(k) (φ(q)), gated the pairs [kPairs * kSub,
-  // kTileCols], with the staging tile over them.
-  E* oP = reinterpret_cast<E*>(reinterpret_cast<char*>(sm) + align128(kQkTileWords * 4));  // [kChunk, kChunk]
-  E* oX = oP + Op::size(kChunk, kChunk);
-  float* staging = reinterpret_cast<float*>(oP);
+  // dP masked [kChunk, kChunk]: float32 a tile there; tensor cores an operand after the tiles, read by
+  // dq's and dk's products and by the diagonal sub-chunk blocks. Then, tensor cores, the operand φ(k)
+  // (φ(q)), gated the pairs [kPairs * kSub, kTileCols], with the staging tile over it.
+  char* const base = reinterpret_cast<char*>(sm);
+  E* oP = kTc ? reinterpret_cast<E*>(base + tc_qk_p_offset()) : reinterpret_cast<E*>(sm + tiles.P);
+  E* oX = reinterpret_cast<E*>(base + tc_qk_x_offset(sizeof(E)));
+  float* staging = reinterpret_cast<float*>(oX);
   const int tid = threadIdx.x, w = tid / 32;
   const int64_t c = blockIdx.x, n0 = int64_t(blockIdx.y) * kTileCols, bh = blockIdx.z;
   const ChunkAt at_c = chunk_at(p, bh, c);
@@ -656,14 +733,14 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
 #pragma unroll
     for (int s = 0; s < kColsPerThread; ++s) {
       const int i = tile_row(tid, r), j = tile_col(tid, s);
-      sP[at(i, j, kChunk)] = j <= i ? dP[r][s] : 0.0f;
+      oP[Op::at(i, j, kChunk)] = Op::from(j <= i ? dP[r][s] : 0.0f);  // row runs
       sDk[at(i, j, kTileCols)] = Dk[r][s];  // here i is a token row and j a key column
     }
   load_rows(sX, kTileCols, p.k, p.Dk, p.Dk, n0, p, at_c, p.phi);
   load_gates(sG, kTileCols, p, at_c, n0);
   __syncthreads();
   if (gated) {
-    sub_chunk_scalings(nullptr, nullptr, sXt, sX, sF, sG, kTileCols);
+    sub_chunk_scalings(nullptr, nullptr, kTc ? nullptr : sXt, sX, sF, sG, kTileCols);
     __syncthreads();
   }
   const int ldp = tc_pitch(kChunk, sizeof(E)), ldx = tc_pitch(kTileCols, sizeof(E));
@@ -672,9 +749,8 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
   {
     float off[kRowsPerThread][kColsPerThread] = {}, diag[kRowsPerThread][kColsPerThread] = {};
     if constexpr (kTc) {  // Σ_{j<=i} dP_ij φ(k_j), gated Σ_{J<I} dP_IJ (K̃_J F_IJ): dP and K row_major
-      to_operand<P>(oP, sP, kChunk, kChunk);
       if (gated)
-        pair_operands<P>(oX, sXt, sF, kTileCols, true);
+        pair_operands<P>(oX, sX, sG, sF, kTileCols, true);
       else
         to_operand<P>(oX, sX, kChunk, kTileCols);
       __syncthreads();
@@ -693,17 +769,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
                                                      col_block<wmma::row_major>(oX, ldx, N) + pair_index(I, J) * kFrag * ldx,
                                                      ldx, kFrag);
       }
-      float part[kRowsPerThread][kColsPerThread];
-      fragments_to_threads(part, f, staging);
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r)
-#pragma unroll
-        for (int s = 0; s < kColsPerThread; ++s) {
-          if (gated)
-            off[r][s] = part[r][s];
-          else
-            diag[r][s] = part[r][s];
-        }
+      fragments_to_part(off, diag, f, staging, gated);
     }
     if (!kTc || gated)  // CUDA cores: everything in float32; with tensor cores the diagonal sub-chunks
 #pragma unroll
@@ -716,14 +782,14 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
           for (int s = 0; s < kColsPerThread; ++s) {  // row runs
             const int n = tile_col(tid, s);
             kk[s] = sX[at(j, n, kTileCols)];
-            kt[s] = gated ? sXt[at(j, n, kTileCols)] : 0.0f;
+            kt[s] = gated && !kTc ? sXt[at(j, n, kTileCols)] : 0.0f;
             gj[s] = gated ? sG[at(j, n, kTileCols)] : 0.0f;
           }
 #pragma unroll
           for (int r = 0; r < kRowsPerThread; ++r) {
             const int i = tile_row(tid, r), I = r / 2;
             if (I < J || j > i || (kTc && I != J)) continue;
-            const float pij = sP[at(i, j, kChunk)];  // broadcast
+            const float pij = Op::to_float(oP[Op::at(i, j, kChunk)]);  // broadcast
 #pragma unroll
             for (int s = 0; s < kColsPerThread; ++s) {
               if (!gated)
@@ -765,7 +831,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
   __syncthreads();
   load_rows(sX, kTileCols, p.q, p.Dk, p.Dk, n0, p, at_c, p.phi);
   __syncthreads();
-  if (gated) {
+  if (gated && !kTc) {
     sub_chunk_scalings(sXt, sX, nullptr, nullptr, nullptr, sG, kTileCols);
     __syncthreads();
   }
@@ -774,9 +840,8 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
   {
     float off[kRowsPerThread][kColsPerThread] = {}, diag[kRowsPerThread][kColsPerThread] = {};
     if constexpr (kTc) {  // Σ_{i>=j} dP_ij φ(q_i), gated Σ_{I>J} dP_IJᵀ (Q̃_I F_IJ): dPᵀ read col_major
-      to_operand<P>(oP, sP, kChunk, kChunk);
       if (gated)
-        pair_operands<P>(oX, sXt, sF, kTileCols, false);
+        pair_operands<P>(oX, sX, sG, sF, kTileCols, false);
       else
         to_operand<P>(oX, sX, kChunk, kTileCols);
       __syncthreads();
@@ -797,17 +862,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
                                                      col_block<wmma::row_major>(oX, ldx, N) + pair_index(I, J) * kFrag * ldx,
                                                      ldx, kFrag);
       }
-      float part[kRowsPerThread][kColsPerThread];
-      fragments_to_threads(part, f, staging);
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r)
-#pragma unroll
-        for (int s = 0; s < kColsPerThread; ++s) {
-          if (gated)
-            off[r][s] = part[r][s];
-          else
-            diag[r][s] = part[r][s];
-        }
+      fragments_to_part(off, diag, f, staging, gated);
     }
     if (!kTc || gated)  // CUDA cores: everything in float32; with tensor cores the diagonal sub-chunks
 #pragma unroll
@@ -820,14 +875,14 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
           for (int s = 0; s < kColsPerThread; ++s) {  // row runs
             const int n = tile_col(tid, s);
             qq[s] = sX[at(i, n, kTileCols)];
-            qt[s] = gated ? sXt[at(i, n, kTileCols)] : 0.0f;
+            qt[s] = gated && !kTc ? sXt[at(i, n, kTileCols)] : 0.0f;
             gi[s] = gated ? sG[at(i, n, kTileCols)] : 0.0f;
           }
 #pragma unroll
           for (int r = 0; r < kRowsPerThread; ++r) {
             const int j = tile_row(tid, r), J = r / 2;
             if (I < J || i < j || (kTc && I != J)) continue;
-            const float pij = sP[at(i, j, kChunk)];  // broadcast
+            const float pij = Op::to_float(oP[Op::at(i, j, kChunk)]);  // broadcast
 #pragma unroll
             for (int s = 0; s < kColsPerThread; ++s) {
               if (!gated)
@@ -952,7 +1007,7 @@ __global__ void state_out_kernel(float* dst, float* dst_last, const float* state
 
 // ---- launches ----
 
-// Opts `kernel` in to its plan's dynamic shared memory (fixed sizes: at most 102 KiB in float32, 144
+// Opts `kernel` in to its plan's dynamic shared memory (fixed sizes: at most 102 KiB in float32, 112
 // KiB for the tf32 dq/dk kernel, which sm_80 and sm_90 GPUs have); a GPU with less is refused by name.
 template <class Kernel>
 LaunchPlan with_shared(LaunchPlan plan, Kernel kernel, const char* what) {

@@ -45,6 +45,12 @@ LINATTN_HD constexpr int words(int rows, int width) { return rows * pitch(width)
 LINATTN_HD constexpr int tile_row(int tid, int r) { return tid / 32 + kWarps * r; }
 LINATTN_HD constexpr int tile_col(int tid, int s) { return tid % 32 + 32 * s; }
 
+// GLA's diagonal sub-chunk blocks (row and column in one sub-chunk) within a thread's share: for its
+// column s, in sub-chunk J = tile_col / kSub, the rows of J it owns are diag_row(tid, s, h), h < 2
+// (r = 2 J + h, as row tile_row(tid, r) lies in sub-chunk r / 2). A warp reads such a row's element
+// as two broadcasts, one per half-warp, 16 rows apart: two banks for the odd pitches here.
+LINATTN_HD constexpr int diag_row(int tid, int s, int h) { return tile_row(tid, 2 * (tile_col(tid, s) / kSub) + h); }
+
 // The elements a thread fills when a block loads a rows x width tile: e = tid + kThreads * i.
 LINATTN_HD constexpr int load_row(int e, int width) { return e / width; }
 LINATTN_HD constexpr int load_col(int e, int width) { return e % width; }
@@ -127,15 +133,33 @@ LINATTN_HD constexpr int tc_apply_bytes(int bytes) {
   return max_of(max_of(tc_apply_loop_bytes(bytes), tc_apply_tail_bytes(bytes)), tc_staging_bytes());
 }
 // chunk_dqk_kernel: the loop's dO, V, S_c and dS_{c+1} slices [kChunk, kDepth] as operands (over the
-// f32 tiles), then the f32 path's tiles, the masked dP [kChunk, kChunk] and K or Q [kChunk, kTileCols]
-// or the kPairs tiles [kSub, kTileCols] as operands (the staging tile over those two).
+// later tiles), then the float32 tiles of qk_tiles(true), the masked dP [kChunk, kChunk] as an operand
+// (it serves dq, dk and the diagonal sub-chunk blocks), and K or Q [kChunk, kTileCols] or the kPairs
+// tiles [kSub, kTileCols] as operands, with the staging tile over those (two blocks fit on an SM).
 LINATTN_HD constexpr int tc_qk_loop_bytes(int bytes) { return 4 * tc_bytes(kChunk, kDepth, bytes); }
 LINATTN_HD constexpr int tc_qk_operand_bytes(int bytes) {
-  return tc_bytes(kChunk, kChunk, bytes) + tc_bytes(max_of(kChunk, kPairs * kSub), kTileCols, bytes);
+  return max_of(tc_bytes(max_of(kChunk, kPairs * kSub), kTileCols, bytes), tc_staging_bytes());
 }
+
+// chunk_dqk_kernel's float32 tiles after its product loop, in words from the start of shared memory
+// (-1: absent): dP masked [kChunk, kChunk], φ(k) then φ(q) [kChunk, kTileCols] (X), its gated rows
+// K̃ then Q̃ (Xt), the gates (G), the sub-chunk factors [kSubs * kSubs, kTileCols] (F), the state
+// term of dk (Dk) and the gate gradient's rows (DG); `end` words in all. The tensor-core paths hold
+// dP only as an operand and form the gated rows as they build the pair operands: no P, no Xt.
+struct QkTiles {
+  int P, X, Xt, G, F, Dk, DG, end;
+};
+LINATTN_HD constexpr QkTiles qk_tiles(bool tensor_cores) {
+  constexpr int w = words(kChunk, kTileCols), f = kSubs * kSubs * pitch(kTileCols);
+  return tensor_cores ? QkTiles{-1, 0, -1, w, 2 * w, 2 * w + f, 3 * w + f, 4 * w + f}
+                      : QkTiles{0, w, 2 * w, 3 * w, 4 * w, 4 * w + f, 5 * w + f, 6 * w + f};
+}
+static_assert(qk_tiles(false).end == kQkTileWords, "the float32 dq/dk layout is kQkTileWords long");
+// Where the tensor-core path's operands dP and X (with the staging tile) start, in bytes.
+LINATTN_HD constexpr int tc_qk_p_offset() { return align128(qk_tiles(true).end * 4); }
+LINATTN_HD constexpr int tc_qk_x_offset(int bytes) { return tc_qk_p_offset() + tc_bytes(kChunk, kChunk, bytes); }
 LINATTN_HD constexpr int tc_qk_bytes(int bytes) {
-  return max_of(tc_qk_loop_bytes(bytes),
-                align128(kQkTileWords * 4) + max_of(tc_qk_operand_bytes(bytes), tc_staging_bytes()));
+  return max_of(tc_qk_loop_bytes(bytes), tc_qk_x_offset(bytes) + tc_qk_operand_bytes(bytes));
 }
 
 }  // namespace linattn::cuda::chunk

@@ -263,7 +263,7 @@ LaunchPlan chunk_dqk_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, MatmulPre
 }
 
 LaunchPlan gate_cumsum_plan(int64_t B, int64_t T, int64_t H, int64_t Dk) {
-  return pointwise_plan("chunk::gate_cumsum_kernel", B * H * chunks_of(T) * Dk);
+  return chunk_tile_plan("chunk::gate_cumsum_kernel", B, T, H, tiles_of(Dk), 0);
 }
 LaunchPlan gate_pass_plan(int64_t B, int64_t H, int64_t Dk) {
   return pointwise_plan("chunk::gate_pass_kernel", B * H * Dk);

@@ -120,10 +120,11 @@ LaunchPlan chunk_apply_plan(bool transposed, int64_t B, int64_t T, int64_t H, in
                             MatmulPrecision precision = MatmulPrecision::f32);
 // dq, dk and GLA's in-chunk gate gradient: Dk tiles per chunk.
 LaunchPlan chunk_dqk_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, MatmulPrecision precision = MatmulPrecision::f32);
-// The pointwise passes, one thread per element: the gates' in-chunk cumulative sums, GLA's sequential
-// gate pass over the chunk totals (one thread per (b, h, key column)) and its offsets, [x | column],
-// the normalized output and its gradient, a state slot out.
+// The gates' in-chunk cumulative sums: Dk tiles per chunk, a thread per (sub-chunk, key column).
 LaunchPlan gate_cumsum_plan(int64_t B, int64_t T, int64_t H, int64_t Dk);
+// The pointwise passes, one thread per element: GLA's sequential gate pass over the chunk totals
+// (one thread per (b, h, key column)) and its offsets, [x | column], the normalized output and its
+// gradient, a state slot out.
 LaunchPlan gate_pass_plan(int64_t B, int64_t H, int64_t Dk);
 LaunchPlan gate_offset_plan(int64_t B, int64_t T, int64_t H, int64_t Dk);
 LaunchPlan append_column_plan(int64_t rows, int64_t W);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kernels/cuda/chunk_layout.h"
+#include "kernels/cuda/occupancy.h"
 
 namespace linattn::cuda::chunk {
 namespace {
@@ -192,6 +193,92 @@ TEST(ChunkLayout, SubChunkPairsAreNumberedOnce) {
     }
   EXPECT_EQ(seen.size(), size_t(kPairs));
   EXPECT_EQ(*seen.rbegin(), kPairs - 1);
+}
+
+// GLA's diagonal sub-chunk blocks in the tensor-core output kernel: diag_row(tid, s, h) names, over
+// the block, every entry (i, j) with i and j in one sub-chunk exactly once, each an entry of the
+// thread's own share (so it merges into its accumulators); the kernel addresses the rows from
+// diag_row(tid, 0, 0) + 32 s + 8 h and takes j <= i from s = 0.
+TEST(ChunkLayout, DiagonalBlockRowsCoverTheDiagonalBlocksOnce) {
+  std::set<std::pair<int, int>> seen;
+  for (int tid = 0; tid < kThreads; ++tid)
+    for (int s = 0; s < kColsPerThread; ++s)
+      for (int h = 0; h < 2; ++h) {
+        const int i = diag_row(tid, s, h), j = tile_col(tid, s);
+        EXPECT_EQ(i / kSub, j / kSub) << "thread " << tid << " s " << s << " h " << h;
+        EXPECT_EQ(i, tile_row(tid, 2 * (j / kSub) + h)) << "not the thread's own row r = 2 J + h";
+        EXPECT_EQ(i, diag_row(tid, 0, 0) + 32 * s + 8 * h);
+        EXPECT_EQ(j % kSub <= i % kSub, tile_col(tid, 0) % kSub <= diag_row(tid, 0, h) % kSub);
+        EXPECT_TRUE(seen.insert({i, j}).second) << "(" << i << ", " << j << ") twice";
+      }
+  EXPECT_EQ(seen.size(), size_t(kSubs * kSub * kSub));
+}
+
+// Their reads, Q[i][d] and G[i][d] for i = diag_row: the half-warps' rows are 16 apart, two words
+// in two banks (16 x 33 = 528 = 16 mod 32); K[j][d], G[j][d] are column runs (tested above).
+TEST(ChunkLayout, DiagonalBlockRowReadsAreTwoBroadcastsInTwoBanks) {
+  for (int s = 0; s < kColsPerThread; ++s)
+    for (int h = 0; h < 2; ++h)
+      EXPECT_NO_CONFLICT(kDepth, [&](int tid, int d) { return at(diag_row(tid, s, h), d, kDepth); });
+  // The check can fail: rows 32 apart (32 x 33 = 0 mod 32) would put the two words in one bank.
+  std::string where;
+  EXPECT_EQ(worst(kDepth, [](int tid, int d) { return at(tid % 32 / 16 * 32, d, kDepth); }, where), 2);
+}
+
+// dP written as an operand from the threads' share (dq/dk kernel): row runs of 32 elements, in bf16
+// 16 words that two lanes share each, in tf32 32 words: no conflict.
+TEST(ChunkLayout, OperandStoresFromTheThreadShareAreRowRuns) {
+  for (int bytes : {2, 4})
+    for (int r = 0; r < kRowsPerThread; ++r)
+      for (int s = 0; s < kColsPerThread; ++s) {
+        SCOPED_TRACE("bytes " + std::to_string(bytes) + " r " + std::to_string(r) + " s " + std::to_string(s));
+        EXPECT_NO_CONFLICT(1, [&](int tid, int) { return tc_at(tile_row(tid, r), tile_col(tid, s), kChunk, bytes) * bytes / 4; });
+      }
+}
+
+// The float32 tiles of the dq/dk kernel (qk_tiles) in words [offset, offset + size): the first tile
+// that overlaps another, or reaches past the end, or "" when none does.
+std::string qk_tile_overlap(const QkTiles& t) {
+  const int w = words(kChunk, kTileCols), f = kSubs * kSubs * pitch(kTileCols);
+  const std::pair<const char*, std::pair<int, int>> tiles[] = {
+      {"P", {t.P, w}}, {"X", {t.X, w}}, {"Xt", {t.Xt, w}}, {"G", {t.G, w}}, {"F", {t.F, f}}, {"Dk", {t.Dk, w}},
+      {"DG", {t.DG, w}}};
+  for (const auto& [name, a] : tiles) {
+    if (a.first < 0) continue;
+    if (a.first + a.second > t.end) return std::string(name) + " past the end";
+    for (const auto& [other, b] : tiles)
+      if (b.first >= 0 && name != other && a.first < b.first + b.second && b.first < a.first + a.second)
+        return std::string(name) + " overlaps " + other;
+  }
+  return "";
+}
+
+// The float32 path has all seven tiles and the tensor-core paths five, none overlapping; the tensor-
+// core paths' operands come after theirs. Two blocks fit on an H100 SM in every precision (the
+// occupancy calculator's rules at the 128 registers that __launch_bounds__(kThreads, 2) allows).
+TEST(ChunkLayout, DqkTilesAreDisjointAndTwoBlocksFitOnAnSm) {
+  EXPECT_EQ(qk_tile_overlap(qk_tiles(false)), "");
+  EXPECT_EQ(qk_tile_overlap(qk_tiles(true)), "");
+  EXPECT_GE(qk_tiles(false).P, 0);
+  EXPECT_GE(qk_tiles(false).Xt, 0);
+  EXPECT_EQ(qk_tiles(true).P, -1);
+  EXPECT_EQ(qk_tiles(true).Xt, -1);
+  EXPECT_GE(tc_qk_p_offset(), qk_tiles(true).end * 4);
+  for (int bytes : {2, 4}) {
+    EXPECT_GE(tc_qk_x_offset(bytes), tc_qk_p_offset() + kChunk * tc_pitch(kChunk, bytes) * bytes);
+    EXPECT_EQ(tc_qk_x_offset(bytes) % 128, 0);
+    EXPECT_GE(tc_qk_bytes(bytes),
+              tc_qk_x_offset(bytes) + std::max(tc_bytes(kPairs * kSub, kTileCols, bytes), tc_staging_bytes()));
+  }
+  const GpuSpec h100 = h100_sxm();
+  for (int64_t shared : {int64_t(kQkWords) * 4, int64_t(tc_qk_bytes(2)), int64_t(tc_qk_bytes(4)),
+                         int64_t(tc_apply_bytes(2)), int64_t(tc_apply_bytes(4))})
+    EXPECT_GE(occupancy(h100, kThreads, 128, shared).blocks_per_sm, 2) << shared << " bytes of shared memory";
+  // The check can fail: the layout before (dP and K̃ / Q̃ in float32 beside the operands) fit one block.
+  EXPECT_EQ(occupancy(h100, kThreads, 128, 127104).blocks_per_sm, 1);
+  QkTiles overlapping = qk_tiles(true);
+  overlapping.G = overlapping.X + 1;
+  EXPECT_NE(qk_tile_overlap(overlapping), "");
 }
 
 // The check can fail: an unpadded bf16 tile 64 wide (128-byte rows) puts a phase's 8 runs in one

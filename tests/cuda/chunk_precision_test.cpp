@@ -11,7 +11,7 @@
 // float32 accumulation adds ~1e-6. The longest chain, dq and dk, rounds three times (dP = dO Vᵀ is
 // rounded again before dP K), so a bound per term is ~6u, and over a sum of terms of random signs the
 // errors largely cancel: measured (printed per case), the worst output is off by 4.8e-3 ~ 1.2u in
-// bf16 and 8.4e-4 ~ 1.7u in tf32. The bars, 2e-2 ~ 5u (bf16) and 3e-3 ~ 6u (tf32), cover the
+// bf16 and 8.6e-4 ~ 1.8u in tf32. The bars, 2e-2 ~ 5u (bf16) and 3e-3 ~ 6u (tf32), cover the
 // per-term bound with room for the GPU's own summation order; a wrong row, index, mask or gate moves
 // an output by a whole term, O(1) relative, which the negative control shows they catch.
 #include <cmath>
