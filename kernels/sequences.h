@@ -33,6 +33,18 @@ LINATTN_HD inline Span sequence(const Sequences& q, int64_t s, int64_t T) {
   return {q.offsets[s], int64_t(q.offsets[s + 1]) - q.offsets[s]};
 }
 
+// The states of a row (a mixer's [B, ...] h0 and ht, and their gradients dh0 and dht), the one rule
+// both columns follow: the sequence that starts row b (start % T == 0) starts from the row's initial
+// state and gives its gradient; the one that ends it ((start + len) % T == 0) gives the row's final
+// state and takes its gradient. Every other sequence starts from zeros and its final state is
+// dropped. -1: the sequence starts (ends) inside its row.
+LINATTN_HD inline int64_t initial_state_row(const Span& seq, int64_t T) {
+  return seq.start % T == 0 ? seq.start / T : -1;
+}
+LINATTN_HD inline int64_t final_state_row(const Span& seq, int64_t T) {
+  return (seq.start + seq.len) % T == 0 ? (seq.start + seq.len) / T - 1 : -1;
+}
+
 // The sequence that holds flat position p < B * T: the last s with offsets[s] <= p.
 LINATTN_HD inline int64_t sequence_of(const Sequences& q, int64_t p, int64_t T) {
   if (!q.count) return p / T;
@@ -52,6 +64,11 @@ LINATTN_HD inline int64_t tile_count(const Sequences& q, int64_t B, int64_t T, i
 
 // Tile `index` < tile_count: its sequence and its block within it (positions seq.start + block * tile
 // onwards); idle = the index past the sequence's last tile, which does nothing.
+// The tile index of block `block` of sequence s (the inverse of tile_at).
+LINATTN_HD inline int64_t tile_index(const Sequences& q, int64_t s, int64_t T, int64_t tile, int64_t block) {
+  return (q.count ? s + q.offsets[s] / tile : s * ((T + tile - 1) / tile)) + block;
+}
+
 struct Tile {
   Span seq;
   int64_t block;

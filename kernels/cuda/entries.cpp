@@ -24,6 +24,8 @@
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/deltanet_args.h"
+#include "kernels/sequence_calls.h"
+#include "kernels/sequences.h"
 
 namespace linattn::cuda::entry {
 
@@ -297,7 +299,23 @@ void rope_backward(In dx, In dy, int64_t offset, double theta, Sequences seqs) {
 
 // ---- DeltaNet and Gated DeltaNet (kernels/cuda/deltanet.cu) ----
 
-void delta_rule_forward(const MixerArgs& r) {
+namespace {
+
+// A host copy of the offsets of r.seqs, after the kernels queued before it (a host sync): for the
+// mixers whose kernels do not take the documents yet, which run once per document
+// (kernels/sequence_calls.h). The remaining step is for their kernels to take r.seqs as the chunk
+// kernels of linear attention and GLA do.
+std::vector<int32_t> offsets_on_host(const Sequences& q) {
+  std::vector<int32_t> host(size_t(q.count + 1));
+  LINATTN_CUDA_CHECK(cudaMemcpyAsync(host.data(), q.offsets, host.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                     compute()));
+  cuda::synchronize();
+  return host;
+}
+
+}  // namespace
+
+static void delta_rule_forward_rows(const MixerArgs& r) {
   require_f32("deltanet", r.q);
   DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
   p.precision = backend::matmul_precision();
@@ -312,7 +330,7 @@ void delta_rule_forward(const MixerArgs& r) {
   }
 }
 
-void delta_rule_backward(const MixerArgs& r) {
+static void delta_rule_backward_rows(const MixerArgs& r) {
   require_f32("deltanet", r.q);
   DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
   p.chunk_size = r.chunk ? r.chunk_size : cuda::kDeltaNetMaxChunk;
@@ -332,8 +350,25 @@ void delta_rule_backward(const MixerArgs& r) {
   cuda::deltanet_chunk_backward(p, f32(work));
 }
 
-int64_t delta_rule_saved_size(const MixerArgs& r) {
+static int64_t delta_rule_saved_size_rows(const MixerArgs& r) {
   return deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.chunk_size);  // the same layout as the CPU's
+}
+
+// With documents, once per document for now; `saved` holds a block per tile of kernels/sequences.h
+// (one row of that many chunks), at least the chunks of the documents together.
+void delta_rule_forward(const MixerArgs& r) {
+  if (!r.seqs.count) return delta_rule_forward_rows(r);
+  call_per_sequence(r, offsets_on_host(r.seqs).data(), delta_rule_forward_rows, delta_rule_saved_size_rows);
+}
+
+void delta_rule_backward(const MixerArgs& r) {
+  if (!r.seqs.count) return delta_rule_backward_rows(r);
+  call_per_sequence(r, offsets_on_host(r.seqs).data(), delta_rule_backward_rows, delta_rule_saved_size_rows);
+}
+
+int64_t delta_rule_saved_size(const MixerArgs& r) {
+  const int64_t C = r.chunk_size;
+  return deltanet_chunk_saved_size(1, tile_count(r.seqs, r.B, r.T, C) * C, r.H, r.Dk, r.Dv, C);
 }
 
 void adamw_step(In w, In g, In m, In v, const AdamWStep& s) {
@@ -358,24 +393,41 @@ void scale_inplace(In x, double c) {
 
 // ---- token mixers (kernels/cuda/chunk_gla.h: both forms run the chunk-parallel passes; `saved` is not used) ----
 
-void linear_attention_forward(const MixerArgs& r) {
+static void linear_attention_forward_rows(const MixerArgs& r) {
   require_f32("linear_attention", r.q);
   cuda::linear_attention_forward(chunk::to_mixer<float>(r));
 }
 
-void linear_attention_backward(const MixerArgs& r) {
+static void linear_attention_backward_rows(const MixerArgs& r) {
   require_f32("linear_attention", r.q);
   cuda::linear_attention_backward(chunk::to_mixer<float>(r));
 }
 
-void gla_forward(const MixerArgs& r) {
+static void gla_forward_rows(const MixerArgs& r) {
   require_f32("gla", r.q);
   cuda::gla_forward(chunk::to_mixer<float>(r));
 }
 
-void gla_backward(const MixerArgs& r) {
+static void gla_backward_rows(const MixerArgs& r) {
   require_f32("gla", r.q);
   cuda::gla_backward(chunk::to_mixer<float>(r));
+}
+
+static int64_t nothing_saved(const MixerArgs&) { return 0; }
+
+void linear_attention_forward(const MixerArgs& r) {
+  call_per_sequence(r, r.seqs.count ? offsets_on_host(r.seqs).data() : nullptr, linear_attention_forward_rows,
+                    nothing_saved);
+}
+void linear_attention_backward(const MixerArgs& r) {
+  call_per_sequence(r, r.seqs.count ? offsets_on_host(r.seqs).data() : nullptr, linear_attention_backward_rows,
+                    nothing_saved);
+}
+void gla_forward(const MixerArgs& r) {
+  call_per_sequence(r, r.seqs.count ? offsets_on_host(r.seqs).data() : nullptr, gla_forward_rows, nothing_saved);
+}
+void gla_backward(const MixerArgs& r) {
+  call_per_sequence(r, r.seqs.count ? offsets_on_host(r.seqs).data() : nullptr, gla_backward_rows, nothing_saved);
 }
 
 // The backward recomputes the chunk states: nothing is kept in `saved`.
