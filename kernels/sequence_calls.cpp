@@ -9,9 +9,9 @@ namespace linattn {
 namespace {
 
 // `rows` consecutive sequences of the batch's [B, T] positions from `start`, each `len` long (several
-// only when they are whole rows).
+// only when they are whole rows), the first of them sequence `first`.
 struct Call {
-  int64_t start, rows, len;
+  int64_t start, rows, len, first;
 };
 
 std::vector<Call> calls_of(const backend::MixerArgs& r, const int32_t* offsets) {
@@ -23,7 +23,7 @@ std::vector<Call> calls_of(const backend::MixerArgs& r, const int32_t* offsets) 
     if (seq.len == r.T && prev && prev->len == r.T)
       ++prev->rows;  // whole rows in a row: one call
     else
-      calls.push_back({seq.start, 1, seq.len});
+      calls.push_back({seq.start, 1, seq.len, s});
   }
   return calls;
 }
@@ -48,14 +48,13 @@ Tensor state_rows(const Tensor& x, int64_t row, int64_t rows) {
 }
 
 // Call c's share of the batch's arguments, its share of `saved` not cut yet.
-backend::MixerArgs call_args(const backend::MixerArgs& a, const Call& c) {
+backend::MixerArgs call_args(const backend::MixerArgs& a, const int32_t* offsets, const Call& c) {
   backend::MixerArgs r = a;
   r.B = c.rows, r.T = c.len, r.seqs = {};
   for (Tensor* x : {&r.o, &r.q, &r.k, &r.v, &r.gate, &r.decay, &r.dq, &r.dk, &r.dv, &r.dgate, &r.ddecay, &r.dO})
     *x = positions(*x, c);
-  const Span first{c.start, c.len};  // the call's first sequence starts its rows, its last ends them
-  const Span last{c.start + (c.rows - 1) * c.len, c.len};
-  const int64_t in = initial_state_row(first, a.T), out = final_state_row(last, a.T);
+  const Sequences seqs{offsets, a.seqs.count};  // the call's first sequence starts its rows, its last ends them
+  const int64_t in = initial_state_row(seqs, c.first, a.T), out = final_state_row(seqs, c.first + c.rows - 1, a.T);
   for (Tensor* x : {&r.h0, &r.z0, &r.dh0, &r.dz0}) *x = state_rows(*x, in, c.rows);
   for (Tensor* x : {&r.ht, &r.zt, &r.dht, &r.dzt}) *x = state_rows(*x, out < 0 ? -1 : out - (c.rows - 1), c.rows);
   return r;
@@ -68,7 +67,7 @@ void call_per_sequence(const backend::MixerArgs& r, const int32_t* offsets, Mixe
   if (!r.seqs.count) return call(r);
   int64_t at = 0;
   for (const Call& c : calls_of(r, offsets)) {
-    backend::MixerArgs part = call_args(r, c);
+    backend::MixerArgs part = call_args(r, offsets, c);
     if (r.saved.defined()) {
       const int64_t n = saved_size(part);
       part.saved = r.saved.view_at(at, {n});
@@ -81,7 +80,7 @@ void call_per_sequence(const backend::MixerArgs& r, const int32_t* offsets, Mixe
 int64_t saved_size_per_sequence(const backend::MixerArgs& r, const int32_t* offsets, MixerSavedSize saved_size) {
   if (!r.seqs.count) return saved_size(r);
   int64_t n = 0;
-  for (const Call& c : calls_of(r, offsets)) n += saved_size(call_args(r, c));
+  for (const Call& c : calls_of(r, offsets)) n += saved_size(call_args(r, offsets, c));
   return n;
 }
 

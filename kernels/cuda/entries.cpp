@@ -391,43 +391,27 @@ void scale_inplace(In x, double c) {
   cuda::scale_forward(f32(x), f32(x), float(c), x.numel());
 }
 
-// ---- token mixers (kernels/cuda/chunk_gla.h: both forms run the chunk-parallel passes; `saved` is not used) ----
+// ---- token mixers (kernels/cuda/chunk_gla.h: both forms run the chunk-parallel passes over the batch's
+// documents; `saved` is not used) ----
 
-static void linear_attention_forward_rows(const MixerArgs& r) {
+void linear_attention_forward(const MixerArgs& r) {
   require_f32("linear_attention", r.q);
   cuda::linear_attention_forward(chunk::to_mixer<float>(r));
 }
 
-static void linear_attention_backward_rows(const MixerArgs& r) {
+void linear_attention_backward(const MixerArgs& r) {
   require_f32("linear_attention", r.q);
   cuda::linear_attention_backward(chunk::to_mixer<float>(r));
 }
 
-static void gla_forward_rows(const MixerArgs& r) {
+void gla_forward(const MixerArgs& r) {
   require_f32("gla", r.q);
   cuda::gla_forward(chunk::to_mixer<float>(r));
 }
 
-static void gla_backward_rows(const MixerArgs& r) {
+void gla_backward(const MixerArgs& r) {
   require_f32("gla", r.q);
   cuda::gla_backward(chunk::to_mixer<float>(r));
-}
-
-static int64_t nothing_saved(const MixerArgs&) { return 0; }
-
-void linear_attention_forward(const MixerArgs& r) {
-  call_per_sequence(r, r.seqs.count ? offsets_on_host(r.seqs).data() : nullptr, linear_attention_forward_rows,
-                    nothing_saved);
-}
-void linear_attention_backward(const MixerArgs& r) {
-  call_per_sequence(r, r.seqs.count ? offsets_on_host(r.seqs).data() : nullptr, linear_attention_backward_rows,
-                    nothing_saved);
-}
-void gla_forward(const MixerArgs& r) {
-  call_per_sequence(r, r.seqs.count ? offsets_on_host(r.seqs).data() : nullptr, gla_forward_rows, nothing_saved);
-}
-void gla_backward(const MixerArgs& r) {
-  call_per_sequence(r, r.seqs.count ? offsets_on_host(r.seqs).data() : nullptr, gla_backward_rows, nothing_saved);
 }
 
 // The backward recomputes the chunk states: nothing is kept in `saved`.
