@@ -24,7 +24,6 @@
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/deltanet_args.h"
-#include "kernels/sequence_calls.h"
 #include "kernels/sequences.h"
 
 namespace linattn::cuda::entry {
@@ -299,76 +298,47 @@ void rope_backward(In dx, In dy, int64_t offset, double theta, Sequences seqs) {
 
 // ---- DeltaNet and Gated DeltaNet (kernels/cuda/deltanet.cu) ----
 
-namespace {
-
-// A host copy of the offsets of r.seqs, after the kernels queued before it (a host sync): for the
-// mixers whose kernels do not take the documents yet, which run once per document
-// (kernels/sequence_calls.h). The remaining step is for their kernels to take r.seqs as the chunk
-// kernels of linear attention and GLA do.
-std::vector<int32_t> offsets_on_host(const Sequences& q) {
-  std::vector<int32_t> host(size_t(q.count + 1));
-  LINATTN_CUDA_CHECK(cudaMemcpyAsync(host.data(), q.offsets, host.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                     compute()));
-  cuda::synchronize();
-  return host;
+// With documents (r.seqs), every launch covers all of them; `saved` holds a block per (tile, head)
+// (kernels/sequences.h's tile indices, the rows' [B * H, chunks] without documents).
+int64_t delta_rule_saved_size(const MixerArgs& r) {
+  const int64_t C = r.chunk_size;
+  return deltanet_chunk_saved_size(1, tile_count(r.seqs, r.B, r.T, C) * C, r.H, r.Dk, r.Dv, C);
 }
 
-}  // namespace
-
-static void delta_rule_forward_rows(const MixerArgs& r) {
+void delta_rule_forward(const MixerArgs& r) {
   require_f32("deltanet", r.q);
   DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
   p.precision = backend::matmul_precision();
   if (r.chunk) {
     LINATTN_CHECK(r.saved.defined(), "deltanet (cuda): the chunk form needs the `saved` buffer of ",
-                  "deltanet_chunk_saved_size elements");
+                  "delta_rule_saved_size elements");
     cuda::deltanet_chunk_forward(p);
   } else {
-    Tensor state = Tensor::scratch({r.B * r.H * r.Dk * r.Dv}, DType::f32, Device::cuda);
+    Tensor state = Tensor::scratch({sequence_count(r.seqs, r.B) * r.H * r.Dk * r.Dv}, DType::f32, Device::cuda);
     p.saved = nullptr;
     cuda::deltanet_recurrent_forward(p, f32(state));
   }
 }
 
-static void delta_rule_backward_rows(const MixerArgs& r) {
+void delta_rule_backward(const MixerArgs& r) {
   require_f32("deltanet", r.q);
   DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
   p.chunk_size = r.chunk ? r.chunk_size : cuda::kDeltaNetMaxChunk;
-  const int64_t C = p.chunk_size;
   Tensor saved = r.saved;
   if (!r.chunk) {
     // The recurrent form saves nothing: the chunkwise forward recomputes what the chunkwise backward
     // reads (the same function, so the same gradients), into scratch, leaving o and ht alone.
-    saved = Tensor::scratch({deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, C)}, DType::f32, Device::cuda);
+    MixerArgs chunked = r;
+    chunked.chunk_size = p.chunk_size;
+    saved = Tensor::scratch({delta_rule_saved_size(chunked)}, DType::f32, Device::cuda);
     Tensor o = Tensor::scratch(r.dO.shape(), DType::f32, Device::cuda);
     DeltaNetArgs<float> f = p;
     f.o = f32(o), f.ht = nullptr, f.saved = f32(saved);
     cuda::deltanet_chunk_forward(f);
   }
   p.saved = f32(saved);
-  Tensor work = Tensor::scratch({r.B * r.H * delta::backward_work(delta::dims(p))}, DType::f32, Device::cuda);
+  Tensor work = Tensor::scratch({delta::backward_scratch(delta::dims(p))}, DType::f32, Device::cuda);
   cuda::deltanet_chunk_backward(p, f32(work));
-}
-
-static int64_t delta_rule_saved_size_rows(const MixerArgs& r) {
-  return deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.chunk_size);  // the same layout as the CPU's
-}
-
-// With documents, once per document for now; `saved` holds a block per tile of kernels/sequences.h
-// (one row of that many chunks), at least the chunks of the documents together.
-void delta_rule_forward(const MixerArgs& r) {
-  if (!r.seqs.count) return delta_rule_forward_rows(r);
-  call_per_sequence(r, offsets_on_host(r.seqs).data(), delta_rule_forward_rows, delta_rule_saved_size_rows);
-}
-
-void delta_rule_backward(const MixerArgs& r) {
-  if (!r.seqs.count) return delta_rule_backward_rows(r);
-  call_per_sequence(r, offsets_on_host(r.seqs).data(), delta_rule_backward_rows, delta_rule_saved_size_rows);
-}
-
-int64_t delta_rule_saved_size(const MixerArgs& r) {
-  const int64_t C = r.chunk_size;
-  return deltanet_chunk_saved_size(1, tile_count(r.seqs, r.B, r.T, C) * C, r.H, r.Dk, r.Dv, C);
 }
 
 void adamw_step(In w, In g, In m, In v, const AdamWStep& s) {

@@ -391,10 +391,11 @@ LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int6
 // ---- DeltaNet and Gated DeltaNet ----
 
 LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
-                                   MatmulPrecision precision) {
-  const delta::Dims d{B, T, H, Dk, Dv, chunk};
+                                   MatmulPrecision precision, int64_t sequences) {
+  const delta::Dims d{B, T, H, Dk, Dv, chunk, {nullptr, sequences}};
   const int64_t gates = delta::gates_shared(d) * int64_t(sizeof(float));
-  const LaunchPlan states{"chunk_states_kernel", {delta::state_tiles(d), B * H}, {kDeltaNetHeadThreads}, gates};
+  const LaunchPlan states{"chunk_states_kernel", {delta::state_tiles(d), d.sequences() * H}, {kDeltaNetHeadThreads},
+                          gates};
   if (d.chunks() == 0) return {states};
   const int64_t factors = precision == MatmulPrecision::f32
                               ? delta::factors_shared(d) * int64_t(sizeof(float))
@@ -407,27 +408,26 @@ LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, 
   const std::string tc = precision == MatmulPrecision::f32
                              ? "_kernel"
                              : "_tc_kernel<(MatmulPrecision)" + std::to_string(int(precision)) + ">";
-  return {{"chunk_factors" + tc, {d.chunks(), B * H}, {kDeltaNetHeadThreads}, factors},
+  return {{"chunk_factors" + tc, {d.tiles(), H}, {kDeltaNetHeadThreads}, factors},
           states,
-          {"chunk_outputs" + tc, {d.chunks(), B * H}, {kDeltaNetHeadThreads}, outputs}};
+          {"chunk_outputs" + tc, {d.tiles(), H}, {kDeltaNetHeadThreads}, outputs}};
 }
 
-LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk) {
-  const delta::Dims d{B, T, H, Dk, Dv, chunk};
+LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
+                                    int64_t sequences) {
+  const delta::Dims d{B, T, H, Dk, Dv, chunk, {nullptr, sequences}};
   const int64_t f = int64_t(sizeof(float));
-  const LaunchPlan states{"chunk_backward_states_kernel", {delta::state_tiles(d), B * H}, {kDeltaNetHeadThreads},
-                          delta::backward_states_shared(d) * f};
+  const LaunchPlan states{"chunk_backward_states_kernel", {delta::state_tiles(d), d.sequences() * H},
+                          {kDeltaNetHeadThreads}, delta::backward_states_shared(d) * f};
   if (d.chunks() == 0) return {states};
-  return {{"chunk_backward_inputs_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads},
-           delta::backward_inputs_shared(d) * f},
+  return {{"chunk_backward_inputs_kernel", {d.tiles(), H}, {kDeltaNetHeadThreads}, delta::backward_inputs_shared(d) * f},
           states,
-          {"chunk_backward_grads_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads},
-           delta::backward_grads_shared(d) * f}};
+          {"chunk_backward_grads_kernel", {d.tiles(), H}, {kDeltaNetHeadThreads}, delta::backward_grads_shared(d) * f}};
 }
 
-LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv) {
-  const delta::Dims d{B, T, H, Dk, Dv, 1};
-  return {"recurrent_forward_kernel", {B * H}, {kDeltaNetHeadThreads},
+LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t sequences) {
+  const delta::Dims d{B, T, H, Dk, Dv, 1, {nullptr, sequences}};
+  return {"recurrent_forward_kernel", {d.sequences() * H}, {kDeltaNetHeadThreads},
           delta::recurrent_shared(d) * int64_t(sizeof(float))};
 }
 

@@ -152,15 +152,17 @@ LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64
 LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states,
                                MatmulPrecision precision = MatmulPrecision::f32, int64_t sequences = 0);
 
-// ---- deltanet.cu: the forward's per-chunk launches over (chunks, B*H) around the state pass over
-// (state column tiles, B*H) (T = 0: the state pass alone); the backward likewise, its sequential
-// pass carrying the state's gradient from the last chunk to the first ----
+// ---- deltanet.cu: the forward's per-chunk launches over (tiles, H) around the state pass over
+// (state column tiles, sequences * H) (T = 0: the state pass alone); the backward likewise, its
+// sequential pass carrying the state's gradient from the last chunk to the first. sequences: the
+// documents (0 = the B rows); tiles: kernels/sequences.h's tile indices (the rows: B * chunks) ----
 inline constexpr int kDeltaNetHeadThreads = 256;
 // `precision`: the products of chunk_factors_kernel and chunk_outputs_kernel (DeltaNetArgs::precision),
 // f32 on the CUDA cores.
 LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
-                                   MatmulPrecision precision = MatmulPrecision::f32);
-LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk);
-LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv);
+                                   MatmulPrecision precision = MatmulPrecision::f32, int64_t sequences = 0);
+LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
+                                    int64_t sequences = 0);
+LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t sequences = 0);
 
 }  // namespace linattn::cuda

@@ -305,7 +305,7 @@ TEST(LaunchPlan, LinearMixersOverDocuments) {
 // What documents cost in launches: a mixer op (forward + backward, with h0 and dht) over 9 documents
 // in 4 rows of 100, as one call per op against the 9 per-part calls autograd made before; the one call
 // launches what a batch without documents launches. (The plans are the launchers' launches:
-// LinearMixersOverDocuments.) Printed for the README.
+// LinearMixersOverDocuments, DeltaNetOverDocuments.) Printed for the README.
 TEST(LaunchPlan, MixerLaunchesOverNineDocumentsInFourRows) {
   const int64_t B = 4, T = 100, H = 4, D = 64;
   const ops::Segments nine{{0, 100, 130, 200, 220, 260, 300, 350, 370, 400}};
@@ -330,6 +330,11 @@ TEST(LaunchPlan, MixerLaunchesOverNineDocumentsInFourRows) {
        [&](int64_t rows, int64_t len, cuda::MixerStates st, int64_t n) {
          return cuda::gla_forward_plans(rows, len, H, D, D, st, MatmulPrecision::f32, n).size() +
                 cuda::gla_backward_plans(rows, len, H, D, D, st, MatmulPrecision::f32, n).size();
+       }},
+      {"DeltaNet / Gated DeltaNet",
+       [&](int64_t rows, int64_t len, cuda::MixerStates, int64_t n) {
+         return cuda::deltanet_forward_plans(rows, len, H, D, D, 64, MatmulPrecision::f32, n).size() +
+                cuda::deltanet_backward_plans(rows, len, H, D, D, 64, n).size();
        }},
   };
   for (const Mixer& m : mixers) {
@@ -423,6 +428,39 @@ TEST(LaunchPlan, DeltaNet) {
     expect_plans(what + " recurrent forward", {cuda::deltanet_recurrent_plan(B, T, H, Dk, Dv)},
                  [&] { cuda::deltanet_recurrent_forward(r, m.f32(B * H * Dk * Dv)); });
   }
+}
+
+// DeltaNet over documents: the per-chunk launches over (tiles, H), the sequential passes over
+// (state column tiles, documents * H); the forward in float32 and bf16.
+TEST(LaunchPlan, DeltaNetOverDocuments) {
+  SKIP_WITHOUT_GPU();
+  DeviceBuffers m;
+  const int64_t B = 2, T = 40, H = 3, Dk = 16, Dv = 24, C = 16, n = 4;
+  Tensor table;
+  const Sequences seqs = ops::Segments{{0, 1, 20, 40, 80}}.sequences(Device::cuda, table);
+  const int64_t qk = B * T * H * Dk, vo = B * T * H * Dv, s = B * T * H, st = B * H * Dk * Dv;
+  DeltaNetArgs<float> p;
+  p.B = B, p.len = T, p.H = H, p.Dk = Dk, p.Dv = Dv, p.chunk_size = C, p.scale = 0.25f, p.seqs = seqs;
+  const int64_t tiles = tile_count(seqs, B, T, C);
+  p.o = m.f32(vo), p.saved = m.f32(deltanet_chunk_saved_size(1, tiles * C, H, Dk, Dv, C));
+  p.q = m.f32(qk), p.k = m.f32(qk), p.v = m.f32(vo), p.beta = m.f32(s), p.a = m.f32(s);
+  p.h0 = m.f32(st), p.ht = m.f32(st), p.dht = m.f32(st), p.dh0 = m.f32(st);
+  p.dO = m.f32(vo), p.dq = m.f32(qk), p.dk = m.f32(qk), p.dv = m.f32(vo), p.dbeta = m.f32(s), p.da = m.f32(s);
+  expect_plans("gated_deltanet chunk forward over documents", cuda::deltanet_forward_plans(B, T, H, Dk, Dv, C,
+                                                                                          MatmulPrecision::f32, n),
+               [&] { cuda::deltanet_chunk_forward(p); });
+  DeltaNetArgs<float> x = p;
+  x.precision = MatmulPrecision::bf16;
+  expect_plans("gated_deltanet chunk forward over documents bf16",
+               cuda::deltanet_forward_plans(B, T, H, Dk, Dv, C, MatmulPrecision::bf16, n),
+               [&] { cuda::deltanet_chunk_forward(x); });
+  float* work = m.f32(cuda::delta::backward_scratch(cuda::delta::dims(p)));
+  expect_plans("gated_deltanet chunk backward over documents", cuda::deltanet_backward_plans(B, T, H, Dk, Dv, C, n),
+               [&] { cuda::deltanet_chunk_backward(p, work); });
+  DeltaNetArgs<float> r = p;
+  r.chunk_size = 1, r.saved = nullptr;
+  expect_plans("gated_deltanet recurrent forward over documents", {cuda::deltanet_recurrent_plan(B, T, H, Dk, Dv, n)},
+               [&] { cuda::deltanet_recurrent_forward(r, m.f32(n * H * Dk * Dv)); });
 }
 
 #else
