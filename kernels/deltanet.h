@@ -25,7 +25,7 @@ struct DeltaNetArgs {
   // (backend::matmul_precision()); the CPU kernels ignore it
   MatmulPrecision precision = MatmulPrecision::f32;
   // the CUDA kernels: the documents of the batch (kernels/op_types.h; {} = its rows), on the device;
-  // the CPU kernels take rows (their entries call them per document, kernels/sequence_calls.h)
+  // the CPU kernels take rows (their entries call them per document, kernels/cpu/sequence_calls.h)
   Sequences seqs;
   // forward outputs
   T* o = nullptr;      // [B, T, H, Dv]

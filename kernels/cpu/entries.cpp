@@ -15,8 +15,8 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/cpu/sequence_calls.h"
 #include "kernels/deltanet_args.h"
-#include "kernels/sequence_calls.h"
 
 namespace linattn::cpu::entry {
 
@@ -393,28 +393,26 @@ static int64_t delta_rule_saved_size_rows(const MixerArgs& r) {
   return deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.chunk_size);
 }
 
-// The entries: the kernels above once per document (kernels/sequence_calls.h).
+// The entries: the kernels above once per document (kernels/cpu/sequence_calls.h).
 void linear_attention_forward(const MixerArgs& r) {
-  call_per_sequence(r, r.seqs.offsets, linear_attention_forward_rows, linear_attention_saved_size_rows);
+  call_per_sequence(r, linear_attention_forward_rows, linear_attention_saved_size_rows);
 }
 void linear_attention_backward(const MixerArgs& r) {
-  call_per_sequence(r, r.seqs.offsets, linear_attention_backward_rows, linear_attention_saved_size_rows);
+  call_per_sequence(r, linear_attention_backward_rows, linear_attention_saved_size_rows);
 }
 int64_t linear_attention_saved_size(const MixerArgs& r) {
-  return saved_size_per_sequence(r, r.seqs.offsets, linear_attention_saved_size_rows);
+  return saved_size_per_sequence(r, linear_attention_saved_size_rows);
 }
-void gla_forward(const MixerArgs& r) { call_per_sequence(r, r.seqs.offsets, gla_forward_rows, gla_saved_size_rows); }
-void gla_backward(const MixerArgs& r) { call_per_sequence(r, r.seqs.offsets, gla_backward_rows, gla_saved_size_rows); }
-int64_t gla_saved_size(const MixerArgs& r) { return saved_size_per_sequence(r, r.seqs.offsets, gla_saved_size_rows); }
+void gla_forward(const MixerArgs& r) { call_per_sequence(r, gla_forward_rows, gla_saved_size_rows); }
+void gla_backward(const MixerArgs& r) { call_per_sequence(r, gla_backward_rows, gla_saved_size_rows); }
+int64_t gla_saved_size(const MixerArgs& r) { return saved_size_per_sequence(r, gla_saved_size_rows); }
 void delta_rule_forward(const MixerArgs& r) {
-  call_per_sequence(r, r.seqs.offsets, delta_rule_forward_rows, delta_rule_saved_size_rows);
+  call_per_sequence(r, delta_rule_forward_rows, delta_rule_saved_size_rows);
 }
 void delta_rule_backward(const MixerArgs& r) {
-  call_per_sequence(r, r.seqs.offsets, delta_rule_backward_rows, delta_rule_saved_size_rows);
+  call_per_sequence(r, delta_rule_backward_rows, delta_rule_saved_size_rows);
 }
-int64_t delta_rule_saved_size(const MixerArgs& r) {
-  return saved_size_per_sequence(r, r.seqs.offsets, delta_rule_saved_size_rows);
-}
+int64_t delta_rule_saved_size(const MixerArgs& r) { return saved_size_per_sequence(r, delta_rule_saved_size_rows); }
 
 // ---- optimizer ----
 

@@ -12,7 +12,7 @@
 
 #include "kernels/cpu/entries.h"
 #include "kernels/cpu/mamba2.h"
-#include "kernels/sequence_calls.h"
+#include "kernels/cpu/sequence_calls.h"
 
 namespace linattn::cpu::entry {
 
@@ -102,15 +102,9 @@ static void mamba2_backward_rows(const MixerArgs& r) {
 
 static int64_t mamba2_saved_size_rows(const MixerArgs& r) { return mamba2_chunk_saved_size(dims(r), r.chunk_size); }
 
-// The entries: the kernels above once per document (kernels/sequence_calls.h).
-void mamba2_forward(const MixerArgs& r) {
-  call_per_sequence(r, r.seqs.offsets, mamba2_forward_rows, mamba2_saved_size_rows);
-}
-void mamba2_backward(const MixerArgs& r) {
-  call_per_sequence(r, r.seqs.offsets, mamba2_backward_rows, mamba2_saved_size_rows);
-}
-int64_t mamba2_saved_size(const MixerArgs& r) {
-  return saved_size_per_sequence(r, r.seqs.offsets, mamba2_saved_size_rows);
-}
+// The entries: the kernels above once per document (kernels/cpu/sequence_calls.h).
+void mamba2_forward(const MixerArgs& r) { call_per_sequence(r, mamba2_forward_rows, mamba2_saved_size_rows); }
+void mamba2_backward(const MixerArgs& r) { call_per_sequence(r, mamba2_backward_rows, mamba2_saved_size_rows); }
+int64_t mamba2_saved_size(const MixerArgs& r) { return saved_size_per_sequence(r, mamba2_saved_size_rows); }
 
 }  // namespace linattn::cpu::entry

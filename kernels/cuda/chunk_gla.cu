@@ -171,15 +171,22 @@ __device__ inline float dphi_of(FeatureMap f, float x) {
 
 // The chunk of tile `tile` (kernels/sequences.h) and head h: its first token t0 (a position of the
 // flattened B * T), L valid tokens (<= kChunk; 0: an idle tile, which does nothing), the state slot
-// at its start (Problem).
+// at its start (Problem; an int, as the grid's tile count is, with_shared: fewer registers held).
 struct ChunkAt {
-  int64_t h, t0, slot;
-  int L;
+  int64_t t0;
+  int h, slot, L;
 };
 __device__ inline ChunkAt chunk_at(const Problem& p, int64_t tile, int64_t h) {
+  if (!p.seqs.count) {  // the rows: tile_at's tiles, in 32-bit integers (ptxas calls a subroutine for a
+                        // 64-bit division, and chunk_dqk_kernel, at its 128 registers, then spilled)
+    const int per = int((p.T + kChunk - 1) / kChunk), b = int(tile) / per, c = int(tile) % per;
+    const int64_t rest = p.T - int64_t(c) * kChunk;
+    return {int64_t(b) * p.T + int64_t(c) * kChunk, int(h), int(tile) + b, int(rest < kChunk ? rest : kChunk)};
+  }
   const Tile t = tile_at(p.seqs, p.T, kChunk, tile);
   const int64_t rest = t.seq.len - t.block * kChunk;
-  return {h, t.seq.start + t.block * kChunk, tile + t.number, t.idle ? 0 : int(rest < kChunk ? rest : kChunk)};
+  const int L = t.idle ? 0 : int(rest < kChunk ? rest : kChunk);
+  return {t.seq.start + t.block * kChunk, int(h), int(tile + t.number), L};
 }
 // Token t's row of a [B, T, H, ld] tensor (t a position of the flattened B * T).
 __device__ inline int64_t row_at(const Problem& p, const ChunkAt& a, int64_t t, int64_t ld) {
@@ -302,6 +309,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(float* states, Pr
   const int64_t d0 = int64_t(blockIdx.y) / vtiles * kTileCols, n0 = int64_t(blockIdx.y) % vtiles * kTileCols;
   const ChunkAt a = chunk_at(p, blockIdx.x, blockIdx.z);
   if (a.L == 0) return;  // an idle tile: the whole block
+  float* S = states + state_at(p, kBackward ? a.slot : a.slot + 1, a.h);  // (here: without a spill at sm_90's tf32)
   const float* x = kBackward ? p.q : p.k;
   for (int e = threadIdx.x; e < kChunk * kTileCols; e += kThreads) {
     const int r = load_row(e, kTileCols), d = load_col(e, kTileCols);
@@ -338,7 +346,6 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(float* states, Pr
     mac2<P, wmma::col_major, wmma::row_major>(f, row_block<wmma::col_major>(sX, ld, frag_row(w)), ld, sY, ld, kChunk);
     fragments_to_threads(acc, f, sm);
   }
-  float* S = states + state_at(p, kBackward ? a.slot : a.slot + 1, a.h);
   const float f = kBackward ? p.scale : 1.0f;
 #pragma unroll
   for (int r = 0; r < kRowsPerThread; ++r)

@@ -116,32 +116,32 @@ LINATTN_HD inline int64_t outputs_tc_shared_bytes(const Dims& d, int bytes) {
 LINATTN_HD inline int64_t gates_shared(const Dims& d) { return 4 * d.C; }  // chunk_states, chunk_outputs
 LINATTN_HD inline int64_t recurrent_shared(const Dims& d) { return d.Dv; }
 
-// Head bh = s * H + h: sequence s's tokens, its chunks, and the slot of its chunk 0 in `saved` and
-// the backward's `work` (chunk c's is first + c). A sequence with tile indices i0 .. i1 - 1
-// (kernels/sequences.h) owns the slots i0 H .. i1 H - 1, head h's from i0 H + h (i1 - i0): the rows'
-// [B * H, chunks] without documents.
+// Head bh = s * H + h: the [B * T, H] row of sequence s's first token at head h, its length, its
+// chunks, and the slot of its chunk 0 in `saved` and the backward's `work` (chunk c's is first + c).
+// A sequence with tile indices i0 .. i1 - 1 (kernels/sequences.h) owns the slots i0 H .. i1 H - 1,
+// head h's from i0 H + h (i1 - i0): the rows' [B * H, chunks] without documents.
 struct HeadSpan {
-  Span seq;
-  int64_t chunks, first;
+  int64_t row, len, chunks, first;
 };
 LINATTN_HD inline HeadSpan head_span(const Dims& d, int64_t bh) {
   const RowCol sh = split(bh, d.H);  // sequence, head
-  if (!d.seqs.count) return {{sh.row * d.T, d.T}, d.chunks(), bh * d.chunks()};
+  if (!d.seqs.count) return {sh.row * d.T * d.H + sh.col, d.T, d.chunks(), bh * d.chunks()};
   const int64_t s = sh.row, start = d.seqs.offsets[s], end = d.seqs.offsets[s + 1];
   const int64_t i0 = s + split(start, d.C).row, i1 = s + 1 + split(end, d.C).row;
-  return {{start, end - start}, split(end - start + d.C - 1, d.C).row, i0 * d.H + sh.col * (i1 - i0)};
+  const int64_t len = end - start;
+  return {start * d.H + sh.col, len, split(len + d.C - 1, d.C).row, i0 * d.H + sh.col * (i1 - i0)};
 }
 
-// Chunk c of head bh: where its tokens start in q/k (qk), v/o (vo) and beta/a (s), ld* token
-// strides; slot: its block in `saved` and `work`.
+// Chunk c of a head's sequence: where its tokens start in q/k (qk), v/o (vo) and beta/a (s), ld*
+// token strides; slot: its block in `saved` and `work`.
 struct ChunkAt {
   int64_t t0, n, qk, vo, s, slot;
 };
-LINATTN_HD inline ChunkAt chunk_at(const Dims& d, int64_t bh, int64_t c) {
-  const HeadSpan hs = head_span(d, bh);
-  const int64_t t0 = c * d.C, row = (hs.seq.start + t0) * d.H + split(bh, d.H).col;
-  return {t0, min64(d.C, hs.seq.len - t0), row * d.Dk, row * d.Dv, row, hs.first + c};
+LINATTN_HD inline ChunkAt chunk_of(const Dims& d, const HeadSpan& hs, int64_t c) {
+  const int64_t t0 = c * d.C, row = hs.row + t0 * d.H;
+  return {t0, min64(d.C, hs.len - t0), row * d.Dk, row * d.Dv, row, hs.first + c};
 }
+LINATTN_HD inline ChunkAt chunk_at(const Dims& d, int64_t bh, int64_t c) { return chunk_of(d, head_span(d, bh), c); }
 
 // The head and chunk of tile index `tile` (kernels/sequences.h) of head h, as the per-chunk launches'
 // blocks (tile, h) find them; idle: the index past a document's last chunk, which does nothing.
@@ -160,14 +160,20 @@ LINATTN_HD inline TileChunk tile_chunk(const Dims& d, int64_t tile, int64_t h) {
 
 // The rows whose initial state head bh starts from and whose final state it gives (kernels/sequences.h's
 // rule), as offsets of their [Dk, Dv] states in h0, ht, dh0, dht; -1: none (zeros in, nothing out).
+struct SplitQuotient {  // the rule's divisions by split (no integer division on the device)
+  LINATTN_HD Quotient operator()(int64_t x, int64_t w) const {
+    const RowCol rc = split(x, w);
+    return {rc.row, rc.col};
+  }
+};
 LINATTN_HD inline int64_t initial_state_at(const Dims& d, int64_t bh) {
   const RowCol sh = split(bh, d.H);
-  const int64_t row = initial_state_row(d.seqs, sh.row, d.T);
+  const int64_t row = initial_state_row(d.seqs, sh.row, d.T, SplitQuotient{});
   return row < 0 ? -1 : (row * d.H + sh.col) * d.state();
 }
 LINATTN_HD inline int64_t final_state_at(const Dims& d, int64_t bh) {
   const RowCol sh = split(bh, d.H);
-  const int64_t row = final_state_row(d.seqs, sh.row, d.T);
+  const int64_t row = final_state_row(d.seqs, sh.row, d.T, SplitQuotient{});
   return row < 0 ? -1 : (row * d.H + sh.col) * d.state();
 }
 
@@ -399,7 +405,7 @@ LINATTN_HD void chunk_states(const Block& blk, const Args<T>& p, int64_t bh, Col
     });
   blk.sync();
   for (int64_t c = 0; c < NC; ++c) {
-    const ChunkAt at = chunk_at(d, bh, c);
+    const ChunkAt at = chunk_of(d, hs, c);
     const Shape s = shape(d, at);
     T* S0 = base + c * d.block();
     T *ainv_s = S0 + S, *U = ainv_s + 2 * C * C, *R = U + C * Dv;
@@ -455,10 +461,11 @@ inline int64_t backward_scratch(const Dims& d) { return d.tiles() * d.H * backwa
 struct WorkChunk {
   int64_t dS, X;  // offsets in `work`
 };
-LINATTN_HD inline WorkChunk work_chunk(const Dims& d, int64_t bh, int64_t c) {
-  const int64_t at = chunk_at(d, bh, c).slot * backward_block(d);
+LINATTN_HD inline WorkChunk work_of(const Dims& d, const ChunkAt& c) {
+  const int64_t at = c.slot * backward_block(d);
   return {at, at + d.state()};
 }
+LINATTN_HD inline WorkChunk work_chunk(const Dims& d, int64_t bh, int64_t c) { return work_of(d, chunk_at(d, bh, c)); }
 
 // Shared memory of the three launches (elements of T); each kernel says what it holds.
 LINATTN_HD inline int64_t backward_inputs_shared(const Dims& d) { return 4 * d.C + d.C * d.Dv; }
@@ -597,17 +604,18 @@ LINATTN_HD void chunk_backward_states(const Block& blk, const Args<T>& p, T* wor
   T* dS_next = dS + Dk * kStateColumns;
   T* du = dS_next + Dk * kStateColumns;
   T* dr = du + C * kStateColumns;
-  const int64_t in = initial_state_at(d, bh), out = final_state_at(d, bh);
+  const int64_t out = final_state_at(d, bh);
   const T* dht = p.dht && out >= 0 ? p.dht + out : nullptr;
   blk.each(Dk * nv, [=](int64_t e) {
     const RowCol rc = split(e, nv);
     dS[e] = dht ? dht[rc.row * Dv + cs.j0 + rc.col] : T(0);
   });
   blk.sync();
-  for (int64_t c = head_span(d, bh).chunks - 1; c >= 0; --c) {
-    const ChunkAt at = chunk_at(d, bh, c);
+  const HeadSpan hs = head_span(d, bh);
+  for (int64_t c = hs.chunks - 1; c >= 0; --c) {
+    const ChunkAt at = chunk_of(d, hs, c);
     const Shape s = shape(d, at);
-    const WorkChunk w = work_chunk(d, bh, c);
+    const WorkChunk w = work_of(d, at);
     const T* ainv = p.saved + at.slot * d.block() + S;
     const T* k = p.k + at.qk;
     chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
@@ -628,6 +636,7 @@ LINATTN_HD void chunk_backward_states(const Block& blk, const Args<T>& p, T* wor
     dS = dS_next;
     dS_next = spent;
   }
+  const int64_t in = initial_state_at(d, bh);
   if (p.dh0 && in >= 0)
     blk.each(Dk * nv, [=](int64_t e) {
       const RowCol rc = split(e, nv);
@@ -901,7 +910,7 @@ LINATTN_HD void recurrent_forward_head(const Block& blk, const Args<T>& p, T* st
   const int64_t Dk = d.Dk, Dv = d.Dv, H = d.H, S = d.state(), ldk = H * Dk, ldv = H * Dv;
   T* u = sh;
   const ChunkAt at = chunk_at(d, bh, 0);  // where token 0 is
-  const int64_t in = initial_state_at(d, bh), out = final_state_at(d, bh), len = head_span(d, bh).seq.len;
+  const int64_t in = initial_state_at(d, bh), out = final_state_at(d, bh), len = head_span(d, bh).len;
   blk.each(S, [&](int64_t e) { state[e] = p.h0 && in >= 0 ? p.h0[in + e] : T(0); });
   blk.sync();
   for (int64_t t = 0; t < len; ++t) {

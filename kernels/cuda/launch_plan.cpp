@@ -217,7 +217,6 @@ LaunchPlans attention_backward_plans(bool bf16, int64_t B, int64_t T, int64_t H,
 
 namespace {
 
-int64_t chunks_of(int64_t T) { return ceil_div(T, chunk::kChunk); }
 int64_t tiles_of(int64_t columns) { return ceil_div(columns, chunk::kTileCols); }
 std::string templated(const char* kernel, bool flag) {
   return std::string("chunk::") + kernel + (flag ? "<true>" : "<false>");

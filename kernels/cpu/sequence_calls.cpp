@@ -1,10 +1,10 @@
-#include "kernels/sequence_calls.h"
+#include "kernels/cpu/sequence_calls.h"
 
 #include <vector>
 
 #include "kernels/sequences.h"
 
-namespace linattn {
+namespace linattn::cpu {
 
 namespace {
 
@@ -14,11 +14,10 @@ struct Call {
   int64_t start, rows, len, first;
 };
 
-std::vector<Call> calls_of(const backend::MixerArgs& r, const int32_t* offsets) {
-  const Sequences seqs{offsets, r.seqs.count};
+std::vector<Call> calls_of(const backend::MixerArgs& r) {
   std::vector<Call> calls;
-  for (int64_t s = 0; s < sequence_count(seqs, r.B); ++s) {
-    const Span seq = sequence(seqs, s, r.T);
+  for (int64_t s = 0; s < sequence_count(r.seqs, r.B); ++s) {
+    const Span seq = sequence(r.seqs, s, r.T);
     Call* prev = calls.empty() ? nullptr : &calls.back();
     if (seq.len == r.T && prev && prev->len == r.T)
       ++prev->rows;  // whole rows in a row: one call
@@ -48,13 +47,13 @@ Tensor state_rows(const Tensor& x, int64_t row, int64_t rows) {
 }
 
 // Call c's share of the batch's arguments, its share of `saved` not cut yet.
-backend::MixerArgs call_args(const backend::MixerArgs& a, const int32_t* offsets, const Call& c) {
+backend::MixerArgs call_args(const backend::MixerArgs& a, const Call& c) {
   backend::MixerArgs r = a;
   r.B = c.rows, r.T = c.len, r.seqs = {};
   for (Tensor* x : {&r.o, &r.q, &r.k, &r.v, &r.gate, &r.decay, &r.dq, &r.dk, &r.dv, &r.dgate, &r.ddecay, &r.dO})
     *x = positions(*x, c);
-  const Sequences seqs{offsets, a.seqs.count};  // the call's first sequence starts its rows, its last ends them
-  const int64_t in = initial_state_row(seqs, c.first, a.T), out = final_state_row(seqs, c.first + c.rows - 1, a.T);
+  // the call's first sequence starts its rows, its last ends them
+  const int64_t in = initial_state_row(a.seqs, c.first, a.T), out = final_state_row(a.seqs, c.first + c.rows - 1, a.T);
   for (Tensor* x : {&r.h0, &r.z0, &r.dh0, &r.dz0}) *x = state_rows(*x, in, c.rows);
   for (Tensor* x : {&r.ht, &r.zt, &r.dht, &r.dzt}) *x = state_rows(*x, out < 0 ? -1 : out - (c.rows - 1), c.rows);
   return r;
@@ -62,12 +61,11 @@ backend::MixerArgs call_args(const backend::MixerArgs& a, const int32_t* offsets
 
 }  // namespace
 
-void call_per_sequence(const backend::MixerArgs& r, const int32_t* offsets, MixerCall call,
-                       MixerSavedSize saved_size) {
+void call_per_sequence(const backend::MixerArgs& r, MixerCall call, MixerSavedSize saved_size) {
   if (!r.seqs.count) return call(r);
   int64_t at = 0;
-  for (const Call& c : calls_of(r, offsets)) {
-    backend::MixerArgs part = call_args(r, offsets, c);
+  for (const Call& c : calls_of(r)) {
+    backend::MixerArgs part = call_args(r, c);
     if (r.saved.defined()) {
       const int64_t n = saved_size(part);
       part.saved = r.saved.view_at(at, {n});
@@ -77,11 +75,11 @@ void call_per_sequence(const backend::MixerArgs& r, const int32_t* offsets, Mixe
   }
 }
 
-int64_t saved_size_per_sequence(const backend::MixerArgs& r, const int32_t* offsets, MixerSavedSize saved_size) {
+int64_t saved_size_per_sequence(const backend::MixerArgs& r, MixerSavedSize saved_size) {
   if (!r.seqs.count) return saved_size(r);
   int64_t n = 0;
-  for (const Call& c : calls_of(r, offsets)) n += saved_size(call_args(r, offsets, c));
+  for (const Call& c : calls_of(r)) n += saved_size(call_args(r, c));
   return n;
 }
 
-}  // namespace linattn
+}  // namespace linattn::cpu
