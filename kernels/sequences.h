@@ -38,20 +38,22 @@ LINATTN_HD inline Span sequence(const Sequences& q, int64_t s, int64_t T) {
 // state and gives its gradient; the one that ends it ((start + len) % T == 0) gives the row's final
 // state and takes its gradient. Every other sequence starts from zeros and its final state is
 // dropped. The row of sequence s < sequence_count(q, B), or -1 where it starts (ends) inside its row;
-// without offsets sequence s is row s (T = 0 included). divide(x, T) gives {x / T, x % T} (device
+// without offsets sequence s is row s (T = 0 included). Divide()(x, T) gives {x / T, x % T} (device
 // code that avoids integer division, kernels/cuda/deltanet_block.h, passes its own).
 struct Quotient {
   int64_t quot, rem;
 };
-LINATTN_HD inline Quotient divide(int64_t x, int64_t T) { return {x / T, x % T}; }
-template <class Divide = Quotient (*)(int64_t, int64_t)>
-LINATTN_HD int64_t initial_state_row(const Sequences& q, int64_t s, int64_t T, Divide div = divide) {
+struct Divide {
+  LINATTN_HD Quotient operator()(int64_t x, int64_t T) const { return {x / T, x % T}; }
+};
+template <class D = Divide>
+LINATTN_HD int64_t initial_state_row(const Sequences& q, int64_t s, int64_t T, D div = {}) {
   if (!q.count) return s;
   const Quotient at = div(q.offsets[s], T);
   return at.rem == 0 ? at.quot : -1;
 }
-template <class Divide = Quotient (*)(int64_t, int64_t)>
-LINATTN_HD int64_t final_state_row(const Sequences& q, int64_t s, int64_t T, Divide div = divide) {
+template <class D = Divide>
+LINATTN_HD int64_t final_state_row(const Sequences& q, int64_t s, int64_t T, D div = {}) {
   if (!q.count) return s;
   const Quotient at = div(q.offsets[s + 1], T);
   return at.rem == 0 ? at.quot - 1 : -1;
