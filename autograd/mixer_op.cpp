@@ -12,37 +12,6 @@ Tensor grad_or_zeros(const Variable& o) {
   return o.grad().defined() ? o.grad() : Tensor::scratch_zeros(o.shape(), o.dtype(), o.device());
 }
 
-// A [B, ...] state's rows in segment part p, as a [rows, ...] view, when `take`; else none.
-Tensor state_rows(const Tensor& x, const SegmentPart& p, bool take) {
-  if (!take || !x.defined()) return Tensor();
-  Shape s = x.shape();
-  const int64_t per = s[0] ? x.numel() / s[0] : 0;
-  s[0] = p.rows;
-  return x.view_at(p.row * per, s);
-}
-
-// One backend call of a mixer op: a segment part and its share [saved_at, saved_at + saved_n) of
-// the saved buffer.
-struct Call {
-  SegmentPart p;
-  int64_t saved_at, saved_n;
-};
-
-// The share of call c in the whole-batch arguments a: views of every [B, T, ...] tensor at the
-// part's positions; the initial states of its rows when the part begins them and the final states
-// when it ends them (none elsewhere: zeros in, nothing out); its share of `saved`. A batch without
-// document boundaries is one call whose views are the whole tensors.
-backend::MixerArgs call_args(const backend::MixerArgs& a, const Call& c) {
-  backend::MixerArgs r = a;
-  r.B = c.p.rows, r.T = c.p.len;
-  for (Tensor* x : {&r.o, &r.q, &r.k, &r.v, &r.gate, &r.decay, &r.dq, &r.dk, &r.dv, &r.dgate, &r.ddecay, &r.dO})
-    *x = positions(*x, c.p);
-  for (Tensor* x : {&r.h0, &r.z0, &r.dh0, &r.dz0}) *x = state_rows(*x, c.p, c.p.first);
-  for (Tensor* x : {&r.ht, &r.zt, &r.dht, &r.dzt}) *x = state_rows(*x, c.p, c.p.last);
-  if (r.saved.defined()) r.saved = r.saved.view_at(c.saved_at, {c.saved_n});
-  return r;
-}
-
 }  // namespace
 
 std::string shape_list(std::initializer_list<std::pair<const char*, const Variable*>> named) {
@@ -90,15 +59,14 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
   r.chunk_size = options.chunk_size;
   r.phi = phi;
   r.normalize = normalize;
-  std::vector<Call> calls;
-  int64_t saved = 0;
-  for (const SegmentPart& p : segment_parts(options.segments ? *options.segments : Segments{}, s.B, s.T)) {
-    backend::MixerArgs part = r;
-    part.B = p.rows, part.T = p.len;
-    const int64_t n = r.chunk ? entries.saved_size(dev, part) : 0;
-    calls.push_back({p, saved, n});
-    saved += n;
+  // The documents go to the kernels as offsets on the device (uploaded once per micro-batch); the
+  // table is held until the backward has run.
+  Tensor table;
+  if (options.segments) {
+    check_segments(*options.segments, s.B, s.T);
+    r.seqs = options.segments->sequences(dev, table);
   }
+  const int64_t saved = r.chunk ? entries.saved_size(dev, r) : 0;
   r.o = Tensor::scratch({s.B, s.T, s.H, s.Dv}, dt, dev);
   r.ht = Tensor::scratch({s.B, s.H, s.Dk, s.Dv}, dt, dev);
   if (normalize) r.zt = Tensor::scratch({s.B, s.H, s.Dk}, dt, dev);
@@ -107,11 +75,11 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
   r.gate = value_or_none(in.gate), r.decay = value_or_none(in.decay), r.rate = value_or_none(in.rate);
   r.skip = value_or_none(in.skip);
   r.h0 = value_or_none(in.h0), r.z0 = value_or_none(in.z0);
-  for (const Call& c : calls) entries.forward(dev, call_args(r, c));
+  entries.forward(dev, r);
   const bool rg = needs_grad(inputs);
   MixerOutput out{Variable(r.o, rg), Variable(r.ht, rg), normalize ? Variable(r.zt, rg) : Variable()};
   if (rg)
-    record(inputs, [r, calls, in, out, &backward = entries.backward, dev] {
+    record(inputs, [r, table, in, out, &backward = entries.backward, dev] {
       backend::MixerArgs b = r;
       // Kernels write dq, dk, dv and the gate's gradient always (a gate nobody differentiates, such as
       // RetNet's constant one, gets throw-away zeros); the rest only when needed.
@@ -124,7 +92,7 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
       if (r.normalize) b.dz0 = grad_or_none(in.z0), b.dzt = out.zt.grad();
       b.dO = grad_or_zeros(out.o);
       b.dht = out.ht.grad();
-      for (const Call& c : calls) backward(dev, call_args(b, c));
+      backward(dev, b);
     });
   return out;
 }

@@ -1,6 +1,6 @@
 // What every token-mixer op (autograd/mixers.h, autograd/mamba2.h) shares after its own shape and
-// range checks: the checks of values, and mixer_op, which runs the backend's entries once per
-// segment part and records the tape node. Internal to autograd/.
+// range checks: the checks of values, and mixer_op, which runs the backend's entries once over the
+// batch (its documents as MixerArgs::seqs) and records the tape node. Internal to autograd/.
 #pragma once
 
 #include <cstdint>
@@ -47,9 +47,10 @@ struct MixerEntries {
 };
 
 // Checks the `finite` inputs, allocates the outputs (o [B, T, H, Dv], ht [B, H, Dk, Dv], zt when
-// normalized) and (chunk form) the `saved` elements the device's column asks for per segment part,
-// runs the `forward` entry once per segment part, and records one tape node over `inputs` whose
-// backward runs the `backward` entry once per part. scale: options.scale, or Dk^-1/2 when 0.
+// normalized) and (chunk form) the `saved` elements the device's column asks for, runs the `forward`
+// entry once over the batch with options.segments as its sequences (MixerArgs::seqs), and records one
+// tape node over `inputs` whose backward runs the `backward` entry once. scale: options.scale, or
+// Dk^-1/2 when 0.
 MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inputs,
                      std::initializer_list<std::pair<const char*, const Variable*>> finite, const Sizes& s,
                      const MixerOptions& options, bool normalize, FeatureMap phi, const MixerVars& in,

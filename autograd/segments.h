@@ -5,11 +5,11 @@
 // by B * T: fla's cu_seqlens. Every row start b * T is a sequence start (rows never continue each
 // other). An empty Segments is the B rows themselves, the default everywhere.
 //
-// Attention, the short convolution and RoPE hand the offsets to their kernels (kernels/op_types.h's
-// Sequences): one call per op for the whole batch, each sequence getting bit for bit what a call
-// on it alone gives. The linear mixers still run each sequence (segment part, below) as its own
-// kernel call on the same [B, T, ...] buffers. An initial state (h0) or position offset belongs to
-// the first sequence of its row, and the final state (ht) is that of the last one.
+// Attention, the short convolution, RoPE and the linear mixers hand the offsets to their kernels
+// (kernels/op_types.h's Sequences): one call per op for the whole batch, each sequence getting bit
+// for bit what a call on it alone gives. An initial state (h0) or position offset belongs to the
+// first sequence of its row, and the final state (ht) is that of the last one (kernels/sequences.h).
+// The segment parts below are the calls one per sequence would make; the tests compare against them.
 #pragma once
 
 #include <cstdint>

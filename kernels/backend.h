@@ -65,6 +65,10 @@ struct MixerArgs {
   Tensor q, k, v, gate, decay, rate, skip, h0, z0;           // inputs
   Tensor dq, dk, dv, dgate, ddecay, drate, dskip, dh0, dz0;  // backward outputs (+=)
   Tensor dO, dht, dzt;                         // upstream gradients
+  // The documents of the batch (kernels/op_types.h; {} = its rows): no state crosses a document
+  // start, and h0, ht (dh0, dht) belong to the documents that start and end each row
+  // (kernels/sequences.h's initial_state_row, final_state_row).
+  Sequences seqs;
 };
 
 // One AdamW update over a flat buffer: m, v moments; decay = lr * weight_decay (0: no decay).

@@ -24,6 +24,9 @@ struct DeltaNetArgs {
   // the CUDA chunk forward's intra-chunk products (K K^T, Q K^T): bf16 or tf32 on the tensor cores
   // (backend::matmul_precision()); the CPU kernels ignore it
   MatmulPrecision precision = MatmulPrecision::f32;
+  // the CUDA kernels: the documents of the batch (kernels/op_types.h; {} = its rows), on the device;
+  // the CPU kernels take rows (their entries call them per document, kernels/cpu/sequence_calls.h)
+  Sequences seqs;
   // forward outputs
   T* o = nullptr;      // [B, T, H, Dv]
   T* ht = nullptr;     // [B, H, Dk, Dv] or nullptr

@@ -21,6 +21,7 @@ DeltaNetArgs<T> deltanet_args(const MixerArgs& r) {
   p.dO = in(r.dO), p.dht = in(r.dht);
   p.dq = out(r.dq), p.dk = out(r.dk), p.dv = out(r.dv), p.dbeta = out(r.dgate), p.da = r.decay.defined() ? out(r.ddecay) : nullptr;
   p.dh0 = out(r.dh0);
+  p.seqs = r.seqs;
   return p;
 }
 

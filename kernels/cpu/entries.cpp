@@ -15,6 +15,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/cpu/sequence_calls.h"
 #include "kernels/deltanet_args.h"
 
 namespace linattn::cpu::entry {
@@ -307,7 +308,7 @@ void rope_backward(In dx, In dy, int64_t offset, double theta, Sequences seqs) {
 
 // ---- token mixers ----
 
-void linear_attention_forward(const MixerArgs& r) {
+static void linear_attention_forward_rows(const MixerArgs& r) {
   floating(r.q, [&](auto zero) {
     using T = decltype(zero);
     if (r.chunk)
@@ -321,7 +322,7 @@ void linear_attention_forward(const MixerArgs& r) {
   });
 }
 
-void linear_attention_backward(const MixerArgs& r) {
+static void linear_attention_backward_rows(const MixerArgs& r) {
   floating(r.q, [&](auto zero) {
     using T = decltype(zero);
     if (r.chunk)
@@ -337,11 +338,11 @@ void linear_attention_backward(const MixerArgs& r) {
   });
 }
 
-int64_t linear_attention_saved_size(const MixerArgs& r) {
+static int64_t linear_attention_saved_size_rows(const MixerArgs& r) {
   return cpu::linear_attn_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.normalize, r.chunk_size);
 }
 
-void gla_forward(const MixerArgs& r) {
+static void gla_forward_rows(const MixerArgs& r) {
   floating(r.q, [&](auto zero) {
     using T = decltype(zero);
     if (r.chunk)
@@ -354,7 +355,7 @@ void gla_forward(const MixerArgs& r) {
   });
 }
 
-void gla_backward(const MixerArgs& r) {
+static void gla_backward_rows(const MixerArgs& r) {
   floating(r.q, [&](auto zero) {
     using T = decltype(zero);
     if (r.chunk)
@@ -368,11 +369,11 @@ void gla_backward(const MixerArgs& r) {
   });
 }
 
-int64_t gla_saved_size(const MixerArgs& r) {
+static int64_t gla_saved_size_rows(const MixerArgs& r) {
   return cpu::gla_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.chunk_size);
 }
 
-void delta_rule_forward(const MixerArgs& r) {
+static void delta_rule_forward_rows(const MixerArgs& r) {
   floating(r.q, [&](auto zero) {
     using T = decltype(zero);
     if (r.chunk) cpu::deltanet_chunk_forward(backend::deltanet_args<T>(r));
@@ -380,7 +381,7 @@ void delta_rule_forward(const MixerArgs& r) {
   });
 }
 
-void delta_rule_backward(const MixerArgs& r) {
+static void delta_rule_backward_rows(const MixerArgs& r) {
   floating(r.q, [&](auto zero) {
     using T = decltype(zero);
     if (r.chunk) cpu::deltanet_chunk_backward(backend::deltanet_args<T>(r));
@@ -388,9 +389,30 @@ void delta_rule_backward(const MixerArgs& r) {
   });
 }
 
-int64_t delta_rule_saved_size(const MixerArgs& r) {
+static int64_t delta_rule_saved_size_rows(const MixerArgs& r) {
   return deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.chunk_size);
 }
+
+// The entries: the kernels above once per document (kernels/cpu/sequence_calls.h).
+void linear_attention_forward(const MixerArgs& r) {
+  call_per_sequence(r, linear_attention_forward_rows, linear_attention_saved_size_rows);
+}
+void linear_attention_backward(const MixerArgs& r) {
+  call_per_sequence(r, linear_attention_backward_rows, linear_attention_saved_size_rows);
+}
+int64_t linear_attention_saved_size(const MixerArgs& r) {
+  return saved_size_per_sequence(r, linear_attention_saved_size_rows);
+}
+void gla_forward(const MixerArgs& r) { call_per_sequence(r, gla_forward_rows, gla_saved_size_rows); }
+void gla_backward(const MixerArgs& r) { call_per_sequence(r, gla_backward_rows, gla_saved_size_rows); }
+int64_t gla_saved_size(const MixerArgs& r) { return saved_size_per_sequence(r, gla_saved_size_rows); }
+void delta_rule_forward(const MixerArgs& r) {
+  call_per_sequence(r, delta_rule_forward_rows, delta_rule_saved_size_rows);
+}
+void delta_rule_backward(const MixerArgs& r) {
+  call_per_sequence(r, delta_rule_backward_rows, delta_rule_saved_size_rows);
+}
+int64_t delta_rule_saved_size(const MixerArgs& r) { return saved_size_per_sequence(r, delta_rule_saved_size_rows); }
 
 // ---- optimizer ----
 

@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/entries.h"
 #include "kernels/cpu/mamba2.h"
+#include "kernels/cpu/sequence_calls.h"
 
 namespace linattn::cpu::entry {
 
@@ -42,7 +43,7 @@ void time_steps(const MixerArgs& r, std::vector<T>& dt, std::vector<T>& A) {
 
 }  // namespace
 
-void mamba2_forward(const MixerArgs& r) {
+static void mamba2_forward_rows(const MixerArgs& r) {
   dispatch_float(r.v.dtype(), [&](auto zero) {
     using T = decltype(zero);
     std::vector<T> dt, A;
@@ -64,7 +65,7 @@ void mamba2_forward(const MixerArgs& r) {
   });
 }
 
-void mamba2_backward(const MixerArgs& r) {
+static void mamba2_backward_rows(const MixerArgs& r) {
   dispatch_float(r.v.dtype(), [&](auto zero) {
     using T = decltype(zero);
     std::vector<T> dt, A;
@@ -99,6 +100,11 @@ void mamba2_backward(const MixerArgs& r) {
   });
 }
 
-int64_t mamba2_saved_size(const MixerArgs& r) { return mamba2_chunk_saved_size(dims(r), r.chunk_size); }
+static int64_t mamba2_saved_size_rows(const MixerArgs& r) { return mamba2_chunk_saved_size(dims(r), r.chunk_size); }
+
+// The entries: the kernels above once per document (kernels/cpu/sequence_calls.h).
+void mamba2_forward(const MixerArgs& r) { call_per_sequence(r, mamba2_forward_rows, mamba2_saved_size_rows); }
+void mamba2_backward(const MixerArgs& r) { call_per_sequence(r, mamba2_backward_rows, mamba2_saved_size_rows); }
+int64_t mamba2_saved_size(const MixerArgs& r) { return saved_size_per_sequence(r, mamba2_saved_size_rows); }
 
 }  // namespace linattn::cpu::entry

@@ -1,7 +1,9 @@
 // The chunk-parallel linear attention and GLA passes (kernels/cuda/chunk_gla.h): one thread block per
-// (chunk, 64-column tile, batch * head) for the intra-chunk work, one thread per state entry for the
-// sequential state pass. Thread and shared-memory layouts: kernels/cuda/chunk_layout.h (every tile
-// has an odd pitch and every product reads broadcasts, row runs or column runs: no bank conflicts).
+// (tile, 64-column tile, head) for the intra-chunk work, a tile being one chunk of one sequence
+// (kernels/sequences.h: the block finds it from its index, an idle tile returns at once), one thread
+// per (sequence, head) state entry for the sequential state pass. Thread and shared-memory layouts:
+// kernels/cuda/chunk_layout.h (every tile has an odd pitch and every product reads broadcasts, row
+// runs or column runs: no bank conflicts).
 //
 // GLA's gates, numerically safe by sub-chunks of kSub = 16 tokens. G is the in-chunk inclusive
 // cumulative sum of the log-gates (<= 0), so it does not increase down the chunk. A score of rows
@@ -194,22 +196,41 @@ __device__ inline float dphi_of(FeatureMap f, float x) {
   }
 }
 
-// The block's chunk: batch b, head h, first token t0, L valid tokens (<= kChunk).
+// The chunk of tile `tile` (kernels/sequences.h) and head h: its first token t0 (a position of the
+// flattened B * T), L valid tokens (<= kChunk; 0: an idle tile, which does nothing), the state slot
+// at its start (Problem; an int, as the grid's tile count is, with_shared: fewer registers held).
 struct ChunkAt {
-  int64_t b, h, t0;
-  int L;
+  int64_t t0;
+  int h, slot, L;
 };
-__device__ inline ChunkAt chunk_at(const Problem& p, int64_t bh, int64_t c) {
-  const int64_t t0 = c * kChunk, rest = p.T - t0;
-  return {bh / p.H, bh % p.H, t0, int(rest < kChunk ? rest : kChunk)};
+__device__ inline ChunkAt chunk_at(const Problem& p, int64_t tile, int64_t h) {
+  if (!p.seqs.count) {  // the rows: tile_at's tiles, in 32-bit integers (ptxas calls a subroutine for a
+                        // 64-bit division, and chunk_dqk_kernel, at its 128 registers, then spilled)
+    const int per = int((p.T + kChunk - 1) / kChunk), b = int(tile) / per, c = int(tile) % per;
+    const int64_t rest = p.T - int64_t(c) * kChunk;
+    return {int64_t(b) * p.T + int64_t(c) * kChunk, int(h), int(tile) + b, int(rest < kChunk ? rest : kChunk)};
+  }
+  const Tile t = tile_at(p.seqs, p.T, kChunk, tile);
+  const int64_t rest = t.seq.len - t.block * kChunk;
+  const int L = t.idle ? 0 : int(rest < kChunk ? rest : kChunk);
+  return {t.seq.start + t.block * kChunk, int(h), int(tile + t.number), L};
 }
-// Token t's row of a [B, T, H, ld] tensor.
+// Token t's row of a [B, T, H, ld] tensor (t a position of the flattened B * T).
 __device__ inline int64_t row_at(const Problem& p, const ChunkAt& a, int64_t t, int64_t ld) {
-  return ((a.b * p.T + t) * p.H + a.h) * ld;
+  return (t * p.H + a.h) * ld;
 }
-// The state (or its gradient) of (batch * head) bh at slot s: [Dk, W].
-__device__ inline int64_t state_at(const Problem& p, int64_t bh, int64_t s) {
-  return (bh * (p.chunks() + 1) + s) * p.Dk * p.W;
+// The state (or its gradient) of head h at slot s (Problem): [Dk, W].
+__device__ inline int64_t state_at(const Problem& p, int64_t s, int64_t h) {
+  return (s * p.H + h) * p.Dk * p.W;
+}
+// Sequence s's n chunks and its first state slot.
+struct SequenceAt {
+  Span seq;
+  int64_t chunks, slot;
+};
+__device__ inline SequenceAt sequence_at(const Problem& p, int64_t s) {
+  const Span seq = sequence(p.seqs, s, p.T);
+  return {seq, (seq.len + kChunk - 1) / kChunk, tile_index(p.seqs, s, p.T, kChunk, 0) + s};
 }
 
 // tile [kChunk, width] = columns col0 .. col0 + width of the chunk's rows of x (ld, `cols` columns),
@@ -295,15 +316,15 @@ __device__ void sub_chunk_scalings(float* from_first, const float* q, float* to_
 
 // ---- the gates' in-chunk cumulative sums ----
 
-// Block (chunk, 64-column tile, batch * head) as the intra-chunk kernels, thread (sub-chunk part,
+// Block (tile, 64-column tile, head) as the intra-chunk kernels, thread (sub-chunk part,
 // column): it sums its part's kSub rows, then adds the totals of the parts before it (so a chunk is
 // summed by kSubs threads per column, and the grid has as many blocks as the intra-chunk kernels').
 __global__ void __launch_bounds__(kThreads) gate_cumsum_kernel(float* G, const float* g, Problem p) {
   static_assert(kSubs * kTileCols == kThreads, "one thread per (sub-chunk, column)");
   __shared__ float total[kSubs][kTileCols];  // a warp's lanes: one part, 32 consecutive columns
   const int part = threadIdx.x / kTileCols, col = threadIdx.x % kTileCols;
-  const int64_t c = blockIdx.x, d = int64_t(blockIdx.y) * kTileCols + col, bh = blockIdx.z;
-  const ChunkAt a = chunk_at(p, bh, c);
+  const int64_t d = int64_t(blockIdx.y) * kTileCols + col;
+  const ChunkAt a = chunk_at(p, blockIdx.x, blockIdx.z);  // an idle tile: L = 0, nothing to sum
   float sum[kSub];  // the part's inclusive sums
   float acc = 0;
 #pragma unroll
@@ -326,7 +347,7 @@ __global__ void __launch_bounds__(kThreads) gate_cumsum_kernel(float* G, const f
 // ---- a chunk's contribution to the state ----
 
 // Forward (slot c + 1):  U_c = (φ(K) ⊙ e^(G_C − G))ᵀ V;  backward (slot c):  W_c = scale (φ(Q) ⊙ e^G)ᵀ dO.
-// Block (chunk, key tile * value tiles + value tile, batch * head); out[d][n] for d = tile_row, n = tile_col.
+// Block (tile, key tile * value tiles + value tile, head); out[d][n] for d = tile_row, n = tile_col.
 template <bool kBackward, MatmulPrecision P>
 __global__ void __launch_bounds__(kThreads) chunk_state_kernel(float* states, Problem p, Rows Y) {
   using Op = Operand<P>;
@@ -334,10 +355,11 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(float* states, Pr
   LINATTN_DYNAMIC_SHARED(float, sm);
   E* sX = reinterpret_cast<E*>(sm);           // [kChunk, kTileCols] the gated key (query) rows
   E* sY = sX + Op::size(kChunk, kTileCols);   // [kChunk, kTileCols] the value (dO) rows
-  const int64_t c = blockIdx.x, bh = blockIdx.z;
   const int64_t vtiles = (p.W + kTileCols - 1) / kTileCols;
   const int64_t d0 = int64_t(blockIdx.y) / vtiles * kTileCols, n0 = int64_t(blockIdx.y) % vtiles * kTileCols;
-  const ChunkAt a = chunk_at(p, bh, c);
+  const ChunkAt a = chunk_at(p, blockIdx.x, blockIdx.z);
+  if (a.L == 0) return;  // an idle tile: the whole block
+  float* S = states + state_at(p, kBackward ? a.slot : a.slot + 1, a.h);  // (here: without a spill at sm_90's tf32)
   const float* x = kBackward ? p.q : p.k;
   for (int e = threadIdx.x; e < kChunk * kTileCols; e += kThreads) {
     const int r = load_row(e, kTileCols), d = load_col(e, kTileCols);
@@ -374,7 +396,6 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(float* states, Pr
     mac2<P, wmma::col_major, wmma::row_major>(f, row_block<wmma::col_major>(sX, ld, frag_row(w)), ld, sY, ld, kChunk);
     fragments_to_threads(acc, f, sm);
   }
-  float* S = states + state_at(p, bh, kBackward ? c : c + 1);
   const float f = kBackward ? p.scale : 1.0f;
 #pragma unroll
   for (int r = 0; r < kRowsPerThread; ++r)
@@ -387,27 +408,33 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(float* states, Pr
 
 // ---- the sequential state pass ----
 
-// One thread per state entry (bh, d, n). Forward: S_0 = init, S_{c+1} = e^(G_C) S_c + U_c (U_c in slot
-// c + 1). Reverse: dS_chunks = init, dS_c = e^(G_C) dS_{c+1} + W_c (W_c in slot c), slot c + 1 = dS_{c+1}.
+// One thread per state entry (sequence, h, d, n), slots c of the sequence's own (Problem). Forward:
+// S_0 = init, S_{c+1} = e^(G_C) S_c + U_c (U_c in slot c + 1). Reverse: dS_chunks = init,
+// dS_c = e^(G_C) dS_{c+1} + W_c (W_c in slot c), slot c + 1 = dS_{c+1}. init [B, H, Dk, W]: the row's
+// h0 (forward) or dht (reverse) where the sequence starts (ends) its row (kernels/sequences.h), else zeros.
 template <bool kReverse>
 __global__ void state_pass_kernel(float* states, Problem p, const float* init) {
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t per = p.Dk * p.W, NC = p.chunks();
-  if (e >= p.B * p.H * per) return;
-  const int64_t bh = e / per, d = e % per / p.W;
-  float* s = states + bh * (NC + 1) * per + e % per;
+  const int64_t per = p.Dk * p.W;
+  if (e >= p.sequences() * p.H * per) return;
+  const int64_t h = e / per % p.H, d = e % per / p.W;
+  const int64_t seq = e / (per * p.H);
+  const SequenceAt at = sequence_at(p, seq);
+  const int64_t NC = at.chunks, stride = p.H * per;  // from one slot to the next
+  float* s = states + state_at(p, at.slot, h) + e % per;
   auto decay = [&](int64_t c) {
-    const int64_t last = (c + 1) * kChunk < p.T ? (c + 1) * kChunk - 1 : p.T - 1;
-    return p.G ? expf(p.G[((bh / p.H * p.T + last) * p.H + bh % p.H) * p.Dk + d]) : 1.0f;
+    const int64_t last = (c + 1) * kChunk < at.seq.len ? (c + 1) * kChunk - 1 : at.seq.len - 1;
+    return p.G ? expf(p.G[((at.seq.start + last) * p.H + h) * p.Dk + d]) : 1.0f;
   };
-  float S = init ? init[e] : 0.0f;
+  const int64_t row = kReverse ? final_state_row(p.seqs, seq, p.T) : initial_state_row(p.seqs, seq, p.T);
+  float S = init && row >= 0 ? init[(row * p.H + h) * per + e % per] : 0.0f;
   if (!kReverse) {
     s[0] = S;
-    for (int64_t c = 0; c < NC; ++c) s[(c + 1) * per] = S = decay(c) * S + s[(c + 1) * per];
+    for (int64_t c = 0; c < NC; ++c) s[(c + 1) * stride] = S = decay(c) * S + s[(c + 1) * stride];
   } else {
     for (int64_t c = NC - 1; c >= 0; --c) {
-      const float inc = s[c * per];
-      s[(c + 1) * per] = S;
+      const float inc = s[c * stride];
+      s[(c + 1) * stride] = S;
       S = decay(c) * S + inc;
     }
     s[0] = S;
@@ -423,7 +450,7 @@ constexpr int kApplyBlocksPerSm = Operand<P>::kTensorCores ? 2 : 0;
 
 // Forward (kTransposed false), per chunk and value tile:  out_i = a (φ(q_i) ⊙ e^(G_i)) S_c + b Σ_{j<=i} A_ij v_j.
 // dv (kTransposed true), from dS_{c+1}:  out_j = a (φ(k_j) ⊙ e^(G_C − G_j)) dS_{c+1} + b Σ_{i>=j} A_ij dO_i.
-// A_ij = Σ_d φ(q_id) φ(k_jd) e^(G_id − G_jd), by sub-chunks (see the top). Block (chunk, value tile, batch * head).
+// A_ij = Σ_d φ(q_id) φ(k_jd) e^(G_id − G_jd), by sub-chunks (see the top). Block (tile, value tile, head).
 template <bool kTransposed, MatmulPrecision P>
 __global__ void __launch_bounds__(kThreads, kApplyBlocksPerSm<P>)
     chunk_apply_kernel(OutRows out, Problem p, Rows Y, const float* states, float a, float b) {
@@ -451,10 +478,11 @@ __global__ void __launch_bounds__(kThreads, kApplyBlocksPerSm<P>)
   E* oA = reinterpret_cast<E*>(reinterpret_cast<char*>(sm) + align128(words(kChunk, kChunk) * 4));  // [kChunk, kChunk]
   E* oY = oA + Op::size(kChunk, kChunk);  // [kChunk, kTileCols]
   const int tid = threadIdx.x, w = tid / 32;
-  const int64_t c = blockIdx.x, n0 = int64_t(blockIdx.y) * kTileCols, bh = blockIdx.z;
-  const ChunkAt at_c = chunk_at(p, bh, c);
+  const int64_t n0 = int64_t(blockIdx.y) * kTileCols;
+  const ChunkAt at_c = chunk_at(p, blockIdx.x, blockIdx.z);
+  if (at_c.L == 0) return;  // an idle tile: the whole block
   const bool gated = p.G != nullptr;
-  const float* S = states + state_at(p, bh, kTransposed ? c + 1 : c);
+  const float* S = states + state_at(p, kTransposed ? at_c.slot + 1 : at_c.slot, at_c.h);
   float accA[kRowsPerThread][kColsPerThread] = {};  // A[i][j], i = tile_row, j = tile_col
   float accS[kRowsPerThread][kColsPerThread] = {};  // the state term of out[row][n], row = tile_row, n = tile_col
   typename Op::Acc fA[2], fS[2];                    // tensor cores: A (gated: off the diagonal blocks), the state term
@@ -668,11 +696,12 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
   E* oX = reinterpret_cast<E*>(base + tc_qk_x_offset(sizeof(E)));
   float* staging = reinterpret_cast<float*>(oX);
   const int tid = threadIdx.x, w = tid / 32;
-  const int64_t c = blockIdx.x, n0 = int64_t(blockIdx.y) * kTileCols, bh = blockIdx.z;
-  const ChunkAt at_c = chunk_at(p, bh, c);
+  const int64_t n0 = int64_t(blockIdx.y) * kTileCols;
+  const ChunkAt at_c = chunk_at(p, blockIdx.x, blockIdx.z);
+  if (at_c.L == 0) return;  // an idle tile: the whole block
   const bool gated = p.G != nullptr;
-  const float* Sc = states + state_at(p, bh, c);
-  const float* dS = dstates + state_at(p, bh, c + 1);
+  const float* Sc = states + state_at(p, at_c.slot, at_c.h);
+  const float* dS = dstates + state_at(p, at_c.slot + 1, at_c.h);
   float dP[kRowsPerThread][kColsPerThread] = {};  // [i][j]
   float Dq[kRowsPerThread][kColsPerThread] = {};  // Σ_m dO_im S_c[n][m]
   float Dk[kRowsPerThread][kColsPerThread] = {};  // [j][n]
@@ -930,25 +959,27 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
       acc += sDG[at(row, tid, kTileCols)];  // row run
       dg[row_at(p, at_c, at_c.t0 + row, p.Dk) + n0 + tid] += acc;
     }
-    dg_chunks[(bh * p.chunks() + c) * p.Dk + n0 + tid] = acc;
+    dg_chunks[(int64_t(blockIdx.x) * p.H + at_c.h) * p.Dk + n0 + tid] = acc;
   }
 }
 
 // ---- the rest of the gate gradient ----
 
-// One thread per (bh, d): what reaches chunk c from later ones, Σ_{c' > c} totals + rowsum(dht ⊙ S_T),
-// replaces dg_chunks[c].
+// One thread per (sequence, h, d): what reaches chunk c from the sequence's later ones, Σ_{c' > c}
+// totals + rowsum(dht ⊙ S_T) (dht: the row's where the sequence ends it), replaces dg_chunks[c].
 __global__ void gate_pass_kernel(float* dg_chunks, Problem p, const float* dht, const float* states) {
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= p.B * p.H * p.Dk) return;
-  const int64_t bh = e / p.Dk, d = e % p.Dk, NC = p.chunks();
+  if (e >= p.sequences() * p.H * p.Dk) return;
+  const int64_t s = e / (p.H * p.Dk), h = e / p.Dk % p.H, d = e % p.Dk;
+  const SequenceAt at = sequence_at(p, s);
+  const int64_t NC = at.chunks, tile0 = tile_index(p.seqs, s, p.T, kChunk, 0), row = final_state_row(p.seqs, s, p.T);
   float carry = 0;
-  if (dht) {
-    const float* ST = states + state_at(p, bh, NC) + d * p.W;
-    for (int64_t m = 0; m < p.W; ++m) carry += dht[e * p.W + m] * ST[m];
+  if (dht && row >= 0) {
+    const float* ST = states + state_at(p, at.slot + NC, h) + d * p.W;
+    for (int64_t m = 0; m < p.W; ++m) carry += dht[((row * p.H + h) * p.Dk + d) * p.W + m] * ST[m];
   }
   for (int64_t c = NC - 1; c >= 0; --c) {
-    float* x = dg_chunks + (bh * NC + c) * p.Dk + d;
+    float* x = dg_chunks + ((tile0 + c) * p.H + h) * p.Dk + d;
     const float total = *x;
     *x = carry;
     carry += total;
@@ -958,8 +989,10 @@ __global__ void gate_pass_kernel(float* dg_chunks, Problem p, const float* dht, 
 __global__ void gate_offset_kernel(float* dg, const float* dg_chunks, Problem p) {
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // [B, T, H, Dk]
   if (e >= p.B * p.T * p.H * p.Dk) return;
-  const int64_t d = e % p.Dk, h = e / p.Dk % p.H, t = e / (p.Dk * p.H) % p.T, b = e / (p.Dk * p.H * p.T);
-  dg[e] += dg_chunks[((b * p.H + h) * p.chunks() + t / kChunk) * p.Dk + d];
+  const int64_t d = e % p.Dk, h = e / p.Dk % p.H, t = e / (p.Dk * p.H);  // t: a position of the B * T
+  const int64_t s = sequence_of(p.seqs, t, p.T);
+  const int64_t tile = tile_index(p.seqs, s, p.T, kChunk, (t - sequence(p.seqs, s, p.T).start) / kChunk);
+  dg[e] += dg_chunks[(tile * p.H + h) * p.Dk + d];
 }
 
 // ---- pointwise ----
@@ -994,12 +1027,18 @@ __global__ void normalized_grad_kernel(float* dO2, const float* dO, const float*
   }
 }
 
-__global__ void state_out_kernel(float* dst, float* dst_last, const float* states, int64_t slot, Problem p,
+// One thread per (sequence, h, d, n); the sequences that start (end) no row write nothing.
+__global__ void state_out_kernel(float* dst, float* dst_last, const float* states, bool final, Problem p,
                                  int64_t Dv, bool accumulate) {
-  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (bh, d, n) of [B * H, Dk, W]
-  if (e >= p.B * p.H * p.Dk * p.W) return;
-  const int64_t bh = e / (p.Dk * p.W), d = e / p.W % p.Dk, n = e % p.W;
-  const float val = states[state_at(p, bh, slot) + d * p.W + n];
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (s, h, d, n)
+  if (e >= p.sequences() * p.H * p.Dk * p.W) return;
+  const int64_t h = e / (p.Dk * p.W) % p.H, d = e / p.W % p.Dk, n = e % p.W;
+  const int64_t s = e / (p.H * p.Dk * p.W);
+  const SequenceAt at = sequence_at(p, s);
+  const int64_t row = final ? final_state_row(p.seqs, s, p.T) : initial_state_row(p.seqs, s, p.T);
+  if (row < 0) return;
+  const int64_t bh = row * p.H + h;
+  const float val = states[state_at(p, final ? at.slot + at.chunks : at.slot, h) + d * p.W + n];
   float* x = n < Dv ? (dst ? dst + (bh * p.Dk + d) * Dv + n : nullptr)
                     : (dst_last && n == Dv ? dst_last + bh * p.Dk + d : nullptr);
   if (x) *x = accumulate ? *x + val : val;
@@ -1011,7 +1050,7 @@ __global__ void state_out_kernel(float* dst, float* dst_last, const float* state
 // KiB for the tf32 dq/dk kernel, which sm_80 and sm_90 GPUs have); a GPU with less is refused by name.
 template <class Kernel>
 LaunchPlan with_shared(LaunchPlan plan, Kernel kernel, const char* what) {
-  LINATTN_CHECK(plan.grid.z <= 65535 && plan.grid.y <= 65535 && plan.grid.x <= INT32_MAX, "chunk kernels: B * H = ",
+  LINATTN_CHECK(plan.grid.z <= 65535 && plan.grid.y <= 65535 && plan.grid.x <= INT32_MAX, "chunk kernels: H = ",
                 plan.grid.z, " (at most 65,535), ", plan.grid.y, " column tiles or ", plan.grid.x,
                 " chunks exceed the CUDA grid");
   int device = 0, limit = 0;
@@ -1026,6 +1065,9 @@ LaunchPlan with_shared(LaunchPlan plan, Kernel kernel, const char* what) {
 }
 
 bool empty(const Problem& p) { return p.B * p.H == 0 || p.T == 0 || p.Dk == 0 || p.W == 0; }
+
+// The number of sequences the launch plans take (launch_plan.h): 0 = the rows.
+int64_t documents(const Problem& p) { return p.seqs.count; }
 
 }  // namespace
 
@@ -1056,8 +1098,8 @@ template <bool kBackward>
 void chunk_states(float* states, const Problem& p, Rows Y, const char* what) {
   with_precision(p.precision, [&](auto precision) {
     constexpr MatmulPrecision P = decltype(precision)::value;
-    const LaunchPlan plan =
-        with_shared(chunk_state_plan(kBackward, p.B, p.T, p.H, p.Dk, p.W, P), chunk_state_kernel<kBackward, P>, what);
+    const LaunchPlan plan = with_shared(chunk_state_plan(kBackward, p.B, p.T, p.H, p.Dk, p.W, P, documents(p)),
+                                        chunk_state_kernel<kBackward, P>, what);
     LINATTN_LAUNCH_PLAN(plan, stream(), chunk_state_kernel<kBackward, P>)(states, p, Y);
     LINATTN_CUDA_CHECK_LAUNCH();
   });
@@ -1067,8 +1109,8 @@ template <bool kTransposed>
 void chunk_apply(OutRows out, const Problem& p, Rows Y, const float* states, float a, float b, const char* what) {
   with_precision(p.precision, [&](auto precision) {
     constexpr MatmulPrecision P = decltype(precision)::value;
-    const LaunchPlan plan =
-        with_shared(chunk_apply_plan(kTransposed, p.B, p.T, p.H, p.W, P), chunk_apply_kernel<kTransposed, P>, what);
+    const LaunchPlan plan = with_shared(chunk_apply_plan(kTransposed, p.B, p.T, p.H, p.W, P, documents(p)),
+                                        chunk_apply_kernel<kTransposed, P>, what);
     LINATTN_LAUNCH_PLAN(plan, stream(), chunk_apply_kernel<kTransposed, P>)(out, p, Y, states, a, b);
     LINATTN_CUDA_CHECK_LAUNCH();
   });
@@ -1078,21 +1120,23 @@ void chunk_apply(OutRows out, const Problem& p, Rows Y, const float* states, flo
 
 void gate_cumsum(float* G, const float* g, const Problem& p) {
   if (empty(p)) return;
-  LINATTN_LAUNCH_PLAN(gate_cumsum_plan(p.B, p.T, p.H, p.Dk), stream(), gate_cumsum_kernel)(G, g, p);
+  LINATTN_LAUNCH_PLAN(gate_cumsum_plan(p.B, p.T, p.H, p.Dk, documents(p)), stream(), gate_cumsum_kernel)(G, g, p);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void forward_states(float* states, const Problem& p, const float* h0) {
   if (p.B * p.H * p.Dk * p.W == 0) return;
   if (p.T > 0) chunk_states<false>(states, p, p.v, "forward_states");
-  LINATTN_LAUNCH_PLAN(state_pass_plan(false, p.B, p.H, p.Dk, p.W), stream(), state_pass_kernel<false>)(states, p, h0);
+  LINATTN_LAUNCH_PLAN(state_pass_plan(false, p.B, p.H, p.Dk, p.W, documents(p)), stream(), state_pass_kernel<false>)(
+      states, p, h0);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void backward_states(float* dstates, const Problem& p, Rows dO, const float* dht) {
   if (p.B * p.H * p.Dk * p.W == 0) return;
   if (p.T > 0) chunk_states<true>(dstates, p, dO, "backward_states");
-  LINATTN_LAUNCH_PLAN(state_pass_plan(true, p.B, p.H, p.Dk, p.W), stream(), state_pass_kernel<true>)(dstates, p, dht);
+  LINATTN_LAUNCH_PLAN(state_pass_plan(true, p.B, p.H, p.Dk, p.W, documents(p)), stream(), state_pass_kernel<true>)(
+      dstates, p, dht);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
@@ -1111,7 +1155,8 @@ void grad_qk(float* dq, float* dk, float* dg, float* dg_chunks, const Problem& p
   if (empty(p)) return;
   with_precision(p.precision, [&](auto precision) {
     constexpr MatmulPrecision P = decltype(precision)::value;
-    const LaunchPlan plan = with_shared(chunk_dqk_plan(p.B, p.T, p.H, p.Dk, P), chunk_dqk_kernel<P>, "grad_qk");
+    const LaunchPlan plan =
+        with_shared(chunk_dqk_plan(p.B, p.T, p.H, p.Dk, P, documents(p)), chunk_dqk_kernel<P>, "grad_qk");
     LINATTN_LAUNCH_PLAN(plan, stream(), chunk_dqk_kernel<P>)(dq, dk, dg, dg_chunks, p, dO, states, dstates);
     LINATTN_CUDA_CHECK_LAUNCH();
   });
@@ -1119,7 +1164,8 @@ void grad_qk(float* dq, float* dk, float* dg, float* dg_chunks, const Problem& p
 
 void gate_grad_finish(float* dg, float* dg_chunks, const Problem& p, const float* dht, const float* states) {
   if (empty(p)) return;
-  LINATTN_LAUNCH_PLAN(gate_pass_plan(p.B, p.H, p.Dk), stream(), gate_pass_kernel)(dg_chunks, p, dht, states);
+  LINATTN_LAUNCH_PLAN(gate_pass_plan(p.B, p.H, p.Dk, documents(p)), stream(), gate_pass_kernel)(dg_chunks, p, dht,
+                                                                                                states);
   LINATTN_CUDA_CHECK_LAUNCH();
   LINATTN_LAUNCH_PLAN(gate_offset_plan(p.B, p.T, p.H, p.Dk), stream(), gate_offset_kernel)(dg, dg_chunks, p);
   LINATTN_CUDA_CHECK_LAUNCH();
@@ -1143,11 +1189,11 @@ void normalized_grad(float* dO2, const float* dO, const float* o, const float* d
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
-void state_out(float* dst, float* dst_last, const float* states, int64_t slot, const Problem& p, int64_t Dv,
+void state_out(float* dst, float* dst_last, const float* states, bool final, const Problem& p, int64_t Dv,
                bool accumulate) {
   if ((!dst && !dst_last) || p.B * p.H * p.Dk * p.W == 0) return;
-  LINATTN_LAUNCH_PLAN(state_out_plan(p.B, p.H, p.Dk, p.W), stream(), state_out_kernel)(dst, dst_last, states, slot, p,
-                                                                                       Dv, accumulate);
+  LINATTN_LAUNCH_PLAN(state_out_plan(p.B, p.H, p.Dk, p.W, documents(p)), stream(), state_out_kernel)(
+      dst, dst_last, states, final, p, Dv, accumulate);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,11 +1,13 @@
 // The chunk-parallel passes that the CUDA linear attention and GLA (kernels/cuda/linear_attn.cu,
 // gla.cu) are made of (derivations.md, "Linear attention" and "GLA"; linear attention is GLA without
-// gates). Per (batch, head), chunks of kChunk = 64 tokens (kernels/cuda/chunk_layout.h):
-//  - the intra-chunk work runs in parallel over (batch * head, chunk, 64-column tile): the chunk's
+// gates). Per (sequence, head), chunks of kChunk = 64 tokens (kernels/cuda/chunk_layout.h), the
+// sequences being the batch's rows or its documents (Problem::seqs, kernels/sequences.h):
+//  - the intra-chunk work runs in parallel over (tile, 64-column tile, head), a tile being a chunk of
+//    one sequence (kernels/sequences.h's tile indices, at most one idle per document): the chunk's
 //    contribution to the state (chunk_states), the outputs (output), dv (grad_v), dq, dk and GLA's
 //    in-chunk gate gradient (grad_qk);
-//  - the only sequential part is the state pass, its own light kernel: one thread per state entry
-//    walks the chunks, S_{c+1} = diag(e^{G_C}) S_c + U_c (forward) or dS_c = diag(e^{G_C}) dS_{c+1} + W_c
+//  - the only sequential part is the state pass, its own light kernel: one thread per (sequence, head)
+//    state entry walks the sequence's chunks, S_{c+1} = diag(e^{G_C}) S_c + U_c (forward) or dS_c = diag(e^{G_C}) dS_{c+1} + W_c
 //    (backward), and leaves every chunk boundary's state in a buffer of Problem::state_words().
 // The intra-chunk products in Problem::precision: float32 on the CUDA cores, or bf16 / tf32 operands
 // on the tensor cores with float32 accumulation (chunk_gla.cu says which parts); the state pass and
@@ -18,6 +20,7 @@
 
 #include "kernels/cuda/chunk_layout.h"
 #include "kernels/op_types.h"
+#include "kernels/sequences.h"
 
 namespace linattn::cuda::chunk {
 
@@ -29,6 +32,7 @@ struct Mixer {
   FeatureMap phi = FeatureMap::identity;
   bool normalize = false;
   MatmulPrecision precision = MatmulPrecision::f32;  // of the intra-chunk products (Problem::precision)
+  Sequences seqs;  // the documents of the batch, on the device ({} = its rows): Problem::seqs
   T *o = nullptr, *ht = nullptr, *zt = nullptr;
   const T *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *h0 = nullptr, *z0 = nullptr;
   T *dq = nullptr, *dk = nullptr, *dv = nullptr, *dg = nullptr, *dh0 = nullptr, *dz0 = nullptr;
@@ -49,10 +53,14 @@ struct OutRows {
 };
 
 // What every pass of one mixer call shares. The value side has W columns (Dv, or Dv + 1 for the
-// normalized form's [v | 1]); states are [B * H, chunks() + 1, Dk, W], slot c the state at the start of
-// chunk c (forward) or the gradient at its start (backward).
+// normalized form's [v | 1]). States are [state_slots(), H, Dk, W]: sequence s's chunk c, at tile
+// index i (kernels/sequences.h), has its start's state (forward) or gradient (backward) in slot i + s
+// and its end's in slot i + s + 1, so a sequence of n chunks owns n + 1 consecutive slots (the rows:
+// row b's are b * (chunks() + 1) ..). Initial and final states follow kernels/sequences.h's
+// initial_state_row and final_state_row.
 struct Problem {
   int64_t B = 0, T = 0, H = 0, Dk = 0, W = 0;
+  Sequences seqs;            // the documents of the batch, on the device; {} = the B rows
   const float* q = nullptr;  // [B, T, H, Dk], before the feature map
   const float* k = nullptr;  // [B, T, H, Dk], before the feature map
   Rows v;                    // [B, T, H, W]
@@ -61,24 +69,27 @@ struct Problem {
   float scale = 1;
   MatmulPrecision precision = MatmulPrecision::f32;  // the intra-chunk products' operands
 
-  LINATTN_HD int64_t chunks() const { return (T + kChunk - 1) / kChunk; }
-  int64_t state_words() const { return B * H * (chunks() + 1) * Dk * W; }
+  LINATTN_HD int64_t chunks() const { return (T + kChunk - 1) / kChunk; }  // of a row
+  LINATTN_HD int64_t sequences() const { return sequence_count(seqs, B); }
+  LINATTN_HD int64_t tiles() const { return tile_count(seqs, B, T, kChunk); }
+  LINATTN_HD int64_t state_slots() const { return tiles() + sequences(); }
+  int64_t state_words() const { return state_slots() * H * Dk * W; }
 };
 
 // G: [B, T, H, Dk] the inclusive cumulative sum of g [B, T, H, Dk] from each chunk's first token.
 void gate_cumsum(float* G, const float* g, const Problem& p);
-// states [B * H, chunks + 1, Dk, W]: slot c = the state at the start of chunk c, from h0 [B, H, Dk, W]
-// (null: zeros); slot chunks = the final state.
+// states (Problem): the state at the start of every chunk and at every sequence's end, from h0
+// [B, H, Dk, W] (null: zeros).
 void forward_states(float* states, const Problem& p, const float* h0);
-// dstates: slot c + 1 = dS at the end of chunk c, from dht [B, H, Dk, W] (null: zeros) and
-// dO [B, T, H, W]; slot 0 = dS of the initial state.
+// dstates (Problem): dS at the end of every chunk and at every sequence's start, from dht [B, H, Dk,
+// W] (null: zeros) and dO [B, T, H, W].
 void backward_states(float* dstates, const Problem& p, Rows dO, const float* dht);
 // out = a (φ(Q) ⊙ e^G) S_c + b A V per chunk, A_ij = Σ_d φ(q_id) φ(k_jd) e^(G_id − G_jd) for j <= i.
 void output(OutRows out, const Problem& p, const float* states, float a, float b);
 // dv += (φ(K) ⊙ e^(G_C − G)) dS_{c+1} + scale Aᵀ dO per chunk (the first out.cols value columns).
 void grad_v(OutRows dv, const Problem& p, Rows dO, const float* dstates);
 // dq, dk += their gradients (through φ') from dO and the states; with gates also dg += the in-chunk
-// reverse sums of q ⊙ dq − k ⊙ dk and dg_chunks [B * H, chunks, Dk] = each chunk's total of them.
+// reverse sums of q ⊙ dq − k ⊙ dk and dg_chunks [tiles(), H, Dk] = each chunk's total of them.
 void grad_qk(float* dq, float* dk, float* dg, float* dg_chunks, const Problem& p, Rows dO, const float* states,
              const float* dstates);
 // dg += what later chunks and the final state add: Σ over later chunks' totals + rowsum(dht ⊙ S_T).
@@ -105,9 +116,10 @@ void append_column(float* dst, const float* src, const float* extra, int64_t row
 void normalized_output(float* o, const float* o2, int64_t rows, int64_t Dv);
 // dO2 [rows, Dv + 1]: forward o = num / (den + eps)  =>  dnum = dO / (den + eps), dden = −(dO · o) / (den + eps).
 void normalized_grad(float* dO2, const float* dO, const float* o, const float* den, int64_t rows, int64_t Dv);
-// dst [B * H, Dk, Dv] (and dst_last [B * H, Dk], the column Dv, when not null) = or += slot `slot`
-// of states [B * H, chunks + 1, Dk, W].
-void state_out(float* dst, float* dst_last, const float* states, int64_t slot, const Problem& p, int64_t Dv,
+// dst [B, H, Dk, Dv] (and dst_last [B, H, Dk], the column Dv, when not null) = or += the states
+// (Problem) of the rows: `final`: each row's last sequence's end (ht, zt), else its first sequence's
+// start (dh0, dz0).
+void state_out(float* dst, float* dst_last, const float* states, bool final, const Problem& p, int64_t Dv,
                bool accumulate);
 
 }  // namespace linattn::cuda::chunk

@@ -72,7 +72,7 @@ __device__ void chunk_factors_tc(const DeltaNetArgs<float>& p, int64_t bh, int64
   const delta::ChunkAt at = delta::chunk_at(d, bh, c);
   const delta::Shape s = delta::shape(d, at);
   const int64_t n = at.n, ldk = s.ldk;
-  float* ainv_s = p.saved + (bh * d.chunks() + c) * d.block() + d.state();
+  float* ainv_s = p.saved + at.slot * d.block() + d.state();
   float* pg = ainv_s + C * C;
   const float *q = p.q + at.qk, *k = p.k + at.qk;
   delta::chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, n);
@@ -151,7 +151,7 @@ __device__ void chunk_outputs_tc(const DeltaNetArgs<float>& p, int64_t bh, int64
   float* staging = reinterpret_cast<float*>(next);  // [kChunk, kChunk]
   const delta::ChunkAt at = delta::chunk_at(d, bh, c);
   const int64_t n = at.n, ldk = d.H * Dk, ldv = d.H * Dv;
-  const float* S0 = p.saved + (bh * d.chunks() + c) * d.block();
+  const float* S0 = p.saved + at.slot * d.block();
   const float *pg = S0 + d.state() + C * C, *U = pg + C * C, *q = p.q + at.qk;
   float* o = p.o + at.vo;
   const float scale = p.scale;
@@ -303,7 +303,7 @@ __device__ void chunk_backward_inputs_tc(const DeltaNetArgs<float>& p, float* wo
   const delta::ChunkAt at = delta::chunk_at(d, bh, c);
   const int64_t n = at.n, ldk = d.H * Dk, ldv = d.H * Dv;
   const delta::WorkChunk wc = delta::work_chunk(d, bh, c);
-  const float* pg = p.saved + (bh * d.chunks() + c) * d.block() + d.state() + C * C;
+  const float* pg = p.saved + at.slot * d.block() + d.state() + C * C;
   const float *q = p.q + at.qk, *dO = p.dO + at.vo;
   const float scale = p.scale;
   delta::chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, n);
@@ -399,7 +399,7 @@ __device__ void chunk_backward_grads_tc(const DeltaNetArgs<float>& p, const floa
   const int64_t n = at.n, ldk = s.ldk, ldv = s.ldv;
   const delta::WorkChunk wc = delta::work_chunk(d, bh, c);
   const float *dS1 = work + wc.dS, *x = work + wc.X;
-  const float* S0 = p.saved + (bh * d.chunks() + c) * d.block();
+  const float* S0 = p.saved + at.slot * d.block();
   const float *pg = S0 + d.state() + C * C, *U = pg + C * C, *R = U + C * Dv;
   const float *q = p.q + at.qk, *k = p.k + at.qk, *v = p.v + at.vo, *dO = p.dO + at.vo;
   float *dq = p.dq + at.qk, *dk = p.dk + at.qk, *dv = p.dv + at.vo;
@@ -570,12 +570,14 @@ __device__ void chunk_backward_grads_tc(const DeltaNetArgs<float>& p, const floa
   delta::decay_backward(blk, p.dbeta + at.s, p.da ? p.da + at.s : nullptr, gg, part, g, d.H, Dk, n);
 }
 
-// The chunkwise forward's three launches (deltanet_block.h): grid (chunks, B*H) for the per-chunk
-// work, (state tiles, B*H) for the state pass. The per-chunk launches are float32 on the CUDA cores,
-// or their *_tc_kernel twins in precision P (bf16, tf32) on the tensor cores.
+// The chunkwise forward's three launches (deltanet_block.h): grid (tiles, H) for the per-chunk work
+// (a block per tile index of kernels/sequences.h and head: one chunk of one sequence, or nothing),
+// (state tiles, sequences * H) for the state pass. The per-chunk launches are float32 on the CUDA
+// cores, or their *_tc_kernel twins in precision P (bf16, tf32) on the tensor cores.
 __global__ void __launch_bounds__(kHeadThreads) chunk_factors_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  delta::chunk_factors(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
+  const delta::TileChunk t = delta::tile_chunk(delta::dims(p), blockIdx.x, blockIdx.y);
+  if (!t.idle) delta::chunk_factors(DeviceBlock{}, p, t.bh, t.c, sh);
 }
 
 __global__ void __launch_bounds__(kHeadThreads) chunk_states_kernel(DeltaNetArgs<float> p) {
@@ -585,7 +587,8 @@ __global__ void __launch_bounds__(kHeadThreads) chunk_states_kernel(DeltaNetArgs
 
 __global__ void __launch_bounds__(kHeadThreads) chunk_outputs_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  delta::chunk_outputs(DeviceBlock{}, p, blockIdx.y, blockIdx.x, sh);
+  const delta::TileChunk t = delta::tile_chunk(delta::dims(p), blockIdx.x, blockIdx.y);
+  if (!t.idle) delta::chunk_outputs(DeviceBlock{}, p, t.bh, t.c, sh);
 }
 
 // (with a hint of blocks per SM, so that ptxas sizes the registers to the 2 (tf32) or 3 (bf16) blocks
@@ -594,20 +597,23 @@ template <MatmulPrecision P>
 __global__ void __launch_bounds__(kHeadThreads, P == MatmulPrecision::bf16 ? 3 : 2)
     chunk_factors_tc_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  chunk_factors_tc<P>(p, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
+  const delta::TileChunk t = delta::tile_chunk(delta::dims(p), blockIdx.x, blockIdx.y);
+  if (!t.idle) chunk_factors_tc<P>(p, t.bh, t.c, reinterpret_cast<char*>(sh));
 }
 
 template <MatmulPrecision P>
 __global__ void __launch_bounds__(kHeadThreads) chunk_outputs_tc_kernel(DeltaNetArgs<float> p) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  chunk_outputs_tc<P>(p, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
+  const delta::TileChunk t = delta::tile_chunk(delta::dims(p), blockIdx.x, blockIdx.y);
+  if (!t.idle) chunk_outputs_tc<P>(p, t.bh, t.c, reinterpret_cast<char*>(sh));
 }
 
-// The chunkwise backward's three launches: grid (chunks, B*H) for the per-chunk work, (state tiles,
-// B*H) for the sequential pass of dS.
+// The chunkwise backward's three launches: grid (tiles, H) for the per-chunk work, (state tiles,
+// sequences * H) for the sequential pass of dS.
 __global__ void __launch_bounds__(kHeadThreads) chunk_backward_inputs_kernel(DeltaNetArgs<float> p, float* work) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  delta::chunk_backward_inputs(DeviceBlock{}, p, work, blockIdx.y, blockIdx.x, sh);
+  const delta::TileChunk t = delta::tile_chunk(delta::dims(p), blockIdx.x, blockIdx.y);
+  if (!t.idle) delta::chunk_backward_inputs(DeviceBlock{}, p, work, t.bh, t.c, sh);
 }
 
 __global__ void __launch_bounds__(kHeadThreads) chunk_backward_states_kernel(DeltaNetArgs<float> p, float* work) {
@@ -621,7 +627,8 @@ __global__ void __launch_bounds__(kHeadThreads) chunk_backward_states_kernel(Del
 __global__ void __launch_bounds__(kHeadThreads, 2)
     chunk_backward_grads_kernel(DeltaNetArgs<float> p, const float* work) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  delta::chunk_backward_grads(DeviceBlock{}, p, work, blockIdx.y, blockIdx.x, sh);
+  const delta::TileChunk t = delta::tile_chunk(delta::dims(p), blockIdx.x, blockIdx.y);
+  if (!t.idle) delta::chunk_backward_grads(DeviceBlock{}, p, work, t.bh, t.c, sh);
 }
 
 // The backward's per-chunk launches on the tensor cores (with hints of the blocks per SM that their
@@ -630,14 +637,16 @@ template <MatmulPrecision P>
 __global__ void __launch_bounds__(kHeadThreads, P == MatmulPrecision::bf16 ? 3 : 2)
     chunk_backward_inputs_tc_kernel(DeltaNetArgs<float> p, float* work) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  chunk_backward_inputs_tc<P>(p, work, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
+  const delta::TileChunk t = delta::tile_chunk(delta::dims(p), blockIdx.x, blockIdx.y);
+  if (!t.idle) chunk_backward_inputs_tc<P>(p, work, t.bh, t.c, reinterpret_cast<char*>(sh));
 }
 
 template <MatmulPrecision P>
 __global__ void __launch_bounds__(kHeadThreads, 2)
     chunk_backward_grads_tc_kernel(DeltaNetArgs<float> p, const float* work) {
   LINATTN_DYNAMIC_SHARED(float, sh);
-  chunk_backward_grads_tc<P>(p, work, blockIdx.y, blockIdx.x, reinterpret_cast<char*>(sh));
+  const delta::TileChunk t = delta::tile_chunk(delta::dims(p), blockIdx.x, blockIdx.y);
+  if (!t.idle) chunk_backward_grads_tc<P>(p, work, t.bh, t.c, reinterpret_cast<char*>(sh));
 }
 
 __global__ void __launch_bounds__(kHeadThreads) recurrent_forward_kernel(DeltaNetArgs<float> p, float* state) {
@@ -706,9 +715,9 @@ void deltanet_chunk_forward(const DeltaNetArgs<float>& p) {
   const delta::Dims d = delta::dims(p);
   check_chunk(d, "deltanet (cuda)");
   if (d.B * d.H == 0) return;
-  LINATTN_CHECK(d.B * d.H <= 65535, "deltanet (cuda): batch * heads = ", d.B * d.H, " exceeds the CUDA grid's ",
-                "65535 (the forward's grid y); split the batch");
-  const LaunchPlans plans = deltanet_forward_plans(d.B, d.T, d.H, d.Dk, d.Dv, d.C, p.precision);
+  LINATTN_CHECK(d.sequences() * d.H <= 65535, "deltanet (cuda): sequences * heads = ", d.sequences() * d.H,
+                " exceeds the CUDA grid's 65535 (the state pass's grid y); split the batch");
+  const LaunchPlans plans = deltanet_forward_plans(d.B, d.T, d.H, d.Dk, d.Dv, d.C, p.precision, p.seqs.count);
   if (d.chunks() == 0) {  // no tokens: the state pass alone (ht = h0)
     LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_states_kernel)(p);
   } else {
@@ -725,9 +734,9 @@ void deltanet_chunk_backward(const DeltaNetArgs<float>& p, float* work) {
   const delta::Dims d = delta::dims(p);
   check_chunk(d, "deltanet (cuda)");
   if (d.B * d.H == 0) return;
-  LINATTN_CHECK(d.B * d.H <= 65535, "deltanet (cuda): batch * heads = ", d.B * d.H, " exceeds the CUDA grid's ",
-                "65535 (the backward's grid y); split the batch");
-  const LaunchPlans plans = deltanet_backward_plans(d.B, d.T, d.H, d.Dk, d.Dv, d.C, p.precision);
+  LINATTN_CHECK(d.sequences() * d.H <= 65535, "deltanet (cuda): sequences * heads = ", d.sequences() * d.H,
+                " exceeds the CUDA grid's 65535 (the state pass's grid y); split the batch");
+  const LaunchPlans plans = deltanet_backward_plans(d.B, d.T, d.H, d.Dk, d.Dv, d.C, p.precision, p.seqs.count);
   if (d.chunks() == 0) {  // no tokens: the state pass alone (dh0 += dht)
     LINATTN_LAUNCH_PLAN(plans[0], stream(), chunk_backward_states_kernel)(p, work);
   } else {
@@ -743,8 +752,8 @@ void deltanet_chunk_backward(const DeltaNetArgs<float>& p, float* work) {
 void deltanet_recurrent_forward(const DeltaNetArgs<float>& p, float* state) {
   const delta::Dims d = delta::dims(p);
   if (d.B * d.H == 0) return;
-  LINATTN_LAUNCH_PLAN(deltanet_recurrent_plan(d.B, d.T, d.H, d.Dk, d.Dv), stream(), recurrent_forward_kernel)(p,
-                                                                                                          state);
+  LINATTN_LAUNCH_PLAN(deltanet_recurrent_plan(d.B, d.T, d.H, d.Dk, d.Dv, p.seqs.count), stream(),
+                      recurrent_forward_kernel)(p, state);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

@@ -5,13 +5,15 @@
 //
 // The chunkwise forward is three launches (deltanet_block.h holds the block programs and how each
 // splits over its threads): per chunk in parallel the WY factors that need no state (A^-1 by forward
-// substitution in shared memory, and PG); the state pass, one block per (batch, head) and tile of
+// substitution in shared memory, and PG); the state pass, one block per (sequence, head) and tile of
 // state columns walking the chunks in order (S0, R, U' of every chunk, float32 state); per chunk in
 // parallel the output. The backward is three launches as well: per chunk in parallel what needs no
 // state gradient (scale P^T dO and scale Q^T diag(gamma) dO); the pass of the state gradient dS
-// from the last chunk to the first, one block per (batch, head) and tile of state columns (dS of
+// from the last chunk to the first, one block per (sequence, head) and tile of state columns (dS of
 // every chunk and X = A^-T dU'); per chunk in parallel every gradient. It reads the forward's
-// `saved` and needs delta::backward_work floats per head of scratch (two [C, D]-sized blocks per chunk).
+// `saved` and needs delta::backward_scratch floats of scratch (two [C, D]-sized blocks per chunk).
+// The sequences are the rows or the batch's documents (p.seqs): one launch each for all of them,
+// each document getting the bits of a call on it alone (h0 and ht as kernels/sequences.h says).
 // The recurrent form steps token by token (the decoding path); its backward runs the chunkwise
 // forward (into a scratch `saved`) and backward, which give the same gradients.
 //
@@ -31,11 +33,12 @@ namespace linattn::cuda {
 
 inline constexpr int64_t kDeltaNetMaxChunk = 64;
 
-// p.saved: deltanet_chunk_saved_size elements, filled here and read by the backward.
+// p.saved: deltanet_chunk_saved_size elements (with documents: as for one row of delta::Dims::tiles()
+// chunks), filled here and read by the backward.
 void deltanet_chunk_forward(const DeltaNetArgs<float>& p);
-// work: B * H * delta::backward_work(delta::dims(p)) floats of scratch.
+// work: delta::backward_scratch(delta::dims(p)) floats of scratch.
 void deltanet_chunk_backward(const DeltaNetArgs<float>& p, float* work);
-// p.saved unused; state: B * H * Dk * Dv floats of scratch.
+// p.saved unused; state: sequences * H * Dk * Dv floats of scratch.
 void deltanet_recurrent_forward(const DeltaNetArgs<float>& p, float* state);
 
 }  // namespace linattn::cuda

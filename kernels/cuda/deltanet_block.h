@@ -1,4 +1,4 @@
-// The per-(batch, head) work of the CUDA DeltaNet and Gated DeltaNet kernels (deltanet.cu), written
+// The per-(sequence, head) work of the CUDA DeltaNet and Gated DeltaNet kernels (deltanet.cu), written
 // once for a `Block` of cooperating threads so that the same code runs on the device (one CUDA block
 // per head, DeviceBlock) and on the host (tests/cuda/deltanet_test.cpp runs it with a sequential
 // block against the CPU kernels, so the math is checked on machines without a GPU).
@@ -6,7 +6,10 @@
 // The math is the CPU kernels' (kernels/cpu/deltanet.h), cut into the same named stages as
 // kernels/cpu/deltanet_stages.h (where the derivations are), with the same arguments (DeltaNetArgs)
 // and the same `saved` layout, so autograd allocates one buffer for both devices: per (batch, head)
-// and chunk, S0 [Dk, Dv], A^-1 [C, C], PG [C, C], U' [C, Dv], R [C, Dv].
+// and chunk, S0 [Dk, Dv], A^-1 [C, C], PG [C, C], U' [C, Dv], R [C, Dv]. The sequences are the rows,
+// or the batch's documents (DeltaNetArgs::seqs, kernels/sequences.h); "head bh" below is the
+// (sequence, head) pair s * H + h, and with documents the blocks of `saved` follow their tile indices
+// (chunk_slot).
 // The forward is three launches (deltanet.cu), so that only the light state pass walks the chunks in
 // order: chunk_factors (A^-1 and PG, which need no state; one block per chunk), chunk_states (the
 // state pass, S0 of every chunk, R and U'; one block per head and tile of state columns, since the
@@ -37,6 +40,7 @@
 #include "kernels/deltanet.h"
 #include "kernels/cuda/chunk_layout.h"
 #include "kernels/cuda/host_device.h"
+#include "kernels/sequences.h"
 
 namespace linattn::cuda::delta {
 
@@ -70,16 +74,20 @@ LINATTN_HD inline RowCol split(int64_t e, int64_t w) {
 #endif
 }
 
-// Sizes of one call; tensors as in kernels/cpu/deltanet.h (contiguous [B, T, H, D] and [B, T, H]).
+// Sizes of one call; tensors as in kernels/cpu/deltanet.h (contiguous [B, T, H, D] and [B, T, H]);
+// seqs: the documents ({} = the rows).
 struct Dims {
   int64_t B, T, H, Dk, Dv, C;
-  LINATTN_HD int64_t chunks() const { return split(T + C - 1, C).row; }
+  Sequences seqs = {};
+  LINATTN_HD int64_t chunks() const { return split(T + C - 1, C).row; }  // of a row
+  LINATTN_HD int64_t sequences() const { return sequence_count(seqs, B); }
+  int64_t tiles() const { return tile_count(seqs, B, T, C); }  // the per-chunk launches' grid x
   LINATTN_HD int64_t block() const { return Dk * Dv + 2 * C * C + 2 * C * Dv; }  // one chunk's `saved`
   LINATTN_HD int64_t state() const { return Dk * Dv; }
 };
 template <class T>
 LINATTN_HD Dims dims(const Args<T>& p) {
-  return {p.B, p.len, p.H, p.Dk, p.Dv, p.chunk_size};
+  return {p.B, p.len, p.H, p.Dk, p.Dv, p.chunk_size, p.seqs};
 }
 
 // The row pitch (in elements) of the float32 kernels' shared tiles of `width` columns: one more than
@@ -114,15 +122,65 @@ LINATTN_HD inline int64_t outputs_tc_shared_bytes(const Dims& d, int bytes) {
 LINATTN_HD inline int64_t gates_shared(const Dims& d) { return 4 * d.C; }  // chunk_states, chunk_outputs
 LINATTN_HD inline int64_t recurrent_shared(const Dims& d) { return d.Dv; }
 
-// One chunk's view: where its tokens start in q/k (qk), v/o (vo) and beta/a (s); ld* token strides.
-struct ChunkAt {
-  int64_t t0, n, qk, vo, s;
+// Head bh = s * H + h: the [B * T, H] row of sequence s's first token at head h, its length, its
+// chunks, and the slot of its chunk 0 in `saved` and the backward's `work` (chunk c's is first + c).
+// A sequence with tile indices i0 .. i1 - 1 (kernels/sequences.h) owns the slots i0 H .. i1 H - 1,
+// head h's from i0 H + h (i1 - i0): the rows' [B * H, chunks] without documents.
+struct HeadSpan {
+  int64_t row, len, chunks, first;
 };
-LINATTN_HD inline ChunkAt chunk_at(const Dims& d, int64_t bh, int64_t c) {
-  const RowCol bhs = split(bh, d.H);  // batch, head
-  const int64_t b = bhs.row, h = bhs.col, t0 = c * d.C;
-  const int64_t row = (b * d.T + t0) * d.H + h;
-  return {t0, min64(d.C, d.T - t0), row * d.Dk, row * d.Dv, row};
+LINATTN_HD inline HeadSpan head_span(const Dims& d, int64_t bh) {
+  const RowCol sh = split(bh, d.H);  // sequence, head
+  if (!d.seqs.count) return {sh.row * d.T * d.H + sh.col, d.T, d.chunks(), bh * d.chunks()};
+  const int64_t s = sh.row, start = d.seqs.offsets[s], end = d.seqs.offsets[s + 1];
+  const int64_t i0 = s + split(start, d.C).row, i1 = s + 1 + split(end, d.C).row;
+  const int64_t len = end - start;
+  return {start * d.H + sh.col, len, split(len + d.C - 1, d.C).row, i0 * d.H + sh.col * (i1 - i0)};
+}
+
+// Chunk c of a head's sequence: where its tokens start in q/k (qk), v/o (vo) and beta/a (s), ld*
+// token strides; slot: its block in `saved` and `work`.
+struct ChunkAt {
+  int64_t t0, n, qk, vo, s, slot;
+};
+LINATTN_HD inline ChunkAt chunk_of(const Dims& d, const HeadSpan& hs, int64_t c) {
+  const int64_t t0 = c * d.C, row = hs.row + t0 * d.H;
+  return {t0, min64(d.C, hs.len - t0), row * d.Dk, row * d.Dv, row, hs.first + c};
+}
+LINATTN_HD inline ChunkAt chunk_at(const Dims& d, int64_t bh, int64_t c) { return chunk_of(d, head_span(d, bh), c); }
+
+// The head and chunk of tile index `tile` (kernels/sequences.h) of head h, as the per-chunk launches'
+// blocks (tile, h) find them; idle: the index past a document's last chunk, which does nothing.
+struct TileChunk {
+  int64_t bh, c;
+  bool idle;
+};
+LINATTN_HD inline TileChunk tile_chunk(const Dims& d, int64_t tile, int64_t h) {
+  if (!d.seqs.count) {
+    const RowCol bc = split(tile, d.chunks());  // row, chunk
+    return {bc.row * d.H + h, bc.col, false};
+  }
+  const Tile t = tile_at(d.seqs, d.T, d.C, tile);
+  return {t.number * d.H + h, t.block, t.idle};
+}
+
+// The rows whose initial state head bh starts from and whose final state it gives (kernels/sequences.h's
+// rule), as offsets of their [Dk, Dv] states in h0, ht, dh0, dht; -1: none (zeros in, nothing out).
+struct SplitQuotient {  // the rule's divisions by split (no integer division on the device)
+  LINATTN_HD Quotient operator()(int64_t x, int64_t w) const {
+    const RowCol rc = split(x, w);
+    return {rc.row, rc.col};
+  }
+};
+LINATTN_HD inline int64_t initial_state_at(const Dims& d, int64_t bh) {
+  const RowCol sh = split(bh, d.H);
+  const int64_t row = initial_state_row(d.seqs, sh.row, d.T, SplitQuotient{});
+  return row < 0 ? -1 : (row * d.H + sh.col) * d.state();
+}
+LINATTN_HD inline int64_t final_state_at(const Dims& d, int64_t bh) {
+  const RowCol sh = split(bh, d.H);
+  const int64_t row = final_state_row(d.seqs, sh.row, d.T, SplitQuotient{});
+  return row < 0 ? -1 : (row * d.H + sh.col) * d.state();
 }
 
 // A chunk's size and strides, as the stages see it (the CPU's ChunkShape).
@@ -317,7 +375,7 @@ LINATTN_HD void chunk_factors(const Block& blk, const Args<T>& p, int64_t bh, in
   const Shape s = shape(d, at);
   Shape sk = s;
   sk.ldk = ldk;
-  T* ainv_s = p.saved + (bh * d.chunks() + c) * d.block() + d.state();
+  T* ainv_s = p.saved + at.slot * d.block() + d.state();
   T* pg = ainv_s + C * C;
   const T *q = p.q + at.qk, *kg = p.k + at.qk;
   chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
@@ -337,11 +395,13 @@ LINATTN_HD void chunk_factors(const Block& blk, const Args<T>& p, int64_t bh, in
 template <class T, class Block>
 LINATTN_HD void chunk_states(const Block& blk, const Args<T>& p, int64_t bh, Columns cs, T* sh) {
   const Dims d = dims(p);
-  const int64_t C = d.C, NC = d.chunks(), Dv = d.Dv, S = d.state();
+  const HeadSpan hs = head_span(d, bh);
+  const int64_t C = d.C, NC = hs.chunks, Dv = d.Dv, S = d.state();
   const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
-  T* base = p.saved + bh * NC * d.block();
-  const T* h0 = p.h0 ? p.h0 + bh * S : nullptr;
-  T* ht = p.ht ? p.ht + bh * S : nullptr;
+  T* base = p.saved + hs.first * d.block();
+  const int64_t in = initial_state_at(d, bh), out = final_state_at(d, bh);
+  const T* h0 = p.h0 && in >= 0 ? p.h0 + in : nullptr;
+  T* ht = p.ht && out >= 0 ? p.ht + out : nullptr;
   T* first = NC > 0 ? base : ht;  // T == 0: the final state is the initial one
   if (first)
     blk.each(d.Dk * cs.nv, [=](int64_t e) {
@@ -351,7 +411,7 @@ LINATTN_HD void chunk_states(const Block& blk, const Args<T>& p, int64_t bh, Col
     });
   blk.sync();
   for (int64_t c = 0; c < NC; ++c) {
-    const ChunkAt at = chunk_at(d, bh, c);
+    const ChunkAt at = chunk_of(d, hs, c);
     const Shape s = shape(d, at);
     T* S0 = base + c * d.block();
     T *ainv_s = S0 + S, *U = ainv_s + 2 * C * C, *R = U + C * Dv;
@@ -371,7 +431,7 @@ LINATTN_HD void chunk_outputs(const Block& blk, const Args<T>& p, int64_t bh, in
   const int64_t C = d.C;
   const Gates<T> g{sh, sh + C, sh + 2 * C, sh + 3 * C};
   const ChunkAt at = chunk_at(d, bh, c);
-  const T* S0 = p.saved + (bh * d.chunks() + c) * d.block();
+  const T* S0 = p.saved + at.slot * d.block();
   const T *pg = S0 + d.state() + C * C, *U = pg + C * C;
   chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
   blk.sync();  // chunk_output reads the decays
@@ -396,19 +456,22 @@ LINATTN_HD void chunk_outputs(const Block& blk, const Args<T>& p, int64_t bh, in
 // nothing from each other, as in the forward's chunk_states. (The gate gradient is not carried: the
 // decays enter the next chunk only through gamma_last S0, whose gradient <dS1, S0> is per chunk.)
 
-// The backward's scratch, per (batch, head) and chunk (backward_work elements per head): dS [Dk, Dv],
-// hq from chunk_backward_inputs, replaced by dS1 in chunk_backward_states; X [C, Dv], du0 from
+// The backward's scratch, per (batch, head) and chunk (backward_work elements per head of a row;
+// backward_scratch in all, documents included: a block per chunk slot): dS [Dk, Dv], hq from
+// chunk_backward_inputs, replaced by dS1 in chunk_backward_states; X [C, Dv], du0 from
 // chunk_backward_inputs, replaced by X.
 LINATTN_HD inline int64_t backward_block(const Dims& d) { return d.Dk * d.Dv + d.C * d.Dv; }
 LINATTN_HD inline int64_t backward_work(const Dims& d) { return d.chunks() * backward_block(d); }
+inline int64_t backward_scratch(const Dims& d) { return d.tiles() * d.H * backward_block(d); }
 
 struct WorkChunk {
   int64_t dS, X;  // offsets in `work`
 };
-LINATTN_HD inline WorkChunk work_chunk(const Dims& d, int64_t bh, int64_t c) {
-  const int64_t at = (bh * d.chunks() + c) * backward_block(d);
+LINATTN_HD inline WorkChunk work_of(const Dims& d, const ChunkAt& c) {
+  const int64_t at = c.slot * backward_block(d);
   return {at, at + d.state()};
 }
+LINATTN_HD inline WorkChunk work_chunk(const Dims& d, int64_t bh, int64_t c) { return work_of(d, chunk_at(d, bh, c)); }
 
 // Shared memory of the three launches (elements of T); each kernel says what it holds.
 LINATTN_HD inline int64_t backward_inputs_shared(const Dims& d) { return 4 * d.C + d.C * d.Dv; }
@@ -509,7 +572,7 @@ LINATTN_HD void chunk_backward_inputs(const Block& blk, const Args<T>& p, T* wor
   const ChunkAt at = chunk_at(d, bh, c);
   const Shape s = shape(d, at);
   const WorkChunk w = work_chunk(d, bh, c);
-  const T* pg = p.saved + (bh * d.chunks() + c) * d.block() + d.state() + C * C;
+  const T* pg = p.saved + at.slot * d.block() + d.state() + C * C;
   const T* dO = p.dO + at.vo;
   chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
   blk.each(at.n * Dv, [=](int64_t e) {
@@ -588,17 +651,19 @@ LINATTN_HD void chunk_backward_states(const Block& blk, const Args<T>& p, T* wor
   T* dS_next = dS + Dk * kStateColumns;
   T* du = dS_next + Dk * kStateColumns;
   T* dr = du + C * kStateColumns;
-  const T* dht = p.dht ? p.dht + bh * S : nullptr;
+  const int64_t out = final_state_at(d, bh);
+  const T* dht = p.dht && out >= 0 ? p.dht + out : nullptr;
   blk.each(Dk * nv, [=](int64_t e) {
     const RowCol rc = split(e, nv);
     dS[e] = dht ? dht[rc.row * Dv + cs.j0 + rc.col] : T(0);
   });
   blk.sync();
-  for (int64_t c = d.chunks() - 1; c >= 0; --c) {
-    const ChunkAt at = chunk_at(d, bh, c);
+  const HeadSpan hs = head_span(d, bh);
+  for (int64_t c = hs.chunks - 1; c >= 0; --c) {
+    const ChunkAt at = chunk_of(d, hs, c);
     const Shape s = shape(d, at);
-    const WorkChunk w = work_chunk(d, bh, c);
-    const T* ainv = p.saved + (bh * d.chunks() + c) * d.block() + S;
+    const WorkChunk w = work_of(d, at);
+    const T* ainv = p.saved + at.slot * d.block() + S;
     const T* k = p.k + at.qk;
     chunk_decays(blk, g, p.beta + at.s, p.a ? p.a + at.s : nullptr, d.H, at.n);
     blk.each(at.n * Dk, [=](int64_t e) {
@@ -618,10 +683,11 @@ LINATTN_HD void chunk_backward_states(const Block& blk, const Args<T>& p, T* wor
     dS = dS_next;
     dS_next = spent;
   }
-  if (p.dh0)
+  const int64_t in = initial_state_at(d, bh);
+  if (p.dh0 && in >= 0)
     blk.each(Dk * nv, [=](int64_t e) {
       const RowCol rc = split(e, nv);
-      p.dh0[bh * S + rc.row * Dv + cs.j0 + rc.col] += dS[e];
+      p.dh0[in + rc.row * Dv + cs.j0 + rc.col] += dS[e];
     });
   blk.sync();
 }
@@ -854,7 +920,7 @@ LINATTN_HD void chunk_backward_grads(const Block& blk, const Args<T>& p, const T
   const int64_t n = at.n;
   const WorkChunk w = work_chunk(d, bh, c);
   const T *dS1 = work + w.dS, *x = work + w.X;
-  const T* S0 = p.saved + (bh * d.chunks() + c) * d.block();
+  const T* S0 = p.saved + at.slot * d.block();
   const T *pg = S0 + d.state() + C * C, *U = pg + C * C, *R = U + C * Dv;
   const T *q = p.q + at.qk, *k = p.k + at.qk, *v = p.v + at.vo, *dO = p.dO + at.vo;
   T *dq = p.dq + at.qk, *dk = p.dk + at.qk, *dv = p.dv + at.vo;
@@ -891,9 +957,10 @@ LINATTN_HD void recurrent_forward_head(const Block& blk, const Args<T>& p, T* st
   const int64_t Dk = d.Dk, Dv = d.Dv, H = d.H, S = d.state(), ldk = H * Dk, ldv = H * Dv;
   T* u = sh;
   const ChunkAt at = chunk_at(d, bh, 0);  // where token 0 is
-  blk.each(S, [&](int64_t e) { state[e] = p.h0 ? p.h0[bh * S + e] : T(0); });
+  const int64_t in = initial_state_at(d, bh), out = final_state_at(d, bh), len = head_span(d, bh).len;
+  blk.each(S, [&](int64_t e) { state[e] = p.h0 && in >= 0 ? p.h0[in + e] : T(0); });
   blk.sync();
-  for (int64_t t = 0; t < d.T; ++t) {
+  for (int64_t t = 0; t < len; ++t) {
     const T *qt = p.q + at.qk + t * ldk, *kt = p.k + at.qk + t * ldk, *vt = p.v + at.vo + t * ldv;
     const T beta = p.beta[at.s + t * H], decay = p.a ? exp_(p.a[at.s + t * H]) : T(1);
     // u = beta (v - decay S^T k)
@@ -915,7 +982,7 @@ LINATTN_HD void recurrent_forward_head(const Block& blk, const Args<T>& p, T* st
     });
     blk.sync();
   }
-  if (p.ht) blk.each(S, [&](int64_t e) { p.ht[bh * S + e] = state[e]; });
+  if (p.ht && out >= 0) blk.each(S, [&](int64_t e) { p.ht[out + e] = state[e]; });
   blk.sync();
 }
 

@@ -24,6 +24,7 @@
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/deltanet_args.h"
+#include "kernels/sequences.h"
 
 namespace linattn::cuda::entry {
 
@@ -297,16 +298,23 @@ void rope_backward(In dx, In dy, int64_t offset, double theta, Sequences seqs) {
 
 // ---- DeltaNet and Gated DeltaNet (kernels/cuda/deltanet.cu) ----
 
+// With documents (r.seqs), every launch covers all of them; `saved` holds a block per (tile, head)
+// (kernels/sequences.h's tile indices, the rows' [B * H, chunks] without documents).
+int64_t delta_rule_saved_size(const MixerArgs& r) {
+  const int64_t C = r.chunk_size;
+  return deltanet_chunk_saved_size(1, tile_count(r.seqs, r.B, r.T, C) * C, r.H, r.Dk, r.Dv, C);
+}
+
 void delta_rule_forward(const MixerArgs& r) {
   require_f32("deltanet", r.q);
   DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
   p.precision = backend::matmul_precision();
   if (r.chunk) {
     LINATTN_CHECK(r.saved.defined(), "deltanet (cuda): the chunk form needs the `saved` buffer of ",
-                  "deltanet_chunk_saved_size elements");
+                  "delta_rule_saved_size elements");
     cuda::deltanet_chunk_forward(p);
   } else {
-    Tensor state = Tensor::scratch({r.B * r.H * r.Dk * r.Dv}, DType::f32, Device::cuda);
+    Tensor state = Tensor::scratch({sequence_count(r.seqs, r.B) * r.H * r.Dk * r.Dv}, DType::f32, Device::cuda);
     p.saved = nullptr;
     cuda::deltanet_recurrent_forward(p, f32(state));
   }
@@ -317,24 +325,21 @@ void delta_rule_backward(const MixerArgs& r) {
   DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
   p.precision = backend::matmul_precision();
   p.chunk_size = r.chunk ? r.chunk_size : cuda::kDeltaNetMaxChunk;
-  const int64_t C = p.chunk_size;
   Tensor saved = r.saved;
   if (!r.chunk) {
     // The recurrent form saves nothing: the chunkwise forward recomputes what the chunkwise backward
     // reads (the same function, so the same gradients), into scratch, leaving o and ht alone.
-    saved = Tensor::scratch({deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, C)}, DType::f32, Device::cuda);
+    MixerArgs chunked = r;
+    chunked.chunk_size = p.chunk_size;
+    saved = Tensor::scratch({delta_rule_saved_size(chunked)}, DType::f32, Device::cuda);
     Tensor o = Tensor::scratch(r.dO.shape(), DType::f32, Device::cuda);
     DeltaNetArgs<float> f = p;
     f.o = f32(o), f.ht = nullptr, f.saved = f32(saved);
     cuda::deltanet_chunk_forward(f);
   }
   p.saved = f32(saved);
-  Tensor work = Tensor::scratch({r.B * r.H * delta::backward_work(delta::dims(p))}, DType::f32, Device::cuda);
+  Tensor work = Tensor::scratch({delta::backward_scratch(delta::dims(p))}, DType::f32, Device::cuda);
   cuda::deltanet_chunk_backward(p, f32(work));
-}
-
-int64_t delta_rule_saved_size(const MixerArgs& r) {
-  return deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.chunk_size);  // the same layout as the CPU's
 }
 
 void adamw_step(In w, In g, In m, In v, const AdamWStep& s) {
@@ -357,7 +362,8 @@ void scale_inplace(In x, double c) {
   cuda::scale_forward(f32(x), f32(x), float(c), x.numel());
 }
 
-// ---- token mixers (kernels/cuda/chunk_gla.h: both forms run the chunk-parallel passes; `saved` is not used) ----
+// ---- token mixers (kernels/cuda/chunk_gla.h: both forms run the chunk-parallel passes over the batch's
+// documents; `saved` is not used) ----
 
 void linear_attention_forward(const MixerArgs& r) {
   require_f32("linear_attention", r.q);

@@ -12,6 +12,7 @@ chunk::Problem problem(const chunk::Mixer<float>& m, const float* G) {
   p.q = m.q, p.k = m.k, p.v = {m.v, m.Dv}, p.G = G;
   p.scale = m.scale;
   p.precision = m.precision;
+  p.seqs = m.seqs;
   return p;
 }
 
@@ -27,7 +28,7 @@ void gla_forward(const chunk::Mixer<float>& m) {
   float* states = scratch.floats(p.state_words());
   chunk::forward_states(states, p, m.h0);
   chunk::output({m.o, m.Dv, m.Dv, false}, p, states, m.scale, m.scale);
-  chunk::state_out(m.ht, nullptr, states, p.chunks(), p, m.Dv, false);
+  chunk::state_out(m.ht, nullptr, states, true, p, m.Dv, false);
 }
 
 // The states again (forward), their gradients (backward), then dv, dq, dk and the in-chunk gate
@@ -45,10 +46,10 @@ void gla_backward(const chunk::Mixer<float>& m) {
   const chunk::Rows dO{m.dO, m.Dv};
   chunk::backward_states(dstates, p, dO, m.dht);
   chunk::grad_v({m.dv, m.Dv, m.Dv, true}, p, dO, dstates);
-  float* dg_chunks = m.dg ? scratch.floats(m.B * m.H * p.chunks() * m.Dk) : nullptr;
+  float* dg_chunks = m.dg ? scratch.floats(p.tiles() * m.H * m.Dk) : nullptr;
   chunk::grad_qk(m.dq, m.dk, m.dg, dg_chunks, p, dO, states, dstates);
   if (m.dg) chunk::gate_grad_finish(m.dg, dg_chunks, p, m.dht, states);
-  chunk::state_out(m.dh0, nullptr, dstates, 0, p, m.Dv, true);
+  chunk::state_out(m.dh0, nullptr, dstates, false, p, m.Dv, true);
 }
 
 }  // namespace linattn::cuda

@@ -217,7 +217,6 @@ LaunchPlans attention_backward_plans(bool bf16, int64_t B, int64_t T, int64_t H,
 
 namespace {
 
-int64_t chunks_of(int64_t T) { return ceil_div(T, chunk::kChunk); }
 int64_t tiles_of(int64_t columns) { return ceil_div(columns, chunk::kTileCols); }
 std::string templated(const char* kernel, bool flag) {
   return std::string("chunk::") + kernel + (flag ? "<true>" : "<false>");
@@ -236,37 +235,41 @@ int64_t chunk_shared_bytes(MatmulPrecision precision, int f32_words, int (*tc_by
 }  // namespace
 
 LaunchPlan chunk_tile_plan(const std::string& kernel, int64_t B, int64_t T, int64_t H, int64_t tiles,
-                           int64_t shared_bytes) {
-  return {kernel, {chunks_of(T), tiles, B * H}, {chunk::kThreads}, shared_bytes};
+                           int64_t shared_bytes, int64_t sequences) {
+  return {kernel, {tile_count({nullptr, sequences}, B, T, chunk::kChunk), tiles, H}, {chunk::kThreads}, shared_bytes};
 }
 
 LaunchPlan chunk_state_plan(bool backward, int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t W,
-                            MatmulPrecision precision) {
+                            MatmulPrecision precision, int64_t sequences) {
   return chunk_tile_plan(templated("chunk_state_kernel", backward ? "true," : "false,", precision), B, T, H,
                          tiles_of(Dk) * tiles_of(W),
-                         chunk_shared_bytes(precision, chunk::kStateWords, [](int b) { return chunk::tc_state_bytes(b); }));
+                         chunk_shared_bytes(precision, chunk::kStateWords, [](int b) { return chunk::tc_state_bytes(b); }),
+                         sequences);
 }
 
-LaunchPlan state_pass_plan(bool reverse, int64_t B, int64_t H, int64_t Dk, int64_t W) {
-  return pointwise_plan(templated("state_pass_kernel", reverse), B * H * Dk * W);
+LaunchPlan state_pass_plan(bool reverse, int64_t B, int64_t H, int64_t Dk, int64_t W, int64_t sequences) {
+  return pointwise_plan(templated("state_pass_kernel", reverse), (sequences ? sequences : B) * H * Dk * W);
 }
 
-LaunchPlan chunk_apply_plan(bool transposed, int64_t B, int64_t T, int64_t H, int64_t W, MatmulPrecision precision) {
+LaunchPlan chunk_apply_plan(bool transposed, int64_t B, int64_t T, int64_t H, int64_t W, MatmulPrecision precision,
+                            int64_t sequences) {
   return chunk_tile_plan(templated("chunk_apply_kernel", transposed ? "true," : "false,", precision), B, T, H,
                          tiles_of(W),
-                         chunk_shared_bytes(precision, chunk::kApplyWords, [](int b) { return chunk::tc_apply_bytes(b); }));
+                         chunk_shared_bytes(precision, chunk::kApplyWords, [](int b) { return chunk::tc_apply_bytes(b); }),
+                         sequences);
 }
 
-LaunchPlan chunk_dqk_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, MatmulPrecision precision) {
+LaunchPlan chunk_dqk_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, MatmulPrecision precision, int64_t sequences) {
   return chunk_tile_plan(templated("chunk_dqk_kernel", "", precision), B, T, H, tiles_of(Dk),
-                         chunk_shared_bytes(precision, chunk::kQkWords, [](int b) { return chunk::tc_qk_bytes(b); }));
+                         chunk_shared_bytes(precision, chunk::kQkWords, [](int b) { return chunk::tc_qk_bytes(b); }),
+                         sequences);
 }
 
-LaunchPlan gate_cumsum_plan(int64_t B, int64_t T, int64_t H, int64_t Dk) {
-  return chunk_tile_plan("chunk::gate_cumsum_kernel", B, T, H, tiles_of(Dk), 0);
+LaunchPlan gate_cumsum_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t sequences) {
+  return chunk_tile_plan("chunk::gate_cumsum_kernel", B, T, H, tiles_of(Dk), 0, sequences);
 }
-LaunchPlan gate_pass_plan(int64_t B, int64_t H, int64_t Dk) {
-  return pointwise_plan("chunk::gate_pass_kernel", B * H * Dk);
+LaunchPlan gate_pass_plan(int64_t B, int64_t H, int64_t Dk, int64_t sequences) {
+  return pointwise_plan("chunk::gate_pass_kernel", (sequences ? sequences : B) * H * Dk);
 }
 LaunchPlan gate_offset_plan(int64_t B, int64_t T, int64_t H, int64_t Dk) {
   return pointwise_plan("chunk::gate_offset_kernel", B * T * H * Dk);
@@ -280,8 +283,8 @@ LaunchPlan normalized_output_plan(int64_t rows, int64_t Dv) {
 LaunchPlan normalized_grad_plan(int64_t rows, int64_t Dv) {
   return pointwise_plan("chunk::normalized_grad_kernel", rows * (Dv + 1));
 }
-LaunchPlan state_out_plan(int64_t B, int64_t H, int64_t Dk, int64_t W) {
-  return pointwise_plan("chunk::state_out_kernel", B * H * Dk * W);
+LaunchPlan state_out_plan(int64_t B, int64_t H, int64_t Dk, int64_t W, int64_t sequences) {
+  return pointwise_plan("chunk::state_out_kernel", (sequences ? sequences : B) * H * Dk * W);
 }
 
 namespace {
@@ -291,29 +294,30 @@ struct Passes {
   int64_t B, T, H, Dk, W;
   LaunchPlans plans;
   MatmulPrecision precision = MatmulPrecision::f32;
+  int64_t sequences = 0;
 
   bool empty() const { return B * H == 0 || T == 0 || Dk == 0 || W == 0; }
   void gate_cumsum() {
-    if (!empty()) plans.push_back(gate_cumsum_plan(B, T, H, Dk));
+    if (!empty()) plans.push_back(gate_cumsum_plan(B, T, H, Dk, sequences));
   }
   void states(bool backward) {  // forward_states, backward_states
     if (B * H * Dk * W == 0) return;
-    if (T > 0) plans.push_back(chunk_state_plan(backward, B, T, H, Dk, W, precision));
-    plans.push_back(state_pass_plan(backward, B, H, Dk, W));
+    if (T > 0) plans.push_back(chunk_state_plan(backward, B, T, H, Dk, W, precision, sequences));
+    plans.push_back(state_pass_plan(backward, B, H, Dk, W, sequences));
   }
   void apply(bool transposed) {  // output, grad_v
-    if (!empty()) plans.push_back(chunk_apply_plan(transposed, B, T, H, W, precision));
+    if (!empty()) plans.push_back(chunk_apply_plan(transposed, B, T, H, W, precision, sequences));
   }
   void grad_qk() {
-    if (!empty()) plans.push_back(chunk_dqk_plan(B, T, H, Dk, precision));
+    if (!empty()) plans.push_back(chunk_dqk_plan(B, T, H, Dk, precision, sequences));
   }
   void gate_grad_finish() {
     if (empty()) return;
-    plans.push_back(gate_pass_plan(B, H, Dk));
+    plans.push_back(gate_pass_plan(B, H, Dk, sequences));
     plans.push_back(gate_offset_plan(B, T, H, Dk));
   }
   void state_out(bool wanted) {
-    if (wanted && B * H * Dk * W > 0) plans.push_back(state_out_plan(B, H, Dk, W));
+    if (wanted && B * H * Dk * W > 0) plans.push_back(state_out_plan(B, H, Dk, W, sequences));
   }
   void append_column(int64_t rows, int64_t columns) {
     if (rows > 0) plans.push_back(append_column_plan(rows, columns));
@@ -323,9 +327,9 @@ struct Passes {
 }  // namespace
 
 LaunchPlans linear_attention_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
-                                           MixerStates states, MatmulPrecision precision) {
+                                           MixerStates states, MatmulPrecision precision, int64_t sequences) {
   const int64_t rows = B * T * H;
-  Passes p{B, T, H, Dk, normalize ? Dv + 1 : Dv, {}, precision};
+  Passes p{B, T, H, Dk, normalize ? Dv + 1 : Dv, {}, precision, sequences};
   if (normalize) {
     p.append_column(rows, Dv);                         // [v | 1]
     if (states.initial) p.append_column(B * H * Dk, Dv);  // [h0 | z0]
@@ -338,11 +342,11 @@ LaunchPlans linear_attention_forward_plans(int64_t B, int64_t T, int64_t H, int6
 }
 
 LaunchPlans linear_attention_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
-                                            MixerStates states, MatmulPrecision precision) {
+                                            MixerStates states, MatmulPrecision precision, int64_t sequences) {
   const int64_t rows = B * T * H;
-  Passes p{B, T, H, Dk, normalize ? Dv + 1 : Dv, {}, precision};
+  Passes p{B, T, H, Dk, normalize ? Dv + 1 : Dv, {}, precision, sequences};
   if (normalize) {
-    Passes ones{B, T, H, Dk, 1, {}, precision};
+    Passes ones{B, T, H, Dk, 1, {}, precision, sequences};
     ones.append_column(1, 0);  // the column of ones
     ones.states(false);        // the denominator again
     ones.apply(false);
@@ -361,8 +365,8 @@ LaunchPlans linear_attention_backward_plans(int64_t B, int64_t T, int64_t H, int
 }
 
 LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states,
-                              MatmulPrecision precision) {
-  Passes p{B, T, H, Dk, Dv, {}, precision};
+                              MatmulPrecision precision, int64_t sequences) {
+  Passes p{B, T, H, Dk, Dv, {}, precision, sequences};
   p.gate_cumsum();
   p.states(false);
   p.apply(false);
@@ -371,8 +375,8 @@ LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64
 }
 
 LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states,
-                               MatmulPrecision precision) {
-  Passes p{B, T, H, Dk, Dv, {}, precision};
+                               MatmulPrecision precision, int64_t sequences) {
+  Passes p{B, T, H, Dk, Dv, {}, precision, sequences};
   p.gate_cumsum();
   p.states(false);
   p.states(true);
@@ -386,10 +390,11 @@ LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int6
 // ---- DeltaNet and Gated DeltaNet ----
 
 LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
-                                   MatmulPrecision precision) {
-  const delta::Dims d{B, T, H, Dk, Dv, chunk};
+                                   MatmulPrecision precision, int64_t sequences) {
+  const delta::Dims d{B, T, H, Dk, Dv, chunk, {nullptr, sequences}};
   const int64_t gates = delta::gates_shared(d) * int64_t(sizeof(float));
-  const LaunchPlan states{"chunk_states_kernel", {delta::state_tiles(d), B * H}, {kDeltaNetHeadThreads}, gates};
+  const LaunchPlan states{"chunk_states_kernel", {delta::state_tiles(d), d.sequences() * H}, {kDeltaNetHeadThreads},
+                          gates};
   if (d.chunks() == 0) return {states};
   const int64_t factors = precision == MatmulPrecision::f32
                               ? delta::factors_shared(d) * int64_t(sizeof(float))
@@ -402,37 +407,37 @@ LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, 
   const std::string tc = precision == MatmulPrecision::f32
                              ? "_kernel"
                              : "_tc_kernel<(MatmulPrecision)" + std::to_string(int(precision)) + ">";
-  return {{"chunk_factors" + tc, {d.chunks(), B * H}, {kDeltaNetHeadThreads}, factors},
+  return {{"chunk_factors" + tc, {d.tiles(), H}, {kDeltaNetHeadThreads}, factors},
           states,
-          {"chunk_outputs" + tc, {d.chunks(), B * H}, {kDeltaNetHeadThreads}, outputs}};
+          {"chunk_outputs" + tc, {d.tiles(), H}, {kDeltaNetHeadThreads}, outputs}};
 }
 
 LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
-                                    MatmulPrecision precision) {
-  const delta::Dims d{B, T, H, Dk, Dv, chunk};
+                                    MatmulPrecision precision, int64_t sequences) {
+  const delta::Dims d{B, T, H, Dk, Dv, chunk, {nullptr, sequences}};
   const int64_t f = int64_t(sizeof(float));
-  const LaunchPlan states{"chunk_backward_states_kernel", {delta::state_tiles(d), B * H}, {kDeltaNetHeadThreads},
-                          delta::backward_states_shared(d) * f};
+  const LaunchPlan states{"chunk_backward_states_kernel", {delta::state_tiles(d), d.sequences() * H},
+                          {kDeltaNetHeadThreads}, delta::backward_states_shared(d) * f};
   if (d.chunks() == 0) return {states};
   const MatmulPrecision used = delta::backward_precision(d, precision);
   if (used == MatmulPrecision::f32)
-    return {{"chunk_backward_inputs_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads},
+    return {{"chunk_backward_inputs_kernel", {d.tiles(), H}, {kDeltaNetHeadThreads},
              delta::backward_inputs_shared(d) * f},
             states,
-            {"chunk_backward_grads_kernel", {d.chunks(), B * H}, {kDeltaNetHeadThreads},
+            {"chunk_backward_grads_kernel", {d.tiles(), H}, {kDeltaNetHeadThreads},
              delta::backward_grads_shared(d) * f}};
   const int bytes = used == MatmulPrecision::bf16 ? 2 : 4;
   const std::string tc = "_tc_kernel<(MatmulPrecision)" + std::to_string(int(used)) + ">";
-  return {{"chunk_backward_inputs" + tc, {d.chunks(), B * H}, {kDeltaNetHeadThreads},
+  return {{"chunk_backward_inputs" + tc, {d.tiles(), H}, {kDeltaNetHeadThreads},
            delta::backward_inputs_tc_shared_bytes(d, bytes)},
           states,
-          {"chunk_backward_grads" + tc, {d.chunks(), B * H}, {kDeltaNetHeadThreads},
+          {"chunk_backward_grads" + tc, {d.tiles(), H}, {kDeltaNetHeadThreads},
            delta::backward_grads_tc_shared_bytes(d, bytes)}};
 }
 
-LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv) {
-  const delta::Dims d{B, T, H, Dk, Dv, 1};
-  return {"recurrent_forward_kernel", {B * H}, {kDeltaNetHeadThreads},
+LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t sequences) {
+  const delta::Dims d{B, T, H, Dk, Dv, 1, {nullptr, sequences}};
+  return {"recurrent_forward_kernel", {d.sequences() * H}, {kDeltaNetHeadThreads},
           delta::recurrent_shared(d) * int64_t(sizeof(float))};
 }
 

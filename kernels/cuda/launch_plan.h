@@ -104,33 +104,36 @@ LaunchPlans attention_backward_plans(bool bf16, int64_t B, int64_t T, int64_t H,
                                      int64_t sequences = 0);
 
 // ---- the linear mixers' chunk-parallel passes (chunk_gla.h): chunks of chunk::kChunk tokens ----
-// The intra-chunk kernels: a block of chunk::kThreads per (chunk, 64-column tile, batch * head).
-// `tiles`: the blocks of one chunk; shared_bytes: the kernel's chunk_layout.h size.
+// sequences: the documents of the batch (Sequences::count; 0 = the B rows), as for attention.
+// The intra-chunk kernels: a block of chunk::kThreads per (chunk, 64-column tile, head), x running
+// over the tile indices of kernels/sequences.h (a chunk of one sequence; at most one idle per
+// document). `tiles`: the blocks of one chunk; shared_bytes: the kernel's chunk_layout.h size.
 LaunchPlan chunk_tile_plan(const std::string& kernel, int64_t B, int64_t T, int64_t H, int64_t tiles,
-                           int64_t shared_bytes);
+                           int64_t shared_bytes, int64_t sequences = 0);
 // The three take the precision of their products (the kernels' template argument): f32 on the CUDA
 // cores, bf16 or tf32 on the tensor cores, with their own shared memory (chunk_layout.h).
 // The chunk's contribution to the state, U_c (forward) or W_c (backward): (Dk tiles) x (W tiles) per chunk.
 LaunchPlan chunk_state_plan(bool backward, int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t W,
-                            MatmulPrecision precision = MatmulPrecision::f32);
-// The sequential inter-chunk pass, its own kernel: one thread per state entry of [B * H, Dk, W].
-LaunchPlan state_pass_plan(bool reverse, int64_t B, int64_t H, int64_t Dk, int64_t W);
+                            MatmulPrecision precision = MatmulPrecision::f32, int64_t sequences = 0);
+// The sequential inter-chunk pass, its own kernel: one thread per state entry of [sequences, H, Dk, W].
+LaunchPlan state_pass_plan(bool reverse, int64_t B, int64_t H, int64_t Dk, int64_t W, int64_t sequences = 0);
 // The outputs (forward) or dv (transposed): W tiles per chunk.
 LaunchPlan chunk_apply_plan(bool transposed, int64_t B, int64_t T, int64_t H, int64_t W,
-                            MatmulPrecision precision = MatmulPrecision::f32);
+                            MatmulPrecision precision = MatmulPrecision::f32, int64_t sequences = 0);
 // dq, dk and GLA's in-chunk gate gradient: Dk tiles per chunk.
-LaunchPlan chunk_dqk_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, MatmulPrecision precision = MatmulPrecision::f32);
+LaunchPlan chunk_dqk_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, MatmulPrecision precision = MatmulPrecision::f32,
+                          int64_t sequences = 0);
 // The gates' in-chunk cumulative sums: Dk tiles per chunk, a thread per (sub-chunk, key column).
-LaunchPlan gate_cumsum_plan(int64_t B, int64_t T, int64_t H, int64_t Dk);
+LaunchPlan gate_cumsum_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t sequences = 0);
 // The pointwise passes, one thread per element: GLA's sequential gate pass over the chunk totals
-// (one thread per (b, h, key column)) and its offsets, [x | column], the normalized output and its
-// gradient, a state slot out.
-LaunchPlan gate_pass_plan(int64_t B, int64_t H, int64_t Dk);
+// (one thread per (sequence, h, key column)) and its offsets, [x | column], the normalized output and
+// its gradient, the rows' states out (a thread per sequence's).
+LaunchPlan gate_pass_plan(int64_t B, int64_t H, int64_t Dk, int64_t sequences = 0);
 LaunchPlan gate_offset_plan(int64_t B, int64_t T, int64_t H, int64_t Dk);
 LaunchPlan append_column_plan(int64_t rows, int64_t W);
 LaunchPlan normalized_output_plan(int64_t rows, int64_t Dv);
 LaunchPlan normalized_grad_plan(int64_t rows, int64_t Dv);
-LaunchPlan state_out_plan(int64_t B, int64_t H, int64_t Dk, int64_t W);
+LaunchPlan state_out_plan(int64_t B, int64_t H, int64_t Dk, int64_t W, int64_t sequences = 0);
 
 // Which optional states a linear-mixer call has (chunk::Mixer's pointers): `initial` h0 (and z0),
 // with the gradient dh0 (dz0) in the backward; `final` ht (zt), with the incoming dht (dzt).
@@ -138,28 +141,31 @@ struct MixerStates {
   bool initial = false, final = false;
 };
 // The launches of linear_attn.cu's and gla.cu's launchers, in their order (dv and GLA's dg present),
-// for chunk::Mixer::precision `precision`.
+// for chunk::Mixer::precision `precision` and the batch's `sequences` (0 = its rows).
 LaunchPlans linear_attention_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
-                                           MixerStates states, MatmulPrecision precision = MatmulPrecision::f32);
+                                           MixerStates states, MatmulPrecision precision = MatmulPrecision::f32,
+                                           int64_t sequences = 0);
 LaunchPlans linear_attention_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, bool normalize,
-                                            MixerStates states, MatmulPrecision precision = MatmulPrecision::f32);
+                                            MixerStates states, MatmulPrecision precision = MatmulPrecision::f32,
+                                            int64_t sequences = 0);
 LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states,
-                              MatmulPrecision precision = MatmulPrecision::f32);
+                              MatmulPrecision precision = MatmulPrecision::f32, int64_t sequences = 0);
 LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states,
-                               MatmulPrecision precision = MatmulPrecision::f32);
+                               MatmulPrecision precision = MatmulPrecision::f32, int64_t sequences = 0);
 
-// ---- deltanet.cu: the forward's per-chunk launches over (chunks, B*H) around the state pass over
-// (state column tiles, B*H) (T = 0: the state pass alone); the backward likewise, its sequential
-// pass carrying the state's gradient from the last chunk to the first ----
+// ---- deltanet.cu: the forward's per-chunk launches over (tiles, H) around the state pass over
+// (state column tiles, sequences * H) (T = 0: the state pass alone); the backward likewise, its
+// sequential pass carrying the state's gradient from the last chunk to the first. sequences: the
+// documents (0 = the B rows); tiles: kernels/sequences.h's tile indices (the rows: B * chunks) ----
 inline constexpr int kDeltaNetHeadThreads = 256;
 // `precision`: the products of chunk_factors_kernel and chunk_outputs_kernel (DeltaNetArgs::precision),
 // f32 on the CUDA cores.
 LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
-                                   MatmulPrecision precision = MatmulPrecision::f32);
+                                   MatmulPrecision precision = MatmulPrecision::f32, int64_t sequences = 0);
 // `precision`: the products of chunk_backward_inputs and chunk_backward_grads (their *_tc_kernel twins
 // for bf16, tf32 where Dk, Dv <= 64: delta::backward_precision; the sequential pass is float32).
 LaunchPlans deltanet_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,
-                                    MatmulPrecision precision = MatmulPrecision::f32);
-LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv);
+                                    MatmulPrecision precision = MatmulPrecision::f32, int64_t sequences = 0);
+LaunchPlan deltanet_recurrent_plan(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t sequences = 0);
 
 }  // namespace linattn::cuda

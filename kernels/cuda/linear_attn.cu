@@ -13,6 +13,7 @@ chunk::Problem problem(const chunk::Mixer<float>& m, chunk::Rows v, int64_t W, f
   p.q = m.q, p.k = m.k, p.v = v, p.phi = m.phi;
   p.scale = scale;
   p.precision = m.precision;
+  p.seqs = m.seqs;
   return p;
 }
 
@@ -49,7 +50,7 @@ void linear_attention_forward(const chunk::Mixer<float>& m) {
   } else {
     chunk::output({m.o, W, W, false}, p, states, m.scale, m.scale);
   }
-  chunk::state_out(m.ht, m.normalize ? m.zt : nullptr, states, p.chunks(), p, m.Dv, false);
+  chunk::state_out(m.ht, m.normalize ? m.zt : nullptr, states, true, p, m.Dv, false);
 }
 
 // As GLA's backward without gates (derivations.md, "Linear attention"), then times φ'. Normalized:
@@ -86,7 +87,7 @@ void linear_attention_backward(const chunk::Mixer<float>& m) {
   chunk::backward_states(dstates, p, {dO, W}, dht);
   chunk::grad_v({m.dv, m.Dv, m.Dv, true}, p, {dO, W}, dstates);
   chunk::grad_qk(m.dq, m.dk, nullptr, nullptr, p, {dO, W}, states, dstates);
-  chunk::state_out(m.dh0, m.normalize ? m.dz0 : nullptr, dstates, 0, p, m.Dv, true);
+  chunk::state_out(m.dh0, m.normalize ? m.dz0 : nullptr, dstates, false, p, m.Dv, true);
 }
 
 }  // namespace linattn::cuda

@@ -23,6 +23,7 @@ Mixer<T> to_mixer(const backend::MixerArgs& r) {
   m.scale = T(r.scale);
   m.phi = r.phi, m.normalize = r.normalize;
   m.precision = backend::matmul_precision();
+  m.seqs = r.seqs;
   m.o = data_or_null<T>(r.o), m.ht = data_or_null<T>(r.ht), m.zt = data_or_null<T>(r.zt);
   m.q = data_or_null<T>(r.q), m.k = data_or_null<T>(r.k), m.v = data_or_null<T>(r.v);
   m.g = data_or_null<T>(r.gate), m.h0 = data_or_null<T>(r.h0), m.z0 = data_or_null<T>(r.z0);

@@ -8,10 +8,9 @@
 //
 // Sizes are small (the emulation build runs every GPU thread as a fiber) but off the tiles: T not a
 // multiple of the chunk (16/32/64) or of attention's 32/64-row tiles, head sizes 32/64/128, grouped
-// query heads, sliding windows, documents (the linear mixers: a kernel call per segment part on views
-// of the batch's buffers, cut by autograd/segments.h as the ops cut them; attention, the convolution
-// and RoPE: one call with the offsets), optional inputs and gradients absent and present, and linear
-// attention and GLA with their products in bf16 and tf32 on the tensor cores.
+// query heads, sliding windows, documents (one call with the offsets, as the ops make it), optional
+// inputs and gradients absent and present, and linear attention and GLA with their products in bf16
+// and tf32 on the tensor cores.
 //
 // CudaBackendOpsCoverage.EveryEntryHasACase fails naming any entry of the table with a CUDA kernel
 // and without a case. A mixer's *_saved_size entry is covered by its cases, where each column runs
@@ -161,27 +160,13 @@ std::string str(int64_t x) { return std::to_string(x); }
 
 // ---- documents -------------------------------------------------------------------------------------
 
-// The kernel calls of a [B, T] batch cut into documents at `starts` (fla's cu_seqlens: the start of
-// every document in the B * T positions, then B * T; empty: the B rows, one call), as autograd does.
-std::vector<ops::SegmentPart> parts_of(const std::vector<int64_t>& starts, int64_t B, int64_t T) {
-  return ops::segment_parts(ops::Segments{starts}, B, T);
-}
+// Documents at `starts` (fla's cu_seqlens: the start of every document in the B * T positions, then
+// B * T; empty: the B rows).
 std::string documents_str(const std::vector<int64_t>& starts) {
   if (starts.empty()) return "";
   std::string s = " documents at";
   for (int64_t x : starts) s.append(" ").append(str(x));
   return s;
-}
-using ops::detail::positions;  // a part's [rows, len, ...] view of a [B, T, ...] tensor
-
-// A part's rows of a [B, ...] state when `take` (the initial states where the part begins its rows,
-// the final ones where it ends them), else none, as autograd/mixers.cpp passes them.
-Tensor state_rows(const Tensor& x, const ops::SegmentPart& p, bool take) {
-  if (!take || !x.defined()) return Tensor();
-  Shape s = x.shape();
-  const int64_t per = x.numel() / s[0];
-  s[0] = p.rows;
-  return x.view_at(p.row * per, s);
 }
 
 // ---- pointwise, optimizer ----------------------------------------------------------------------------
@@ -511,20 +496,6 @@ struct MixerCase {
   }
 };
 
-// A part's share of the batch's arguments, as autograd/mixers.cpp cuts them: [rows, len] views of
-// every [B, T, ...] tensor, the initial states of its rows where it begins them, the final ones where
-// it ends them (none elsewhere), its share [at, at + n) of `saved`.
-MixerArgs part_args(const MixerArgs& a, const ops::SegmentPart& p, int64_t at, int64_t n) {
-  MixerArgs r = a;
-  r.B = p.rows, r.T = p.len;
-  for (Tensor* x : {&r.o, &r.q, &r.k, &r.v, &r.gate, &r.decay, &r.dq, &r.dk, &r.dv, &r.dgate, &r.ddecay, &r.dO})
-    *x = positions(*x, p);
-  for (Tensor* x : {&r.h0, &r.z0, &r.dh0, &r.dz0}) *x = state_rows(*x, p, p.first);
-  for (Tensor* x : {&r.ht, &r.zt, &r.dht, &r.dzt}) *x = state_rows(*x, p, p.last);
-  if (r.saved.defined()) r.saved = r.saved.view_at(at, {n});
-  return r;
-}
-
 void run_mixer(Side& x, const MixerCase& c) {
   using K = MixerKind;
   struct PrecisionScope {  // backend::matmul_precision() is process-wide: float32 again after the case
@@ -560,21 +531,10 @@ void run_mixer(Side& x, const MixerCase& c) {
   a.ht = x.output("ht", st);
   if (c.normalize) a.zt = x.output("zt", z);
 
-  struct Call {
-    ops::SegmentPart p;
-    int64_t at, n;
-  };
-  std::vector<Call> calls;
-  int64_t saved = 0;
-  for (const ops::SegmentPart& p : parts_of(c.docs, c.B, c.T)) {
-    MixerArgs part = a;  // each column's own size of `saved` (the CUDA scans keep nothing there)
-    part.B = p.rows, part.T = p.len;
-    const int64_t n = a.chunk ? saved_size(x.device, part) : 0;
-    calls.push_back({p, saved, n});
-    saved += n;
-  }
-  if (a.chunk) a.saved = x.scratch({saved});
-  for (const Call& call : calls) forward(x.device, part_args(a, call.p, call.at, call.n));
+  Tensor table;  // the documents, one call over the batch as autograd makes it
+  a.seqs = ops::Segments{c.docs}.sequences(x.device, table);
+  if (a.chunk) a.saved = x.scratch({saved_size(x.device, a)});  // each column's own size (CUDA's LA/GLA: 0)
+  forward(x.device, a);
 
   a.dq = x.accumulated("dq", qk), a.dk = x.accumulated("dk", qk), a.dv = x.accumulated("dv", vo);
   if (a.gate.defined()) a.dgate = x.accumulated(delta ? "dbeta" : "dg", a.gate.shape());
@@ -584,7 +544,7 @@ void run_mixer(Side& x, const MixerCase& c) {
   a.dO = x.input(vo);
   if (c.dht) a.dht = x.input(st);
   if (c.dht && c.normalize) a.dzt = x.input(z);
-  for (const Call& call : calls) backward(x.device, part_args(a, call.p, call.at, call.n));
+  backward(x.device, a);
 }
 
 void add_mixer_cases(std::vector<Case>& cases) {

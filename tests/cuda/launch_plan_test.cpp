@@ -8,6 +8,7 @@
 #ifdef LINATTN_CUDA_EMULATION
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -266,15 +267,96 @@ TEST(LaunchPlan, LinearMixers) {
   }
 }
 
-// The chunk-parallel passes' geometry at the benchmark's shape: a block per (chunk, tile, batch * head),
-// 512 of them, and the sequential pass one thread per state entry.
+// The linear mixers over documents: the same launches, x over the tile indices of the documents
+// (kernels/sequences.h), the sequential passes a thread per (document, head) state entry.
+TEST(LaunchPlan, LinearMixersOverDocuments) {
+  SKIP_WITHOUT_GPU();
+  DeviceBuffers m;
+  const int64_t B = 2, T = 70, H = 2, Dk = 72, Dv = 64, n = 4;
+  Tensor table;
+  const Sequences seqs = ops::Segments{{0, 1, 50, 70, 140}}.sequences(Device::cuda, table);
+  const int64_t qk = B * T * H * Dk, vo = B * T * H * Dv, st = B * H * Dk * Dv, z = B * H * Dk;
+  for (const MatmulPrecision precision : {MatmulPrecision::f32, MatmulPrecision::bf16}) {
+    const cuda::MixerStates states{true, true};
+    const std::string tag = std::string(" over documents ") + matmul_precision_name(precision);
+    cuda::chunk::Mixer<float> x;
+    x.B = B, x.len = T, x.H = H, x.Dk = Dk, x.Dv = Dv, x.scale = 0.5f, x.precision = precision, x.seqs = seqs;
+    x.q = m.f32(qk), x.k = m.f32(qk), x.v = m.f32(vo), x.o = m.f32(vo);
+    x.dO = m.f32(vo), x.dq = m.f32(qk), x.dk = m.f32(qk), x.dv = m.f32(vo);
+    x.h0 = m.f32(st), x.ht = m.f32(st), x.dht = m.f32(st), x.dh0 = m.f32(st);
+    cuda::chunk::Mixer<float> nx = x;
+    nx.normalize = true;
+    nx.z0 = m.f32(z), nx.zt = m.f32(z), nx.dzt = m.f32(z), nx.dz0 = m.f32(z);
+    expect_plans("linear_attention_forward normalized" + tag,
+                 cuda::linear_attention_forward_plans(B, T, H, Dk, Dv, true, states, precision, n),
+                 [&] { cuda::linear_attention_forward(nx); });
+    expect_plans("linear_attention_backward normalized" + tag,
+                 cuda::linear_attention_backward_plans(B, T, H, Dk, Dv, true, states, precision, n),
+                 [&] { cuda::linear_attention_backward(nx); });
+    cuda::chunk::Mixer<float> g = x;
+    g.g = m.f32(qk), g.dg = m.f32(qk);
+    expect_plans("gla_forward" + tag, cuda::gla_forward_plans(B, T, H, Dk, Dv, states, precision, n),
+                 [&] { cuda::gla_forward(g); });
+    expect_plans("gla_backward" + tag, cuda::gla_backward_plans(B, T, H, Dk, Dv, states, precision, n),
+                 [&] { cuda::gla_backward(g); });
+  }
+}
+
+// What documents cost in launches: a mixer op (forward + backward, with h0 and dht) over 9 documents
+// in 4 rows of 100, as one call per op against the 9 per-part calls autograd made before; the one call
+// launches what a batch without documents launches. (The plans are the launchers' launches:
+// LinearMixersOverDocuments, DeltaNetOverDocuments.) Printed for the README.
+TEST(LaunchPlan, MixerLaunchesOverNineDocumentsInFourRows) {
+  const int64_t B = 4, T = 100, H = 4, D = 64;
+  const ops::Segments nine{{0, 100, 130, 200, 220, 260, 300, 350, 370, 400}};
+  const std::vector<ops::SegmentPart> parts = ops::segment_parts(nine, B, T);
+  ASSERT_EQ(parts.size(), 9u);
+  struct Mixer {
+    const char* name;
+    std::function<size_t(int64_t rows, int64_t len, cuda::MixerStates states, int64_t sequences)> launches;
+  };
+  const std::vector<Mixer> mixers = {
+      {"linear attention",
+       [&](int64_t rows, int64_t len, cuda::MixerStates st, int64_t n) {
+         return cuda::linear_attention_forward_plans(rows, len, H, D, D, false, st, MatmulPrecision::f32, n).size() +
+                cuda::linear_attention_backward_plans(rows, len, H, D, D, false, st, MatmulPrecision::f32, n).size();
+       }},
+      {"linear attention, normalized",
+       [&](int64_t rows, int64_t len, cuda::MixerStates st, int64_t n) {
+         return cuda::linear_attention_forward_plans(rows, len, H, D, D, true, st, MatmulPrecision::f32, n).size() +
+                cuda::linear_attention_backward_plans(rows, len, H, D, D, true, st, MatmulPrecision::f32, n).size();
+       }},
+      {"GLA / RetNet",
+       [&](int64_t rows, int64_t len, cuda::MixerStates st, int64_t n) {
+         return cuda::gla_forward_plans(rows, len, H, D, D, st, MatmulPrecision::f32, n).size() +
+                cuda::gla_backward_plans(rows, len, H, D, D, st, MatmulPrecision::f32, n).size();
+       }},
+      {"DeltaNet / Gated DeltaNet",
+       [&](int64_t rows, int64_t len, cuda::MixerStates, int64_t n) {
+         return cuda::deltanet_forward_plans(rows, len, H, D, D, 64, MatmulPrecision::f32, n).size() +
+                cuda::deltanet_backward_plans(rows, len, H, D, D, 64, MatmulPrecision::f32, n).size();
+       }},
+  };
+  for (const Mixer& m : mixers) {
+    size_t per_part = 0;
+    for (const ops::SegmentPart& p : parts) per_part += m.launches(p.rows, p.len, {p.first, p.last}, 0);
+    const size_t one_call = m.launches(B, T, {true, true}, int64_t(nine.offsets.size()) - 1);
+    std::printf("%-30s 9 documents in 4 rows: %zu launches per op in one call, %zu in per-part calls\n", m.name,
+                one_call, per_part);
+    EXPECT_EQ(one_call, m.launches(B, T, {true, true}, 0)) << m.name;
+    EXPECT_LT(one_call, per_part) << m.name;
+  }
+}
+
+// The chunk-parallel passes' geometry at the benchmark's shape: a block per (chunk, tile, head), x
+// running over the 4 rows' 32 chunks each, 512 of them, and the sequential pass one thread per state entry.
 TEST(LaunchPlan, ChunkPassesFillTheGpu) {
   const int64_t B = 4, T = 2048, H = 4, D = 64;
   const cuda::LaunchPlan state = cuda::chunk_state_plan(false, B, T, H, D, D);
   EXPECT_EQ(state.kernel, "chunk::chunk_state_kernel<false,(MatmulPrecision)0>");
-  EXPECT_EQ(state.grid.x, 32);  // 2048 / 64 chunks
+  EXPECT_EQ(state.grid.x, 128);  // B * 2048 / 64 chunks
   EXPECT_EQ(state.grid.y, 1);
-  EXPECT_EQ(state.grid.z, 16);
+  EXPECT_EQ(state.grid.z, 4);
   EXPECT_EQ(state.block.count(), 256);
   EXPECT_EQ(state.shared_bytes, int64_t(sizeof(float)) * 2 * 64 * 65);
   EXPECT_EQ(cuda::chunk_apply_plan(true, B, T, H, D + 1).grid.y, 2);  // [v | 1]: two value tiles
@@ -362,6 +444,39 @@ TEST(LaunchPlan, DeltaNet) {
     expect_plans(what + " recurrent forward", {cuda::deltanet_recurrent_plan(B, T, H, Dk, Dv)},
                  [&] { cuda::deltanet_recurrent_forward(r, m.f32(B * H * Dk * Dv)); });
   }
+}
+
+// DeltaNet over documents: the per-chunk launches over (tiles, H), the sequential passes over
+// (state column tiles, documents * H); the forward in float32 and bf16.
+TEST(LaunchPlan, DeltaNetOverDocuments) {
+  SKIP_WITHOUT_GPU();
+  DeviceBuffers m;
+  const int64_t B = 2, T = 40, H = 3, Dk = 16, Dv = 24, C = 16, n = 4;
+  Tensor table;
+  const Sequences seqs = ops::Segments{{0, 1, 20, 40, 80}}.sequences(Device::cuda, table);
+  const int64_t qk = B * T * H * Dk, vo = B * T * H * Dv, s = B * T * H, st = B * H * Dk * Dv;
+  DeltaNetArgs<float> p;
+  p.B = B, p.len = T, p.H = H, p.Dk = Dk, p.Dv = Dv, p.chunk_size = C, p.scale = 0.25f, p.seqs = seqs;
+  const int64_t tiles = tile_count(seqs, B, T, C);
+  p.o = m.f32(vo), p.saved = m.f32(deltanet_chunk_saved_size(1, tiles * C, H, Dk, Dv, C));
+  p.q = m.f32(qk), p.k = m.f32(qk), p.v = m.f32(vo), p.beta = m.f32(s), p.a = m.f32(s);
+  p.h0 = m.f32(st), p.ht = m.f32(st), p.dht = m.f32(st), p.dh0 = m.f32(st);
+  p.dO = m.f32(vo), p.dq = m.f32(qk), p.dk = m.f32(qk), p.dv = m.f32(vo), p.dbeta = m.f32(s), p.da = m.f32(s);
+  expect_plans("gated_deltanet chunk forward over documents", cuda::deltanet_forward_plans(B, T, H, Dk, Dv, C,
+                                                                                          MatmulPrecision::f32, n),
+               [&] { cuda::deltanet_chunk_forward(p); });
+  DeltaNetArgs<float> x = p;
+  x.precision = MatmulPrecision::bf16;
+  expect_plans("gated_deltanet chunk forward over documents bf16",
+               cuda::deltanet_forward_plans(B, T, H, Dk, Dv, C, MatmulPrecision::bf16, n),
+               [&] { cuda::deltanet_chunk_forward(x); });
+  float* work = m.f32(cuda::delta::backward_scratch(cuda::delta::dims(p)));
+  expect_plans("gated_deltanet chunk backward over documents", cuda::deltanet_backward_plans(B, T, H, Dk, Dv, C, MatmulPrecision::f32, n),
+               [&] { cuda::deltanet_chunk_backward(p, work); });
+  DeltaNetArgs<float> r = p;
+  r.chunk_size = 1, r.saved = nullptr;
+  expect_plans("gated_deltanet recurrent forward over documents", {cuda::deltanet_recurrent_plan(B, T, H, Dk, Dv, n)},
+               [&] { cuda::deltanet_recurrent_forward(r, m.f32(n * H * Dk * Dv)); });
 }
 
 #else

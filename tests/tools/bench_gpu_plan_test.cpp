@@ -74,11 +74,11 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
                            "130.9M parameters", "Step estimate", "implied MFU"})
     EXPECT_NE(r.output.find(what), std::string::npos) << "no '" << what << "' in\n" << r.output;
   // At B4 H4 T2048 D64 the rows of GLA's forward show their plans' geometry: the chunk states a
-  // block per (chunk, tile, batch * head), 32 x 1 x 16 = 512 blocks of 256 threads (no idle SMs), and
+  // block per (chunk, tile, head), 128 x 1 x 4 = 512 blocks of 256 threads (no idle SMs), and
   // the sequential inter-chunk pass its own row, one thread per state entry (256 blocks).
   const cuda::LaunchPlan states = cuda::chunk_state_plan(false, 4, T, 4, D, D);
   const std::string gla = row(r.output, "gla forward: chunk states (parallel)", states.kernel);
-  EXPECT_NE(gla.find("| 32 x 1 x 16 | 256 | " + std::to_string(states.shared_bytes) + " | - | - |"),
+  EXPECT_NE(gla.find("| 128 x 1 x 4 | 256 | " + std::to_string(states.shared_bytes) + " | - | - |"),
             std::string::npos) << gla;
   EXPECT_EQ(gla.find("/132 SMs"), std::string::npos) << gla;
   const cuda::LaunchPlan pass = cuda::state_pass_plan(false, 4, 4, D, D);
@@ -86,8 +86,8 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
   EXPECT_NE(pass_row.find("| 256 | 256 | 0 | - | - |"), std::string::npos) << pass_row;
   EXPECT_NE(row(r.output, "gla backward: inter-chunk gate pass (sequential)", "chunk::gate_pass_kernel"), "")
       << r.output;
-  // DeltaNet's backward, as its forward: the per-chunk launches a block per (chunk, batch * head),
-  // 32 x 16 = 512 blocks, around the sequential pass of dS over 8-column tiles of the state (8 x 16).
+  // DeltaNet's backward, as its forward: the per-chunk launches a block per (chunk, head), 128 x 4 =
+  // 512 blocks, around the sequential pass of dS over 8-column tiles of the state (8 x 16).
   const cuda::LaunchPlans delta_bwd = cuda::deltanet_backward_plans(4, T, 4, D, D, C);
   ASSERT_EQ(delta_bwd.size(), 3u);
   for (const char* op : {"deltanet backward", "gated_deltanet backward"}) {
@@ -95,9 +95,9 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
     const std::string inputs = row(r.output, op_s + ": dS inputs (parallel)", delta_bwd[0].kernel);
     const std::string pass_dS = row(r.output, op_s + ": inter-chunk dS pass (sequential)", delta_bwd[1].kernel);
     const std::string grads = row(r.output, op_s + ": gradients (parallel)", delta_bwd[2].kernel);
-    EXPECT_NE(inputs.find("| 32 x 16 | 256 |"), std::string::npos) << inputs;
+    EXPECT_NE(inputs.find("| 128 x 4 | 256 |"), std::string::npos) << inputs;
     EXPECT_NE(pass_dS.find("| 8 x 16 | 256 |"), std::string::npos) << pass_dS;
-    EXPECT_NE(grads.find("| 32 x 16 | 256 |"), std::string::npos) << grads;
+    EXPECT_NE(grads.find("| 128 x 4 | 256 |"), std::string::npos) << grads;
   }
   // the sequential passes' share of the FLOPs, per linear mixer and in the step
   for (const char* what : {"| linear attention (f32) | ", "| GLA (f32) | ", "| DeltaNet (f32) | ",
