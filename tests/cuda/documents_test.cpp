@@ -38,9 +38,11 @@ TEST(CudaDocumentsInOneLaunch, RopeMatchesThePerPartCalls) {
 // Every mixer with a CUDA kernel (Mamba2 is CPU-only).
 TEST(CudaDocumentsInOneLaunch, LinearMixersMatchThePerPartCalls) {
   SKIP_WITHOUT_GPU();
-  for (const MixerCase& c : mixer_cases())
-    if (c.kind != MixerKind::mamba2)
+  for (const MixerCase& c : mixer_cases()) {
+    if (c.kind != MixerKind::mamba2) {
       EXPECT_EQ(one_call_mismatches(mixer_body(Device::cuda, DType::f32, c)), "") << c.name;
+    }
+  }
 }
 
 // The tensor-core paths (bf16 and tf32 products), on one case per kernel family: they index tiles and

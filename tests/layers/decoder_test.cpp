@@ -166,8 +166,11 @@ TEST(Decoder, StateSizeIsWhatDecodingHolds) {
     EXPECT_EQ(decoder.state_bytes(), size_t(B * state_size(c, T + 1)) * sizeof(double));
     for (const LayerSpec& l : c.layers) checked.insert(l.mixer);
   }
-  for (const std::string& name : mixer_names())
-    if (!attention(name)) EXPECT_TRUE(checked.count(name)) << name << " has no case";
+  for (const std::string& name : mixer_names()) {
+    if (!attention(name)) {
+      EXPECT_TRUE(checked.count(name)) << name << " has no case";
+    }
+  }
 }
 
 TEST(Decoder, StateOfALinearModelDoesNotGrowWithTheSequence) {

@@ -120,9 +120,11 @@ TEST(MixerSettings, AConfigWrittenBeforeTheMoveReadsAndWritesTheSame) {
   EXPECT_FALSE(has("model.layers.1.attn.q_conv1d.weight"));
   EXPECT_TRUE(has("model.layers.2.attn.a_proj.bias"));
   EXPECT_FALSE(has("model.layers.2.attn.A_log"));
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == "model.layers.3.attn.conv1d.weight")  // x (32 channels), B and C (2 groups x 16 each); width 3
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == "model.layers.3.attn.conv1d.weight") {  // x (32 channels), B and C (2 groups x 16 each); width 3
       EXPECT_EQ(model.params()[int(i)].shape(), (Shape{32 + 2 * 2 * 16, 3}));
+    }
+  }
 }
 
 TEST(MixerSettings, AreValuesOfTheConfig) {
