@@ -12,6 +12,7 @@
 // float32 runs the CUDA-core kernels (chunk_factors_kernel, chunk_outputs_kernel,
 // chunk_backward_inputs_kernel, chunk_backward_grads_kernel), unchanged.
 #include <mma.h>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 
@@ -254,6 +255,30 @@ __device__ void fill_operand(const DeviceBlock& blk, typename TcOperand<P>::Elem
   });
 }
 
+// acc[t] += A_I B_t over the inner index k in [lo, hi), t < 2: A_I the row block I (16 rows) of the
+// [kChunk, kChunk] operand tile a, read as stored or, kTransposedA, transposed (its column block I);
+// B_t the warp's column block frag_col(w, t) of the operand tile b.
+template <MatmulPrecision P, bool kTransposedA>
+__device__ void mac_row_block(FragAcc<P> (&acc)[2], const typename TcOperand<P>::Elem* a,
+                              const typename TcOperand<P>::Elem* b, int I, int lo, int hi) {
+  using chunk::frag_col, chunk::kChunk, chunk::kFrag, chunk::tc_at;
+  using FragARead = std::conditional_t<kTransposedA, FragAT<P>, FragA<P>>;
+  constexpr int bytes = TcOperand<P>::kBytes;
+  const unsigned ld = unsigned(chunk::tc_pitch(kChunk, bytes));
+  const int w = int(threadIdx.x) / 32;
+  for (int m = lo; m < hi; m += TcOperand<P>::kK) {
+    FragARead fa;
+    const int at = kTransposedA ? tc_at(m, kFrag * I, kChunk, bytes) : tc_at(kFrag * I, m, kChunk, bytes);
+    wmma::load_matrix_sync(fa, a + at, ld);
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      FragB<P> fb;
+      wmma::load_matrix_sync(fb, b + tc_at(m, kFrag * frag_col(w, t), kChunk, bytes), ld);
+      wmma::mma_sync(acc[t], fa, fb, acc[t]);
+    }
+  }
+}
+
 // The warp's two accumulators into a float staging tile [kChunk, kChunk].
 template <MatmulPrecision P>
 __device__ void store_staging(float* staging, FragAcc<P> (&acc)[2]) {
@@ -288,7 +313,7 @@ __device__ void chunk_backward_inputs_tc(const DeltaNetArgs<float>& p, float* wo
   const DeviceBlock blk;
   const delta::Dims d = delta::dims(p);
   const int64_t C = d.C, Dk = d.Dk, Dv = d.Dv;
-  const int b = Op::kBytes, ld = chunk::tc_pitch(kChunk, b);
+  const int b = Op::kBytes;
   float* f = reinterpret_cast<float*>(sh);
   const delta::Gates<float> g{f, f + C, f + 2 * C, f + 3 * C};
   char* next = sh + delta::backward_inputs_tc_floats_bytes(d);
@@ -316,26 +341,8 @@ __device__ void chunk_backward_inputs_tc(const DeltaNetArgs<float>& p, float* wo
   FragAcc<P> fu[2], fh[2];
 #pragma unroll
   for (int t = 0; t < 2; ++t) wmma::fill_fragment(fu[t], 0.0f), wmma::fill_fragment(fh[t], 0.0f);
-  for (int m = 0; m < kChunk; m += Op::kK) {  // Q^T diag(gamma) dO
-    FragAT<P> fq;
-    wmma::load_matrix_sync(fq, qo + tc_at(m, kFrag * I, kChunk, b), unsigned(ld));
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      FragB<P> fo;
-      wmma::load_matrix_sync(fo, doo + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
-      wmma::mma_sync(fh[t], fq, fo, fh[t]);
-    }
-  }
-  for (int m = kFrag * I; m < kChunk; m += Op::kK) {  // P^T dO: P^T's row block I is zero left of 16 I
-    FragAT<P> fp;
-    wmma::load_matrix_sync(fp, po + tc_at(m, kFrag * I, kChunk, b), unsigned(ld));
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      FragB<P> fo;
-      wmma::load_matrix_sync(fo, doo + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
-      wmma::mma_sync(fu[t], fp, fo, fu[t]);
-    }
-  }
+  mac_row_block<P, true>(fh, qo, doo, I, 0, kChunk);  // Q^T diag(gamma) dO
+  mac_row_block<P, true>(fu, po, doo, I, kFrag * I, kChunk);  // P^T dO: P^T's row block I is zero left of 16 I
   store_staging<P>(du0, fu);
   store_staging<P>(hq, fh);
   blk.sync();
@@ -516,46 +523,10 @@ __device__ void chunk_backward_grads_tc(const DeltaNetArgs<float>& p, const floa
     FragAcc<P> fq[2], fk[2];
 #pragma unroll
     for (int t = 0; t < 2; ++t) wmma::fill_fragment(fq[t], 0.0f), wmma::fill_fragment(fk[t], 0.0f);
-    for (int m = 0; m < kFrag * (I + 1); m += Op::kK) {  // M K: M's row block I is zero right of 16 (I + 1)
-      FragA<P> fm;
-      wmma::load_matrix_sync(fm, mo + tc_at(kFrag * I, m, kChunk, b), unsigned(ld));
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        FragB<P> fkb;
-        wmma::load_matrix_sync(fkb, ko + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
-        wmma::mma_sync(fq[t], fm, fkb, fq[t]);
-      }
-    }
-    for (int m = kFrag * I; m < kChunk; m += Op::kK) {  // M^T Q: M^T's row block I is zero left of 16 I
-      FragAT<P> fmt;
-      wmma::load_matrix_sync(fmt, mo + tc_at(m, kFrag * I, kChunk, b), unsigned(ld));
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        FragB<P> fqb;
-        wmma::load_matrix_sync(fqb, qo + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
-        wmma::mma_sync(fk[t], fmt, fqb, fk[t]);
-      }
-    }
-    for (int m = kFrag * I; m < kChunk; m += Op::kK) {  // F^T K: F^T's row block I is zero left of 16 I
-      FragA<P> ff;
-      wmma::load_matrix_sync(ff, fuo + tc_at(kFrag * I, m, kChunk, b), unsigned(ld));
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        FragB<P> fkb;
-        wmma::load_matrix_sync(fkb, ko + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
-        wmma::mma_sync(fk[t], ff, fkb, fk[t]);
-      }
-    }
-    for (int m = 0; m < kFrag * (I + 1); m += Op::kK) {  // F K: F's row block I is zero right of 16 (I + 1)
-      FragAT<P> ff;
-      wmma::load_matrix_sync(ff, fuo + tc_at(m, kFrag * I, kChunk, b), unsigned(ld));
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        FragB<P> fkb;
-        wmma::load_matrix_sync(fkb, ko + tc_at(m, kFrag * frag_col(w, t), kChunk, b), unsigned(ld));
-        wmma::mma_sync(fk[t], ff, fkb, fk[t]);
-      }
-    }
+    mac_row_block<P, false>(fq, mo, ko, I, 0, kFrag * (I + 1));  // M K: M's row block I is zero right of 16 (I + 1)
+    mac_row_block<P, true>(fk, mo, qo, I, kFrag * I, kChunk);  // M^T Q: M^T's row block I is zero left of 16 I
+    mac_row_block<P, false>(fk, fuo, ko, I, kFrag * I, kChunk);  // F^T K: F^T's row block I is zero left of 16 I
+    mac_row_block<P, true>(fk, fuo, ko, I, 0, kFrag * (I + 1));  // F K: F's row block I is zero right of 16 (I + 1)
     store_staging<P>(st0, fq);
     store_staging<P>(st1, fk);
   }
