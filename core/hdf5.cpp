@@ -238,12 +238,8 @@ void H5File::write_half(const std::string& name, const Tensor& t, Half kind) {
   }
   // bfloat16: the top 16 bits of the float32, rounded to nearest even.
   std::vector<uint16_t> bits(size_t(f.numel()));
-  const uint32_t* src = static_cast<const uint32_t*>(f.raw());
-  for (size_t i = 0; i < bits.size(); ++i) {
-    uint32_t x = src[i];
-    bool nan = (x & 0x7f800000u) == 0x7f800000u && (x & 0x007fffffu);
-    bits[i] = nan ? uint16_t((x >> 16) | 0x40) : uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-  }
+  const float* src = f.data<float>();
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = from_float(src[i]).bits;
   errno = 0;
   Handle ds{H5Dcreate2(file_, name.c_str(), H5T_NATIVE_UINT16, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
             H5Dclose};

@@ -1,6 +1,7 @@
 #include "core/tensor.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "core/cuda/runtime.h"
 
@@ -68,20 +69,31 @@ Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return clone();
   Tensor t = empty(shape_, dtype, device());
   int64_t n = numel();
+  // Through float for bf16 (its only arithmetic type), a plain cast otherwise.
+  auto value = [](auto x) {
+    if constexpr (std::is_same_v<decltype(x), bfloat16>) return to_float(x);
+    else return x;
+  };
   auto convert = [&](auto* dst, const auto* src) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<std::remove_pointer_t<decltype(dst)>>(src[i]);
+    using D = std::remove_pointer_t<decltype(dst)>;
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_same_v<D, bfloat16>) dst[i] = from_float(float(value(src[i])));
+      else dst[i] = static_cast<D>(value(src[i]));
+    }
   };
   auto from = [&](auto* dst) {
     switch (dtype_) {
       case DType::f32: convert(dst, data<float>()); break;
       case DType::f64: convert(dst, data<double>()); break;
       case DType::i32: convert(dst, data<int32_t>()); break;
+      case DType::bf16: convert(dst, data<bfloat16>()); break;
     }
   };
   switch (dtype) {
     case DType::f32: from(t.data<float>()); break;
     case DType::f64: from(t.data<double>()); break;
     case DType::i32: from(t.data<int32_t>()); break;
+    case DType::bf16: from(t.data<bfloat16>()); break;
   }
   return t;
 }
@@ -116,6 +128,7 @@ void Tensor::fill_(double value) const {
     case DType::f32: std::fill_n(data<float>(), n, float(value)); break;
     case DType::f64: std::fill_n(data<double>(), n, value); break;
     case DType::i32: std::fill_n(data<int32_t>(), n, int32_t(value)); break;
+    case DType::bf16: std::fill_n(data<bfloat16>(), n, from_float(float(value))); break;
   }
 }
 
@@ -126,6 +139,7 @@ double Tensor::item() const {
     case DType::f32: return double(data<float>()[0]);
     case DType::f64: return data<double>()[0];
     case DType::i32: return double(data<int32_t>()[0]);
+    case DType::bf16: return double(to_float(data<bfloat16>()[0]));
   }
   return 0;
 }

@@ -44,6 +44,7 @@ MPI_Datatype mpi_type(DType t) {
     case DType::f32: return MPI_FLOAT;
     case DType::f64: return MPI_DOUBLE;
     case DType::i32: return MPI_INT32_T;
+    case DType::bf16: LINATTN_FAIL("MPI has no bfloat16 type: reduce bf16 tensors with NCCL (train.device: cuda)");
   }
   return MPI_BYTE;
 }

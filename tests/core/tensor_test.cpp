@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "core/flat_buffer.h"
 #include "core/tensor.h"
 #include "testing.h"
@@ -28,6 +30,33 @@ TEST(Tensor, ConvertAndFill) {
   EXPECT_EQ(f.dtype(), DType::f32);
   EXPECT_EQ(f.data<float>()[2], 1.5f);
   EXPECT_EQ(t.str(), "f64[3]");
+}
+
+// bfloat16 keeps float32's exponent and 8 bits of mantissa (7 stored); the conversion rounds to
+// nearest, ties to even. 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: ties go to the even 1.
+TEST(Tensor, Bfloat16RoundsToNearestEvenAndConvertsBothWays) {
+  EXPECT_EQ(dtype_size(DType::bf16), 2u);
+  EXPECT_EQ(to_float(from_float(1.0f)), 1.0f);
+  EXPECT_EQ(to_float(from_float(1.0f + 0x1p-8f)), 1.0f);                       // tie: down to even
+  EXPECT_EQ(to_float(from_float(1.0f + 0x1p-7f + 0x1p-8f)), 1.0f + 0x1p-6f);  // tie: up to even
+  EXPECT_EQ(to_float(from_float(1.0f + 0x1p-8f + 0x1p-12f)), 1.0f + 0x1p-7f); // above the tie: up
+  EXPECT_EQ(to_float(from_float(-3.0e38f)), -3.00405527e38f);
+  EXPECT_TRUE(std::isnan(to_float(from_float(std::nanf("")))));
+  EXPECT_TRUE(std::isinf(to_float(from_float(INFINITY))));
+
+  Tensor t = Tensor::empty({3}, DType::f32);
+  t.data<float>()[0] = 0.1f, t.data<float>()[1] = -2.5f, t.data<float>()[2] = 1e-3f;
+  Tensor b = t.to(DType::bf16);
+  EXPECT_EQ(b.str(), "bf16[3]");
+  EXPECT_EQ(b.nbytes(), 6u);
+  Tensor back = b.to(DType::f64);
+  for (int i = 0; i < 3; ++i) {
+    double x = t.data<float>()[i];
+    EXPECT_LE(std::abs(back.data<double>()[i] - x), std::abs(x) * 0x1p-9) << i;  // half an ulp of 8 bits
+  }
+  EXPECT_EQ(back.data<double>()[1], -2.5);  // exact in bf16
+  b.fill_(0.75);
+  EXPECT_EQ(b.narrow(2, 3).item(), 0.75);
 }
 
 TEST(Arena, ResetReusesOneBlockOfTheHighWaterSize) {
