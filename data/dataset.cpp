@@ -52,10 +52,12 @@ Dataset::Dataset(const std::vector<std::string>& paths) {
     shards_.emplace_back(p);
     const ShardInfo& info = shards_.back().info();
     const ShardInfo& first = shards_.front().info();
-    LINATTN_CHECK(info.tokenizer == first.tokenizer && info.vocab_size == first.vocab_size, p, ": tokenizer ",
-                  info.tokenizer, " (vocabulary ", info.vocab_size, ") differs from ", first.path, "'s ",
-                  first.tokenizer, " (vocabulary ", first.vocab_size, "): a split's shards must come from one "
-                  "tokenizer; prepare the folder again");
+    LINATTN_CHECK(info.tokenizer == first.tokenizer && info.vocab_size == first.vocab_size &&
+                      info.tokenizer_sha256 == first.tokenizer_sha256,
+                  p, ": tokenizer ", info.tokenizer, info.tokenizer_sha256.empty() ? "" : " sha256 " + info.tokenizer_sha256,
+                  " (vocabulary ", info.vocab_size, ") differs from ", first.path, "'s ", first.tokenizer,
+                  first.tokenizer_sha256.empty() ? "" : " sha256 " + first.tokenizer_sha256, " (vocabulary ",
+                  first.vocab_size, "): a split's shards must come from one tokenizer; prepare the folder again");
     starts_.push_back(num_tokens_);
     num_tokens_ += info.token_count;
     has_text_bytes_ = has_text_bytes_ && info.has_text_bytes;
@@ -80,6 +82,33 @@ void Dataset::read(uint64_t begin, uint64_t count, int32_t* out) const {
     out += take, begin += take, count -= take;
     ++s;
   }
+}
+
+std::string Dataset::describe_tokenizer() const {
+  return tokenizer_sha256().empty() ? tokenizer() : "tokenizer.json sha256 " + tokenizer_sha256();
+}
+
+std::unique_ptr<Tokenizer> data_tokenizer(const Dataset& data, const std::string& gpt2_dir) {
+  if (data.tokenizer() != "hf") return make_tokenizer(data.tokenizer(), gpt2_dir.empty() ? default_gpt2_dir() : gpt2_dir);
+  const fs::path dir = fs::path(data.shards().front().info().path).parent_path();
+  const std::string file = (dir / data_tokenizer_file).string();
+  LINATTN_REQUIRE(fs::exists(file), file, ": missing: the shards of ", dir.string(), " were prepared with a tokenizer.json "
+                  "(sha256 ", data.tokenizer_sha256(), ") that linattn-data prepare keeps there; copy that file back, "
+                  "or give its path with --tokenizer");
+  auto tokenizer = make_tokenizer(file, "");
+  check_tokenizer_matches(*tokenizer, file, data, dir.string());
+  return tokenizer;
+}
+
+void check_tokenizer_matches(const Tokenizer& tokenizer, const std::string& tokenizer_source, const Dataset& data,
+                             const std::string& data_source) {
+  const std::string made = tokenizer.file_sha256().empty() ? tokenizer.name() : "tokenizer.json sha256 " + tokenizer.file_sha256();
+  LINATTN_REQUIRE(tokenizer.name() == data.tokenizer() && tokenizer.file_sha256() == data.tokenizer_sha256() &&
+                      tokenizer.vocab_size() == data.vocab_size(),
+                  tokenizer_source, " is not the tokenizer that made ", data_source, ": it is ", made, " (vocabulary ",
+                  tokenizer.vocab_size(), "), the shards record ", data.describe_tokenizer(), " (vocabulary ",
+                  data.vocab_size(), "); give the tokenizer the data was prepared with, or prepare the data again "
+                  "with this one");
 }
 
 uint64_t count_text_bytes(const Dataset& data, const Tokenizer& tokenizer) {

@@ -30,6 +30,10 @@ class Dataset {
   uint32_t vocab_size() const { return shards_.front().info().vocab_size; }
   uint32_t eot() const { return shards_.front().info().eot; }
   const std::string& tokenizer() const { return shards_.front().info().tokenizer; }
+  // The sha256 of the tokenizer.json that made the shards ("" for bytes and gpt2).
+  const std::string& tokenizer_sha256() const { return shards_.front().info().tokenizer_sha256; }
+  // "bytes", "gpt2", or "tokenizer.json sha256 0123abcd..." for messages.
+  std::string describe_tokenizer() const;
   const std::vector<TokenShard>& shards() const { return shards_; }
 
   // Bytes of text the split covers, and per token: what turns a loss in nats per token into bits per
@@ -58,6 +62,20 @@ bool shard_in_split(const std::string& path, const std::string& split);
 // figure bits per byte needs, for shards that do not record it (llm.c's). The tokenizer must be the one
 // the shards were made with.
 uint64_t count_text_bytes(const Dataset& data, const Tokenizer& tokenizer);
+
+// The tokenizer that made the data: bytes or gpt2 by name (GPT-2's files from gpt2_dir, default
+// default_gpt2_dir()), or the tokenizer.json that linattn-data prepare copied beside the shards, which must
+// be the file the shards record (its sha256). Errors say what is missing and how to fix it.
+std::unique_ptr<Tokenizer> data_tokenizer(const Dataset& data, const std::string& gpt2_dir = "");
+
+// Refuses a tokenizer that did not make the data: another name, vocabulary or tokenizer.json. The
+// error names `tokenizer_source` (e.g. "--tokenizer x/tokenizer.json") and `data_source` (the folder).
+void check_tokenizer_matches(const Tokenizer& tokenizer, const std::string& tokenizer_source, const Dataset& data,
+                             const std::string& data_source);
+
+// The tokenizer.json (and tokenizer_config.json) that linattn-data prepare keeps in a data folder.
+inline constexpr const char* data_tokenizer_file = "tokenizer.json";
+inline constexpr const char* data_tokenizer_config_file = "tokenizer_config.json";
 
 // Bits per byte from a mean cross-entropy in nats per token: loss / ln 2 / bytes_per_token.
 double bits_per_byte(double loss_nats_per_token, double bytes_per_token);

@@ -1,12 +1,14 @@
 #include "data/prepare.h"
 
 #include <fnmatch.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -15,6 +17,8 @@
 #include "core/error.h"
 #include "data/mapped_file.h"
 #include "data/shard.h"
+#include "data/dataset.h"
+#include "data/hf_tokenizer.h"
 #include "data/tokenizer.h"
 
 namespace linattn::data {
@@ -144,16 +148,40 @@ void assign_validation(std::vector<Document>& docs, const std::vector<std::strin
   }
 }
 
+// The tokenizer.json (and tokenizer_config.json) of a prepare, kept beside the shards so that train,
+// eval, generate and export find the tokenizer with the data; a stale one is removed.
+static void keep_tokenizer_files(const Tokenizer& tokenizer, const std::string& out_dir) {
+  const fs::path out = fs::path(out_dir);
+  const auto* hf = dynamic_cast<const HfTokenizer*>(&tokenizer);
+  for (const char* name : {data_tokenizer_file, data_tokenizer_config_file}) {
+    const fs::path to = out / name;
+    const fs::path from = hf ? fs::path(hf->path()).parent_path() / name : fs::path();
+    std::error_code ec;
+    if (!hf || !fs::exists(from)) {
+      fs::remove(to, ec);
+      continue;
+    }
+    if (fs::exists(to) && fs::equivalent(from, to, ec)) continue;
+    const fs::path tmp = out / (std::string(name) + ".tmp");
+    fs::copy_file(from, tmp, fs::copy_options::overwrite_existing, ec);
+    LINATTN_REQUIRE(!ec, tmp.string(), ": cannot copy ", from.string(), " there (", ec.message(), ")");
+    fs::rename(tmp, to, ec);
+    LINATTN_REQUIRE(!ec, to.string(), ": cannot write (", ec.message(), ")");
+  }
+}
+
 PrepareResult prepare(const PrepareOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   LINATTN_REQUIRE(!options.out_dir.empty(), "no output folder: give --out DIR");
+  LINATTN_REQUIRE(options.threads >= 0, "--threads ", options.threads, " is negative; give 1 or more (0: all cores)");
 
   PrepareResult result;
   result.documents = list_documents(options.inputs, options.out_dir);
   assign_validation(result.documents, options.val_globs, options.val_fraction);
-  const auto tokenizer =
-      make_tokenizer(options.tokenizer, options.gpt2_dir.empty() ? default_gpt2_dir() : options.gpt2_dir);
+  const std::shared_ptr<const Tokenizer> tokenizer =
+      options.tokenizer_instance ? options.tokenizer_instance
+                                 : make_tokenizer(options.tokenizer, options.gpt2_dir.empty() ? default_gpt2_dir() : options.gpt2_dir);
 
   fs::create_directories(options.out_dir);
   const std::string train_path = (fs::path(options.out_dir) / "train.bin").string();
@@ -161,31 +189,60 @@ PrepareResult prepare(const PrepareOptions& options) {
   const bool any_val = std::any_of(result.documents.begin(), result.documents.end(), [](const Document& d) { return d.val; });
   if (!any_val) fs::remove(val_path);  // a val.bin left from an earlier split must not be read as this one's
 
-  ShardWriter train(train_path, tokenizer->name(), tokenizer->vocab_size(), tokenizer->eot());
+  const std::string sha = tokenizer->file_sha256();
+  ShardWriter train(train_path, tokenizer->name(), tokenizer->vocab_size(), tokenizer->eot(), 0, sha);
   std::unique_ptr<ShardWriter> val;
-  if (any_val) val = std::make_unique<ShardWriter>(val_path, tokenizer->name(), tokenizer->vocab_size(), tokenizer->eot());
+  if (any_val) val = std::make_unique<ShardWriter>(val_path, tokenizer->name(), tokenizer->vocab_size(), tokenizer->eot(), 0, sha);
 
+  const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+  result.threads = threads;
   uint64_t total_bytes = 0, done_bytes = 0;
   for (const Document& d : result.documents) total_bytes += d.bytes;
   std::vector<uint64_t> doc_tokens;
-  std::vector<uint32_t> ids;
   double last_report = 0;
-  for (size_t k = 0; k < result.documents.size(); ++k) {
-    const Document& d = result.documents[k];
-    const MappedFile file(d.path);
-    LINATTN_REQUIRE(file.size() == d.file_bytes, d.path, ": changed while being read (", d.file_bytes, " then ",
-                    file.size(), " bytes); run prepare again when nothing writes to it");
-    ids.clear();
-    ids.push_back(tokenizer->eot());  // every document starts with end-of-text, as in llm.c's shards
-    tokenizer->encode(file.text().substr(d.offset, d.bytes), ids, d.path);
-    (d.val ? *val : train).add_document(ids.data(), ids.size(), d.bytes);
-    doc_tokens.push_back(ids.size());
-    done_bytes += d.bytes;
-    if (options.progress && (elapsed() - last_report >= 1.0 || k + 1 == result.documents.size())) {
+  // Batches of documents are encoded in parallel, then written in order: 32 MiB of text or one document
+  // per thread, whichever is more, but no more than 256 MiB unless one document is larger.
+  const size_t n_docs = result.documents.size();
+  std::vector<std::vector<uint32_t>> ids;
+  std::vector<std::exception_ptr> errors;
+  for (size_t first = 0; first < n_docs;) {
+    size_t last = first;
+    for (uint64_t batch_bytes = 0; last < n_docs && (batch_bytes < (32u << 20) || last - first < size_t(threads));) {
+      if (last > first && batch_bytes + result.documents[last].bytes > (256u << 20)) break;
+      batch_bytes += result.documents[last++].bytes;
+    }
+    const size_t count = last - first;
+    ids.resize(std::max(ids.size(), count));
+    errors.assign(count, nullptr);
+    const auto e0 = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (size_t k = 0; k < count; ++k) {
+      try {
+        const Document& d = result.documents[first + k];
+        const MappedFile file(d.path);
+        LINATTN_REQUIRE(file.size() == d.file_bytes, d.path, ": changed while being read (", d.file_bytes, " then ",
+                        file.size(), " bytes); run prepare again when nothing writes to it");
+        ids[k].clear();
+        ids[k].push_back(tokenizer->eot());  // every document starts with end-of-text, as in llm.c's shards
+        tokenizer->encode(file.text().substr(d.offset, d.bytes), ids[k], d.path);
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+    }
+    result.encode_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
+    for (size_t k = 0; k < count; ++k) {
+      if (errors[k]) std::rethrow_exception(errors[k]);
+      const Document& d = result.documents[first + k];
+      (d.val ? *val : train).add_document(ids[k].data(), ids[k].size(), d.bytes);
+      doc_tokens.push_back(ids[k].size());
+      done_bytes += d.bytes;
+    }
+    first = last;
+    if (options.progress && (elapsed() - last_report >= 1.0 || first == n_docs)) {
       last_report = elapsed();
       char line[256];
-      std::snprintf(line, sizeof line, "prepare: %zu/%zu documents, %.1f/%.1f MB, %llu tokens, %.1f s", k + 1,
-                    result.documents.size(), done_bytes / 1e6, total_bytes / 1e6,
+      std::snprintf(line, sizeof line, "prepare: %zu/%zu documents, %.1f/%.1f MB, %llu tokens, %.1f s", first, n_docs,
+                    done_bytes / 1e6, total_bytes / 1e6,
                     (unsigned long long)(train.token_count() + (val ? val->token_count() : 0)), last_report);
       options.progress(line);
     }
@@ -195,6 +252,7 @@ PrepareResult prepare(const PrepareOptions& options) {
     result.val = val->finish();
     result.has_val = true;
   }
+  keep_tokenizer_files(*tokenizer, options.out_dir);
 
   const std::string listing = (fs::path(options.out_dir) / "documents.tsv").string();
   std::ofstream out(listing);

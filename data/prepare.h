@@ -4,17 +4,23 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "data/shard.h"
+#include "data/tokenizer.h"
 
 namespace linattn::data {
 
 struct PrepareOptions {
   std::vector<std::string> inputs;  // text files, or folders (read recursively, hidden entries skipped)
-  std::string tokenizer = "bytes";  // "bytes" or "gpt2"
+  // "bytes", "gpt2", or a Hugging Face tokenizer.json (a file, or the folder that holds it), which is
+  // copied into out_dir (with the tokenizer_config.json beside it, if any) and recorded in the shards.
+  std::string tokenizer = "bytes";
+  std::shared_ptr<const Tokenizer> tokenizer_instance;  // when set, used instead of making `tokenizer`
   std::string gpt2_dir;             // GPT-2's files; empty: default_gpt2_dir()
+  int threads = 0;                  // documents encoded at once; 0: OpenMP's default (all cores)
   std::string out_dir;
   // Validation documents: those whose file name matches one of these shell patterns (fnmatch), or else
   // the last val_fraction of the documents in input order. Neither: every document trains.
@@ -37,7 +43,9 @@ struct PrepareResult {
   ShardInfo train;
   bool has_val = false;
   ShardInfo val;
-  double seconds = 0;
+  double seconds = 0;         // all of it
+  double encode_seconds = 0;  // reading and encoding the text, on `threads` threads
+  int threads = 1;
 };
 
 // The documents of the inputs, in order: each file as given, each folder's files sorted by path.
@@ -51,7 +59,9 @@ std::vector<Document> list_documents(const std::vector<std::string>& inputs, con
 void assign_validation(std::vector<Document>& documents, const std::vector<std::string>& val_globs, double val_fraction);
 
 // Writes OUT_DIR/train.bin, OUT_DIR/val.bin (when there are validation documents) and
-// OUT_DIR/documents.tsv (split, bytes, tokens and path of every document).
+// OUT_DIR/documents.tsv (split, bytes, tokens and path of every document); with a tokenizer.json, also
+// OUT_DIR/tokenizer.json. Documents are encoded in parallel, in batches, and written in order: the
+// shards do not depend on the number of threads.
 PrepareResult prepare(const PrepareOptions& options);
 
 // Splits "201*,202*" at commas.

@@ -1,10 +1,13 @@
 #include "data/shard.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
+#include "data/sha256.h"
 
 namespace linattn::data {
 
@@ -44,6 +47,15 @@ std::vector<unsigned char> encode_shard_header(const ShardInfo& info) {
   put_u32(&h[44], info.eot);
   LINATTN_CHECK(info.tokenizer.size() < 32, "tokenizer name '", info.tokenizer, "' is longer than 31 bytes");
   std::memcpy(&h[48], info.tokenizer.data(), info.tokenizer.size());
+  const std::string& sha = info.tokenizer_sha256;
+  LINATTN_CHECK(sha.empty() || sha.size() == 64, "tokenizer sha256 '", sha, "' is not 64 hexadecimal digits");
+  for (size_t k = 0; k < sha.size(); k += 2) {
+    auto digit = [&](char c) {
+      LINATTN_CHECK(std::isxdigit(static_cast<unsigned char>(c)), "tokenizer sha256 '", sha, "' is not hexadecimal");
+      return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+    };
+    h[80 + k / 2] = static_cast<unsigned char>(digit(sha[k]) * 16 + digit(sha[k + 1]));
+  }
   return h;
 }
 
@@ -89,6 +101,7 @@ TokenShard::TokenShard(const std::string& path, bool validate_tokens) : file_(pa
     info_.eot = get_u32(p + 44);
     const char* name = reinterpret_cast<const char*>(p + 48);
     info_.tokenizer.assign(name, strnlen(name, 32));
+    if (std::any_of(p + 80, p + 112, [](unsigned char c) { return c != 0; })) info_.tokenizer_sha256 = to_hex(p + 80, 32);
     LINATTN_CHECK(info_.vocab_size > 0, path, ": byte offset 40: vocabulary size is 0");
     LINATTN_CHECK(token_width_for(info_.vocab_size) <= info_.token_width, path, ": byte offset 40: vocabulary size ",
                   info_.vocab_size, " does not fit ", info_.token_width, "-byte tokens");
@@ -132,10 +145,12 @@ void TokenShard::read(uint64_t begin, uint64_t count, int32_t* out) const {
 }
 
 ShardWriter::ShardWriter(const std::string& path, const std::string& tokenizer, uint32_t vocab_size, uint32_t eot,
-                         uint32_t token_width)
+                         uint32_t token_width, const std::string& tokenizer_sha256)
     : tmp_path_(path + ".tmp") {
   info_.path = path;
   info_.tokenizer = tokenizer;
+  info_.tokenizer_sha256 = tokenizer_sha256;
+  encode_shard_header(info_);  // checks the name and the sha256 now, before any work
   info_.vocab_size = vocab_size;
   info_.eot = eot;
   info_.token_width = token_width ? token_width : token_width_for(vocab_size);

@@ -10,8 +10,9 @@
 //       32     8  document count
 //       40     4  vocabulary size (every token id is below it)
 //       44     4  end-of-text id (0xFFFFFFFF when the tokenizer has none)
-//       48    32  tokenizer name, NUL-padded ("bytes", "gpt2")
-//       80   176  zero
+//       48    32  tokenizer name, NUL-padded ("bytes", "gpt2", "hf")
+//       80    32  sha256 of the tokenizer's file ("hf": its tokenizer.json); zero for bytes and gpt2
+//      112   144  zero
 //      256     -  token count x token width bytes
 //
 // llm.c shard: 256 int32 header (magic 20240520, version 1, token count), then uint16 tokens; GPT-2
@@ -50,6 +51,7 @@ struct ShardInfo {
   uint32_t vocab_size = 0;
   uint32_t eot = no_eot;
   std::string tokenizer;
+  std::string tokenizer_sha256;  // 64 hex digits; "" when the header records none
   size_t data_offset = shard_header_bytes;  // where the tokens start in the file
 };
 
@@ -81,7 +83,8 @@ class TokenShard {
 class ShardWriter {
  public:
   ShardWriter(const std::string& path, const std::string& tokenizer, uint32_t vocab_size, uint32_t eot,
-              uint32_t token_width = 0 /* 0: token_width_for(vocab_size) */);
+              uint32_t token_width = 0 /* 0: token_width_for(vocab_size) */,
+              const std::string& tokenizer_sha256 = "" /* 64 hex digits, or none */);
   ~ShardWriter();
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "data/tokenizer.h"
+
 namespace linattn::cli {
 
 // A whole number in [lo, hi]; refuses "x", "1.5", "12abc" and numbers out of range.
@@ -42,6 +44,16 @@ inline CLI::Validator finite_number() {
 }
 
 // One of `choices`: "--metric 'x' is not one of val_loss, bpb, recall_accuracy".
+// --tokenizer: bytes, gpt2, or the path of a Hugging Face tokenizer.json (or of its folder).
+inline CLI::Validator tokenizer_name() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text == "bytes" || text == "gpt2" || linattn::data::names_tokenizer_file(text)) return "";
+        return "'" + text + "' is not bytes, gpt2 or the path of a tokenizer.json";
+      },
+      "");
+}
+
 inline CLI::Validator one_of(std::vector<std::string> choices) {
   return CLI::Validator(
       [choices](std::string& text) -> std::string {

@@ -46,6 +46,7 @@ struct Args {
   std::string out;
   std::string val_glob;
   double val_fraction = 0;
+  int threads = 0;
   bool quiet = false;
 };
 
@@ -57,6 +58,7 @@ int cmd_prepare(const Args& a) {
   o.out_dir = a.out;
   o.val_globs = split_patterns(a.val_glob);
   o.val_fraction = a.val_fraction;
+  o.threads = a.threads;
   const bool tty = isatty(STDERR_FILENO);
   if (!a.quiet)
     o.progress = [tty](const std::string& line) {
@@ -71,8 +73,11 @@ int cmd_prepare(const Args& a) {
                 with_commas(s.document_count).c_str(), with_commas(s.text_bytes).c_str(),
                 with_commas(s.token_count).c_str(), double(s.text_bytes) / double(std::max<uint64_t>(1, s.token_count)));
   };
-  std::printf("prepared %zu documents with the %s tokenizer in %.1f s\n", r.documents.size(), a.tokenizer.c_str(),
-              r.seconds);
+  uint64_t bytes = 0;
+  for (const Document& d : r.documents) bytes += d.bytes;
+  std::printf("prepared %zu documents with the %s tokenizer in %.1f s (encoding %.1f MB/s on %d thread%s)\n",
+              r.documents.size(), a.tokenizer.c_str(), r.seconds, double(bytes) / 1e6 / std::max(r.encode_seconds, 1e-9),
+              r.threads, r.threads == 1 ? "" : "s");
   describe("train", r.train);
   if (r.has_val) describe("val", r.val);
   else std::printf("val   none (no --val-glob or --val-fraction): every document is in train.bin\n");
@@ -125,8 +130,9 @@ int cmd_stats(const Args& a) {
       }
     }
     const auto used = std::count_if(counts.begin(), counts.end(), [](uint64_t c) { return c > 0; });
+    const std::string tokenizer = s.tokenizer_sha256.empty() ? s.tokenizer : "tokenizer.json sha256 " + s.tokenizer_sha256;
     std::printf("%s: %s shard v%u, tokenizer %s, vocabulary %u (%u-byte tokens)\n", f.c_str(),
-                s.format == ShardFormat::llmc ? "llm.c" : "linattn", s.version, s.tokenizer.c_str(), s.vocab_size,
+                s.format == ShardFormat::llmc ? "llm.c" : "linattn", s.version, tokenizer.c_str(), s.vocab_size,
                 s.token_width);
     std::printf("  tokens %s", with_commas(s.token_count).c_str());
     if (s.format == ShardFormat::linattn) std::printf(", documents %s", with_commas(s.document_count).c_str());
@@ -223,9 +229,10 @@ int cmd_decode(const Args& a) {
 void add_tokenizer(CLI::App& command, Args& a) {
   command.add_option("--tokenizer", a.tokenizer,
                      "bytes: byte-level, ids 0..255 plus end-of-text 256, vocabulary 257 (default); gpt2: GPT-2's "
-                     "BPE, vocabulary 50257, end-of-text 50256, input must be UTF-8")
-      ->type_name("bytes|gpt2")
-      ->check(cli::one_of({"bytes", "gpt2"}));
+                     "BPE, vocabulary 50257, end-of-text 50256, input must be UTF-8; PATH/tokenizer.json: a Hugging "
+                     "Face tokenizer (Llama, Mistral, Qwen, ...; docs/tokenizers.md), which prepare keeps in DIR")
+      ->type_name("bytes|gpt2|PATH/tokenizer.json")
+      ->check(cli::tokenizer_name());
 }
 
 void add_gpt2_dir(CLI::App& command, Args& a) {
@@ -259,6 +266,9 @@ Commands add_commands(CLI::App& app, Args& a) {
                       "split at the line break nearest its last fraction F")
       ->type_name("F")
       ->check(cli::finite_number());
+  prepare->add_option("--threads", a.threads, "documents encoded at once, 1 to 4096 (default: all cores)")
+      ->type_name("N")
+      ->check(cli::whole_number(1, 4096));
   prepare->add_flag("-q,--quiet", a.quiet, "print nothing but errors");
   CLI::App* stats = app.add_subcommand(
       "stats",
@@ -278,11 +288,11 @@ Commands add_commands(CLI::App& app, Args& a) {
   add_tokenizer(*decode, a);
   add_gpt2_dir(*decode, a);
   app.footer(
-      "  prepare INPUT... --out DIR [--tokenizer bytes|gpt2] [--gpt2-dir DIR]\n"
-      "          [--val-glob PATTERNS | --val-fraction F] [--quiet]\n"
+      "  prepare INPUT... --out DIR [--tokenizer bytes|gpt2|PATH/tokenizer.json] [--gpt2-dir DIR]\n"
+      "          [--val-glob PATTERNS | --val-fraction F] [--threads N] [--quiet]\n"
       "  stats PATH... [--gpt2-dir DIR]\n"
-      "  encode [--tokenizer bytes|gpt2] [--gpt2-dir DIR] [FILE]\n"
-      "  decode [--tokenizer bytes|gpt2] [--gpt2-dir DIR] [ID...]\n"
+      "  encode [--tokenizer bytes|gpt2|PATH/tokenizer.json] [--gpt2-dir DIR] [FILE]\n"
+      "  decode [--tokenizer bytes|gpt2|PATH/tokenizer.json] [--gpt2-dir DIR] [ID...]\n"
       "COMMAND --help describes each.\n\n"
       "Example (the default corpus, after scripts/fetch-data):\n"
       "  linattn-data prepare data/corpus/sotu --tokenizer bytes --out data/cache/sotu-bytes --val-glob '201*,202*'\n"

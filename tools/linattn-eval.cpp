@@ -45,12 +45,13 @@ Args parse_args(int argc, char** argv) {
       ->type_name("DIR");
   app.add_option("--text", a.texts,
                  "evaluate on these text files (or folders of them) instead: each is one document, tokenized "
-                 "with the tokenizer of the run's data (bytes or gpt2; GPT-2's files are found as linattn-data "
+                 "with the tokenizer of the run's data (bytes, gpt2, or the tokenizer.json kept in its folder; GPT-2's files are found as linattn-data "
                  "finds them, $LINATTN_GPT2_DIR)")
       ->type_name("FILE");
-  app.add_option("--tokenizer", a.tokenizer, "the tokenizer for --text when the run's data folder is not at hand")
-      ->type_name("bytes|gpt2")
-      ->check(cli::one_of({"bytes", "gpt2"}));
+  app.add_option("--tokenizer", a.tokenizer, "the tokenizer for --text when the run's data folder is not at hand "
+                 "(a tokenizer.json must be the one the run's data records)")
+      ->type_name("bytes|gpt2|PATH/tokenizer.json")
+      ->check(cli::tokenizer_name());
   app.add_option("--tokens", a.tokens, "evaluate the first N tokens (default 0: all of them)")
       ->type_name("N")
       ->check(cli::whole_number(0, INT64_MAX));
@@ -105,16 +106,14 @@ std::shared_ptr<const data::Dataset> open_data(const Args& a, const Config& conf
                                                std::string& described) {
   if (a.texts.empty()) {
     described = find_run_data(config.data.path, a.ckpt, !a.data.empty(), "the folder with --data DIR");
-    return data::Dataset::open(described, "val");
+    auto val = data::Dataset::open(described, "val");
+    if (!a.data.empty()) check_data_matches_run(*val, "--data " + a.data, config.data.path, a.ckpt);
+    return val;
   }
   data::PrepareOptions po;
   po.inputs = a.texts;
   // By default the run's tokenizer: the one its data was prepared with.
-  po.tokenizer = !a.tokenizer.empty()
-                     ? a.tokenizer
-                     : data::Dataset::open(find_run_data(config.data.path, a.ckpt, false, "--tokenizer bytes|gpt2"),
-                                           "train")
-                           ->tokenizer();
+  po.tokenizer_instance = open_run_tokenizer(config.data.path, a.ckpt, a.tokenizer, "");
   temp = std::make_unique<TempFolder>();
   po.out_dir = temp->path.string();
   data::prepare(po);

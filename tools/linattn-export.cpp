@@ -164,6 +164,10 @@ int export_safetensors(const std::string& in_path, const std::string& out_dir) {
                           {{"format", "pt"}, {"linattn_config", config.text}, {"step", std::to_string(state.step)}});
   std::printf("linattn-export: %zu tensors (%lld parameters, f32) from step %lld to %s\n", p.size(),
               (long long)p.count(), (long long)state.step, weights.c_str());
+  const TokenizerExport tokenizer = config.data.source == "mqar" ? TokenizerExport{{}, "an MQAR model has no text tokenizer"}
+                                                                  : export_tokenizer_files(config.data.path, in_path, out_dir);
+  for (const std::string& f : tokenizer.copied) std::printf("linattn-export: %s (the run's tokenizer)\n", f.c_str());
+  if (!tokenizer.note.empty()) std::printf("linattn-export: no tokenizer.json: %s\n", tokenizer.note.c_str());
   FlaConfig fla = fla_config(config.model);
   if (!fla.problems.empty()) {
     // A config.json that fla would build into another model is worse than none.

@@ -76,9 +76,10 @@ Args parse_args(int argc, char** argv) {
       ->type_name("TEXT");
   app.add_option("--tokenizer", a.tokenizer,
                  "the tokenizer when the run's data folder is not at hand (by default the one the run's data was "
-                 "prepared with; GPT-2's files are found as linattn-data finds them, $LINATTN_GPT2_DIR)")
-      ->type_name("bytes|gpt2")
-      ->check(cli::one_of({"bytes", "gpt2"}));
+                 "prepared with; GPT-2's files are found as linattn-data finds them, $LINATTN_GPT2_DIR; a "
+                 "tokenizer.json must be the one the data records)")
+      ->type_name("bytes|gpt2|PATH/tokenizer.json")
+      ->check(cli::tokenizer_name());
   app.add_option("--gpt2-dir", a.gpt2_dir,
                  "the folder of GPT-2's tokenizer files (encoder.json + vocab.bpe, or vocab.json + merges.txt); "
                  "default $LINATTN_GPT2_DIR, else the one scripts/fetch-data fills")
@@ -164,17 +165,14 @@ Loaded load(const std::string& path) {
   return l;
 }
 
-// The tokenizer the run's data was prepared with, or the --tokenizer flag's; GPT-2's files from
-// gpt2_dir (--gpt2-dir), or where linattn-data finds them.
-std::unique_ptr<data::Tokenizer> run_tokenizer(const Config& config, const std::string& ckpt, std::string name,
+// The tokenizer the run's data was prepared with, or the --tokenizer flag's (train/run_data.h); GPT-2's
+// files from gpt2_dir (--gpt2-dir), or where linattn-data finds them.
+std::unique_ptr<data::Tokenizer> run_tokenizer(const Config& config, const std::string& ckpt, const std::string& name,
                                                const std::string& gpt2_dir) {
   LINATTN_REQUIRE(!name.empty() || config.data.source != "mqar", ckpt, ": an MQAR model (data.source: mqar, "
                   "docs/mqar.md): its tokens are the task's key and value ids, not text, so it has no text tokenizer "
                   "to generate with; measure its recall with linattn-eval instead");
-  if (name.empty())
-    name = data::Dataset::open(find_run_data(config.data.path, ckpt, false, "--tokenizer bytes|gpt2"), "train")
-               ->tokenizer();
-  auto tok = data::make_tokenizer(name, gpt2_dir.empty() ? data::default_gpt2_dir() : gpt2_dir);
+  auto tok = open_run_tokenizer(config.data.path, ckpt, name, gpt2_dir);
   LINATTN_REQUIRE(int64_t(tok->vocab_size()) <= config.model.vocab_size, "--tokenizer ", name, ": its vocabulary (",
                   tok->vocab_size(), ") is larger than the model's (", config.model.vocab_size,
                   "); the model was trained with another tokenizer");
@@ -256,7 +254,7 @@ void write_sample(Decoder& decoder, const Tensor& prompt_ids, const data::Tokeni
   bool stopped = false;
   for (int64_t n = 0; n < a.max_new && !stopped; ++n) {
     const int32_t next = sample_tokens(logits, a.sampling, rng)[0];
-    if (uint32_t(next) == tok.eot() || uint32_t(next) >= tok.vocab_size()) break;
+    if (tok.stops(uint32_t(next)) || uint32_t(next) >= tok.vocab_size()) break;
     stopped = out.add(tok.token_bytes(uint32_t(next)));
     ++timing.decoded;
     if (!stopped && n + 1 < a.max_new) logits = decoder.step({next});

@@ -1,6 +1,7 @@
 #include "train/fla_export.h"
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -9,7 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+#include "data/dataset.h"
+#include "data/mapped_file.h"
+#include "data/sha256.h"
 #include "layers/mixer.h"
+#include "train/run_data.h"
 
 namespace linattn {
 
@@ -133,6 +139,40 @@ FlaConfig fla_config(const ModelConfig& m) {
   out.json = c.dump(2) + "\n";
   out.model_type = kind.fla_model_type;
   return out;
+}
+
+TokenizerExport export_tokenizer_files(const std::string& data_path, const std::string& ckpt, const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  TokenizerExport result;
+  std::string dir;
+  try {
+    dir = find_run_data(data_path, ckpt, false, "");
+  } catch (const Error&) {
+    result.note = "the run's data folder '" + data_path + "' is not at hand, so no tokenizer.json was copied";
+    return result;
+  }
+  const auto data = data::Dataset::open(dir, "train");
+  if (data->tokenizer() != "hf") {
+    result.note = "the run's tokenizer is " + data->tokenizer() + ", which has no tokenizer.json";
+    return result;
+  }
+  const fs::path from = fs::path(dir) / data::data_tokenizer_file;
+  LINATTN_REQUIRE(fs::exists(from), from.string(), ": missing: the run's data was prepared with a tokenizer.json (sha256 ",
+                  data->tokenizer_sha256(), ") that linattn-data prepare keeps there; copy it back to export it");
+  const std::string sha = data::sha256_hex(data::MappedFile(from.string()).text());
+  LINATTN_REQUIRE(sha == data->tokenizer_sha256(), from.string(), ": sha256 ", sha, ", but the shards of ", dir,
+                  " were prepared with ", data->tokenizer_sha256(), ": put the tokenizer.json they were made with there");
+  for (const char* name : {data::data_tokenizer_file, data::data_tokenizer_config_file}) {
+    const fs::path source = fs::path(dir) / name, target = fs::path(out_dir) / name;
+    if (!fs::exists(source)) continue;
+    const fs::path tmp = target.string() + ".tmp";
+    std::error_code ec;
+    fs::copy_file(source, tmp, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::rename(tmp, target, ec);
+    LINATTN_REQUIRE(!ec, target.string(), ": cannot write (", ec.message(), ")");
+    result.copied.push_back(target.string());
+  }
+  return result;
 }
 
 }  // namespace linattn

@@ -27,4 +27,14 @@ struct FlaConfig {
 // linear_attn) with attention layers in `attn`, or transformer when every layer is attention.
 FlaConfig fla_config(const ModelConfig& model);
 
+// The tokenizer files of an export: the tokenizer.json (and tokenizer_config.json) that linattn-data
+// prepare kept in the run's data folder (data.path, found as find_run_data does from the checkpoint
+// `ckpt`), copied into out_dir so that the folder loads as a whole model. `copied` lists the files
+// written; `note` says why there are none (a bytes or gpt2 run, the data folder not at hand).
+struct TokenizerExport {
+  std::vector<std::string> copied;
+  std::string note;
+};
+TokenizerExport export_tokenizer_files(const std::string& data_path, const std::string& ckpt, const std::string& out_dir);
+
 }  // namespace linattn

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "layers/model.h"
 #include "train/config.h"
@@ -18,9 +19,11 @@ std::string training_sample(const Model& model, const data::Tokenizer& tokenizer
                             int64_t tokens, uint64_t seed);
 
 // The trainer's log line: "sample step N | TEXT" with train.sample_prompt, sample_tokens and seed, in
-// the tokenizer named `tokenizer` (the data's); a problem (GPT-2's files not found, a prompt it cannot
-// encode) becomes a warning line instead, so that a sample never stops a run.
+// the tokenizer named `tokenizer` (bytes, gpt2 or a tokenizer.json); a problem (GPT-2's files not found,
+// a prompt it cannot encode) becomes a warning line instead, so that a sample never stops a run.
 std::string training_sample_line(const Model& model, const std::string& tokenizer, const TrainConfig& t,
                                  int64_t step);
+// The same in the tokenizer that made `data` (data_tokenizer in data/dataset.h; read once and kept).
+std::string training_sample_line(const Model& model, const data::Dataset& data, const TrainConfig& t, int64_t step);
 
 }  // namespace linattn

@@ -279,6 +279,11 @@ void Trainer::open_token_data() {
                 "` (./scripts/train prepares the default corpus)");
   train_data_ = data::Dataset::open(dir, "train");
   val_data_ = data::Dataset::open(dir, "val");
+  LINATTN_REQUIRE(val_data_->describe_tokenizer() == train_data_->describe_tokenizer() &&
+                      val_data_->vocab_size() == train_data_->vocab_size(),
+                  dir, ": the validation shards were prepared with ", val_data_->describe_tokenizer(), " (vocabulary ",
+                  val_data_->vocab_size(), "), the training shards with ", train_data_->describe_tokenizer(),
+                  " (vocabulary ", train_data_->vocab_size(), "); prepare both splits with one tokenizer");
   eot_ = train_data_->eot();
   // reset is the default: on shards that record no end-of-text token there is nothing to cut at.
   if (eot_ == data::no_eot && !config_.locations.count("data.document_boundaries"))
@@ -495,7 +500,7 @@ double Trainer::report_eval(int64_t step, bool final, const MetricsLog* metrics,
                                    config_.data.document_boundaries, eot_);
   const std::string sample = t.sample_every && val_data_ && (final || step % t.sample_every == 0) &&
                                      comm_->is_root()
-                                 ? training_sample_line(*model_, val_data_->tokenizer(), t, step)
+                                 ? training_sample_line(*model_, *val_data_, t, step)
                                  : "";
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (isatty(fileno(stdout)) && comm_->world_size() == 1) say("\r\033[K");  // over the step counter

