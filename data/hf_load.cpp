@@ -299,30 +299,34 @@ struct HfLoader {
       const auto id = it->get<uint32_t>();
       set_token(id, it.key(), "model.vocab[\"" + it.key() + "\"]");
       if (!to_domain(it.key(), key)) continue;  // a byte-level vocabulary's token no bytes spell
-      if (!t.vocab_.emplace(key, id).second) refuse("model.vocab[\"" + it.key() + "\"]", *it, "a token listed twice");
+      if (!t.vocab_.insert(key, id)) refuse("model.vocab[\"" + it.key() + "\"]", *it, "a token listed twice");
       uint32_t cp;
       if (!t.byte_level_ && decode_utf8(reinterpret_cast<const unsigned char*>(key.data()), key.size(), cp) == int(key.size()))
         t.char_id_[cp] = id;
     }
+    for (uint32_t c = 0; c < 128; ++c) {
+      const auto it = t.char_id_.find(c);
+      t.ascii_id_[c] = it == t.char_id_.end() ? UINT32_MAX : it->second;
+    }
     if (t.byte_level_)
       for (int b = 0; b < 256; ++b) {
-        const auto it = t.vocab_.find(std::string(1, char(b)));
-        if (it == t.vocab_.end()) refuse("model.vocab", Json("..."), "no token for byte " + std::to_string(b) + " of the byte-level alphabet");
-        t.byte_id_[b] = it->second;
+        const uint32_t* id = t.vocab_.find(std::string(1, char(b)));
+        if (!id) refuse("model.vocab", Json("..."), "no token for byte " + std::to_string(b) + " of the byte-level alphabet");
+        t.byte_id_[b] = *id;
       }
     if (t.byte_fallback_) {
       static const char hex[] = "0123456789ABCDEF";
       for (int b = 0; b < 256; ++b) {
         const std::string name = std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">";
-        const auto it = t.vocab_.find(name);
-        t.fallback_id_[b] = it == t.vocab_.end() ? UINT32_MAX : it->second;
+        const uint32_t* id = t.vocab_.find(name);
+        t.fallback_id_[b] = id ? *id : UINT32_MAX;
       }
     }
     if (const Json* unk = find(m, "unk_token")) {
       if (!unk->is_string()) refuse("model.unk_token", *unk, "expected a token");
-      const auto it = t.vocab_.find(unk->get<std::string>());
-      if (it == t.vocab_.end()) refuse("model.unk_token", *unk, "not in model.vocab");
-      t.unk_ = it->second;
+      const uint32_t* id = t.vocab_.find(unk->get<std::string>());
+      if (!id) refuse("model.unk_token", *unk, "not in model.vocab");
+      t.unk_ = *id;
     }
     merges(m);
   }
@@ -348,12 +352,11 @@ struct HfLoader {
         refuse(where, item, "expected \"left right\" or [\"left\", \"right\"]");
       }
       const bool ok = to_domain(a, left) && to_domain(b, right);
-      const auto l = ok ? t.vocab_.find(left) : t.vocab_.end();
-      const auto r = ok ? t.vocab_.find(right) : t.vocab_.end();
-      const auto lr = ok ? t.vocab_.find(left + right) : t.vocab_.end();
-      if (l == t.vocab_.end() || r == t.vocab_.end() || lr == t.vocab_.end())
-        refuse(where, item, "the merge or its result is not in model.vocab");
-      t.merges_.add(l->second, r->second, lr->second);
+      const uint32_t* l = ok ? t.vocab_.find(left) : nullptr;
+      const uint32_t* r = ok ? t.vocab_.find(right) : nullptr;
+      const uint32_t* lr = ok ? t.vocab_.find(left + right) : nullptr;
+      if (!l || !r || !lr) refuse(where, item, "the merge or its result is not in model.vocab");
+      t.merges_.add(*l, *r, *lr);
       // A merge of a token that ends in another character with one that starts with ▁ joins across the
       // cuts cut_at_metaspace_ would make.
       if (b.compare(0, meta.size(), meta) == 0 && !(a.size() >= meta.size() && a.compare(a.size() - meta.size(), meta.size(), meta) == 0))
@@ -445,9 +448,9 @@ struct HfLoader {
     const std::string name = content->get<std::string>();
     for (const auto& a : t.added_)
       if (a.content == name) return a.id;
-    const auto it = t.vocab_.find(name);
-    LINATTN_REQUIRE(it != t.vocab_.end(), config_file, ": ", key, " \"", name, "\" is not a token of ", file);
-    return it->second;
+    const uint32_t* id = t.vocab_.find(name);
+    LINATTN_REQUIRE(id, config_file, ": ", key, " \"", name, "\" is not a token of ", file);
+    return *id;
   }
 };
 
@@ -488,9 +491,10 @@ std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::string& path) {
   t->cut_at_metaspace_ = t->cut_at_metaspace_ && t->pre_tokenizers_.empty() && (all_fallback || !t->fuse_unk_);
   if (t->cut_at_metaspace_) {  // nor a token that holds another character followed by ▁
     const std::string meta = "\xE2\x96\x81";
-    for (const auto& [token, id] : t->vocab_)
-      for (size_t at = token.find(meta, 1); at != std::string::npos && t->cut_at_metaspace_; at = token.find(meta, at + 1))
-        if (at < meta.size() || token.compare(at - meta.size(), meta.size(), meta) != 0) t->cut_at_metaspace_ = false;
+    t->vocab_.for_each([&](std::string_view token, uint32_t) {
+      for (size_t at = token.find(meta, 1); at != std::string_view::npos && t->cut_at_metaspace_; at = token.find(meta, at + 1))
+        if (at < meta.size() || token.substr(at - meta.size(), meta.size()) != meta) t->cut_at_metaspace_ = false;
+    });
   }
 
   // Every id's bytes.

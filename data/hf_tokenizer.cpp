@@ -17,12 +17,14 @@ using Spans = std::vector<std::pair<uint32_t, uint32_t>>;  // [begin, end) byte 
 // merge. Filled up to a bound, then started afresh.
 struct WordCache {
   uint64_t owner = 0;
-  StringMap<std::pair<uint32_t, uint32_t>> words;  // word -> [offset, offset + count) of ids
+  StringTable words;                               // word -> its index in spans
+  std::vector<std::pair<uint32_t, uint32_t>> spans;  // [offset, offset + count) of ids
   std::vector<uint32_t> ids;
 
   void reset(uint64_t new_owner) {
     owner = new_owner;
     words.clear();
+    spans.clear();
     ids.clear();
   }
 };
@@ -304,9 +306,8 @@ void HfTokenizer::pre_tokenize(std::string& text, Spans& spans, bool first_secti
 void HfTokenizer::encode_word(std::string_view word, std::vector<uint32_t>& ids) const {
   if (word.empty()) return;
   if (ignore_merges_) {  // a word that is a token is that token, whatever the merges would make of it
-    const auto it = vocab_.find(word);
-    if (it != vocab_.end()) {
-      ids.push_back(it->second);
+    if (const uint32_t* id = vocab_.find(word)) {
+      ids.push_back(*id);
       return;
     }
   }
@@ -316,15 +317,16 @@ void HfTokenizer::encode_word(std::string_view word, std::vector<uint32_t>& ids)
   }
   thread_local WordCache cache;
   if (cache.owner != instance_) cache.reset(instance_);
-  const auto it = cache.words.find(word);
-  if (it != cache.words.end()) {
-    ids.insert(ids.end(), cache.ids.begin() + it->second.first, cache.ids.begin() + it->second.first + it->second.second);
+  if (const uint32_t* k = cache.words.find(word)) {
+    const auto [offset, count] = cache.spans[*k];
+    ids.insert(ids.end(), cache.ids.begin() + offset, cache.ids.begin() + offset + count);
     return;
   }
   const size_t begin = ids.size();
   merge_word(word, ids);
   if (cache.words.size() >= cache_words) cache.reset(instance_);
-  cache.words.emplace(std::string(word), std::pair{uint32_t(cache.ids.size()), uint32_t(ids.size() - begin)});
+  cache.words.insert(word, uint32_t(cache.spans.size()));
+  cache.spans.emplace_back(uint32_t(cache.ids.size()), uint32_t(ids.size() - begin));
   cache.ids.insert(cache.ids.end(), ids.begin() + long(begin), ids.end());
 }
 
@@ -341,6 +343,11 @@ void HfTokenizer::merge_word(std::string_view word, std::vector<uint32_t>& ids) 
   const auto* s = reinterpret_cast<const unsigned char*>(word.data());
   bool last_unknown = false;
   for (size_t i = 0; i < word.size();) {
+    if (s[i] < 0x80 && ascii_id_[s[i]] != UINT32_MAX) {
+      ids.push_back(ascii_id_[s[i++]]);
+      last_unknown = false;
+      continue;
+    }
     uint32_t cp;
     const int len = decode_utf8_lossy(s + i, word.size() - i, cp);
     const auto known = char_id_.find(cp);

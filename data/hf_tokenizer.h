@@ -23,17 +23,10 @@
 
 #include "data/bpe.h"
 #include "data/regex.h"
+#include "data/string_table.h"
 #include "data/tokenizer.h"
 
 namespace linattn::data {
-
-// Lookups of std::string keys by std::string_view, without building a string.
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-template <class V>
-using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
 class HfTokenizer final : public Tokenizer {
  public:
@@ -110,8 +103,9 @@ class HfTokenizer final : public Tokenizer {
   // The BPE model. Tokens are kept in the domain the model merges in: their bytes after a ByteLevel
   // pre-tokenizer (which maps each byte to a character), else the UTF-8 of their strings.
   bool byte_level_ = false;
-  StringMap<uint32_t> vocab_;
+  StringTable vocab_;
   std::unordered_map<uint32_t, uint32_t> char_id_;  // single-character tokens by code point
+  uint32_t ascii_id_[128];                          // the same below 128; UINT32_MAX: none
   uint32_t byte_id_[256] = {};                      // byte_level_: each byte's token
   uint32_t fallback_id_[256] = {};                  // byte_fallback: <0xNN>
   bool byte_fallback_ = false, fuse_unk_ = false, ignore_merges_ = false;

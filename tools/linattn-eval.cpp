@@ -107,7 +107,8 @@ std::shared_ptr<const data::Dataset> open_data(const Args& a, const Config& conf
   if (a.texts.empty()) {
     described = find_run_data(config.data.path, a.ckpt, !a.data.empty(), "the folder with --data DIR");
     auto val = data::Dataset::open(described, "val");
-    if (!a.data.empty()) check_data_matches_run(*val, "--data " + a.data, config.data.path, a.ckpt);
+    if (!a.data.empty())  // config.data.path is --data's now: the run's own is in the checkpoint
+      check_data_matches_run(*val, "--data " + a.data, parse_config(checkpoint_config_text(a.ckpt), a.ckpt).data.path, a.ckpt);
     return val;
   }
   data::PrepareOptions po;
