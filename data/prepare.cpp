@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -148,6 +149,13 @@ void assign_validation(std::vector<Document>& docs, const std::vector<std::strin
   }
 }
 
+// CPU time of this process, all threads.
+static double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 // The tokenizer.json (and tokenizer_config.json) of a prepare, kept beside the shards so that train,
 // eval, generate and export find the tokenizer with the data; a stale one is removed.
 static void keep_tokenizer_files(const Tokenizer& tokenizer, const std::string& out_dir) {
@@ -215,6 +223,7 @@ PrepareResult prepare(const PrepareOptions& options) {
     ids.resize(std::max(ids.size(), count));
     errors.assign(count, nullptr);
     const auto e0 = std::chrono::steady_clock::now();
+    const double c0 = process_cpu_seconds();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (size_t k = 0; k < count; ++k) {
       try {
@@ -230,6 +239,7 @@ PrepareResult prepare(const PrepareOptions& options) {
       }
     }
     result.encode_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
+    result.encode_cpu_seconds += process_cpu_seconds() - c0;
     for (size_t k = 0; k < count; ++k) {
       if (errors[k]) std::rethrow_exception(errors[k]);
       const Document& d = result.documents[first + k];

@@ -44,7 +44,8 @@ struct PrepareResult {
   bool has_val = false;
   ShardInfo val;
   double seconds = 0;         // all of it
-  double encode_seconds = 0;  // reading and encoding the text, on `threads` threads
+  double encode_seconds = 0;      // reading and encoding the text, on `threads` threads
+  double encode_cpu_seconds = 0;  // the CPU time of that, all threads together
   int threads = 1;
 };
 

@@ -75,9 +75,10 @@ int cmd_prepare(const Args& a) {
   };
   uint64_t bytes = 0;
   for (const Document& d : r.documents) bytes += d.bytes;
-  std::printf("prepared %zu documents with the %s tokenizer in %.1f s (encoding %.1f MB/s on %d thread%s)\n",
-              r.documents.size(), a.tokenizer.c_str(), r.seconds, double(bytes) / 1e6 / std::max(r.encode_seconds, 1e-9),
-              r.threads, r.threads == 1 ? "" : "s");
+  std::printf("prepared %zu documents with the %s tokenizer in %.1f s (encoding %.1f MB/s on %d thread%s, %.1f MB "
+              "per CPU second)\n", r.documents.size(), a.tokenizer.c_str(), r.seconds,
+              double(bytes) / 1e6 / std::max(r.encode_seconds, 1e-9), r.threads, r.threads == 1 ? "" : "s",
+              double(bytes) / 1e6 / std::max(r.encode_cpu_seconds, 1e-9));
   describe("train", r.train);
   if (r.has_val) describe("val", r.val);
   else std::printf("val   none (no --val-glob or --val-fraction): every document is in train.bin\n");

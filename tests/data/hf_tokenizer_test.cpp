@@ -1,7 +1,8 @@
 // Hugging Face tokenizer.json: small files built here pin each step (merges in both forms, byte
 // fallback, the cut at "▁", ignore_merges, added tokens, the separator, refusals that name the field);
-// the Llama 2, Llama 3 and Qwen3 files (scripts/fetch-data) give the reference's ids (@lenml/tokenizers
-// on node) on the whole corpus and on hard strings, and decode back.
+// the Llama 2, Llama 3 and Qwen3 files (scripts/fetch-data; the "llama2" one has Mistral 7B's ids in
+// Llama 2's format, docs/tokenizers.md) give the reference's ids (@lenml/tokenizers on node) on the
+// whole corpus and on hard strings, and decode back.
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
