@@ -11,6 +11,7 @@
 #include "data/prepare.h"
 #include "data/sha256.h"
 #include "testing.h"
+#include "train/sample.h"
 #include "train/trainer.h"
 
 namespace linattn {
@@ -96,6 +97,38 @@ TEST_F(TokenizerJson, TheExportFolderHoldsTheTokenizer) {
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     EXPECT_EQ(data::testing::read_file(out + "/" + f), data::testing::read_file((data::testing::hf_dir("llama2") / f).string())) << f;
   EXPECT_TRUE(fs::exists(out + "/config.json"));
+}
+
+// The trainer's sample decodes with the data folder's tokenizer.json.
+TEST_F(TokenizerJson, TheTrainersSampleDecodesWithTheDataFoldersTokenizer) {
+  Config c = testing::tiny_config_on(dir_ + "/data", dir_ + "/unused", {"model.vocab_size=32000"});
+  Model model(c.model, DType::f32);
+  model.params().initialize(1);
+  TrainConfig t;
+  t.sample_prompt = "The Congress";
+  t.sample_tokens = 40;
+  const std::string line = training_sample_line(model, *data::Dataset::open(dir_ + "/data", "val"), t, 5);
+  EXPECT_EQ(line.rfind("sample step 5 | The Congress", 0), 0u) << line;
+  EXPECT_EQ(line.find("\xE2\x96\x81"), std::string::npos) << line;
+}
+
+// Training and validation shards made with different tokenizers are refused when the run starts.
+TEST(TokenizerJsonData, TrainingRefusesSplitsOfDifferentTokenizers) {
+  const std::string dir = (fs::temp_directory_path() / ("linattn-split-tokenizers-" + std::to_string(getpid()))).string();
+  fs::create_directories(dir + "/data");
+  std::vector<uint32_t> ids(4096);
+  for (size_t k = 0; k < ids.size(); ++k) ids[k] = uint32_t(k % 200);
+  const std::string sha(64, 'a');
+  for (const auto& [split, sha256] : {std::pair{"train", sha}, {"val", std::string(64, 'b')}}) {
+    data::ShardWriter w(dir + "/data/" + split + ".bin", "hf", 300, 1, 0, sha256);
+    w.add_document(ids.data(), ids.size(), ids.size());
+    w.finish();
+  }
+  const std::string msg = testing::error_of([&] { Trainer(testing::tiny_config_on(dir + "/data", dir + "/run", {"model.vocab_size=300"})); });
+  EXPECT_NE(msg.find(dir + "/data: the validation shards were prepared with tokenizer.json sha256 " + std::string(64, 'b') +
+                     " (vocabulary 300), the training shards with tokenizer.json sha256 " + sha),
+            std::string::npos) << msg;
+  fs::remove_all(dir);
 }
 
 }  // namespace
