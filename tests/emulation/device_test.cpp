@@ -155,7 +155,7 @@ TEST(EmulatedDevice, AMissingSyncthreadsIsARace) {
   const std::string e = sync_error();
   EXPECT_NE(e.find("cudaErrorLaunchFailure"), std::string::npos) << e;
   EXPECT_NE(e.find("'reverse_block'"), std::string::npos) << e;
-  EXPECT_NE(e.find("in order and in reverse give different results"), std::string::npos) << e;
+  EXPECT_NE(e.find("warp 0 first and last warp first give different results"), std::string::npos) << e;
 }
 
 TEST(EmulatedDevice, ABarrierNotEveryThreadReachesIsAnError) {
