@@ -245,12 +245,15 @@ bool resolve_warp(BlockRun& b, int w) {
     const int first = __builtin_ctz(pending);
     Thread& lead = lane_thread(first);
     const WarpCall& c = lead.call;
-    const std::string op = std::string(op_name(c.kind)) + " (" + where(lead.site) + ", mask " + mask_hex(c.mask) + ")";
+    // The operation, for messages: built only for one.
+    const auto op = [&] {
+      return std::string(op_name(c.kind)) + " (" + where(lead.site) + ", mask " + mask_hex(c.mask) + ")";
+    };
     bool complete = true;
     for (int l = 0; l < 32 && b.error.empty(); ++l) {
       if (!(c.mask >> l & 1)) continue;
       if (l >= lanes) {
-        b.error = "warp " + std::to_string(w) + " has only " + std::to_string(lanes) + " threads, but " + op +
+        b.error = "warp " + std::to_string(w) + " has only " + std::to_string(lanes) + " threads, but " + op() +
                   " names lane " + std::to_string(l);
         break;
       }
@@ -258,15 +261,15 @@ bool resolve_warp(BlockRun& b, int w) {
       if (t.state == State::ready)  // released by another operation of this pass: not here yet
         complete = false;
       else if (t.state == State::done)
-        b.error = thread_name(lead) + " waits at " + op + " for lane " + std::to_string(l) + ", which has exited";
+        b.error = thread_name(lead) + " waits at " + op() + " for lane " + std::to_string(l) + ", which has exited";
       else if (t.state == State::at_barrier)
-        b.error = thread_name(lead) + " waits at " + op + " for lane " + std::to_string(l) +
+        b.error = thread_name(lead) + " waits at " + op() + " for lane " + std::to_string(l) +
                   ", which waits at __syncthreads (" + where(t.site) + ")";
       else if (t.state == State::at_warp && (t.call.kind != c.kind || t.call.mask != c.mask))
-        b.error = thread_name(lead) + " waits at " + op + " while lane " + std::to_string(l) + " waits at " +
+        b.error = thread_name(lead) + " waits at " + op() + " while lane " + std::to_string(l) + " waits at " +
                   op_name(t.call.kind) + " (" + where(t.site) + ", mask " + mask_hex(t.call.mask) + ")";
       else if (t.state == State::at_warp && c.kind == WarpOpKind::exchange && t.call.bytes != c.bytes)
-        b.error = "lanes " + std::to_string(first) + " and " + std::to_string(l) + " exchange different sizes at " + op;
+        b.error = "lanes " + std::to_string(first) + " and " + std::to_string(l) + " exchange different sizes at " + op();
     }
     if (!b.error.empty()) break;
     if (!complete) {
@@ -277,7 +280,7 @@ bool resolve_warp(BlockRun& b, int w) {
     unsigned ballot = 0;
     for (int l = 0; l < 32; ++l)
       if ((c.mask >> l & 1) && lane_thread(l).call.value) ballot |= 1u << l;
-    std::vector<char> gathered;  // an exchange's 32 contributions, lane 0's first
+    thread_local std::vector<char> gathered;  // an exchange's 32 contributions, lane 0's first
     if (c.kind == WarpOpKind::exchange) {
       gathered.resize(32 * c.bytes);
       for (int j = 0; j < 32; ++j) std::memcpy(gathered.data() + size_t(j) * c.bytes, lane_thread(j).call.mine, c.bytes);
@@ -301,7 +304,7 @@ bool resolve_warp(BlockRun& b, int w) {
         case WarpOpKind::shfl_down:
         case WarpOpKind::shfl_xor:
           if (src < 0 || src >= 32 || !(c.mask >> src & 1)) {
-            b.error = thread_name(t) + " reads lane " + std::to_string(src) + " at " + op + ", which is not in the mask";
+            b.error = thread_name(t) + " reads lane " + std::to_string(src) + " at " + op() + ", which is not in the mask";
             break;
           }
           t.result = lane_thread(src).call.value;
@@ -309,7 +312,7 @@ bool resolve_warp(BlockRun& b, int w) {
         case WarpOpKind::ballot: t.result = ballot; break;
         case WarpOpKind::any: t.result = ballot != 0; break;
         case WarpOpKind::all: t.result = ballot == c.mask; break;
-        case WarpOpKind::exchange: std::memcpy(t.call.all, gathered.data(), gathered.size()); break;
+        case WarpOpKind::exchange: std::memcpy(t.call.all, gathered.data(), 32 * c.bytes); break;
         case WarpOpKind::sync: break;
       }
     }

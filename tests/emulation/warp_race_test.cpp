@@ -147,7 +147,9 @@ TEST_F(EmulatedWarpRace, SharedMemoryReadAfterAShuffle) {
   for (int l = 0; l < 32; ++l) expected[size_t(l)] = float(l + 1) + 31.0f * 32 / 2;
   expect_race_only_without_barrier(
       "staged_then_shuffle", 32,
-      [](float* y, const float* x, bool sync) { LINATTN_LAUNCH(1, 64, 32 * sizeof(float), nullptr, staged_then_shuffle)(y, x, sync); },
+      [](float* y, const float* x, bool sync) {
+        LINATTN_LAUNCH(1, 64, 32 * sizeof(float), nullptr, staged_then_shuffle)(y, x, sync);
+      },
       expected);
 }
 
@@ -167,7 +169,9 @@ TEST_F(EmulatedWarpRace, SharedMemoryReadAfterSyncwarp) {
   for (int l = 0; l < 32; ++l) expected[size_t(l)] = 2.0f * float(l + 1);
   expect_race_only_without_barrier(
       "store_syncwarp_load", 32,
-      [](float* y, const float* x, bool sync) { LINATTN_LAUNCH(1, 64, 32 * sizeof(float), nullptr, store_syncwarp_load)(y, x, sync); },
+      [](float* y, const float* x, bool sync) {
+        LINATTN_LAUNCH(1, 64, 32 * sizeof(float), nullptr, store_syncwarp_load)(y, x, sync);
+      },
       expected);
 }
 
