@@ -512,6 +512,12 @@ std::string run_grid(const Launch& L, Schedule& s) {
     run_block(b, s);
     if (!b.error.empty()) {
       error = block_name() + ", " + b.error;
+#if LINATTN_EMULATION_ASAN
+      // The threads that did not finish leave their frames' redzones poisoned on stacks that the
+      // next launch reuses.
+      for (const Thread& t : b.threads)
+        if (t.state != State::done) ASAN_UNPOISON_MEMORY_REGION(t.stack.low, t.stack.size);
+#endif
       break;
     }
     for (size_t i = 0; i < kSharedGuard; ++i)
