@@ -116,7 +116,7 @@ TEST(LaunchPlan, PointwiseNormsAndReductions) {
   float *logits = m.f32(N * V), *lse = m.f32(N);
   int32_t* targets = m.i32(N);
   expect_plans("cross_entropy_forward", cuda::cross_entropy_forward_plans(N, V),
-               [&] { cuda::cross_entropy_forward(lse, m.f64(2), logits, targets, N, V, -100); });
+               [&] { cuda::cross_entropy_forward(lse, m.f64(2), nullptr, logits, targets, N, V, -100); });
   expect_plans("cross_entropy_backward", cuda::cross_entropy_backward_plans(N, V),
                [&] { cuda::cross_entropy_backward(m.f32(N * V), logits, lse, targets, N, V, -100, 1.0f); });
   const int64_t big = 600 * 1024;  // more elements than 1024 partial sums of 512 threads take one each
