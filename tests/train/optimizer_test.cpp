@@ -212,7 +212,8 @@ TEST(AdamW, OnePassEqualsTheClipThenPerParameterLoopBitForBit) {
   const TrainConfig c = adamw_config(0.1);
   AdamW opt(p, c);
   const int64_t n = p.layout().total();
-  std::vector<float> w(p.values().all().data<float>(), p.values().all().data<float>() + n), m(size_t(n)), v(size_t(n));
+  const float* w0 = p.values().all().data<float>();
+  std::vector<float> w(w0, w0 + n), m(size_t(n), 0.0f), v(size_t(n), 0.0f);
   Tensor control = make_step_control(Device::cpu);
   Rng rng(9);
   for (int t = 1; t <= 3; ++t) {

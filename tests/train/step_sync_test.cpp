@@ -61,10 +61,10 @@ std::string base_name(std::string s) {
 std::vector<StepCount> count_steps(int64_t steps, std::vector<std::string> overrides) {
   const std::string out = (std::filesystem::temp_directory_path() / ("linattn-step-sync-" + std::to_string(getpid()))).string();
   std::filesystem::remove_all(out);
-  for (const std::string& s : {"data.path=" + shards(), "train.device=cuda", "train.out_dir=" + out,
-                               "train.max_steps=" + std::to_string(steps), "train.log_every=1", "train.eval_every=0",
-                               "checkpoint.every=0", "train.sample_every=0"})
-    overrides.insert(overrides.begin(), s);
+  const std::vector<std::string> run = {"data.path=" + shards(), "train.device=cuda", "train.out_dir=" + out,
+                                        "train.max_steps=" + std::to_string(steps), "train.log_every=1",
+                                        "train.eval_every=0", "checkpoint.every=0", "train.sample_every=0"};
+  overrides.insert(overrides.begin(), run.begin(), run.end());
   Trainer trainer(load_config("configs/bench.yaml", overrides));
   std::vector<StepCount> counts;
   cuda_emu::LaunchRecorder recorder;
@@ -118,9 +118,9 @@ TEST(CudaStepSync, TheHostNeverWaitsInTheMiddleOfAStep) {
 
 // The stream operations of one step at a shape given by LINATTN_STEP_SHAPE (settings separated by
 // spaces, over configs/bench.yaml; default: the 85.5M model of docs/gpu-runs, which the emulation
-// takes hours to run a step of). Run by hand:
-//   LINATTN_STEP_SHAPE='model.hidden_size=192 model.num_hidden_layers=12 model.num_heads=12 data.seq_len=64' \
-//     build-emulated/test_train --gtest_also_run_disabled_tests --gtest_filter='*LaunchesPerStep*'
+// takes hours to run a step of). Run by hand, e.g. (one line):
+//   LINATTN_STEP_SHAPE='model.hidden_size=192 model.num_hidden_layers=12 model.num_heads=12 data.seq_len=64'
+//   build-emulated/test_train --gtest_also_run_disabled_tests --gtest_filter='*LaunchesPerStep*'
 TEST(CudaStepSync, DISABLED_LaunchesPerStepAtAShape) {
   const char* env = std::getenv("LINATTN_STEP_SHAPE");
   std::istringstream settings(env ? env : "model.hidden_size=768 model.num_hidden_layers=12 model.num_heads=12 "
@@ -129,7 +129,7 @@ TEST(CudaStepSync, DISABLED_LaunchesPerStepAtAShape) {
   for (std::string s; settings >> s;) overrides.push_back(s);
   const std::vector<StepCount> steps = count_steps(2, overrides);
   ASSERT_EQ(steps.size(), 2u);
-  std::printf("settings:%s\n", (" " + std::string(env ? env : "(the 85.5M shape)")).c_str());
+  std::printf("settings: %s\n", env ? env : "the 85.5M shape");
   std::printf("step 2, until its update is queued: %s\n", describe(steps[1].queued).c_str());
   std::vector<std::pair<int64_t, std::string>> by_count;
   for (const auto& [name, n] : steps[1].kernels) by_count.emplace_back(n, name);
