@@ -5,8 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <unordered_map>
-#include <utility>
 
 #include "core/cuda/check.h"
 #include "core/cuda/stream.h"
@@ -15,37 +13,6 @@
 namespace linattn::cuda {
 
 inline cudaStream_t stream() { return static_cast<cudaStream_t>(compute_stream()); }
-
-// Opts `kernel` in to `bytes` of dynamic shared memory on the calling thread's device
-// (cudaFuncSetAttribute) unless the device's per-block limit (cudaDevAttrMaxSharedMemoryPerBlockOptin)
-// is below it; returns the limit. What the runtime said is remembered per host thread, device and
-// kernel, so a launch asks again only for more bytes than before: no CUDA call and no lock per launch.
-// (A thread-local cache needs no lock; setting an attribute a second time from another thread is
-// harmless.)
-inline int opt_in_dynamic_shared(const void* kernel, int64_t bytes) {
-  struct Known {
-    int limit = -1;
-    int64_t opted = 0;  // the most bytes set so far
-  };
-  // keyed by (the device's compute stream, the kernel)
-  thread_local std::unordered_map<const void*, std::unordered_map<const void*, Known>> known;
-  Known& k = known[compute_stream()][kernel];
-  if (k.limit < 0) {
-    int device = 0;
-    LINATTN_CUDA_CHECK(cudaGetDevice(&device));
-    LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&k.limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  }
-  if (bytes > k.opted && bytes <= k.limit) {
-    LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-    k.opted = bytes;
-  }
-  return k.limit;
-}
-
-template <class Kernel>
-int opt_in_dynamic_shared(Kernel* kernel, int64_t bytes) {
-  return opt_in_dynamic_shared(reinterpret_cast<const void*>(kernel), bytes);
-}
 
 // Pointwise kernels: one thread per element, 256 threads a block (pointwise_plan, launch_plan.h).
 constexpr int kThreads = kPointwiseThreads;
