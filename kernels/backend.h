@@ -71,7 +71,8 @@ struct MixerArgs {
   Sequences seqs;
 };
 
-// One AdamW update over a flat buffer: m, v moments; decay = lr * weight_decay (0: no decay).
+// One AdamW update over a flat buffer: m, v moments; decay = lr * weight_decay, for the elements
+// adamw_step's decay_ranges name.
 struct AdamWStep {
   double beta1, beta2, eps, step_size /* lr / (1 - beta1^t) */, rbc2 /* 1 / (1 - beta2^t) */, decay;
 };
