@@ -24,6 +24,13 @@ void AdamW::step(double lr) {
     s.decay = params_.weight_decay(int(i)) ? lr * weight_decay_ : 0.0;
     backend::adamw_step(dev, params_.values()[int(i)], params_.grads()[int(i)], m_[int(i)], v_[int(i)], s);
   }
+  refresh_bf16_weights(params_);
+}
+
+void refresh_bf16_weights(const Parameters& params) {
+  if (!params.has_bf16_copy()) return;
+  const Tensor& w = params.values().all();
+  backend::convert(w.device(), params.bf16_values().all(), w);
 }
 
 double grad_norm(const Parameters& params) {

@@ -11,7 +11,8 @@ class AdamW {
   AdamW(const Parameters& params, const TrainConfig& config);
 
   // One update at learning rate lr from the gradients in params.grads(). Decoupled weight decay
-  // (lr * weight_decay * w) applies to the parameters declared with weight_decay.
+  // (lr * weight_decay * w) applies to the parameters declared with weight_decay. Then the bf16
+  // copy of the weights, if the parameters keep one (refresh_bf16_weights).
   void step(double lr);
 
   int64_t steps() const { return t_; }
@@ -25,6 +26,12 @@ class AdamW {
   FlatBuffer m_, v_;
   int64_t t_ = 0;
 };
+
+// train.precision: bf16: writes the weights' bf16 copy (Parameters::bf16_values) from the float32
+// masters, one conversion over the whole flat buffer; nothing when the parameters keep no copy.
+// AdamW::step calls it after its update; call it after anything else writes the weights
+// (initialization, a checkpoint, --init-from).
+void refresh_bf16_weights(const Parameters& params);
 
 // sqrt(sum of squared gradients) over the whole flat gradient buffer, accumulated in float64.
 double grad_norm(const Parameters& params);
