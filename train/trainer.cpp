@@ -240,8 +240,10 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   say("%s\n", model_->summary().c_str());
   const double pbytes = double(model_->params().layout().total() * int64_t(dtype_size(dtype_)));
   say("device: %s\n", describe_device(device_).c_str());
-  say("memory: parameters %s, gradients %s, AdamW moments %s (on %s)\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
-      mib(2 * pbytes).c_str(), device_name(device_));
+  const Parameters& params = model_->params();
+  say("memory: parameters %s, gradients %s, AdamW moments %s%s%s (on %s)\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
+      mib(2 * pbytes).c_str(), params.has_bf16_copy() ? ", bf16 weight copy " : "",
+      params.has_bf16_copy() ? mib(double(params.bf16_values().all().nbytes())).c_str() : "", device_name(device_));
   if (train_data_)
     say("data: %s: %llu training tokens, %llu validation tokens, tokenizer %s (vocab %u), document boundaries %s\n",
         config_.data.path.c_str(), (unsigned long long)train_data_->num_tokens(),

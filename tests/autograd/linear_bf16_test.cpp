@@ -151,8 +151,11 @@ TEST(LinearBf16, RowsOfAWeightReadTheRowsOfItsBf16Copy) {
   EXPECT_EQ(log.entries().size(), 2u);  // x, dy
   const HostMatrix X = matrix(x, 5, 8, false), W = matrix(w.view_at(2 * 8, {3, 8}), 3, 8, false);
   expect_bf16_product("y = x W[2:5]^T", y.value(), 5, 3, false, true, 8, X, W, X.rounded(), W.rounded());
-  for (int64_t i = 0; i < 6 * 8; ++i)
-    if (i < 2 * 8 || i >= 5 * 8) EXPECT_EQ(wv.grad().data<float>()[i], 0.0f) << "row " << i / 8;
+  for (int64_t i = 0; i < 6 * 8; ++i) {
+    if (i < 2 * 8 || i >= 5 * 8) {
+      EXPECT_EQ(wv.grad().data<float>()[i], 0.0f) << "row " << i / 8;
+    }
+  }
 }
 
 // Without a bf16 copy the weight's products stay float32 and nothing is converted.
