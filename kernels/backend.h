@@ -115,7 +115,8 @@ class ConversionLog {
 };
 
 // "" when the CPU multiplies bfloat16 in hardware (AVX-512 BF16 or AMX, as oneDNN reports), else
-// why not, naming the instruction set found: train.precision: bf16 on the CPU needs it.
+// why not, naming the instruction set found: without it the CPU's bf16 products widen their operands
+// to float32 (the same sums, slower).
 std::string cpu_bf16_unavailable();
 
 // The entries: `extern const Kernel<void(In y, In a, In b)> add;` and so on (kernels/backend.def).
