@@ -37,6 +37,17 @@ inline Tensor grad_or_scratch(const Variable& v) {
   return v.requires_grad() ? v.ensure_grad() : Tensor::scratch_zeros(v.shape(), v.dtype(), v.device());
 }
 
+// v's bfloat16 copy (Variable::bf16): made by one convert on first use and kept with v, so that
+// every product that reads v (q, k, v and gate projections of one normed input) shares it.
+inline const Tensor& bf16_value(const Variable& v) {
+  if (!v.bf16().defined()) {
+    Tensor t = Tensor::scratch(v.shape(), DType::bf16, v.device());
+    backend::convert(v.device(), t, v.value());
+    v.set_bf16(std::move(t));
+  }
+  return v.bf16();
+}
+
 // The value of an optional input, or an undefined tensor.
 inline Tensor value_or_none(const Variable& v) { return v.defined() ? v.value() : Tensor(); }
 

@@ -14,6 +14,38 @@ static Shape with_last(Shape s, int64_t last) {
   return s;
 }
 
+// linear under train.precision: bf16 (the weight carries a bf16 copy, Variable::bf16): the three
+// products read bf16 operands, each converted once (x: on its first use by any product; the
+// weight: by the optimizer, once per step; dy: once for both dx and dW), accumulate in float32, and
+// write float32 y, dx and dW.
+static Variable linear_bf16(const Variable& x, const Variable& weight, const Variable& bias, int64_t N, int64_t in,
+                            int64_t out_features) {
+  const Device dev = x.device();
+  const Tensor x16 = detail::bf16_value(x);
+  Tensor y = Tensor::scratch(with_last(x.shape(), out_features), DType::f32, dev);
+  // y [N, out] = x [N, in] W^T
+  backend::gemm(dev, false, true, N, out_features, in, 1.0, x16, weight.bf16(), 0.0, y);
+  if (bias.defined()) backend::bias_forward(dev, y, bias.value());
+  Variable out(y, needs_grad({&x, &weight, &bias}));
+  if (out.requires_grad())
+    // dW reads x's bf16 copy (half of x's bytes) and dx the weight's own.
+    record({&x, &weight, &bias}, [x, x16, weight, bias, out, N, in, out_features, dev] {
+      if (!out.grad().defined()) return;
+      const Tensor& dY = out.grad();
+      // forward: y = x W^T + b  =>  dx += dy W, dW += dy^T x, db += sum_rows dy
+      if (x.requires_grad() || weight.requires_grad()) {
+        Tensor dY16 = Tensor::scratch(dY.shape(), DType::bf16, dev);
+        backend::convert(dev, dY16, dY);
+        if (x.requires_grad())
+          backend::gemm(dev, false, false, N, in, out_features, 1.0, dY16, weight.bf16(), 1.0, x.ensure_grad());
+        if (weight.requires_grad())
+          backend::gemm(dev, true, false, out_features, in, N, 1.0, dY16, x16, 1.0, weight.ensure_grad());
+      }
+      if (bias.requires_grad()) backend::bias_backward(dev, bias.ensure_grad(), dY);
+    });
+  return out;
+}
+
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
   check_inputs("linear", {&x, &weight, &bias});
   LINATTN_CHECK(x.shape().ndim() >= 1 && weight.shape().ndim() == 2 && x.shape().last() == weight.shape()[1],
@@ -23,6 +55,7 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   if (bias.defined())
     LINATTN_CHECK(bias.shape() == Shape{out_features}, "linear: bias ", bias.value().str(), " for weight ",
                   weight.value().str(), " should be [", out_features, "]");
+  if (weight.bf16().defined() && x.dtype() == DType::f32) return linear_bf16(x, weight, bias, N, in, out_features);
   const Device dev = x.device();
   Tensor y = Tensor::scratch(with_last(x.shape(), out_features), x.dtype(), dev);
   // y [N, out] = x [N, in] W^T

@@ -99,6 +99,7 @@ Variable gdn_decay(const Variable& x, const Variable& A_log, const Variable& dt_
 
 Variable view(const Variable& x, const Shape& shape) {
   Variable out(x.value().view(shape), needs_grad({&x}));
+  if (x.bf16().defined()) out.set_bf16(x.bf16().view(shape));  // the bf16 copy, viewed alike
   if (out.requires_grad())
     record({&x}, [x, out] {
       if (!out.grad().defined()) return;
@@ -114,6 +115,7 @@ Variable rows(const Variable& x, int64_t begin, int64_t count) {
   const int64_t per = x.value().numel() / s[0];
   s[0] = count;
   Variable out(x.value().view_at(begin * per, s), needs_grad({&x}));
+  if (x.bf16().defined()) out.set_bf16(x.bf16().view_at(begin * per, s));  // the bf16 copy, viewed alike
   if (out.requires_grad())
     record({&x}, [x, out, begin, per, s] {
       if (!out.grad().defined()) return;

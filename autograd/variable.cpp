@@ -23,10 +23,12 @@ Variable::Variable(Tensor value, bool requires_grad) : impl_(std::make_shared<Im
   impl_->requires_grad = requires_grad;
 }
 
-Variable Variable::parameter(Tensor value, Tensor grad) {
+Variable Variable::parameter(Tensor value, Tensor grad, Tensor bf16) {
   check_same_shape(value, grad, "Variable::parameter");
+  if (bf16.defined()) check_same_shape(value, bf16, "Variable::parameter");
   Variable v(std::move(value), true);
   v.impl_->grad = std::move(grad);
+  v.impl_->bf16 = std::move(bf16);
   return v;
 }
 

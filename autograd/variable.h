@@ -16,8 +16,9 @@ class Variable {
   Variable() = default;
   // A leaf: an input (requires_grad false) or something to differentiate with respect to.
   explicit Variable(Tensor value, bool requires_grad = false);
-  // A parameter whose gradient is a preallocated view (into the flat gradient buffer).
-  static Variable parameter(Tensor value, Tensor grad);
+  // A parameter whose gradient is a preallocated view (into the flat gradient buffer), and, under
+  // train.precision: bf16, whose bf16 copy is a view into the bf16 weight buffer (Parameters).
+  static Variable parameter(Tensor value, Tensor grad, Tensor bf16 = {});
 
   bool defined() const { return impl_ != nullptr; }
   const Tensor& value() const { return impl_->value; }
@@ -33,10 +34,17 @@ class Variable {
   // The gradient, allocated (zero-filled, as activation scratch) if it was not yet.
   const Tensor& ensure_grad() const;
 
+  // A bfloat16 copy of the value for the bf16 matrix products, shared by every copy of this
+  // Variable: a parameter's is set when it is made (and rewritten by the optimizer); any other's is
+  // made on first use (ops::detail::bf16_value) and kept. Undefined until then.
+  const Tensor& bf16() const { return impl_->bf16; }
+  void set_bf16(Tensor t) const { impl_->bf16 = std::move(t); }
+
  private:
   struct Impl {
     Tensor value;
     Tensor grad;
+    Tensor bf16;
     bool requires_grad = false;
   };
   std::shared_ptr<Impl> impl_;

@@ -263,8 +263,10 @@ const std::vector<ConfigKey<TrainConfig>>& train_keys() {
       config_key("precision", &T::precision,
                  "`bf16`: mixed precision: the matrix products take bf16 inputs with float32 accumulation "
                  "(`device: cuda`: the GEMMs and attention's tile products at head size 32, 64 or 128, on the "
-                 "tensor cores; `device: cpu`: the GEMMs, through oneDNN, on a CPU with AVX-512 BF16 or AMX, "
-                 "elsewhere an error at start-up naming this line); weights, AdamW state, activations, norms, "
+                 "tensor cores; `device: cpu`: the GEMMs, through oneDNN, on AVX-512 BF16 or AMX, elsewhere "
+                 "widened to float32: slower, same sums); the linear layers read a bf16 copy of the weights that "
+                 "the optimizer writes once per step, and each activation and output gradient is converted once; "
+                 "float32 weights (the masters checkpoints keep), AdamW state, gradients, activations, norms, "
                  "softmax statistics, the linear mixers and the loss stay float32 "
                  "([Training on a GPU](gpu.md))")
           .one_of({{"fp32", ""}, {"bf16", ""}}),

@@ -60,6 +60,13 @@ void AdamW::step(double lr, const Tensor& control) {
                              1.0 / (1.0 - std::pow(beta2_, double(t_))), lr * weight_decay_};
   const Tensor& w = params_.values().all();
   backend::adamw_step(w.device(), w, params_.grads().all(), m_.all(), v_.all(), decay_ranges_, control, s);
+  refresh_bf16_weights(params_);
+}
+
+void refresh_bf16_weights(const Parameters& params) {
+  if (!params.has_bf16_copy()) return;
+  const Tensor& w = params.values().all();
+  backend::convert(w.device(), params.bf16_values().all(), w);
 }
 
 Tensor make_step_control(Device device) { return Tensor::zeros({step_control::size}, DType::f64, device); }

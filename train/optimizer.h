@@ -13,6 +13,8 @@ class AdamW {
 
   // One update at learning rate lr from the gradients in params.grads(), as they are (no clipping).
   // Decoupled weight decay (lr * weight_decay * w) applies to the parameters declared with weight_decay.
+  // Then the bf16 copy of the weights, if the parameters keep one (refresh_bf16_weights); so does
+  // step(lr, control).
   void step(double lr);
   // The training step's update: one pass over the flat buffers (one launch on a GPU) of the
   // gradients times control[clip], skipped on the device when control[skip] is set.
@@ -46,6 +48,12 @@ void set_step_loss(const Tensor& control, const Tensor& losses);
 // clip = max_norm / norm when max_norm > 0 and norm > max_norm, else 1; skip when bad or the norm is
 // not finite. On a GPU all of it stays there until the host reads control.
 void set_step_control(const Tensor& control, const Parameters& params, double max_norm);
+
+// train.precision: bf16: writes the weights' bf16 copy (Parameters::bf16_values) from the float32
+// masters, one conversion over the whole flat buffer; nothing when the parameters keep no copy.
+// AdamW::step calls it after its update; call it after anything else writes the weights
+// (initialization, a checkpoint, --init-from).
+void refresh_bf16_weights(const Parameters& params);
 
 // sqrt(sum of squared gradients) over the whole flat gradient buffer, accumulated in float64.
 double grad_norm(const Parameters& params);

@@ -128,8 +128,9 @@ void gdn_decay_backward(In dx, In dA_log, In ddt_bias, In x, In A_log, In dt_bia
 // ---- matrix products ----
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C) {
-  if (C.dtype() == DType::f32 && backend::matmul_precision() == MatmulPrecision::bf16) {
-    cpu::gemm_bf16(trans_a, trans_b, M, N, K, float(alpha), A.data<float>(), trans_a ? M : K, B.data<float>(),
+  backend::check_gemm_dtypes(A, B, C);
+  if (A.dtype() == DType::bf16) {
+    cpu::gemm_bf16(trans_a, trans_b, M, N, K, float(alpha), A.data<bfloat16>(), trans_a ? M : K, B.data<bfloat16>(),
                    trans_b ? K : N, float(beta), C.data<float>(), N);
     return;
   }
@@ -138,6 +139,12 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
     cpu::gemm<T>(trans_a, trans_b, M, N, K, T(alpha), A.data<T>(), trans_a ? M : K, B.data<T>(), trans_b ? K : N,
                  T(beta), C.data<T>(), N);
   });
+}
+
+void convert(In y, In x) {
+  backend::check_convert(y, x);
+  if (y.dtype() == DType::bf16) cpu::to_bf16(y.data<bfloat16>(), x.data<float>(), x.numel());
+  else cpu::from_bf16(y.data<float>(), x.data<bfloat16>(), x.numel());
 }
 
 void bias_forward(In y, In bias) {

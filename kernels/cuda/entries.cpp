@@ -36,6 +36,9 @@ void require_f32(const char* op, In t) {
                 " (train.dtype f64 runs on the CPU only)");
 }
 
+// A bf16 tensor's data as the bit patterns the kernels take.
+uint16_t* bf16_bits(In t) { return reinterpret_cast<uint16_t*>(t.data<bfloat16>()); }
+
 }  // namespace
 
 void add(In y, In a, In b) {
@@ -433,9 +436,21 @@ int64_t linear_attention_saved_size(const MixerArgs&) { return 0; }
 int64_t gla_saved_size(const MixerArgs&) { return 0; }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C) {
+  backend::check_gemm_dtypes(A, B, C);
+  if (A.dtype() == DType::bf16) {
+    cuda::gemm_bf16(trans_a, trans_b, M, N, K, float(alpha), bf16_bits(A), trans_a ? M : K, bf16_bits(B),
+                    trans_b ? K : N, float(beta), C.data<float>(), N);
+    return;
+  }
   require_f32("gemm", C);
   cuda::gemm(trans_a, trans_b, M, N, K, float(alpha), A.data<float>(), trans_a ? M : K, B.data<float>(),
              trans_b ? K : N, float(beta), C.data<float>(), N, backend::matmul_precision());
+}
+
+void convert(In y, In x) {
+  backend::check_convert(y, x);
+  if (y.dtype() == DType::bf16) to_bf16(bf16_bits(y), x.data<float>(), x.numel());
+  else from_bf16(y.data<float>(), bf16_bits(x), x.numel());
 }
 
 }  // namespace linattn::cuda::entry

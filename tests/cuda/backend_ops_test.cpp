@@ -355,6 +355,31 @@ void add_gemm_cases(std::vector<Case>& cases) {
                        backend::gemm(x.device, z.ta, z.tb, z.M, z.N, z.K, z.alpha, A, B, z.beta, C);
                      }});
   }
+  // bf16 products: the float32 inputs rounded to bf16 (CUDA: the convert entry, whose output comes
+  // back through convert to be compared too; CPU: the same rounding of the float64 values), then the
+  // gemm entry on bf16 operands against float64 on the rounded values: float32 accumulation, kSums.
+  for (Sizes z : {sizes[0], sizes[3], sizes[5]}) {
+    const std::string what = std::string(z.ta ? "A^T" : "A") + (z.tb ? " B^T" : " B") + " M=" + str(z.M) +
+                             " N=" + str(z.N) + " K=" + str(z.K) + " bf16 operands";
+    cases.push_back({{"convert", "gemm"}, what, kSums, [z](Side& x) {
+                       auto as_bf16 = [&x](const Tensor& t, const char* name) {
+                         const Tensor seen = x.output(name, t.shape());
+                         if (x.device == Device::cpu) {  // float64 holding float32 values
+                           for (int64_t i = 0; i < t.numel(); ++i)
+                             seen.data<double>()[i] = to_float(from_float(float(t.data<double>()[i])));
+                           return seen;
+                         }
+                         Tensor bits = Tensor::empty(t.shape(), DType::bf16, x.device);
+                         backend::convert(x.device, bits, t);
+                         backend::convert(x.device, seen, bits);
+                         return bits;
+                       };
+                       const Tensor A = as_bf16(x.input(z.ta ? Shape{z.K, z.M} : Shape{z.M, z.K}), "A in bf16");
+                       const Tensor B = as_bf16(x.input(z.tb ? Shape{z.N, z.K} : Shape{z.K, z.N}), "B in bf16");
+                       Tensor C = z.beta == 0 ? x.output("C", {z.M, z.N}) : x.accumulated("C", {z.M, z.N});
+                       backend::gemm(x.device, z.ta, z.tb, z.M, z.N, z.K, z.alpha, A, B, z.beta, C);
+                     }});
+  }
 }
 
 void add_bias_and_norm_cases(std::vector<Case>& cases) {
