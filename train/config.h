@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/checkpoint.h"
 #include "data/mqar.h"
 #include "layers/model_config.h"
 
@@ -62,6 +63,8 @@ struct TrainConfig {
   std::string device = "cpu";
   std::string precision = "fp32";  // fp32 | bf16 (bf16 is not implemented yet: an error)
   bool tf32 = false;               // cuda: TF32 tensor cores for the float32 matrix products (ignored on cpu)
+  // Activation recomputation (autograd/checkpoint.h, docs/recompute.md): none | selective | full.
+  ops::Recompute recompute = ops::Recompute::none;
 };
 
 struct CheckpointConfig {
