@@ -1,6 +1,5 @@
 #include "core/memory.h"
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -10,36 +9,21 @@ namespace linattn {
 
 namespace {
 thread_local Arena* t_current_arena = nullptr;
-// By device: bytes of Storage alive, and the peak since the last reset.
-std::atomic<size_t> g_storage_bytes[2], g_storage_peak[2];
-
-void count_storage(Device d, size_t bytes) {
-  const size_t now = g_storage_bytes[int(d)].fetch_add(bytes) + bytes;
-  size_t peak = g_storage_peak[int(d)].load();
-  while (now > peak && !g_storage_peak[int(d)].compare_exchange_weak(peak, now)) {
-  }
 }
-}  // namespace
-
-size_t storage_bytes(Device device) { return g_storage_bytes[int(device)].load(); }
-size_t storage_peak_bytes(Device device) { return g_storage_peak[int(device)].load(); }
-void reset_storage_peak(Device device) { g_storage_peak[int(device)].store(g_storage_bytes[int(device)].load()); }
 
 Storage::Storage(size_t n, Device d) : bytes(n), device(d) {
   size_t padded = align_up(n == 0 ? kAlignment : n);
   if (d == Device::cpu) {
     ptr = std::aligned_alloc(kAlignment, padded);
     LINATTN_CHECK(ptr, "out of host memory allocating ", n, " bytes");
-  } else {
-    ptr = cuda::allocate(padded);  // cudaMalloc alignment (256 B) covers kAlignment
+    return;
   }
-  count_storage(d, bytes);
+  ptr = cuda::allocate(padded);  // cudaMalloc alignment (256 B) covers kAlignment
 }
 
 Storage::~Storage() {
   if (device == Device::cpu) std::free(ptr);
   else cuda::release(ptr);
-  g_storage_bytes[int(device)].fetch_sub(bytes);
 }
 
 Arena::Arena(Device device, size_t initial_bytes) : device_(device) {

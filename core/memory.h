@@ -25,13 +25,6 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
 };
 
-// Bytes of Storage alive on `device` now, and the most alive at once since the last
-// reset_storage_peak(device). Outside an arena every tensor has its own Storage, freed with its last
-// view: what tests and measurements read of when memory is released.
-size_t storage_bytes(Device device);
-size_t storage_peak_bytes(Device device);
-void reset_storage_peak(Device device);
-
 // A bump allocator for activations. allocate() hands out aligned slices of large blocks; reset()
 // forgets them all at once (call it once per training step, after backward). When a step needed
 // more than one block, reset() replaces them with a single block of the high-water size, so a

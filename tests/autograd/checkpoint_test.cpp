@@ -3,8 +3,10 @@
 // replay's tensors released when its node is done, and BackwardHooks seeing final gradients.
 #include "autograd/checkpoint.h"
 
+#include <map>
+#include <memory>
+
 #include "autograd/ops.h"
-#include "core/memory.h"
 #include "gradcheck.h"
 #include "recompute_testing.h"
 
@@ -71,50 +73,89 @@ TEST_P(CheckpointModes, GradientsEqualTheRegionRunDirectlyBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Modes, CheckpointModes, ::testing::Values(Recompute::selective, Recompute::full),
                          [](const auto& info) { return std::string(ops::recompute_name(info.param)); });
 
-// Bytes of f64 tensors of `elements` elements in all.
-size_t f64_bytes(int64_t elements) { return size_t(elements) * sizeof(double); }
+// The storages of one run of the region's intermediates, by name: weak references, to see when
+// they are freed (outside an arena every tensor has its own storage, freed with its last view).
+using Watched = std::map<std::string, std::weak_ptr<Storage>>;
+
+Variable watched_region(const Variable& x, const std::vector<Variable>& p, std::vector<Watched>& runs) {
+  Variable h = ops::rmsnorm(x, p[0], 1e-6);
+  Variable a = ops::linear(h, p[1]), b = ops::linear(h, p[2], p[3]);
+  Variable s = ops::swiglu(a, b), c = ops::linear(s, p[4]);
+  runs.push_back({{"h", h.value().storage()}, {"a", a.value().storage()}, {"b", b.value().storage()},
+                  {"s", s.value().storage()}, {"c", c.value().storage()}});
+  return ops::add(x, c);
+}
+
+// The names of the run's tensors still alive, in order: "a b c".
+std::string alive(const Watched& run) {
+  std::string names;
+  for (const auto& [name, storage] : run)
+    if (!storage.expired()) names += (names.empty() ? "" : " ") + name;
+  return names;
+}
 
 TEST(Checkpoint, TheForwardKeepsWhatTheModeSaysAndTheNodeReleasesTheReplay) {
-  // Outside an arena every tensor has its own storage, freed with its last view: storage_bytes()
-  // is then what the tape and the caller hold. Rows N = 6, model dim 4, inner dim 5.
-  const int64_t N = 6, D = 4, I = 5;
-  // Held after the forward, besides the inputs: the output y [N, D] (the caller's), and
-  //   none:      h [N, D] and rstd [N] (rmsnorm), a, b [N, I] (the products), swiglu's [N, I], the
-  //              last product [N, D] (held by the sum's node);
-  //   selective: the products' outputs a, b [N, I] and [N, D], kept for the replay;
-  //   full:      nothing more.
-  const size_t held[] = {f64_bytes(N * D + N * D + N + 3 * N * I + N * D), f64_bytes(N * D + 2 * N * I + N * D),
-                         f64_bytes(N * D)};
+  // What backward will read is what the forward leaves alive: none keeps every intermediate (the
+  // tape's nodes hold them), selective the products' outputs a, b, c, full none of them.
+  const char* kept[] = {"a b c h s", "a b c", ""};
   for (Recompute mode : {Recompute::none, Recompute::selective, Recompute::full}) {
     SCOPED_TRACE(ops::recompute_name(mode));
-    const std::vector<Tensor> inputs = random_inputs(DType::f64, 7);
-    Tensor upstream = Tensor::empty(kShapes[0], DType::f64);
-    upstream.fill_(1.0);
     std::vector<Variable> vars;
-    for (const Tensor& t : inputs) vars.emplace_back(t, true);
-    const size_t before = storage_bytes(Device::cpu);
-    Variable y = checkpointed(mode, vars);
-    EXPECT_EQ(storage_bytes(Device::cpu) - before, held[int(mode)]);
+    for (const Tensor& t : random_inputs(DType::f64, 7)) vars.emplace_back(t, true);
+    const std::vector<Variable> params(vars.begin() + 1, vars.end());
+    std::vector<Watched> runs;
+    Variable y = ops::checkpoint(mode, [&](const Variable& x) { return watched_region(x, params, runs); }, vars[0],
+                                 params);
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(alive(runs[0]), kept[int(mode)]);
     if (mode == Recompute::none) {
       clear_tape();
+      EXPECT_EQ(alive(runs[0]), "");
       continue;
     }
-
-    // The one node's backward: afterwards y and the gradients (y's, x's and the parameters') are all
-    // that is left: the replay's tensors, its tape and what the first run kept are gone.
-    size_t after_node = 0;
+    // The node's backward replays the region once, and when it is done nothing of the replay, nor
+    // what the first run kept, is left: the replay's tape went with it.
+    std::string after_node = "no node ran";
     BackwardHooks hooks;
     hooks.final_grad = [](size_t) {};
-    hooks.after_node = [&] { after_node = storage_bytes(Device::cpu); };
-    reset_storage_peak(Device::cpu);
+    hooks.after_node = [&] {
+      ASSERT_EQ(runs.size(), 2u);
+      after_node = alive(runs[0]) + "|" + alive(runs[1]);
+    };
+    Tensor upstream = Tensor::empty(kShapes[0], DType::f64);
+    upstream.fill_(1.0);
     backward({y}, {upstream}, &hooks);
-    ASSERT_EQ(tape_size(), 0u);
-    size_t grads = y.grad().nbytes();
-    for (const Variable& v : vars) grads += v.grad().nbytes();
-    EXPECT_EQ(after_node - before, f64_bytes(N * D) + grads);
-    // ... though the replay did make its tensors while it ran.
-    EXPECT_GT(storage_peak_bytes(Device::cpu) - before, held[int(mode)] + grads + f64_bytes(N * I));
+    EXPECT_EQ(after_node, "|");
+    EXPECT_EQ(tape_size(), 0u);
   }
+}
+
+TEST(Checkpoint, SelectiveReplaysTakeTheProductsOfTheFirstRun) {
+  // The replay's products are the very tensors the first run made (not computed again), and the
+  // replay's nodes save the recomputed norm and SwiGLU outputs (the first run's are gone by then).
+  std::vector<Variable> vars;
+  for (const Tensor& t : random_inputs(DType::f64, 8)) vars.emplace_back(t, true);
+  const std::vector<Variable> params(vars.begin() + 1, vars.end());
+  std::vector<Watched> runs;
+  std::map<std::string, const Storage*> first;  // the first run's tensors (their storages' addresses)
+  Variable y = ops::checkpoint(
+      Recompute::selective,
+      [&](const Variable& x) {
+        Variable out = watched_region(x, params, runs);
+        Watched& run = runs.back();
+        if (runs.size() == 1)
+          for (auto& [name, storage] : run) first[name] = storage.lock().get();
+        if (runs.size() == 2) {
+          for (const char* name : {"a", "b", "c"}) EXPECT_EQ(run[name].lock().get(), first[name]) << name;
+          EXPECT_EQ(alive(run), "a b c h s");  // the replay's nodes hold them
+          EXPECT_EQ(alive(runs[0]), "a b c");  // the first run's h and s went after it
+        }
+        return out;
+      },
+      vars[0], params);
+  backward({y}, {Tensor::zeros(kShapes[0], DType::f64)});
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(alive(runs[1]), "");
 }
 
 TEST(Checkpoint, BackwardHooksSeeEachParameterFinalAfterTheNodeThatWritesIt) {

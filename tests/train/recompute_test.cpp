@@ -14,13 +14,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
+struct TrainedRun {
   std::vector<double> losses;
   Tensor weights;
   size_t measured_activations;
 };
 
-Run train(const std::string& recompute) {
+TrainedRun train(const std::string& recompute) {
   const std::string dir =
       (fs::temp_directory_path() / ("linattn-recompute-" + recompute + "-" + std::to_string(getpid()))).string();
   fs::remove_all(dir);
@@ -28,7 +28,7 @@ Run train(const std::string& recompute) {
   Trainer trainer(testing::tiny_config(dir, {"train.max_steps=3", "train.micro_batch_size=4",
                                              "train.recompute=" + recompute, "checkpoint.every=0"}));
   EXPECT_EQ(ops::recompute_name(trainer.model().recompute()), recompute);
-  Run r;
+  TrainedRun r;
   r.measured_activations = trainer.measure_activation_bytes();
   TrainSummary s = trainer.run();
   r.losses = s.losses;
@@ -38,12 +38,12 @@ Run train(const std::string& recompute) {
 }
 
 TEST(TrainRecompute, SelectiveAndFullTakeTheStepsOfNoneBitForBit) {
-  const Run none = train("none");
+  const TrainedRun none = train("none");
   ASSERT_EQ(none.losses.size(), 3u);
   EXPECT_GT(none.measured_activations, 0u);
   for (const char* mode : {"selective", "full"}) {
     SCOPED_TRACE(mode);
-    const Run got = train(mode);
+    const TrainedRun got = train(mode);
     ASSERT_EQ(got.losses.size(), none.losses.size());
     for (size_t i = 0; i < got.losses.size(); ++i) EXPECT_EQ(got.losses[i], none.losses[i]) << "step " << i + 1;
     EXPECT_EQ(testing::bitwise_difference(got.weights, none.weights), "");
