@@ -74,34 +74,49 @@ Held held(Model& model, Recompute mode, const Tensor& ids) {
   return h;
 }
 
-TEST(Recompute, TheForwardKeepsLessWithEachModeAndBackwardReleasesIt) {
-  // Eight GLA blocks, hidden 64, 2 x 256 tokens (chunks of 64). Per token and block, none keeps
-  // ~45 [hidden]-sized tensors (the norm outputs, q, k, v, the gate's four, the core's output and
-  // states, the output norm and SwiGLU, the sum, the MLP's gate, up and SwiGLU of 2.7 x hidden...),
-  // selective the products' outputs (~20) and full the block's input (1): selective keeps under 60%
-  // of none, full under 5%.
+// `layers` GLA blocks, hidden 64 (key dim 32, value dim 64, MLP 256), two heads.
+Model gla_model(int64_t layers) {
   Config c = parse_config(R"(model:
   vocab_size: 11
   hidden_size: 64
-  num_hidden_layers: 8
+  num_hidden_layers: )" + std::to_string(layers) + R"(
   num_heads: 2
   mixer: gla
 train: {max_steps: 1}
 )",
-                          "eight.yaml");
+                          "gla.yaml");
   Model model(c.model, DType::f32);
   model.params().initialize(4);
+  return model;
+}
+
+TEST(Recompute, EachBlockKeepsWhatTheModeSaysAndBackwardReleasesIt) {
+  // What one block keeps for backward, per token: the difference between 8 and 4 blocks, over 4.
+  //   full:      its output (the next block's input): hidden = 64 floats;
+  //   selective: that and its products' outputs: q, k (32 each), v (64), the gate's low-rank 16 and
+  //              its 32, g_proj (64), o_proj (64), the MLP's gate and up (256 each) and down (64):
+  //              944 floats;
+  //   none:      more than selective (every norm output, activation, SwiGLU, sum, the core's output
+  //              and chunk states on top).
+  // The heap also holds the tape's own bookkeeping (nodes, closures): under 2% here.
   Tensor ids = Tensor::empty({2, 256}, DType::i32);
   for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int32_t>()[i] = int32_t(i * 7 % 11);
-  held(model, Recompute::none, ids);  // the first step's one-time allocations (kernel scratch)
-  const Held none = held(model, Recompute::none, ids), selective = held(model, Recompute::selective, ids),
-             full = held(model, Recompute::full, ids);
-  std::printf("kept after the forward: none %.0f, selective %.0f (%.2f), full %.0f (%.3f) bytes\n", none.kept,
-              selective.kept, selective.kept / none.kept, full.kept, full.kept / none.kept);
-  EXPECT_LT(selective.kept, 0.6 * none.kept);
-  EXPECT_LT(full.kept, 0.05 * none.kept);
-  // Nothing of the step is left but small change (the heap's own bookkeeping): under 1% of it.
-  for (const Held& h : {none, selective, full}) EXPECT_LT(std::abs(h.left), 0.01 * none.kept);
+  const double tokens = double(ids.numel());
+  Model eight = gla_model(8), four = gla_model(4);
+  held(four, Recompute::none, ids);  // the first step's one-time allocations (kernel scratch)
+  double per_block[3];
+  for (Recompute mode : {Recompute::none, Recompute::selective, Recompute::full}) {
+    const Held a = held(eight, mode, ids), b = held(four, mode, ids);
+    per_block[int(mode)] = (a.kept - b.kept) / 4 / tokens / sizeof(float);
+    std::printf("%s: a block keeps %.1f floats per token (8 blocks: %.0f bytes kept, %.0f left after backward)\n",
+                ops::recompute_name(mode), per_block[int(mode)], a.kept, a.left);
+    // Nothing of the step is left after backward (the gradients live in the parameters' buffer)
+    // but the heap's own change: under 1% of what was kept.
+    EXPECT_LT(std::abs(a.left), 0.01 * a.kept + 4096) << ops::recompute_name(mode);
+  }
+  EXPECT_NEAR(per_block[int(Recompute::full)], 64, 64 * 0.02);
+  EXPECT_NEAR(per_block[int(Recompute::selective)], 944, 944 * 0.02);
+  EXPECT_GT(per_block[int(Recompute::none)], 1.2 * per_block[int(Recompute::selective)]);
 }
 
 TEST(Recompute, DecodingAndEvaluationRecordNothingAndGiveTheSameLogits) {
