@@ -278,7 +278,7 @@ const std::vector<ConfigKey<TrainConfig>>& train_keys() {
                     "activation recomputation in backward, block by block: `selective` keeps each block's input and "
                     "its matrix products' and softmax attention's outputs and recomputes the rest; `full` keeps "
                     "the input only and replays the whole block; less activation memory for more compute, "
-                    "bit-identical gradients ([docs/recompute.md](docs/recompute.md))"),
+                    "bit-identical gradients ([Activation recomputation](recompute.md))"),
   };
   return keys;
 }
