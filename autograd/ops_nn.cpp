@@ -1,4 +1,5 @@
 // Matmul, norms, embedding, convolution and the loss.
+#include "autograd/checkpoint.h"
 #include "autograd/op_support.h"
 #include "autograd/ops.h"
 
@@ -57,10 +58,14 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
                   weight.value().str(), " should be [", out_features, "]");
   if (weight.bf16().defined() && x.dtype() == DType::f32) return linear_bf16(x, weight, bias, N, in, out_features);
   const Device dev = x.device();
-  Tensor y = Tensor::scratch(with_last(x.shape(), out_features), x.dtype(), dev);
-  // y [N, out] = x [N, in] W^T
-  backend::gemm(dev, false, true, N, out_features, in, 1.0, x.value(), weight.value(), 0.0, y);
-  if (bias.defined()) backend::bias_forward(dev, y, bias.value());
+  Tensor y;
+  if (!detail::take_kept(detail::Kept::product, {&y})) {  // selective recomputation keeps products (checkpoint.h)
+    y = Tensor::scratch(with_last(x.shape(), out_features), x.dtype(), dev);
+    // y [N, out] = x [N, in] W^T
+    backend::gemm(dev, false, true, N, out_features, in, 1.0, x.value(), weight.value(), 0.0, y);
+    if (bias.defined()) backend::bias_forward(dev, y, bias.value());
+    detail::keep(detail::Kept::product, {&y});
+  }
   Variable out(y, needs_grad({&x, &weight, &bias}));
   if (out.requires_grad())
     record({&x, &weight, &bias}, [x, weight, bias, out, N, in, out_features, dev] {

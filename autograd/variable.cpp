@@ -49,11 +49,34 @@ bool needs_grad(std::initializer_list<const Variable*> inputs) {
   return false;
 }
 
-void record(std::initializer_list<const Variable*> inputs, std::function<void()> backward) {
+template <class Inputs>
+static void record_node(const Inputs& inputs, std::function<void()> backward) {
   Node node{std::move(backward), {}};
   for (const Variable* v : inputs)
     if (v && v->requires_grad()) node.writes.push_back(v->id());
   t_tape.push_back(std::move(node));
+}
+
+void record(std::initializer_list<const Variable*> inputs, std::function<void()> backward) {
+  record_node(inputs, std::move(backward));
+}
+void record(const std::vector<const Variable*>& inputs, std::function<void()> backward) {
+  record_node(inputs, std::move(backward));
+}
+
+struct TapeScope::Outer {
+  std::vector<Node> tape;
+  bool grad_enabled;
+};
+
+TapeScope::TapeScope() : outer_(new Outer{{}, t_grad_enabled}) {
+  outer_->tape.swap(t_tape);
+  t_grad_enabled = true;
+}
+
+TapeScope::~TapeScope() {
+  t_tape.swap(outer_->tape);  // the scope's own tape goes with outer_
+  t_grad_enabled = outer_->grad_enabled;
 }
 
 static void run_tape(const BackwardHooks* hooks) {

@@ -69,6 +69,23 @@ bool needs_grad(std::initializer_list<const Variable*> inputs);
 // Records a backward step on the current thread's tape. `inputs` are the op's inputs: the step
 // accumulates into the gradients of those that require one, and of nothing else.
 void record(std::initializer_list<const Variable*> inputs, std::function<void()> backward);
+void record(const std::vector<const Variable*>& inputs, std::function<void()> backward);
+
+// While alive, ops record into a tape of its own, with recording on, and backward() runs that tape:
+// a checkpointed region (autograd/checkpoint.h) replays its forward and runs its backward this way
+// inside a node of the thread's tape. The thread's tape and recording mode are back when it ends
+// (what is left on its own tape, after an error, is dropped).
+class TapeScope {
+ public:
+  TapeScope();
+  ~TapeScope();
+  TapeScope(const TapeScope&) = delete;
+  TapeScope& operator=(const TapeScope&) = delete;
+
+ private:
+  struct Outer;
+  std::unique_ptr<Outer> outer_;
+};
 
 // Work that overlaps a backward pass (the data-parallel gradient reduction). final_grad(i) is called
 // as soon as the gradient of leaves[i] is final: after the last node to run that accumulates into it

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/checkpoint.h"
 #include "data/mqar.h"
 #include "layers/model_config.h"
 
@@ -64,6 +65,8 @@ struct TrainConfig {
   // optimizer, activations converted once) with float32 accumulation; float32 masters and moments.
   std::string precision = "fp32";
   bool tf32 = false;               // cuda: TF32 tensor cores for the float32 matrix products (ignored on cpu)
+  // Activation recomputation (autograd/checkpoint.h, docs/recompute.md): none | selective | full.
+  ops::Recompute recompute = ops::Recompute::none;
 };
 
 struct CheckpointConfig {

@@ -273,6 +273,14 @@ const std::vector<ConfigKey<TrainConfig>>& train_keys() {
       config_key("tf32", &T::tf32,
                  "`device: cuda` only: TF32 tensor cores for the float32 matrix products (cuBLAS "
                  "`CUBLAS_COMPUTE_32F_FAST_TF32`, ~10-bit mantissa inputs); ignored on the CPU and under `precision: bf16`"),
+      config_choice("recompute", &T::recompute,
+                    {{ops::Recompute::none, {"none", "keep what backward reads"}},
+                     {ops::Recompute::selective, {"selective", "recompute the norms, SwiGLUs, gates and mixer cores"}},
+                     {ops::Recompute::full, {"full", "keep each block's input only, replay the block"}}},
+                    "activation recomputation in backward, block by block: `selective` keeps each block's input and "
+                    "its matrix products' and softmax attention's outputs and recomputes the rest; `full` keeps "
+                    "the input only and replays the whole block; less activation memory for more compute, "
+                    "bit-identical gradients ([Activation recomputation](recompute.md))"),
   };
   return keys;
 }

@@ -205,6 +205,7 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   accumulation_ = t.batch_size / world / micro_;
   model_ = std::make_unique<Model>(m, dtype_);
   model_->params().initialize(t.seed);
+  model_->set_recompute(t.recompute);
   // On a GPU the parameters, gradients, AdamW moments and activations live there; the host sees
   // them at checkpoints, evaluations and log lines.
   check_model_on_device(config_, *model_, device_);
@@ -262,11 +263,11 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
         (unsigned long long)config_.data.mqar.num_val_examples, (unsigned long long)config_.data.mqar.seed);
   const int ranks = comm_->world_size();
   say("train: batch %lld x %lld tokens (%d rank%s (%s) x micro-batch %lld x %lld accumulation step%s), %d thread%s "
-      "per rank, %s, products %s, GEMM peak here %.0f GFLOP/s, MFU against %s\n",
+      "per rank, %s, products %s, recompute %s, GEMM peak here %.0f GFLOP/s, MFU against %s\n",
       (long long)t.batch_size, (long long)config_.data.seq_len, ranks, ranks == 1 ? "" : "s", comm_->backend(),
       (long long)micro_, (long long)accumulation_, accumulation_ == 1 ? "" : "s", omp_get_max_threads(),
       omp_get_max_threads() == 1 ? "" : "s", t.dtype.c_str(), matmul_precision_name(backend::matmul_precision()),
-      gemm_peak_, mfu_peak_.text.c_str());
+      ops::recompute_name(t.recompute), gemm_peak_, mfu_peak_.text.c_str());
   if (ranks > 1) {
     const std::vector<std::string> hosts = comm_->host_names();  // every rank takes part
     const size_t distinct = std::set<std::string>(hosts.begin(), hosts.end()).size();
