@@ -11,6 +11,11 @@
 
 namespace linattn {
 
+// A Variable is a value and a gradient slot. Copies share both; without_value() shares the slot
+// only, which is what a tape node keeps of a Variable whose value its backward does not read, so
+// that the value is freed as soon as nothing reads it. Gradients of intermediates are allocated when
+// first written and freed with the last node that holds their slot (the tape frees each node once
+// its backward has run).
 class Variable {
  public:
   Variable() = default;
@@ -19,27 +24,42 @@ class Variable {
   // A parameter whose gradient is a preallocated view (into the flat gradient buffer).
   static Variable parameter(Tensor value, Tensor grad);
 
-  bool defined() const { return impl_ != nullptr; }
-  const Tensor& value() const { return impl_->value; }
-  const Shape& shape() const { return impl_->value.shape(); }
-  DType dtype() const { return impl_->value.dtype(); }
-  Device device() const { return impl_->value.device(); }
-  bool requires_grad() const { return impl_ && impl_->requires_grad; }
+  bool defined() const { return slot_ != nullptr; }
+  // The value; undefined on a without_value() copy.
+  const Tensor& value() const { return value_; }
+  const Shape& shape() const { return slot_->shape; }
+  DType dtype() const { return slot_->dtype; }
+  Device device() const { return slot_->device; }
+  bool requires_grad() const { return slot_ && slot_->requires_grad; }
   // The same for every copy of this Variable (copies share one value and one gradient).
-  const void* id() const { return impl_.get(); }
+  const void* id() const { return slot_.get(); }
+  // This Variable's gradient slot without its value (for tape nodes; see above).
+  Variable without_value() const;
 
   // The gradient; undefined until something flows into it.
-  const Tensor& grad() const { return impl_->grad; }
-  // The gradient, allocated (zero-filled, as activation scratch) if it was not yet.
+  const Tensor& grad() const { return slot_->grad; }
+  // The gradient as a buffer to add into (+=): allocated zero-filled (as activation scratch) when
+  // nothing was written yet, copied first when it is shared with another gradient (add_grad).
   const Tensor& ensure_grad() const;
+  // The gradient as a buffer a kernel writes either way: `fresh` is set when nothing was written yet
+  // (the buffer's contents are then undefined: write it, e.g. beta = 0), cleared when it holds a
+  // gradient to add to.
+  const Tensor& grad_to_write(bool& fresh) const;
+  // grad += g (same shape). The first gradient is taken as it is, without a copy: g is then shared
+  // and is never written through this Variable (a later add makes a new buffer).
+  void add_grad(const Tensor& g) const;
 
  private:
-  struct Impl {
-    Tensor value;
+  struct Slot {
     Tensor grad;
+    Shape shape;
+    DType dtype = DType::f32;
+    Device device = Device::cpu;
     bool requires_grad = false;
+    bool shared = false;  // grad is a buffer another tensor may hold: never written in place
   };
-  std::shared_ptr<Impl> impl_;
+  Tensor value_;
+  std::shared_ptr<Slot> slot_;
 };
 
 // Recording is on by default; a NoGrad scope records nothing (evaluation, optimizer updates).
@@ -71,7 +91,8 @@ struct BackwardHooks {
   std::function<void()> after_node;
 };
 
-// Seeds d(root) = 1 (root must have one element), runs the tape in reverse and frees it.
+// Seeds d(root) = 1 (root must have one element), runs the tape in reverse, freeing each node (its
+// saved tensors and the gradients only it held) once its backward has run.
 void backward(const Variable& root);
 // Seeds each output's gradient with the given tensor (same shape), runs the tape and frees it.
 void backward(const std::vector<Variable>& outputs, const std::vector<Tensor>& grads,
