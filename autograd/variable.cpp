@@ -38,11 +38,14 @@ Variable Variable::without_value() const {
   return v;
 }
 
+// A shared gradient that no other tensor views any more (its other holders are gone) is ours again.
+static bool held_elsewhere(const Tensor& grad) { return grad.storage().use_count() > 1; }
+
 const Tensor& Variable::ensure_grad() const {
   Slot& s = *slot_;
   if (!s.grad.defined()) {
     s.grad = Tensor::scratch_zeros(s.shape, s.dtype, s.device);
-  } else if (s.shared) {
+  } else if (s.shared && held_elsewhere(s.grad)) {
     Tensor own = Tensor::scratch(s.shape, s.dtype, s.device);
     own.copy_from(s.grad);
     s.grad = own;
@@ -69,13 +72,14 @@ void Variable::add_grad(const Tensor& g) const {
   if (!s.grad.defined()) {
     s.grad = g;  // forward: the first contribution  =>  taken as it is
     s.shared = true;
-  } else if (s.shared) {
+  } else if (s.shared && held_elsewhere(s.grad)) {
     Tensor sum = Tensor::scratch(s.shape, s.dtype, s.device);  // out of place: the old buffer is not ours
     backend::add(s.device, sum, s.grad, g);
     s.grad = sum;
     s.shared = false;
   } else {
     backend::add_inplace(s.device, s.grad, g);
+    s.shared = false;
   }
 }
 

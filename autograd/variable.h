@@ -39,14 +39,16 @@ class Variable {
   // The gradient; undefined until something flows into it.
   const Tensor& grad() const { return slot_->grad; }
   // The gradient as a buffer to add into (+=): allocated zero-filled (as activation scratch) when
-  // nothing was written yet, copied first when it is shared with another gradient (add_grad).
+  // nothing was written yet, copied first when it was passed on (add_grad) and another tensor still
+  // views it.
   const Tensor& ensure_grad() const;
   // The gradient as a buffer a kernel writes either way: `fresh` is set when nothing was written yet
   // (the buffer's contents are then undefined: write it, e.g. beta = 0), cleared when it holds a
   // gradient to add to.
   const Tensor& grad_to_write(bool& fresh) const;
-  // grad += g (same shape). The first gradient is taken as it is, without a copy: g is then shared
-  // and is never written through this Variable (a later add makes a new buffer).
+  // grad += g (same shape). The first gradient is taken as it is, without a copy: g is then shared,
+  // and is not written through this Variable while another tensor views it (a later add makes a new
+  // buffer).
   void add_grad(const Tensor& g) const;
 
  private:
@@ -56,7 +58,7 @@ class Variable {
     DType dtype = DType::f32;
     Device device = Device::cpu;
     bool requires_grad = false;
-    bool shared = false;  // grad is a buffer another tensor may hold: never written in place
+    bool shared = false;  // grad was passed on: written in place only once no other tensor views it
   };
   Tensor value_;
   std::shared_ptr<Slot> slot_;

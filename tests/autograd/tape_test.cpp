@@ -81,7 +81,7 @@ TEST(Tape, HooksSayWhenEachLeafGradientIsFinal) {
 // no zero fill) until its producer's backward. The step's peak in the arena is then three tensors,
 // of the 80 that the forward and the backward allocate.
 TEST(Tape, NodesFreeTheirValuesAndGradientsOnceTheyRan) {
-  Arena arena;
+  Arena arena(Device::cpu, 1 << 20);
   arena.poison_freed(true);
   ArenaScope scope(arena);
   Rng rng(5);

@@ -60,7 +60,7 @@ TEST(Tensor, Bfloat16RoundsToNearestEvenAndConvertsBothWays) {
 }
 
 TEST(Arena, AFreedSliceIsReusedAndThePeakCountsLiveBytesNotTheSum) {
-  Arena arena;
+  Arena arena(Device::cpu, 1 << 20);
   arena.poison_freed(true);
   ArenaScope scope(arena);
   const void* first = nullptr;

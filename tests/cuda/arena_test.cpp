@@ -65,7 +65,7 @@ TEST(CudaArena, AModelStepInTheFreeingArenaEqualsPlainAllocationsBitForBit) {
     }
     EXPECT_EQ(testing::compare(model.params().grads().all().to(Device::cpu), plain).max_abs, 0.0);
     EXPECT_EQ(arena.used(), 0u);
-    EXPECT_LT(2 * arena.high_water(), arena.allocated())
+    EXPECT_LT(4 * arena.high_water(), 3 * arena.allocated())
         << "peak " << arena.high_water() << " bytes of " << arena.allocated() << " allocated";
     arena.reset();
     EXPECT_EQ(arena.blocks(), 1u);
