@@ -15,7 +15,7 @@ namespace {
 
 TEST(CudaArena, AFreedSliceIsReusedOnTheDevice) {
   SKIP_WITHOUT_GPU();
-  Arena arena(Device::cuda);
+  Arena arena(Device::cuda, 1 << 20);
   arena.poison_freed(true);
   ArenaScope scope(arena);
   Tensor a = Tensor::scratch({1000}, DType::f32, Device::cuda);

@@ -254,7 +254,8 @@ TEST(Model, AWindowOfTwoDocumentsEqualsTheDocumentsRunAloneInFloat32) {
 // poisoned: a slice freed is filled with NaN, and so is every fresh block, so a value or gradient read
 // after its last holder let it go, or a gradient buffer read before its first write (a GEMM with
 // beta = 0), would show. The gradients equal those computed on the heap bit for bit, for two steps
-// (the second in the one merged block), and the step's peak is below three quarters of the sum of its slices (about half, measured).
+// (the second in the one merged block), and the step's peak is below three quarters of the sum of its
+// slices (about half, measured: the tiny model's mixers' `saved` buffers weigh much).
 TEST(Model, AStepInTheFreeingArenaEqualsTheHeapBitForBit) {
   Config c = parse_config(R"(model:
   vocab_size: 37
