@@ -149,7 +149,7 @@ Variable rope(const Variable& x, double theta, int64_t offset, const Segments& s
   backend::rope_forward(x.device(), y, x.value(), offset, theta, seqs);
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record({&x}, [x, out, table, seqs, offset, theta] {
+    record({&x}, [x = x.without_value(), out = out.without_value(), table, seqs, offset, theta] {
       if (!out.grad().defined()) return;
       backend::rope_backward(x.device(), x.ensure_grad(), out.grad(), offset, theta, seqs);
     });

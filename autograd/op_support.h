@@ -21,11 +21,9 @@ inline void check_inputs(const char* op, std::initializer_list<const Variable*> 
   }
 }
 
-// grad(v) += g, for a v that requires a gradient.
+// grad(v) += g, for a v that requires a gradient; the first gradient is passed on without a copy.
 inline void accumulate(const Variable& v, const Tensor& g) {
-  if (!v.requires_grad()) return;
-  const Tensor& dst = v.ensure_grad();
-  backend::add_inplace(dst.device(), dst, g);
+  if (v.requires_grad()) v.add_grad(g);
 }
 
 // The gradient of v when it needs one, else an undefined tensor (the kernel skips it).

@@ -555,7 +555,7 @@ TrainSummary Trainer::run() {
     ~Unlock() { lock.reset(); }
   } unlock{folder_lock_};
   size_t activations = measure_activation_bytes();
-  say("memory: activations %s per micro-batch (measured)\n", mib(double(activations)).c_str());
+  say("memory: activations %s peak per micro-batch (measured)\n", mib(double(activations)).c_str());
 
   const int64_t tokens_per_step = t.batch_size * config_.data.seq_len;
   const bool tty = isatty(fileno(stdout)) && comm_->world_size() == 1;
