@@ -29,7 +29,9 @@ Variable view(const Variable& x, const Shape& shape);
 // fused projection's weight [out, in].
 Variable rows(const Variable& x, int64_t begin, int64_t count);
 
-// y = x W^T (+ b): x [..., in], weight [out, in], bias [out] (optional); y [..., out].
+// y = x W^T (+ b): x [..., in], weight [out, in], bias [out] (optional); y [..., out]. When the
+// weight carries a bf16 copy (train.precision: bf16, Variable::bf16), its products take bf16
+// operands with float32 accumulation (x, dy converted once each) and y, dx, dW stay float32.
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias = {});
 
 // RMSNorm over the last dim: x [..., D], weight [D].

@@ -30,6 +30,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "cuda_emulation/counters.h"
 #include "emulation/internal.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -849,6 +850,7 @@ void submit(const LaunchConfig& config, std::vector<ArgBytes> args, std::shared_
     }
   }
   record_launch(config);
+  count(Count::kernel);
   L->keep = std::move(keep);
   L->thread = thread;
   L->data = launch_data;

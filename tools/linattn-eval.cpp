@@ -37,7 +37,7 @@ Args parse_args(int argc, char** argv) {
       "result equals the loss linattn-train printed at its last step; the evaluations during training\n"
       "read only the first data.val_tokens tokens (--tokens N repeats those).",
       "linattn-eval");
-  app.add_option("CKPT.h5", a.ckpt, "the checkpoint (linattn-train's .h5)");
+  app.add_option("CKPT.h5", a.ckpt, "the checkpoint (linattn-train's .h5), or a run folder: its newest intact checkpoint");
   app.add_option("--data", a.data,
                  "a folder written by linattn-data prepare (its *val*.bin split). Default: the run's data.path; a "
                  "relative one is looked for from the working directory, then from the checkpoint's folder and "
@@ -163,8 +163,9 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args args = parse_args(argc, argv);
+  Args args = parse_args(argc, argv);
   try {
+    args.ckpt = checkpoint_argument(args.ckpt, "linattn-eval");
     return run(args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-eval: error: %s\n", error_message(e).c_str());

@@ -33,7 +33,7 @@ Args parse_args(int argc, char** argv) {
       "  linattn-export CKPT.h5 OUT_DIR --format safetensors\n"
       "  linattn-export --list CKPT.h5",
       "linattn-export");
-  app.add_option("CKPT.h5", a.in, "the checkpoint (or, with --list, an export)");
+  app.add_option("CKPT.h5", a.in, "the checkpoint, or a run folder: its newest intact checkpoint (with --list: an export)");
   app.add_option("OUT", a.out, "OUT.h5, or the folder OUT_DIR of --format safetensors");
   app.add_option("--dtype", a.dtype, "the exported weights' type (default f32)")
       ->type_name("f32|f16|bf16")
@@ -190,9 +190,10 @@ int export_safetensors(const std::string& in_path, const std::string& out_dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args a = parse_args(argc, argv);
+  Args a = parse_args(argc, argv);
   try {
     if (a.list) return list(a.in);
+    a.in = checkpoint_argument(a.in, "linattn-export");
     return a.format == "safetensors" ? export_safetensors(a.in, a.out) : export_weights(a.in, a.out, a.dtype, a.force);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-export: error: %s\n", error_message(e).c_str());

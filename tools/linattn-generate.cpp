@@ -46,7 +46,8 @@ Args parse_args(int argc, char** argv) {
       "key/value cache per attention layer (docs/decoding.md). Every sample starts at a document start\n"
       "(an end-of-text token), as the training documents do.",
       "linattn-generate");
-  app.add_option("CKPT.h5", a.ckpt, "a checkpoint of linattn-train or an export of linattn-export");
+  app.add_option("CKPT.h5", a.ckpt, "a checkpoint of linattn-train or an export of linattn-export, or a run folder: "
+                 "its newest intact checkpoint");
   CLI::Option* prompt = app.add_option("--prompt", a.prompt, "the text to continue (default: none, a new document)")
                             ->type_name("TEXT");
   app.add_option("--prompt-file", a.prompt_file, "read the prompt from file F instead")->type_name("F")->excludes(prompt);
@@ -304,6 +305,7 @@ int run(Args a) {
 int main(int argc, char** argv) {
   Args args = parse_args(argc, argv);
   try {
+    args.ckpt = checkpoint_argument(args.ckpt, "linattn-generate");
     return run(std::move(args));
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -224,6 +224,18 @@ std::string latest_verified_checkpoint(const std::string& out_dir, std::vector<s
   return "";
 }
 
+std::string checkpoint_argument(const std::string& path, const std::string& tool) {
+  if (!fs::is_directory(fs::path(path) / "checkpoints")) return path;
+  std::vector<std::string> skipped;
+  const std::string newest = latest_verified_checkpoint(path, &skipped);
+  for (const std::string& s : skipped) std::fprintf(stderr, "%s: warning: skipped a damaged checkpoint: %s\n", tool.c_str(), s.c_str());
+  LINATTN_REQUIRE(!newest.empty(), path, ": a run folder with no intact checkpoint in ", path,
+                  "/checkpoints; give a checkpoint file (.h5), or train the run further (linattn-train --resume ",
+                  path, ")");
+  std::fprintf(stderr, "%s: %s: its newest checkpoint, %s\n", tool.c_str(), path.c_str(), newest.c_str());
+  return newest;
+}
+
 std::string checkpoint_config_text(const std::string& path) {
   H5File f(path, H5File::Mode::read);
   check_format(f);

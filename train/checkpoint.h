@@ -59,6 +59,11 @@ std::string checkpoint_problem(const std::string& path);
 // The newest checkpoint in RUN_DIR/checkpoints that reads back intact, or "" when there is none.
 // Each newer one passed over is added to `skipped` as "PATH: what is wrong with it".
 std::string latest_verified_checkpoint(const std::string& out_dir, std::vector<std::string>* skipped);
+// A tool's checkpoint argument (linattn-eval, -generate, -export): a run folder, one holding
+// checkpoints/, stands for its newest intact checkpoint, which is named on stderr with any newer
+// damaged one passed over; any other path is returned as given. A run folder without an intact
+// checkpoint is an error that says so.
+std::string checkpoint_argument(const std::string& path, const std::string& tool);
 // Deletes all but the newest `keep` checkpoints of the run.
 void prune_checkpoints(const std::string& out_dir, int64_t keep);
 

@@ -101,6 +101,14 @@ LaunchPlans sum_squares_plans(int64_t n) {
   return plans;
 }
 
+LaunchPlans step_loss_plans() { return {{"step_loss_kernel", {1}, {1}, 0}}; }
+
+LaunchPlans step_control_plans(int64_t n) {
+  LaunchPlans plans = sum_squares_plans(n);
+  plans.back().kernel = "step_control_kernel";
+  return plans;
+}
+
 LaunchPlans adamw_plans(int64_t n) {
   if (n == 0) return {};
   return {pointwise_plan("adamw_kernel", n)};

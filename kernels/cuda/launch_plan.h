@@ -71,7 +71,9 @@ LaunchPlans cross_entropy_backward_plans(int64_t N, int64_t V);
 inline constexpr int kSumSquaresThreads = 512;
 inline constexpr int kSumSquaresPartials = 1024;  // at most this many partial sums (and blocks)
 LaunchPlans sum_squares_plans(int64_t n);
-LaunchPlans adamw_plans(int64_t n);
+LaunchPlans step_loss_plans();  // one thread
+LaunchPlans step_control_plans(int64_t n);  // sum_squares' first pass, then one block
+LaunchPlans adamw_plans(int64_t n);  // one launch over the whole flat buffer
 
 // ---- embedding.cu ----
 LaunchPlans embedding_forward_plans(int64_t N, int64_t D);

@@ -250,6 +250,53 @@ TEST(Model, AWindowOfTwoDocumentsEqualsTheDocumentsRunAloneInFloat32) {
   }
 }
 
+// A step of the whole model (every mixer of the registry, then attention) in the freeing arena,
+// poisoned: a slice freed is filled with NaN, and so is every fresh block, so a value or gradient read
+// after its last holder let it go, or a gradient buffer read before its first write (a GEMM with
+// beta = 0), would show. The gradients equal those computed on the heap bit for bit, for two steps
+// (the second in the one merged block), and the step's peak is below three quarters of the sum of its
+// slices (about half, measured: the tiny model's mixers' `saved` buffers weigh much).
+TEST(Model, AStepInTheFreeingArenaEqualsTheHeapBitForBit) {
+  Config c = parse_config(R"(model:
+  vocab_size: 37
+  hidden_size: 32
+  num_heads: 2
+  chunk_size: 8
+)" + every_mixer_and("{mixer: attention, window_size: 5}") + R"(train: {max_steps: 1}
+)",
+                          "arena.yaml");
+  Model model(c.model, DType::f32);
+  model.params().initialize(4);
+  Rng rng(9);
+  Tensor ids = Tensor::empty({2, 24}, DType::i32), targets = Tensor::empty({2, 24}, DType::i32);
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    ids.data<int32_t>()[i] = int32_t(rng.below(37));
+    targets.data<int32_t>()[i] = int32_t(rng.below(37));
+  }
+  ids.data<int32_t>()[30] = 36;
+  const ops::Segments segments = ops::Segments::starting_at(ids, 36);  // a document starts inside row 1
+  model.params().zero_grad();
+  backward(model.loss(ids, targets, segments));
+  const Tensor heap = model.params().grads().all().clone();
+
+  Arena arena;
+  arena.poison_freed(true);
+  for (int step = 0; step < 2; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    model.params().zero_grad();
+    {
+      ArenaScope scope(arena);
+      backward(model.loss(ids, targets, segments));
+    }
+    EXPECT_EQ(testing::compare(model.params().grads().all(), heap).max_abs, 0.0);
+    EXPECT_EQ(arena.used(), 0u);  // the step left nothing behind
+    EXPECT_LT(4 * arena.high_water(), 3 * arena.allocated())
+        << "peak " << arena.high_water() << " bytes of " << arena.allocated() << " allocated";
+    arena.reset();
+    EXPECT_EQ(arena.blocks(), 1u);
+  }
+}
+
 // On a device without a mixer's kernels, the model names the first layer that cannot run there and
 // the backend entries it lacks; the layers whose kernels the backend table has pass (which those
 // are depends on the build).

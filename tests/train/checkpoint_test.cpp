@@ -56,6 +56,21 @@ TEST_F(Checkpoints, ResumeContinuesBitExactly) {
   EXPECT_EQ(rest.tokens, full.tokens);
 }
 
+// The tools take a run folder for its newest intact checkpoint; a damaged newer one is passed over,
+// and a folder with none is an error naming the folder. Any other path is left as given.
+TEST_F(Checkpoints, ARunFolderStandsForItsNewestIntactCheckpoint) {
+  Config c = testing::tiny_config(dir_, {"train.max_steps=4", "checkpoint.every=2", "checkpoint.keep_last=5"});
+  Trainer(c).run();
+  EXPECT_EQ(checkpoint_argument(dir_, "test"), checkpoint_path(dir_, 4));
+  EXPECT_EQ(checkpoint_argument(checkpoint_path(dir_, 2), "test"), checkpoint_path(dir_, 2));
+  EXPECT_EQ(checkpoint_argument(dir_ + "/no-such.h5", "test"), dir_ + "/no-such.h5");
+  std::ofstream(checkpoint_path(dir_, 6)) << "not a checkpoint";
+  EXPECT_EQ(checkpoint_argument(dir_, "test"), checkpoint_path(dir_, 4));
+  for (int step : {2, 4}) fs::remove(checkpoint_path(dir_, step));
+  const std::string error = error_of([&] { checkpoint_argument(dir_, "test"); });
+  EXPECT_NE(error.find(dir_ + ": a run folder with no intact checkpoint"), std::string::npos) << error;
+}
+
 // A checkpoint from before data.document_boundaries (every window one sequence then) resumes as
 // cross when the config does not set the key, whatever today's default; a config that sets it wins.
 TEST_F(Checkpoints, ACheckpointFromBeforeDocumentBoundariesResumesAcrossDocuments) {

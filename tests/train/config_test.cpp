@@ -295,6 +295,25 @@ TEST(Config, EmitParseRoundTrip) {
 
 // data.document_boundaries: reset by default on a token corpus, cross on request, anything else
 // refused at its position. (MQAR's default, cross: Config.MqarKeysRoundTrip.)
+TEST(Config, Recompute) {
+  EXPECT_EQ(parse_config(kBase, "t.yaml").train.recompute, ops::Recompute::none);
+  for (auto [name, mode] : {std::pair{"none", ops::Recompute::none}, {"selective", ops::Recompute::selective},
+                            {"full", ops::Recompute::full}}) {
+    Config c = parse_config(std::string(kBase) + "  recompute: " + name + "\n", "t.yaml");
+    EXPECT_EQ(c.train.recompute, mode) << name;
+    EXPECT_EQ(parse_config(c.text, "emitted.yaml").train.recompute, mode) << name;
+    EXPECT_EQ(parse_config(kBase, "t.yaml", {std::string("train.recompute=") + name}).train.recompute, mode) << name;
+  }
+  std::string msg = config_error(std::string(kBase) + "  recompute: partial\n");
+  EXPECT_NE(msg.find("test.yaml:7:14: 'recompute' must be none (keep what backward reads), selective (recompute the "
+                     "norms, SwiGLUs, gates and mixer cores) or full (keep each block's input only, replay the block), "
+                     "got 'partial'"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(config_error(kBase, {"train.recompute=true"}).rfind("--set train.recompute=true: 'recompute' must be none", 0),
+            0u);
+}
+
 TEST(Config, DocumentBoundaries) {
   EXPECT_EQ(parse_config(kBase, "t.yaml").data.document_boundaries, DocumentBoundaries::reset);
   Config c = parse_config(std::string(kBase) + "data:\n  document_boundaries: cross\n", "t.yaml");
