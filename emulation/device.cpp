@@ -444,7 +444,7 @@ constexpr unsigned char kGuardByte = 0xA5;
 // One block at a time in the whole process: __shared__ variables are function-local statics.
 std::mutex g_kernel_mutex;
 
-// Which launches run under both thread orders (LINATTN_EMULATION_CHECK): "every" launch; "first"
+// Which launches run under both schedules (LINATTN_EMULATION_CHECK): "every" launch; "first"
 // (the default) the first kFirstChecked launches of each configuration (kernel, grid, block, shared
 // bytes), so a training loop that repeats its launches pays for the check only in its first steps;
 // "off" none.
