@@ -18,8 +18,10 @@ Model::Model(const ModelConfig& c, DType dtype) : config_(c) {
     b.attn_norm = RMSNorm(params_, prefix + ".attn_norm", c.hidden_size, c.norm_eps);
     const LayerSpec& spec = c.layers[size_t(i)];
     b.attn = mixer_descriptor(spec.mixer).make(params_, prefix + ".attn", c, spec, std, out_std);
-    b.mlp_norm = RMSNorm(params_, prefix + ".mlp_norm", c.hidden_size, c.norm_eps);
-    b.mlp = MLP(params_, prefix + ".mlp", c.hidden_size, c.resolved_intermediate_size(), std, out_std);
+    if (c.mlp == Mlp::swiglu) {
+      b.mlp_norm = RMSNorm(params_, prefix + ".mlp_norm", c.hidden_size, c.norm_eps);
+      b.mlp = MLP(params_, prefix + ".mlp", c.hidden_size, c.resolved_intermediate_size(), std, out_std);
+    }
     blocks_.push_back(std::move(b));
   }
   norm_ = RMSNorm(params_, "model.norm", c.hidden_size, c.norm_eps);
@@ -42,7 +44,7 @@ Variable Model::body(const Tensor& ids, std::vector<MixerState>* states, int64_t
     const Block& b = blocks_[i];
     Variable h = b.attn_norm(params_, x);
     x = ops::add(x, states ? b.attn->decode(params_, h, (*states)[i], pos) : b.attn->forward(params_, h, segments));
-    x = ops::add(x, b.mlp(params_, b.mlp_norm(params_, x)));
+    if (config_.mlp == Mlp::swiglu) x = ops::add(x, b.mlp(params_, b.mlp_norm(params_, x)));
   }
   return x;
 }
@@ -90,7 +92,8 @@ std::string Model::summary() const {
   }
   std::ostringstream os;
   os << "model: " << config_.num_hidden_layers << " layers, hidden " << config_.hidden_size << ", heads "
-     << config_.num_heads << ", vocab " << config_.vocab_size << ", mixers:";
+     << config_.num_heads << ", vocab " << config_.vocab_size
+     << (config_.mlp == Mlp::none ? ", no MLP" : "") << ", mixers:";
   std::string sep = " ";
   for (auto& [k, n] : kinds) os << sep << n << "x " << k, sep = ", ";
   os << "\nlayers:";
