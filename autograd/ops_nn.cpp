@@ -95,13 +95,17 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   return out;
 }
 
-Variable rmsnorm(const Variable& x, const Variable& weight, double eps) {
+Variable rmsnorm(const Variable& x, const Variable& weight, double eps, int64_t groups) {
   check_inputs("rmsnorm", {&x, &weight});
   const int64_t D = x.shape().last(), N = x.shape().rows();
   LINATTN_CHECK(weight.shape() == Shape{D}, "rmsnorm: weight ", weight.value().str(), " does not match input ",
                 x.value().str(), " (expected [", D, "])");
+  LINATTN_CHECK(groups >= 1 && D % groups == 0, "rmsnorm: ", groups, " groups do not split the last dim ", D,
+                " of ", x.value().str());
   Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
-  Tensor rstd = Tensor::scratch({N}, x.dtype(), x.device());
+  // One rstd per group of each row: its shape tells the kernels the groups (kernels/backend.def).
+  Tensor rstd = groups == 1 ? Tensor::scratch({N}, x.dtype(), x.device())
+                            : Tensor::scratch({N, groups}, x.dtype(), x.device());
   backend::rmsnorm_forward(x.device(), y, rstd, x.value(), weight.value(), eps);
   Variable out(y, needs_grad({&x, &weight}));
   if (out.requires_grad())

@@ -19,8 +19,10 @@ Model::Model(const ModelConfig& c, DType dtype) : config_(c) {
     b.attn_norm = RMSNorm(params_, prefix + ".attn_norm", c.hidden_size, c.norm_eps);
     const LayerSpec& spec = c.layers[size_t(i)];
     b.attn = mixer_descriptor(spec.mixer).make(params_, prefix + ".attn", c, spec, std, out_std);
-    b.mlp_norm = RMSNorm(params_, prefix + ".mlp_norm", c.hidden_size, c.norm_eps);
-    b.mlp = MLP(params_, prefix + ".mlp", c.hidden_size, c.resolved_intermediate_size(), std, out_std);
+    if (c.mlp == Mlp::swiglu) {
+      b.mlp_norm = RMSNorm(params_, prefix + ".mlp_norm", c.hidden_size, c.norm_eps);
+      b.mlp = MLP(params_, prefix + ".mlp", c.hidden_size, c.resolved_intermediate_size(), std, out_std);
+    }
     b.end_param = int(params_.size());
     blocks_.push_back(std::move(b));
   }
@@ -72,6 +74,7 @@ Variable Model::block(const Block& b, const Variable& x, MixerState* state, int6
                       const ops::Segments& segments) const {
   Variable h = b.attn_norm(params_, x);
   Variable r = ops::add(x, state ? b.attn->decode(params_, h, *state, pos) : b.attn->forward(params_, h, segments));
+  if (config_.mlp != Mlp::swiglu) return r;  // model.mlp: none: norm + mixer only (fla's Mamba2 block)
   return ops::add(r, b.mlp(params_, b.mlp_norm(params_, r)));
 }
 
@@ -118,7 +121,8 @@ std::string Model::summary() const {
   }
   std::ostringstream os;
   os << "model: " << config_.num_hidden_layers << " layers, hidden " << config_.hidden_size << ", heads "
-     << config_.num_heads << ", vocab " << config_.vocab_size << ", mixers:";
+     << config_.num_heads << ", vocab " << config_.vocab_size
+     << (config_.mlp == Mlp::none ? ", no MLP" : "") << ", mixers:";
   std::string sep = " ";
   for (auto& [k, n] : kinds) os << sep << n << "x " << k, sep = ", ";
   os << "\nlayers:";

@@ -1,4 +1,5 @@
-// The language model: embeddings, pre-norm blocks (mixer and SwiGLU MLP), final norm, LM head.
+// The language model: embeddings, pre-norm blocks (mixer and SwiGLU MLP, or the mixer alone with
+// mlp: none), final norm, LM head.
 #pragma once
 
 #include <memory>
@@ -50,7 +51,7 @@ class Model {
   Variable head(const Variable& x) const;
 
   struct Block {
-    RMSNorm attn_norm, mlp_norm;
+    RMSNorm attn_norm, mlp_norm;  // mlp_norm and mlp: unset (no parameters) with mlp: none
     std::unique_ptr<MixerLayer> attn;
     MLP mlp;
     int first_param = 0, end_param = 0;  // its parameters' ids: [first_param, end_param)

@@ -7,6 +7,7 @@
 namespace linattn {
 
 int64_t ModelConfig::resolved_intermediate_size() const {
+  if (mlp == Mlp::none) return 0;
   if (intermediate_size > 0) return intermediate_size;
   int64_t raw = int64_t(std::ceil(hidden_ratio * double(hidden_size) * 2.0 / 3.0));
   return (raw + 255) / 256 * 256;

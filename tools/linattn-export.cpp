@@ -155,14 +155,15 @@ int export_safetensors(const std::string& in_path, const std::string& out_dir) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (size_t i = 0; i < p.size(); ++i) {
     const Tensor& t = p.values()[int(i)];
-    tensors.emplace_back(p.name(int(i)), t.view(fla_shape(p.name(int(i)), t.shape())));
+    for (const std::string& name : fla_names(config.model, p.name(int(i))))
+      tensors.emplace_back(name, t.view(fla_shape(name, t.shape())));
   }
   fs::create_directories(out_dir);
   const std::string weights = (fs::path(out_dir) / "model.safetensors").string();
   const std::string config_json = (fs::path(out_dir) / "config.json").string();
   data::write_safetensors(weights, tensors,
                           {{"format", "pt"}, {"linattn_config", config.text}, {"step", std::to_string(state.step)}});
-  std::printf("linattn-export: %zu tensors (%lld parameters, f32) from step %lld to %s\n", p.size(),
+  std::printf("linattn-export: %zu tensors (%lld parameters, f32) from step %lld to %s\n", tensors.size(),
               (long long)p.count(), (long long)state.step, weights.c_str());
   FlaConfig fla = fla_config(config.model);
   if (!fla.problems.empty()) {

@@ -34,6 +34,9 @@ double emitted_expand_k(const ModelConfig& m) {
   return common.value_or(m.expand_k);
 }
 
+bool with_mlp(const ModelConfig& m) { return m.mlp != Mlp::none; }
+bool without_mlp(const ModelConfig& m) { return m.mlp == Mlp::none; }
+
 std::vector<ConfigKey<M>> general_model_keys() {
   return {
       config_key("vocab_size", &M::vocab_size,
@@ -56,15 +59,24 @@ std::vector<ConfigKey<M>> general_model_keys() {
           .shown("-1 (mixer default)")
           .writes(emitted_expand_k),
       config_key("expand_v", &M::expand_v, "value dim = `expand_v * hidden_size`").range(0, true, kMaxExpand, false),
+      config_choice("mlp", &M::mlp,
+                    {{Mlp::swiglu, {"swiglu", "down(silu(gate(x)) * up(x)) after every mixer"}},
+                     {Mlp::none, {"none", "blocks of norm + mixer only"}}},
+                    "the MLP of every block: `swiglu` (`down(silu(gate(x)) * up(x))`, sized by `hidden_ratio` or "
+                    "`intermediate_size`), or `none`: blocks of norm + mixer only, as in fla's and mamba_ssm's "
+                    "Mamba2 (`hidden_ratio` and `intermediate_size` are then ignored, and config.yaml leaves them out)")
+          .written_only_if(without_mlp),
       config_key("hidden_ratio", &M::hidden_ratio,
                  "MLP intermediate size = `hidden_ratio * hidden_size * 2/3`, rounded up to a multiple of 256")
-          .range(0, true, kMaxExpand, false),
+          .range(0, true, kMaxExpand, false)
+          .written_only_if(with_mlp),
       config_key("intermediate_size", &M::intermediate_size,
                  "the MLP intermediate size, when given (0: from `hidden_ratio`; config.yaml has the size used)")
           .in(0, kMaxExpand * kMaxWidth)
           .note("0 = derived")
           .shown("0 (derived)")
-          .writes([](const M& m) -> ConfigValue { return m.resolved_intermediate_size(); }),
+          .writes([](const M& m) -> ConfigValue { return m.resolved_intermediate_size(); })
+          .written_only_if(with_mlp),
       config_key("norm_eps", &M::norm_eps, "RMSNorm epsilon").positive(),
       config_key("tie_word_embeddings", &M::tie_word_embeddings, "share the embedding matrix with the LM head"),
       config_key("initializer_range", &M::initializer_range,

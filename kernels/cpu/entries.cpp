@@ -29,6 +29,9 @@ T* ptr(In t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
+// rmsnorm's groups per row: rstd holds one value per group of each of x's rows (backend.def).
+int64_t norm_groups(In x, In rstd) { return x.shape().rows() ? rstd.numel() / x.shape().rows() : 1; }
+
 // Calls f(T{}) for the floating type of t (see dispatch_float).
 template <class F>
 decltype(auto) floating(In t, F&& f) {
@@ -176,7 +179,7 @@ void rmsnorm_forward(In y, In rstd, In x, In w, double eps) {
   floating(x, [&](auto zero) {
     using T = decltype(zero);
     cpu::rmsnorm_forward(y.data<T>(), rstd.data<T>(), x.data<T>(), w.data<T>(), x.shape().rows(), x.shape().last(),
-                         T(eps));
+                         T(eps), norm_groups(x, rstd));
   });
 }
 
@@ -184,7 +187,7 @@ void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy) {
   floating(x, [&](auto zero) {
     using T = decltype(zero);
     cpu::rmsnorm_backward(dx.data<T>(), ptr<T>(dw), x.data<T>(), w.data<T>(), rstd.data<T>(), dy.data<T>(),
-                          x.shape().rows(), x.shape().last());
+                          x.shape().rows(), x.shape().last(), norm_groups(x, rstd));
   });
 }
 

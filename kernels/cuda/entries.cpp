@@ -39,6 +39,9 @@ void require_f32(const char* op, In t) {
 // A bf16 tensor's data as the bit patterns the kernels take.
 uint16_t* bf16_bits(In t) { return reinterpret_cast<uint16_t*>(t.data<bfloat16>()); }
 
+// rmsnorm's groups per row: rstd holds one value per group of each of x's rows (backend.def).
+int64_t norm_groups(In x, In rstd) { return x.shape().rows() ? rstd.numel() / x.shape().rows() : 1; }
+
 }  // namespace
 
 void add(In y, In a, In b) {
@@ -153,12 +156,14 @@ void bias_backward(In dbias, In dy) {
 
 void rmsnorm_forward(In y, In rstd, In x, In w, double eps) {
   require_f32("rmsnorm", x);
-  cuda::rmsnorm_forward(f32(y), f32(rstd), f32(x), f32(w), x.shape().rows(), x.shape().last(), float(eps));
+  cuda::rmsnorm_forward(f32(y), f32(rstd), f32(x), f32(w), x.shape().rows(), x.shape().last(), float(eps),
+                        norm_groups(x, rstd));
 }
 
 void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy) {
   require_f32("rmsnorm", x);
-  cuda::rmsnorm_backward(f32(dx), f32(dw), f32(x), f32(w), f32(rstd), f32(dy), x.shape().rows(), x.shape().last());
+  cuda::rmsnorm_backward(f32(dx), f32(dw), f32(x), f32(w), f32(rstd), f32(dy), x.shape().rows(), x.shape().last(),
+                         norm_groups(x, rstd));
 }
 
 void l2norm_forward(In y, In r, In x, double eps) {

@@ -52,14 +52,14 @@ LaunchPlan norm_rows_plan(const std::string& kernel, int64_t N) {
   return {kernel, {ceil_div(N, kNormRows)}, {kNormRows * 32}, 0};
 }
 
-LaunchPlans rmsnorm_forward_plans(int64_t N, int64_t D) {
+LaunchPlans rmsnorm_forward_plans(int64_t N, int64_t D, int64_t G) {
   if (N == 0) return {};
-  return {norm_rows_plan("rmsnorm_forward_kernel", N)};
+  return {norm_rows_plan("rmsnorm_forward_kernel", N * G)};  // a warp per group of a row
 }
 
-LaunchPlans rmsnorm_backward_plans(int64_t N, int64_t D, bool weight_grad) {
+LaunchPlans rmsnorm_backward_plans(int64_t N, int64_t D, bool weight_grad, int64_t G) {
   if (N == 0 || D == 0) return {};
-  LaunchPlans plans{norm_rows_plan("rmsnorm_dx_kernel", N)};
+  LaunchPlans plans{norm_rows_plan("rmsnorm_dx_kernel", N * G)};
   if (!weight_grad) return plans;
   const RowChunks chunks = row_chunks(N, ceil_div(D, 32), D);
   plans.push_back(column_sums_plan("rmsnorm_dw_kernel", D, chunks));

@@ -332,6 +332,26 @@ TEST(Config, DocumentBoundaries) {
   EXPECT_EQ(parse_config(upgrade_saved_config(old_text), "ckpt").data.document_boundaries, DocumentBoundaries::cross);
 }
 
+// model.mlp: swiglu by default (config.yaml then reads as before: no mlp key); none written back,
+// without the MLP's sizes, which it ignores; anything else refused at its position.
+TEST(Config, MlpNoneLeavesOutTheMLPSizes) {
+  const Config swiglu = parse_config(kBase, "t.yaml");
+  EXPECT_EQ(swiglu.model.mlp, Mlp::swiglu);
+  EXPECT_EQ(swiglu.text.find("mlp:"), std::string::npos) << swiglu.text;
+  EXPECT_NE(swiglu.text.find("intermediate_size: 256"), std::string::npos) << swiglu.text;
+  // Switched off on top of a written config (a sweep over mlp): the sizes there are ignored.
+  const Config none = parse_config(swiglu.text, "emitted.yaml", {"model.mlp=none"});
+  EXPECT_EQ(none.model.mlp, Mlp::none);
+  EXPECT_EQ(none.model.resolved_intermediate_size(), 0);
+  EXPECT_NE(none.text.find("  mlp: none\n"), std::string::npos) << none.text;
+  EXPECT_EQ(none.text.find("intermediate_size"), std::string::npos) << none.text;
+  EXPECT_EQ(none.text.find("hidden_ratio"), std::string::npos) << none.text;
+  EXPECT_EQ(parse_config(none.text, "again.yaml").text, none.text);
+  const std::string msg = config_error("model:\n  mlp: gelu\ntrain: {max_steps: 1}\n");
+  EXPECT_EQ(msg, "test.yaml:2:8: 'mlp' must be swiglu (down(silu(gate(x)) * up(x)) after every mixer) or none "
+                 "(blocks of norm + mixer only), got 'gelu'");
+}
+
 TEST(Config, SyntaxErrorHasALine) {
   std::string msg = config_error("model:\n  hidden_size: [1, 2\ntrain: {}\n");
   EXPECT_NE(msg.find("test.yaml:"), std::string::npos) << msg;
