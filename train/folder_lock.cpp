@@ -49,20 +49,26 @@ std::string folder_lock_path(const std::string& dir) { return (fs::path(dir) / "
 
 std::string folder_write_problem(const std::string& dir) {
   fs::path at = dir.empty() ? fs::path(".") : fs::path(dir);
+  auto quoted = [](const fs::path& p) {
+    std::string q = "'";
+    q += p.string();
+    return q += "'";
+  };
   // Up to the nearest path that exists: the folder itself, or the one it would be created in.
   for (;;) {
     std::error_code ec;
     const fs::file_status st = fs::status(at, ec);
-    if (ec && ec != std::errc::no_such_file_or_directory)
-      return "cannot look at '" + at.string() + "' (" + ec.message() + ")";
+    // ENOTDIR: a file on the way ("afile/sub"), found as the walk goes up.
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+      return "cannot look at " + quoted(at) + " (" + ec.message() + ")";
     if (fs::exists(st)) {
-      if (!fs::is_directory(st)) return "'" + at.string() + "' is a file, not a folder";
+      if (!fs::is_directory(st)) return quoted(at) + " is a file, not a folder";
       break;
     }
     at = at.has_parent_path() ? at.parent_path() : fs::path(".");  // "new": created in the working folder
   }
   if (::access(at.c_str(), W_OK | X_OK) != 0)
-    return "'" + at.string() + "' is not writable (" + std::strerror(errno) + ")";
+    return quoted(at) + " is not writable (" + std::strerror(errno) + ")";
   return "";
 }
 

@@ -250,7 +250,7 @@ TEST_F(SweepFile, BadTuneAndSeedsAreNamedAtTheirLine) {
   // Values that differ stay apart, also as text that reads as one number's neighbour.
   EXPECT_EQ(load(head + "seeds: [9007199254740991, 9007199254740992]\n").runs.size(), 2u);
   EXPECT_EQ(error(head + "tune: {train.lr: [1.0e-3, \"0.001\"]}\n"),
-            p + ":3:27: tune 'train.lr' lists \"0.001\", the same value as 1.0e-3; remove one");
+            p + ":3:27: tune 'train.lr' lists 0.001, the same value as 1.0e-3; remove one");
   // What the search sets, nothing else sets.
   EXPECT_EQ(error(head + "set: {train.lr: 1.0e-3}\ntune: {train.lr: [1.0e-3, 3.0e-3]}\n"),
             p + ":4:19: 'train.lr' is tuned, and set (" + p + ":3:17) sets it too: remove one of them");

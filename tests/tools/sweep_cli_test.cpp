@@ -396,12 +396,15 @@ TEST_F(SweepCommand, AnOutDirThatIsAFileIsNamedByTheDryRun) {
   const testing::CommandResult r = sweep(file + " --dry-run");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find(file + ":2:10: out_dir '" + out().string() + "' is a file"), std::string::npos) << r.output;
-  // A folder inside that file, from --out or from out_dir, cannot be created: each run would fail.
-  const std::string inside = (out() / "sub").string();
+  // A folder inside a file, from --out or from out_dir, cannot be created: each run would fail.
+  const fs::path afile = dir_ / "afile";
+  std::ofstream(afile) << "a file";
+  const std::string inside = (afile / "sub").string();
+  fs::remove(out());
   for (const char* args : {" --dry-run", ""}) {
     testing::CommandResult o = sweep(file + " --out " + inside + args);
     EXPECT_EQ(o.status, 1) << o.output;
-    EXPECT_NE(o.output.find("linattn-sweep: error: --out '" + inside + "' cannot be written: '" + out().string() +
+    EXPECT_NE(o.output.find("linattn-sweep: error: --out '" + inside + "' cannot be written: '" + afile.string() +
                             "' is a file, not a folder; give another folder for the sweep's runs and results"),
               std::string::npos)
         << o.output;

@@ -238,8 +238,8 @@ TEST(Config, SizesAreBoundedAndNamed) {
   EXPECT_EQ(config_error(kBase, {"train.seed=9007199254740993"}),
             "--set train.seed=9007199254740993: 'seed' is too large: 9007199254740993 (at most 2^53 = "
             "9007199254740992)");
-  EXPECT_EQ(config_error("train:\n  seed: 9007199254740993\n"),
-            "test.yaml:2:9: 'seed' is too large: 9007199254740993 (at most 2^53 = 9007199254740992)");
+  EXPECT_EQ(config_error("train:\n  max_steps: 1\n  seed: 9007199254740993\n"),
+            "test.yaml:3:9: 'seed' is too large: 9007199254740993 (at most 2^53 = 9007199254740992)");
   EXPECT_EQ(config_error(kBase, {"train.seed=4503599627370496.5"}),
             "--set train.seed=4503599627370496.5: 'seed' must be a whole number, got 4503599627370496.5");
   EXPECT_EQ(parse_config(kBase, "t.yaml", {"train.seed=9007199254740992"}).train.seed, 9007199254740992u);
