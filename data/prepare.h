@@ -38,6 +38,9 @@ struct PrepareResult {
   bool has_val = false;
   ShardInfo val;
   double seconds = 0;
+  // Inputs that look like binary files, not text: "PATH: 61% of its bytes are ...". They are
+  // prepared as given (the byte tokenizer reads any bytes); the tool warns.
+  std::vector<std::string> warnings;
 };
 
 // The documents of the inputs, in order: each file as given, each folder's files sorted by path.

@@ -54,7 +54,8 @@ void resolve_layers(ModelConfig& c, const std::optional<AttnBlock>& attn,
   if (layers) {
     if (int64_t(layers->size()) != L)
       throw ScheduleError("layers", "'layers' has " + std::to_string(layers->size()) +
-                                        " entries but num_hidden_layers is " + std::to_string(L));
+                                        (layers->size() == 1 ? " entry" : " entries") + " but num_hidden_layers is " +
+                                        std::to_string(L));
     c.layers = *layers;
   }
   // Attention splits hidden_size into its heads (checked with num_heads); the linear mixers split

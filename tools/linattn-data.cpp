@@ -66,12 +66,14 @@ int cmd_prepare(const Args& a) {
   const PrepareResult r = prepare(o);
   if (a.quiet) return 0;
   if (tty) std::fprintf(stderr, "\n");
+  for (const std::string& w : r.warnings) std::fprintf(stderr, "linattn-data prepare: warning: %s\n", w.c_str());
   auto describe = [](const char* split, const ShardInfo& s) {
-    std::printf("%-5s %s: %s documents, %s text bytes, %s tokens (%.3f bytes/token)\n", split, s.path.c_str(),
-                with_commas(s.document_count).c_str(), with_commas(s.text_bytes).c_str(),
+    std::printf("%-5s %s: %s document%s, %s text bytes, %s tokens (%.3f bytes/token)\n", split, s.path.c_str(),
+                with_commas(s.document_count).c_str(), s.document_count == 1 ? "" : "s", with_commas(s.text_bytes).c_str(),
                 with_commas(s.token_count).c_str(), double(s.text_bytes) / double(std::max<uint64_t>(1, s.token_count)));
   };
-  std::printf("prepared %zu documents with the %s tokenizer in %.1f s\n", r.documents.size(), a.tokenizer.c_str(),
+  std::printf("prepared %s with the %s tokenizer in %.1f s\n",
+              cli::counted((long long)r.documents.size(), "document").c_str(), a.tokenizer.c_str(),
               r.seconds);
   describe("train", r.train);
   if (r.has_val) describe("val", r.val);

@@ -22,7 +22,7 @@ using namespace linattn;
 namespace fs = std::filesystem;
 
 struct Args {
-  std::string ckpt, data, tokenizer, boundaries;
+  std::string ckpt, data, tokenizer, boundaries, gpt2_dir;
   std::vector<std::string> texts;
   std::optional<int64_t> tokens, seq_len, batch, threads;
 };
@@ -51,6 +51,10 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--tokenizer", a.tokenizer, "the tokenizer for --text when the run's data folder is not at hand")
       ->type_name("bytes|gpt2")
       ->check(cli::one_of({"bytes", "gpt2"}));
+  app.add_option("--gpt2-dir", a.gpt2_dir,
+                 "the folder of GPT-2's tokenizer files for --text (encoder.json + vocab.bpe, or vocab.json + "
+                 "merges.txt); default $LINATTN_GPT2_DIR, else the one scripts/fetch-data fills")
+      ->type_name("DIR");
   app.add_option("--tokens", a.tokens, "evaluate the first N tokens (default 0: all of them)")
       ->type_name("N")
       ->check(cli::whole_number(0, INT64_MAX));
@@ -109,6 +113,7 @@ std::shared_ptr<const data::Dataset> open_data(const Args& a, const Config& conf
   }
   data::PrepareOptions po;
   po.inputs = a.texts;
+  po.gpt2_dir = a.gpt2_dir;
   // By default the run's tokenizer: the one its data was prepared with.
   po.tokenizer = !a.tokenizer.empty()
                      ? a.tokenizer
@@ -137,7 +142,11 @@ int run(const Args& a) {
   const int64_t rows = a.batch                          ? *a.batch
                        : config.train.micro_batch_size ? config.train.micro_batch_size
                                                        : config.train.batch_size;
-  if (config.data.source == "mqar" && a.data.empty() && a.texts.empty()) {
+  LINATTN_REQUIRE(config.data.source != "mqar" || (a.data.empty() && a.texts.empty()), a.ckpt,
+                  ": an MQAR model (data.source: mqar) reads no text: its vocabulary is MQAR's keys and values "
+                  "(docs/mqar.md). Leave out ", a.texts.empty() ? "--data" : "--text",
+                  ": it is then evaluated on its run's MQAR validation examples (loss and recall accuracy)");
+  if (config.data.source == "mqar") {
     evaluate_mqar(model, config, a.ckpt, state.step, rows);
     return 0;
   }

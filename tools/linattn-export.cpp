@@ -109,6 +109,10 @@ std::optional<int64_t> checkpoint_at(const std::string& path) {
 }
 
 int export_weights(const std::string& in_path, const std::string& out_path, const std::string& dtype, bool force) {
+  // Before the export is written: the rename onto a folder would fail only at the end.
+  LINATTN_REQUIRE(!std::filesystem::is_directory(out_path), "'", out_path, "' is a folder: give the file to write, "
+                  "e.g. ", (std::filesystem::path(out_path) / "weights.h5").string(), " (or --format safetensors, "
+                  "which writes model.safetensors and config.json into a folder)");
   std::error_code ec;
   LINATTN_REQUIRE(!std::filesystem::equivalent(in_path, out_path, ec), "'", out_path, "' is the checkpoint '",
                   in_path, "' itself: writing the export there would replace the checkpoint (and its training "

@@ -206,6 +206,9 @@ void check_length(const Config& config, int64_t prompt_tokens, int64_t new_token
 class Output {
  public:
   explicit Output(std::string stop) : stop_(std::move(stop)) {}
+  // The prompt, first: printed by the same rule as the new text (bytes that are no UTF-8 become
+  // U+FFFD; a character the new text completes is printed whole), and never searched for the stop text.
+  void echo(std::string_view prompt) { write(utf8_.push(prompt)); }
   // Adds a token's bytes; returns true when the stop text has appeared (the sample ends).
   bool add(std::string_view bytes) {
     text_ += bytes;
@@ -245,8 +248,8 @@ struct Timing {
 void write_sample(Decoder& decoder, const Tensor& prompt_ids, const data::Tokenizer& tok, const Args& a, Rng& rng,
                   int prefill_threads, Timing& timing) {
   using Clock = std::chrono::steady_clock;
-  Output::write(a.prompt);
   Output out(a.stop);
+  out.echo(a.prompt);
   auto t0 = Clock::now();
   decoder.reset();
   omp_set_num_threads(prefill_threads);

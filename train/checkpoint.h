@@ -21,6 +21,11 @@ struct TrainState {
   int64_t tokens = 0;        // training tokens consumed
   double elapsed = 0;        // seconds of training so far (for max_time)
   double best_val_loss = 0;  // NaN when not evaluated yet
+  // The steps since the last logged one (train.log_every), whose mean loss the next log line shows:
+  // kept so that a resumed run logs the loss the uninterrupted run did.
+  double log_loss_sum = 0;     // their losses, summed
+  int64_t log_steps = 0;       // how many (skipped steps not counted)
+  double log_seconds = 0;      // their time (for tokens/s)
   data::SamplerState sampler;
 };
 

@@ -269,7 +269,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
     root = YAML::Load(yaml_text);
   } catch (const YAML::ParserException& e) {
     throw Error(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                ": YAML syntax error: " + e.msg);
+                ": YAML syntax error: " + e.msg + yaml_tab_hint(yaml_text, e.mark.line));
   }
   LINATTN_REQUIRE(!root.IsNull(), source,
                   " is empty: a config has the sections model, data, train, checkpoint and distributed; start "

@@ -143,8 +143,9 @@ size_t init_from(const std::string& path_in, Model& model, const std::string& co
   if (!non_finite.empty()) {
     std::string list;
     for (const std::string& s : non_finite) list += "\n  " + s;
-    LINATTN_REQUIRE(false, "--init-from ", path, ": ", non_finite.size(), " tensor", non_finite.size() == 1 ? "" : "s",
-                    " hold NaN or infinite values; nothing was trained:", list,
+    LINATTN_REQUIRE(false, "--init-from ", path, ": ", non_finite.size(),
+                    non_finite.size() == 1 ? " tensor holds" : " tensors hold", " NaN or infinite values; nothing was "
+                    "trained:", list,
                     "\nthe weights come from a run that diverged: start from an earlier checkpoint of it");
   }
   for (size_t i = 0; i < p.size(); ++i) p.values()[int(i)].copy_from(weights[i]);

@@ -158,6 +158,13 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   LINATTN_REQUIRE(!std::filesystem::exists(t.out_dir) || std::filesystem::is_directory(t.out_dir), "the run folder '",
                   t.out_dir, "' is a file: give a folder with --out DIR (or train.out_dir); one that does not exist "
                   "is created");
+  // Before the data and the model: a run folder that cannot be written would fail only at its first
+  // record. Rank 0 alone writes there.
+  if (comm_->is_root()) {
+    const std::string problem = folder_write_problem(t.out_dir);
+    LINATTN_REQUIRE(problem.empty(), "the run folder '", t.out_dir, "' cannot be written: ", problem,
+                    "; give another folder with --out DIR (or train.out_dir)");
+  }
   if (t.threads > 0) omp_set_num_threads(int(t.threads));
   // Ranks sharing a machine share its cores.
   else if (comm_->local_size() > 1) omp_set_num_threads(std::max(1, omp_get_num_procs() / comm_->local_size()));
@@ -574,12 +581,17 @@ TrainSummary Trainer::run() {
     return start_.elapsed + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
            eval_seconds;
   };
+  // The steps since the last log line; a resumed run's first window started before its checkpoint.
+  LogWindow window{start_.log_seconds, start_.log_loss_sum, start_.log_steps};
   auto state_now = [&](int64_t step) {
     TrainState s;
     s.step = step;
     s.tokens = summary.tokens;
     s.elapsed = elapsed();
     s.best_val_loss = std::isfinite(summary.best.loss) ? summary.best.loss : NAN;
+    s.log_loss_sum = window.loss;
+    s.log_steps = window.steps;
+    s.log_seconds = window.seconds;
     s.sampler = loader_->state();
     return s;
   };
@@ -592,7 +604,6 @@ TrainSummary Trainer::run() {
     }
   };
   int64_t bad_in_row = 0, saved_step = -1;
-  LogWindow window;
 
   int64_t step = start_.step;
   for (;; ++step) {
@@ -615,8 +626,8 @@ TrainSummary Trainer::run() {
       ++bad_in_row;
       LINATTN_REQUIRE(bad_in_row < t.max_bad_steps, "stopping: ",
                     bad_in_row == 1 ? std::string("a step") : std::to_string(bad_in_row) + " steps in a row",
-                    " had a non-finite loss or gradient norm. The model diverged: lower train.lr (",
-                    config_.where("train.lr"), ") or raise train.warmup_steps, and check the data");
+                    " had a non-finite loss or gradient norm. The model diverged: lower train.lr (now ", t.lr,
+                    ", from ", config_.where("train.lr"), ") or raise train.warmup_steps, and check the data");
       continue;
     }
     bad_in_row = 0;
