@@ -52,7 +52,7 @@ Variable pointwise(const Variable& x, double (*f)(double), double (*df)(double))
   });
   Variable out(x.device() == Device::cpu ? y : y.to(x.device()), needs_grad({&x}));
   if (out.requires_grad())
-    record({&x}, [x, out, xs, df] {
+    record({&x}, [x = x.without_value(), out = out.without_value(), xs, df] {
       if (!out.grad().defined()) return;
       const Tensor dy = out.grad().device() == Device::cpu ? out.grad() : out.grad().to(Device::cpu);
       Tensor dx = Tensor::empty(xs.shape(), xs.dtype());

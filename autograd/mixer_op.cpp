@@ -78,8 +78,18 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
   entries.forward(dev, r);
   const bool rg = needs_grad(inputs);
   MixerOutput out{Variable(r.o, rg), Variable(r.ht, rg), normalize ? Variable(r.zt, rg) : Variable()};
-  if (rg)
-    record(inputs, [r, table, in, out, &backward = entries.backward, dev] {
+  if (rg) {
+    // Saved: the inputs' values and `saved`; the outputs only where a backward reads them (o of the
+    // normalized form, which the CUDA backward divides again). The inputs and outputs are kept for
+    // their gradients only.
+    backend::MixerArgs kept = r;
+    kept.ht = Tensor(), kept.zt = Tensor();
+    if (!normalize) kept.o = Tensor();
+    const MixerVars grads{in.q.without_value(),    in.k.without_value(),    in.v.without_value(),
+                          in.gate.without_value(), in.decay.without_value(), in.rate.without_value(),
+                          in.skip.without_value(), in.h0.without_value(),   in.z0.without_value()};
+    const MixerOutput outs{out.o.without_value(), out.ht.without_value(), out.zt.without_value()};
+    record(inputs, [r = kept, table, in = grads, out = outs, &backward = entries.backward, dev] {
       backend::MixerArgs b = r;
       // Kernels write dq, dk, dv and the gate's gradient always (a gate nobody differentiates, such as
       // RetNet's constant one, gets throw-away zeros); the rest only when needed.
@@ -94,6 +104,7 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
       b.dht = out.ht.grad();
       backward(dev, b);
     });
+  }
   return out;
 }
 

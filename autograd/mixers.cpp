@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/checkpoint.h"
 #include "autograd/mixer_op.h"
 #include "autograd/mixer_ops.h"
 #include "autograd/op_support.h"
@@ -117,9 +118,15 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
   check_segments(segments, B, T_);
   Tensor table;  // holds the offsets on dev while the kernels run (forward and backward)
   const Sequences seqs = segments.sequences(dev, table);
-  Tensor o = Tensor::scratch({B, T_, H, dv}, q.dtype(), dev);
-  Tensor lse = Tensor::scratch({B, H, T_}, q.dtype(), dev);  // each sequence's [H, len] at start * H
-  backend::attention_forward(dev, o, lse, q.value(), k.value(), v.value(), window, sc, seqs);
+  Tensor o, lse;
+  // Selective recomputation keeps softmax attention's output (checkpoint.h): recomputing it costs a
+  // forward over every key in reach, saving it [T, H, dv] plus [H, T].
+  if (!detail::take_kept(detail::Kept::attention, {&o, &lse})) {
+    o = Tensor::scratch({B, T_, H, dv}, q.dtype(), dev);
+    lse = Tensor::scratch({B, H, T_}, q.dtype(), dev);  // each sequence's [H, len] at start * H
+    backend::attention_forward(dev, o, lse, q.value(), k.value(), v.value(), window, sc, seqs);
+    detail::keep(detail::Kept::attention, {&o, &lse});
+  }
   Variable out(o, needs_grad({&q, &k, &v}));
   if (out.requires_grad())
     record({&q, &k, &v}, [q, k, v, out, lse, table, seqs, window, sc, dev] {
@@ -142,7 +149,7 @@ Variable rope(const Variable& x, double theta, int64_t offset, const Segments& s
   backend::rope_forward(x.device(), y, x.value(), offset, theta, seqs);
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record({&x}, [x, out, table, seqs, offset, theta] {
+    record({&x}, [x = x.without_value(), out = out.without_value(), table, seqs, offset, theta] {
       if (!out.grad().defined()) return;
       backend::rope_backward(x.device(), x.ensure_grad(), out.grad(), offset, theta, seqs);
     });

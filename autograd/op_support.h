@@ -21,11 +21,9 @@ inline void check_inputs(const char* op, std::initializer_list<const Variable*> 
   }
 }
 
-// grad(v) += g, for a v that requires a gradient.
+// grad(v) += g, for a v that requires a gradient; the first gradient is passed on without a copy.
 inline void accumulate(const Variable& v, const Tensor& g) {
-  if (!v.requires_grad()) return;
-  const Tensor& dst = v.ensure_grad();
-  backend::add_inplace(dst.device(), dst, g);
+  if (v.requires_grad()) v.add_grad(g);
 }
 
 // The gradient of v when it needs one, else an undefined tensor (the kernel skips it).
@@ -35,6 +33,17 @@ inline Tensor grad_or_none(const Variable& v) { return v.defined() && v.requires
 // always write it. The caller holds the tensor until the kernel has written into it.
 inline Tensor grad_or_scratch(const Variable& v) {
   return v.requires_grad() ? v.ensure_grad() : Tensor::scratch_zeros(v.shape(), v.dtype(), v.device());
+}
+
+// v's bfloat16 copy (Variable::bf16): made by one convert on first use and kept with v, so that
+// every product that reads v (q, k, v and gate projections of one normed input) shares it.
+inline const Tensor& bf16_value(const Variable& v) {
+  if (!v.bf16().defined()) {
+    Tensor t = Tensor::scratch(v.shape(), DType::bf16, v.device());
+    backend::convert(v.device(), t, v.value());
+    v.set_bf16(std::move(t));
+  }
+  return v.bf16();
 }
 
 // The value of an optional input, or an undefined tensor.

@@ -29,11 +29,15 @@ Variable view(const Variable& x, const Shape& shape);
 // fused projection's weight [out, in].
 Variable rows(const Variable& x, int64_t begin, int64_t count);
 
-// y = x W^T (+ b): x [..., in], weight [out, in], bias [out] (optional); y [..., out].
+// y = x W^T (+ b): x [..., in], weight [out, in], bias [out] (optional); y [..., out]. When the
+// weight carries a bf16 copy (train.precision: bf16, Variable::bf16), its products take bf16
+// operands with float32 accumulation (x, dy converted once each) and y, dx, dW stay float32.
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias = {});
 
-// RMSNorm over the last dim: x [..., D], weight [D].
-Variable rmsnorm(const Variable& x, const Variable& weight, double eps);
+// RMSNorm over the last dim: x [..., D], weight [D]. With groups G > 1, each of the G runs of D/G
+// consecutive values is normalized on its own (a group norm: Mamba2's gated norm, fla's and
+// mamba_ssm's RMSNormGated with group_size D/G); the weight still spans all D.
+Variable rmsnorm(const Variable& x, const Variable& weight, double eps, int64_t groups = 1);
 // x / sqrt(sum(x^2) + eps) over the last dim.
 Variable l2norm(const Variable& x, double eps = 1e-6);
 

@@ -1,4 +1,5 @@
 // Matmul, norms, embedding, convolution and the loss.
+#include "autograd/checkpoint.h"
 #include "autograd/op_support.h"
 #include "autograd/ops.h"
 
@@ -14,6 +15,45 @@ static Shape with_last(Shape s, int64_t last) {
   return s;
 }
 
+// linear under train.precision: bf16 (the weight carries a bf16 copy, Variable::bf16): the three
+// products read bf16 operands, each converted once (x: on its first use by any product; the
+// weight: by the optimizer, once per step; dy: once for both dx and dW), accumulate in float32, and
+// write float32 y, dx and dW.
+static Variable linear_bf16(const Variable& x, const Variable& weight, const Variable& bias, int64_t N, int64_t in,
+                            int64_t out_features) {
+  const Device dev = x.device();
+  const Tensor x16 = detail::bf16_value(x);
+  Tensor y = Tensor::scratch(with_last(x.shape(), out_features), DType::f32, dev);
+  // y [N, out] = x [N, in] W^T
+  backend::gemm(dev, false, true, N, out_features, in, 1.0, x16, weight.bf16(), 0.0, y);
+  if (bias.defined()) backend::bias_forward(dev, y, bias.value());
+  Variable out(y, needs_grad({&x, &weight, &bias}));
+  // Saved: x's bf16 copy for dW (half of x's bytes), the weight's own bf16 copy (in its slot) for dx;
+  // never x's float32 value nor y.
+  if (out.requires_grad())
+    record({&x, &weight, &bias}, [x = x.without_value(), x16 = weight.requires_grad() ? x16 : Tensor(),
+                                  weight = weight.without_value(), bias = bias.without_value(),
+                                  out = out.without_value(), N, in, out_features, dev] {
+      if (!out.grad().defined()) return;
+      const Tensor& dY = out.grad();
+      // forward: y = x W^T + b  =>  dx += dy W, dW += dy^T x, db += sum_rows dy (the first dx is
+      // written, beta = 0)
+      if (x.requires_grad() || weight.requires_grad()) {
+        Tensor dY16 = Tensor::scratch(dY.shape(), DType::bf16, dev);
+        backend::convert(dev, dY16, dY);
+        if (x.requires_grad()) {
+          bool fresh = false;
+          const Tensor& dx = x.grad_to_write(fresh);
+          backend::gemm(dev, false, false, N, in, out_features, 1.0, dY16, weight.bf16(), fresh ? 0.0 : 1.0, dx);
+        }
+        if (weight.requires_grad())
+          backend::gemm(dev, true, false, out_features, in, N, 1.0, dY16, x16, 1.0, weight.ensure_grad());
+      }
+      if (bias.requires_grad()) backend::bias_backward(dev, bias.ensure_grad(), dY);
+    });
+  return out;
+}
+
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
   check_inputs("linear", {&x, &weight, &bias});
   LINATTN_CHECK(x.shape().ndim() >= 1 && weight.shape().ndim() == 2 && x.shape().last() == weight.shape()[1],
@@ -23,19 +63,31 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   if (bias.defined())
     LINATTN_CHECK(bias.shape() == Shape{out_features}, "linear: bias ", bias.value().str(), " for weight ",
                   weight.value().str(), " should be [", out_features, "]");
+  if (weight.bf16().defined() && x.dtype() == DType::f32) return linear_bf16(x, weight, bias, N, in, out_features);
   const Device dev = x.device();
-  Tensor y = Tensor::scratch(with_last(x.shape(), out_features), x.dtype(), dev);
-  // y [N, out] = x [N, in] W^T
-  backend::gemm(dev, false, true, N, out_features, in, 1.0, x.value(), weight.value(), 0.0, y);
-  if (bias.defined()) backend::bias_forward(dev, y, bias.value());
+  Tensor y;
+  if (!detail::take_kept(detail::Kept::product, {&y})) {  // selective recomputation keeps products (checkpoint.h)
+    y = Tensor::scratch(with_last(x.shape(), out_features), x.dtype(), dev);
+    // y [N, out] = x [N, in] W^T
+    backend::gemm(dev, false, true, N, out_features, in, 1.0, x.value(), weight.value(), 0.0, y);
+    if (bias.defined()) backend::bias_forward(dev, y, bias.value());
+    detail::keep(detail::Kept::product, {&y});
+  }
   Variable out(y, needs_grad({&x, &weight, &bias}));
+  // Saved: x for dW, W for dx, each only when that gradient is needed; never y.
   if (out.requires_grad())
-    record({&x, &weight, &bias}, [x, weight, bias, out, N, in, out_features, dev] {
+    record({&x, &weight, &bias}, [x = weight.requires_grad() ? x : x.without_value(),
+                                  weight = x.requires_grad() ? weight : weight.without_value(),
+                                  bias = bias.without_value(), out = out.without_value(), N, in, out_features, dev] {
       if (!out.grad().defined()) return;
       const Tensor& dY = out.grad();
-      // forward: y = x W^T + b  =>  dx += dy W, dW += dy^T x, db += sum_rows dy
-      if (x.requires_grad()) backend::gemm(dev, false, false, N, in, out_features, 1.0, dY, weight.value(), 1.0,
-                                           x.ensure_grad());
+      // forward: y = x W^T + b  =>  dx += dy W, dW += dy^T x, db += sum_rows dy (the first dx is
+      // written, beta = 0)
+      if (x.requires_grad()) {
+        bool fresh = false;
+        const Tensor& dx = x.grad_to_write(fresh);
+        backend::gemm(dev, false, false, N, in, out_features, 1.0, dY, weight.value(), fresh ? 0.0 : 1.0, dx);
+      }
       if (weight.requires_grad())
         backend::gemm(dev, true, false, out_features, in, N, 1.0, dY, x.value(), 1.0, weight.ensure_grad());
       if (bias.requires_grad()) backend::bias_backward(dev, bias.ensure_grad(), dY);
@@ -43,17 +95,21 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   return out;
 }
 
-Variable rmsnorm(const Variable& x, const Variable& weight, double eps) {
+Variable rmsnorm(const Variable& x, const Variable& weight, double eps, int64_t groups) {
   check_inputs("rmsnorm", {&x, &weight});
   const int64_t D = x.shape().last(), N = x.shape().rows();
   LINATTN_CHECK(weight.shape() == Shape{D}, "rmsnorm: weight ", weight.value().str(), " does not match input ",
                 x.value().str(), " (expected [", D, "])");
+  LINATTN_CHECK(groups >= 1 && D % groups == 0, "rmsnorm: ", groups, " groups do not split the last dim ", D,
+                " of ", x.value().str());
   Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
-  Tensor rstd = Tensor::scratch({N}, x.dtype(), x.device());
+  // One rstd per group of each row: its shape tells the kernels the groups (kernels/backend.def).
+  Tensor rstd = groups == 1 ? Tensor::scratch({N}, x.dtype(), x.device())
+                            : Tensor::scratch({N, groups}, x.dtype(), x.device());
   backend::rmsnorm_forward(x.device(), y, rstd, x.value(), weight.value(), eps);
   Variable out(y, needs_grad({&x, &weight}));
   if (out.requires_grad())
-    record({&x, &weight}, [x, weight, rstd, out] {
+    record({&x, &weight}, [x, weight, rstd, out = out.without_value()] {
       if (!out.grad().defined()) return;
       backend::rmsnorm_backward(x.device(), grad_or_scratch(x), grad_or_none(weight), x.value(), weight.value(), rstd,
                                 out.grad());
@@ -69,7 +125,7 @@ Variable l2norm(const Variable& x, double eps) {
   backend::l2norm_forward(x.device(), y, r, x.value(), eps);
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record({&x}, [x, r, out] {
+    record({&x}, [x = x.without_value(), r, out] {  // dx from y and r, not x
       if (!out.grad().defined()) return;
       backend::l2norm_backward(x.device(), x.ensure_grad(), out.value(), r, out.grad());
     });
@@ -89,7 +145,7 @@ Variable embedding(const Tensor& ids, const Variable& table) {
   backend::embedding_forward(table.device(), y, ids, table.value());
   Variable out(y, needs_grad({&table}));
   if (out.requires_grad())
-    record({&table}, [ids, table, out] {
+    record({&table}, [ids, table = table.without_value(), out = out.without_value()] {
       if (!out.grad().defined()) return;
       backend::embedding_backward(table.device(), table.ensure_grad(), ids, out.grad());
     });
@@ -111,7 +167,7 @@ Variable short_conv(const Variable& x, const Variable& weight, const Variable& b
   backend::short_conv_forward(x.device(), y, x.value(), weight.value(), value_or_none(bias), seqs);
   Variable out(y, needs_grad({&x, &weight, &bias}));
   if (out.requires_grad())
-    record({&x, &weight, &bias}, [x, weight, bias, out, table, seqs] {
+    record({&x, &weight, &bias}, [x, weight, bias = bias.without_value(), out = out.without_value(), table, seqs] {
       if (!out.grad().defined()) return;
       backend::short_conv_backward(x.device(), grad_or_scratch(x), grad_or_scratch(weight), grad_or_none(bias),
                                    x.value(), weight.value(), out.grad(), seqs);
@@ -135,7 +191,7 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, int32_t ig
       backend::cross_entropy_forward(logits.device(), loss, lse, logits.value(), targets, ignore_index);
   Variable out(loss, needs_grad({&logits}));
   if (out.requires_grad() && count > 0)
-    record({&logits}, [logits, targets, lse, out, ignore_index, count] {
+    record({&logits}, [logits, targets, lse, out = out.without_value(), ignore_index, count] {
       if (!out.grad().defined()) return;
       backend::cross_entropy_backward(logits.device(), logits.ensure_grad(), logits.value(), lse, targets, out.grad(),
                                       count, ignore_index);

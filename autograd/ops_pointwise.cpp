@@ -16,9 +16,10 @@ Variable add(const Variable& a, const Variable& b) {
   backend::add(a.device(), y, a.value(), b.value());
   Variable out(y, needs_grad({&a, &b}));
   if (out.requires_grad())
-    record({&a, &b}, [a, b, out] {
+    record({&a, &b}, [a = a.without_value(), b = b.without_value(), out = out.without_value()] {
       if (!out.grad().defined()) return;
-      accumulate(a, out.grad());  // forward: y = a + b  =>  da += dy, db += dy
+      // forward: y = a + b  =>  da += dy, db += dy (passed on: a first gradient is dy itself, no copy)
+      accumulate(a, out.grad());
       accumulate(b, out.grad());
     });
   return out;
@@ -31,7 +32,7 @@ Variable mul(const Variable& a, const Variable& b) {
   backend::mul_forward(a.device(), y, a.value(), b.value());
   Variable out(y, needs_grad({&a, &b}));
   if (out.requires_grad())
-    record({&a, &b}, [a, b, out] {
+    record({&a, &b}, [a, b, out = out.without_value()] {
       if (!out.grad().defined()) return;
       backend::mul_backward(a.device(), grad_or_none(a), grad_or_none(b), a.value(), b.value(), out.grad());
     });
@@ -44,9 +45,13 @@ Variable scale(const Variable& x, double c) {
   backend::scale_forward(x.device(), y, x.value(), c);
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record({&x}, [x, out, c] {
+    record({&x}, [x = x.without_value(), out = out.without_value(), c] {
       if (!out.grad().defined()) return;
-      backend::axpy(x.device(), x.ensure_grad(), c, out.grad());  // forward: y = c x  =>  dx += c dy
+      // forward: y = c x  =>  dx += c dy (the first dx is written: dx = c dy)
+      bool fresh = false;
+      const Tensor& dx = x.grad_to_write(fresh);
+      if (fresh) backend::scale_forward(x.device(), dx, out.grad(), c);
+      else backend::axpy(x.device(), dx, c, out.grad());
     });
   return out;
 }
@@ -57,7 +62,7 @@ Variable activation(Activation f, const Variable& x) {
   backend::activation_forward(x.device(), f, y, x.value());
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record({&x}, [f, x, out] {
+    record({&x}, [f, x, out = out.without_value()] {
       if (!out.grad().defined()) return;
       backend::activation_backward(x.device(), f, x.ensure_grad(), x.value(), out.grad());
     });
@@ -71,7 +76,7 @@ Variable swiglu(const Variable& gate, const Variable& up) {
   backend::swiglu_forward(gate.device(), y, gate.value(), up.value());
   Variable out(y, needs_grad({&gate, &up}));
   if (out.requires_grad())
-    record({&gate, &up}, [gate, up, out] {
+    record({&gate, &up}, [gate, up, out = out.without_value()] {
       if (!out.grad().defined()) return;
       // The kernel writes both gradients; a gradient nobody needs goes into scratch.
       backend::swiglu_backward(gate.device(), grad_or_scratch(gate), grad_or_scratch(up), gate.value(), up.value(),
@@ -89,7 +94,7 @@ Variable gdn_decay(const Variable& x, const Variable& A_log, const Variable& dt_
   backend::gdn_decay_forward(x.device(), y, x.value(), A_log.value(), dt_bias.value());
   Variable out(y, needs_grad({&x, &A_log, &dt_bias}));
   if (out.requires_grad())
-    record({&x, &A_log, &dt_bias}, [x, A_log, dt_bias, out] {
+    record({&x, &A_log, &dt_bias}, [x, A_log, dt_bias, out = out.without_value()] {
       if (!out.grad().defined()) return;
       backend::gdn_decay_backward(x.device(), grad_or_none(x), grad_or_none(A_log), grad_or_none(dt_bias), x.value(),
                                   A_log.value(), dt_bias.value(), out.grad());
@@ -99,10 +104,11 @@ Variable gdn_decay(const Variable& x, const Variable& A_log, const Variable& dt_
 
 Variable view(const Variable& x, const Shape& shape) {
   Variable out(x.value().view(shape), needs_grad({&x}));
+  if (x.bf16().defined()) out.set_bf16(x.bf16().view(shape));  // the bf16 copy, viewed alike
   if (out.requires_grad())
-    record({&x}, [x, out] {
+    record({&x}, [x = x.without_value(), out = out.without_value()] {
       if (!out.grad().defined()) return;
-      accumulate(x, out.grad().view(x.shape()));  // forward: y = x reshaped  =>  dx += dy reshaped back
+      accumulate(x, out.grad().view(x.shape()));  // forward: y = x reshaped  =>  dx += dy reshaped back (no copy)
     });
   return out;
 }
@@ -114,8 +120,9 @@ Variable rows(const Variable& x, int64_t begin, int64_t count) {
   const int64_t per = x.value().numel() / s[0];
   s[0] = count;
   Variable out(x.value().view_at(begin * per, s), needs_grad({&x}));
+  if (x.bf16().defined()) out.set_bf16(x.bf16().view_at(begin * per, s));  // the bf16 copy, viewed alike
   if (out.requires_grad())
-    record({&x}, [x, out, begin, per, s] {
+    record({&x}, [x = x.without_value(), out = out.without_value(), begin, per, s] {
       if (!out.grad().defined()) return;
       // forward: y = x[begin : begin + count]  =>  dx[begin : begin + count] += dy
       const Tensor dx = x.ensure_grad().view_at(begin * per, s);

@@ -18,22 +18,71 @@ thread_local std::vector<Node> t_tape;
 
 }  // namespace
 
-Variable::Variable(Tensor value, bool requires_grad) : impl_(std::make_shared<Impl>()) {
-  impl_->value = std::move(value);
-  impl_->requires_grad = requires_grad;
+Variable::Variable(Tensor value, bool requires_grad) : value_(std::move(value)), slot_(std::make_shared<Slot>()) {
+  slot_->shape = value_.shape();
+  slot_->dtype = value_.dtype();
+  slot_->device = value_.device();
+  slot_->requires_grad = requires_grad;
 }
 
-Variable Variable::parameter(Tensor value, Tensor grad) {
+Variable Variable::parameter(Tensor value, Tensor grad, Tensor bf16) {
   check_same_shape(value, grad, "Variable::parameter");
+  if (bf16.defined()) check_same_shape(value, bf16, "Variable::parameter");
   Variable v(std::move(value), true);
-  v.impl_->grad = std::move(grad);
+  v.slot_->grad = std::move(grad);
+  v.slot_->bf16 = std::move(bf16);
   return v;
 }
 
+Variable Variable::without_value() const {
+  Variable v;
+  v.slot_ = slot_;
+  return v;
+}
+
+// A shared gradient that no other tensor views any more (its other holders are gone) is ours again.
+static bool held_elsewhere(const Tensor& grad) { return grad.storage().use_count() > 1; }
+
 const Tensor& Variable::ensure_grad() const {
-  if (!impl_->grad.defined())
-    impl_->grad = Tensor::scratch_zeros(impl_->value.shape(), impl_->value.dtype(), impl_->value.device());
-  return impl_->grad;
+  Slot& s = *slot_;
+  if (!s.grad.defined()) {
+    s.grad = Tensor::scratch_zeros(s.shape, s.dtype, s.device);
+  } else if (s.shared && held_elsewhere(s.grad)) {
+    Tensor own = Tensor::scratch(s.shape, s.dtype, s.device);
+    own.copy_from(s.grad);
+    s.grad = own;
+  }
+  s.shared = false;
+  return s.grad;
+}
+
+const Tensor& Variable::grad_to_write(bool& fresh) const {
+  Slot& s = *slot_;
+  fresh = !s.grad.defined();
+  if (fresh) {
+    s.grad = Tensor::scratch(s.shape, s.dtype, s.device);
+    s.shared = false;
+    return s.grad;
+  }
+  return ensure_grad();
+}
+
+void Variable::add_grad(const Tensor& g) const {
+  Slot& s = *slot_;
+  LINATTN_CHECK(g.shape() == s.shape && g.dtype() == s.dtype, "add_grad: a gradient ", g.str(), " for a ",
+                dtype_name(s.dtype), s.shape.str(), " variable");
+  if (!s.grad.defined()) {
+    s.grad = g;  // forward: the first contribution  =>  taken as it is
+    s.shared = true;
+  } else if (s.shared && held_elsewhere(s.grad)) {
+    Tensor sum = Tensor::scratch(s.shape, s.dtype, s.device);  // out of place: the old buffer is not ours
+    backend::add(s.device, sum, s.grad, g);
+    s.grad = sum;
+    s.shared = false;
+  } else {
+    backend::add_inplace(s.device, s.grad, g);
+    s.shared = false;
+  }
 }
 
 bool grad_enabled() { return t_grad_enabled; }
@@ -47,11 +96,34 @@ bool needs_grad(std::initializer_list<const Variable*> inputs) {
   return false;
 }
 
-void record(std::initializer_list<const Variable*> inputs, std::function<void()> backward) {
+template <class Inputs>
+static void record_node(const Inputs& inputs, std::function<void()> backward) {
   Node node{std::move(backward), {}};
   for (const Variable* v : inputs)
     if (v && v->requires_grad()) node.writes.push_back(v->id());
   t_tape.push_back(std::move(node));
+}
+
+void record(std::initializer_list<const Variable*> inputs, std::function<void()> backward) {
+  record_node(inputs, std::move(backward));
+}
+void record(const std::vector<const Variable*>& inputs, std::function<void()> backward) {
+  record_node(inputs, std::move(backward));
+}
+
+struct TapeScope::Outer {
+  std::vector<Node> tape;
+  bool grad_enabled;
+};
+
+TapeScope::TapeScope() : outer_(new Outer{{}, t_grad_enabled}) {
+  outer_->tape.swap(t_tape);
+  t_grad_enabled = true;
+}
+
+TapeScope::~TapeScope() {
+  t_tape.swap(outer_->tape);  // the scope's own tape goes with outer_
+  t_grad_enabled = outer_->grad_enabled;
 }
 
 static void run_tape(const BackwardHooks* hooks) {
@@ -76,6 +148,9 @@ static void run_tape(const BackwardHooks* hooks) {
   }
   for (size_t j = tape.size(); j-- > 0;) {
     tape[j].backward();
+    // The node's saved tensors and the gradients only it still holds (its output's, and its inputs'
+    // once their producers have run too) go now, not at the end of the pass.
+    tape[j] = Node{};
     if (!hooks) continue;
     for (size_t i : final_after[j]) hooks->final_grad(i);
     if (hooks->after_node) hooks->after_node();

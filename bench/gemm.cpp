@@ -14,18 +14,22 @@
 
 namespace linattn::bench {
 
-// Best-of-reps GFLOP/s of C[M,N] = A[M,K] B[K,N] through the backend's CPU gemm, its inputs in
-// `precision` (bf16: the float32 inputs are rounded first, and that conversion is timed too).
+// The operands' dtype for a precision: bf16 products take bf16 operands (converted once, here).
+static DType operand_dtype(MatmulPrecision precision) {
+  return precision == MatmulPrecision::bf16 ? DType::bf16 : DType::f32;
+}
+
+// Best-of-reps GFLOP/s of C[M,N] = A[M,K] B[K,N] through the backend's CPU gemm, its operands in
+// `precision` (bf16: bf16 operands, float32 accumulation into the float32 C).
 static double gemm_gflops(int64_t M, int64_t N, int64_t K, MatmulPrecision precision, int reps) {
   Rng rng(0);
   Tensor a = Tensor::empty({M, K}, DType::f32), b = Tensor::empty({K, N}, DType::f32);
   Tensor c = Tensor::zeros({M, N}, DType::f32);
   rng.fill_uniform(a, -1, 1);
   rng.fill_uniform(b, -1, 1);
-  backend::set_matmul_precision(precision);
+  a = a.to(operand_dtype(precision)), b = b.to(operand_dtype(precision));
   // best_ms runs it once first: the warm-up (bf16: where the primitive is created)
   double ms = best_ms([&] { backend::gemm(Device::cpu, false, false, M, N, K, 1.0, a, b, 0.0, c); }, reps);
-  backend::set_matmul_precision(MatmulPrecision::f32);
   return 2.0 * double(M) * double(N) * double(K) / (ms * 1e6);
 }
 
@@ -38,8 +42,9 @@ static double cuda_gemm_tflops(int64_t M, int64_t N, int64_t K, MatmulPrecision 
   Tensor a = Tensor::empty({M, K}, DType::f32), b = Tensor::empty({K, N}, DType::f32);
   rng.fill_uniform(a, -1, 1);
   rng.fill_uniform(b, -1, 1);
-  Tensor da = a.to(Device::cuda), db = b.to(Device::cuda), dc = Tensor::zeros({M, N}, DType::f32, Device::cuda);
-  backend::set_matmul_precision(precision);
+  Tensor da = a.to(operand_dtype(precision)).to(Device::cuda), db = b.to(operand_dtype(precision)).to(Device::cuda);
+  Tensor dc = Tensor::zeros({M, N}, DType::f32, Device::cuda);
+  backend::set_matmul_precision(precision);  // tf32
   auto once = [&] { backend::gemm(Device::cuda, false, false, M, N, K, 1.0, da, db, 0.0, dc); };
   const double ms = cuda_median_ms(once, reps, 1);  // the warm-up run: cuBLAS picks its kernel
   backend::set_matmul_precision(MatmulPrecision::f32);
@@ -56,8 +61,8 @@ static int run_cuda_gemm() {
     std::printf("gemm --device cuda: skipped: %s\n", why.c_str());
     return 0;
   }
-  std::printf("GEMM (cuBLAS, float32 data and accumulation; bf16: inputs converted first, the conversion timed "
-              "too), median of 20, CUDA events; %s\n", describe_device(Device::cuda).c_str());
+  std::printf("GEMM (cuBLAS, float32 data and accumulation; bf16: bf16 operands, float32 "
+              "accumulation), median of 20, CUDA events; %s\n", describe_device(Device::cuda).c_str());
   std::printf("spec-sheet peaks of an H100 SXM: 67 TFLOP/s float32, 495 TFLOP/s TF32, 989 TFLOP/s bf16 (dense)\n");
   const GemmCase cases[] = {
       {1024, 1024, 1024, "square"},
@@ -82,8 +87,8 @@ static int run_cuda_gemm() {
 static int run_gemm(const std::string& device) {
   if (device == "cuda") return run_cuda_gemm();
   const std::string no_bf16 = backend::cpu_bf16_unavailable();
-  std::printf("GEMM (oneDNN), %d threads, best of 10: float32 (dnnl_sgemm) and bf16 (float32 inputs rounded to "
-              "bf16, the rounding timed too, float32 accumulation: the matmul primitive); the reference figure in "
+  std::printf("GEMM (oneDNN), %d threads, best of 10: float32 (dnnl_sgemm) and bf16 (bf16 operands, float32 "
+              "accumulation: the matmul primitive); the reference figure in "
               "shared/design/performance.md is 298 GFLOP/s float32 at 1024^3 on 2 threads\n",
               omp_get_max_threads());
   if (!no_bf16.empty()) std::printf("bf16: skipped: %s\n", no_bf16.c_str());

@@ -408,7 +408,8 @@ Step training_step(const ModelShape& s, MatmulPrecision precision) {
   std::vector<Launch> tail;
   append(tail, launches("embedding backward", {cu::embedding_backward_plan(V)},
                         {{double(N) * d, kF32 * (double(N) * d + 2.0 * V * d + N)}}));
-  append(tail, launches("gradient norm", cu::sum_squares_plans(step.params),
+  append(tail, launches("step loss", cu::step_loss_plans(), {{1, 8}}));
+  append(tail, launches("gradient norm, clip and skip", cu::step_control_plans(step.params),
                         {pointwise(step.params, 1, 0, 2), {1024, 8 * 1024}}));
   append(tail, launches("AdamW", cu::adamw_plans(step.params), {pointwise(step.params, 4, 3, 15)}));
   for (auto* part : {&fwd, &fwd_layer, &head_fwd, &rest, &bwd_layer, &tail}) append(step.launches, *part);

@@ -1,4 +1,4 @@
-// Device memory: 64-byte aligned storage, and the activation arena that is reset every step.
+// Device memory: 64-byte aligned storage, and the arena that activations and gradients come from.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +13,10 @@ constexpr size_t kAlignment = 64;
 
 inline size_t align_up(size_t n, size_t a = kAlignment) { return (n + a - 1) / a * a; }
 
-// A block of device memory; frees itself when the last tensor viewing it is gone.
+class ArenaPool;  // core/memory.cpp
+
+// A block of device memory; frees itself when the last tensor viewing it is gone. A slice of an
+// Arena is a Storage too: it goes back to its arena instead of being freed.
 struct Storage {
   void* ptr = nullptr;
   size_t bytes = 0;
@@ -23,34 +26,47 @@ struct Storage {
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
+
+ private:
+  friend class ArenaPool;
+  Storage() = default;
+  std::shared_ptr<ArenaPool> pool_;  // set on an arena's slices
+  size_t block_ = 0, offset_ = 0, span_ = 0;  // where in the pool (span_: the aligned size)
 };
 
-// A bump allocator for activations. allocate() hands out aligned slices of large blocks; reset()
-// forgets them all at once (call it once per training step, after backward). When a step needed
-// more than one block, reset() replaces them with a single block of the high-water size, so a
-// steady-state step makes no allocation at all.
+// The allocator of activations and gradients. allocate() hands out aligned slices of one or a few
+// large blocks; a slice goes back to a free list when the last tensor viewing it is gone, and the
+// next requests reuse it (best fit among the gaps; the untouched end of a block only when no gap
+// fits; neighbouring gaps are merged), so the memory a step needs is its peak of live bytes, not
+// the sum of its allocations. The bookkeeping is on the host; on a GPU every kernel that touches a
+// slice runs on the one compute stream, in order, so a slice reused after a free is safe there too.
+// A block is taken from the system only when no gap and no block end fits; reset() (once per step)
+// merges the blocks of a step that needed several into one, so a steady-state step takes nothing.
 class Arena {
  public:
   explicit Arena(Device device = Device::cpu, size_t initial_bytes = 0);
 
-  // Returns the storage and the byte offset of a fresh slice of `bytes` bytes.
-  std::pair<std::shared_ptr<Storage>, size_t> allocate(size_t bytes);
+  // A fresh slice of at least `bytes` bytes, 64-byte aligned; its contents are undefined.
+  std::shared_ptr<Storage> allocate(size_t bytes);
+  // Starts a new step: the peak and the sum count from here; when the step took more than one block
+  // and no slice is live, the blocks become one that holds the step.
   void reset();
 
-  size_t used() const { return used_; }
-  size_t high_water() const { return high_water_; }
-  size_t capacity() const;
+  size_t used() const;        // bytes of the live slices (each rounded up to 64)
+  size_t high_water() const;  // the peak since reset() of the bytes the live slices span in their
+                              // blocks (live bytes plus the gaps below them): what the step needs
+  size_t peak_live() const;   // the peak since reset() of used()
+  size_t allocated() const;   // the bytes handed out since reset(), freed or not (a bump allocator's need)
+  size_t capacity() const;    // bytes of the blocks held
+  size_t blocks() const;
   Device device() const { return device_; }
+  // For tests: fill each slice with NaN bytes when it is freed, so that a read after the free (or
+  // of a fresh slice before it was written) shows in the results.
+  void poison_freed(bool on);
 
  private:
-  struct Block {
-    std::shared_ptr<Storage> storage;
-    size_t used = 0;
-  };
   Device device_;
-  std::vector<Block> blocks_;
-  size_t used_ = 0;
-  size_t high_water_ = 0;
+  std::shared_ptr<ArenaPool> pool_;
 };
 
 // While an ArenaScope is alive on a thread, Tensor::scratch() allocates from its arena.

@@ -27,8 +27,7 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
 Tensor Tensor::scratch(const Shape& shape, DType dtype, Device device) {
   Arena* arena = current_arena();
   if (!arena || arena->device() != device) return empty(shape, dtype, device);
-  auto [storage, offset] = arena->allocate(size_t(shape.numel()) * dtype_size(dtype));
-  return Tensor(std::move(storage), offset, shape, dtype);
+  return Tensor(arena->allocate(size_t(shape.numel()) * dtype_size(dtype)), 0, shape, dtype);
 }
 
 Tensor Tensor::scratch_zeros(const Shape& shape, DType dtype, Device device) {

@@ -18,7 +18,8 @@ class Tensor {
   // Heap tensors, owned by their storage.
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu);
   static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu);
-  // Activation tensors: from the current ArenaScope's arena if one is active, else the heap.
+  // Activation tensors: from the current ArenaScope's arena if one is active (a slice that goes back
+  // to it with the last tensor viewing it), else the heap.
   static Tensor scratch(const Shape& shape, DType dtype, Device device = Device::cpu);
   static Tensor scratch_zeros(const Shape& shape, DType dtype, Device device = Device::cpu);
 

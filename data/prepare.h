@@ -43,10 +43,13 @@ struct PrepareResult {
   ShardInfo train;
   bool has_val = false;
   ShardInfo val;
-  double seconds = 0;         // all of it
+  double seconds = 0;             // all of it
   double encode_seconds = 0;      // reading and encoding the text, on `threads` threads
   double encode_cpu_seconds = 0;  // the CPU time of that, all threads together
   int threads = 1;
+  // Inputs that look like binary files, not text: "PATH: 61% of its bytes are ...". They are
+  // prepared as given (the byte tokenizer reads any bytes); the tool warns.
+  std::vector<std::string> warnings;
 };
 
 // The documents of the inputs, in order: each file as given, each folder's files sorted by path.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda_emulation/half_float.h"
+#include "cuda_emulation/counters.h"
 #include "cuda_emulation/tf32.h"
 #include "emulation/internal.h"
 
@@ -199,6 +200,7 @@ cublasStatus_t queue_product(cublasHandle_t handle, const char* call, cublasOper
                          .alpha = *static_cast<const T*>(alpha), .beta = *static_cast<const T*>(beta), .tf32 = tf32,
                          .A = static_cast<const In*>(A), .lda = lda, .B = static_cast<const In*>(B), .ldb = ldb,
                          .C = static_cast<T*>(C), .ldc = ldc};
+  cuda_emu::count(cuda_emu::Count::library_call);
   cuda_emu::enqueue(handle->stream, call, product);
   return CUBLAS_STATUS_SUCCESS;
 }

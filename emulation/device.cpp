@@ -1,10 +1,12 @@
 // Kernels on the CPU: a launch is queued on its stream (runtime.cpp); when the stream runs it, every
 // block runs in turn on the running OS thread, each of its threads a fiber (Boost.Context's fcontext,
-// on a guard-paged stack). A thread runs until it reaches a barrier, a warp operation or its end;
-// the scheduler opens a barrier when every live thread it concerns has arrived, and reports a
-// barrier that cannot open (a thread that exited, or waits at another barrier) as an error naming
-// the kernel and the source lines. Every launch runs twice, blocks and threads in order and then
-// in reverse, from the same memory, and the results must agree bit for bit.
+// on a guard-paged stack). A thread runs until it reaches a barrier, a warp operation or its end; a
+// warp runs as far as it can (a warp operation completes as soon as its lanes have arrived) before
+// another warp runs. The scheduler opens a barrier when every live thread it concerns has arrived,
+// and reports a barrier that cannot open (a thread that exited, or waits at another barrier) as an
+// error naming the kernel and the source lines. A checked launch runs twice from the same memory,
+// under the reference schedule (blocks, warps and threads in order) and a checked one (all three in
+// reverse, or a seeded random one), and the results must agree bit for bit.
 #include <cuda_runtime.h>
 
 #include <boost/context/detail/fcontext.hpp>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -20,12 +23,14 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
+#include "cuda_emulation/counters.h"
 #include "emulation/internal.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -228,88 +233,95 @@ int threads_in_warp(const BlockRun& b, int warp) {
   return std::min(32, int(b.threads.size()) - warp * 32);
 }
 
-// Completes the warp operations every lane of whose mask has arrived; an operation that can never
-// complete is an error. Returns whether any completed.
-bool resolve_warps(BlockRun& b) {
+// Completes warp w's operations every lane of whose mask has arrived; an operation that can never
+// complete is an error. Returns whether any completed (its lanes are ready again).
+bool resolve_warp(BlockRun& b, int w) {
   bool progress = false;
-  const int n = int(b.threads.size());
-  for (int w = 0; w * 32 < n && b.error.empty(); ++w) {
-    const int lanes = threads_in_warp(b, w);
-    unsigned pending = 0;
-    for (int l = 0; l < lanes; ++l)
-      if (b.threads[size_t(w * 32 + l)].state == State::at_warp) pending |= 1u << l;
-    while (pending && b.error.empty()) {
-      const int first = __builtin_ctz(pending);
-      Thread& lead = b.threads[size_t(w * 32 + first)];
-      const WarpCall& c = lead.call;
-      const std::string op = std::string(op_name(c.kind)) + " (" + where(lead.site) + ", mask " + mask_hex(c.mask) + ")";
-      for (int l = 0; l < 32 && b.error.empty(); ++l) {
-        if (!(c.mask >> l & 1)) continue;
-        if (l >= lanes) {
-          b.error = "warp " + std::to_string(w) + " has only " + std::to_string(lanes) + " threads, but " + op +
-                    " names lane " + std::to_string(l);
-          break;
-        }
-        const Thread& t = b.threads[size_t(w * 32 + l)];
-        if (t.state == State::done)
-          b.error = thread_name(lead) + " waits at " + op + " for lane " + std::to_string(l) + ", which has exited";
-        else if (t.state == State::at_barrier)
-          b.error = thread_name(lead) + " waits at " + op + " for lane " + std::to_string(l) +
-                    ", which waits at __syncthreads (" + where(t.site) + ")";
-        else if (t.state == State::at_warp && (t.call.kind != c.kind || t.call.mask != c.mask))
-          b.error = thread_name(lead) + " waits at " + op + " while lane " + std::to_string(l) + " waits at " +
-                    op_name(t.call.kind) + " (" + where(t.site) + ", mask " + mask_hex(t.call.mask) + ")";
-        else if (t.state == State::at_warp && c.kind == WarpOpKind::exchange && t.call.bytes != c.bytes)
-          b.error = "lanes " + std::to_string(first) + " and " + std::to_string(l) + " exchange different sizes at " + op;
+  const int lanes = threads_in_warp(b, w);
+  auto lane_thread = [&](int l) -> Thread& { return b.threads[size_t(w * 32 + l)]; };
+  unsigned pending = 0;
+  for (int l = 0; l < lanes; ++l)
+    if (lane_thread(l).state == State::at_warp) pending |= 1u << l;
+  while (pending && b.error.empty()) {
+    const int first = __builtin_ctz(pending);
+    Thread& lead = lane_thread(first);
+    const WarpCall& c = lead.call;
+    // The operation, for messages: built only for one.
+    const auto op = [&] {
+      return std::string(op_name(c.kind)) + " (" + where(lead.site) + ", mask " + mask_hex(c.mask) + ")";
+    };
+    bool complete = true;
+    for (int l = 0; l < 32 && b.error.empty(); ++l) {
+      if (!(c.mask >> l & 1)) continue;
+      if (l >= lanes) {
+        b.error = "warp " + std::to_string(w) + " has only " + std::to_string(lanes) + " threads, but " + op() +
+                  " names lane " + std::to_string(l);
+        break;
       }
-      if (!b.error.empty()) break;
-      // Every lane of the mask is here: compute each lane's result.
-      auto lane_thread = [&](int l) -> Thread& { return b.threads[size_t(w * 32 + l)]; };
-      unsigned ballot = 0;
-      for (int l = 0; l < 32; ++l)
-        if ((c.mask >> l & 1) && lane_thread(l).call.value) ballot |= 1u << l;
-      std::vector<char> gathered;  // an exchange's 32 contributions, lane 0's first
-      if (c.kind == WarpOpKind::exchange) {
-        gathered.resize(32 * c.bytes);
-        for (int j = 0; j < 32; ++j) std::memcpy(gathered.data() + size_t(j) * c.bytes, lane_thread(j).call.mine, c.bytes);
-      }
-      for (int l = 0; l < 32 && b.error.empty(); ++l) {
-        if (!(c.mask >> l & 1)) continue;
-        Thread& t = lane_thread(l);
-        const int width = t.call.width;
-        const int seg = width > 0 ? l / width * width : 0;
-        int src = l;
-        switch (c.kind) {
-          case WarpOpKind::shfl: src = seg + ((t.call.param % width) + width) % width; break;
-          case WarpOpKind::shfl_up: src = (l - seg) >= t.call.param ? l - t.call.param : l; break;
-          case WarpOpKind::shfl_down: src = (l - seg) + t.call.param < width ? l + t.call.param : l; break;
-          case WarpOpKind::shfl_xor: src = (l ^ t.call.param); if (src >= seg + width) src = l; break;
-          default: break;
-        }
-        switch (c.kind) {
-          case WarpOpKind::shfl:
-          case WarpOpKind::shfl_up:
-          case WarpOpKind::shfl_down:
-          case WarpOpKind::shfl_xor:
-            if (src < 0 || src >= 32 || !(c.mask >> src & 1)) {
-              b.error = thread_name(t) + " reads lane " + std::to_string(src) + " at " + op + ", which is not in the mask";
-              break;
-            }
-            t.result = lane_thread(src).call.value;
-            break;
-          case WarpOpKind::ballot: t.result = ballot; break;
-          case WarpOpKind::any: t.result = ballot != 0; break;
-          case WarpOpKind::all: t.result = ballot == c.mask; break;
-          case WarpOpKind::exchange: std::memcpy(t.call.all, gathered.data(), gathered.size()); break;
-          case WarpOpKind::sync: break;
-        }
-      }
-      if (!b.error.empty()) break;
-      for (int l = 0; l < 32; ++l)
-        if (c.mask >> l & 1) lane_thread(l).state = State::ready;
-      pending &= ~c.mask;
-      progress = true;
+      const Thread& t = lane_thread(l);
+      if (t.state == State::ready)  // released by another operation of this pass: not here yet
+        complete = false;
+      else if (t.state == State::done)
+        b.error = thread_name(lead) + " waits at " + op() + " for lane " + std::to_string(l) + ", which has exited";
+      else if (t.state == State::at_barrier)
+        b.error = thread_name(lead) + " waits at " + op() + " for lane " + std::to_string(l) +
+                  ", which waits at __syncthreads (" + where(t.site) + ")";
+      else if (t.state == State::at_warp && (t.call.kind != c.kind || t.call.mask != c.mask))
+        b.error = thread_name(lead) + " waits at " + op() + " while lane " + std::to_string(l) + " waits at " +
+                  op_name(t.call.kind) + " (" + where(t.site) + ", mask " + mask_hex(t.call.mask) + ")";
+      else if (t.state == State::at_warp && c.kind == WarpOpKind::exchange && t.call.bytes != c.bytes)
+        b.error = "lanes " + std::to_string(first) + " and " + std::to_string(l) + " exchange different sizes at " + op();
     }
+    if (!b.error.empty()) break;
+    if (!complete) {
+      pending &= ~(1u << first);
+      continue;
+    }
+    // Every lane of the mask is here: compute each lane's result.
+    unsigned ballot = 0;
+    for (int l = 0; l < 32; ++l)
+      if ((c.mask >> l & 1) && lane_thread(l).call.value) ballot |= 1u << l;
+    thread_local std::vector<char> gathered;  // an exchange's 32 contributions, lane 0's first
+    if (c.kind == WarpOpKind::exchange) {
+      gathered.resize(32 * c.bytes);
+      for (int j = 0; j < 32; ++j) std::memcpy(gathered.data() + size_t(j) * c.bytes, lane_thread(j).call.mine, c.bytes);
+    }
+    for (int l = 0; l < 32 && b.error.empty(); ++l) {
+      if (!(c.mask >> l & 1)) continue;
+      Thread& t = lane_thread(l);
+      const int width = t.call.width;
+      const int seg = width > 0 ? l / width * width : 0;
+      int src = l;
+      switch (c.kind) {
+        case WarpOpKind::shfl: src = seg + ((t.call.param % width) + width) % width; break;
+        case WarpOpKind::shfl_up: src = (l - seg) >= t.call.param ? l - t.call.param : l; break;
+        case WarpOpKind::shfl_down: src = (l - seg) + t.call.param < width ? l + t.call.param : l; break;
+        case WarpOpKind::shfl_xor: src = (l ^ t.call.param); if (src >= seg + width) src = l; break;
+        default: break;
+      }
+      switch (c.kind) {
+        case WarpOpKind::shfl:
+        case WarpOpKind::shfl_up:
+        case WarpOpKind::shfl_down:
+        case WarpOpKind::shfl_xor:
+          if (src < 0 || src >= 32 || !(c.mask >> src & 1)) {
+            b.error = thread_name(t) + " reads lane " + std::to_string(src) + " at " + op() + ", which is not in the mask";
+            break;
+          }
+          t.result = lane_thread(src).call.value;
+          break;
+        case WarpOpKind::ballot: t.result = ballot; break;
+        case WarpOpKind::any: t.result = ballot != 0; break;
+        case WarpOpKind::all: t.result = ballot == c.mask; break;
+        case WarpOpKind::exchange: std::memcpy(t.call.all, gathered.data(), 32 * c.bytes); break;
+        case WarpOpKind::sync: break;
+      }
+    }
+    if (!b.error.empty()) break;
+    for (int l = 0; l < 32; ++l)
+      if (c.mask >> l & 1) lane_thread(l).state = State::ready;
+    pending &= ~c.mask;
+    progress = true;
   }
   return progress;
 }
@@ -336,9 +348,42 @@ void resolve_barrier(BlockRun& b) {
     if (t.state == State::at_barrier) t.state = State::ready;
 }
 
-// Runs one block to its end, its threads in order or in reverse between barriers.
-void run_block(BlockRun& b, bool reverse) {
+// ---- schedules ----
+
+// The order in which a launch's blocks, a block's warps and a warp's threads run. The reference
+// schedule runs all three in order; the checked one (LINATTN_EMULATION_SCHEDULE) reverses all
+// three, or draws the warp to go on at random at every warp operation and barrier. A warp runs as
+// far as it can before another one does: its threads in turn each up to their next barrier or warp
+// operation, then the warp operations all of whose lanes have arrived complete, and so on, up to
+// __syncthreads or the end. So a warp operation orders the threads of its warp, never other warps.
+struct Schedule {
+  std::string name;  // in messages: "warp 0 first"
+  bool blocks_reversed = false, warps_reversed = false, lanes_reversed = false;
+  bool random = false;
+  std::mt19937_64 rng{};
+};
+
+Schedule in_order() { return Schedule{"warp 0 first"}; }
+Schedule reversed() { return Schedule{"last warp first", true, true, true}; }
+
+// Runs warp w's ready threads each up to its next barrier or warp operation, then completes the
+// warp operations all of whose lanes have arrived. Returns whether some of its threads are ready.
+bool step_warp(BlockRun& b, int w, Schedule& s) {
+  const int lanes = threads_in_warp(b, w);
+  int order[32];
+  for (int l = 0; l < lanes; ++l) order[l] = s.lanes_reversed ? lanes - 1 - l : l;
+  if (s.random) std::shuffle(order, order + lanes, s.rng);
+  for (int k = 0; k < lanes && b.error.empty(); ++k) {
+    Thread& t = b.threads[size_t(w * 32 + order[k])];
+    if (t.state == State::ready) resume(t);
+  }
+  return b.error.empty() && resolve_warp(b, w);
+}
+
+// Runs one block to its end under schedule s.
+void run_block(BlockRun& b, Schedule& s) {
   const int n = int(b.threads.size());
+  const int warps = (n + 31) / 32;
   std::vector<Stack>& pool = stacks(size_t(n));
   for (int i = 0; i < n; ++i) {
     Thread& t = b.threads[size_t(i)];
@@ -346,27 +391,35 @@ void run_block(BlockRun& b, bool reverse) {
     t.stack = pool[size_t(i)];
     t.fiber = fc::make_fcontext(t.stack.low + t.stack.size, t.stack.size, fiber_main);
   }
+  std::vector<int> runnable;
   for (;;) {
-    for (int k = 0; k < n && b.error.empty(); ++k) {
-      Thread& t = b.threads[size_t(reverse ? n - 1 - k : k)];
-      if (t.state == State::ready) resume(t);
+    // Between two barriers: every warp as far as it goes.
+    if (s.random) {
+      runnable.clear();
+      for (int w = 0; w < warps; ++w) runnable.push_back(w);
+      while (!runnable.empty() && b.error.empty()) {
+        const size_t k = size_t(s.rng() % runnable.size());
+        if (!step_warp(b, runnable[k], s)) {
+          runnable[k] = runnable.back();
+          runnable.pop_back();
+        }
+      }
+    } else {
+      for (int k = 0; k < warps && b.error.empty(); ++k)
+        while (step_warp(b, s.warps_reversed ? warps - 1 - k : k, s)) {
+        }
     }
     if (!b.error.empty()) return;
-    if (resolve_warps(b)) continue;
-    if (!b.error.empty()) return;
-    bool live = false, ready = false;
-    for (const Thread& t : b.threads) {
-      live |= t.state != State::done;
-      ready |= t.state == State::ready;
-    }
+    bool live = false;
+    for (const Thread& t : b.threads) live |= t.state != State::done;
     if (!live) return;
-    if (ready) continue;
     resolve_barrier(b);
     if (!b.error.empty()) return;
+    bool ready = false;
     for (const Thread& t : b.threads) ready |= t.state == State::ready;
     if (!ready) {
       // Live threads, none ready, no barrier to open: some wait at a warp operation whose lanes
-      // never all come (resolve_warps names them) or at a barrier others never reach.
+      // never all come (resolve_warp names them) or at a barrier others never reach.
       for (const Thread& t : b.threads)
         if (t.state == State::at_barrier) {
           b.error = thread_name(t) + " waits at __syncthreads (" + where(t.site) + ") that other threads never reach";
@@ -391,25 +444,26 @@ constexpr unsigned char kGuardByte = 0xA5;
 // One block at a time in the whole process: __shared__ variables are function-local statics.
 std::mutex g_kernel_mutex;
 
-// Which launches run under both thread orders (LINATTN_EMULATION_CHECK): "every" launch; "first"
+// Which launches run under both schedules (LINATTN_EMULATION_CHECK): "every" launch; "first"
 // (the default) the first kFirstChecked launches of each configuration (kernel, grid, block, shared
 // bytes), so a training loop that repeats its launches pays for the check only in its first steps;
 // "off" none.
 enum class Check { every, first, off };
 constexpr int kFirstChecked = 2;
 
+// Read at every launch, so that a test can set it; a bad value is reported once.
 Check check_setting() {
-  static const Check c = [] {
-    const char* s = std::getenv("LINATTN_EMULATION_CHECK");
-    const std::string v = s ? s : "first";
-    if (v == "every") return Check::every;
-    if (v == "off") return Check::off;
-    if (v != "first")
-      std::fprintf(stderr, "linattn CUDA emulation: LINATTN_EMULATION_CHECK=%s is not every, first or off; using first\n",
-                   v.c_str());
-    return Check::first;
-  }();
-  return c;
+  const char* s = std::getenv("LINATTN_EMULATION_CHECK");
+  const std::string v = s ? s : "first";
+  if (v == "every") return Check::every;
+  if (v == "off") return Check::off;
+  static bool reported = false;  // guarded by g_kernel_mutex
+  if (v != "first" && !reported) {
+    reported = true;
+    std::fprintf(stderr, "linattn CUDA emulation: LINATTN_EMULATION_CHECK=%s is not every, first or off; using first\n",
+                 v.c_str());
+  }
+  return Check::first;
 }
 
 bool check_this_launch(const LaunchConfig& c) {
@@ -428,7 +482,7 @@ bool check_this_launch(const LaunchConfig& c) {
 }
 
 // Runs every block of the launch; returns the first error ("" if none).
-std::string run_grid(const Launch& L, bool reverse) {
+std::string run_grid(const Launch& L, Schedule& s) {
   const LaunchConfig& c = L.config;
   const size_t threads = size_t(c.block.x) * c.block.y * c.block.z;
   const uint64_t blocks = uint64_t(c.grid.x) * c.grid.y * c.grid.z;
@@ -452,13 +506,19 @@ std::string run_grid(const Launch& L, bool reverse) {
   t_dynamic_shared = shared;
   std::string error;
   for (uint64_t k = 0; k < blocks && error.empty(); ++k) {
-    const uint64_t id = reverse ? blocks - 1 - k : k;
+    const uint64_t id = s.blocks_reversed ? blocks - 1 - k : k;
     blockIdx = uint3{unsigned(id % c.grid.x), unsigned(id / c.grid.x % c.grid.y), unsigned(id / (uint64_t(c.grid.x) * c.grid.y))};
     std::memset(shared, kSharedFill, c.shared_bytes);
     std::memset(shared + c.shared_bytes, kGuardByte, kSharedGuard);
-    run_block(b, reverse);
+    run_block(b, s);
     if (!b.error.empty()) {
       error = block_name() + ", " + b.error;
+#if LINATTN_EMULATION_ASAN
+      // The threads that did not finish leave their frames' redzones poisoned on stacks that the
+      // next launch reuses.
+      for (const Thread& t : b.threads)
+        if (t.state != State::done) ASAN_UNPOISON_MEMORY_REGION(t.stack.low, t.stack.size);
+#endif
       break;
     }
     for (size_t i = 0; i < kSharedGuard; ++i)
@@ -493,10 +553,11 @@ struct Snapshot {
   }
 };
 
-// Where the two schedules' results first differ, or "".
-std::string compare(const std::vector<Span>& spans, const Snapshot& first) {
+// Where the results of schedules `a` (in `reference`) and `b` (in the allocations) first differ, or "".
+std::string compare(const std::vector<Span>& spans, const Snapshot& reference, const std::string& a_name,
+                    const std::string& b_name) {
   for (size_t i = 0; i < spans.size(); ++i) {
-    const char* a = first.bytes[i].data();
+    const char* a = reference.bytes[i].data();
     const char* b = spans[i].base;
     if (std::memcmp(a, b, spans[i].size) == 0) continue;
     size_t at = 0;
@@ -504,33 +565,112 @@ std::string compare(const std::vector<Span>& spans, const Snapshot& first) {
     at &= ~size_t(3);
     float fa = 0, fb = 0;
     if (at + 4 <= spans[i].size) std::memcpy(&fa, a + at, 4), std::memcpy(&fb, b + at, 4);
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "byte %zu of the %zu-byte allocation at %p: %.9g (in order) vs %.9g (reversed)", at,
-                  spans[i].size, static_cast<void*>(spans[i].base), double(fa), double(fb));
+    char buf[320];
+    std::snprintf(buf, sizeof buf, "byte %zu of the %zu-byte allocation at %p: %.9g (%s) vs %.9g (%s)", at,
+                  spans[i].size, static_cast<void*>(spans[i].base), double(fa), a_name.c_str(), double(fb),
+                  b_name.c_str());
     return buf;
   }
   return "";
 }
 
+// The schedule checked launches are compared with the reference one by (LINATTN_EMULATION_SCHEDULE):
+// "reversed" (the default: the last warp first, blocks and each warp's threads in reverse too), or
+// "random:SEED", a random warp at every warp operation and barrier, each warp's threads in a random
+// order and the blocks in or against order, drawn from SEED and the number of the launch. Read at
+// every checked launch (a test sets it).
+struct ScheduleSetting {
+  bool random = false;
+  uint64_t seed = 0;
+  std::string error;  // what is wrong with the variable
+};
+
+ScheduleSetting schedule_setting() {
+  const char* s = std::getenv("LINATTN_EMULATION_SCHEDULE");
+  const std::string v = s ? s : "";
+  ScheduleSetting out;
+  if (v.empty() || v == "reversed") return out;
+  const std::string prefix = "random:";
+  if (v.compare(0, prefix.size(), prefix) == 0) {
+    const std::string digits = v.substr(prefix.size());
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long seed = std::strtoull(digits.c_str(), &end, 10);
+    if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos && errno == 0 && *end == 0) {
+      out.random = true;
+      out.seed = seed;
+      return out;
+    }
+  }
+  out.error = "LINATTN_EMULATION_SCHEDULE=" + v +
+              " is neither 'reversed' (the default) nor 'random:SEED' with SEED a non-negative integer "
+              "(e.g. random:1); unset it or set one of those";
+  return out;
+}
+
+Schedule checked_schedule(const ScheduleSetting& setting) {
+  if (!setting.random) return reversed();
+  static uint64_t launches = 0;  // guarded by g_kernel_mutex
+  const uint64_t launch = ++launches;
+  Schedule s{"random:" + std::to_string(setting.seed) + ", checked launch " + std::to_string(launch)};
+  s.random = true;
+  std::seed_seq seq{uint32_t(setting.seed), uint32_t(setting.seed >> 32), uint32_t(launch), uint32_t(launch >> 32)};
+  s.rng.seed(seq);
+  s.blocks_reversed = s.rng() & 1;
+  return s;
+}
+
+// The two schedules differ; which single reversal (of the threads in a warp, the warps, the blocks)
+// reproduces the difference on its own says what kind of race it is.
+std::string race_kind(const Launch& L, const Snapshot& before, const Snapshot& reference) {
+  struct Probe {
+    bool blocks, warps, lanes;
+    const char* kind;
+  };
+  const Probe probes[] = {
+      {false, false, true, "a race between the threads of one warp: a missing __syncwarp or __syncthreads?"},
+      {false, true, false,
+       "a race between warps: a missing barrier? A shuffle, __syncwarp or WMMA operation orders only the "
+       "threads of its own warp; what another warp wrote needs a __syncthreads between the write and the read."},
+      {true, false, false,
+       "a race between blocks: two blocks writing one place, or one reading what another writes? Only the "
+       "end of a launch orders blocks."}};
+  for (const Probe& p : probes) {
+    before.restore(L.touched);
+    Schedule s{"", p.blocks, p.warps, p.lanes};
+    if (run_grid(L, s).empty() && !compare(L.touched, reference, "", "").empty()) return p.kind;
+  }
+  return "a race: a missing __syncthreads or __syncwarp, or two threads writing one place?";
+}
+
 void execute(const Launch& L) {
   std::lock_guard<std::mutex> lock(g_kernel_mutex);
+  Schedule reference = in_order();
   if (!check_this_launch(L.config)) {
-    const std::string e = run_grid(L, false);
+    const std::string e = run_grid(L, reference);
     if (!e.empty()) fail(cudaErrorLaunchFailure, "kernel " + L.name + ": " + e);
+    return;
+  }
+  const ScheduleSetting setting = schedule_setting();
+  if (!setting.error.empty()) {
+    fail(cudaErrorLaunchFailure, "kernel " + L.name + ": " + setting.error);
     return;
   }
   thread_local Snapshot before, first;
   before.take(L.touched);
-  std::string e = run_grid(L, false);
+  std::string e = run_grid(L, reference);
   if (e.empty()) {
     first.take(L.touched);
     before.restore(L.touched);
-    e = run_grid(L, true);
+    Schedule checked = checked_schedule(setting);
+    e = run_grid(L, checked);
     if (e.empty()) {
-      const std::string diff = compare(L.touched, first);
+      const std::string diff = compare(L.touched, first, reference.name, checked.name);
       if (!diff.empty())
-        e = "threads and blocks run in order and in reverse give different results (a race: a missing "
-            "__syncthreads, or two threads writing one place): " + diff;
+        e = race_kind(L, before, first) + " The schedules " + reference.name + " and " + checked.name +
+            " give different results: " + diff;
+    } else {
+      e = "under the schedule " + checked.name + ": " + e;
     }
   }
   if (!e.empty()) fail(cudaErrorLaunchFailure, "kernel " + L.name + ": " + e);
@@ -710,6 +850,7 @@ void submit(const LaunchConfig& config, std::vector<ArgBytes> args, std::shared_
     }
   }
   record_launch(config);
+  count(Count::kernel);
   L->keep = std::move(keep);
   L->thread = thread;
   L->data = launch_data;

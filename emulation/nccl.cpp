@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda_emulation/counters.h"
 #include "internal.h"
 
 namespace {
@@ -615,6 +616,7 @@ ncclResult_t issue(const Collective& c, ncclComm_t comm, cudaStream_t stream) {
                         ")"));
   }
   const Call call{++comm->issued, c.count, c.kind, int32_t(c.datatype), int32_t(c.op), int32_t(c.root)};
+  cuda_emu::count(cuda_emu::Count::library_call);
   cuda_emu::enqueue(stream, what, [state, c, call] { run(*state, c, call); });
   return ncclSuccess;
 }

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda_emulation/counters.h"
 #include "emulation/internal.h"
 
 struct CUstream_st {
@@ -405,6 +406,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  count(Count::host_wait);
   drain_device(t_device);
   return take_error(t_device);
 }
@@ -554,6 +556,7 @@ cudaError_t copy(const char* call, void* dst, const void* src, size_t bytes, cud
     std::memmove(dst, src, bytes);
     return cudaSuccess;
   }
+  count(!src_dev ? Count::host_to_device : dst_dev ? Count::device_to_device : Count::device_to_host);
   if (!src_dev) {  // host to device: the source is read now, the device written when the stream runs
     auto staged = stage(src, bytes);
     enqueue(stream, call, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
@@ -561,6 +564,7 @@ cudaError_t copy(const char* call, void* dst, const void* src, size_t bytes, cud
   }
   enqueue(stream, call, [dst, src, bytes] { std::memmove(dst, src, bytes); });
   if (blocking && !dst_dev) {  // to the host, cudaMemcpy returns when the copy is done
+    count(Count::host_wait);
     drain(resolve(stream), UINT64_MAX);
     return take_error(t_device);
   }
@@ -584,6 +588,7 @@ cudaError_t fill(const char* call, void* ptr, int value, size_t bytes, cudaStrea
   if (!in_device_memory(ptr, bytes))
     return reject(cudaErrorInvalidValue, std::string(call) + "(" + hex(ptr) + ", " + std::to_string(bytes) +
                                              " bytes): not inside one device allocation");
+  count(Count::memset);
   enqueue(stream, call, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
   return cudaSuccess;
 }
@@ -622,6 +627,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!is_stream(stream)) return reject(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: not a stream");
   CUstream_st* s = resolve(stream);
+  count(Count::host_wait);
   drain(s, UINT64_MAX);
   return take_error(s->device);
 }
@@ -668,6 +674,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return reject(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
   if (!event->recorded) return cudaSuccess;
+  count(Count::host_wait);
   drain(event->stream, event->position);
   return take_error(event->stream->device);
 }

@@ -13,6 +13,8 @@
 // against the CPU entry.
 #include "kernels/backend.h"
 
+#include <algorithm>
+#include <mutex>
 #include <string>
 
 #include "kernels/cpu/entries.h"
@@ -38,6 +40,47 @@ MatmulPrecision g_matmul_precision = MatmulPrecision::f32;
 void set_matmul_precision(MatmulPrecision p) { g_matmul_precision = p; }
 MatmulPrecision matmul_precision() { return g_matmul_precision; }
 std::string cpu_bf16_unavailable() { return cpu::bf16_products_unavailable(); }
+
+void check_gemm_dtypes(In A, In B, In C) {
+  const DType out = A.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  LINATTN_CHECK(A.dtype() == B.dtype() && A.dtype() != DType::i32 && C.dtype() == out, "gemm: operands ", A.str(),
+                " and ", B.str(), " into ", C.str(), ": A and B must share a floating dtype (f32, f64 or bf16), "
+                "and C be f64 for f64 operands, f32 otherwise; convert an operand first (backend::convert)");
+}
+
+namespace {
+std::mutex g_log_mutex;
+std::vector<ConversionLog*> g_logs;  // the logs alive
+}  // namespace
+
+ConversionLog::ConversionLog() {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  g_logs.push_back(this);
+}
+
+ConversionLog::~ConversionLog() {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  g_logs.erase(std::find(g_logs.begin(), g_logs.end(), this));
+}
+
+std::vector<ConversionLog::Entry> ConversionLog::entries() const {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  return entries_;
+}
+
+void ConversionLog::clear() {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  entries_.clear();
+}
+
+void check_convert(In y, In x) {
+  LINATTN_CHECK(y.shape() == x.shape() && ((x.dtype() == DType::f32 && y.dtype() == DType::bf16) ||
+                                           (x.dtype() == DType::bf16 && y.dtype() == DType::f32)),
+                "convert: ", x.str(), " into ", y.str(), ": the shapes must match, and the conversion be f32 -> bf16 "
+                "or bf16 -> f32");
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  for (ConversionLog* log : g_logs) log->entries_.push_back({x.raw(), x.numel(), x.dtype(), y.dtype(), x.device()});
+}
 
 namespace {
 // Every entry's name and whether the .def gives it a CUDA kernel (read from the .def, so that a build

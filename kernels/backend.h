@@ -71,18 +71,53 @@ struct MixerArgs {
   Sequences seqs;
 };
 
-// One AdamW update over a flat buffer: m, v moments; decay = lr * weight_decay (0: no decay).
+// One AdamW update over a flat buffer: m, v moments; decay = lr * weight_decay, for the elements
+// adamw_step's decay_ranges name.
 struct AdamWStep {
   double beta1, beta2, eps, step_size /* lr / (1 - beta1^t) */, rbc2 /* 1 / (1 - beta2^t) */, decay;
 };
 
 // The inputs of the matrix products, process-wide (train.precision, train.tf32); f32 by default.
-// gemm reads it on both devices, attention on CUDA (bf16: the tensor-core tile kernels).
+// gemm on CUDA reads tf32 from it (float32 operands rounded to TF32 by cuBLAS); bf16 products take
+// bf16 operands instead (the gemm entry). Attention and the linear mixers on CUDA read it (bf16: the
+// tensor-core tile kernels).
 void set_matmul_precision(MatmulPrecision p);
 MatmulPrecision matmul_precision();
 
+// The gemm entry's operands, checked by both columns: A and B of one dtype, and C's dtype the one
+// that goes with it (f32 for f32 and bf16 operands, f64 for f64); an error names the three.
+void check_gemm_dtypes(In A, In B, In C);
+
+// The convert entry's tensors, checked by both columns (same shape, f32 -> bf16 or bf16 -> f32),
+// and recorded in the ConversionLogs alive.
+void check_convert(In y, In x);
+
+// While one is alive, every convert call (on any device, any thread) is recorded: which memory it
+// read, how many elements, the dtypes. Tests count conversions with it (a weight is converted once
+// per step, an activation once however many products read it).
+class ConversionLog {
+ public:
+  struct Entry {
+    const void* from;
+    int64_t n;
+    DType from_dtype, to_dtype;
+    Device device;
+  };
+  ConversionLog();
+  ~ConversionLog();
+  ConversionLog(const ConversionLog&) = delete;
+  ConversionLog& operator=(const ConversionLog&) = delete;
+  std::vector<Entry> entries() const;
+  void clear();
+
+ private:
+  std::vector<Entry> entries_;
+  friend void check_convert(In y, In x);
+};
+
 // "" when the CPU multiplies bfloat16 in hardware (AVX-512 BF16 or AMX, as oneDNN reports), else
-// why not, naming the instruction set found: train.precision: bf16 on the CPU needs it.
+// why not, naming the instruction set found: without it the CPU's bf16 products widen their operands
+// to float32 (the same sums, slower).
 std::string cpu_bf16_unavailable();
 
 // The entries: `extern const Kernel<void(In y, In a, In b)> add;` and so on (kernels/backend.def).

@@ -57,6 +57,20 @@ constexpr double kLinearAttnEps = 1e-6;
 // RoPE's base: the angle of pair i at position t is t * theta^(-2i/d).
 constexpr double kRopeTheta = 10000.0;
 
+// The slots of a training step's control numbers: float64 on the parameters' device, written by the
+// step's kernels and read by the host once, after the step's update is queued (train/optimizer.h).
+namespace step_control {
+enum Slot : int {
+  loss,         // the mean of the micro-batches' losses (summed over the ranks, once they are added up)
+  bad,          // 1 when that loss is not finite (the ranks' flags added up), else 0
+  sum_squares,  // of the gradients, accumulated in float64
+  norm,         // sqrt(sum_squares)
+  clip,         // what the gradients are multiplied by: max_norm / norm when norm > max_norm > 0, else 1
+  skip,         // 1 when the update must be skipped (bad, or a non-finite norm), else 0
+  size
+};
+}  // namespace step_control
+
 // Host ids of an embedding lookup: throws linattn::Error naming `where`, the position and the id when
 // an id is outside [0, V). Both columns check before they look up (kernels/op_types.cpp).
 void check_token_ids(const int32_t* ids, int64_t N, int64_t V, const char* where);

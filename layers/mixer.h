@@ -83,6 +83,12 @@ struct MixerDescriptor {
   std::string fla_model_type, fla_architecture, fla_unsupported;
   std::vector<std::string> (*fla_problems)(const ModelConfig& c, const LayerSpec& spec) = nullptr;
   FlaFields (*fla_fields)(const ModelConfig& c, const LayerSpec& spec) = nullptr;
+  // The layout of fla's model of this mixer: whether its blocks have an MLP (Mamba2ForCausalLM's are
+  // norm + mixer only) and its config takes softmax attention layers (`attn`); and fla's names for
+  // our parameter `ours` of c where they are not ours (Mamba2's backbone.layers.N.mixer; one
+  // parameter may be written under two names), nullptr: ours are fla's.
+  bool fla_mlp = true, fla_attention = true;
+  std::vector<std::string> (*fla_names)(const ModelConfig& c, const std::string& ours) = nullptr;
 
   // The backend entries the layer's op runs that have no kernel on `device`, comma-separated; "" = none.
   std::string missing_kernels(Device device) const { return op->missing_kernels(device); }

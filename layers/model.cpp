@@ -15,11 +15,15 @@ Model::Model(const ModelConfig& c, DType dtype) : config_(c) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     std::string prefix = "model.layers." + std::to_string(i);
     Block b;
+    b.first_param = int(params_.size());
     b.attn_norm = RMSNorm(params_, prefix + ".attn_norm", c.hidden_size, c.norm_eps);
     const LayerSpec& spec = c.layers[size_t(i)];
     b.attn = mixer_descriptor(spec.mixer).make(params_, prefix + ".attn", c, spec, std, out_std);
-    b.mlp_norm = RMSNorm(params_, prefix + ".mlp_norm", c.hidden_size, c.norm_eps);
-    b.mlp = MLP(params_, prefix + ".mlp", c.hidden_size, c.resolved_intermediate_size(), std, out_std);
+    if (c.mlp == Mlp::swiglu) {
+      b.mlp_norm = RMSNorm(params_, prefix + ".mlp_norm", c.hidden_size, c.norm_eps);
+      b.mlp = MLP(params_, prefix + ".mlp", c.hidden_size, c.resolved_intermediate_size(), std, out_std);
+    }
+    b.end_param = int(params_.size());
     blocks_.push_back(std::move(b));
   }
   norm_ = RMSNorm(params_, "model.norm", c.hidden_size, c.norm_eps);
@@ -38,13 +42,40 @@ Variable Model::body(const Tensor& ids, std::vector<MixerState>* states, int64_t
   // Host ids (a batch) stay there: the embedding checks them on the host and copies them over without
   // waiting for the device.
   Variable x = ops::embedding(ids, params_[embeddings_]);
-  for (size_t i = 0; i < blocks_.size(); ++i) {
-    const Block& b = blocks_[i];
-    Variable h = b.attn_norm(params_, x);
-    x = ops::add(x, states ? b.attn->decode(params_, h, (*states)[i], pos) : b.attn->forward(params_, h, segments));
-    x = ops::add(x, b.mlp(params_, b.mlp_norm(params_, x)));
+  // Recomputation applies where a tape is recorded: in training, not when decoding or evaluating.
+  if (recompute_ == ops::Recompute::none || states || !grad_enabled()) {
+    for (size_t i = 0; i < blocks_.size(); ++i)
+      x = block(blocks_[i], x, states ? &(*states)[i] : nullptr, pos, segments);
+    return x;
+  }
+  // Each block is one checkpointed region (autograd/checkpoint.h), replayed in backward, after the
+  // caller's segments are gone: the replays read a copy.
+  auto kept_segments = std::make_shared<const ops::Segments>(segments);
+  for (const Block& b : blocks_) {
+    std::vector<Variable> params;
+    for (int id = b.first_param; id < b.end_param; ++id) params.push_back(params_[id]);
+    x = ops::checkpoint(
+        recompute_, [this, &b, kept_segments](const Variable& in) { return block(b, in, nullptr, 0, *kept_segments); },
+        x, params);
   }
   return x;
+}
+
+// What a block's backward reads, per token, in each recompute mode (autograd/checkpoint.h):
+//   none:      everything the ops save: x, the norm outputs, the mixer's projections, gates and
+//              activations, its core's output and chunk states, the output gate's norm and SwiGLU,
+//              the residual sum, the MLP's gate, up and SwiGLU outputs, the branch outputs.
+//   selective: x and the outputs of the matrix products (the mixer's projections, o_proj, the MLP's
+//              gate, up and down) and of softmax attention; the norms (attn_norm, mlp_norm, the
+//              output norm), SwiGLUs, gate activations, short convolutions, L2 norms, RoPE, residual
+//              sums and linear mixer cores are recomputed in backward, one block at a time.
+//   full:      x only; the whole block is recomputed in backward, one block at a time.
+Variable Model::block(const Block& b, const Variable& x, MixerState* state, int64_t pos,
+                      const ops::Segments& segments) const {
+  Variable h = b.attn_norm(params_, x);
+  Variable r = ops::add(x, state ? b.attn->decode(params_, h, *state, pos) : b.attn->forward(params_, h, segments));
+  if (config_.mlp != Mlp::swiglu) return r;  // model.mlp: none: norm + mixer only (fla's Mamba2 block)
+  return ops::add(r, b.mlp(params_, b.mlp_norm(params_, r)));
 }
 
 Variable Model::head(const Variable& x) const { return ops::linear(norm_(params_, x), params_[lm_head_]); }
@@ -90,7 +121,8 @@ std::string Model::summary() const {
   }
   std::ostringstream os;
   os << "model: " << config_.num_hidden_layers << " layers, hidden " << config_.hidden_size << ", heads "
-     << config_.num_heads << ", vocab " << config_.vocab_size << ", mixers:";
+     << config_.num_heads << ", vocab " << config_.vocab_size
+     << (config_.mlp == Mlp::none ? ", no MLP" : "") << ", mixers:";
   std::string sep = " ";
   for (auto& [k, n] : kinds) os << sep << n << "x " << k, sep = ", ";
   os << "\nlayers:";

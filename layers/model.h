@@ -1,10 +1,12 @@
-// The language model: embeddings, pre-norm blocks (mixer and SwiGLU MLP), final norm, LM head.
+// The language model: embeddings, pre-norm blocks (mixer and SwiGLU MLP, or the mixer alone with
+// mlp: none), final norm, LM head.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "autograd/checkpoint.h"
 #include "layers/mixer.h"
 #include "layers/modules.h"
 
@@ -19,6 +21,11 @@ class Model {
   Variable logits(const Tensor& ids, const ops::Segments& segments = {}) const;
   // Mean cross-entropy of next-token prediction: targets i32 [B, T].
   Variable loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments = {}) const;
+
+  // Activation recomputation in training (train.recompute; autograd/checkpoint.h): each block runs as
+  // one checkpointed region. Decoding and evaluation (nothing recorded) run the blocks directly.
+  void set_recompute(ops::Recompute mode) { recompute_ = mode; }
+  ops::Recompute recompute() const { return recompute_; }
 
   Parameters& params() { return params_; }
   const Parameters& params() const { return params_; }
@@ -44,16 +51,21 @@ class Model {
   Variable head(const Variable& x) const;
 
   struct Block {
-    RMSNorm attn_norm, mlp_norm;
+    RMSNorm attn_norm, mlp_norm;  // mlp_norm and mlp: unset (no parameters) with mlp: none
     std::unique_ptr<MixerLayer> attn;
     MLP mlp;
+    int first_param = 0, end_param = 0;  // its parameters' ids: [first_param, end_param)
   };
+  // One block: x + mixer(norm(x)), then + mlp(norm(.)); state: the mixer's when decoding, else nullptr.
+  Variable block(const Block& b, const Variable& x, MixerState* state, int64_t pos,
+                 const ops::Segments& segments) const;
   ModelConfig config_;
   Parameters params_;
   int embeddings_ = -1;
   std::vector<Block> blocks_;
   RMSNorm norm_;
   int lm_head_ = -1;  // == embeddings_ when tied
+  ops::Recompute recompute_ = ops::Recompute::none;
 };
 
 }  // namespace linattn

@@ -7,6 +7,7 @@
 namespace linattn {
 
 int64_t ModelConfig::resolved_intermediate_size() const {
+  if (mlp == Mlp::none) return 0;
   if (intermediate_size > 0) return intermediate_size;
   int64_t raw = int64_t(std::ceil(hidden_ratio * double(hidden_size) * 2.0 / 3.0));
   return (raw + 255) / 256 * 256;
@@ -53,7 +54,8 @@ void resolve_layers(ModelConfig& c, const std::optional<AttnBlock>& attn,
   if (layers) {
     if (int64_t(layers->size()) != L)
       throw ScheduleError("layers", "'layers' has " + std::to_string(layers->size()) +
-                                        " entries but num_hidden_layers is " + std::to_string(L));
+                                        (layers->size() == 1 ? " entry" : " entries") + " but num_hidden_layers is " +
+                                        std::to_string(L));
     c.layers = *layers;
   }
   // Attention splits hidden_size into its heads (checked with num_heads); the linear mixers split

@@ -47,6 +47,10 @@ struct LayerSpec {
   double rope_theta = 10000.0;
 };
 
+// The MLP of every block: SwiGLU (shared/design/ops.md), or none: blocks of norm + mixer only, as in
+// fla's and mamba_ssm's Mamba2 models.
+enum class Mlp { swiglu, none };
+
 struct ModelConfig {
   int64_t vocab_size = 257;
   int64_t hidden_size = 256;
@@ -55,6 +59,7 @@ struct ModelConfig {
   int64_t num_kv_heads = 0;   // 0 = num_heads
   double expand_k = -1;       // -1 = the mixer's default (GLA 0.5, others 1)
   double expand_v = 1.0;
+  Mlp mlp = Mlp::swiglu;
   double hidden_ratio = 4.0;
   int64_t intermediate_size = 0;  // 0 = hidden_ratio * hidden_size * 2/3 rounded up to a multiple of 256
   double norm_eps = 1e-6;
@@ -67,7 +72,7 @@ struct ModelConfig {
   std::vector<LayerSpec> layers;  // resolved, one per layer
   MixerSettings settings;         // the mixers' own keys (feature_map, state_size, ...)
 
-  int64_t resolved_intermediate_size() const;
+  int64_t resolved_intermediate_size() const;  // 0 without an MLP
   double resolved_expand_k(const std::string& mixer) const;
   // A layer of the default mixer with the model-wide head settings: what every layer starts from.
   LayerSpec default_layer() const;

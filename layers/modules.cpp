@@ -12,11 +12,14 @@ Variable Linear::operator()(const Parameters& p, const Variable& x) const {
   return ops::linear(x, p[weight], bias >= 0 ? p[bias] : Variable());
 }
 
-RMSNorm::RMSNorm(Parameters& p, const std::string& name, int64_t dim, double eps_) : eps(eps_) {
+RMSNorm::RMSNorm(Parameters& p, const std::string& name, int64_t dim, double eps_, int64_t groups_)
+    : eps(eps_), groups(groups_) {
   weight = p.add(name + ".weight", {dim}, Init::Constant(1), false);
 }
 
-Variable RMSNorm::operator()(const Parameters& p, const Variable& x) const { return ops::rmsnorm(x, p[weight], eps); }
+Variable RMSNorm::operator()(const Parameters& p, const Variable& x) const {
+  return ops::rmsnorm(x, p[weight], eps, groups);
+}
 
 MLP::MLP(Parameters& p, const std::string& prefix, int64_t hidden, int64_t intermediate, double std, double out_std)
     : gate_proj(p, prefix + ".gate_proj", hidden, intermediate, std),

@@ -20,8 +20,9 @@ struct Linear {
 struct RMSNorm {
   int weight = -1;
   double eps = 1e-6;
+  int64_t groups = 1;  // > 1: each of `groups` equal runs of the dim normalized on its own (ops::rmsnorm)
   RMSNorm() = default;
-  RMSNorm(Parameters& p, const std::string& name, int64_t dim, double eps);
+  RMSNorm(Parameters& p, const std::string& name, int64_t dim, double eps, int64_t groups = 1);
   Variable operator()(const Parameters& p, const Variable& x) const;
 };
 

@@ -15,8 +15,22 @@ int Parameters::add(const std::string& name, const Shape& shape, Init init, bool
 void Parameters::allocate(DType dtype) {
   values_ = FlatBuffer(layout_, dtype);
   grads_ = FlatBuffer(layout_, dtype);
+  make_variables();
+}
+
+void Parameters::make_variables() {
   vars_.clear();
-  for (size_t i = 0; i < values_.size(); ++i) vars_.push_back(Variable::parameter(values_[int(i)], grads_[int(i)]));
+  for (size_t i = 0; i < values_.size(); ++i)
+    vars_.push_back(Variable::parameter(values_[int(i)], grads_[int(i)], has_bf16_copy() ? bf16_[int(i)] : Tensor()));
+}
+
+void Parameters::keep_bf16_copy() {
+  LINATTN_CHECK(allocated(), "keep_bf16_copy() before allocate()");
+  LINATTN_CHECK(values_.all().dtype() == DType::f32, "a bf16 copy of the weights needs float32 masters, got ",
+                values_.all().str(), " (train.precision: bf16 needs train.dtype: f32)");
+  if (has_bf16_copy()) return;
+  bf16_ = FlatBuffer(layout_, DType::bf16, values_.all().device());
+  make_variables();
 }
 
 void Parameters::initialize(uint64_t seed) {
@@ -68,8 +82,12 @@ void Parameters::to(Device device) {
   grads.all().copy_from(grads_.all());
   values_ = std::move(values);
   grads_ = std::move(grads);
-  vars_.clear();
-  for (size_t i = 0; i < values_.size(); ++i) vars_.push_back(Variable::parameter(values_[int(i)], grads_[int(i)]));
+  if (has_bf16_copy()) {
+    FlatBuffer bf16(layout_, DType::bf16, device);
+    bf16.all().copy_from(bf16_.all());
+    bf16_ = std::move(bf16);
+  }
+  make_variables();
 }
 
 }  // namespace linattn

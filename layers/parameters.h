@@ -1,5 +1,6 @@
 // The model's parameters: declared by name while the model is built, then laid out in one flat
-// value buffer and one flat gradient buffer (each parameter a view into both).
+// value buffer and one flat gradient buffer (each parameter a view into both), and under
+// train.precision: bf16 a flat buffer of their bf16 copies.
 #pragma once
 
 #include <string>
@@ -34,9 +35,17 @@ class Parameters {
   // Draws every parameter from its init, in declaration order, from one seeded stream.
   void initialize(uint64_t seed);
   void zero_grad();
-  // Moves the value and gradient buffers to `device` (a copy, then the old buffers are freed).
-  // Variables taken with operator[] before the move still view the old buffers: move first.
+  // Moves the value and gradient buffers (and the bf16 copy) to `device` (a copy, then the old
+  // buffers are freed). Variables taken with operator[] before the move still view the old
+  // buffers: move first.
   void to(Device device);
+  // train.precision: bf16: adds a third flat buffer, the weights in bfloat16, and gives every
+  // parameter's Variable its view there (Variable::bf16), which the linear layers' products read.
+  // The float32 values stay the masters that the optimizer updates and checkpoints keep; the copy is
+  // written from them by refresh_bf16_weights (train/optimizer.h) after every change. Zero until then.
+  void keep_bf16_copy();
+  bool has_bf16_copy() const { return bf16_.size() > 0; }
+  const FlatBuffer& bf16_values() const { return bf16_; }
 
   const Variable& operator[](int id) const { return vars_.at(size_t(id)); }
   size_t size() const { return layout_.entries().size(); }
@@ -53,8 +62,9 @@ class Parameters {
   FlatLayout layout_;
   std::vector<Init> inits_;
   std::vector<bool> decay_;
-  FlatBuffer values_, grads_;
+  FlatBuffer values_, grads_, bf16_;
   std::vector<Variable> vars_;
+  void make_variables();
 };
 
 }  // namespace linattn

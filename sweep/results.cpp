@@ -12,6 +12,7 @@
 #include "data/json.h"
 #include "layers/model.h"
 #include "layers/state_size.h"
+#include "train/metrics_log.h"
 
 namespace linattn {
 
@@ -82,7 +83,7 @@ RunRecord read_run(const std::string& dir) {
     if (line.empty()) continue;
     data::Json r;
     try {
-      r = data::parse_json(line, where);
+      r = parse_json_line(line, metrics.string(), line_number);
     } catch (const Error& e) {
       run.damaged.push_back(e.what());
       continue;

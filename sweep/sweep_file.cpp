@@ -3,13 +3,19 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
 #include "train/config.h"
+#include "train/config_reader.h"
 
 namespace linattn {
 
@@ -33,6 +39,28 @@ std::string flow_yaml(const YAML::Node& node) {
   out.SetSeqFormat(YAML::Flow);
   out << node;
   return out.c_str();
+}
+
+// What a value means, to tell two values apart: a scalar that reads as a number by its value, as
+// the config reads it (1, 01 and 1.0 alike; 1.0e-3, 0.001 and "0.001" alike; with long double's
+// 64-bit mantissa, so that whole numbers up to 2^64 stay apart), anything else by its text; lists
+// and mappings entry by entry.
+std::string value_key(const YAML::Node& node) {
+  if (node.IsScalar()) {
+    const std::string text = node.Scalar();
+    char* end = nullptr;
+    const long double v = std::strtold(text.c_str(), &end);
+    if (!text.empty() && *end == '\0' && std::isfinite(v)) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.21Lg", v);
+      return buf;
+    }
+    return "'" + text + "'";
+  }
+  std::string key = node.IsMap() ? "{" : "[";
+  for (const auto& entry : node)
+    key += node.IsMap() ? value_key(entry.first) + ": " + value_key(entry.second) + ", " : value_key(entry) + ", ";
+  return key + (node.IsMap() ? "}" : "]");
 }
 
 // The keys of a mapping, each once (YAML would keep the first of two equal keys without a word).
@@ -137,15 +165,24 @@ std::vector<std::vector<Override>> combinations(const std::string& path, const Y
   std::vector<std::vector<Override>> points{{}};
   if (!map) return points;
   check_mapping(path, map, what, {});
+  if (map.size() == 0)
+    fail(path, map, what + " is empty: give each key its list of values, e.g. " + what + ": {" +
+         (what == "tune" ? "train.lr" : "model.hidden_size") + ": " + example + "}, or leave " + what + " out");
   for (const auto& kv : map) {
     check_override_key(path, kv.first);
     const std::string key = kv.first.as<std::string>();
-    if (!kv.second.IsSequence() || kv.second.size() == 0)
+    if (kv.second.IsSequence() && kv.second.size() == 0)
+      fail(path, kv.second, what + " '" + key + "' is an empty list: give its values, e.g. " + example);
+    if (!kv.second.IsSequence())
       fail(path, kv.second, what + " '" + key + "' must be a list of values, e.g. " + example);
-    std::set<std::string> seen;
-    for (const YAML::Node& v : kv.second)
-      if (!seen.insert(flow_yaml(v)).second)
-        fail(path, v, what + " '" + key + "' lists " + flow_yaml(v) + " twice; remove one");
+    // By value: 1.0e-3 and 0.001 would train the same run twice.
+    std::map<std::string, std::string> seen;  // value_key -> the value as given
+    for (const YAML::Node& v : kv.second) {
+      const auto [earlier, fresh] = seen.emplace(value_key(v), flow_yaml(v));
+      if (fresh) continue;
+      fail(path, v, what + " '" + key + "' lists " + flow_yaml(v) +
+           (earlier->second == flow_yaml(v) ? " twice" : ", the same value as " + earlier->second) + "; remove one");
+    }
     keys.push_back(key);
     std::vector<std::vector<Override>> next;
     for (const auto& point : points)
@@ -163,14 +200,21 @@ std::vector<Override> seeds_of(const std::string& path, const YAML::Node& list) 
   std::vector<Override> seeds;
   if (!list) return seeds;
   const std::string how = "seeds are train.seed values (initialization and data order), e.g. seeds: [1, 2, 3]";
-  if (!list.IsSequence() || list.size() == 0) fail(path, list, "seeds must be a list of whole numbers; " + how);
-  std::set<std::string> seen;
+  if (list.IsSequence() && list.size() == 0) fail(path, list, "seeds is an empty list: give at least one seed; " + how);
+  if (!list.IsSequence()) fail(path, list, "seeds must be a list of whole numbers; " + how);
+  std::map<uint64_t, std::string> seen;  // by value ("01" is seed 1), with the text first given
   for (const YAML::Node& v : list) {
     const std::string text = flow_yaml(v);
-    if (!v.IsScalar() || text.empty() || text.size() > 19 ||
-        !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      fail(path, v, "seed '" + text + "' is not a whole number from 0 to 10^19; " + how);
-    if (!seen.insert(text).second) fail(path, v, "seed " + text + " is listed twice; remove one");
+    // As train.seed reads it: a whole number up to 2^53, beyond which a double rounds neighbours together.
+    const bool digits = v.IsScalar() && !text.empty() && text.size() <= 16 &&
+                        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const uint64_t value = digits ? std::stoull(text) : 0;
+    if (!digits || value > (uint64_t(1) << 53))
+      fail(path, v, "seed '" + text + "' is not a whole number from 0 to 2^53 = 9007199254740992; " + how);
+    const auto [earlier, fresh] = seen.emplace(value, text);
+    if (!fresh)
+      fail(path, v, "seed " + text + (earlier->second == text ? " is listed twice" : " is seed " + earlier->second +
+                                      " again") + "; remove one");
     seeds.push_back({"train.seed", text, where(path, v)});
   }
   return seeds;
@@ -181,19 +225,23 @@ std::vector<Override> seeds_of(const std::string& path, const YAML::Node& list) 
 std::vector<std::vector<Override>> tune_points_of(const std::string& path, const YAML::Node& tune,
                                                   std::vector<std::string>& keys) {
   if (!tune || tune.IsMap()) return combinations(path, tune, "tune", "[3.0e-4, 1.0e-3, 3.0e-3]", keys);
-  if (!tune.IsSequence() || tune.size() == 0)
+  if (tune.IsSequence() && tune.size() == 0)
+    fail(path, tune, "tune is an empty list: give the tuned points, e.g. tune: [{train.lr: 1.0e-3}, {train.lr: "
+         "3.0e-3}], or leave tune out");
+  if (!tune.IsSequence())
     fail(path, tune, "tune must map keys to lists of values, e.g. tune: {train.lr: [1.0e-3, 3.0e-3]}, or list "
          "override maps, e.g. tune: [{train.lr: 1.0e-3, train.lr_min: 1.0e-4}, "
          "{train.lr: 3.0e-3, train.lr_min: 3.0e-4}]");
   std::vector<std::vector<Override>> points;
-  std::set<std::string> seen;
+  std::set<std::string> seen;  // each entry's keys and values, by value_key
   std::string first_keys;  // "train.lr train.lr_min ", as every entry must set them
   for (size_t i = 0; i < tune.size(); ++i) {
     const std::string what = "tune entry " + std::to_string(i + 1);
     points.push_back(overrides_of(path, tune[i], what, false));
     if (points.back().empty()) fail(path, tune[i], what + " sets nothing");
     std::string items, entry_keys;
-    for (const Override& o : points.back()) items += o.item() + "\n", entry_keys += o.key + " ";
+    for (const auto& kv : tune[i]) items += kv.first.as<std::string>() + "=" + value_key(kv.second) + "\n";
+    for (const Override& o : points.back()) entry_keys += o.key + " ";
     if (i == 0) first_keys = entry_keys;
     if (entry_keys != first_keys)
       fail(path, tune[i], what + " sets " + entry_keys + "but entry 1 sets " + first_keys +
@@ -289,8 +337,10 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& comman
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::ParserException& e) {
+    std::ifstream in(path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                ": not valid YAML: " + e.msg);
+                ": not valid YAML: " + e.msg + yaml_tab_hint(text, e.mark.line));
   }
   const YAML::Node top = root.IsNull() ? YAML::Node(YAML::NodeType::Map) : root;
   check_mapping(path, top, "the sweep file",
@@ -324,7 +374,10 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& comman
   std::vector<Entry> entries;
   const YAML::Node runs = top["runs"];
   if (runs) {
-    if (!runs.IsSequence() || runs.size() == 0) fail(path, runs, "runs must be a list of override maps");
+    if (runs.IsSequence() && runs.size() == 0)
+      fail(path, runs, "runs is an empty list: give its override maps, e.g. runs: [{name: small, model.hidden_size: "
+           "64}], or leave runs out");
+    if (!runs.IsSequence()) fail(path, runs, "runs must be a list of override maps");
     for (size_t i = 0; i < runs.size(); ++i) {
       const std::string what = "runs entry " + std::to_string(i + 1);
       Entry e{runs[i].IsMap() && runs[i]["name"] ? runs[i]["name"].as<std::string>() : "",
@@ -345,7 +398,7 @@ Sweep load_sweep(const std::string& path, const std::vector<std::string>& comman
   if (!seeds.empty()) searched.push_back("train.seed");
   check_template(path, top, searched);
   if (!runs && s.grid_keys.empty() && s.tune_keys.empty() && seeds.empty())
-    throw Error(path + ": neither grid nor runs: give at least one of them");
+    throw Error(path + ": nothing to run: give runs, grid, tune or seeds");
   // Without runs and grid there is one configuration, the base config (its tune and seeds).
   s.compare = top["compare"]                 ? top["compare"].as<std::string>()
               : runs || s.grid_keys.empty() ? "runs"

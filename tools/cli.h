@@ -67,6 +67,11 @@ inline CLI::Validator one_of(std::vector<std::string> choices) {
       "");
 }
 
+// "1 run", "3 runs": a count and its noun, in the plural unless it is one.
+inline std::string counted(long long n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 // Prints "TOOL: error: WHAT (see TOOL --help)" and exits with `status`: a command line the tool
 // cannot run. `tool` is the program's name ("linattn-data prepare" for a subcommand).
 [[noreturn]] inline void usage_error(const std::string& tool, const std::string& what, int status) {

@@ -68,16 +68,17 @@ int cmd_prepare(const Args& a) {
   const PrepareResult r = prepare(o);
   if (a.quiet) return 0;
   if (tty) std::fprintf(stderr, "\n");
+  for (const std::string& w : r.warnings) std::fprintf(stderr, "linattn-data prepare: warning: %s\n", w.c_str());
   auto describe = [](const char* split, const ShardInfo& s) {
-    std::printf("%-5s %s: %s documents, %s text bytes, %s tokens (%.3f bytes/token)\n", split, s.path.c_str(),
-                with_commas(s.document_count).c_str(), with_commas(s.text_bytes).c_str(),
+    std::printf("%-5s %s: %s document%s, %s text bytes, %s tokens (%.3f bytes/token)\n", split, s.path.c_str(),
+                with_commas(s.document_count).c_str(), s.document_count == 1 ? "" : "s", with_commas(s.text_bytes).c_str(),
                 with_commas(s.token_count).c_str(), double(s.text_bytes) / double(std::max<uint64_t>(1, s.token_count)));
   };
   uint64_t bytes = 0;
   for (const Document& d : r.documents) bytes += d.bytes;
-  std::printf("prepared %zu documents with the %s tokenizer in %.1f s (encoding %.1f MB/s on %d thread%s, %.1f MB "
-              "per CPU second)\n", r.documents.size(), a.tokenizer.c_str(), r.seconds,
-              double(bytes) / 1e6 / std::max(r.encode_seconds, 1e-9), r.threads, r.threads == 1 ? "" : "s",
+  std::printf("prepared %s with the %s tokenizer in %.1f s (encoding %.1f MB/s on %s, %.1f MB per CPU second)\n",
+              cli::counted((long long)r.documents.size(), "document").c_str(), a.tokenizer.c_str(), r.seconds,
+              double(bytes) / 1e6 / std::max(r.encode_seconds, 1e-9), cli::counted(r.threads, "thread").c_str(),
               double(bytes) / 1e6 / std::max(r.encode_cpu_seconds, 1e-9));
   describe("train", r.train);
   if (r.has_val) describe("val", r.val);

@@ -22,7 +22,7 @@ using namespace linattn;
 namespace fs = std::filesystem;
 
 struct Args {
-  std::string ckpt, data, tokenizer, boundaries;
+  std::string ckpt, data, tokenizer, boundaries, gpt2_dir;
   std::vector<std::string> texts;
   std::optional<int64_t> tokens, seq_len, batch, threads;
 };
@@ -37,7 +37,7 @@ Args parse_args(int argc, char** argv) {
       "result equals the loss linattn-train printed at its last step; the evaluations during training\n"
       "read only the first data.val_tokens tokens (--tokens N repeats those).",
       "linattn-eval");
-  app.add_option("CKPT.h5", a.ckpt, "the checkpoint (linattn-train's .h5)");
+  app.add_option("CKPT.h5", a.ckpt, "the checkpoint (linattn-train's .h5), or a run folder: its newest intact checkpoint");
   app.add_option("--data", a.data,
                  "a folder written by linattn-data prepare (its *val*.bin split). Default: the run's data.path; a "
                  "relative one is looked for from the working directory, then from the checkpoint's folder and "
@@ -52,6 +52,10 @@ Args parse_args(int argc, char** argv) {
                  "(a tokenizer.json must be the one the run's data records)")
       ->type_name("bytes|gpt2|PATH/tokenizer.json")
       ->check(cli::tokenizer_name());
+  app.add_option("--gpt2-dir", a.gpt2_dir,
+                 "the folder of GPT-2's tokenizer files for --text (encoder.json + vocab.bpe, or vocab.json + "
+                 "merges.txt); default $LINATTN_GPT2_DIR, else the one scripts/fetch-data fills")
+      ->type_name("DIR");
   app.add_option("--tokens", a.tokens, "evaluate the first N tokens (default 0: all of them)")
       ->type_name("N")
       ->check(cli::whole_number(0, INT64_MAX));
@@ -113,8 +117,9 @@ std::shared_ptr<const data::Dataset> open_data(const Args& a, const Config& conf
   }
   data::PrepareOptions po;
   po.inputs = a.texts;
+  po.gpt2_dir = a.gpt2_dir;
   // By default the run's tokenizer: the one its data was prepared with.
-  po.tokenizer_instance = open_run_tokenizer(config.data.path, a.ckpt, a.tokenizer, "");
+  po.tokenizer_instance = open_run_tokenizer(config.data.path, a.ckpt, a.tokenizer, a.gpt2_dir);
   temp = std::make_unique<TempFolder>();
   po.out_dir = temp->path.string();
   data::prepare(po);
@@ -137,7 +142,11 @@ int run(const Args& a) {
   const int64_t rows = a.batch                          ? *a.batch
                        : config.train.micro_batch_size ? config.train.micro_batch_size
                                                        : config.train.batch_size;
-  if (config.data.source == "mqar" && a.data.empty() && a.texts.empty()) {
+  LINATTN_REQUIRE(config.data.source != "mqar" || (a.data.empty() && a.texts.empty()), a.ckpt,
+                  ": an MQAR model (data.source: mqar) reads no text: its vocabulary is MQAR's keys and values "
+                  "(docs/mqar.md). Leave out ", a.texts.empty() ? "--data" : "--text",
+                  ": it is then evaluated on its run's MQAR validation examples (loss and recall accuracy)");
+  if (config.data.source == "mqar") {
     evaluate_mqar(model, config, a.ckpt, state.step, rows);
     return 0;
   }
@@ -163,8 +172,9 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args args = parse_args(argc, argv);
+  Args args = parse_args(argc, argv);
   try {
+    args.ckpt = checkpoint_argument(args.ckpt, "linattn-eval");
     return run(args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-eval: error: %s\n", error_message(e).c_str());

@@ -33,7 +33,7 @@ Args parse_args(int argc, char** argv) {
       "  linattn-export CKPT.h5 OUT_DIR --format safetensors\n"
       "  linattn-export --list CKPT.h5",
       "linattn-export");
-  app.add_option("CKPT.h5", a.in, "the checkpoint (or, with --list, an export)");
+  app.add_option("CKPT.h5", a.in, "the checkpoint, or a run folder: its newest intact checkpoint (with --list: an export)");
   app.add_option("OUT", a.out, "OUT.h5, or the folder OUT_DIR of --format safetensors");
   app.add_option("--dtype", a.dtype, "the exported weights' type (default f32)")
       ->type_name("f32|f16|bf16")
@@ -109,6 +109,10 @@ std::optional<int64_t> checkpoint_at(const std::string& path) {
 }
 
 int export_weights(const std::string& in_path, const std::string& out_path, const std::string& dtype, bool force) {
+  // Before the export is written: the rename onto a folder would fail only at the end.
+  LINATTN_REQUIRE(!std::filesystem::is_directory(out_path), "'", out_path, "' is a folder: give the file to write, "
+                  "e.g. ", (std::filesystem::path(out_path) / "weights.h5").string(), " (or --format safetensors, "
+                  "which writes model.safetensors and config.json into a folder)");
   std::error_code ec;
   LINATTN_REQUIRE(!std::filesystem::equivalent(in_path, out_path, ec), "'", out_path, "' is the checkpoint '",
                   in_path, "' itself: writing the export there would replace the checkpoint (and its training "
@@ -155,14 +159,15 @@ int export_safetensors(const std::string& in_path, const std::string& out_dir) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (size_t i = 0; i < p.size(); ++i) {
     const Tensor& t = p.values()[int(i)];
-    tensors.emplace_back(p.name(int(i)), t.view(fla_shape(p.name(int(i)), t.shape())));
+    for (const std::string& name : fla_names(config.model, p.name(int(i))))
+      tensors.emplace_back(name, t.view(fla_shape(name, t.shape())));
   }
   fs::create_directories(out_dir);
   const std::string weights = (fs::path(out_dir) / "model.safetensors").string();
   const std::string config_json = (fs::path(out_dir) / "config.json").string();
   data::write_safetensors(weights, tensors,
                           {{"format", "pt"}, {"linattn_config", config.text}, {"step", std::to_string(state.step)}});
-  std::printf("linattn-export: %zu tensors (%lld parameters, f32) from step %lld to %s\n", p.size(),
+  std::printf("linattn-export: %zu tensors (%lld parameters, f32) from step %lld to %s\n", tensors.size(),
               (long long)p.count(), (long long)state.step, weights.c_str());
   const TokenizerExport tokenizer = config.data.source == "mqar" ? TokenizerExport{{}, "an MQAR model has no text tokenizer"}
                                                                   : export_tokenizer_files(config.data.path, in_path, out_dir);
@@ -194,9 +199,10 @@ int export_safetensors(const std::string& in_path, const std::string& out_dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args a = parse_args(argc, argv);
+  Args a = parse_args(argc, argv);
   try {
     if (a.list) return list(a.in);
+    a.in = checkpoint_argument(a.in, "linattn-export");
     return a.format == "safetensors" ? export_safetensors(a.in, a.out) : export_weights(a.in, a.out, a.dtype, a.force);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "linattn-export: error: %s\n", error_message(e).c_str());

@@ -46,7 +46,8 @@ Args parse_args(int argc, char** argv) {
       "key/value cache per attention layer (docs/decoding.md). Every sample starts at a document start\n"
       "(an end-of-text token), as the training documents do.",
       "linattn-generate");
-  app.add_option("CKPT.h5", a.ckpt, "a checkpoint of linattn-train or an export of linattn-export");
+  app.add_option("CKPT.h5", a.ckpt, "a checkpoint of linattn-train or an export of linattn-export, or a run folder: "
+                 "its newest intact checkpoint");
   CLI::Option* prompt = app.add_option("--prompt", a.prompt, "the text to continue (default: none, a new document)")
                             ->type_name("TEXT");
   app.add_option("--prompt-file", a.prompt_file, "read the prompt from file F instead")->type_name("F")->excludes(prompt);
@@ -203,6 +204,9 @@ void check_length(const Config& config, int64_t prompt_tokens, int64_t new_token
 class Output {
  public:
   explicit Output(std::string stop) : stop_(std::move(stop)) {}
+  // The prompt, first: printed by the same rule as the new text (bytes that are no UTF-8 become
+  // U+FFFD; a character the new text completes is printed whole), and never searched for the stop text.
+  void echo(std::string_view prompt) { write(utf8_.push(prompt)); }
   // Adds a token's bytes; returns true when the stop text has appeared (the sample ends).
   bool add(std::string_view bytes) {
     text_ += bytes;
@@ -242,8 +246,8 @@ struct Timing {
 void write_sample(Decoder& decoder, const Tensor& prompt_ids, const data::Tokenizer& tok, const Args& a, Rng& rng,
                   int prefill_threads, Timing& timing) {
   using Clock = std::chrono::steady_clock;
-  Output::write(a.prompt);
   Output out(a.stop);
+  out.echo(a.prompt);
   auto t0 = Clock::now();
   decoder.reset();
   omp_set_num_threads(prefill_threads);
@@ -302,6 +306,7 @@ int run(Args a) {
 int main(int argc, char** argv) {
   Args args = parse_args(argc, argv);
   try {
+    args.ckpt = checkpoint_argument(args.ckpt, "linattn-generate");
     return run(std::move(args));
   } catch (const std::exception& e) {
     std::fflush(stdout);

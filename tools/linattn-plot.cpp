@@ -63,7 +63,7 @@ int run(const Args& a) {
   LINATTN_REQUIRE(!fs::path(a.out).has_parent_path() || fs::is_directory(fs::path(a.out).parent_path()),
                   "cannot write '", a.out, "': its folder does not exist");
   write_text_atomically(a.out, render_svg(curve_plot(runs, labels, a.metric)));
-  std::printf("wrote %s: %s of %zu runs\n", a.out.c_str(), a.metric.c_str(), runs.size());
+  std::printf("wrote %s: %s of %s\n", a.out.c_str(), a.metric.c_str(), cli::counted((long long)runs.size(), "run").c_str());
   return 0;
 }
 

@@ -67,10 +67,10 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--only", a.only, "run only the run NAME (repeatable); the results still list every run")
       ->type_name("NAME")
       ->allow_extra_args(false);
-  app.add_option("--jobs,-j", a.jobs, "train N runs at once, each in its own process (default 1); with more than "
-                                      "one, each run's output goes to RUN_DIR/train.log")
+  app.add_option("--jobs,-j", a.jobs, "train N runs at once, 1 to 4096, each in its own process (default 1); with "
+                                      "more than one, each run's output goes to RUN_DIR/train.log")
       ->type_name("N")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::whole_number(1, 4096));
   app.add_option("--set", a.sets, "KEY=VALUE for every run, after the sweep file's own overrides (repeatable; "
                                   "e.g. --set train.device=cuda); not a key the runs differ in")
       ->type_name("KEY=VALUE")
@@ -80,8 +80,9 @@ Args parse_args(int argc, char** argv) {
                                                  "from the run folders as they are (e.g. a sweep copied from another "
                                                  "machine), and exit");
   app.footer(
-      "Ctrl-C stops the running runs at the end of their step (each writes a checkpoint) and then the\n"
-      "sweep; the same command continues it.");
+      "Ctrl-C (or SIGTERM, or its terminal closing) stops the running runs at the end of their step (each\n"
+      "writes a checkpoint) and then the sweep; the same command continues it. A sweep killed outright\n"
+      "(SIGKILL) leaves its runs to stop so on their own.");
   cli::parse(app, argc, argv, 1);
   a.again = "linattn-sweep";
   for (int i = 1; i < argc; ++i) a.again += " " + shell_quoted(argv[i]);
@@ -89,8 +90,17 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-volatile sig_atomic_t g_signals = 0;  // SIGINT/SIGTERM received
-void on_signal(int) { g_signals = g_signals + 1; }
+volatile sig_atomic_t g_signals = 0;  // SIGINT/SIGTERM/SIGHUP received
+volatile sig_atomic_t g_last_signal = 0;
+void on_signal(int sig) {
+  g_last_signal = sig;
+  g_signals = g_signals + 1;
+}
+
+// What stopped the runs, for their lines.
+const char* stopped_by() {
+  return g_last_signal == SIGHUP ? "SIGHUP (its terminal closed)" : g_last_signal == SIGTERM ? "SIGTERM" : "the Ctrl-C";
+}
 
 std::string duration(double seconds) {
   if (!std::isfinite(seconds)) return "?";
@@ -480,6 +490,8 @@ int run_sweep(const Sweep& s, const std::string& again, const std::vector<size_t
   sa.sa_handler = on_signal;  // no SA_RESTART: a blocking call returns, and the signal is seen
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // A closed terminal: the runs (in process groups of their own) would not hear of it.
+  sigaction(SIGHUP, &sa, nullptr);
 
   const auto start = std::chrono::steady_clock::now();
   auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
@@ -570,7 +582,7 @@ int run_sweep(const Sweep& s, const std::string& again, const std::vector<size_t
                     duration(since_start()).c_str(), duration(eta()).c_str());
       } else {
         ++remaining;  // it continues from its checkpoint next time
-        std::printf("[sweep] run %zu/%zu %s: stopped by the Ctrl-C\n", k + 1, n, name.c_str());
+        std::printf("[sweep] run %zu/%zu %s: stopped by %s\n", k + 1, n, name.c_str(), stopped_by());
       }
       // Reading every run folder takes a while in a large sweep: with several jobs, at most every 10 s.
       if (jobs == 1 || since_start() - last_written >= 10) {
@@ -581,8 +593,8 @@ int run_sweep(const Sweep& s, const std::string& again, const std::vector<size_t
   }
   write_results(s);
   if (g_signals) {
-    std::printf("[sweep] interrupted after %s; %d runs left. Continue with: %s\n", duration(since_start()).c_str(),
-                remaining, again.c_str());
+    std::printf("[sweep] interrupted after %s; %s left. Continue with: %s\n", duration(since_start()).c_str(),
+                cli::counted(remaining, "run").c_str(), again.c_str());
     return 130;
   }
   std::printf("[sweep] done in %s: %d trained, %d failed%s; results in %s\n", duration(since_start()).c_str(), trained,
@@ -598,11 +610,16 @@ int run(const Args& a) {
                     "sweep's runs and results go to (one that does not exist yet is created)");
     s.out_dir = a.out;
   }
+  // Before anything runs, and in a dry run too: each run would fail at its start.
+  const std::string problem = folder_write_problem(s.out_dir);
+  LINATTN_REQUIRE(problem.empty(), a.out.empty() ? a.path + ": out_dir '" : "--out '", s.out_dir,
+                  "' cannot be written: ", problem, "; give another folder for the sweep's runs and results");
   check_only(s, a.only);
   std::vector<size_t> todo;
   for (size_t i = 0; i < s.runs.size(); ++i)
     if (a.only.empty() || std::count(a.only.begin(), a.only.end(), s.runs[i].name)) todo.push_back(i);
-  std::printf("sweep %s: %zu runs of %s into %s\n", a.path.c_str(), s.runs.size(), s.base.c_str(), s.out_dir.c_str());
+  std::printf("sweep %s: %s of %s into %s\n", a.path.c_str(), cli::counted((long long)s.runs.size(), "run").c_str(),
+              s.base.c_str(), s.out_dir.c_str());
   if (a.dry_run) {
     list_runs(s, todo);
     return 0;

@@ -157,7 +157,9 @@ int main(int argc, char** argv) {
     linattn::Trainer trainer(config, args.resume, comm.get());
     if (!args.init_from.empty()) {
       size_t n = linattn::init_from(args.init_from, trainer.model(), args.config_path);
-      if (comm->is_root()) std::printf("initialized from %s (%zu tensors); optimizer fresh, step 0\n", args.init_from.c_str(), n);
+      if (comm->is_root())
+        std::printf("initialized from %s (%s); optimizer fresh, step 0\n", args.init_from.c_str(),
+                    cli::counted((long long)n, "tensor").c_str());
     }
     if (args.dry_run) {
       if (!comm->is_root()) return 0;
@@ -168,11 +170,11 @@ int main(int argc, char** argv) {
       std::printf("dry run: the config is valid and the model runs\n");
       return 0;
     }
-    linattn::arm_interrupts();
+    linattn::arm_interrupts(comm->rank(), comm->world_size());
     linattn::TrainSummary s = trainer.run();
     if (!comm->is_root()) return s.interrupted ? 130 : 0;
-    std::printf("%s after %lld steps (%lld tokens, %.0f s)\n", s.interrupted ? "interrupted" : "done",
-                (long long)s.steps, (long long)s.tokens, s.seconds);
+    std::printf("%s after %s (%lld tokens, %.0f s)\n", s.interrupted ? "interrupted" : "done",
+                cli::counted((long long)s.steps, "step").c_str(), (long long)s.tokens, s.seconds);
     // Only what was measured: an interrupted run may not have evaluated at all.
     if (s.last.tokens > 0)
       std::printf("validation: last %s%s\n", eval_text(s.last).c_str(),

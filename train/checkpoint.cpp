@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "core/hdf5.h"
+#include "data/safetensors.h"
 #include "layers/mixer.h"
 
 namespace linattn {
@@ -187,6 +188,9 @@ void save_checkpoint(const std::string& path, const Config& config, const Model&
     f.set_attr("tokens", state.tokens);
     f.set_attr("elapsed_seconds", state.elapsed);
     f.set_attr("best_val_loss", state.best_val_loss);
+    f.set_attr("log_window.loss_sum", state.log_loss_sum);
+    f.set_attr("log_window.steps", state.log_steps);
+    f.set_attr("log_window.seconds", state.log_seconds);
     f.set_attr("seed", int64_t(config.train.seed));
     write_sampler(f, state.sampler);
     const Parameters& p = model.params();
@@ -224,7 +228,31 @@ std::string latest_verified_checkpoint(const std::string& out_dir, std::vector<s
   return "";
 }
 
+std::string checkpoint_argument(const std::string& path, const std::string& tool) {
+  if (!fs::is_directory(fs::path(path) / "checkpoints")) return path;
+  std::vector<std::string> skipped;
+  const std::string newest = latest_verified_checkpoint(path, &skipped);
+  for (const std::string& s : skipped) std::fprintf(stderr, "%s: warning: skipped a damaged checkpoint: %s\n", tool.c_str(), s.c_str());
+  LINATTN_REQUIRE(!newest.empty(), path, ": a run folder with no intact checkpoint in ", path,
+                  "/checkpoints; give a checkpoint file (.h5), or train the run further (linattn-train --resume ",
+                  path, ")");
+  std::fprintf(stderr, "%s: %s: its newest checkpoint, %s\n", tool.c_str(), path.c_str(), newest.c_str());
+  return newest;
+}
+
 std::string checkpoint_config_text(const std::string& path) {
+  // What the path is instead, said before HDF5 would call it "not an HDF5 file".
+  const bool folder = fs::is_directory(path);
+  if (data::looks_like_safetensors(folder ? (fs::path(path) / "model.safetensors").string() : path))
+    throw Error(path + ": safetensors weights (fla's names and shapes, without linattn's config or training "
+                "state): give the linattn checkpoint (.h5) they were exported from, or its .h5 export; to train from "
+                "them, linattn-train CONFIG.yaml --init-from " + path);
+  if (folder) {
+    const std::string newest = latest_checkpoint(path);
+    throw Error(path + " is a folder" + (newest.empty() ? ": give a checkpoint file (.h5)"
+                                                        : ", a run's: give one of its checkpoints, e.g. the newest, " +
+                                                              newest));
+  }
   H5File f(path, H5File::Mode::read);
   check_format(f);
   auto text = f.attr_string("config");
@@ -271,6 +299,11 @@ void load_checkpoint(const std::string& path, const Config& config, Model& model
     state->tokens = required_int(f, "tokens");
     state->elapsed = f.attr_double("elapsed_seconds").value_or(0);
     state->best_val_loss = f.attr_double("best_val_loss").value_or(NAN);
+    // Absent from the checkpoints of earlier builds: the first log line after the resume then
+    // covers the steps since the resume.
+    state->log_loss_sum = f.attr_double("log_window.loss_sum").value_or(0);
+    state->log_steps = f.attr_int("log_window.steps").value_or(0);
+    state->log_seconds = f.attr_double("log_window.seconds").value_or(0);
     state->sampler = read_sampler(f);
   }
 }

@@ -21,6 +21,11 @@ struct TrainState {
   int64_t tokens = 0;        // training tokens consumed
   double elapsed = 0;        // seconds of training so far (for max_time)
   double best_val_loss = 0;  // NaN when not evaluated yet
+  // The steps since the last logged one (train.log_every), whose mean loss the next log line shows:
+  // kept so that a resumed run logs the loss the uninterrupted run did.
+  double log_loss_sum = 0;     // their losses, summed
+  int64_t log_steps = 0;       // how many (skipped steps not counted)
+  double log_seconds = 0;      // their time (for tokens/s)
   data::SamplerState sampler;
 };
 
@@ -59,6 +64,11 @@ std::string checkpoint_problem(const std::string& path);
 // The newest checkpoint in RUN_DIR/checkpoints that reads back intact, or "" when there is none.
 // Each newer one passed over is added to `skipped` as "PATH: what is wrong with it".
 std::string latest_verified_checkpoint(const std::string& out_dir, std::vector<std::string>* skipped);
+// A tool's checkpoint argument (linattn-eval, -generate, -export): a run folder, one holding
+// checkpoints/, stands for its newest intact checkpoint, which is named on stderr with any newer
+// damaged one passed over; any other path is returned as given. A run folder without an intact
+// checkpoint is an error that says so.
+std::string checkpoint_argument(const std::string& path, const std::string& tool);
 // Deletes all but the newest `keep` checkpoints of the run.
 void prune_checkpoints(const std::string& out_dir, int64_t keep);
 

@@ -1,8 +1,12 @@
 #include "train/communicator.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
 
 #ifdef LINATTN_MPI
 #include <mpi.h>
@@ -122,6 +126,13 @@ class MpiCommunicator : public Communicator {
     return names;
   }
   [[noreturn]] void abort(int code) override {
+    std::fflush(nullptr);  // this rank's error first
+    // Under Open MPI's mpirun (ORTE), which ends the whole job when a rank exits with a non-zero
+    // status (unless told otherwise), that exit names the rank without MPI_Abort's banner: the banner
+    // is sent from this rank just before it dies, and mpirun sometimes reads it cut short and prints
+    // "ORTE_ERROR_LOG: Data unpack would read past end of buffer ... show_help.c" instead.
+    const char* keep_going = std::getenv("OMPI_MCA_orte_abort_on_non_zero_status");
+    if (std::getenv("OMPI_MCA_orte_hnp_uri") && !(keep_going && std::string(keep_going) == "0")) _exit(code);
     MPI_Abort(MPI_COMM_WORLD, code);
     std::exit(code);
   }

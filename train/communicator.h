@@ -32,7 +32,9 @@ class Communicator {
   // Lets the started sums progress (MPI moves non-blocking collectives only inside MPI calls): call
   // it often while computing something else.
   virtual void poll() = 0;
-  // Waits until every started sum is complete.
+  // Waits until every started sum is complete: on the host for host tensors; for device tensors
+  // (NCCL) the compute stream waits, so that the kernels and copies queued after it see the sums,
+  // and the host goes on.
   virtual void wait_all() = 0;
   // In-place sum of doubles across ranks.
   virtual void allreduce_sum(double* values, int count) = 0;

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "core/cuda/runtime.h"
 #include "core/cuda/stream.h"
 #endif
 
@@ -41,17 +42,19 @@ class NcclCommunicator : public Communicator {
                     "NCCL data parallelism needs a GPU, and none is visible");
     LINATTN_REQUIRE(host.local_rank() < devices, "local rank ", host.local_rank(), " has no GPU of its own (", devices,
                     " visible): start at most one rank per GPU");
-    check_cuda(cudaSetDevice(host.local_rank()), "cudaSetDevice");
+    cuda::set_device(host.local_rank());
     ncclUniqueId id;
     if (host.is_root()) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
     host.broadcast(&id, sizeof id, 0);
     check_nccl(ncclCommInitRank(&comm_, host.world_size(), id, host.rank()), "ncclCommInitRank");
     stream_ = static_cast<cudaStream_t>(cuda::comm_stream());  // the device's, created after cudaSetDevice
     check_cuda(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check_cuda(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   }
   ~NcclCommunicator() override {
     ncclCommDestroy(comm_);
     cudaEventDestroy(computed_);
+    cudaEventDestroy(summed_);
   }
   int rank() const override { return host_.rank(); }
   int world_size() const override { return host_.world_size(); }
@@ -69,8 +72,12 @@ class NcclCommunicator : public Communicator {
   }
   // NCCL progresses on the GPU by itself; host tensors go through the host communicator.
   void poll() override { host_.poll(); }
+  // The compute stream waits for the device sums (the host does not: what reads them later, a kernel
+  // or a copy, runs on the compute stream after them).
   void wait_all() override {
-    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    check_cuda(cudaEventRecord(summed_, stream_), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(cuda::compute_stream()), summed_, 0),
+               "cudaStreamWaitEvent");
     host_.wait_all();
   }
   void allreduce_sum(double* values, int count) override { host_.allreduce_sum(values, count); }
@@ -88,6 +95,7 @@ class NcclCommunicator : public Communicator {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;   // the communication stream: the sums run here, beside the compute stream
   cudaEvent_t computed_ = nullptr;  // recorded on the compute stream when a sum starts
+  cudaEvent_t summed_ = nullptr;    // recorded on the communication stream by wait_all
 };
 
 }  // namespace

@@ -182,8 +182,8 @@ void check_train(const Reader& r, const YAML::Node& t, const YAML::Node& d, cons
   r.require(tc.lr_min <= tc.lr, t, "train", "lr_min", "'lr_min' must be in [0, lr]");
   r.require(tc.max_steps > 0 || tc.max_tokens > 0 || tc.max_time > 0, t, "train", "max_steps",
             "the run has no bound: set 'max_steps', 'max_tokens' or 'max_time'");
-  // Whether a GPU is there, and whether the CPU has bf16 products, is checked when training starts
-  // (Trainer), not here.
+  // Whether a GPU is there is checked when training starts (Trainer), not here; a CPU without bf16
+  // products runs bf16 widened to float32 (a note at start-up).
   r.require(tc.precision == "fp32" || tc.dtype == "f32", t, "train", "precision",
             "'precision: bf16' keeps float32 weights and activations: it needs train.dtype: f32");
   r.require(tc.device == "cpu" || tc.dtype == "f32", t, "train", "dtype",
@@ -269,7 +269,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
     root = YAML::Load(yaml_text);
   } catch (const YAML::ParserException& e) {
     throw Error(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                ": YAML syntax error: " + e.msg);
+                ": YAML syntax error: " + e.msg + yaml_tab_hint(yaml_text, e.mark.line));
   }
   LINATTN_REQUIRE(!root.IsNull(), source,
                   " is empty: a config has the sections model, data, train, checkpoint and distributed; start "

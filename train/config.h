@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/checkpoint.h"
 #include "data/mqar.h"
 #include "layers/model_config.h"
 
@@ -60,8 +61,12 @@ struct TrainConfig {
   std::string sample_prompt = "";    // the text each sample continues ("" = a new document)
   // Where the step runs (README "Training on a GPU"): cpu | cuda.
   std::string device = "cpu";
-  std::string precision = "fp32";  // fp32 | bf16 (bf16 is not implemented yet: an error)
+  // fp32 | bf16: the GEMMs read bf16 operands (a bf16 weight copy written once per step by the
+  // optimizer, activations converted once) with float32 accumulation; float32 masters and moments.
+  std::string precision = "fp32";
   bool tf32 = false;               // cuda: TF32 tensor cores for the float32 matrix products (ignored on cpu)
+  // Activation recomputation (autograd/checkpoint.h, docs/recompute.md): none | selective | full.
+  ops::Recompute recompute = ops::Recompute::none;
 };
 
 struct CheckpointConfig {

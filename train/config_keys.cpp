@@ -34,6 +34,9 @@ double emitted_expand_k(const ModelConfig& m) {
   return common.value_or(m.expand_k);
 }
 
+bool with_mlp(const ModelConfig& m) { return m.mlp != Mlp::none; }
+bool without_mlp(const ModelConfig& m) { return m.mlp == Mlp::none; }
+
 std::vector<ConfigKey<M>> general_model_keys() {
   return {
       config_key("vocab_size", &M::vocab_size,
@@ -56,15 +59,24 @@ std::vector<ConfigKey<M>> general_model_keys() {
           .shown("-1 (mixer default)")
           .writes(emitted_expand_k),
       config_key("expand_v", &M::expand_v, "value dim = `expand_v * hidden_size`").range(0, true, kMaxExpand, false),
+      config_choice("mlp", &M::mlp,
+                    {{Mlp::swiglu, {"swiglu", "down(silu(gate(x)) * up(x)) after every mixer"}},
+                     {Mlp::none, {"none", "blocks of norm + mixer only"}}},
+                    "the MLP of every block: `swiglu` (`down(silu(gate(x)) * up(x))`, sized by `hidden_ratio` or "
+                    "`intermediate_size`), or `none`: blocks of norm + mixer only, as in fla's and mamba_ssm's "
+                    "Mamba2 (`hidden_ratio` and `intermediate_size` are then ignored, and config.yaml leaves them out)")
+          .written_only_if(without_mlp),
       config_key("hidden_ratio", &M::hidden_ratio,
                  "MLP intermediate size = `hidden_ratio * hidden_size * 2/3`, rounded up to a multiple of 256")
-          .range(0, true, kMaxExpand, false),
+          .range(0, true, kMaxExpand, false)
+          .written_only_if(with_mlp),
       config_key("intermediate_size", &M::intermediate_size,
                  "the MLP intermediate size, when given (0: from `hidden_ratio`; config.yaml has the size used)")
           .in(0, kMaxExpand * kMaxWidth)
           .note("0 = derived")
           .shown("0 (derived)")
-          .writes([](const M& m) -> ConfigValue { return m.resolved_intermediate_size(); }),
+          .writes([](const M& m) -> ConfigValue { return m.resolved_intermediate_size(); })
+          .written_only_if(with_mlp),
       config_key("norm_eps", &M::norm_eps, "RMSNorm epsilon").positive(),
       config_key("tie_word_embeddings", &M::tie_word_embeddings, "share the embedding matrix with the LM head"),
       config_key("initializer_range", &M::initializer_range,
@@ -167,7 +179,7 @@ const std::vector<ConfigKey<DataConfig>>& data_keys() {
           .shown("`reset` (MQAR: `cross`)"),
       config_key("source", &D::source,
                  "`tokens`: the prepared folder at `path`; `mqar`: multi-query associative recall examples "
-                 "generated in memory from `mqar` below ([MQAR](#mqar-associative-recall))")
+                 "generated in memory from `mqar` below ([MQAR](data.md#mqar-associative-recall))")
           .one_of({{"tokens", "the prepared folder at data.path"},
                    {"mqar", "generated associative recall, data.mqar"}})
           .written_only_if(mqar),
@@ -256,21 +268,31 @@ const std::vector<ConfigKey<TrainConfig>>& train_keys() {
       config_key("sample_prompt", &T::sample_prompt, "the text each sample continues (`\"\"`: a new document)")
           .in_quotes(),
       config_key("device", &T::device,
-                 "where the step runs: `cuda` = all of it on the GPU ([Training on a GPU](#training-on-a-gpu)); "
+                 "where the step runs: `cuda` = all of it on the GPU ([Training on a GPU](gpu.md)); "
                  "without a GPU, an error at start-up naming this line (in the emulation build the emulated GPU runs it, "
                  "slowly: for tests)")
           .one_of({{"cpu", ""}, {"cuda", ""}}),
       config_key("precision", &T::precision,
                  "`bf16`: mixed precision: the matrix products take bf16 inputs with float32 accumulation "
                  "(`device: cuda`: the GEMMs and attention's tile products at head size 32, 64 or 128, on the "
-                 "tensor cores; `device: cpu`: the GEMMs, through oneDNN, on a CPU with AVX-512 BF16 or AMX, "
-                 "elsewhere an error at start-up naming this line); weights, AdamW state, activations, norms, "
+                 "tensor cores; `device: cpu`: the GEMMs, through oneDNN, on AVX-512 BF16 or AMX, elsewhere "
+                 "widened to float32: slower, same sums); the linear layers read a bf16 copy of the weights that "
+                 "the optimizer writes once per step, and each activation and output gradient is converted once; "
+                 "float32 weights (the masters checkpoints keep), AdamW state, gradients, activations, norms, "
                  "softmax statistics, the linear mixers and the loss stay float32 "
-                 "([Training on a GPU](#training-on-a-gpu))")
+                 "([Training on a GPU](gpu.md))")
           .one_of({{"fp32", ""}, {"bf16", ""}}),
       config_key("tf32", &T::tf32,
                  "`device: cuda` only: TF32 tensor cores for the float32 matrix products (cuBLAS "
                  "`CUBLAS_COMPUTE_32F_FAST_TF32`, ~10-bit mantissa inputs); ignored on the CPU and under `precision: bf16`"),
+      config_choice("recompute", &T::recompute,
+                    {{ops::Recompute::none, {"none", "keep what backward reads"}},
+                     {ops::Recompute::selective, {"selective", "recompute the norms, SwiGLUs, gates and mixer cores"}},
+                     {ops::Recompute::full, {"full", "keep each block's input only, replay the block"}}},
+                    "activation recomputation in backward, block by block: `selective` keeps each block's input and "
+                    "its matrix products' and softmax attention's outputs and recomputes the rest; `full` keeps "
+                    "the input only and replays the whole block; less activation memory for more compute, "
+                    "bit-identical gradients ([Activation recomputation](recompute.md))"),
   };
   return keys;
 }
@@ -291,7 +313,7 @@ const std::vector<ConfigKey<DistributedConfig>>& distributed_keys() {
   using P = DistributedConfig;
   static const std::vector<ConfigKey<P>> keys = {
       config_key("bucket_mb", &P::bucket_mb,
-                 "MiB of gradients per all-reduce bucket (see [Data parallelism](#data-parallelism)); smaller "
+                 "MiB of gradients per all-reduce bucket (see [Data parallelism](data-parallel.md)); smaller "
                  "buckets start sooner, larger ones cost fewer calls; a value above the model's gradient size "
                  "makes one all-reduce after backward")
           .range(0, true, 65536, false)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "core/error.h"
@@ -28,7 +29,7 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-std::string did_you_mean(const std::string& key, const std::vector<std::string>& known) {
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& known, const std::string& kinds) {
   std::string best;
   size_t best_d = 4;
   for (const std::string& k : known) {
@@ -38,7 +39,22 @@ std::string did_you_mean(const std::string& key, const std::vector<std::string>&
   if (!best.empty()) return " (did you mean '" + best + "'?)";
   std::string all;
   for (const std::string& k : known) all += (all.empty() ? "" : ", ") + k;
-  return " (known keys: " + all + ")";
+  return " (known " + kinds + ": " + all + ")";
+}
+
+std::string yaml_tab_hint(const std::string& text, int line) {
+  std::vector<std::string> lines;
+  std::stringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  for (int at : {line, line - 1}) {
+    if (at < 0 || at >= int(lines.size())) continue;
+    const std::string& l = lines[size_t(at)];
+    const size_t indent = l.find_first_not_of(" \t");
+    if (l.substr(0, indent).find('\t') != std::string::npos)
+      return "; line " + std::to_string(at + 1) + " is indented with a tab: YAML indents with spaces only (replace "
+             "the tab with spaces)";
+  }
+  return "";
 }
 
 std::string Reader::location(const YAML::Node& node, const std::string& path) const {
@@ -102,12 +118,17 @@ ConfigValue Reader::value(const YAML::Node& node, const std::string& full, const
     if (!std::isfinite(d)) fail(node, full, "'" + name + "' must be a finite number, got " + given);
     return d;
   }
-  if (d != std::floor(d)) fail(node, full, "'" + name + "' must be a whole number, got " + given);
+  // The text read again with a 64-bit mantissa where long double has one (x86-64: 80-bit): a double
+  // rounds 9007199254740993 to 2^53 and 4503599627370496.5 to a whole number, without a word.
+  char* end = nullptr;
+  const long double exact = std::strtold(given.c_str(), &end);
+  const long double whole = !given.empty() && *end == '\0' ? exact : (long double)d;
+  if (whole != std::floor(whole)) fail(node, full, "'" + name + "' must be a whole number, got " + given);
   // Whole numbers up to 2^53 convert exactly; beyond, no key means anything.
-  if (!(std::fabs(d) <= 9007199254740992.0))
+  if (!(std::fabs(whole) <= 9007199254740992.0L))
     fail(node, full, "'" + name + "' is too large: " + given + " (at most 2^53 = 9007199254740992)");
   if (type == ConfigType::count && d < 0) fail(node, full, "'" + name + "' must not be negative, got " + given);
-  return int64_t(d);
+  return int64_t(whole);
 }
 
 void Reader::wrong_type(const YAML::Node& node, const std::string& full, const std::string& name,
@@ -127,7 +148,7 @@ void Reader::check_choice(const YAML::Node& node, const std::string& full, const
     if (!choices[i].doc.empty()) list += " (" + choices[i].doc + ")";
   }
   if (std::find(names.begin(), names.end(), given) != names.end()) return;
-  if (!unknown_as.empty()) fail(node, full, "unknown " + unknown_as + " '" + given + "'" + did_you_mean(given, names));
+  if (!unknown_as.empty()) fail(node, full, "unknown " + unknown_as + " '" + given + "'" + did_you_mean(given, names, unknown_as + "s"));
   fail(node, full, "'" + name + "' must be " + list + ", got '" + given + "'");
 }
 

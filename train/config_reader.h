@@ -25,8 +25,14 @@ void check_duplicate_keys(const YAML::Node& node, const std::string& path, const
 YAML::Node node_at(const YAML::Node& node, const std::string& path);
 // The mapping of a section ("data.mqar") in the file, or a null node.
 YAML::Node section_node(const YAML::Node& root, const std::string& path);
-// " (did you mean 'hidden_size'?)", or the list of known keys when none is close.
-std::string did_you_mean(const std::string& key, const std::vector<std::string>& known);
+// " (did you mean 'hidden_size'?)", or the list of known `kinds` when none is close: " (known keys:
+// ...)", " (known mixers: ...)".
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& known,
+                         const std::string& kinds = "keys");
+
+// After a YAML syntax error at `line` (from 0) of `text`: "; line N is indented with a tab: YAML
+// indents with spaces only" when that line (or the one before) is, else "".
+std::string yaml_tab_hint(const std::string& text, int line);
 
 class Reader {
  public:

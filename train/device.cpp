@@ -63,10 +63,13 @@ std::string device_memory_budget(Device device) {
 
 namespace {
 
-// Best of reps (after one warm-up) of C = A B on n x n float32 matrices through the CPU column of
-// the table, at the current thread count.
+// The operands of the products being measured: bf16 under train.precision: bf16, else float32.
+DType operand_dtype() { return backend::matmul_precision() == MatmulPrecision::bf16 ? DType::bf16 : DType::f32; }
+
+// Best of reps (after one warm-up) of C = A B on n x n matrices (operand_dtype(), a float32 C)
+// through the CPU column of the table, at the current thread count.
 double cpu_gemm_gflops(int64_t n, int reps) {
-  Tensor a = Tensor::empty({n, n}, DType::f32), b = Tensor::empty({n, n}, DType::f32);
+  Tensor a = Tensor::empty({n, n}, operand_dtype()), b = Tensor::empty({n, n}, operand_dtype());
   Tensor c = Tensor::empty({n, n}, DType::f32);
   a.fill_(0.5), b.fill_(0.25);
   double best = 1e300;
@@ -89,7 +92,7 @@ double measure_gemm_gflops(Device device, int64_t n, int reps) {
   n = std::min<int64_t>(n, 128);
   reps = 1;
 #endif
-  Tensor a = Tensor::zeros({n, n}, DType::f32, device), b = Tensor::zeros({n, n}, DType::f32, device);
+  Tensor a = Tensor::zeros({n, n}, operand_dtype(), device), b = Tensor::zeros({n, n}, operand_dtype(), device);
   Tensor c = Tensor::zeros({n, n}, DType::f32, device);
   backend::gemm(device, false, false, n, n, n, 1.0, a, b, 0.0, c);  // warm-up (cuBLAS picks its kernel)
   cuda::Event start, stop;

@@ -27,9 +27,9 @@ std::string describe_device(Device device);
 // (parameters, gradients, AdamW moments, one micro-batch's activations), 78.3 GiB free of 79.6 GiB".
 std::string device_memory_budget(Device device);
 
-// Measured float32 GEMM rate (GFLOP/s) of n x n products on the device: the MFU reference and the
-// benchmarks' peak. On the CPU n is 1024 (best of reps, the current thread count); on cuda it is
-// cuBLAS's, in backend::matmul_precision() (float32, TF32 or bf16 inputs).
+// Measured GEMM rate (GFLOP/s) of n x n products on the device, in backend::matmul_precision()
+// (float32, TF32 on cuda, or bf16 operands): the MFU reference and the benchmarks' peak. On the CPU
+// n is 1024 (best of reps, the current thread count); on cuda it is cuBLAS's.
 double measure_gemm_gflops(Device device, int64_t n = 2048, int reps = 10);
 
 }  // namespace linattn

@@ -59,7 +59,22 @@ Json attn_specs(const ModelConfig& m) {
   return specs.size() == 1 ? specs[0] : specs;
 }
 
+// The mixer fla's model is named after: the first linear one, or attention when every layer is.
+const MixerDescriptor& fla_kind(const ModelConfig& m) {
+  for (const LayerSpec& l : m.layers)
+    if (!mixer_descriptor(l.mixer).attention) return mixer_descriptor(l.mixer);
+  return mixer_descriptor(m.layers.at(0).mixer);
+}
+
 }  // namespace
+
+std::vector<std::string> fla_names(const ModelConfig& m, const std::string& ours) {
+  // Renamed only where fla builds the model from config.json; otherwise the names stay ours, each
+  // layer's parameters under fla's names for its mixer's layer.
+  const MixerDescriptor& kind = fla_kind(m);
+  if (!kind.fla_names || !fla_config(m).problems.empty()) return {ours};
+  return kind.fla_names(m, ours);
+}
 
 Shape fla_shape(const std::string& name, const Shape& ours) {
   return is_conv(name) && ours.ndim() == 2 ? Shape{ours[0], 1, ours[1]} : ours;
@@ -103,6 +118,18 @@ FlaConfig fla_config(const ModelConfig& m) {
   if (kind.fla_model_type.empty()) problem(kind.fla_unsupported);
   if (kind.fla_problems)
     for (const std::string& p : kind.fla_problems(m, spec)) problem(p);
+  if (!kind.fla_model_type.empty()) {
+    const std::string fla_model = "fla's " + kind.fla_architecture;
+    if (kind.fla_mlp && m.mlp == Mlp::none)
+      problem(fla_model + " has a SwiGLU MLP in every block, and this model has none (mlp: none): train with "
+                          "mlp: swiglu");
+    if (!kind.fla_mlp && m.mlp != Mlp::none)
+      problem(fla_model + "'s blocks are norm + mixer only, and this model has a SwiGLU MLP in every block: train "
+                          "with mlp: none");
+    if (first_linear && any_attention && !kind.fla_attention)
+      problem(fla_model + " has no softmax attention layers (its config has no 'attn'), and this model has some: "
+                          "an fla model of " + spec.mixer + " has " + spec.mixer + " layers only");
+  }
   if (!first_linear) {
     // Every layer attention: fla's Transformer, whose layers share one setting.
     for (const LayerSpec& l : m.layers)
@@ -122,9 +149,11 @@ FlaConfig fla_config(const ModelConfig& m) {
   c["hidden_size"] = m.hidden_size;
   c["num_hidden_layers"] = m.num_hidden_layers;
   c["num_heads"] = H;
-  c["hidden_ratio"] = m.hidden_ratio;
-  c["intermediate_size"] = m.resolved_intermediate_size();
-  c["hidden_act"] = "swish";
+  if (kind.fla_mlp) {
+    c["hidden_ratio"] = m.hidden_ratio;
+    c["intermediate_size"] = m.resolved_intermediate_size();
+    c["hidden_act"] = "swish";
+  }
   c["norm_eps"] = m.norm_eps;
   c["tie_word_embeddings"] = m.tie_word_embeddings;
   c["initializer_range"] = m.initializer_range;
@@ -133,7 +162,7 @@ FlaConfig fla_config(const ModelConfig& m) {
   for (const auto& [key, value] : kind.fla_fields(m, spec)) c[key] = json(value);
   if (first_linear && any_attention) {
     c["attn"] = attn_specs(m);
-  } else if (first_linear) {
+  } else if (first_linear && kind.fla_attention) {
     c["attn"] = nullptr;
   }
   out.json = c.dump(2) + "\n";

@@ -11,8 +11,13 @@
 
 namespace linattn {
 
+// fla's names for our parameter `ours` of `model`: ours (fla's model uses our names), or where
+// fla's model names them otherwise and fla_config can build it, its names: Mamba2ForCausalLM's
+// backbone.layers.N.mixer..., with a tied embedding under both backbone.embeddings.weight and
+// lm_head.weight.
+std::vector<std::string> fla_names(const ModelConfig& model, const std::string& ours);
 // fla's shape for our parameter `name` of shape `ours`: the same, except the short convolutions'
-// [C, K], which PyTorch's Conv1d holds as [C, 1, K] (the same bytes). Names are already fla's.
+// [C, K], which PyTorch's Conv1d holds as [C, 1, K] (the same bytes). `name`: ours or fla's.
 Shape fla_shape(const std::string& name, const Shape& ours);
 // Our shape for a tensor fla holds as `theirs` under `name` (the inverse of fla_shape).
 Shape our_shape(const std::string& name, const Shape& theirs);
@@ -24,7 +29,7 @@ struct FlaConfig {
 };
 
 // fla's config for `model`: model_type after the linear mixer (gla, delta_net, gated_deltanet,
-// linear_attn) with attention layers in `attn`, or transformer when every layer is attention.
+// linear_attn, mamba2) with attention layers in `attn`, or transformer when every layer is attention.
 FlaConfig fla_config(const ModelConfig& model);
 
 // The tokenizer files of an export: the tokenizer.json (and tokenizer_config.json) that linattn-data

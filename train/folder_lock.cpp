@@ -47,6 +47,31 @@ std::string read_all(int fd) {
 
 std::string folder_lock_path(const std::string& dir) { return (fs::path(dir) / ".lock").string(); }
 
+std::string folder_write_problem(const std::string& dir) {
+  fs::path at = dir.empty() ? fs::path(".") : fs::path(dir);
+  auto quoted = [](const fs::path& p) {
+    std::string q = "'";
+    q += p.string();
+    return q += "'";
+  };
+  // Up to the nearest path that exists: the folder itself, or the one it would be created in.
+  for (;;) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(at, ec);
+    // ENOTDIR: a file on the way ("afile/sub"), found as the walk goes up.
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+      return "cannot look at " + quoted(at) + " (" + ec.message() + ")";
+    if (fs::exists(st)) {
+      if (!fs::is_directory(st)) return quoted(at) + " is a file, not a folder";
+      break;
+    }
+    at = at.has_parent_path() ? at.parent_path() : fs::path(".");  // "new": created in the working folder
+  }
+  if (::access(at.c_str(), W_OK | X_OK) != 0)
+    return quoted(at) + " is not writable (" + std::strerror(errno) + ")";
+  return "";
+}
+
 FolderLock::FolderLock(const std::string& dir, const std::string& what) {
   LINATTN_REQUIRE(!fs::exists(dir) || fs::is_directory(dir), what, " '", dir,
                   "' is a file, not a folder: give a folder's path (one that does not exist yet is created)");
@@ -55,7 +80,10 @@ FolderLock::FolderLock(const std::string& dir, const std::string& what) {
   LINATTN_REQUIRE(!ec, "cannot create ", what, " '", dir, "': ", ec.message());
   const std::string path = folder_lock_path(dir);
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  LINATTN_REQUIRE(fd_ >= 0, "cannot open the lock file '", path, "' of ", what, ": ", std::strerror(errno));
+  LINATTN_REQUIRE(fd_ >= 0, "cannot open the lock file '", path, "' of ", what, ": ", std::strerror(errno),
+                  errno == EACCES || errno == EROFS || errno == EPERM
+                      ? ": the folder must be writable; give another folder, or make it writable (chmod u+w)"
+                      : "");
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     const std::string holder = err == EWOULDBLOCK ? read_all(fd_) : "";

@@ -28,4 +28,10 @@ class FolderLock {
 // FOLDER/.lock
 std::string folder_lock_path(const std::string& dir);
 
+// What keeps this process from creating `dir` (where it does not exist) and writing in it, found
+// without creating anything (for --dry-run, and before a run loads its data): "" when nothing does,
+// else "'a/b' is a file, not a folder" or "'ro' is not writable (Permission denied)". Only the
+// nearest folder that exists is asked; the kernel has the last word when the folder is written.
+std::string folder_write_problem(const std::string& dir);
+
 }  // namespace linattn

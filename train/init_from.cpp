@@ -1,6 +1,7 @@
 #include "train/init_from.h"
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -44,13 +45,34 @@ Source hdf5_source(const std::string& path) {
   return s;
 }
 
-Source safetensors_source(const std::string& path) {
+// fla's names (fla_names: Mamba2ForCausalLM's backbone...) are read as the model's parameters they
+// stand for; a parameter written under two names (a tied Mamba2 embedding, also lm_head.weight)
+// must hold the same values under both.
+Source safetensors_source(const std::string& path, const Model& model) {
   auto f = std::make_shared<data::SafetensorsFile>(path);
+  std::map<std::string, std::string> ours_of;
+  const Parameters& p = model.params();
+  for (size_t i = 0; i < p.size(); ++i)
+    for (const std::string& theirs : fla_names(model.config(), p.name(int(i)))) ours_of[theirs] = p.name(int(i));
+  auto names = std::make_shared<std::map<std::string, std::vector<std::string>>>();  // ours -> the file's
   Source s;
-  for (const data::SafetensorsEntry& e : f->entries()) s.shapes[e.name] = our_shape(e.name, e.shape);
-  s.read = [f](const std::string& name, DType dtype) {
-    Tensor t = f->read(name, dtype);
-    return t.view(our_shape(name, t.shape()));
+  for (const data::SafetensorsEntry& e : f->entries()) {
+    auto it = ours_of.find(e.name);
+    const std::string ours = it == ours_of.end() ? e.name : it->second;
+    (*names)[ours].push_back(e.name);
+    s.shapes[ours] = our_shape(e.name, e.shape);
+  }
+  s.read = [f, names, path](const std::string& ours, DType dtype) {
+    const std::vector<std::string>& theirs = names->at(ours);
+    Tensor t = f->read(theirs[0], dtype);
+    for (size_t i = 1; i < theirs.size(); ++i) {
+      const Tensor other = f->read(theirs[i], dtype);
+      LINATTN_REQUIRE(other.numel() == t.numel() && std::memcmp(other.raw(), t.raw(), t.nbytes()) == 0,
+                      "--init-from ", path, ": ", theirs[i], " differs from ", theirs[0], ", but the model has one ",
+                      "parameter for both (", ours, "; tie_word_embeddings ties the LM head to the embedding): set "
+                      "tie_word_embeddings: false to import both");
+    }
+    return t.view(our_shape(theirs[0], t.shape()));
   };
   return s;
 }
@@ -76,7 +98,7 @@ size_t init_from(const std::string& path_in, Model& model, const std::string& co
                     "safetensors file, a folder holding model.safetensors, or a linattn .h5)");
   }
   LINATTN_REQUIRE(fs::exists(path), "--init-from ", path, ": no such file");
-  Source src = is_hdf5(path) ? hdf5_source(path) : safetensors_source(path);
+  Source src = is_hdf5(path) ? hdf5_source(path) : safetensors_source(path, model);
 
   const Parameters& p = model.params();
   std::vector<std::string> mismatched, missing, unmatched;
@@ -121,8 +143,9 @@ size_t init_from(const std::string& path_in, Model& model, const std::string& co
   if (!non_finite.empty()) {
     std::string list;
     for (const std::string& s : non_finite) list += "\n  " + s;
-    LINATTN_REQUIRE(false, "--init-from ", path, ": ", non_finite.size(), " tensor", non_finite.size() == 1 ? "" : "s",
-                    " hold NaN or infinite values; nothing was trained:", list,
+    LINATTN_REQUIRE(false, "--init-from ", path, ": ", non_finite.size(),
+                    non_finite.size() == 1 ? " tensor holds" : " tensors hold", " NaN or infinite values; nothing was "
+                    "trained:", list,
                     "\nthe weights come from a run that diverged: start from an earlier checkpoint of it");
   }
   for (size_t i = 0; i < p.size(); ++i) p.values()[int(i)].copy_from(weights[i]);

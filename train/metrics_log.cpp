@@ -16,6 +16,17 @@
 
 namespace linattn {
 
+data::Json parse_json_line(const std::string& line, const std::string& path, size_t line_number) {
+  try {
+    return data::parse_json(line, path);
+  } catch (const Error& e) {
+    // parse_json counts the lines of the text it was given, here one: "PATH:1:COLUMN ...".
+    const std::string message = e.what(), first = path + ":1:";
+    if (message.rfind(first, 0) != 0) throw;
+    throw Error(path + ":" + std::to_string(line_number) + ":" + message.substr(first.size()));
+  }
+}
+
 std::string metrics_json_line(int64_t step, const MetricFields& fields) {
   std::string line = "{\"step\": " + std::to_string(step);
   for (const auto& [name, value] : fields) {
@@ -65,7 +76,7 @@ MetricsLog MetricsLog::resume(const std::string& path, int64_t step, MetricsCut*
     }
     data::Json r;
     try {
-      r = data::parse_json(line, where);
+      r = parse_json_line(line, path, line_number);
     } catch (const Error& e) {
       c.damaged.push_back(e.what());
       continue;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/json.h"
 
 namespace linattn {
 
@@ -15,6 +16,10 @@ using MetricFields = std::vector<std::pair<const char*, double>>;
 // {"step": STEP, "name": value, ...}: numbers with 9 significant digits, non-finite ones as null
 // (JSON has no NaN or infinity).
 std::string metrics_json_line(int64_t step, const MetricFields& fields);
+
+// Line `line_number` (from 1) of the JSON-lines file `path`, parsed; an error names the file's line
+// and the column in it, "metrics.jsonl:11:41 (byte 40): ...".
+data::Json parse_json_line(const std::string& line, const std::string& path, size_t line_number);
 
 // A record that could not be written (a full disk): the run must stop, since its log would have a gap.
 class MetricsWriteError : public Error {

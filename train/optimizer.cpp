@@ -1,10 +1,41 @@
 #include "train/optimizer.h"
 
 #include <cmath>
+#include <vector>
 
 #include "kernels/backend.h"
 
 namespace linattn {
+
+namespace {
+
+// The element ranges of the decayed parameters as ascending bounds begin_0, end_0, begin_1, ...;
+// neighbours in the layout that both decay share one range (the padding between them is zero, and
+// stays zero under AdamW with or without decay).
+Tensor decay_ranges(const Parameters& params) {
+  std::vector<double> bounds;
+  const auto& entries = params.layout().entries();
+  bool open = false;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const int64_t begin = entries[i].offset, end = begin + entries[i].shape.numel();
+    if (!params.weight_decay(int(i))) {
+      open = false;
+      continue;
+    }
+    if (open) {
+      bounds.back() = double(end);
+    } else {
+      bounds.push_back(double(begin));
+      bounds.push_back(double(end));
+      open = true;
+    }
+  }
+  Tensor t = Tensor::empty({int64_t(bounds.size())}, DType::f64);
+  for (size_t i = 0; i < bounds.size(); ++i) t.data<double>()[i] = bounds[i];
+  return t;
+}
+
+}  // namespace
 
 AdamW::AdamW(const Parameters& params, const TrainConfig& c)
     : params_(params),
@@ -13,17 +44,40 @@ AdamW::AdamW(const Parameters& params, const TrainConfig& c)
       eps_(c.adam_eps),
       weight_decay_(c.weight_decay),
       m_(params.layout(), params.values().all().dtype(), params.values().all().device()),
-      v_(params.layout(), params.values().all().dtype(), params.values().all().device()) {}
+      v_(params.layout(), params.values().all().dtype(), params.values().all().device()) {
+  const Device device = params.values().all().device();
+  decay_ranges_ = device == Device::cpu ? decay_ranges(params) : decay_ranges(params).to(device);
+  Tensor no_clip = make_step_control(Device::cpu);
+  no_clip.data<double>()[step_control::clip] = 1.0;
+  no_clip_ = device == Device::cpu ? no_clip : no_clip.to(device);
+}
 
-void AdamW::step(double lr) {
+void AdamW::step(double lr) { step(lr, no_clip_); }
+
+void AdamW::step(double lr, const Tensor& control) {
   ++t_;
-  backend::AdamWStep s{beta1_, beta2_, eps_, lr / (1.0 - std::pow(beta1_, double(t_))),
-                       1.0 / (1.0 - std::pow(beta2_, double(t_))), 0.0};
-  const Device dev = params_.values().all().device();
-  for (size_t i = 0; i < params_.size(); ++i) {
-    s.decay = params_.weight_decay(int(i)) ? lr * weight_decay_ : 0.0;
-    backend::adamw_step(dev, params_.values()[int(i)], params_.grads()[int(i)], m_[int(i)], v_[int(i)], s);
-  }
+  const backend::AdamWStep s{beta1_, beta2_, eps_, lr / (1.0 - std::pow(beta1_, double(t_))),
+                             1.0 / (1.0 - std::pow(beta2_, double(t_))), lr * weight_decay_};
+  const Tensor& w = params_.values().all();
+  backend::adamw_step(w.device(), w, params_.grads().all(), m_.all(), v_.all(), decay_ranges_, control, s);
+  refresh_bf16_weights(params_);
+}
+
+void refresh_bf16_weights(const Parameters& params) {
+  if (!params.has_bf16_copy()) return;
+  const Tensor& w = params.values().all();
+  backend::convert(w.device(), params.bf16_values().all(), w);
+}
+
+Tensor make_step_control(Device device) { return Tensor::zeros({step_control::size}, DType::f64, device); }
+
+void set_step_loss(const Tensor& control, const Tensor& losses) {
+  backend::step_loss(control.device(), control, losses);
+}
+
+void set_step_control(const Tensor& control, const Parameters& params, double max_norm) {
+  const Tensor& g = params.grads().all();
+  backend::step_control(g.device(), control, g, max_norm);
 }
 
 double grad_norm(const Parameters& params) {

@@ -17,12 +17,14 @@
 #include <set>
 #include <sstream>
 
+#include "core/cuda/runtime.h"
 #include "core/hdf5.h"
 #include "data/mqar.h"
 #include "kernels/backend.h"
 #include "train/device.h"
 #include "train/evaluate.h"
 #include "train/metrics_log.h"
+#include "train/mfu.h"
 #include "train/sample.h"
 #include "train/schedule.h"
 #include "train/shell_quote.h"
@@ -156,6 +158,13 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   LINATTN_REQUIRE(!std::filesystem::exists(t.out_dir) || std::filesystem::is_directory(t.out_dir), "the run folder '",
                   t.out_dir, "' is a file: give a folder with --out DIR (or train.out_dir); one that does not exist "
                   "is created");
+  // Before the data and the model: a run folder that cannot be written would fail only at its first
+  // record. Rank 0 alone writes there.
+  if (comm_->is_root()) {
+    const std::string problem = folder_write_problem(t.out_dir);
+    LINATTN_REQUIRE(problem.empty(), "the run folder '", t.out_dir, "' cannot be written: ", problem,
+                    "; give another folder with --out DIR (or train.out_dir)");
+  }
   if (t.threads > 0) omp_set_num_threads(int(t.threads));
   // Ranks sharing a machine share its cores.
   else if (comm_->local_size() > 1) omp_set_num_threads(std::max(1, omp_get_num_procs() / comm_->local_size()));
@@ -182,9 +191,10 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   }
   if (device_ == Device::cpu && t.precision == "bf16") {
     const std::string why = backend::cpu_bf16_unavailable();
-    LINATTN_REQUIRE(why.empty(), config_.where("train.precision"), ": train.precision is bf16 on the CPU, but ", why,
-                    "; set train.precision: fp32 (or pass --set train.precision=fp32), or train on a GPU "
-                    "(train.device: cuda)");
+    if (!why.empty())
+      say("note: %s: train.precision is bf16, but %s: the bf16 products widen their operands to float32 (the same "
+          "sums, slower); train.precision: fp32 is faster here\n", config_.where("train.precision").c_str(),
+          why.c_str());
   }
   backend::set_matmul_precision(t.precision == "bf16" ? MatmulPrecision::bf16
                                  : t.tf32                  ? MatmulPrecision::tf32
@@ -202,12 +212,15 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   accumulation_ = t.batch_size / world / micro_;
   model_ = std::make_unique<Model>(m, dtype_);
   model_->params().initialize(t.seed);
+  model_->set_recompute(t.recompute);
   // On a GPU the parameters, gradients, AdamW moments and activations live there; the host sees
   // them at checkpoints, evaluations and log lines.
   check_model_on_device(config_, *model_, device_);
   model_->params().to(device_);
+  if (t.precision == "bf16") model_->params().keep_bf16_copy();  // written before the first step
   arena_ = Arena(device_);
   optimizer_ = std::make_unique<AdamW>(model_->params(), t);
+  control_ = make_step_control(device_);
   data::LoaderOptions lo;
   lo.batch_size = micro_;
   lo.seq_len = config_.data.seq_len;
@@ -234,12 +247,16 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
                                                  int64_t(config_.distributed.bucket_mb * 1024 * 1024),
                                                  gradient_comm_ ? *gradient_comm_ : *comm_);
   gemm_peak_ = measure_gemm_gflops(device_);
+  mfu_peak_ = mfu_peak(device_, device_ == Device::cuda ? cuda::device_info().name : "", backend::matmul_precision(),
+                       gemm_peak_);
 
   say("%s\n", model_->summary().c_str());
   const double pbytes = double(model_->params().layout().total() * int64_t(dtype_size(dtype_)));
   say("device: %s\n", describe_device(device_).c_str());
-  say("memory: parameters %s, gradients %s, AdamW moments %s (on %s)\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
-      mib(2 * pbytes).c_str(), device_name(device_));
+  const Parameters& params = model_->params();
+  say("memory: parameters %s, gradients %s, AdamW moments %s%s%s (on %s)\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
+      mib(2 * pbytes).c_str(), params.has_bf16_copy() ? ", bf16 weight copy " : "",
+      params.has_bf16_copy() ? mib(double(params.bf16_values().all().nbytes())).c_str() : "", device_name(device_));
   if (train_data_)
     say("data: %s: %llu training tokens, %llu validation tokens, tokenizer %s (vocab %u), document boundaries %s\n",
         config_.data.path.c_str(), (unsigned long long)train_data_->num_tokens(),
@@ -253,11 +270,11 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
         (unsigned long long)config_.data.mqar.num_val_examples, (unsigned long long)config_.data.mqar.seed);
   const int ranks = comm_->world_size();
   say("train: batch %lld x %lld tokens (%d rank%s (%s) x micro-batch %lld x %lld accumulation step%s), %d thread%s "
-      "per rank, %s, products %s, GEMM peak here %.0f GFLOP/s\n",
+      "per rank, %s, products %s, recompute %s, GEMM peak here %.0f GFLOP/s, MFU against %s\n",
       (long long)t.batch_size, (long long)config_.data.seq_len, ranks, ranks == 1 ? "" : "s", comm_->backend(),
       (long long)micro_, (long long)accumulation_, accumulation_ == 1 ? "" : "s", omp_get_max_threads(),
       omp_get_max_threads() == 1 ? "" : "s", t.dtype.c_str(), matmul_precision_name(backend::matmul_precision()),
-      gemm_peak_);
+      ops::recompute_name(t.recompute), gemm_peak_, mfu_peak_.text.c_str());
   if (ranks > 1) {
     const std::vector<std::string> hosts = comm_->host_names();  // every rank takes part
     const size_t distinct = std::set<std::string>(hosts.begin(), hosts.end()).size();
@@ -306,6 +323,8 @@ void Trainer::open_token_data() {
 }
 
 size_t Trainer::measure_activation_bytes() {
+  // Before the first forward: the weights are final now (initialized, resumed or --init-from).
+  refresh_bf16_weights(model_->params());
   Tensor ids = Tensor::zeros({micro_, config_.data.seq_len}, DType::i32);
   arena_.reset();
   {
@@ -330,6 +349,7 @@ std::unique_ptr<data::ValBatches> Trainer::val_batches(int64_t max_tokens) const
 }
 
 void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bool& ok) {
+  if (step_hooks_.started) step_hooks_.started(step);
   Parameters& params = model_->params();
   params.zero_grad();
   loss = 0;
@@ -344,9 +364,9 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
   // An injected NaN seed makes every gradient of this rank NaN; the sums carry it to every rank.
   Tensor seed = Tensor::empty({1}, dtype_, device_);
   seed.fill_(injected ? NAN : 1.0 / double(accumulation_ * world));
-  // The micro-batches' losses stay on the device until the step's end, read there in one copy: the
-  // host never waits for the device in the middle of a step but for the cross-entropy's sums (which
-  // throw on a non-finite loss) and, below, the gradient norm.
+  // The micro-batches' losses stay on the device; with the gradient norm and the skip decision they
+  // reach the host in one copy, after the update is queued: the host never waits in the middle of a
+  // step. (On the CPU the cross-entropy throws on a non-finite loss; on a GPU the loss carries it.)
   Tensor losses = Tensor::zeros({accumulation_}, dtype_, device_);
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     data::Batch batch = loader_->next();
@@ -367,32 +387,45 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
     }
     arena_.reset();
   }
-  {
-    const Tensor host = device_ == Device::cpu ? losses : losses.to(Device::cpu);
-    for (int64_t micro = 0; micro < accumulation_; ++micro)
-      loss += (dtype_ == DType::f64 ? host.data<double>()[micro] : double(host.data<float>()[micro])) /
-              double(accumulation_);
-  }
-  if (buckets_) {
-    // The rest of the gradient sums (all of them if the last backward failed), the mean loss, and
-    // one decision on skipping.
-    buckets_->finish();
-    double v[2] = {loss, ok ? 0.0 : 1.0};
-    comm_->allreduce_sum(v, 2);
-    loss = v[0] / double(world);
-    ok = v[1] == 0;
-  }
-  norm = grad_norm(params);
+  // A step this host knows to be bad (a NonFiniteError) is marked where the device decides: a NaN loss.
+  if (!ok) losses.fill_(NAN);
+  // The rest of the gradient sums (all of them if the last backward failed).
+  if (buckets_) buckets_->finish();
+  set_step_loss(control_, losses);
+  // One decision on skipping, the same on every rank: the ranks' loss flags are added up, and the
+  // gradients, summed across the ranks, are the same everywhere.
+  if (world > 1) sum_step_loss_across_ranks();
+  set_step_control(control_, params, config_.train.grad_clip);
+  optimizer_->step(lr, control_);
+  if (step_hooks_.optimizer_queued) step_hooks_.optimizer_queued(step);
+
+  // The step's one read: its control numbers.
+  const Tensor host = device_ == Device::cpu ? control_ : control_.to(Device::cpu);
+  const double* c = host.data<double>();
+  loss = c[step_control::loss] / double(world);
+  norm = c[step_control::norm];
+  const bool bad = c[step_control::bad] != 0, skip = c[step_control::skip] != 0;
   const int64_t done_steps = step + 1;
   if (config_.train.log_grad_norms && (done_steps % config_.train.log_every == 0 || done_steps == 1))
-    log_grad_norms(done_steps, norm);
-  if (ok && !std::isfinite(norm)) {
-    say("warning: step %lld: the gradient norm is %g; skipping the step\n", (long long)(step + 1), norm);
-    ok = false;
+    log_grad_norms(done_steps, norm);  // AdamW leaves the gradients as they are
+  // (on the CPU a non-finite loss was a NonFiniteError, reported by the rank that met it)
+  if (ok && bad && device_ != Device::cpu)
+    say("warning: step %lld: the loss is %g; skipping the step\n", (long long)done_steps, loss);
+  else if (!bad && !std::isfinite(norm))
+    say("warning: step %lld: the gradient norm is %g; skipping the step\n", (long long)done_steps, norm);
+  ok = !skip;
+  if (skip) optimizer_->skipped();
+}
+
+void Trainer::sum_step_loss_across_ranks() {
+  static_assert(step_control::loss == 0 && step_control::bad == 1, "the first two slots are summed");
+  if (control_.device() == Device::cpu) {
+    comm_->allreduce_sum(control_.data<double>(), 2);
+    return;
   }
-  if (!ok) return;
-  if (config_.train.grad_clip > 0 && norm > config_.train.grad_clip) scale_grads(params, config_.train.grad_clip / norm);
-  optimizer_->step(lr);
+  Communicator& c = gradient_comm_ ? *gradient_comm_ : *comm_;
+  c.start_allreduce_sum(control_.narrow(0, 2));
+  c.wait_all();
 }
 
 void Trainer::log_grad_norms(int64_t done_steps, double norm) const {
@@ -476,16 +509,17 @@ void Trainer::log_step(int64_t done_steps, const LogWindow& window, double lr, d
   const double tok_s = double(t.batch_size * config_.data.seq_len * window.steps) / window.seconds;
   const double ms_per_step = 1e3 * window.seconds / double(window.steps);
   const double loss = window.loss / double(window.steps);
-  // Every rank has its share of the cores, and their peaks add up.
+  // Every rank has its share of the cores (or its own GPU), and their peaks add up.
   const double mfu =
-      model_->flops_per_token(config_.data.seq_len) * tok_s / (gemm_peak_ * 1e9 * comm_->world_size());
+      model_->flops_per_token(config_.data.seq_len) * tok_s / (mfu_peak_.gflops * 1e9 * comm_->world_size());
   double eta = INFINITY;
   if (t.max_steps) eta = std::min(eta, double(t.max_steps - done_steps) * ms_per_step / 1e3);
   if (t.max_tokens) eta = std::min(eta, double(t.max_tokens - tokens) / tok_s);
   if (t.max_time) eta = std::min(eta, t.max_time - elapsed);
   if (isatty(fileno(stdout)) && comm_->world_size() == 1) say("\r\033[K");
-  say("step %6lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %7.1f ms/step | MFU %4.1f%% | ETA %s\n",
-      (long long)done_steps, loss, lr, norm, tok_s, ms_per_step, 100 * mfu, duration(eta).c_str());
+  say("step %6lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %7.1f ms/step | %s | ETA %s\n",
+      (long long)done_steps, loss, lr, norm, tok_s, ms_per_step, mfu_text(mfu, mfu_peak_, gemm_peak_).c_str(),
+      duration(eta).c_str());
   std::fflush(stdout);
   if (metrics)
     metrics->write(done_steps, {{"loss", loss}, {"lr", lr}, {"grad_norm", norm}, {"tokens_per_s", tok_s},
@@ -533,7 +567,7 @@ TrainSummary Trainer::run() {
     ~Unlock() { lock.reset(); }
   } unlock{folder_lock_};
   size_t activations = measure_activation_bytes();
-  say("memory: activations %s per micro-batch (measured)\n", mib(double(activations)).c_str());
+  say("memory: activations %s peak per micro-batch (measured)\n", mib(double(activations)).c_str());
 
   const int64_t tokens_per_step = t.batch_size * config_.data.seq_len;
   const bool tty = isatty(fileno(stdout)) && comm_->world_size() == 1;
@@ -552,12 +586,17 @@ TrainSummary Trainer::run() {
     return start_.elapsed + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
            eval_seconds;
   };
+  // The steps since the last log line; a resumed run's first window started before its checkpoint.
+  LogWindow window{start_.log_seconds, start_.log_loss_sum, start_.log_steps};
   auto state_now = [&](int64_t step) {
     TrainState s;
     s.step = step;
     s.tokens = summary.tokens;
     s.elapsed = elapsed();
     s.best_val_loss = std::isfinite(summary.best.loss) ? summary.best.loss : NAN;
+    s.log_loss_sum = window.loss;
+    s.log_steps = window.steps;
+    s.log_seconds = window.seconds;
     s.sampler = loader_->state();
     return s;
   };
@@ -570,7 +609,6 @@ TrainSummary Trainer::run() {
     }
   };
   int64_t bad_in_row = 0, saved_step = -1;
-  LogWindow window;
 
   int64_t step = start_.step;
   for (;; ++step) {
@@ -593,8 +631,8 @@ TrainSummary Trainer::run() {
       ++bad_in_row;
       LINATTN_REQUIRE(bad_in_row < t.max_bad_steps, "stopping: ",
                     bad_in_row == 1 ? std::string("a step") : std::to_string(bad_in_row) + " steps in a row",
-                    " had a non-finite loss or gradient norm. The model diverged: lower train.lr (",
-                    config_.where("train.lr"), ") or raise train.warmup_steps, and check the data");
+                    " had a non-finite loss or gradient norm. The model diverged: lower train.lr (now ", t.lr,
+                    ", from ", config_.where("train.lr"), ") or raise train.warmup_steps, and check the data");
       continue;
     }
     bad_in_row = 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include "train/fault_injection.h"
 #include "train/grad_buckets.h"
 #include "train/metrics_log.h"
+#include "train/mfu.h"
 #include "train/optimizer.h"
 
 namespace linattn {
@@ -48,8 +50,21 @@ class Trainer {
   const Model& model() const { return *model_; }
   Model& model() { return *model_; }
 
+  // Observers of each training step (tests count what the host asks of the device between them):
+  // `started` before the step's first operation, `optimizer_queued` once its update is queued and
+  // before the host reads the step's numbers. Either may be empty.
+  struct StepHooks {
+    std::function<void(int64_t step)> started, optimizer_queued;
+  };
+  void set_step_hooks(StepHooks hooks) { step_hooks_ = std::move(hooks); }
+
  private:
+  // One step: forward and backward over the micro-batches, the gradient sums across ranks, the
+  // step's control numbers and the AdamW update, all queued without waiting for a GPU; then one
+  // read of the control numbers gives the loss, the norm and whether the update was skipped (ok).
   void train_step(int64_t step, double lr, double& loss, double& norm, bool& ok);
+  // Sums control_'s loss and bad flag over the ranks (on the GPU with NCCL: queued).
+  void sum_step_loss_across_ranks();
   // train.log_grad_norms: every parameter's gradient norm and its share of norm^2, the step's total.
   void log_grad_norms(int64_t done_steps, double norm) const;
   // With several ranks, every rank takes rank 0's decision on the bounds and its schedule progress,
@@ -87,9 +102,12 @@ class Trainer {
   std::shared_ptr<const data::Dataset> train_data_, val_data_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<AdamW> optimizer_;
+  Tensor control_;  // the step's control numbers (train/optimizer.h), on device_
+  StepHooks step_hooks_;
   std::unique_ptr<data::TrainBatches> loader_;
   Arena arena_;
-  double gemm_peak_ = 0;
+  double gemm_peak_ = 0;  // GFLOP/s of a GEMM measured at start-up
+  MfuPeak mfu_peak_;      // what MFU divides by (train/mfu.h)
   int64_t accumulation_ = 1;
   int64_t micro_ = 1;  // sequences per forward pass on this rank
   std::unique_ptr<FolderLock> folder_lock_;  // rank 0's: from a resume's choice of checkpoint to the end of run()

@@ -55,6 +55,20 @@ DeviceState& state_locked() {
   return *all[size_t(d)];
 }
 
+// The calling thread's device state, cached per host thread so that the streams (asked for at every
+// kernel launch) cost neither the lock nor a cudaGetDevice; set_device() drops the cache. Safe
+// without the lock: a state is created under g_mutex, its streams set before it is published, and
+// it is never destroyed; a thread caches the pointer it got under the lock.
+thread_local DeviceState* t_state = nullptr;
+
+DeviceState& current_state() {
+  if (!t_state) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    t_state = &state_locked();
+  }
+  return *t_state;
+}
+
 cudaStream_t stream() { return static_cast<cudaStream_t>(compute_stream()); }
 
 std::string mib(size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
@@ -72,15 +86,9 @@ void release_cached(DeviceState& s) {
 
 }  // namespace
 
-void* compute_stream() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  return state_locked().compute;
-}
+void* compute_stream() { return current_state().compute; }
 
-void* comm_stream() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  return state_locked().comm;
-}
+void* comm_stream() { return current_state().comm; }
 
 int device_count() {
   int n = 0;
@@ -91,7 +99,10 @@ int device_count() {
   return n;
 }
 
-void set_device(int index) { LINATTN_CUDA_CHECK(cudaSetDevice(index)); }
+void set_device(int index) {
+  LINATTN_CUDA_CHECK(cudaSetDevice(index));
+  t_state = nullptr;  // the streams of the new device from the next launch on
+}
 
 DeviceInfo device_info() {
   DeviceInfo info;

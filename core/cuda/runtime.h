@@ -11,7 +11,8 @@ namespace linattn::cuda {
 
 int device_count();  // 0 without a GPU, without a driver, or without the CUDA backend
 // Makes GPU `index` the calling host thread's device (cudaSetDevice): its allocations, streams and
-// kernels go there from then on. The device is per host thread, as in CUDA.
+// kernels go there from then on. The device is per host thread, as in CUDA. Change it only through
+// here: the streams are cached per host thread (compute_stream() takes no lock) and this drops them.
 void set_device(int index);
 
 struct DeviceInfo {

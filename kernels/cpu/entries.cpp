@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/attention.h"
@@ -27,6 +28,9 @@ template <class T>
 T* ptr(In t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
+
+// rmsnorm's groups per row: rstd holds one value per group of each of x's rows (backend.def).
+int64_t norm_groups(In x, In rstd) { return x.shape().rows() ? rstd.numel() / x.shape().rows() : 1; }
 
 // Calls f(T{}) for the floating type of t (see dispatch_float).
 template <class F>
@@ -127,8 +131,9 @@ void gdn_decay_backward(In dx, In dA_log, In ddt_bias, In x, In A_log, In dt_bia
 // ---- matrix products ----
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C) {
-  if (C.dtype() == DType::f32 && backend::matmul_precision() == MatmulPrecision::bf16) {
-    cpu::gemm_bf16(trans_a, trans_b, M, N, K, float(alpha), A.data<float>(), trans_a ? M : K, B.data<float>(),
+  backend::check_gemm_dtypes(A, B, C);
+  if (A.dtype() == DType::bf16) {
+    cpu::gemm_bf16(trans_a, trans_b, M, N, K, float(alpha), A.data<bfloat16>(), trans_a ? M : K, B.data<bfloat16>(),
                    trans_b ? K : N, float(beta), C.data<float>(), N);
     return;
   }
@@ -137,6 +142,12 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
     cpu::gemm<T>(trans_a, trans_b, M, N, K, T(alpha), A.data<T>(), trans_a ? M : K, B.data<T>(), trans_b ? K : N,
                  T(beta), C.data<T>(), N);
   });
+}
+
+void convert(In y, In x) {
+  backend::check_convert(y, x);
+  if (y.dtype() == DType::bf16) cpu::to_bf16(y.data<bfloat16>(), x.data<float>(), x.numel());
+  else cpu::from_bf16(y.data<float>(), x.data<bfloat16>(), x.numel());
 }
 
 void bias_forward(In y, In bias) {
@@ -168,7 +179,7 @@ void rmsnorm_forward(In y, In rstd, In x, In w, double eps) {
   floating(x, [&](auto zero) {
     using T = decltype(zero);
     cpu::rmsnorm_forward(y.data<T>(), rstd.data<T>(), x.data<T>(), w.data<T>(), x.shape().rows(), x.shape().last(),
-                         T(eps));
+                         T(eps), norm_groups(x, rstd));
   });
 }
 
@@ -176,7 +187,7 @@ void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy) {
   floating(x, [&](auto zero) {
     using T = decltype(zero);
     cpu::rmsnorm_backward(dx.data<T>(), ptr<T>(dw), x.data<T>(), w.data<T>(), rstd.data<T>(), dy.data<T>(),
-                          x.shape().rows(), x.shape().last());
+                          x.shape().rows(), x.shape().last(), norm_groups(x, rstd));
   });
 }
 
@@ -416,19 +427,63 @@ int64_t delta_rule_saved_size(const MixerArgs& r) { return saved_size_per_sequen
 
 // ---- optimizer ----
 
-void adamw_step(In w_, In g_, In m_, In v_, const AdamWStep& s) {
+void step_loss(In control, In losses) {
+  double* c = control.data<double>();
+  double loss = 0;
+  floating(losses, [&](auto zero) {
+    using T = decltype(zero);
+    const T* l = losses.data<T>();
+    const int64_t n = losses.numel();
+    for (int64_t i = 0; i < n; ++i) loss += double(l[i]) / double(n);
+  });
+  c[step_control::loss] = loss;
+  c[step_control::bad] = std::isfinite(loss) ? 0.0 : 1.0;  // a non-finite term leaves a non-finite sum
+}
+
+void step_control(In control, In g, double max_norm) {
+  double* c = control.data<double>();
+  const double sum_sq = sum_squares(g), norm = std::sqrt(sum_sq);
+  c[step_control::sum_squares] = sum_sq;
+  c[step_control::norm] = norm;
+  c[step_control::clip] = max_norm > 0 && norm > max_norm ? max_norm / norm : 1.0;
+  c[step_control::skip] = c[step_control::bad] != 0 || !std::isfinite(norm) ? 1.0 : 0.0;
+}
+
+void adamw_step(In w_, In g_, In m_, In v_, In decay_ranges, In control, const AdamWStep& s) {
+  const double* c = control.data<double>();
+  if (c[step_control::skip] != 0) return;
+  const double clip = c[step_control::clip];
+  const double* bounds = decay_ranges.data<double>();
+  const int64_t count = decay_ranges.numel();
   floating(w_, [&](auto zero) {
     using T = decltype(zero);
     T *w = w_.data<T>(), *m = m_.data<T>(), *v = v_.data<T>();
     const T* g = g_.data<T>();
     const int64_t n = w_.numel();
     const T b1 = T(s.beta1), b2 = T(s.beta2), step_size = T(s.step_size), rbc2 = T(s.rbc2), eps = T(s.eps),
-            decay = T(s.decay);
-#pragma omp parallel for simd if (n > (1 << 15))
-    for (int64_t j = 0; j < n; ++j) {
-      m[j] = b1 * m[j] + (T(1) - b1) * g[j];
-      v[j] = b2 * v[j] + (T(1) - b2) * g[j] * g[j];
-      w[j] -= step_size * m[j] / (std::sqrt(v[j] * rbc2) + eps) + decay * w[j];
+            scale = T(clip);
+    const bool clipping = clip != 1.0;
+    // [begin, end): one stretch of equal decay.
+    auto update = [&](int64_t begin, int64_t end, T decay) {
+#pragma omp simd
+      for (int64_t j = begin; j < end; ++j) {
+        const T gj = clipping ? g[j] * scale : g[j];
+        m[j] = b1 * m[j] + (T(1) - b1) * gj;
+        v[j] = b2 * v[j] + (T(1) - b2) * gj * gj;
+        w[j] -= step_size * m[j] / (std::sqrt(v[j] * rbc2) + eps) + decay * w[j];
+      }
+    };
+    // One pass: each thread takes a contiguous share of the buffer and walks the decay ranges across it.
+#pragma omp parallel if (n > (1 << 15))
+    {
+      const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t hi = n * (t + 1) / threads;
+      int64_t k = std::upper_bound(bounds, bounds + count, double(n * t / threads)) - bounds;
+      for (int64_t begin = n * t / threads; begin < hi; ++k) {
+        const int64_t end = k < count ? std::min(hi, int64_t(bounds[k])) : hi;
+        update(begin, end, k % 2 == 1 ? T(s.decay) : T(0));  // inside a range after an odd number of bounds
+        begin = end;
+      }
     }
   });
 }

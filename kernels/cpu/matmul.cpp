@@ -69,7 +69,7 @@ const char* isa_name(dnnl_cpu_isa_t isa) {
 }
 
 // One row-major operand of op(X) = [rows, cols] in bf16: its strides (the transposed storage reads
-// with the roles of the two strides swapped) and the span of floats it covers.
+// with the roles of the two strides swapped) and the span of elements it covers.
 struct Operand {
   int64_t rows, cols, ld;
   bool trans;
@@ -78,13 +78,17 @@ struct Operand {
   int64_t span() const { return trans ? (cols - 1) * ld + rows : (rows - 1) * ld + cols; }
 };
 
-// Rounds n floats to bf16 into out (reused between calls, grown as needed).
-const uint16_t* to_bf16(std::vector<uint16_t>& out, const float* x, int64_t n) {
+// An empty sum (K = 0): C = beta C (with beta == 0, whatever C held).
+void scale_only(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+}
+
+// The n bf16 values at x widened to float32 into out (reused between calls, grown as needed).
+const float* widened(std::vector<float>& out, const bfloat16* x, int64_t n) {
   if (int64_t(out.size()) < n) out.resize(size_t(n));
-  uint16_t* y = out.data();
-#pragma omp parallel for if (n > (1 << 16) && !omp_in_parallel()) schedule(static)
-  for (int64_t i = 0; i < n; ++i) y[i] = bf16_bits(x[i]);
-  return y;
+  from_bf16(out.data(), x, n);
+  return out.data();
 }
 
 const dnnl::engine& cpu_engine() {
@@ -137,23 +141,39 @@ std::string bf16_products_unavailable() {
          ", and bf16 needs AVX-512 BF16 or AMX (Intel Cooper Lake, Sapphire Rapids or later; AMD Zen 4 or later)";
 }
 
-void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void to_bf16(bfloat16* y, const float* x, int64_t n) {
+#pragma omp parallel for if (n > (1 << 16) && !omp_in_parallel()) schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = from_float(x[i]);
+}
+
+void from_bf16(float* y, const bfloat16* x, int64_t n) {
+#pragma omp parallel for if (n > (1 << 16) && !omp_in_parallel()) schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = to_float(x[i]);
+}
+
+void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bfloat16* A,
+                       int64_t lda, const bfloat16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  if (K == 0) {  // an empty sum: C = beta C (with beta == 0, whatever C held)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
-    return;
-  }
+  if (K == 0) return scale_only(M, N, beta, C, ldc);
   const Operand a{M, K, lda, trans_a}, b{K, N, ldb, trans_b};
-  thread_local std::vector<uint16_t> a16, b16;
-  const uint16_t* a_bits = to_bf16(a16, A, a.span());
-  const uint16_t* b_bits = to_bf16(b16, B, b.span());
+  thread_local std::vector<float> a32, b32;
+  const float* a_f = widened(a32, A, a.span());
+  const float* b_f = widened(b32, B, b.span());
+  gemm<float>(trans_a, trans_b, M, N, K, alpha, a_f, lda, b_f, ldb, beta, C, ldc);
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bfloat16* A,
+               int64_t lda, const bfloat16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  static const bool hardware = bf16_products_unavailable().empty();
+  if (!hardware) return gemm_bf16_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (K == 0) return scale_only(M, N, beta, C, ldc);
+  const Operand a{M, K, lda, trans_a}, b{K, N, ldb, trans_b};
   try {
     const Matmul m = matmul_for(ShapeKey{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta}, a, b, ldc, alpha,
                                 beta);
-    dnnl::memory a_mem(m.a, cpu_engine(), const_cast<uint16_t*>(a_bits));
-    dnnl::memory b_mem(m.b, cpu_engine(), const_cast<uint16_t*>(b_bits));
+    dnnl::memory a_mem(m.a, cpu_engine(), const_cast<bfloat16*>(A));
+    dnnl::memory b_mem(m.b, cpu_engine(), const_cast<bfloat16*>(B));
     dnnl::memory c_mem(m.c, cpu_engine(), C);
     dnnl::stream stream(cpu_engine());
     m.primitive.execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});

@@ -2,8 +2,9 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <string>
+
+#include "core/dtype.h"
 
 namespace linattn::cpu {
 
@@ -17,31 +18,24 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
           const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
 
-// The same product with A and B rounded to bfloat16 (to nearest, ties to even) and float32
-// accumulation into the float32 C: oneDNN's matmul primitive on AVX512-BF16 or AMX, one primitive
-// per shape, created on first use and kept. Needs bf16_products_unavailable().empty().
-void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// The same product on bfloat16 A and B (as stored: no rounding happens here) with float32
+// accumulation into the float32 C. Each product of two bf16 values is exact in float32, so the
+// result is float32's sum of exact products. Where the CPU multiplies bf16 in hardware
+// (bf16_products_unavailable().empty()): oneDNN's matmul primitive on AVX512-BF16 or AMX, one
+// primitive per shape, created on first use and kept. Elsewhere gemm_bf16_widened: slower, never refused.
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bfloat16* A,
+               int64_t lda, const bfloat16* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// The fallback: A and B widened to float32 (exact) into per-thread scratch, then gemm<float>.
+void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bfloat16* A,
+                       int64_t lda, const bfloat16* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// y [n] = bf16(x [n]) (round to nearest even: core/dtype.h's from_float), and y [n] = float(x [n]) (exact).
+void to_bf16(bfloat16* y, const float* x, int64_t n);
+void from_bf16(float* y, const bfloat16* x, int64_t n);
 
 // "" when this CPU multiplies bfloat16 in hardware (oneDNN's effective ISA has AVX512-BF16 or AMX),
 // else why not, naming the ISA oneDNN found.
 std::string bf16_products_unavailable();
-
-// The bfloat16 nearest to x (ties to even) as its 16 bits: float32's top half, rounded. A NaN stays
-// a (quiet) NaN; a float beyond bf16's largest finite value rounds to infinity, as in IEEE.
-inline uint16_t bf16_bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-// The float32 with those bfloat16 bits (exact: bf16 is float32 with the low 16 mantissa bits zero).
-inline float bf16_to_float(uint16_t b) {
-  const uint32_t u = uint32_t(b) << 16;
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
 
 }  // namespace linattn::cpu

@@ -8,24 +8,30 @@
 
 namespace linattn::cpu {
 
+// A row's G groups of Dg = D / G values are rows of their own here: group row r = i G + g starts at
+// x + r Dg and takes its weights from w + g Dg, so G = 1 is the plain row norm.
 template <class T>
-void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t D, T eps) {
+void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t D, T eps, int64_t G) {
+  const int64_t Dg = D / G;
 #pragma omp parallel for if (N * D > (1 << 15))
-  for (int64_t i = 0; i < N; ++i) {
-    const T* xi = x + i * D;
-    T* yi = y + i * D;
+  for (int64_t r = 0; r < N * G; ++r) {
+    const T* xi = x + r * Dg;
+    const T* wi = w + (r % G) * Dg;
+    T* yi = y + r * Dg;
     T ss = 0;
-    for (int64_t j = 0; j < D; ++j) ss += xi[j] * xi[j];
-    T r = T(1) / std::sqrt(ss / T(D) + eps);
-    rstd[i] = r;
-    for (int64_t j = 0; j < D; ++j) yi[j] = xi[j] * r * w[j];
+    for (int64_t j = 0; j < Dg; ++j) ss += xi[j] * xi[j];
+    T rs = T(1) / std::sqrt(ss / T(Dg) + eps);
+    rstd[r] = rs;
+    for (int64_t j = 0; j < Dg; ++j) yi[j] = xi[j] * rs * wi[j];
   }
 }
 
 template <class T>
-void rmsnorm_backward(T* dx, T* dw, const T* x, const T* w, const T* rstd, const T* dy, int64_t N, int64_t D) {
-  // forward: xhat = x r, y = xhat w, r = (mean(x^2) + eps)^-1/2
+void rmsnorm_backward(T* dx, T* dw, const T* x, const T* w, const T* rstd, const T* dy, int64_t N, int64_t D,
+                      int64_t G) {
+  // forward, per group row: xhat = x r, y = xhat w, r = (mean(x^2) + eps)^-1/2 (the mean over the group)
   //   =>  dw += sum_rows dy xhat,  dx += r (dy w - xhat mean(dy w xhat))
+  const int64_t Dg = D / G;
   const bool parallel = N * D > (1 << 15);
   const int threads = parallel ? omp_get_max_threads() : 1;
   std::vector<T> dw_partial(dw ? std::size_t(threads) * D : 0, T(0));
@@ -33,18 +39,20 @@ void rmsnorm_backward(T* dx, T* dw, const T* x, const T* w, const T* rstd, const
   {
     T* my_dw = dw ? dw_partial.data() + std::size_t(omp_get_thread_num()) * D : nullptr;
 #pragma omp for
-    for (int64_t i = 0; i < N; ++i) {
-      const T* xi = x + i * D;
-      const T* dyi = dy + i * D;
-      T r = rstd[i];
+    for (int64_t r = 0; r < N * G; ++r) {
+      const T* xi = x + r * Dg;
+      const T* dyi = dy + r * Dg;
+      const T* wi = w + (r % G) * Dg;
+      T rs = rstd[r];
       T dot = 0;
-      for (int64_t j = 0; j < D; ++j) dot += dyi[j] * w[j] * xi[j] * r;
-      T mean = dot / T(D);
-      T* dxi = dx + i * D;
-      for (int64_t j = 0; j < D; ++j) {
-        T xhat = xi[j] * r;
-        dxi[j] += r * (dyi[j] * w[j] - xhat * mean);
-        if (my_dw) my_dw[j] += dyi[j] * xhat;
+      for (int64_t j = 0; j < Dg; ++j) dot += dyi[j] * wi[j] * xi[j] * rs;
+      T mean = dot / T(Dg);
+      T* dxi = dx + r * Dg;
+      T* dwi = my_dw ? my_dw + (r % G) * Dg : nullptr;
+      for (int64_t j = 0; j < Dg; ++j) {
+        T xhat = xi[j] * rs;
+        dxi[j] += rs * (dyi[j] * wi[j] - xhat * mean);
+        if (dwi) dwi[j] += dyi[j] * xhat;
       }
     }
   }
@@ -80,8 +88,8 @@ void l2norm_backward(T* dx, const T* y, const T* r, const T* dy, int64_t N, int6
 }
 
 #define INSTANTIATE(T)                                                                                      \
-  template void rmsnorm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, T);                        \
-  template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t);      \
+  template void rmsnorm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, T, int64_t);               \
+  template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t, int64_t); \
   template void l2norm_forward<T>(T*, T*, const T*, int64_t, int64_t, T);                                   \
   template void l2norm_backward<T>(T*, const T*, const T*, const T*, int64_t, int64_t);
 INSTANTIATE(float)

@@ -5,12 +5,15 @@
 
 namespace linattn::cpu {
 
-// y = x * rstd * w, rstd = (mean(x^2) + eps)^-1/2 per row.
-// y: [N, D]; rstd (saved): [N]; x: [N, D]; w: [D]
-template <class T> void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t D, T eps);
+// y = x * rstd * w, rstd = (mean(x^2) + eps)^-1/2 over each of a row's G groups of D/G consecutive
+// values (G = 1: the whole row; Mamba2's gated norm normalizes each group of heads on its own).
+// y: [N, D]; rstd (saved): [N, G]; x: [N, D]; w: [D]
+template <class T>
+void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t D, T eps, int64_t G = 1);
 // dx: [N, D] (+=); dw: [D] (+=, may be null); dy: [N, D]
 template <class T>
-void rmsnorm_backward(T* dx, T* dw, const T* x, const T* w, const T* rstd, const T* dy, int64_t N, int64_t D);
+void rmsnorm_backward(T* dx, T* dw, const T* x, const T* w, const T* rstd, const T* dy, int64_t N, int64_t D,
+                      int64_t G = 1);
 
 // y = x * r, r = (sum(x^2) + eps)^-1/2 per row (fla's l2norm; the sums run in float32 or better).
 // y: [N, D]; r (saved): [N]; x: [N, D]

@@ -731,10 +731,14 @@ void check_sizes(const char* what, int64_t B, int64_t T, int64_t H, int64_t Hkv,
 }
 
 // Opts kernel in to `smem` bytes of dynamic shared memory (above the default 48 KiB a kernel must
-// opt in, up to the device's per-block limit) and returns smem, for the launch.
+// opt in, up to the device's per-block limit; remembered, common.cuh) and returns smem, for the
+// launch.
 template <class Kernel>
 size_t opt_in_shared(int64_t smem, Kernel kernel) {
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const int limit = opt_in_dynamic_shared(kernel, smem);
+  LINATTN_CHECK(smem <= limit, "attention (cuda): a kernel needs ", smem / 1024, " KiB of shared memory per thread ",
+                "block, more than this GPU's ", limit / 1024, " KiB; use smaller heads or train on an sm_80 or sm_90 ",
+                "GPU (or on the CPU)");
   return size_t(smem);
 }
 

@@ -1053,14 +1053,11 @@ LaunchPlan with_shared(LaunchPlan plan, Kernel kernel, const char* what) {
   LINATTN_CHECK(plan.grid.z <= 65535 && plan.grid.y <= 65535 && plan.grid.x <= INT32_MAX, "chunk kernels: H = ",
                 plan.grid.z, " (at most 65,535), ", plan.grid.y, " column tiles or ", plan.grid.x,
                 " chunks exceed the CUDA grid");
-  int device = 0, limit = 0;
-  LINATTN_CUDA_CHECK(cudaGetDevice(&device));
-  LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const int limit = opt_in_dynamic_shared(kernel, plan.shared_bytes);  // remembered: no CUDA call per launch
   LINATTN_CHECK(plan.shared_bytes <= limit, "linear attention / GLA on CUDA (", what, "): the kernel needs ",
                 plan.shared_bytes / 1024, " KiB of shared memory per thread block, more than this GPU's ",
                 limit / 1024, " KiB; run linear attention and GLA on an sm_80 or sm_90 GPU (or on the CPU, or with ",
                 "train.precision f32 / no train.tf32, which need less)");
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.shared_bytes)));
   return plan;
 }
 

@@ -22,8 +22,8 @@ __global__ void lse_kernel(float* lse, const float* logits, int64_t V) {
 
 // One block (kCrossEntropySumThreads threads) adds the rows' losses in float64 in a fixed order: the
 // same total on every run.
-__global__ void loss_sum_kernel(double* sums, const float* lse, const float* logits, const int32_t* targets,
-                                int64_t N, int64_t V, int32_t ignore_index) {
+__global__ void loss_sum_kernel(double* sums, float* mean, const float* lse, const float* logits,
+                                const int32_t* targets, int64_t N, int64_t V, int32_t ignore_index) {
   double loss = 0, count = 0, bad = 0;
   for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
     const int32_t t = targets[i];
@@ -42,6 +42,7 @@ __global__ void loss_sum_kernel(double* sums, const float* lse, const float* log
     sums[0] = loss;
     sums[1] = count;
     sums[2] = bad;
+    if (mean) *mean = float(count > 0 ? loss / count : 0.0);
   }
 }
 
@@ -62,15 +63,15 @@ __global__ void cross_entropy_backward_kernel(float* dlogits, const float* logit
 
 }  // namespace
 
-void cross_entropy_forward(float* lse, double* sums, const float* logits, const int32_t* targets, int64_t N, int64_t V,
-                           int32_t ignore_index) {
+void cross_entropy_forward(float* lse, double* sums, float* mean, const float* logits, const int32_t* targets,
+                           int64_t N, int64_t V, int32_t ignore_index) {
   LINATTN_CHECK(N < (int64_t(1) << 31), "cuda::cross_entropy_forward: ", N, " rows is more than one launch takes (2^31 - 1)");
   const LaunchPlans plans = cross_entropy_forward_plans(N, V);
   if (N > 0 && V > 0) {
     LINATTN_LAUNCH_PLAN(plans.front(), stream(), lse_kernel)(lse, logits, V);
     LINATTN_CUDA_CHECK_LAUNCH();
   }
-  LINATTN_LAUNCH_PLAN(plans.back(), stream(), loss_sum_kernel)(sums, lse, logits, targets, N, V, ignore_index);
+  LINATTN_LAUNCH_PLAN(plans.back(), stream(), loss_sum_kernel)(sums, mean, lse, logits, targets, N, V, ignore_index);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

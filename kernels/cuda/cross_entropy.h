@@ -1,8 +1,8 @@
 // CUDA fused softmax + cross-entropy over the vocabulary (float32, sums in float64), with the
 // argument order and semantics of kernels/cpu/cross_entropy.h. Pointers are device memory.
-// The forward leaves its totals on the device, so a training step need not wait for them; the
-// caller copies the three doubles when it needs the loss, and raises the errors the CPU kernel
-// raises: a target outside the vocabulary (sums[2] > 0), a non-finite loss (sums[0] not finite).
+// The forward leaves its totals and the mean loss on the device, so a training step need not wait
+// for them; a caller that wants the CPU kernel's errors copies the three doubles and raises them: a
+// target outside the vocabulary (sums[2] > 0), a non-finite loss (sums[0] not finite).
 #pragma once
 
 #include <cstdint>
@@ -15,9 +15,10 @@ namespace linattn::cuda {
 // lse (saved): [N], the log-sum-exp of each row; logits: [N, V]; targets: [N].
 // sums: [3] on the device, set to {sum of lse_i - logit_{i, t_i} over the rows that count, the
 // number of those rows, the number of rows whose target is outside [0, V) and not ignore_index}
-// (such rows count nowhere, and the backward skips them).
-void cross_entropy_forward(float* lse, double* sums, const float* logits, const int32_t* targets, int64_t N, int64_t V,
-                           int32_t ignore_index);
+// (such rows count nowhere, and the backward skips them). mean: [1] or null: set to
+// float(sums[0] / sums[1]), 0 without rows that count.
+void cross_entropy_forward(float* lse, double* sums, float* mean, const float* logits, const int32_t* targets,
+                           int64_t N, int64_t V, int32_t ignore_index);
 // forward: loss = scale * sum_i (lse_i - logit_{i, t_i})  =>  dlogits_i += scale (softmax_i - onehot(t_i))
 // dlogits: [N, V] (+=); scale is d(total loss)/d(each row's loss), e.g. dloss / count for a mean.
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
@@ -27,7 +28,7 @@ void cross_entropy_backward(float* dlogits, const float* logits, const float* ls
 void cross_entropy_backward_mean(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                                  int64_t N, int64_t V, int32_t ignore_index, const float* dloss, int64_t count);
 #else
-inline void cross_entropy_forward(float*, double*, const float*, const int32_t*, int64_t, int64_t, int32_t) {
+inline void cross_entropy_forward(float*, double*, float*, const float*, const int32_t*, int64_t, int64_t, int32_t) {
   LINATTN_NO_CUDA();
 }
 inline void cross_entropy_backward(float*, const float*, const float*, const int32_t*, int64_t, int64_t, int32_t,

@@ -631,13 +631,10 @@ __global__ void __launch_bounds__(kHeadThreads) recurrent_forward_kernel(DeltaNe
 // refused by name.
 template <class Kernel>
 void opt_in_shared(Kernel kernel, int64_t bytes, const char* pass) {
-  int device = 0, limit = 0;
-  LINATTN_CUDA_CHECK(cudaGetDevice(&device));
-  LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const int limit = opt_in_dynamic_shared(kernel, bytes);  // remembered: no CUDA call per launch
   LINATTN_CHECK(bytes <= limit, "deltanet (cuda): the ", pass, " needs ", bytes / 1024, " KiB of shared memory per ",
                 "thread block, more than this GPU's ", limit / 1024, " KiB; use a smaller chunk_size or head ",
                 "dimension, or run DeltaNet on an sm_80 or sm_90 GPU (or on the CPU)");
-  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
 // The forward's three launches (plans: deltanet_forward_plans), the per-chunk products in precision P.

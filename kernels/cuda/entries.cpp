@@ -36,6 +36,12 @@ void require_f32(const char* op, In t) {
                 " (train.dtype f64 runs on the CPU only)");
 }
 
+// A bf16 tensor's data as the bit patterns the kernels take.
+uint16_t* bf16_bits(In t) { return reinterpret_cast<uint16_t*>(t.data<bfloat16>()); }
+
+// rmsnorm's groups per row: rstd holds one value per group of each of x's rows (backend.def).
+int64_t norm_groups(In x, In rstd) { return x.shape().rows() ? rstd.numel() / x.shape().rows() : 1; }
+
 }  // namespace
 
 void add(In y, In a, In b) {
@@ -150,12 +156,14 @@ void bias_backward(In dbias, In dy) {
 
 void rmsnorm_forward(In y, In rstd, In x, In w, double eps) {
   require_f32("rmsnorm", x);
-  cuda::rmsnorm_forward(f32(y), f32(rstd), f32(x), f32(w), x.shape().rows(), x.shape().last(), float(eps));
+  cuda::rmsnorm_forward(f32(y), f32(rstd), f32(x), f32(w), x.shape().rows(), x.shape().last(), float(eps),
+                        norm_groups(x, rstd));
 }
 
 void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy) {
   require_f32("rmsnorm", x);
-  cuda::rmsnorm_backward(f32(dx), f32(dw), f32(x), f32(w), f32(rstd), f32(dy), x.shape().rows(), x.shape().last());
+  cuda::rmsnorm_backward(f32(dx), f32(dw), f32(x), f32(w), f32(rstd), f32(dy), x.shape().rows(), x.shape().last(),
+                         norm_groups(x, rstd));
 }
 
 void l2norm_forward(In y, In r, In x, double eps) {
@@ -197,9 +205,26 @@ void short_conv_backward(In dx, In dw, In dbias, In x, In w, In dy, Sequences se
 int64_t cross_entropy_forward(In loss, In lse, In logits, In targets, int32_t ignore_index) {
   require_f32("cross_entropy", logits);
   const int64_t N = logits.shape().rows(), V = logits.shape().last();
-  Tensor dev = ids_on_device(targets);
   Tensor sums = Tensor::empty({3}, DType::f64, Device::cuda);
-  cuda::cross_entropy_forward(f32(lse), sums.data<double>(), f32(logits), dev.data<int32_t>(), N, V, ignore_index);
+  if (targets.device() == Device::cpu) {
+    // Host targets (a training batch): checked and counted here, and the mean written on the device,
+    // so that the host never waits for the device. A non-finite loss stays there, in `loss`, for the
+    // caller to find (the trainer's step control skips such a step).
+    const int32_t* t = targets.data<int32_t>();
+    int64_t count = 0;
+    for (int64_t i = 0; i < N; ++i) {
+      LINATTN_CHECK(t[i] == ignore_index || (t[i] >= 0 && t[i] < V), "cross_entropy: target id ", t[i], " at row ", i,
+                    " is outside the vocabulary [0, ", V, ") and is not the ignore index ", ignore_index);
+      count += t[i] != ignore_index;
+    }
+    Tensor dev = ids_on_device(targets);
+    cuda::cross_entropy_forward(f32(lse), sums.data<double>(), f32(loss), f32(logits), dev.data<int32_t>(), N, V,
+                                ignore_index);
+    return count;
+  }
+  // Device targets: the sums come back to the host, which raises the CPU's errors.
+  cuda::cross_entropy_forward(f32(lse), sums.data<double>(), nullptr, f32(logits), targets.data<int32_t>(), N, V,
+                              ignore_index);
   double s[3];
   LINATTN_CUDA_CHECK(cudaMemcpyAsync(s, sums.raw(), sizeof(s), cudaMemcpyDeviceToHost, compute()));
   cuda::synchronize();  // s is read below
@@ -342,12 +367,38 @@ void delta_rule_backward(const MixerArgs& r) {
   cuda::deltanet_chunk_backward(p, f32(work));
 }
 
-void adamw_step(In w, In g, In m, In v, const AdamWStep& s) {
+namespace {
+void require_control(const char* op, In control) {
+  LINATTN_CHECK(control.dtype() == DType::f64 && control.device() == Device::cuda &&
+                    control.numel() == step_control::size,
+                op, ": the step's control numbers are f64 [", int(step_control::size), "] on the GPU, got ",
+                control.str());
+}
+}  // namespace
+
+void step_loss(In control, In losses) {
+  require_f32("step_loss", losses);
+  require_control("step_loss", control);
+  cuda::step_loss(control.data<double>(), f32(losses), losses.numel());
+}
+
+void step_control(In control, In g, double max_norm) {
+  require_f32("step_control", g);
+  require_control("step_control", control);
+  cuda::step_control(control.data<double>(), f32(g), g.numel(), max_norm);
+}
+
+void adamw_step(In w, In g, In m, In v, In decay_ranges, In control, const AdamWStep& s) {
   require_f32("adamw", w);
+  require_control("adamw", control);
+  LINATTN_CHECK(decay_ranges.dtype() == DType::f64 && decay_ranges.device() == Device::cuda &&
+                    decay_ranges.numel() % 2 == 0,
+                "adamw: decay_ranges are f64 pairs on the GPU, got ", decay_ranges.str());
   // the constants rounded to float32 as the CPU entry rounds them
   const cuda::AdamWStep c{float(s.beta1), float(s.beta2), float(s.step_size), float(s.rbc2), float(s.eps),
                           float(s.decay)};
-  cuda::adamw_update(f32(w), f32(m), f32(v), f32(g), w.numel(), c);
+  cuda::adamw_update(f32(w), f32(m), f32(v), f32(g), w.numel(), decay_ranges.numel() ? decay_ranges.data<double>() : nullptr,
+                     decay_ranges.numel() / 2, control.data<double>(), c);
 }
 
 double sum_squares(In x) {
@@ -390,9 +441,21 @@ int64_t linear_attention_saved_size(const MixerArgs&) { return 0; }
 int64_t gla_saved_size(const MixerArgs&) { return 0; }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C) {
+  backend::check_gemm_dtypes(A, B, C);
+  if (A.dtype() == DType::bf16) {
+    cuda::gemm_bf16(trans_a, trans_b, M, N, K, float(alpha), bf16_bits(A), trans_a ? M : K, bf16_bits(B),
+                    trans_b ? K : N, float(beta), C.data<float>(), N);
+    return;
+  }
   require_f32("gemm", C);
   cuda::gemm(trans_a, trans_b, M, N, K, float(alpha), A.data<float>(), trans_a ? M : K, B.data<float>(),
              trans_b ? K : N, float(beta), C.data<float>(), N, backend::matmul_precision());
+}
+
+void convert(In y, In x) {
+  backend::check_convert(y, x);
+  if (y.dtype() == DType::bf16) to_bf16(bf16_bits(y), x.data<float>(), x.numel());
+  else from_bf16(y.data<float>(), bf16_bits(x), x.numel());
 }
 
 }  // namespace linattn::cuda::entry

@@ -6,6 +6,7 @@
 //   LINATTN_LAUNCH(grid, block, shared_bytes, stream, kernel<T>)(args...);
 //   LINATTN_LAUNCH_PLAN(plan, stream, kernel<T>)(args...);  // a LaunchPlan's geometry (launch_plan.h)
 //   LINATTN_DYNAMIC_SHARED(float, sh);  // float sh[]: the launch's shared_bytes
+//   opt_in_dynamic_shared(kernel, bytes);  // more than 48 KiB of it: opted in once, remembered
 //
 // The kernel comes last so that a template with several arguments needs no parentheses. Included
 // only by kernels/cuda/*.cu and *.cuh.
@@ -13,11 +14,47 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <unordered_map>
+
+#include "core/cuda/check.h"
+#include "core/cuda/stream.h"
 #include "kernels/cuda/launch_plan.h"
 
 namespace linattn::cuda {
 
 inline dim3 to_dim3(const Dim& d) { return dim3(unsigned(d.x), unsigned(d.y), unsigned(d.z)); }
+
+// Opts `kernel` in to `bytes` of dynamic shared memory on the calling thread's device
+// (cudaFuncSetAttribute) unless the device's per-block limit (cudaDevAttrMaxSharedMemoryPerBlockOptin)
+// is below it; returns the limit. What the runtime said is remembered per host thread, device and
+// kernel, so a launch asks again only for more bytes than before: no CUDA call and no lock per launch.
+// (A thread-local cache needs no lock; setting an attribute a second time from another thread is
+// harmless.)
+inline int opt_in_dynamic_shared(const void* kernel, int64_t bytes) {
+  struct Known {
+    int limit = -1;
+    int64_t opted = 0;  // the most bytes set so far
+  };
+  // keyed by (the device's compute stream, the kernel)
+  thread_local std::unordered_map<const void*, std::unordered_map<const void*, Known>> known;
+  Known& k = known[compute_stream()][kernel];
+  if (k.limit < 0) {
+    int device = 0;
+    LINATTN_CUDA_CHECK(cudaGetDevice(&device));
+    LINATTN_CUDA_CHECK(cudaDeviceGetAttribute(&k.limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  }
+  if (bytes > k.opted && bytes <= k.limit) {
+    LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    k.opted = bytes;
+  }
+  return k.limit;
+}
+
+template <class Kernel>
+int opt_in_dynamic_shared(Kernel* kernel, int64_t bytes) {
+  return opt_in_dynamic_shared(reinterpret_cast<const void*>(kernel), bytes);
+}
 
 }  // namespace linattn::cuda
 

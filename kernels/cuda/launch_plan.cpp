@@ -52,14 +52,14 @@ LaunchPlan norm_rows_plan(const std::string& kernel, int64_t N) {
   return {kernel, {ceil_div(N, kNormRows)}, {kNormRows * 32}, 0};
 }
 
-LaunchPlans rmsnorm_forward_plans(int64_t N, int64_t D) {
+LaunchPlans rmsnorm_forward_plans(int64_t N, int64_t D, int64_t G) {
   if (N == 0) return {};
-  return {norm_rows_plan("rmsnorm_forward_kernel", N)};
+  return {norm_rows_plan("rmsnorm_forward_kernel", N * G)};  // a warp per group of a row
 }
 
-LaunchPlans rmsnorm_backward_plans(int64_t N, int64_t D, bool weight_grad) {
+LaunchPlans rmsnorm_backward_plans(int64_t N, int64_t D, bool weight_grad, int64_t G) {
   if (N == 0 || D == 0) return {};
-  LaunchPlans plans{norm_rows_plan("rmsnorm_dx_kernel", N)};
+  LaunchPlans plans{norm_rows_plan("rmsnorm_dx_kernel", N * G)};
   if (!weight_grad) return plans;
   const RowChunks chunks = row_chunks(N, ceil_div(D, 32), D);
   plans.push_back(column_sums_plan("rmsnorm_dw_kernel", D, chunks));
@@ -98,6 +98,14 @@ LaunchPlans sum_squares_plans(int64_t n) {
   LaunchPlans plans;
   if (blocks > 0) plans.push_back({"sum_squares_partial_kernel", {blocks}, {kSumSquaresThreads}, 0});
   plans.push_back({"sum_squares_final_kernel", {1}, {kSumSquaresPartials}, 0});
+  return plans;
+}
+
+LaunchPlans step_loss_plans() { return {{"step_loss_kernel", {1}, {1}, 0}}; }
+
+LaunchPlans step_control_plans(int64_t n) {
+  LaunchPlans plans = sum_squares_plans(n);
+  plans.back().kernel = "step_control_kernel";
   return plans;
 }
 

@@ -53,11 +53,11 @@ RowChunks row_chunks(int64_t rows, int64_t tiles, int64_t columns);
 LaunchPlan column_sums_plan(const std::string& kernel, int64_t tiled_columns, const RowChunks& chunks);
 LaunchPlan add_column_partials_plan(int64_t n);
 
-// ---- norm.cu: one warp per row, kNormRows rows per block ----
+// ---- norm.cu: one warp per row (rmsnorm: per group of G in a row), kNormRows rows per block ----
 inline constexpr int kNormRows = 8;
 LaunchPlan norm_rows_plan(const std::string& kernel, int64_t N);
-LaunchPlans rmsnorm_forward_plans(int64_t N, int64_t D);
-LaunchPlans rmsnorm_backward_plans(int64_t N, int64_t D, bool weight_grad);
+LaunchPlans rmsnorm_forward_plans(int64_t N, int64_t D, int64_t G = 1);
+LaunchPlans rmsnorm_backward_plans(int64_t N, int64_t D, bool weight_grad, int64_t G = 1);
 LaunchPlans l2norm_forward_plans(int64_t N, int64_t D);
 LaunchPlans l2norm_backward_plans(int64_t N, int64_t D);
 
@@ -71,7 +71,9 @@ LaunchPlans cross_entropy_backward_plans(int64_t N, int64_t V);
 inline constexpr int kSumSquaresThreads = 512;
 inline constexpr int kSumSquaresPartials = 1024;  // at most this many partial sums (and blocks)
 LaunchPlans sum_squares_plans(int64_t n);
-LaunchPlans adamw_plans(int64_t n);
+LaunchPlans step_loss_plans();  // one thread
+LaunchPlans step_control_plans(int64_t n);  // sum_squares' first pass, then one block
+LaunchPlans adamw_plans(int64_t n);  // one launch over the whole flat buffer
 
 // ---- embedding.cu ----
 LaunchPlans embedding_forward_plans(int64_t N, int64_t D);

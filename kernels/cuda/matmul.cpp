@@ -10,7 +10,6 @@
 
 #include "core/cuda/check.h"
 #include "core/cuda/stream.h"
-#include "kernels/cuda/convert.h"
 
 // cuBLAS calls: the message names the call and cuBLAS's status name and text.
 #define LINATTN_CUBLAS_CHECK(call)                                                                     \
@@ -58,25 +57,22 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
   // row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T, i.e. cuBLAS's product
   // with the operands swapped (B first), m = N, n = M, and each operand's own transpose flag.
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int m = as_int(N, "N"), n = as_int(M, "M"), k = as_int(K, "K");
-  if (precision == MatmulPrecision::bf16 && K > 0) {
-    // Each operand is rows x cols row-major with leading dimension ld: the last row ends cols after
-    // its start, so the span converted is (rows - 1) ld + cols.
-    const int64_t a_elements = ((trans_a ? K : M) - 1) * lda + (trans_a ? M : K);
-    const int64_t b_elements = ((trans_b ? N : K) - 1) * ldb + (trans_b ? K : N);
-    Bf16Scratch a16(a_elements), b16(b_elements);
-    to_bf16(a16.data(), A, a_elements);
-    to_bf16(b16.data(), B, b_elements);
-    LINATTN_CUBLAS_CHECK(cublasGemmEx(handle(), op_b, op_a, m, n, k, &alpha, b16.data(), CUDA_R_16BF,
-                                      as_ld(ldb, "ldb"), a16.data(), CUDA_R_16BF, as_ld(lda, "lda"), &beta, C,
-                                      CUDA_R_32F, as_ld(ldc, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return;
-  }
-  LINATTN_CUBLAS_CHECK(cublasGemmEx(handle(), op_b, op_a, m, n, k, &alpha, B, CUDA_R_32F, as_ld(ldb, "ldb"), A,
-                                    CUDA_R_32F, as_ld(lda, "lda"), &beta, C, CUDA_R_32F, as_ld(ldc, "ldc"),
+  LINATTN_CUBLAS_CHECK(cublasGemmEx(handle(), op_b, op_a, as_int(N, "N"), as_int(M, "M"), as_int(K, "K"), &alpha, B,
+                                    CUDA_R_32F, as_ld(ldb, "ldb"), A, CUDA_R_32F, as_ld(lda, "lda"), &beta, C,
+                                    CUDA_R_32F, as_ld(ldc, "ldc"),
                                     precision == MatmulPrecision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                        : CUBLAS_COMPUTE_32F,
                                     CUBLAS_GEMM_DEFAULT));
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
+               int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  // The operands swapped as in gemm above.
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LINATTN_CUBLAS_CHECK(cublasGemmEx(handle(), op_b, op_a, as_int(N, "N"), as_int(M, "M"), as_int(K, "K"), &alpha, B,
+                                    CUDA_R_16BF, as_ld(ldb, "ldb"), A, CUDA_R_16BF, as_ld(lda, "lda"), &beta, C,
+                                    CUDA_R_32F, as_ld(ldc, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace linattn::cuda

@@ -9,10 +9,15 @@
 namespace linattn::cuda {
 
 // C [M, N] = alpha op(A) op(B) + beta C, row-major, leading dimensions in elements, float32 data
-// with float32 accumulation. The precision is that of the inputs: f32; tf32, rounded to TF32 for the
-// tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32, about 10 bits of mantissa); or bf16, A and B rounded
-// to bfloat16 in scratch memory (8 bits of mantissa) and multiplied on the tensor cores.
+// with float32 accumulation. precision tf32: the inputs rounded to TF32 for the tensor cores
+// (CUBLAS_COMPUTE_32F_FAST_TF32, about 10 bits of mantissa); otherwise float32 (bf16 products take
+// bf16 operands: gemm_bf16; nothing is converted here).
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc, MatmulPrecision precision);
+
+// The same on bfloat16 A and B (bit patterns, as stored: nothing is rounded here) into the float32
+// C, with float32 accumulation on the tensor cores (CUDA_R_16BF inputs, CUBLAS_COMPUTE_32F).
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
+               int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 }  // namespace linattn::cuda

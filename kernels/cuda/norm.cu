@@ -14,48 +14,55 @@ constexpr int kRows = kNormRows;
 // The row of the calling warp (>= N past the end: the whole warp returns, so shuffles stay full).
 __device__ inline int64_t warp_row() { return int64_t(blockIdx.x) * kRows + threadIdx.x / 32; }
 
-__global__ void rmsnorm_forward_kernel(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t D,
-                                       float eps) {
+// The rmsnorm kernels take a row's G groups of Dg = D / G values as rows of their own: group row
+// r = i G + g starts at x + r Dg and takes its weights from w + g Dg (G = 1: the plain row norm).
+__global__ void rmsnorm_forward_kernel(float* y, float* rstd, const float* x, const float* w, int64_t rows,
+                                       int64_t Dg, int64_t G, float eps) {
   const int64_t row = warp_row();
-  if (row >= N) return;
+  if (row >= rows) return;
   const int lane = threadIdx.x % 32;
-  const float* xr = x + row * D;
+  const float* xr = x + row * Dg;
+  const float* wr = w + (row % G) * Dg;
   float ss = 0;
-  for (int64_t j = lane; j < D; j += 32) ss += xr[j] * xr[j];
-  const float r = 1.0f / sqrtf(warp_sum(ss) / float(D) + eps);
+  for (int64_t j = lane; j < Dg; j += 32) ss += xr[j] * xr[j];
+  const float r = 1.0f / sqrtf(warp_sum(ss) / float(Dg) + eps);
   if (lane == 0) rstd[row] = r;
-  float* yr = y + row * D;
-  for (int64_t j = lane; j < D; j += 32) yr[j] = xr[j] * r * w[j];
+  float* yr = y + row * Dg;
+  for (int64_t j = lane; j < Dg; j += 32) yr[j] = xr[j] * r * wr[j];
 }
 
 // forward: xhat = x r, y = xhat w, r = (mean(x^2) + eps)^-1/2  =>  dx += r (dy w - xhat mean(dy w xhat))
 __global__ void rmsnorm_dx_kernel(float* dx, const float* x, const float* w, const float* rstd, const float* dy,
-                                  int64_t N, int64_t D) {
+                                  int64_t rows, int64_t Dg, int64_t G) {
   const int64_t row = warp_row();
-  if (row >= N) return;
+  if (row >= rows) return;
   const int lane = threadIdx.x % 32;
-  const float* xr = x + row * D;
-  const float* dyr = dy + row * D;
+  const float* xr = x + row * Dg;
+  const float* dyr = dy + row * Dg;
+  const float* wr = w + (row % G) * Dg;
   const float r = rstd[row];
   float dot = 0;
-  for (int64_t j = lane; j < D; j += 32) dot += dyr[j] * w[j] * xr[j] * r;
-  const float mean = warp_sum(dot) / float(D);
-  float* dxr = dx + row * D;
-  for (int64_t j = lane; j < D; j += 32) dxr[j] += r * (dyr[j] * w[j] - xr[j] * r * mean);
+  for (int64_t j = lane; j < Dg; j += 32) dot += dyr[j] * wr[j] * xr[j] * r;
+  const float mean = warp_sum(dot) / float(Dg);
+  float* dxr = dx + row * Dg;
+  for (int64_t j = lane; j < Dg; j += 32) dxr[j] += r * (dyr[j] * wr[j] - xr[j] * r * mean);
 }
 
 // forward: y = xhat w  =>  dw += sum over rows of dy xhat. A block takes 32 columns of one chunk
 // of rows, its kLanes row lanes split the rows, and lane 0 adds the lanes in order into the chunk's
-// partial sums (column_partials, common.cuh).
+// partial sums (column_partials, common.cuh). Rows are whole rows of D here; column j is in group
+// j / Dg, whose rstd is rstd[i G + j / Dg].
 constexpr int kLanes = kColumnLanes;
 __global__ void rmsnorm_dw_kernel(const float* x, const float* rstd, const float* dy, int64_t N, int64_t D,
-                                  int64_t rows_per_chunk) {
+                                  int64_t G, int64_t rows_per_chunk) {
   __shared__ float partial[kLanes][33];
   const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
   const int64_t begin = int64_t(blockIdx.y) * rows_per_chunk, end = begin + rows_per_chunk < N ? begin + rows_per_chunk : N;
+  const int64_t g = j < D ? j / (D / G) : 0;
   float acc = 0;
   if (j < D)
-    for (int64_t i = begin + threadIdx.y; i < end; i += kLanes) acc += dy[i * D + j] * (x[i * D + j] * rstd[i]);
+    for (int64_t i = begin + threadIdx.y; i < end; i += kLanes)
+      acc += dy[i * D + j] * (x[i * D + j] * rstd[i * G + g]);
   partial[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && j < D) {
@@ -96,22 +103,23 @@ __global__ void l2norm_backward_kernel(float* dx, const float* y, const float* r
 
 }  // namespace
 
-void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t D, float eps) {
+void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t D, float eps,
+                     int64_t G) {
   if (N == 0) return;
-  const LaunchPlans plans = rmsnorm_forward_plans(N, D);
-  LINATTN_LAUNCH_PLAN(plans[0], stream(), rmsnorm_forward_kernel)(y, rstd, x, w, N, D, eps);
+  const LaunchPlans plans = rmsnorm_forward_plans(N, D, G);
+  LINATTN_LAUNCH_PLAN(plans[0], stream(), rmsnorm_forward_kernel)(y, rstd, x, w, N * G, D / G, G, eps);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
 void rmsnorm_backward(float* dx, float* dw, const float* x, const float* w, const float* rstd, const float* dy,
-                      int64_t N, int64_t D) {
+                      int64_t N, int64_t D, int64_t G) {
   if (N == 0 || D == 0) return;
-  const LaunchPlans plans = rmsnorm_backward_plans(N, D, dw != nullptr);
-  LINATTN_LAUNCH_PLAN(plans[0], stream(), rmsnorm_dx_kernel)(dx, x, w, rstd, dy, N, D);
+  const LaunchPlans plans = rmsnorm_backward_plans(N, D, dw != nullptr, G);
+  LINATTN_LAUNCH_PLAN(plans[0], stream(), rmsnorm_dx_kernel)(dx, x, w, rstd, dy, N * G, D / G, G);
   LINATTN_CUDA_CHECK_LAUNCH();
   if (!dw) return;
   const RowChunks chunks = row_chunks(N, (D + 31) / 32, D);
-  LINATTN_LAUNCH_PLAN(plans[1], stream(), rmsnorm_dw_kernel)(x, rstd, dy, N, D, chunks.rows);
+  LINATTN_LAUNCH_PLAN(plans[1], stream(), rmsnorm_dw_kernel)(x, rstd, dy, N, D, G, chunks.rows);
   LINATTN_CUDA_CHECK_LAUNCH();
   add_column_partials(dw, D, nullptr, 0, chunks.count);
 }

@@ -1,10 +1,12 @@
 // Mamba2 (fla's Mamba2 layer, the SSD form): one input projection split into z, x, B, C and the
 // time step; a short convolution and SiLU on x, B and C; the SSD scan with per-head decay
-// exp(softplus(dt) A) and the D skip (autograd/mamba2.h); then RMSNorm(y * silu(z)) and the output
-// projection. The inner width is value_dim = expand_v x hidden_size, split into num_heads heads;
-// B and C have state_size (N) channels per group of heads (n_groups).
+// exp(softplus(dt) A) and the D skip (autograd/mamba2.h); then RMSNorm(y * silu(z)) over each group
+// of heads and the output projection. The inner width is value_dim = expand_v x hidden_size, split
+// into num_heads heads; B and C have state_size (N) channels per group of heads (n_groups).
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "autograd/decoding.h"
 #include "autograd/mamba2.h"
@@ -37,7 +39,9 @@ class Mamba2Layer : public MixerLayer {
     dt_bias_ = p.add(prefix + ".dt_bias", {H_}, Init::SoftplusInverseOfLogUniform(0.001, 0.1), false);
     A_log_ = p.add(prefix + ".A_log", {H_}, Init::LogOfUniform(1.0, 16.0), false);
     D_ = p.add(prefix + ".D", {H_}, Init::Constant(1.0), false);
-    norm_ = RMSNorm(p, prefix + ".norm", I_, c.norm_eps);
+    // fla's RMSNormGated(group_size = I / n_groups), as mamba_ssm's: each group of heads is normalized
+    // on its own (with n_groups 1, the whole inner width).
+    norm_ = RMSNorm(p, prefix + ".norm", I_, c.norm_eps, G_);
     out_proj_ = Linear(p, prefix + ".out_proj", I_, c.hidden_size, out_std);
   }
   double mixing_flops_per_token(int64_t) const override { return chunk_mixing_flops(H_, N_, I_ / H_, C_); }
@@ -81,6 +85,64 @@ int64_t state_size(const ModelConfig& c, const LayerSpec& spec, int64_t) {
   return I * N + (conv_size(c) - 1) * (I + 2 * G * N);
 }
 
+// ---- fla's Mamba2ForCausalLM (fla/models/mamba2; mamba_ssm's MambaLMHeadModel has the same layout)
+
+// fla computes its inner width as int(expand * hidden_size) and takes the head count from it and
+// head_dim; expand is an integer there unless ours is not.
+FlaValue fla_expand(const ModelConfig& c, const LayerSpec& spec) {
+  const int64_t I = value_dim(c, spec);
+  if (I % c.hidden_size == 0) return I / c.hidden_size;
+  return double(I) / double(c.hidden_size);
+}
+
+std::vector<std::string> fla_problems(const ModelConfig& c, const LayerSpec& spec) {
+  std::vector<std::string> problems;
+  const int64_t I = value_dim(c, spec);
+  const FlaValue expand = fla_expand(c, spec);
+  if (const double* e = std::get_if<double>(&expand); e && int64_t(*e * double(c.hidden_size)) != I)
+    problems.push_back("mamba2's inner width " + std::to_string(I) + " is not exactly int(expand x hidden_size) in "
+                       "floating point, as fla computes it: choose expand_v so that expand_v x hidden_size is whole");
+  return problems;
+}
+
+// Mamba2Config's fields (fla/models/mamba2/configuration_mamba2.py), in its order; num_heads and
+// the shared fields are written by the exporter. No biases in in_proj, out_proj or the convolution;
+// D one per head; the gated norm after the gate (norm_before_gate false) per group of heads.
+FlaFields fla_fields(const ModelConfig& c, const LayerSpec& spec) {
+  return {{"head_dim", value_dim(c, spec) / spec.num_heads},
+          {"state_size", settings(c).state_size},
+          {"expand", fla_expand(c, spec)},
+          {"conv_kernel", conv_size(c)},
+          {"n_groups", settings(c).n_groups},
+          {"use_bias", false},
+          {"use_conv_bias", false},
+          {"hidden_act", std::string("silu")},
+          {"D_has_hdim", false},
+          {"residual_in_fp32", true},
+          {"rmsnorm", true},
+          {"norm_before_gate", false},
+          {"chunk_size", c.chunk_size}};
+}
+
+// Mamba2ForCausalLM's names: backbone.embeddings, backbone.layers.N.norm (our attn_norm),
+// backbone.layers.N.mixer.* (our attn.*), backbone.norm_f, lm_head. Its lm_head is not tied to the
+// embeddings by fla (no _tied_weights_keys), so a tied model writes the embedding under both names.
+std::vector<std::string> fla_names(const ModelConfig& c, const std::string& ours) {
+  if (ours == "model.embeddings.weight") {
+    if (c.tie_word_embeddings) return {"backbone.embeddings.weight", "lm_head.weight"};
+    return {"backbone.embeddings.weight"};
+  }
+  if (ours == "model.norm.weight") return {"backbone.norm_f.weight"};
+  const std::string layers = "model.layers.";
+  if (ours.rfind(layers, 0) != 0) return {ours};  // lm_head.weight
+  const size_t dot = ours.find('.', layers.size());
+  const std::string block = "backbone.layers." + ours.substr(layers.size(), dot - layers.size());
+  const std::string rest = ours.substr(dot + 1);
+  if (rest == "attn_norm.weight") return {block + ".norm.weight"};
+  if (rest.rfind("attn.", 0) == 0) return {block + ".mixer." + rest.substr(5)};
+  return {block + "." + rest};  // an MLP's: fla's Mamba2 has none (fla_config says so)
+}
+
 }  // namespace
 
 extern const MixerDescriptor mamba2 = [] {
@@ -111,8 +173,13 @@ extern const MixerDescriptor mamba2 = [] {
   d.make = make_layer<Mamba2Layer>;
   d.state_size = state_size;
   d.op = &ops::mamba2_op;
-  d.fla_unsupported = "mamba2 layers are exported with the parameter names of fla's Mamba2 layer, but fla's "
-                      "Mamba2 model has no MLP in its blocks, so no fla model matches this one";
+  d.fla_model_type = "mamba2";
+  d.fla_architecture = "Mamba2ForCausalLM";
+  d.fla_problems = fla_problems;
+  d.fla_fields = fla_fields;
+  d.fla_mlp = false;
+  d.fla_attention = false;
+  d.fla_names = fla_names;
   return d;
 }();
 

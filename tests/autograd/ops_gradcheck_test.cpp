@@ -93,6 +93,33 @@ TEST(GradCheck, RMSNorm) {
                          {random_tensor({2, 3, 8}, rng), random_tensor({8}, rng, 0.5, 1.5)}, rng);
 }
 
+// Mamba2's gated norm: each of the G runs of D/G values normalized on its own, one weight over all D.
+TEST(GradCheck, RMSNormInGroups) {
+  Rng rng(17);
+  expect_gradients_match([](const V& x) { return ops::rmsnorm(x[0], x[1], 1e-5, 3); },
+                         {random_tensor({2, 3, 12}, rng), random_tensor({12}, rng, 0.5, 1.5)}, rng);
+  // The value, against the group norm written out: y = x_g / sqrt(mean(x_g^2) + eps) * w, with the
+  // groups' scales far apart (a norm over the whole row would make the small group's values tiny).
+  const int64_t N = 5, D = 12, G = 3, Dg = D / G;
+  const double eps = 1e-5;
+  Tensor x = random_tensor({N, D}, rng), w = random_tensor({D}, rng, 0.5, 1.5);
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < Dg; ++j) x.data<double>()[i * D + j] *= 100;
+  const Tensor y = ops::rmsnorm(Variable(x), Variable(w), eps, G).value();
+  Tensor want = Tensor::zeros({N, D}, DType::f64);
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t g = 0; g < G; ++g) {
+      const double* xg = x.data<double>() + i * D + g * Dg;
+      double ss = 0;
+      for (int64_t j = 0; j < Dg; ++j) ss += xg[j] * xg[j];
+      for (int64_t j = 0; j < Dg; ++j)
+        want.data<double>()[i * D + g * Dg + j] =
+            xg[j] / std::sqrt(ss / double(Dg) + eps) * w.data<double>()[g * Dg + j];
+    }
+  EXPECT_CLOSE(y, want, 1e-14);  // float64 rounding of the same sums
+  EXPECT_THROW(ops::rmsnorm(Variable(x), Variable(w), eps, 5), Error);  // 5 groups do not split 12
+}
+
 TEST(GradCheck, L2Norm) {
   Rng rng(8);
   expect_gradients_match([](const V& x) { return ops::l2norm(x[0], 1e-6); }, {random_tensor({6, 5}, rng)}, rng);

@@ -59,31 +59,89 @@ TEST(Tensor, Bfloat16RoundsToNearestEvenAndConvertsBothWays) {
   EXPECT_EQ(b.narrow(2, 3).item(), 0.75);
 }
 
-TEST(Arena, ResetReusesOneBlockOfTheHighWaterSize) {
-  Arena arena;
+TEST(Arena, AFreedSliceIsReusedAndThePeakCountsLiveBytesNotTheSum) {
+  Arena arena(Device::cpu, 1 << 20);
+  arena.poison_freed(true);
+  ArenaScope scope(arena);
+  const void* first = nullptr;
   {
+    Tensor a = Tensor::scratch({1000}, DType::f32);
+    EXPECT_TRUE(aligned64(a.raw()));
+    EXPECT_EQ(arena.used(), align_up(4000));
+    a.fill_(1.0);
+    first = a.raw();
+    Tensor view = a.view({10, 100});
+    a = Tensor();
+    EXPECT_EQ(arena.used(), align_up(4000));  // the view still holds the slice
+  }
+  EXPECT_EQ(arena.used(), 0u);
+  Tensor b = Tensor::scratch({1000}, DType::f32);
+  EXPECT_EQ(b.raw(), first);                       // the same slice again, within the step
+  EXPECT_TRUE(std::isnan(b.data<float>()[999]));   // poisoned when it was freed
+  EXPECT_EQ(arena.high_water(), align_up(4000));
+  EXPECT_EQ(arena.allocated(), 2 * align_up(4000));
+  EXPECT_EQ(arena.blocks(), 1u);
+}
+
+// Slices of 1024-byte units a | b | c | d | e (1, 3, 1, 2, 1 units): a request goes to the smallest
+// gap that holds it, and a freed slice merges with the gaps beside it.
+TEST(Arena, GapsAreFilledBestFitAndMergeWithTheirNeighbours) {
+  Arena arena(Device::cpu, 1 << 20);
+  ArenaScope scope(arena);
+  auto units = [](int64_t n) { return Tensor::scratch({n * 256}, DType::f32); };
+  Tensor a = units(1), b = units(3), c = units(1), d = units(2), e = units(1);
+  const void* b_at = b.raw();
+  const void* d_at = d.raw();
+  EXPECT_EQ(static_cast<const char*>(d_at) - static_cast<const char*>(b_at), 4 * 1024);
+  b = Tensor(), d = Tensor();  // gaps of 3 and 2 units
+  Tensor two = units(2);
+  EXPECT_EQ(two.raw(), d_at);  // the 2-unit gap, not the first gap that holds it
+  Tensor one = units(1);
+  EXPECT_EQ(one.raw(), b_at);  // a gap before the free end of the block
+  one = Tensor(), c = Tensor();  // b's 3 units and c's 1 merge into 4
+  Tensor four = units(4);
+  EXPECT_EQ(four.raw(), b_at);
+  EXPECT_EQ(arena.high_water(), size_t(8 * 1024));  // nothing ever went past e
+  EXPECT_EQ(arena.used(), size_t(8 * 1024));
+  EXPECT_EQ(arena.blocks(), 1u);
+}
+
+TEST(Arena, ResetMergesTheBlocksOfAStepIntoOneThatHoldsTheNextStep) {
+  Arena arena(Device::cpu, 1 << 20);
+  auto step = [&] {
     ArenaScope scope(arena);
     Tensor a = Tensor::scratch({1000}, DType::f32);
-    Tensor b = Tensor::scratch({17}, DType::f64);
-    EXPECT_TRUE(aligned64(a.raw()));
-    EXPECT_TRUE(aligned64(b.raw()));
-    EXPECT_EQ(a.storage(), b.storage());  // both from the arena's one block
-    Tensor big = Tensor::scratch({int64_t(80) << 20}, DType::f32);  // 320 MB: forces a second block
-    EXPECT_NE(big.storage(), a.storage());
-  }
-  size_t high = arena.high_water();
-  arena.reset();
+    Tensor big = Tensor::scratch({int64_t(1) << 19}, DType::f32);  // 2 MiB: more than the first block
+    return std::pair{a.raw(), big.raw()};
+  };
+  step();
+  EXPECT_EQ(arena.blocks(), 2u);
+  const size_t high = arena.high_water();
+  EXPECT_EQ(high, align_up(4000) + (size_t(2) << 20));
   EXPECT_EQ(arena.used(), 0u);
+  arena.reset();
+  EXPECT_EQ(arena.blocks(), 1u);
   EXPECT_EQ(arena.capacity(), high);  // one block that holds the whole step
-  {
-    ArenaScope scope(arena);
-    Tensor again = Tensor::scratch({1000}, DType::f32);
-    EXPECT_EQ(arena.used(), align_up(4000));
-  }
+  EXPECT_EQ(arena.allocated(), 0u);
+  const auto [a, big] = step();
+  EXPECT_EQ(arena.blocks(), 1u);  // the step took nothing from the system
+  EXPECT_EQ(static_cast<const char*>(big) - static_cast<const char*>(a), std::ptrdiff_t(align_up(4000)));
+  EXPECT_EQ(arena.high_water(), high);
   // Outside a scope, scratch tensors come from the heap.
   Tensor heap = Tensor::scratch({1000}, DType::f32);
-  EXPECT_EQ(arena.used(), align_up(4000));
   EXPECT_EQ(heap.storage()->bytes, 4000u);
+  EXPECT_EQ(arena.used(), 0u);
+}
+
+TEST(Arena, ASliceOutlivesItsArena) {
+  Tensor t;
+  {
+    Arena arena;
+    ArenaScope scope(arena);
+    t = Tensor::scratch({16}, DType::f64);
+  }
+  t.fill_(2.5);  // the block went with the arena's last slice, not with the arena
+  EXPECT_EQ(t.narrow(15, 16).item(), 2.5);
 }
 
 TEST(FlatBuffer, ViewsAreAlignedAndCoverTheBuffer) {

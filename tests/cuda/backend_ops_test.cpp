@@ -107,6 +107,20 @@ class Side {
   }
   // Memory the entries need and nobody compares (the chunk forms' saved buffer): zeros.
   Tensor scratch(const Shape& shape) { return Tensor::zeros(shape, dtype(), device); }
+  // Given float32 values as this side holds them (float64 on the CPU side), on its device.
+  Tensor values(const std::vector<float>& v) {
+    Tensor t = Tensor::empty({int64_t(v.size())}, DType::f32);
+    for (size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = v[i];
+    return placed(t, device);
+  }
+  // Float64 numbers both columns take as they are (the step's control numbers, AdamW's decay
+  // ranges), on this side's device; `name`: compared after the entries wrote them.
+  Tensor exact(const std::vector<double>& v, const char* name = nullptr) {
+    Tensor t = Tensor::empty({int64_t(v.size())}, DType::f64);
+    for (size_t i = 0; i < v.size(); ++i) t.data<double>()[i] = v[i];
+    if (device == Device::cuda) t = testing::on_device(t);
+    return name ? compared(name, t) : t;
+  }
   // A number an entry returns (a count, a sum). Compared.
   void result(const char* name, double value) {
     Tensor t = Tensor::empty({1}, DType::f64);
@@ -231,23 +245,61 @@ void add_pointwise_cases(std::vector<Case>& cases) {
                        backend::swiglu_backward(x.device, dgate, dup, gate, up, dy);
                      }});
   }
-  // AdamW on a flat buffer, with and without weight decay: step 2 at lr 0.05, the constants as
-  // AdamW::step makes them.
-  for (double weight_decay : {0.0, 1e-3}) {
+  // AdamW on a flat buffer in one call: step 2 at lr 0.05, the constants as AdamW::step makes them;
+  // weight decay on none, on all, and on two ranges (one ending inside the buffer, one at its end);
+  // the gradients clipped or not; the update skipped (every buffer as it was).
+  namespace slot = step_control;
+  struct AdamCase {
+    std::vector<double> ranges;
+    double clip;
+    bool skip;
+  };
+  for (const AdamCase& a : {AdamCase{{}, 1.0, false}, AdamCase{{0, 1031}, 1.0, false},
+                            AdamCase{{5, 300, 700, 1031}, f32_exact(0.37), false},
+                            AdamCase{{5, 300, 700, 1031}, f32_exact(0.37), true}}) {
     const Shape s{1031};
     const backend::AdamWStep step{.beta1 = f32_exact(0.9),
                                   .beta2 = f32_exact(0.95),
                                   .eps = f32_exact(1e-8),
                                   .step_size = f32_exact(0.05 / (1 - 0.9 * 0.9)),
                                   .rbc2 = f32_exact(1 / (1 - 0.95 * 0.95)),
-                                  .decay = f32_exact(0.05 * weight_decay)};
-    cases.push_back(
-        {{"adamw_step"}, "n=1031 weight_decay=" + std::to_string(weight_decay), kShortSums, [s, step](Side& x) {
-           Tensor w = x.accumulated("w", s), g = x.input(s);
-           Tensor m = x.accumulated("m", s, -0.1, 0.1), v = x.accumulated("v", s, 0, 0.1);
-           backend::adamw_step(x.device, w, g, m, v, step);
-         }});
+                                  .decay = f32_exact(0.05 * 1e-3)};
+    std::vector<double> control(slot::size, 0.0);
+    control[slot::clip] = a.clip;
+    control[slot::skip] = a.skip;
+    cases.push_back({{"adamw_step"},
+                     "n=1031 decay ranges " + str(int64_t(a.ranges.size() / 2)) + " clip " + std::to_string(a.clip) +
+                         (a.skip ? " skipped" : ""),
+                     kShortSums, [s, step, a, control](Side& x) {
+                       Tensor w = x.accumulated("w", s), g = x.input(s);
+                       Tensor m = x.accumulated("m", s, -0.1, 0.1), v = x.accumulated("v", s, 0, 0.1);
+                       backend::adamw_step(x.device, w, g, m, v, x.exact(a.ranges), x.exact(control), step);
+                     }});
   }
+  // The step's control numbers: the mean loss and its flag (finite, NaN, an infinity); the norm, the
+  // clip factor (no clipping, clipping, a norm under the bound) and the skip flag (set by a bad loss).
+  for (float bad_loss : {0.0f, NAN, -INFINITY})
+    cases.push_back({{"step_loss"}, "losses 3, one of them " + std::to_string(bad_loss), kShortSums,
+                     [bad_loss](Side& x) {
+                       Tensor losses = x.values({2.5f, bad_loss == 0 ? 3.25f : bad_loss, 1.125f});
+                       Tensor control = x.exact(std::vector<double>(slot::size, 0.0));
+                       backend::step_loss(x.device, control, losses);
+                       const Tensor c = control.device() == Device::cpu ? control : control.to(Device::cpu);
+                       const double loss = c.data<double>()[slot::loss];
+                       // a non-finite loss is compared by kind (NaN against NaN would count as an error)
+                       x.result("loss", bad_loss == 0 ? loss : std::isnan(loss) ? 1.0 : std::isinf(loss) ? 2.0 : 3.0);
+                       x.result("bad", c.data<double>()[slot::bad]);
+                     }});
+  for (double max_norm : {0.0, 1.0, 1e6})
+    for (double bad : {0.0, 1.0}) {
+      std::vector<double> control(slot::size, 0.0);
+      control[slot::bad] = bad;
+      cases.push_back({{"step_control"}, "n=1031 max_norm " + std::to_string(max_norm) + (bad ? " bad loss" : ""),
+                       kFloat64Sum, [max_norm, control](Side& x) {
+                         Tensor g = x.input({1031}, -2, 2);
+                         backend::step_control(x.device, x.exact(control, "control"), g, max_norm);
+                       }});
+    }
 }
 
 // Gated DeltaNet's log-decay: x [rows, H]; grads bit 1 dx, bit 2 dA_log, bit 4 ddt_bias (absent ones
@@ -299,6 +351,31 @@ void add_gemm_cases(std::vector<Case>& cases) {
                        backend::set_matmul_precision(MatmulPrecision::f32);  // TF32 and bf16 have their own tests
                        Tensor A = x.input(z.ta ? Shape{z.K, z.M} : Shape{z.M, z.K});
                        Tensor B = x.input(z.tb ? Shape{z.N, z.K} : Shape{z.K, z.N});
+                       Tensor C = z.beta == 0 ? x.output("C", {z.M, z.N}) : x.accumulated("C", {z.M, z.N});
+                       backend::gemm(x.device, z.ta, z.tb, z.M, z.N, z.K, z.alpha, A, B, z.beta, C);
+                     }});
+  }
+  // bf16 products: the float32 inputs rounded to bf16 (CUDA: the convert entry, whose output comes
+  // back through convert to be compared too; CPU: the same rounding of the float64 values), then the
+  // gemm entry on bf16 operands against float64 on the rounded values: float32 accumulation, kSums.
+  for (Sizes z : {sizes[0], sizes[3], sizes[5]}) {
+    const std::string what = std::string(z.ta ? "A^T" : "A") + (z.tb ? " B^T" : " B") + " M=" + str(z.M) +
+                             " N=" + str(z.N) + " K=" + str(z.K) + " bf16 operands";
+    cases.push_back({{"convert", "gemm"}, what, kSums, [z](Side& x) {
+                       auto as_bf16 = [&x](const Tensor& t, const char* name) {
+                         const Tensor seen = x.output(name, t.shape());
+                         if (x.device == Device::cpu) {  // float64 holding float32 values
+                           for (int64_t i = 0; i < t.numel(); ++i)
+                             seen.data<double>()[i] = to_float(from_float(float(t.data<double>()[i])));
+                           return seen;
+                         }
+                         Tensor bits = Tensor::empty(t.shape(), DType::bf16, x.device);
+                         backend::convert(x.device, bits, t);
+                         backend::convert(x.device, seen, bits);
+                         return bits;
+                       };
+                       const Tensor A = as_bf16(x.input(z.ta ? Shape{z.K, z.M} : Shape{z.M, z.K}), "A in bf16");
+                       const Tensor B = as_bf16(x.input(z.tb ? Shape{z.N, z.K} : Shape{z.K, z.N}), "B in bf16");
                        Tensor C = z.beta == 0 ? x.output("C", {z.M, z.N}) : x.accumulated("C", {z.M, z.N});
                        backend::gemm(x.device, z.ta, z.tb, z.M, z.N, z.K, z.alpha, A, B, z.beta, C);
                      }});

@@ -28,6 +28,7 @@
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/deltanet.h"
+#include "kernels/op_types.h"
 #include "autograd/segments.h"
 #include "kernel_testing.h"
 #endif
@@ -116,15 +117,20 @@ TEST(LaunchPlan, PointwiseNormsAndReductions) {
   float *logits = m.f32(N * V), *lse = m.f32(N);
   int32_t* targets = m.i32(N);
   expect_plans("cross_entropy_forward", cuda::cross_entropy_forward_plans(N, V),
-               [&] { cuda::cross_entropy_forward(lse, m.f64(2), logits, targets, N, V, -100); });
+               [&] { cuda::cross_entropy_forward(lse, m.f64(2), nullptr, logits, targets, N, V, -100); });
   expect_plans("cross_entropy_backward", cuda::cross_entropy_backward_plans(N, V),
                [&] { cuda::cross_entropy_backward(m.f32(N * V), logits, lse, targets, N, V, -100, 1.0f); });
   const int64_t big = 600 * 1024;  // more elements than 1024 partial sums of 512 threads take one each
   float* g = m.f32(big);
   expect_plans("sum_squares", cuda::sum_squares_plans(big), [&] { cuda::sum_squares(m.f64(1), g, big); });
   expect_plans("sum_squares of 1000", cuda::sum_squares_plans(1000), [&] { cuda::sum_squares(m.f64(1), g, 1000); });
+  double* control = m.f64(step_control::size);
+  expect_plans("step_loss", cuda::step_loss_plans(), [&] { cuda::step_loss(control, x, 3); });
+  expect_plans("step_control", cuda::step_control_plans(big), [&] { cuda::step_control(control, g, big, 1.0); });
+  expect_plans("step_control of 1000", cuda::step_control_plans(1000), [&] { cuda::step_control(control, g, 1000, 1.0); });
   expect_plans("adamw_update", cuda::adamw_plans(N * D), [&] {
-    cuda::adamw_update(x, y, m.f32(N * D), m.f32(N * D), N * D, cuda::AdamWStep{0.9f, 0.95f, 1e-3f, 1.0f, 1e-8f, 0});
+    cuda::adamw_update(x, y, m.f32(N * D), m.f32(N * D), N * D, m.f64(2), 1, control,
+                       cuda::AdamWStep{0.9f, 0.95f, 1e-3f, 1.0f, 1e-8f, 0});
   });
   int32_t* ids = m.i32(N);
   expect_plans("embedding_forward", cuda::embedding_forward_plans(N, D),

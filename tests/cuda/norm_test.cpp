@@ -24,26 +24,39 @@ const RowShape kShapes[] = {{1, 5}, {1, 768}, {37, 33}, {1000, 129}, {4099, 64}}
 // rows, 16 lanes each, then the lanes and the chunks: < N/16 + 16 + 32 terms, within 1e-5 here.
 constexpr double kTol = 1e-5;
 
+// RMSNorm's shapes: the rows above as one group, then rows normalized in G groups (Mamba2's gated
+// norm): groups of a warp's width, of one past it, and of 8 with many rows.
+struct GroupedShape {
+  int64_t N, D, G;
+};
+std::vector<GroupedShape> rmsnorm_shapes() {
+  std::vector<GroupedShape> shapes;
+  for (auto [N, D] : kShapes) shapes.push_back({N, D, 1});
+  for (GroupedShape s : {GroupedShape{37, 96, 3}, GroupedShape{1000, 130, 2}, GroupedShape{4099, 64, 8}})
+    shapes.push_back(s);
+  return shapes;
+}
+
 TEST(CudaNorm, RmsNormForwardAndBackwardMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   Rng rng(21);
-  for (auto [N, D] : kShapes) {
-    SCOPED_TRACE("N = " + std::to_string(N) + ", D = " + std::to_string(D));
+  for (auto [N, D, G] : rmsnorm_shapes()) {
+    SCOPED_TRACE("N = " + std::to_string(N) + ", D = " + std::to_string(D) + ", G = " + std::to_string(G));
     Tensor x = random_f32({N, D}, rng, -2, 2), w = random_f32({D}, rng, 0.5, 1.5), dy = random_f32({N, D}, rng);
     Tensor dx0 = random_f32({N, D}, rng), dw0 = random_f32({D}, rng);
     const float eps = 1e-6f;
     Tensor xd = on_device(x), wd = on_device(w), dyd = on_device(dy), dx = on_device(dx0), dw = on_device(dw0);
-    Tensor y = Tensor::empty({N, D}, DType::f32, Device::cuda), rstd = Tensor::empty({N}, DType::f32, Device::cuda);
-    cuda::rmsnorm_forward(y.data<float>(), rstd.data<float>(), xd.data<float>(), wd.data<float>(), N, D, eps);
+    Tensor y = Tensor::empty({N, D}, DType::f32, Device::cuda), rstd = Tensor::empty({N, G}, DType::f32, Device::cuda);
+    cuda::rmsnorm_forward(y.data<float>(), rstd.data<float>(), xd.data<float>(), wd.data<float>(), N, D, eps, G);
     cuda::rmsnorm_backward(dx.data<float>(), dw.data<float>(), xd.data<float>(), wd.data<float>(), rstd.data<float>(),
-                           dyd.data<float>(), N, D);
+                           dyd.data<float>(), N, D, G);
 
-    Tensor want_y = Tensor::empty({N, D}, DType::f64), want_rstd = Tensor::empty({N}, DType::f64);
+    Tensor want_y = Tensor::empty({N, D}, DType::f64), want_rstd = Tensor::empty({N, G}, DType::f64);
     Tensor want_dx = f64(dx0), want_dw = f64(dw0);
     cpu::rmsnorm_forward(want_y.data<double>(), want_rstd.data<double>(), f64(x).data<double>(), f64(w).data<double>(),
-                         N, D, double(eps));
+                         N, D, double(eps), G);
     cpu::rmsnorm_backward(want_dx.data<double>(), want_dw.data<double>(), f64(x).data<double>(),
-                          f64(w).data<double>(), want_rstd.data<double>(), f64(dy).data<double>(), N, D);
+                          f64(w).data<double>(), want_rstd.data<double>(), f64(dy).data<double>(), N, D, G);
     EXPECT_CLOSE(on_host(y), want_y, kTol);
     EXPECT_CLOSE(on_host(rstd), want_rstd, kTol);
     EXPECT_CLOSE(on_host(dx), want_dx, kTol);
@@ -52,7 +65,7 @@ TEST(CudaNorm, RmsNormForwardAndBackwardMatchTheCpu) {
     // Without a weight gradient only dx moves (the per-head norm of a frozen weight, say).
     Tensor dx2 = on_device(dx0);
     cuda::rmsnorm_backward(dx2.data<float>(), nullptr, xd.data<float>(), wd.data<float>(), rstd.data<float>(),
-                           dyd.data<float>(), N, D);
+                           dyd.data<float>(), N, D, G);
     EXPECT_CLOSE(on_host(dx2), want_dx, kTol);
   }
 }

@@ -1,5 +1,5 @@
-// CUDA gradient norm, clipping and AdamW, through the backend table's CUDA entries, against the
-// CPU optimizer (train/optimizer.h) on the same flat buffers.
+// The CUDA step control (gradient norm, clip factor, skip flag) and the one-launch AdamW, through
+// train/optimizer.h on device parameters, against the same on the CPU on the same flat buffers.
 #include "kernels/cuda/optimizer.h"
 
 #include <cmath>
@@ -29,50 +29,58 @@ Parameters make_parameters() {
 }
 
 // Tolerance bases. The norm: both sides add squares in float64 (the CPU's order differs), relative
-// error ~1e-13 for 6e5 terms; 1e-12. Clipping: one float32 product, equal bits. AdamW: the kernel
+// error ~1e-13 for 6e5 terms; 1e-12 (the clip factor, one division by it, the same). AdamW: the kernel
 // rounds each operation separately; the CPU loop, built with -march=native, lets GCC contract
 // products into FMAs, which moves a result by an ulp here and there: over three steps that measured
 // at most 1.2e-7 relative to the largest entry (CPU loop against an unfused one); 5e-7 is 4 ulp.
 constexpr double kNormTol = 1e-12;
 constexpr double kAdamTol = 5e-7;
 
-TEST(CudaOptimizer, GradNormClippingAndAdamWMatchTheCpuOptimizer) {
+TEST(CudaOptimizer, StepControlClippingAndAdamWMatchTheCpuOptimizer) {
   SKIP_WITHOUT_GPU();
   Parameters params = make_parameters();
   TrainConfig config;
   AdamW cpu_adam(params, config);
-  const Tensor& w = params.values().all();
-  const int64_t n = w.numel();
-  Tensor wd = on_device(w), md = on_device(Tensor::zeros({n}, DType::f32)), vd = on_device(Tensor::zeros({n}, DType::f32));
+  // The same parameters on the device, and an AdamW over them.
+  Parameters device_params = make_parameters();
+  device_params.to(Device::cuda);
+  AdamW cuda_adam(device_params, config);
+  Tensor cpu_control = make_step_control(Device::cpu), cuda_control = make_step_control(Device::cuda);
   Rng rng(71);
   for (int64_t step = 1; step <= 3; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     rng.fill_uniform(params.grads().all(), -1, 1);
-    Tensor gd = on_device(params.grads().all());
+    device_params.grads().all().copy_from(params.grads().all());
 
-    const double got_norm = std::sqrt(backend::sum_squares(Device::cuda, gd)), want_norm = grad_norm(params);
-    EXPECT_NEAR(got_norm, want_norm, kNormTol * want_norm);
+    // every step clips: the norm of ~6e5 uniform entries is ~450
+    const double clip = 0.5;
+    set_step_control(cpu_control, params, clip);
+    set_step_control(cuda_control, device_params, clip);
+    const Tensor got = on_host(cuda_control);
+    const double* c = got.data<double>();
+    const double* want = cpu_control.data<double>();
+    EXPECT_NEAR(c[step_control::norm], want[step_control::norm], kNormTol * want[step_control::norm]);
+    EXPECT_NEAR(c[step_control::clip], want[step_control::clip], kNormTol * want[step_control::clip]);
+    EXPECT_EQ(c[step_control::skip], 0.0);
+    EXPECT_NEAR(want[step_control::norm], grad_norm(params), kNormTol * want[step_control::norm]);
 
-    const double clip = 0.5;  // every step clips: the norm of ~6e5 uniform entries is ~450
-    backend::scale_inplace(Device::cuda, gd, clip / want_norm);
-    scale_grads(params, clip / want_norm);
-    EXPECT_CLOSE(on_host(gd), params.grads().all(), 0.0);
-
-    // The step's constants as AdamW::step makes them.
     const double lr = 1e-2 * double(step);
-    backend::AdamWStep s{config.beta1, config.beta2, config.adam_eps, lr / (1.0 - std::pow(config.beta1, double(step))),
-                         1.0 / (1.0 - std::pow(config.beta2, double(step))), 0.0};
-    cpu_adam.step(lr);
-    for (size_t i = 0; i < params.size(); ++i) {
-      const int64_t begin = params.layout().entries()[i].offset, end = begin + params[int(i)].value().numel();
-      s.decay = params.weight_decay(int(i)) ? lr * config.weight_decay : 0.0;
-      backend::adamw_step(Device::cuda, wd.narrow(begin, end), gd.narrow(begin, end), md.narrow(begin, end),
-                          vd.narrow(begin, end), s);
-    }
-    EXPECT_CLOSE(on_host(wd), w, kAdamTol);
-    EXPECT_CLOSE(on_host(md), cpu_adam.m().all(), kAdamTol);
-    EXPECT_CLOSE(on_host(vd), cpu_adam.v().all(), kAdamTol);
+    cpu_adam.step(lr, cpu_control);
+    cuda_adam.step(lr, cuda_control);
+    EXPECT_CLOSE(on_host(device_params.values().all()), params.values().all(), kAdamTol);
+    EXPECT_CLOSE(on_host(cuda_adam.m().all()), cpu_adam.m().all(), kAdamTol);
+    EXPECT_CLOSE(on_host(cuda_adam.v().all()), cpu_adam.v().all(), kAdamTol);
   }
+  // A non-finite gradient: the device decides to skip, and the update leaves every buffer as it was.
+  Tensor before = on_host(device_params.values().all()), m_before = on_host(cuda_adam.m().all());
+  Tensor nan = Tensor::empty({1}, DType::f32);
+  nan.data<float>()[0] = NAN;
+  device_params.grads()[2].view_at(17, {1}).copy_from(nan);
+  set_step_control(cuda_control, device_params, 0.5);
+  cuda_adam.step(1e-2, cuda_control);
+  EXPECT_EQ(on_host(cuda_control).data<double>()[step_control::skip], 1.0);
+  EXPECT_CLOSE(on_host(device_params.values().all()), before, 0.0);
+  EXPECT_CLOSE(on_host(cuda_adam.m().all()), m_before, 0.0);
 }
 
 // The norm is the same to the bit on every run: no atomics, a grid fixed by n.

@@ -83,6 +83,30 @@ TEST(Prepare, WritesDocumentsWithEndOfTextSplitByFileName) {
   EXPECT_DOUBLE_EQ(data->bytes_per_token(), 4.0 / 5.0);
 }
 
+// A binary file among the inputs is prepared as given (any bytes are tokens), with a warning naming
+// it; text is not warned about, UTF-8 or not (Latin-1 bytes here), nor is a binary file too short to judge.
+TEST(Prepare, BinaryFilesAreWarnedAbout) {
+  TempDir dir;
+  std::string random(4096, '\0');
+  uint64_t x = 88172645463325252ull;
+  for (char& c : random) x ^= x << 13, x ^= x >> 7, x ^= x << 17, c = char(x);
+  write_file(dir / "in/a.txt", "Plain text, with a tab\tand\r\nlines, \xe2\x80\x94 and UTF-8.\n" + std::string(200, 'x'));
+  write_file(dir / "in/b.txt", "Caf\xe9 cr\xe8me in Latin-1, which is no UTF-8 but is text: a byte here and there.\n");
+  write_file(dir / "in/c.bin", random);
+  write_file(dir / "in/d.bin", std::string("\x00\x01\x02", 3));
+  PrepareOptions o;
+  o.inputs = {dir / "in"};
+  o.out_dir = dir / "out";
+  const PrepareResult r = prepare(o);
+  EXPECT_EQ(r.documents.size(), 4u);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_EQ(r.warnings[0].rfind(dir / "in/c.bin" + ": ", 0), 0u) << r.warnings[0];
+  EXPECT_NE(r.warnings[0].find("% of its 4096 bytes are control bytes or not UTF-8: it looks like a binary file"),
+            std::string::npos)
+      << r.warnings[0];
+  EXPECT_EQ(r.train.text_bytes, r.documents[0].bytes + r.documents[1].bytes + 4096 + 3);  // all prepared
+}
+
 TEST(Prepare, ValidationFractionTakesTheLastDocuments) {
   TempDir dir;
   for (int k = 0; k < 10; ++k) write_file(dir / ("in/d" + std::to_string(k) + ".txt"), std::string(size_t(k + 1), 'x'));
@@ -293,7 +317,8 @@ TEST(Tool, PreparesStatsAndReportsErrors) {
   EXPECT_EQ(run(tool() + " --help", out), 0);
   EXPECT_EQ(has(out, "prepare INPUT..."), "");
   EXPECT_EQ(run(tool() + " prepare '" + (dir / "in") + "' --out '" + (dir / "out") + "' --val-glob '2*'", out), 0) << out;
-  EXPECT_EQ(has(out, "val.bin: 1 documents, 5 text bytes, 6 tokens"), "");
+  EXPECT_EQ(has(out, "val.bin: 1 document, 5 text bytes, 6 tokens"), "");
+  EXPECT_EQ(has(out, "prepared 2 documents with the bytes tokenizer"), "");
   EXPECT_EQ(run(tool() + " stats '" + (dir / "out") + "'", out), 0) << out;
   EXPECT_EQ(has(out, "tokens 6, documents 1, text bytes 5"), "");
   // Errors say what and where in the user's files, not in our sources; LINATTN_DEBUG=1 adds the latter.

@@ -36,6 +36,7 @@ std::vector<Case> cases() {
   for (const MixerDescriptor* m : all_mixers())
     if (m->name != "linear_attn" && !m->attention) c.push_back({m->name, tiny + "  mixer: " + m->name + "\n"});
   c.push_back({"mamba2_groups", tiny + "  mixer: mamba2\n  n_groups: 2\n  state_size: 8\n"});
+  c.push_back({"mamba2_no_mlp", tiny + "  mixer: mamba2\n  mlp: none\n  n_groups: 2\n  state_size: 8\n"});
   c.push_back({"deltanet_no_short_conv", tiny + "  mixer: deltanet\n  use_short_conv: false\n"});
   c.push_back({"attention_global", tiny + "  mixer: attention\n"});
   c.push_back({"attention_window", tiny + "  mixer: attention\n  window_size: 5\n"});

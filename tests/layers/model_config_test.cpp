@@ -62,6 +62,8 @@ TEST(ModelConfig, ScheduleErrorsNameTheEntry) {
   EXPECT_EQ(schedule_error(c, a), "attn.every: 'every' must be at least 1");
   EXPECT_EQ(schedule_error(c, std::nullopt, std::vector<LayerSpec>(5, c.default_layer())),
             "layers: 'layers' has 5 entries but num_hidden_layers is 6");
+  EXPECT_EQ(schedule_error(c, std::nullopt, std::vector<LayerSpec>(1, c.default_layer())),
+            "layers: 'layers' has 1 entry but num_hidden_layers is 6");
   c.expand_v = 1.0 / 64;  // value dim 1 for 4 heads
   EXPECT_NE(schedule_error(c, std::nullopt).find(": the deltanet layers' key dim (64) and value dim (1) must be"),
             std::string::npos);

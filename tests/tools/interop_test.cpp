@@ -40,6 +40,12 @@ const std::map<std::string, std::set<std::string>> kFlaFields = {
     {"linear_attn", {"attn_mode", "expand_k", "expand_v", "num_kv_heads", "feature_map", "tie_feature_map_qk",
                      "norm_q", "norm_k", "norm_feature_map", "elementwise_affine"}},
     {"transformer", {"num_kv_heads", "qkv_bias", "qk_norm", "window_size", "rope_theta", "elementwise_affine"}},
+    // fla/models/mamba2/configuration_mamba2.py (no hidden_ratio, intermediate_size or attn: checked
+    // below; num_heads is derived there and kept as given)
+    {"mamba2", {"head_dim", "state_size", "expand", "conv_kernel", "n_groups", "use_bias", "use_conv_bias",
+                "conv_init", "A_init_range", "D_has_hdim", "residual_in_fp32", "dt_min", "dt_max", "dt_init_floor",
+                "dt_limit", "rescale_prenorm_residual", "rmsnorm", "norm_before_gate", "chunk_size", "fuse_norm",
+                "fuse_linear_cross_entropy", "use_l2warp", "pad_token_id", "bos_token_id", "eos_token_id"}},
 };
 // fla's HybridAttentionSpec (fla/models/hybrid.py): the fields of each `attn` entry.
 const std::set<std::string> kAttnFields = {"layers", "num_heads", "num_kv_heads", "qkv_bias", "window_size",
@@ -222,6 +228,122 @@ TEST_F(Interop, GatedDeltaNetConfigIsFlasAndModelsFlaCannotBuildGetNoConfig) {
   r = tool(ckpt + " " + dir_ + "/other --format safetensors --dtype bf16");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--format safetensors writes f32"), std::string::npos) << r.output;
+}
+
+// A pure Mamba2 model (every layer Mamba2, no MLP): fla's Mamba2ForCausalLM, its names, shapes and
+// config.json; and back bit for bit with --init-from.
+TEST_F(Interop, PureMamba2ExportsAsFlasMamba2ForCausalLM) {
+  Config c = testing::tiny_config(dir_ + "/run", {"model.layers=[mamba2, mamba2]", "model.mlp=none",
+                                                  "model.n_groups=2", "model.state_size=8"});
+  const std::string ckpt = checkpoint_of(c, "mamba2.h5");
+  const std::string out = dir_ + "/mamba2-fla";
+  testing::CommandResult r = tool(ckpt + " " + out + " --format safetensors");
+  ASSERT_EQ(r.status, 0) << r.output;
+  ASSERT_TRUE(fs::exists(out + "/config.json")) << r.output;
+  data::Json j = check_fla_fields(read_text(out + "/config.json"));
+  EXPECT_EQ(j["model_type"], "mamba2");
+  EXPECT_EQ(j["architectures"], data::Json::array({"Mamba2ForCausalLM"}));
+  EXPECT_EQ(number(j, "hidden_size"), 64);
+  EXPECT_EQ(number(j, "num_hidden_layers"), 2);
+  EXPECT_EQ(number(j, "vocab_size"), 257);
+  EXPECT_EQ(number(j, "num_heads"), 2);
+  EXPECT_EQ(number(j, "head_dim"), 32);  // inner width 64 (expand 1) over 2 heads
+  EXPECT_EQ(number(j, "expand"), 1);
+  EXPECT_EQ(number(j, "n_groups"), 2);
+  EXPECT_EQ(number(j, "state_size"), 8);
+  EXPECT_EQ(number(j, "conv_kernel"), 4);
+  EXPECT_EQ(number(j, "chunk_size"), 64);
+  EXPECT_EQ(j["use_conv_bias"], false);
+  EXPECT_EQ(j["use_bias"], false);
+  EXPECT_EQ(j["norm_before_gate"], false);
+  EXPECT_EQ(j["hidden_act"], "silu");
+  EXPECT_EQ(j["tie_word_embeddings"], false);
+  for (const char* mlp_or_attn : {"hidden_ratio", "intermediate_size", "attn"})
+    EXPECT_FALSE(j.contains(mlp_or_attn)) << mlp_or_attn << " is not a field of fla's Mamba2Config";
+
+  // fla's names and shapes: in_proj's rows z [64], x [64], B [2 x 8], C [2 x 8], dt [2].
+  data::SafetensorsFile f(out + "/model.safetensors");
+  const std::map<std::string, Shape> want = {
+      {"backbone.embeddings.weight", {257, 64}},
+      {"backbone.layers.0.norm.weight", {64}},
+      {"backbone.layers.1.mixer.in_proj.weight", {162, 64}},
+      {"backbone.layers.1.mixer.conv1d.weight", {96, 1, 4}},
+      {"backbone.layers.1.mixer.dt_bias", {2}},
+      {"backbone.layers.1.mixer.A_log", {2}},
+      {"backbone.layers.1.mixer.D", {2}},
+      {"backbone.layers.1.mixer.norm.weight", {64}},
+      {"backbone.layers.1.mixer.out_proj.weight", {64, 64}},
+      {"backbone.norm_f.weight", {64}},
+      {"lm_head.weight", {257, 64}},
+  };
+  for (const auto& [name, shape] : want) {
+    const data::SafetensorsEntry* e = f.find(name);
+    EXPECT_TRUE(e) << name;
+    if (e) EXPECT_EQ(e->shape, shape) << name;
+  }
+  Model original(c.model, DType::f32);
+  load_checkpoint(ckpt, c, original, nullptr, nullptr);
+  EXPECT_EQ(f.entries().size(), original.params().size());  // one tensor per parameter: no MLP, no extras
+  for (const data::SafetensorsEntry& e : f.entries())
+    EXPECT_TRUE(e.name.rfind("backbone.", 0) == 0 || e.name == "lm_head.weight") << e.name;
+
+  Model imported(c.model, DType::f32);
+  imported.params().initialize(99);
+  EXPECT_EQ(init_from(out, imported, "tiny.yaml"), original.params().size());
+  EXPECT_TRUE(same_bits(imported, original));
+
+  // Tied: fla's Mamba2ForCausalLM does not tie its lm_head, so the embedding is written under both
+  // names; --init-from takes it back, and refuses a file whose two copies differ.
+  Config tied = testing::tiny_config(dir_ + "/run", {"model.layers=[mamba2, mamba2]", "model.mlp=none",
+                                                     "model.tie_word_embeddings=true"});
+  EXPECT_EQ(fla_names(tied.model, "model.embeddings.weight"),
+            (std::vector<std::string>{"backbone.embeddings.weight", "lm_head.weight"}));
+  const std::string tied_ckpt = checkpoint_of(tied, "tied.h5");
+  ASSERT_EQ(tool(tied_ckpt + " " + dir_ + "/tied --format safetensors").status, 0);
+  EXPECT_EQ(check_fla_fields(read_text(dir_ + "/tied/config.json"))["tie_word_embeddings"], true);
+  Model tied_original(tied.model, DType::f32), tied_imported(tied.model, DType::f32);
+  load_checkpoint(tied_ckpt, tied, tied_original, nullptr, nullptr);
+  init_from(dir_ + "/tied", tied_imported, "tied.yaml");
+  EXPECT_TRUE(same_bits(tied_imported, tied_original));
+  data::SafetensorsFile tf(dir_ + "/tied/model.safetensors");
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const data::SafetensorsEntry& e : tf.entries()) {
+    Tensor t = tf.read(e.name, DType::f32);
+    if (e.name == "lm_head.weight") t.data<float>()[3] += 1;
+    tensors.emplace_back(e.name, t);
+  }
+  data::write_safetensors(dir_ + "/untied.safetensors", tensors);
+  const std::string err =
+      testing::error_of([&] { init_from(dir_ + "/untied.safetensors", tied_imported, "tied.yaml"); });
+  EXPECT_NE(err.find("lm_head.weight differs from backbone.embeddings.weight"), std::string::npos) << err;
+}
+
+// What fla's Mamba2ForCausalLM cannot express gets no config.json and says why: an MLP in the
+// Mamba2 blocks, attention layers beside them; and an fla model with MLPs gets none from mlp: none.
+TEST_F(Interop, Mamba2WithAnMLPOrAttentionAndOtherMixersWithoutMLPsAreRefused) {
+  auto problems = [&](const std::vector<std::string>& overrides) {
+    std::string all;
+    for (const std::string& p : fla_config(testing::tiny_config(dir_ + "/run", overrides).model).problems)
+      all += p + "\n";
+    return all;
+  };
+  std::string p = problems({"model.layers=[mamba2, mamba2]"});
+  EXPECT_NE(p.find("Mamba2ForCausalLM's blocks are norm + mixer only"), std::string::npos) << p;
+  EXPECT_NE(p.find("train with mlp: none"), std::string::npos) << p;
+  p = problems({"model.layers=[mamba2, attention]", "model.mlp=none"});
+  EXPECT_NE(p.find("Mamba2ForCausalLM has no softmax attention layers"), std::string::npos) << p;
+  p = problems({"model.layers=[gla, gla]", "model.mlp=none"});
+  EXPECT_NE(p.find("GLAForCausalLM has a SwiGLU MLP in every block"), std::string::npos) << p;
+  EXPECT_EQ(problems({"model.layers=[mamba2, mamba2]", "model.mlp=none"}), "");
+
+  // The refused Mamba2 model's weights keep our names (model.layers.N.attn: fla's Mamba2 layer's).
+  Config c = testing::tiny_config(dir_ + "/run", {"model.layers=[mamba2, mamba2]"});
+  EXPECT_EQ(fla_names(c.model, "model.layers.0.attn.in_proj.weight"),
+            std::vector<std::string>{"model.layers.0.attn.in_proj.weight"});
+  testing::CommandResult r = tool(checkpoint_of(c, "mlp.h5") + " " + dir_ + "/mlp --format safetensors");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("no config.json"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ + "/mlp/config.json"));
 }
 
 TEST_F(Interop, InitFromAnotherShapeNamesEveryMismatchAndTrainsNothing) {

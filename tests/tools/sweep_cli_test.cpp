@@ -3,7 +3,9 @@
 // failing run recorded while the sweep goes on; sweep-file errors before any run starts.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +23,7 @@
 #include <thread>
 
 #include "testing.h"
+#include "train/checkpoint.h"
 #include "train/train_testing.h"
 
 namespace linattn {
@@ -109,7 +112,7 @@ TEST_F(SweepCommand, InterruptedAfterItsFirstRunAndStartedAgainItFinishesTheTabl
   EXPECT_NE(first_try.find("[sweep] run 2/2 second: starting"), std::string::npos) << first_try;
   // The run took the Ctrl-C: it stopped after its step and wrote a checkpoint; then the sweep stopped.
   EXPECT_NE(first_try.find("interrupted after "), std::string::npos) << first_try;
-  EXPECT_NE(first_try.find("Continue with: linattn-sweep " + file), std::string::npos) << first_try;
+  EXPECT_NE(first_try.find("; 1 run left. Continue with: linattn-sweep " + file), std::string::npos) << first_try;
   // The table so far: the first run done, the second interrupted.
   std::string csv = read(out() / "results.csv");
   EXPECT_NE(csv.find("\nfirst,4,"), std::string::npos) << csv;
@@ -292,6 +295,13 @@ TEST_F(SweepCommand, DryRunHelpAndOptions) {
   EXPECT_NE(r.output.find("--set model.hidden_size=32 --out " + (out() / "b").string()), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("dry run: the sweep file and every run's config are valid"), std::string::npos);
   EXPECT_FALSE(fs::exists(out()));
+  // --jobs takes a count of runs, said as the other tools say it (not CLI11's range of doubles).
+  for (const std::string jobs : {"0", "-1", "abc", "1.5"}) {
+    r = sweep(file + " --jobs " + jobs);
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_EQ(r.output, "linattn-sweep: error: --jobs '" + jobs + "' is not a whole number in [1, 4096] (see "
+                        "linattn-sweep --help)\n");
+  }
   r = sweep(file + " --only c");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("--only c: the sweep has no such run (its runs: a, b)"), std::string::npos) << r.output;
@@ -386,6 +396,26 @@ TEST_F(SweepCommand, AnOutDirThatIsAFileIsNamedByTheDryRun) {
   const testing::CommandResult r = sweep(file + " --dry-run");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find(file + ":2:10: out_dir '" + out().string() + "' is a file"), std::string::npos) << r.output;
+  // A folder inside a file, from --out or from out_dir, cannot be created: each run would fail.
+  const fs::path afile = dir_ / "afile";
+  std::ofstream(afile) << "a file";
+  const std::string inside = (afile / "sub").string();
+  fs::remove(out());
+  for (const char* args : {" --dry-run", ""}) {
+    testing::CommandResult o = sweep(file + " --out " + inside + args);
+    EXPECT_EQ(o.status, 1) << o.output;
+    EXPECT_NE(o.output.find("linattn-sweep: error: --out '" + inside + "' cannot be written: '" + afile.string() +
+                            "' is a file, not a folder; give another folder for the sweep's runs and results"),
+              std::string::npos)
+        << o.output;
+    EXPECT_EQ(o.output.find("[sweep] run"), std::string::npos) << o.output;
+  }
+  std::ofstream(dir_ / "sweep.yaml") << "base: tiny.yaml\nout_dir: " << inside << "\nruns:\n  - {name: a}\n";
+  const testing::CommandResult o = sweep(file + " --dry-run");
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_NE(o.output.find("linattn-sweep: error: " + file + ": out_dir '" + inside + "' cannot be written: '"),
+            std::string::npos)
+      << o.output;
 }
 
 
@@ -499,6 +529,106 @@ TEST_F(SweepCommand, CtrlCStopsEveryRunningJobAtACheckpointAndTheSameCommandFini
   EXPECT_EQ(count(read(out() / "results.csv"), ",done,"), 2u) << read(out() / "results.csv");
   for (const char* run : {"first", "second"})
     EXPECT_NE(read(out() / run / "metrics.jsonl").find("{\"step\": 2000, \"done\": 1"), std::string::npos) << run;
+}
+
+// Whether another process holds the lock of `dir` (train/folder_lock.h): a run still trains there.
+bool folder_in_use(const fs::path& dir) {
+  const int fd = open((dir / ".lock").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = flock(fd, LOCK_EX | LOCK_NB) != 0;
+  close(fd);
+  return held;
+}
+
+// The PID in the lock file of `dir` ("pid 123, command: ..."), or -1.
+pid_t lock_holder(const fs::path& dir) {
+  const std::string text = read(dir / ".lock");
+  return text.rfind("pid ", 0) == 0 ? pid_t(std::atol(text.c_str() + 4)) : -1;
+}
+
+// A sweep killed outright (SIGKILL, or its terminal closing) cannot forward a Ctrl-C. Its runs get
+// SIGTERM as it dies, and the pipe that took their stderr closes: each must still stop at the end
+// of its step with a checkpoint (with checkpoint.every: 0, the only one it writes), instead of
+// dying of SIGPIPE at its next message.
+TEST_F(SweepCommand, KilledOutrightItsRunningJobsStillStopAtACheckpoint) {
+  const std::string file = sweep_file(
+      "set: {train.max_steps: 1000000, train.eval_every: 0, checkpoint.every: 0}\n"
+      "runs:\n  - {name: first, model.hidden_size: 16}\n  - {name: second, model.hidden_size: 32}\n");
+  const std::string log = (dir_ / "sweep.log").string();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd =
+        "exec " + testing::built_binary("linattn-sweep") + " " + file + " --jobs 2 > " + log + " 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    _exit(127);
+  }
+  // SIGKILL once both runs train (each has logged a step).
+  auto training = [&](const char* run) { return read(out() / run / "metrics.jsonl").find("\"loss\"") != std::string::npos; };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (!(training("first") && training("second")) && std::chrono::steady_clock::now() < deadline &&
+         waitpid(pid, nullptr, WNOHANG) == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const pid_t runs[2] = {lock_holder(out() / "first"), lock_holder(out() / "second")};
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  ASSERT_TRUE(training("first") && training("second")) << read(log);
+  // The runs, now orphans, end on their own (their last line, after the run folder is free, is the
+  // command that continues them); should one train on, it is killed at the deadline.
+  auto ended = [&](int r) {
+    const fs::path run = out() / (r ? "second" : "first");
+    return !folder_in_use(run) &&
+           (read(run / "train.log").find("continue with: ") != std::string::npos || kill(runs[r], 0) != 0);
+  };
+  deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (!(ended(0) && ended(1)) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int r = 0; r < 2; ++r)
+    if (folder_in_use(out() / (r ? "second" : "first")) && runs[r] > 0) {
+      ADD_FAILURE() << "run " << r << " (pid " << runs[r] << ") went on training after the sweep was killed";
+      kill(runs[r], SIGKILL);
+    }
+  for (const char* run : {"first", "second"}) {
+    const std::string train_log = read(out() / run / "train.log");
+    const std::string checkpoint = latest_checkpoint((out() / run).string());
+    ASSERT_FALSE(checkpoint.empty()) << run << " left no checkpoint\n" << train_log;
+    EXPECT_EQ(checkpoint_problem(checkpoint), "") << checkpoint;
+    EXPECT_NE(train_log.find("interrupted after "), std::string::npos) << train_log;
+    EXPECT_NE(train_log.find("continue with: "), std::string::npos) << train_log;
+  }
+  // The same command continues both from their checkpoints.
+  const testing::CommandResult listed = sweep(file + " --dry-run");
+  EXPECT_EQ(listed.status, 0) << listed.output;
+  EXPECT_EQ(count(listed.output, " resumes "), 2u) << listed.output;
+}
+
+// Its terminal closing sends the sweep SIGHUP, and its runs (in process groups of their own) none:
+// the sweep stops them as a Ctrl-C does, each at a checkpoint, and exits as interrupted.
+TEST_F(SweepCommand, AHangupStopsTheRunsAtACheckpointAsACtrlCDoes) {
+  const std::string file = sweep_file(
+      "set: {train.max_steps: 1000000, train.eval_every: 0, checkpoint.every: 0}\nruns:\n  - {name: only}\n");
+  const std::string log = (dir_ / "sweep.log").string();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = "exec " + testing::built_binary("linattn-sweep") + " " + file + " > " + log + " 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    _exit(127);
+  }
+  auto training = [&] { return read(out() / "only" / "metrics.jsonl").find("\"loss\"") != std::string::npos; };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (!training() && std::chrono::steady_clock::now() < deadline && waitpid(pid, nullptr, WNOHANG) == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(training()) << read(log);
+  kill(pid, SIGHUP);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string output = read(log);
+  ASSERT_TRUE(WIFEXITED(status)) << "the sweep died of signal " << WTERMSIG(status) << "\n" << output;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << output;
+  EXPECT_NE(output.find("[sweep] run 1/1 only: stopped by SIGHUP (its terminal closed)"), std::string::npos) << output;
+  EXPECT_NE(output.find("interrupted after"), std::string::npos) << output;
+  EXPECT_FALSE(latest_checkpoint((out() / "only").string()).empty()) << output;
 }
 
 TEST_F(SweepCommand, ASweepLevelSetReachesEveryRunButNotAKeyTheRunsDifferIn) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include "testing.h"
@@ -53,7 +54,50 @@ TEST(TrainCommandLine, AnOutThatIsAFileIsNamed) {
   std::string out;
   EXPECT_EQ(train("configs/default.yaml --out " + file + " --dry-run", out), 1);
   EXPECT_NE(out.find("the run folder '" + file + "' is a file"), std::string::npos) << out;
+  // A folder inside the file cannot be created: the dry run says so, and a run says so before it
+  // loads the data and builds the model (the default config's data need not be here).
+  for (const char* dry_run : {" --dry-run", ""}) {
+    EXPECT_EQ(train("configs/default.yaml --out " + file + "/sub" + dry_run, out), 1) << dry_run;
+    EXPECT_EQ(out, "linattn-train: error: the run folder '" + file + "/sub' cannot be written: '" + file +
+                       "' is a file, not a folder; give another folder with --out DIR (or train.out_dir)\n")
+        << dry_run;
+  }
   fs::remove(file);
+}
+
+// A folder this process cannot write in: a read-only tmpfs where mounting is allowed (root, for whom
+// permissions are no bar), else a folder without write permission.
+class ReadOnlyFolder {
+ public:
+  explicit ReadOnlyFolder(const std::string& dir) : dir_(dir) {
+    fs::create_directories(dir_);
+    mounted_ = ::mount("tmpfs", dir_.c_str(), "tmpfs", MS_RDONLY, "size=64k") == 0;
+    if (!mounted_) fs::permissions(dir_, fs::perms::owner_read | fs::perms::owner_exec);
+  }
+  ~ReadOnlyFolder() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+    fs::permissions(dir_, fs::perms::owner_all);
+    fs::remove_all(dir_);
+  }
+  bool writable() const { return ::access(dir_.c_str(), W_OK) == 0; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+TEST(TrainCommandLine, ARunFolderThatCannotBeWrittenIsRefusedBeforeTheData) {
+  const std::string dir = (fs::temp_directory_path() / ("linattn-cli-ro-" + std::to_string(getpid()))).string();
+  const ReadOnlyFolder ro(dir);
+  if (ro.writable()) GTEST_SKIP() << dir << " stays writable here (root without mount)";
+  std::string out;
+  for (const std::string& run : {dir, dir + "/new/run"}) {
+    EXPECT_EQ(train("configs/default.yaml --out " + run + " --dry-run", out), 1) << run;
+    EXPECT_NE(out.find("linattn-train: error: the run folder '" + run + "' cannot be written: '" + dir +
+                       "' is not writable ("),
+              std::string::npos)
+        << out;
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -54,6 +55,52 @@ TEST_F(Checkpoints, ResumeContinuesBitExactly) {
   for (size_t i = 0; i < 20; ++i) ASSERT_EQ(rest.losses[i], full.losses[20 + i]) << "step " << 20 + i;
   EXPECT_EQ(rest.last.loss, full.last.loss);
   EXPECT_EQ(rest.tokens, full.tokens);
+}
+
+// The tools take a run folder for its newest intact checkpoint; a damaged newer one is passed over,
+// and a folder with none is an error naming the folder. Any other path is left as given.
+TEST_F(Checkpoints, ARunFolderStandsForItsNewestIntactCheckpoint) {
+  Config c = testing::tiny_config(dir_, {"train.max_steps=4", "checkpoint.every=2", "checkpoint.keep_last=5"});
+  Trainer(c).run();
+  EXPECT_EQ(checkpoint_argument(dir_, "test"), checkpoint_path(dir_, 4));
+  EXPECT_EQ(checkpoint_argument(checkpoint_path(dir_, 2), "test"), checkpoint_path(dir_, 2));
+  EXPECT_EQ(checkpoint_argument(dir_ + "/no-such.h5", "test"), dir_ + "/no-such.h5");
+  std::ofstream(checkpoint_path(dir_, 6)) << "not a checkpoint";
+  EXPECT_EQ(checkpoint_argument(dir_, "test"), checkpoint_path(dir_, 4));
+  for (int step : {2, 4}) fs::remove(checkpoint_path(dir_, step));
+  const std::string error = error_of([&] { checkpoint_argument(dir_, "test"); });
+  EXPECT_NE(error.find(dir_ + ": a run folder with no intact checkpoint"), std::string::npos) << error;
+}
+
+std::string file_text(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The "loss" of each log record in a metrics.jsonl text, by step.
+std::map<int64_t, std::string> logged_losses(const std::string& metrics) {
+  std::map<int64_t, std::string> out;
+  const std::regex record("\\{\"step\": (\\d+), \"loss\": ([^,]+),");
+  for (std::sregex_iterator it(metrics.begin(), metrics.end(), record), end; it != end; ++it)
+    out[std::stoll((*it)[1])] = (*it)[2];
+  return out;
+}
+
+// A log line's loss is the mean over the steps since the last one (train.log_every). Resumed from a
+// checkpoint between two log lines, the run must log what the uninterrupted run logged: the steps
+// before the checkpoint count too.
+TEST_F(Checkpoints, AResumedRunLogsTheLossesOfTheUninterruptedRun) {
+  Config c = testing::tiny_config(dir_, {"train.max_steps=40", "train.log_every=10", "checkpoint.every=15",
+                                         "checkpoint.keep_last=5"});
+  Trainer(c).run();
+  const std::string full = file_text(fs::path(dir_) / "metrics.jsonl");
+  const std::map<int64_t, std::string> logged = logged_losses(full);
+  ASSERT_EQ(logged.size(), 5u) << full;  // steps 1, 10, 20, 30, 40
+
+  Trainer resumed(c, checkpoint_path(dir_, 15));
+  resumed.run();
+  const std::string again = file_text(fs::path(dir_) / "metrics.jsonl");
+  EXPECT_EQ(logged_losses(again), logged) << "uninterrupted:\n" << full << "resumed at step 15:\n" << again;
 }
 
 // A checkpoint from before data.document_boundaries (every window one sequence then) resumes as

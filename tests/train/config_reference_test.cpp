@@ -1,4 +1,4 @@
-// README.md's config reference is what the key declarations print (config_reference_markdown):
+// docs/config.md, the config reference, is what the key declarations print (config_reference_markdown):
 // every section heading and table row, in order. On a difference the test prints a line diff;
 // regenerate the tables with `build/linattn-train --config-reference`.
 #include <gtest/gtest.h>
@@ -23,16 +23,12 @@ std::vector<std::string> table_lines(std::istream& in) {
   return lines;
 }
 
-// README.md's "### Config reference", up to the next heading of level 2 or 3.
-std::string readme_reference() {
-  std::ifstream in("README.md");
-  std::string text, line;
-  bool inside = false;
-  while (std::getline(in, line)) {
-    if (line.rfind("#", 0) == 0) inside = line == "### Config reference";
-    if (inside) text += line + "\n";
-  }
-  return text;
+// docs/config.md, the config reference page (the tests run from the project root).
+std::string reference_page() {
+  std::ifstream in("docs/config.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 // The lines only in `a` ("- ") or only in `b` ("+ "), from a longest common subsequence.
@@ -56,11 +52,11 @@ std::string line_diff(const std::vector<std::string>& a, const std::vector<std::
   return out;
 }
 
-TEST(ConfigReference, ReadmeMatchesTheDeclarations) {
-  std::istringstream readme(readme_reference()), generated(config_reference_markdown());
-  const std::vector<std::string> have = table_lines(readme), want = table_lines(generated);
-  ASSERT_FALSE(have.empty()) << "README.md has no '### Config reference' (run from the project root)";
-  EXPECT_EQ(have, want) << "README.md's config reference (-) differs from the declarations in "
+TEST(ConfigReference, DocsPageMatchesTheDeclarations) {
+  std::istringstream page(reference_page()), generated(config_reference_markdown());
+  const std::vector<std::string> have = table_lines(page), want = table_lines(generated);
+  ASSERT_FALSE(have.empty()) << "docs/config.md has no tables (run from the project root)";
+  EXPECT_EQ(have, want) << "docs/config.md (-) differs from the declarations in "
                            "train/config_keys.cpp (+); print the tables with linattn-train --config-reference:\n"
                         << line_diff(have, want);
 }

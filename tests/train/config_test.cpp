@@ -96,6 +96,9 @@ TEST(Config, WrongTypesAndRanges) {
   EXPECT_NE(msg.find("no bound"), std::string::npos) << msg;
   msg = config_error("model: {mixer: gla2}\ntrain: {max_steps: 1}\n");
   EXPECT_NE(msg.find("test.yaml:1:16: unknown mixer 'gla2' (did you mean 'gla'?)"), std::string::npos) << msg;
+  // Far from every mixer: the list says what it lists.
+  msg = config_error("model: {mixer: xyzzy}\ntrain: {max_steps: 1}\n");
+  EXPECT_NE(msg.find("test.yaml:1:16: unknown mixer 'xyzzy' (known mixers: "), std::string::npos) << msg;
   msg = config_error(std::string(kBase) + "distributed:\n  bucket_mb: 0\n");
   EXPECT_EQ(msg, "test.yaml:8:14: 'bucket_mb' must be in (0, 65536] (MiB of gradients per all-reduce; the default is 4)");
   msg = config_error(std::string(kBase) + "distributed: {bucket_size: 8}\n");
@@ -230,6 +233,17 @@ TEST(Config, SizesAreBoundedAndNamed) {
             "test.yaml:2:16: 'hidden_size' must be in [1, 65536]");
   EXPECT_EQ(config_error(kBase, {"model.vocab_size=1e30"}),
             "--set model.vocab_size=1e30: 'vocab_size' is too large: 1e30 (at most 2^53 = 9007199254740992)");
+  // Above 2^53 a double cannot tell neighbours apart: 2^53 + 1 is refused, not rounded to 2^53 (two
+  // "different" seeds would be one), and so is a fraction that a double would round to a whole number.
+  EXPECT_EQ(config_error(kBase, {"train.seed=9007199254740993"}),
+            "--set train.seed=9007199254740993: 'seed' is too large: 9007199254740993 (at most 2^53 = "
+            "9007199254740992)");
+  EXPECT_EQ(config_error("train:\n  max_steps: 1\n  seed: 9007199254740993\n"),
+            "test.yaml:3:9: 'seed' is too large: 9007199254740993 (at most 2^53 = 9007199254740992)");
+  EXPECT_EQ(config_error(kBase, {"train.seed=4503599627370496.5"}),
+            "--set train.seed=4503599627370496.5: 'seed' must be a whole number, got 4503599627370496.5");
+  EXPECT_EQ(parse_config(kBase, "t.yaml", {"train.seed=9007199254740992"}).train.seed, 9007199254740992u);
+  EXPECT_EQ(parse_config(kBase, "t.yaml", {"train.seed=9007199254740991"}).train.seed, 9007199254740991u);
   EXPECT_EQ(config_error(kBase, {"train.seed=-1"}),
             "--set train.seed=-1: 'seed' must not be negative, got -1");
   EXPECT_EQ(config_error(kBase, {"data.seq_len=100000000"}), "--set data.seq_len=100000000: 'seq_len' must be in [1, 16777216]");
@@ -295,6 +309,25 @@ TEST(Config, EmitParseRoundTrip) {
 
 // data.document_boundaries: reset by default on a token corpus, cross on request, anything else
 // refused at its position. (MQAR's default, cross: Config.MqarKeysRoundTrip.)
+TEST(Config, Recompute) {
+  EXPECT_EQ(parse_config(kBase, "t.yaml").train.recompute, ops::Recompute::none);
+  for (auto [name, mode] : {std::pair{"none", ops::Recompute::none}, {"selective", ops::Recompute::selective},
+                            {"full", ops::Recompute::full}}) {
+    Config c = parse_config(std::string(kBase) + "  recompute: " + name + "\n", "t.yaml");
+    EXPECT_EQ(c.train.recompute, mode) << name;
+    EXPECT_EQ(parse_config(c.text, "emitted.yaml").train.recompute, mode) << name;
+    EXPECT_EQ(parse_config(kBase, "t.yaml", {std::string("train.recompute=") + name}).train.recompute, mode) << name;
+  }
+  std::string msg = config_error(std::string(kBase) + "  recompute: partial\n");
+  EXPECT_NE(msg.find("test.yaml:7:14: 'recompute' must be none (keep what backward reads), selective (recompute the "
+                     "norms, SwiGLUs, gates and mixer cores) or full (keep each block's input only, replay the block), "
+                     "got 'partial'"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(config_error(kBase, {"train.recompute=true"}).rfind("--set train.recompute=true: 'recompute' must be none", 0),
+            0u);
+}
+
 TEST(Config, DocumentBoundaries) {
   EXPECT_EQ(parse_config(kBase, "t.yaml").data.document_boundaries, DocumentBoundaries::reset);
   Config c = parse_config(std::string(kBase) + "data:\n  document_boundaries: cross\n", "t.yaml");
@@ -313,10 +346,38 @@ TEST(Config, DocumentBoundaries) {
   EXPECT_EQ(parse_config(upgrade_saved_config(old_text), "ckpt").data.document_boundaries, DocumentBoundaries::cross);
 }
 
+// model.mlp: swiglu by default (config.yaml then reads as before: no mlp key); none written back,
+// without the MLP's sizes, which it ignores; anything else refused at its position.
+TEST(Config, MlpNoneLeavesOutTheMLPSizes) {
+  const Config swiglu = parse_config(kBase, "t.yaml");
+  EXPECT_EQ(swiglu.model.mlp, Mlp::swiglu);
+  EXPECT_EQ(swiglu.text.find("mlp:"), std::string::npos) << swiglu.text;
+  EXPECT_NE(swiglu.text.find("intermediate_size: 256"), std::string::npos) << swiglu.text;
+  // Switched off on top of a written config (a sweep over mlp): the sizes there are ignored.
+  const Config none = parse_config(swiglu.text, "emitted.yaml", {"model.mlp=none"});
+  EXPECT_EQ(none.model.mlp, Mlp::none);
+  EXPECT_EQ(none.model.resolved_intermediate_size(), 0);
+  EXPECT_NE(none.text.find("  mlp: none\n"), std::string::npos) << none.text;
+  EXPECT_EQ(none.text.find("intermediate_size"), std::string::npos) << none.text;
+  EXPECT_EQ(none.text.find("hidden_ratio"), std::string::npos) << none.text;
+  EXPECT_EQ(parse_config(none.text, "again.yaml").text, none.text);
+  const std::string msg = config_error("model:\n  mlp: gelu\ntrain: {max_steps: 1}\n");
+  EXPECT_EQ(msg, "test.yaml:2:8: 'mlp' must be swiglu (down(silu(gate(x)) * up(x)) after every mixer) or none "
+                 "(blocks of norm + mixer only), got 'gelu'");
+}
+
 TEST(Config, SyntaxErrorHasALine) {
   std::string msg = config_error("model:\n  hidden_size: [1, 2\ntrain: {}\n");
   EXPECT_NE(msg.find("test.yaml:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("YAML syntax error"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("tab"), std::string::npos) << msg;  // no tab here, no hint about one
+  // A tab in the indentation: YAML's own words, then what to do.
+  EXPECT_EQ(config_error("model:\n\thidden_size: 64\n"),
+            "test.yaml:2:13: YAML syntax error: illegal map value; line 2 is indented with a tab: YAML indents with "
+            "spaces only (replace the tab with spaces)");
+  EXPECT_EQ(config_error("model:\n  hidden_size: 64\n\ttrain: 1\n"),
+            "test.yaml:3:1: YAML syntax error: illegal tab when looking for indentation; line 3 is indented with a "
+            "tab: YAML indents with spaces only (replace the tab with spaces)");
 }
 
 // Checkpoints written before expand_k was resolved and floats had a '.' compare their config

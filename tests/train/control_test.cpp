@@ -210,7 +210,7 @@ TEST(Control, MaxBadStepsInARowStopTheRunWithAdvice) {
     const std::string &message = run.error, &out = run.out;
     ASSERT_FALSE(message.empty()) << "the run did not stop\n" << out;
     EXPECT_NE(message.find("3 steps in a row"), std::string::npos) << message;
-    EXPECT_NE(message.find("lower train.lr (tiny.yaml:"), std::string::npos) << message;
+    EXPECT_NE(message.find("lower train.lr (now 0.003, from tiny.yaml:"), std::string::npos) << message;
     EXPECT_NE(message.find("warmup_steps"), std::string::npos) << message;
     EXPECT_EQ(count(out, "warning: step"), 3) << out;
   }

@@ -1,5 +1,6 @@
 // Gradient buckets: every bucket's sum starts exactly once, in bucket order, and only once every
-// gradient in it is final, checked without MPI by a communicator that records what each sum saw.
+// gradient in it is final, checked without MPI by a communicator that records what each sum saw; also
+// when activation recomputation writes the blocks' gradients inside a replay (autograd/checkpoint.h).
 #include "train/grad_buckets.h"
 
 #include <cstdlib>
@@ -73,9 +74,10 @@ struct Case {
   bool tied;
   int64_t bucket_bytes;  // 1: every parameter its own bucket
   int micro_batches;     // the hooks run on the last one's backward
+  ops::Recompute recompute = ops::Recompute::none;
   friend void PrintTo(const Case& c, std::ostream* os) {
     *os << (c.tied ? "tied" : "untied") << ", " << c.bucket_bytes << "-byte buckets, " << c.micro_batches
-        << " micro-batches";
+        << " micro-batches, recompute " << ops::recompute_name(c.recompute);
   }
 };
 
@@ -84,6 +86,7 @@ class GradientBucketsTest : public ::testing::TestWithParam<Case> {};
 TEST_P(GradientBucketsTest, EachBucketStartsOnceInOrderWithItsFinalGradients) {
   const Case c = GetParam();
   Model model(hybrid(c.tied), DType::f64);
+  model.set_recompute(c.recompute);
   Parameters& params = model.params();
   params.initialize(5);
   RecordingCommunicator comm;
@@ -143,20 +146,28 @@ TEST_P(GradientBucketsTest, EachBucketStartsOnceInOrderWithItsFinalGradients) {
       EXPECT_GT(testing::max_abs(now), 0.0) << "a bucket without gradient proves nothing";
     }
     // The sums overlap backward: the first bucket (the LM head or the final norm) starts within the
-    // first few nodes, long before the last one.
-    EXPECT_LT(comm.starts.front().polls_before, nodes / 4) << nodes << " nodes";
+    // first few nodes, long before the last one (with recomputation a node is a whole block: within
+    // the first half).
+    EXPECT_LT(comm.starts.front().polls_before, c.recompute == ops::Recompute::none ? nodes / 4 : nodes / 2)
+        << nodes << " nodes";
     EXPECT_GE(comm.starts.back().polls_before, nodes - 1);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GradientBucketsTest,
                          ::testing::Values(Case{false, 1, 1}, Case{true, 1, 1}, Case{true, 1, 2}, Case{false, 1024, 2},
-                                           Case{true, 1024, 1}),
+                                           Case{true, 1024, 1}, Case{false, 1, 1, ops::Recompute::selective},
+                                           Case{true, 1, 2, ops::Recompute::full},
+                                           Case{false, 1024, 2, ops::Recompute::full}),
                          [](const auto& info) {
                            const Case& c = info.param;
+                           const std::string recompute = c.recompute == ops::Recompute::selective ? "Selective"
+                                                         : c.recompute == ops::Recompute::full    ? "Full"
+                                                                                                  : "";
                            return std::string(c.tied ? "Tied" : "Untied") +
                                   (c.bucket_bytes == 1 ? "OneParameterPerBucket" : "KiloByteBuckets") +
-                                  std::to_string(c.micro_batches) + "MicroBatches";
+                                  std::to_string(c.micro_batches) + "MicroBatches" +
+                                  (recompute.empty() ? "" : "Recompute" + recompute);
                          });
 
 TEST(GradientBuckets, FinishStartsEveryBucketInOrderWhenBackwardDidNotRun) {

@@ -234,6 +234,10 @@ TEST_F(DataParallel, AnErrorOnOneRankEndsEveryRankNamingItAndLosesNothing) {
   EXPECT_NE(out.find("linattn-train: error on rank 1: LINATTN_INJECT_FAULT: the injected error of step 15\n"),
             std::string::npos) << out;
   EXPECT_EQ(out.find("checkpoint: " + checkpoint("run", 20)), std::string::npos) << out;
+  // mpirun's SIGTERM to rank 0 is no Ctrl-C: rank 0 says that the job is ending, not "interrupt
+  // received"; and no ORTE_ERROR_LOG of a help message that mpirun read cut short.
+  EXPECT_EQ(out.find("interrupt received"), std::string::npos) << out;
+  EXPECT_EQ(out.find("ORTE_ERROR_LOG"), std::string::npos) << out;
 
   const std::string ckpts = dir_ + "/run/checkpoints";
   for (const auto& e : fs::directory_iterator(ckpts))

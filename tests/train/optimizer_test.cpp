@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "layers/mixer.h"
+#include "core/rng.h"
 #include "layers/model.h"
 #include "train/config.h"
 #include "train/optimizer.h"
@@ -160,6 +162,95 @@ TEST(Clipping, GradNormAndScale) {
   EXPECT_EQ(tp.p[tp.w].grad().data<double>()[2], -2.0);
   EXPECT_EQ(tp.p[tp.b].grad().data<double>()[1], 6.0);
   EXPECT_NEAR(grad_norm(tp.p), 6.5, 1e-15 * 6.5);
+}
+
+TEST(StepControl, NormClipFactorAndSkipFlag) {
+  TwoParams tp({0, 0, 0}, {0, 0});
+  TwoParams::set(tp.p[tp.w].grad(), {3.0, 0.0, -4.0});
+  TwoParams::set(tp.p[tp.b].grad(), {0.0, 12.0});
+  Tensor control = make_step_control(Device::cpu);
+  const double* c = control.data<double>();
+  Tensor losses = Tensor::empty({2}, DType::f64);
+  losses.data<double>()[0] = 1.5, losses.data<double>()[1] = 2.0;
+  set_step_loss(control, losses);
+  EXPECT_EQ(c[step_control::loss], 1.5 / 2 + 2.0 / 2);
+  EXPECT_EQ(c[step_control::bad], 0.0);
+  set_step_control(control, tp.p, 6.5);  // the norm is 13: clipping halves the gradients
+  EXPECT_EQ(c[step_control::sum_squares], 169.0);
+  EXPECT_EQ(c[step_control::norm], 13.0);
+  EXPECT_EQ(c[step_control::clip], 0.5);
+  EXPECT_EQ(c[step_control::skip], 0.0);
+  set_step_control(control, tp.p, 13.0);  // at the bound: no clipping
+  EXPECT_EQ(c[step_control::clip], 1.0);
+  set_step_control(control, tp.p, 0.0);  // no bound
+  EXPECT_EQ(c[step_control::clip], 1.0);
+  // A non-finite loss, or a non-finite gradient, skips the step.
+  losses.data<double>()[1] = INFINITY;
+  set_step_loss(control, losses);
+  EXPECT_EQ(c[step_control::bad], 1.0);
+  set_step_control(control, tp.p, 0.0);
+  EXPECT_EQ(c[step_control::skip], 1.0);
+  losses.data<double>()[1] = 2.0;
+  set_step_loss(control, losses);
+  tp.p[tp.b].grad().data<double>()[0] = NAN;
+  set_step_control(control, tp.p, 0.0);
+  EXPECT_EQ(c[step_control::skip], 1.0);
+}
+
+// The one-pass update with the clip factor read from the control numbers gives, bit for bit, what the
+// per-parameter loop after an in-place clip gave before it (the loop below is that code, on float32
+// as training runs it, compiled with the same flags); and a skipped step changes nothing.
+TEST(AdamW, OnePassEqualsTheClipThenPerParameterLoopBitForBit) {
+  Parameters p;
+  p.add("a.weight", {37, 129}, Init::Normal(0.02), true);
+  p.add("a.bias", {5}, Init::Constant(0.5), false);
+  p.add("b.weight", {70001}, Init::Uniform(0.1), true);  // more than the 2^15 that go parallel
+  p.add("c.weight", {33}, Init::Uniform(0.1), true);      // a decayed neighbour: one range with b
+  p.add("norm.weight", {19}, Init::Constant(1.0), false);
+  p.allocate(DType::f32);
+  p.initialize(5);
+  const TrainConfig c = adamw_config(0.1);
+  AdamW opt(p, c);
+  const int64_t n = p.layout().total();
+  const float* w0 = p.values().all().data<float>();
+  std::vector<float> w(w0, w0 + n), m(size_t(n), 0.0f), v(size_t(n), 0.0f);
+  Tensor control = make_step_control(Device::cpu);
+  Rng rng(9);
+  for (int t = 1; t <= 3; ++t) {
+    for (size_t i = 0; i < p.size(); ++i) rng.fill_uniform(p[int(i)].grad(), -1, 1);  // the padding stays 0
+    const double lr = 0.01 * t;
+    set_step_control(control, p, t == 2 ? 1e9 : 1.0);  // step 2 does not clip
+    const double scale = control.data<double>()[step_control::clip];
+    ASSERT_EQ(scale == 1.0, t == 2);
+    opt.step(lr, control);
+    // before: the gradients scaled in place (scale_grads), then AdamW parameter by parameter
+    std::vector<float> g(p.grads().all().data<float>(), p.grads().all().data<float>() + n);
+    if (scale != 1.0)
+      for (float& x : g) x *= float(scale);
+    const float b1 = float(c.beta1), b2 = float(c.beta2), eps = float(c.adam_eps);
+    const float step_size = float(lr / (1.0 - std::pow(c.beta1, double(t))));
+    const float rbc2 = float(1.0 / (1.0 - std::pow(c.beta2, double(t))));
+    for (size_t i = 0; i < p.size(); ++i) {
+      const int64_t begin = p.layout().entries()[i].offset, end = begin + p[int(i)].value().numel();
+      const float decay = float(p.weight_decay(int(i)) ? lr * c.weight_decay : 0.0);
+      for (int64_t j = begin; j < end; ++j) {
+        m[size_t(j)] = b1 * m[size_t(j)] + (1.0f - b1) * g[size_t(j)];
+        v[size_t(j)] = b2 * v[size_t(j)] + (1.0f - b2) * g[size_t(j)] * g[size_t(j)];
+        w[size_t(j)] -= step_size * m[size_t(j)] / (std::sqrt(v[size_t(j)] * rbc2) + eps) + decay * w[size_t(j)];
+      }
+    }
+    EXPECT_EQ(std::memcmp(w.data(), p.values().all().data<float>(), size_t(n) * sizeof(float)), 0) << "step " << t;
+    EXPECT_EQ(std::memcmp(m.data(), opt.m().all().data<float>(), size_t(n) * sizeof(float)), 0) << "step " << t;
+    EXPECT_EQ(std::memcmp(v.data(), opt.v().all().data<float>(), size_t(n) * sizeof(float)), 0) << "step " << t;
+  }
+  EXPECT_EQ(opt.steps(), 3);
+  // A skipped step: nothing moves, and it does not count once the trainer says so.
+  control.data<double>()[step_control::skip] = 1.0;
+  opt.step(0.01, control);
+  EXPECT_EQ(std::memcmp(w.data(), p.values().all().data<float>(), size_t(n) * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(m.data(), opt.m().all().data<float>(), size_t(n) * sizeof(float)), 0);
+  opt.skipped();
+  EXPECT_EQ(opt.steps(), 3);
 }
 
 }  // namespace

@@ -3,11 +3,13 @@
 // (kernels/cuda/launch.cuh). Included by the emulation's cuda_runtime.h.
 //
 // Each thread of a block is a fiber (emulation/device.cpp). Threads run one after another, each up
-// to its next barrier or warp operation; a barrier opens when every live thread of the block (or
-// every lane of the mask) has reached it, and a barrier that some live thread never reaches is an
-// error naming the kernel and the source lines. A launch runs twice, threads and blocks in order and
-// then in reverse, and the two results must be bitwise equal (LINATTN_EMULATION_CHECK in
-// emulation/device.cpp: every launch, the first ones of each configuration, or none).
+// to its next barrier or warp operation, and a warp runs as far as it can before another warp does;
+// a barrier opens when every live thread of the block (or every lane of the mask) has reached it,
+// and a barrier that some live thread never reaches is an error naming the kernel and the source
+// lines. A launch runs twice, blocks, warps and threads in order (warp 0 first) and then in reverse
+// (the last warp first, or a seeded random order: LINATTN_EMULATION_SCHEDULE), and the two results
+// must be bitwise equal (LINATTN_EMULATION_CHECK in emulation/device.cpp: every launch, the first
+// ones of each configuration, or none).
 #pragma once
 
 #include <cmath>

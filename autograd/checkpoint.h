@@ -1,0 +1,56 @@
+// Activation recomputation (train.recompute, docs/recompute.md): a region of ops (a decoder block)
+// whose backward replays its forward instead of keeping what the forward made.
+//
+// checkpoint(mode, f, x, params) returns y = f(x). It runs f with recording off, then records one
+// node on the thread's tape in place of f's nodes. That node's backward replays f(x) with recording
+// on into a tape of its own (TapeScope), runs that tape with y's gradient and drops it: what the
+// replay made is released as soon as the region's backward is done. The replay's nodes accumulate
+// into the gradients of x and of the parameters, in the order f's own nodes would have.
+//
+//   full:      the node keeps x only (the block's input); the replay recomputes everything.
+//   selective: the first run keeps the outputs of the expensive ops: the matrix products (linear) and
+//              softmax attention (its output and row log-sum-exp). The replay takes those instead of
+//              computing them again, and recomputes the cheap, memory-heavy rest: norms, SwiGLU,
+//              activations and gates, short convolutions, RoPE, L2 norms, residual sums, and the
+//              linear mixers' chunk cores (their output and per-chunk states). The nodes the replay
+//              records save the recomputed tensors themselves (a product's node saves the recomputed
+//              norm output it multiplies), so those exist only while one region's backward runs.
+//
+// Gradients are bit for bit those of f run directly (recompute: none): the replay runs the same
+// kernels on the same values and records the same nodes in the same order.
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <vector>
+
+#include "autograd/variable.h"
+
+namespace linattn::ops {
+
+enum class Recompute { none, selective, full };
+const char* recompute_name(Recompute mode);  // "none", "selective", "full"
+
+// y = f(x) as above; none (or recording off, or nothing that needs a gradient): f(x) itself.
+// params: every parameter f reads that needs a gradient. The node declares it writes their
+// gradients, so BackwardHooks (the data-parallel gradient buckets) take them as final after it:
+// a parameter left out would be summed before its gradient is. f must make the same ops on every
+// call, and must not hold references that outlive the call (it is called again in backward).
+Variable checkpoint(Recompute mode, std::function<Variable(const Variable&)> f, const Variable& x,
+                    const std::vector<Variable>& params);
+
+namespace detail {
+
+// The ops whose outputs selective recomputation keeps (the others it recomputes).
+enum class Kept { product, attention };
+
+// For an op of kind `kind`, before it computes: in the replay of a region that kept its outputs,
+// sets `outs` to what the same call made in the region's first run and returns true (the op skips
+// its computation and records its node as usual); else returns false.
+bool take_kept(Kept kind, std::initializer_list<Tensor*> outs);
+// After it computed: in the first run of a region that keeps `kind`, keeps `outs` for the replay.
+void keep(Kept kind, std::initializer_list<const Tensor*> outs);
+
+}  // namespace detail
+
+}  // namespace linattn::ops
