@@ -63,8 +63,11 @@ MfuPeak mfu_peak(Device device, const std::string& device_name, MatmulPrecision 
 
 std::string mfu_text(double mfu, const MfuPeak& peak, double measured_gflops) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "MFU %4.1f%% of ", 100 * mfu);
-  return buf + peak.text + (peak.datasheet ? " (GEMM measured " + rate(measured_gflops) + ")" : "");
+  std::snprintf(buf, sizeof buf, "MFU %4.1f%%", 100 * mfu);
+  // Against the measured GEMM rate (the CPU, a GPU without a row) the start-up line names the peak
+  // and the progress line stays short; against a datasheet peak each line names it.
+  if (!peak.datasheet) return buf;
+  return buf + (" of " + peak.text) + " (GEMM measured " + rate(measured_gflops) + ")";
 }
 
 }  // namespace linattn

@@ -11,7 +11,6 @@ namespace {
 
 namespace slot = step_control;
 
-constexpr int kSumThreads = kSumSquaresThreads;
 constexpr int kMaxPartials = kSumSquaresPartials;
 // The first pass's per-block sums (one buffer per device; the compute stream orders its users).
 __device__ double g_partials[kMaxPartials];
