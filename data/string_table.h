@@ -23,7 +23,7 @@ class StringTable {
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.offset == empty) return nullptr;
-      if (s.hash == h && s.length == key.size() && std::memcmp(keys_.data() + s.offset, key.data(), key.size()) == 0)
+      if (s.hash == h && s.length == key.size() && (key.empty() || std::memcmp(keys_.data() + s.offset, key.data(), key.size()) == 0))
         return &s.value;
     }
   }
@@ -46,7 +46,7 @@ class StringTable {
       h ^= h >> 31;
     }
     uint64_t v = 0;
-    std::memcpy(&v, p, n);
+    if (n) std::memcpy(&v, p, n);
     h = (h ^ v) * 0x94D049BB133111EBull;
     return h ^ (h >> 29);
   }
