@@ -87,7 +87,7 @@ Variable checkpoint(Recompute mode, std::function<Variable(const Variable&)> f, 
   Variable out(y.value(), true);
   replay->f = std::move(f);
   replay->x = x;
-  replay->out = out;
+  replay->out = out.without_value();  // its backward reads only the gradient
   std::vector<const Variable*> inputs{&x};
   for (const Variable& p : params) inputs.push_back(&p);
   record(inputs, [state = std::move(replay)]() mutable {

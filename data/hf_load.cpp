@@ -404,15 +404,7 @@ struct HfLoader {
         case D::metaspace: {
           const std::string from = step.kind == D::replace ? step.pattern : step.content;
           const std::string to = step.kind == D::replace ? step.content : " ";
-          std::string out;
-          for (size_t at = 0;;) {
-            const size_t hit = s.find(from, at);
-            out.append(s, at, hit == std::string::npos ? std::string::npos : hit - at);
-            if (hit == std::string::npos) break;
-            out += to;
-            at = hit + from.size();
-          }
-          s = out;
+          replace_all(s, from, to);
           break;
         }
         case D::byte_fallback: {

@@ -32,19 +32,6 @@ constexpr size_t cache_words = 1 << 18, cache_word_bytes = 256;
 
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  if (s.find(from) == std::string::npos) return;
-  std::string out;
-  for (size_t at = 0;;) {
-    const size_t hit = s.find(from, at);
-    out.append(s, at, hit == std::string::npos ? std::string::npos : hit - at);
-    if (hit == std::string::npos) break;
-    out += to;
-    at = hit + from.size();
-  }
-  s.swap(out);
-}
-
 // The length of the whitespace (JavaScript's \s) that starts or ends s.
 size_t space_prefix(std::string_view s) {
   size_t i = 0;
@@ -71,6 +58,19 @@ size_t space_suffix(std::string_view s) {
 }
 
 }  // namespace
+
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  if (s.find(from) == std::string::npos) return;
+  std::string out;
+  for (size_t at = 0;;) {
+    const size_t hit = s.find(from, at);
+    out.append(s, at, hit == std::string::npos ? std::string::npos : hit - at);
+    if (hit == std::string::npos) break;
+    out += to;
+    at = hit + from.size();
+  }
+  s.swap(out);
+}
 
 bool HfTokenizer::stops(uint32_t id) const {
   return id == eot_ || std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end();

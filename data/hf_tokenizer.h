@@ -28,6 +28,9 @@
 
 namespace linattn::data {
 
+// s with every occurrence of `from` replaced by `to` (the Replace and Metaspace steps).
+void replace_all(std::string& s, std::string_view from, std::string_view to);
+
 class HfTokenizer final : public Tokenizer {
  public:
   // `path` is a tokenizer.json or a folder that holds one; tokenizer_config.json beside it, when

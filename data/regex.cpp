@@ -457,9 +457,7 @@ struct Frame {
 
 }  // namespace
 
-bool Class::contains(uint32_t cp) const {
-  if (cp < 128) return (ascii[cp >> 6] >> (cp & 63)) & 1;
-  bool in = false;
+bool Class::in_items(uint32_t cp) const {
   for (const Item& it : items) {
     bool hit;
     switch (it.kind) {
@@ -467,29 +465,20 @@ bool Class::contains(uint32_t cp) const {
       case Item::categories: hit = (it.mask >> uint32_t(category(cp))) & 1; break;
       default: hit = is_space(cp);
     }
-    if (hit != it.negated) {
-      in = true;
-      break;
-    }
+    if (hit != it.negated) return true;
   }
-  return in != negated;
+  return false;
+}
+
+bool Class::contains(uint32_t cp) const {
+  if (cp < 128) return (ascii[cp >> 6] >> (cp & 63)) & 1;
+  return in_items(cp) != negated;
 }
 
 void Class::finish() {
   ascii[0] = ascii[1] = 0;
-  for (uint32_t cp = 0; cp < 128; ++cp) {
-    bool in = false;
-    for (const Item& it : items) {
-      bool hit;
-      switch (it.kind) {
-        case Item::range: hit = cp >= it.first && cp <= it.last; break;
-        case Item::categories: hit = (it.mask >> uint32_t(category(cp))) & 1; break;
-        default: hit = is_space(cp);
-      }
-      if (hit != it.negated) in = true;
-    }
-    if (in != negated) ascii[cp >> 6] |= uint64_t(1) << (cp & 63);
-  }
+  for (uint32_t cp = 0; cp < 128; ++cp)
+    if (in_items(cp) != negated) ascii[cp >> 6] |= uint64_t(1) << (cp & 63);
 }
 
 Regex::Regex(std::string_view pattern, const std::string& source) {

@@ -44,6 +44,7 @@ class Regex {
     uint64_t ascii[2] = {0, 0};  // the answer for code points below 128
     bool contains(uint32_t cp) const;
     void finish();               // fills ascii from the items
+    bool in_items(uint32_t cp) const;  // some item holds cp (before `negated`)
   };
 
   struct Inst {

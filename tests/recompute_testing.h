@@ -82,23 +82,23 @@ inline std::string parameter_at(const Parameters& params, int64_t index) {
   return "padding";
 }
 
-// Expects `mode`'s losses and gradients to equal recompute: none's bit for bit.
-inline void expect_same_as_none(Model& model, ops::Recompute mode) {
-  SCOPED_TRACE(std::string("recompute: ") + ops::recompute_name(mode));
+// What differs between `mode`'s losses and gradients and recompute: none's (the first loss, or
+// the first gradient element and its parameter), or "" when they are equal bit for bit. Each test
+// asserts EXPECT_EQ(difference_from_none(...), "").
+inline std::string difference_from_none(Model& model, ops::Recompute mode) {
   const LossesAndGradients none = run_micro_batches(model, ops::Recompute::none);
   const LossesAndGradients got = run_micro_batches(model, mode);
-  EXPECT_GT(max_abs(none.grads), 0.0) << "no gradient: the comparison would prove nothing";
-  for (size_t i = 0; i < none.losses.size(); ++i) EXPECT_EQ(got.losses[i], none.losses[i]) << "micro-batch " << i;
+  if (!(max_abs(none.grads) > 0.0)) return "no gradient: the comparison would prove nothing";
+  for (size_t i = 0; i < none.losses.size(); ++i)
+    if (got.losses[i] != none.losses[i])
+      return "micro-batch " + std::to_string(i) + ": loss " + std::to_string(got.losses[i]) + " vs " +
+             std::to_string(none.losses[i]);
   const std::string diff = bitwise_difference(got.grads, none.grads);
-  if (diff.empty()) return;
-  // Name the first parameter that differs.
+  if (diff.empty()) return "";
   const Tensor g = got.grads.to(DType::f64), w = none.grads.to(DType::f64);
   for (int64_t i = 0; i < g.numel(); ++i)
-    if (g.data<double>()[i] != w.data<double>()[i]) {
-      ADD_FAILURE() << diff << "; first in " << parameter_at(model.params(), i);
-      return;
-    }
-  ADD_FAILURE() << diff;
+    if (g.data<double>()[i] != w.data<double>()[i]) return diff + "; first in " + parameter_at(model.params(), i);
+  return diff;
 }
 
 }  // namespace linattn::testing

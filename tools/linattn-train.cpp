@@ -1,4 +1,6 @@
 // linattn-train: trains the hybrid model a YAML config describes and reports validation perplexity.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -8,9 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "core/cuda/runtime.h"
 #include "tools/cli.h"
 #include "train/device.h"
 #include "train/init_from.h"
+#include "train/memory_plan.h"
 #include "train/shell_quote.h"
 #include "train/signals.h"
 #include "train/trainer.h"
@@ -77,8 +81,10 @@ Args parse_args(int argc, char** argv) {
                  "differs from the config's model is named, and nothing trains")
       ->type_name("FILE");
   app.add_flag("--dry-run", args.dry_run,
-               "validate the config and the data, build the model, print its summary, the device (train.device) "
-               "and the memory budget on it, then exit");
+               "print the memory the run needs per rank (weights, bf16 copy, gradients, moments, activations: "
+               "predicted without building the model at its size) and whether it fits the GPU; then, where the "
+               "run can start here, validate the data, build the model, print its summary and the measured "
+               "activation peak beside the prediction, and exit");
   app.add_flag("--config-reference", args.config_reference,
                "print every config key (default, values, meaning) as README.md's config reference, then exit");
   app.footer(
@@ -120,6 +126,22 @@ std::string resume_command(const std::vector<std::string>& argv, const std::stri
   return cmd + "--resume " + linattn::shell_quoted(run_dir);
 }
 
+// Why --dry-run cannot build the model and run a step here (no GPU, or too little memory), or "".
+std::string not_built_here(const linattn::Config& config, const linattn::MemoryPlan& plan) {
+  if (config.train.device == "cuda") {
+    if (linattn::cuda::device_count() == 0) return "train.device is cuda and there is no GPU";
+    return "";
+  }
+  const double host = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (plan.total() > 0.8 * host) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "it needs %.1f GiB, more than 80%% of this machine's %.1f GiB",
+                  plan.total() / double(1 << 30), host / double(1 << 30));
+    return buf;
+  }
+  return "";
+}
+
 // "loss 2.3456, perplexity 10.447, bits per byte 1.2345" (bits per byte when the data has it).
 std::string eval_text(const linattn::EvalResult& r) {
   char buf[128];
@@ -154,6 +176,19 @@ int main(int argc, char** argv) {
   try {
     if (!args.out_dir.empty()) args.overrides.push_back("train.out_dir=" + args.out_dir);
     linattn::Config config = linattn::load_config(args.config_path, args.overrides);
+    // --dry-run: the predicted memory first (it needs no GPU and builds nothing at the model's size).
+    double predicted_activations = 0;
+    if (args.dry_run) {
+      const linattn::MemoryPlan plan = linattn::plan_memory(config, comm->world_size());
+      predicted_activations = plan.activations;
+      if (comm->is_root()) std::fputs(linattn::describe(plan, config).c_str(), stdout);
+      const std::string why_not = not_built_here(config, plan);
+      if (!why_not.empty()) {
+        if (comm->is_root()) std::printf("dry run: the config is valid; the model is not built here: %s\n", why_not.c_str());
+        return 0;
+      }
+      std::fflush(stdout);
+    }
     linattn::Trainer trainer(config, args.resume, comm.get());
     if (!args.init_from.empty()) {
       size_t n = linattn::init_from(args.init_from, trainer.model(), args.config_path);
@@ -162,9 +197,11 @@ int main(int argc, char** argv) {
                     cli::counted((long long)n, "tensor").c_str());
     }
     if (args.dry_run) {
+      const double measured = double(trainer.measure_activation_bytes());
       if (!comm->is_root()) return 0;
-      std::printf("memory: activations %.1f MiB per micro-batch (measured)\n",
-                  double(trainer.measure_activation_bytes()) / (1024.0 * 1024.0));
+      std::printf("memory: activations %.1f MiB per micro-batch (measured; predicted %.1f MiB, %+.1f%%)\n",
+                  measured / (1024.0 * 1024.0), predicted_activations / (1024.0 * 1024.0),
+                  100.0 * (predicted_activations - measured) / measured);
       if (config.train.device == "cuda")
         std::printf("%s\n", linattn::device_memory_budget(linattn::Device::cuda).c_str());
       std::printf("dry run: the config is valid and the model runs\n");

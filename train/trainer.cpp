@@ -23,6 +23,7 @@
 #include "kernels/backend.h"
 #include "train/device.h"
 #include "train/evaluate.h"
+#include "train/memory_plan.h"
 #include "train/metrics_log.h"
 #include "train/mfu.h"
 #include "train/sample.h"
@@ -325,16 +326,7 @@ void Trainer::open_token_data() {
 size_t Trainer::measure_activation_bytes() {
   // Before the first forward: the weights are final now (initialized, resumed or --init-from).
   refresh_bf16_weights(model_->params());
-  Tensor ids = Tensor::zeros({micro_, config_.data.seq_len}, DType::i32);
-  arena_.reset();
-  {
-    ArenaScope scope(arena_);
-    backward(model_->loss(ids, ids));
-  }
-  model_->params().zero_grad();
-  size_t bytes = arena_.high_water();
-  arena_.reset();
-  return bytes;
+  return activation_peak(*model_, arena_, micro_, config_.data.seq_len);
 }
 
 std::unique_ptr<data::ValBatches> Trainer::val_batches(int64_t max_tokens) const {

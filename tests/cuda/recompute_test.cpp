@@ -26,8 +26,8 @@ TEST_P(CudaRecompute, SelectiveAndFullGradientsAreThoseOfNoneBitForBit) {
   Model model(testing::two_blocks_of(GetParam()), DType::f32);
   model.params().initialize(3);
   model.params().to(Device::cuda);
-  testing::expect_same_as_none(model, ops::Recompute::selective);
-  testing::expect_same_as_none(model, ops::Recompute::full);
+  EXPECT_EQ(testing::difference_from_none(model, ops::Recompute::selective), "") << "selective";
+  EXPECT_EQ(testing::difference_from_none(model, ops::Recompute::full), "") << "full";
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, CudaRecompute, ::testing::ValuesIn(gpu_layers()), [](const auto& info) {

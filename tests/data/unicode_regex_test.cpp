@@ -1,6 +1,7 @@
 // The Unicode data, NFC, the replacement of ill-formed UTF-8, the pre-tokenizers' regular expressions
-// and sha256, each against node (the reference tokenizers run on node: its categories, its
-// normalize('NFC'), its UTF-8 decoder, its /u expressions) or against published values.
+// and sha256: the categories against the Unicode Character Database of the tables' version, the rest
+// against node (the reference tokenizers run on node: its normalize('NFC'), its UTF-8 decoder, its /u
+// expressions) or against published values.
 #include <cstdlib>
 
 #include "core/rng.h"
@@ -19,15 +20,30 @@ using testing::write_file;
 
 std::string hex_of(std::string_view bytes) { return to_hex(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()); }
 
-// Runs `script` with node on `input` (JSON) and returns its output (JSON).
+std::string base64_decode(std::string_view b64) {
+  std::string bytes;
+  int bits = 0, value = 0;
+  for (const char c : b64) {
+    const int d = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26 : c >= '0' && c <= '9' ? c - '0' + 52
+                  : c == '+' ? 62 : c == '/' ? 63 : -1;
+    if (d < 0) continue;
+    value = value << 6 | d, bits += 6;
+    if (bits >= 8) bytes += char((value >> (bits - 8)) & 255), bits -= 8;
+  }
+  return bytes;
+}
+
+// Runs `script` with node on `input` (JSON) and returns its `output` (JSON). The script runs inside an
+// async function: it may await.
 Json run_node(const std::string& script, const Json& input) {
   if (std::system("node --version > /dev/null 2>&1") != 0) {
     ADD_FAILURE() << "node is missing (scripts/setup installs it)";
     return Json();
   }
   TempDir dir;
-  write_file(dir / "run.js", "const fs = require('fs');\nconst input = JSON.parse(fs.readFileSync(process.argv[2], 'utf-8'));\n" +
-                                 script + "\nfs.writeFileSync(process.argv[3], JSON.stringify(output));\n");
+  write_file(dir / "run.js", "const fs = require('fs');\nconst input = JSON.parse(fs.readFileSync(process.argv[2], 'utf-8'));\n"
+                             "(async () => {\n" + script + "\nfs.writeFileSync(process.argv[3], JSON.stringify(output));\n"
+                             "})().catch(e => { console.error(e); process.exit(1); });\n");
   write_file(dir / "in.json", input.dump());
   const std::string cmd = "node '" + (dir / "run.js") + "' '" + (dir / "in.json") + "' '" + (dir / "out.json") + "'";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
@@ -70,41 +86,51 @@ TEST(Unicode, CategoriesOfKnownCodePoints) {
   EXPECT_EQ(category_mask("Script=Latin"), 0u);
 }
 
-// Every code point's category as node's \p{..} sees it (when node's Unicode is the tables' version).
-TEST(Unicode, EveryCategoryEqualsNodes) {
+// Every code point's category in the Unicode Character Database of the tables' version (the
+// @unicode/unicode-X package scripts/fetch-data pins; node only decodes its ranges, so node's own
+// Unicode version does not matter).
+TEST(Unicode, EveryCategoryEqualsTheUcd) {
+  LINATTN_REQUIRE_DATA(testing::ucd_dir() / "package.json", testing::ucd_dir() / "decode-ranges.mjs");
+  const std::string package = parse_json(testing::read_file(testing::ucd_dir() / "package.json"), "package.json")["name"];
+  ASSERT_EQ(package, "@unicode/unicode-" + std::string(unicode_tables::version) + ".0")
+      << "scripts/fetch-data pins the data of another Unicode version than data/unicode_tables.cpp's";
+  // The database's long names of the general categories, in the order of category_names.
+  const std::vector<std::string> long_names = {
+      "Unassigned",          "Uppercase_Letter",      "Lowercase_Letter",      "Titlecase_Letter",
+      "Modifier_Letter",     "Other_Letter",          "Nonspacing_Mark",       "Spacing_Mark",
+      "Enclosing_Mark",      "Decimal_Number",        "Letter_Number",         "Other_Number",
+      "Connector_Punctuation", "Dash_Punctuation",    "Open_Punctuation",      "Close_Punctuation",
+      "Initial_Punctuation", "Final_Punctuation",     "Other_Punctuation",     "Math_Symbol",
+      "Currency_Symbol",     "Modifier_Symbol",       "Other_Symbol",          "Space_Separator",
+      "Line_Separator",      "Paragraph_Separator",   "Control",               "Format",
+      "Surrogate",           "Private_Use"};
+  ASSERT_EQ(long_names.size(), size_t(category_total));
+  // Each code point's category index, or 255 where the database gives none or several.
   const Json out = run_node(
-      "const names = input.names, res = names.map(n => new RegExp(`^\\\\p{${n}}$`, 'u'));\n"
-      "let cats = [];\n"
-      "for (let cp = 0; cp < 0x110000; ++cp) {\n"
-      "  if (cp >= 0xd800 && cp <= 0xdfff) { cats.push(names.indexOf('Cs')); continue; }\n"
-      "  const s = String.fromCodePoint(cp); let c = 0;\n"
-      "  for (let k = 1; k < names.length; ++k) if (res[k].test(s)) { c = k; break; }\n"
-      "  cats.push(c);\n"
+      "const { pathToFileURL } = require('url'), path = require('path');\n"
+      "const cats = new Uint8Array(0x110000), seen = new Uint8Array(0x110000);\n"
+      "for (let k = 0; k < input.names.length; ++k) {\n"
+      "  const file = path.join(input.dir, 'General_Category', input.names[k], 'ranges.mjs');\n"
+      "  for (const r of (await import(pathToFileURL(file).href)).default)\n"
+      "    for (let cp = r.begin; cp < r.end; ++cp) { cats[cp] = k; ++seen[cp]; }\n"
       "}\n"
-      "const output = { unicode: process.versions.unicode, cats: Buffer.from(cats).toString('base64') };",
-      Json{{"names", std::vector<std::string>(unicode_tables::category_names, unicode_tables::category_names + category_total)}});
-  if (out["unicode"] != unicode_tables::version)
-    GTEST_SKIP() << "node's Unicode " << out["unicode"] << " is not the tables' " << unicode_tables::version
-                 << " (regenerate them with data/unicode_tables.gen.js)";
-  const std::string b64 = out["cats"].get<std::string>();
-  // base64 -> bytes
-  std::string cats;
-  int bits = 0, value = 0;
-  for (const char c : b64) {
-    const int d = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26 : c >= '0' && c <= '9' ? c - '0' + 52
-                  : c == '+' ? 62 : c == '/' ? 63 : -1;
-    if (d < 0) continue;
-    value = value << 6 | d, bits += 6;
-    if (bits >= 8) cats += char((value >> (bits - 8)) & 255), bits -= 8;
-  }
+      "for (let cp = 0; cp < 0x110000; ++cp) if (seen[cp] !== 1) cats[cp] = 255;\n"
+      "const output = Buffer.from(cats).toString('base64');",
+      Json{{"names", long_names}, {"dir", testing::ucd_dir().string()}});
+  const std::string cats = base64_decode(out.get<std::string>());
   ASSERT_EQ(cats.size(), 0x110000u);
   int wrong = 0;
-  for (uint32_t cp = 0; cp < 0x110000 && wrong < 10; ++cp)
-    if (int(category(cp)) != static_cast<unsigned char>(cats[cp])) {
+  for (uint32_t cp = 0; cp < 0x110000 && wrong < 10; ++cp) {
+    const int theirs = static_cast<unsigned char>(cats[cp]);
+    if (theirs == 255) {
+      ++wrong;
+      ADD_FAILURE() << std::hex << "U+" << cp << " is in no category of the database, or in several";
+    } else if (int(category(cp)) != theirs) {
       ++wrong;
       ADD_FAILURE() << std::hex << "U+" << cp << ": linattn " << unicode_tables::category_names[int(category(cp))]
-                    << ", node " << unicode_tables::category_names[static_cast<unsigned char>(cats[cp])];
+                    << ", the database " << unicode_tables::category_names[theirs];
     }
+  }
 }
 
 // ---- NFC ----

@@ -1,0 +1,184 @@
+#include "train/memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "core/cuda/runtime.h"
+#include "kernels/backend.h"
+#include "train/optimizer.h"
+
+namespace linattn {
+
+namespace {
+
+// A probe: a model of the config's sizes with `layers`, its parameter count, bf16 copy and the
+// activation peak at each of the probe lengths.
+struct Probe {
+  int64_t parameters = 0;
+  double bf16_weights = 0;
+  double peak[2] = {0, 0};
+};
+
+// The layers of one kind share every setting.
+bool same_kind(const LayerSpec& a, const LayerSpec& b) {
+  return a.mixer == b.mixer && a.num_heads == b.num_heads && a.num_kv_heads == b.num_kv_heads &&
+         a.window_size == b.window_size && a.rope_theta == b.rope_theta;
+}
+
+Probe run_probe(const Config& config, const std::vector<LayerSpec>& layers, Device device, const int64_t (&seqs)[2]) {
+  ModelConfig m = config.model;
+  m.layers = layers;
+  m.num_hidden_layers = int64_t(layers.size());
+  // Zero weights: what a step keeps does not depend on their values, and initializing them would
+  // take most of the probes' time.
+  Model model(m, config.train.dtype == "f64" ? DType::f64 : DType::f32);
+  model.set_recompute(config.train.recompute);
+  model.params().to(device);
+  if (config.train.precision == "bf16") {
+    model.params().keep_bf16_copy();
+    refresh_bf16_weights(model.params());
+  }
+  Probe p;
+  p.parameters = model.params().layout().total();
+  p.bf16_weights = model.params().has_bf16_copy() ? double(model.params().bf16_values().all().nbytes()) : 0;
+  Arena arena(device);
+  for (int k = 0; k < 2; ++k) p.peak[k] = double(activation_peak(model, arena, 1, seqs[k]));
+  return p;
+}
+
+// The line through the two probe lengths' peaks, at `tokens`.
+double at_tokens(const Probe& p, const int64_t (&seqs)[2], int64_t tokens) {
+  const double slope = (p.peak[1] - p.peak[0]) / double(seqs[1] - seqs[0]);
+  return p.peak[0] + slope * double(tokens - seqs[0]);
+}
+
+std::string gib(double bytes) {
+  char buf[32];
+  if (bytes >= double(1 << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1 << 30));
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / double(1 << 20));
+  return buf;
+}
+
+// A GPU's memory is this much of its total at most: the CUDA context, cuBLAS's workspace and
+// NCCL's buffers take the rest.
+constexpr double usable_share = 0.95;
+
+std::string fits_line(const std::string& name, double total_bytes, double need) {
+  const bool fits = need <= usable_share * total_bytes;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "  %s %s (%s): %.0f%% of its memory\n", fits ? "fits" : "does NOT fit",
+                name.c_str(), gib(total_bytes).c_str(), 100.0 * need / total_bytes);
+  return buf;
+}
+
+}  // namespace
+
+size_t activation_peak(Model& model, Arena& arena, int64_t batch, int64_t seq) {
+  Tensor ids = Tensor::zeros({batch, seq}, DType::i32);
+  arena.reset();
+  {
+    ArenaScope scope(arena);
+    backward(model.loss(ids, ids));
+  }
+  model.params().zero_grad();
+  const size_t bytes = arena.high_water();
+  arena.reset();
+  return bytes;
+}
+
+MemoryPlan plan_memory(const Config& config, int world_size) {
+  const TrainConfig& t = config.train;
+  const int64_t micro = t.micro_batch_size ? t.micro_batch_size : std::max<int64_t>(1, t.batch_size / world_size);
+  const int64_t seq = config.data.seq_len;
+  // Two short lengths, the longer at most the run's.
+  const int64_t hi = std::max<int64_t>(2, std::min<int64_t>(seq, 128));
+  const int64_t seqs[2] = {hi / 2, hi};
+
+  // One layer of each kind, in the order they first appear, but the model's last kind last; and how
+  // many layers each kind has. The peak comes as backward starts, when everything the layers keep is
+  // live and the last layer's backward (or, with recomputation, its replay) adds its own: so an extra
+  // layer goes first, and the difference it makes is what it keeps.
+  std::vector<LayerSpec> kinds;
+  std::vector<int64_t> counts;
+  const std::vector<LayerSpec>& layers = config.model.layers;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerSpec& layer = layers[layers.size() - 1 - i];
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const LayerSpec& k) { return same_kind(k, layer); });
+    if (it == kinds.end()) {
+      kinds.insert(kinds.begin(), layer);
+      counts.insert(counts.begin(), 1);
+    } else {
+      ++counts[size_t(it - kinds.begin())];
+    }
+  }
+
+  MemoryPlan plan;
+  plan.probed_on = config.train.device == "cuda" && cuda::device_count() > 0 ? Device::cuda : Device::cpu;
+  const MatmulPrecision before = backend::matmul_precision();
+  backend::set_matmul_precision(t.precision == "bf16" ? MatmulPrecision::bf16
+                                : t.tf32                  ? MatmulPrecision::tf32
+                                                          : MatmulPrecision::f32);
+  const Probe base = run_probe(config, kinds, plan.probed_on, seqs);
+  double parameters = double(base.parameters), bf16 = base.bf16_weights;
+  double activations = at_tokens(base, seqs, micro * seq);
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    if (counts[k] == 1) continue;
+    std::vector<LayerSpec> more = kinds;
+    more.insert(more.begin(), kinds[k]);
+    const Probe extra = run_probe(config, more, plan.probed_on, seqs);
+    const double n = double(counts[k] - 1);
+    parameters += n * double(extra.parameters - base.parameters);
+    bf16 += n * (extra.bf16_weights - base.bf16_weights);
+    activations += n * (at_tokens(extra, seqs, micro * seq) - at_tokens(base, seqs, micro * seq));
+  }
+  backend::set_matmul_precision(before);
+
+  const double value_bytes = t.dtype == "f64" ? 8 : 4;
+  plan.parameters = int64_t(parameters);
+  plan.weights = parameters * value_bytes;
+  plan.gradients = parameters * value_bytes;
+  plan.moments = 2 * parameters * value_bytes;
+  plan.bf16_weights = bf16;
+  plan.activations = activations;
+  plan.micro_batch = micro;
+  plan.seq_len = seq;
+  return plan;
+}
+
+std::string describe(const MemoryPlan& plan, const Config& config) {
+  std::string s;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "memory per rank (predicted: %.1fM parameters; activations measured on small probes on the %s and "
+                "extrapolated to micro-batch %lld x %lld tokens, recompute %s):\n",
+                double(plan.parameters) / 1e6, device_name(plan.probed_on), (long long)plan.micro_batch,
+                (long long)plan.seq_len, ops::recompute_name(config.train.recompute));
+  s += buf;
+  auto part = [&](const char* name, double bytes) {
+    if (bytes <= 0) return;
+    std::snprintf(buf, sizeof buf, "  %-22s %12s\n", name, gib(bytes).c_str());
+    s += buf;
+  };
+  part("weights", plan.weights);
+  part("bf16 weight copy", plan.bf16_weights);
+  part("gradients", plan.gradients);
+  part("AdamW moments", plan.moments);
+  part("activations at peak", plan.activations);
+  part("total", plan.total());
+  if (config.train.device != "cuda") return s;
+  if (cuda::device_count() > 0) {
+    const cuda::DeviceInfo d = cuda::device_info();
+    s += fits_line(d.name, double(d.total_bytes), plan.total());
+  } else {
+    // What cudaMemGetInfo reports as their total.
+    s += fits_line("an H100 80 GB", 79.6 * double(1 << 30), plan.total());
+    s += fits_line("an H200 141 GB", 139.8 * double(1 << 30), plan.total());
+  }
+  if (plan.probed_on == Device::cpu)
+    s += "  (no GPU here: the probes ran on the CPU backend; the CUDA kernels keep the same tensors, and their "
+         "peak was within 1% of the CPU's in the tests)\n";
+  return s;
+}
+
+}  // namespace linattn
