@@ -12,12 +12,12 @@ namespace linattn {
 
 namespace {
 
-// A probe: a model of the config's sizes with `layers`, its parameter count, bf16 copy and the
-// activation peak at each of the probe lengths.
+// A probe: a model of the config's sizes with `layers`, its parameter count, bf16 copy and, at each
+// of the probe lengths, the arena's high-water mark and the peak of its live bytes.
 struct Probe {
   int64_t parameters = 0;
   double bf16_weights = 0;
-  double peak[2] = {0, 0};
+  double high_water[2] = {0, 0}, live[2] = {0, 0};
 };
 
 // The layers of one kind share every setting.
@@ -43,14 +43,18 @@ Probe run_probe(const Config& config, const std::vector<LayerSpec>& layers, Devi
   p.parameters = model.params().layout().total();
   p.bf16_weights = model.params().has_bf16_copy() ? double(model.params().bf16_values().all().nbytes()) : 0;
   Arena arena(device);
-  for (int k = 0; k < 2; ++k) p.peak[k] = double(activation_peak(model, arena, 1, seqs[k]));
+  for (int k = 0; k < 2; ++k) {
+    const ArenaPeaks peaks = activation_peaks(model, arena, 1, seqs[k]);
+    p.high_water[k] = double(peaks.high_water);
+    p.live[k] = double(peaks.live);
+  }
   return p;
 }
 
-// The line through the two probe lengths' peaks, at `tokens`.
-double at_tokens(const Probe& p, const int64_t (&seqs)[2], int64_t tokens) {
-  const double slope = (p.peak[1] - p.peak[0]) / double(seqs[1] - seqs[0]);
-  return p.peak[0] + slope * double(tokens - seqs[0]);
+// The line through the two probe lengths' values, at `tokens`.
+double at_tokens(const double (&at_probes)[2], const int64_t (&seqs)[2], int64_t tokens) {
+  const double slope = (at_probes[1] - at_probes[0]) / double(seqs[1] - seqs[0]);
+  return at_probes[0] + slope * double(tokens - seqs[0]);
 }
 
 std::string gib(double bytes) {
@@ -74,7 +78,7 @@ std::string fits_line(const std::string& name, double total_bytes, double need) 
 
 }  // namespace
 
-size_t activation_peak(Model& model, Arena& arena, int64_t batch, int64_t seq) {
+ArenaPeaks activation_peaks(Model& model, Arena& arena, int64_t batch, int64_t seq) {
   Tensor ids = Tensor::zeros({batch, seq}, DType::i32);
   arena.reset();
   {
@@ -82,9 +86,9 @@ size_t activation_peak(Model& model, Arena& arena, int64_t batch, int64_t seq) {
     backward(model.loss(ids, ids));
   }
   model.params().zero_grad();
-  const size_t bytes = arena.high_water();
+  const ArenaPeaks peaks{arena.high_water(), arena.peak_live()};
   arena.reset();
-  return bytes;
+  return peaks;
 }
 
 MemoryPlan plan_memory(const Config& config, int world_size) {
@@ -121,7 +125,8 @@ MemoryPlan plan_memory(const Config& config, int world_size) {
                                                           : MatmulPrecision::f32);
   const Probe base = run_probe(config, kinds, plan.probed_on, seqs);
   double parameters = double(base.parameters), bf16 = base.bf16_weights;
-  double activations = at_tokens(base, seqs, micro * seq);
+  const int64_t tokens = micro * seq;
+  double activations = at_tokens(base.high_water, seqs, tokens);
   for (size_t k = 0; k < kinds.size(); ++k) {
     if (counts[k] == 1) continue;
     std::vector<LayerSpec> more = kinds;
@@ -130,7 +135,8 @@ MemoryPlan plan_memory(const Config& config, int world_size) {
     const double n = double(counts[k] - 1);
     parameters += n * double(extra.parameters - base.parameters);
     bf16 += n * (extra.bf16_weights - base.bf16_weights);
-    activations += n * (at_tokens(extra, seqs, micro * seq) - at_tokens(base, seqs, micro * seq));
+    // Live bytes: a small probe's extra layer may fit a gap its high-water mark already counts.
+    activations += n * (at_tokens(extra.live, seqs, tokens) - at_tokens(base.live, seqs, tokens));
   }
   backend::set_matmul_precision(before);
 

@@ -39,8 +39,12 @@ MemoryPlan plan_memory(const Config& config, int world_size = 1);
 std::string describe(const MemoryPlan& plan, const Config& config);
 
 // One forward and backward of `model` on a zero batch of [batch, seq] tokens, in `arena`: the
-// arena's high-water mark (what a training micro-batch takes from it). The weights' bf16 copy, if
-// the model keeps one, must be current.
-size_t activation_peak(Model& model, Arena& arena, int64_t batch, int64_t seq);
+// arena's high-water mark (what a training micro-batch takes from it: live bytes and the gaps below
+// them) and the peak of the live bytes alone. The weights' bf16 copy, if the model keeps one, must
+// be current.
+struct ArenaPeaks {
+  size_t high_water = 0, live = 0;
+};
+ArenaPeaks activation_peaks(Model& model, Arena& arena, int64_t batch, int64_t seq);
 
 }  // namespace linattn

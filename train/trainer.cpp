@@ -326,7 +326,7 @@ void Trainer::open_token_data() {
 size_t Trainer::measure_activation_bytes() {
   // Before the first forward: the weights are final now (initialized, resumed or --init-from).
   refresh_bf16_weights(model_->params());
-  return activation_peak(*model_, arena_, micro_, config_.data.seq_len);
+  return activation_peaks(*model_, arena_, micro_, config_.data.seq_len).high_water;
 }
 
 std::unique_ptr<data::ValBatches> Trainer::val_batches(int64_t max_tokens) const {

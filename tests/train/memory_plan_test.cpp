@@ -61,7 +61,7 @@ Measured measure(const Config& config) {
   Measured m;
   m.parameters = model.params().layout().total();
   m.bf16_weights = model.params().has_bf16_copy() ? double(model.params().bf16_values().all().nbytes()) : 0;
-  m.activations = double(activation_peak(model, arena, config.train.batch_size, config.data.seq_len));
+  m.activations = double(activation_peaks(model, arena, config.train.batch_size, config.data.seq_len).high_water);
   backend::set_matmul_precision(before);
   return m;
 }
