@@ -23,10 +23,14 @@ static Variable linear_bf16(const Variable& x, const Variable& weight, const Var
                             int64_t out_features) {
   const Device dev = x.device();
   const Tensor x16 = detail::bf16_value(x);
-  Tensor y = Tensor::scratch(with_last(x.shape(), out_features), DType::f32, dev);
-  // y [N, out] = x [N, in] W^T
-  backend::gemm(dev, false, true, N, out_features, in, 1.0, x16, weight.bf16(), 0.0, y);
-  if (bias.defined()) backend::bias_forward(dev, y, bias.value());
+  Tensor y;
+  if (!detail::take_kept(detail::Kept::product, {&y})) {  // selective recomputation keeps products (checkpoint.h)
+    y = Tensor::scratch(with_last(x.shape(), out_features), DType::f32, dev);
+    // y [N, out] = x [N, in] W^T
+    backend::gemm(dev, false, true, N, out_features, in, 1.0, x16, weight.bf16(), 0.0, y);
+    if (bias.defined()) backend::bias_forward(dev, y, bias.value());
+    detail::keep(detail::Kept::product, {&y});
+  }
   Variable out(y, needs_grad({&x, &weight, &bias}));
   // Saved: x's bf16 copy for dW (half of x's bytes), the weight's own bf16 copy (in its slot) for dx;
   // never x's float32 value nor y.

@@ -179,6 +179,7 @@ int main(int argc, char** argv) {
     // --dry-run: the predicted memory first (it needs no GPU and builds nothing at the model's size).
     double predicted_activations = 0;
     if (args.dry_run) {
+      linattn::check_run_folder(config.train, comm->is_root());  // at once, before the probes
       const linattn::MemoryPlan plan = linattn::plan_memory(config, comm->world_size());
       predicted_activations = plan.activations;
       if (comm->is_root()) std::fputs(linattn::describe(plan, config).c_str(), stdout);

@@ -148,6 +148,16 @@ std::string Trainer::resume_checkpoint(const std::string& resume) const {
   return path;
 }
 
+void check_run_folder(const TrainConfig& t, bool writes) {
+  LINATTN_REQUIRE(!std::filesystem::exists(t.out_dir) || std::filesystem::is_directory(t.out_dir), "the run folder '",
+                  t.out_dir, "' is a file: give a folder with --out DIR (or train.out_dir); one that does not exist "
+                  "is created");
+  if (!writes) return;
+  const std::string problem = folder_write_problem(t.out_dir);
+  LINATTN_REQUIRE(problem.empty(), "the run folder '", t.out_dir, "' cannot be written: ", problem,
+                  "; give another folder with --out DIR (or train.out_dir)");
+}
+
 Trainer::Trainer(const Config& config, const std::string& resume, Communicator* comm) : config_(config), comm_(comm) {
   if (!comm_) {
     single_ = make_single_communicator();
@@ -156,16 +166,9 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   const TrainConfig& t = config_.train;
   const int64_t world = comm_->world_size();
   comm_->check_same(config_.text, "config");
-  LINATTN_REQUIRE(!std::filesystem::exists(t.out_dir) || std::filesystem::is_directory(t.out_dir), "the run folder '",
-                  t.out_dir, "' is a file: give a folder with --out DIR (or train.out_dir); one that does not exist "
-                  "is created");
   // Before the data and the model: a run folder that cannot be written would fail only at its first
   // record. Rank 0 alone writes there.
-  if (comm_->is_root()) {
-    const std::string problem = folder_write_problem(t.out_dir);
-    LINATTN_REQUIRE(problem.empty(), "the run folder '", t.out_dir, "' cannot be written: ", problem,
-                    "; give another folder with --out DIR (or train.out_dir)");
-  }
+  check_run_folder(t, comm_->is_root());
   if (t.threads > 0) omp_set_num_threads(int(t.threads));
   // Ranks sharing a machine share its cores.
   else if (comm_->local_size() > 1) omp_set_num_threads(std::max(1, omp_get_num_procs() / comm_->local_size()));

@@ -33,6 +33,10 @@ struct TrainSummary {
   std::vector<double> losses;  // training loss of every step taken
 };
 
+// Refuses a run folder (train.out_dir) that is a file or, where `writes` (rank 0), cannot be written,
+// naming it and the way out; creates nothing.
+void check_run_folder(const TrainConfig& t, bool writes);
+
 class Trainer {
  public:
   // Opens the data, builds the model and checks that they fit each other (errors point at the
