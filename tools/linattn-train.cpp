@@ -128,18 +128,16 @@ std::string resume_command(const std::vector<std::string>& argv, const std::stri
 
 // Why --dry-run cannot build the model and run a step here (no GPU, or too little memory), or "".
 std::string not_built_here(const linattn::Config& config, const linattn::MemoryPlan& plan) {
-  if (config.train.device == "cuda") {
-    if (linattn::cuda::device_count() == 0) return "train.device is cuda and there is no GPU";
-    return "";
-  }
-  const double host = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
-  if (plan.total() > 0.8 * host) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "it needs %.1f GiB, more than 80%% of this machine's %.1f GiB",
-                  plan.total() / double(1 << 30), host / double(1 << 30));
-    return buf;
-  }
-  return "";
+  const bool cuda = config.train.device == "cuda";
+  if (cuda && linattn::cuda::device_count() == 0) return "train.device is cuda and there is no GPU";
+  const double have = cuda ? double(linattn::cuda::device_info().total_bytes)
+                           : double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  const double share = cuda ? linattn::gpu_usable_share : 0.8;
+  if (plan.total() <= share * have) return "";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "it needs %.1f GiB, more than %.0f%% of the %s's %.1f GiB",
+                plan.total() / double(1 << 30), 100 * share, cuda ? "GPU" : "machine", have / double(1 << 30));
+  return buf;
 }
 
 // "loss 2.3456, perplexity 10.447, bits per byte 1.2345" (bits per byte when the data has it).

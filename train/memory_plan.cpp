@@ -64,12 +64,8 @@ std::string gib(double bytes) {
   return buf;
 }
 
-// A GPU's memory is this much of its total at most: the CUDA context, cuBLAS's workspace and
-// NCCL's buffers take the rest.
-constexpr double usable_share = 0.95;
-
 std::string fits_line(const std::string& name, double total_bytes, double need) {
-  const bool fits = need <= usable_share * total_bytes;
+  const bool fits = need <= gpu_usable_share * total_bytes;
   char buf[256];
   std::snprintf(buf, sizeof buf, "  %s %s (%s): %.0f%% of its memory\n", fits ? "fits" : "does NOT fit",
                 name.c_str(), gib(total_bytes).c_str(), 100.0 * need / total_bytes);
@@ -119,10 +115,14 @@ MemoryPlan plan_memory(const Config& config, int world_size) {
 
   MemoryPlan plan;
   plan.probed_on = config.train.device == "cuda" && cuda::device_count() > 0 ? Device::cuda : Device::cpu;
-  const MatmulPrecision before = backend::matmul_precision();
-  backend::set_matmul_precision(t.precision == "bf16" ? MatmulPrecision::bf16
-                                : t.tf32                  ? MatmulPrecision::tf32
-                                                          : MatmulPrecision::f32);
+  // The products in the run's precision while the probes run, as before after them.
+  struct PrecisionScope {
+    MatmulPrecision before = backend::matmul_precision();
+    explicit PrecisionScope(MatmulPrecision p) { backend::set_matmul_precision(p); }
+    ~PrecisionScope() { backend::set_matmul_precision(before); }
+  } precision(t.precision == "bf16" ? MatmulPrecision::bf16
+              : t.tf32                  ? MatmulPrecision::tf32
+                                        : MatmulPrecision::f32);
   const Probe base = run_probe(config, kinds, plan.probed_on, seqs);
   double parameters = double(base.parameters), bf16 = base.bf16_weights;
   const int64_t tokens = micro * seq;
@@ -138,7 +138,6 @@ MemoryPlan plan_memory(const Config& config, int world_size) {
     // Live bytes: a small probe's extra layer may fit a gap its high-water mark already counts.
     activations += n * (at_tokens(extra.live, seqs, tokens) - at_tokens(base.live, seqs, tokens));
   }
-  backend::set_matmul_precision(before);
 
   const double value_bytes = t.dtype == "f64" ? 8 : 4;
   plan.parameters = int64_t(parameters);

@@ -30,6 +30,10 @@ struct MemoryPlan {
   double total() const { return weights + bf16_weights + gradients + moments + activations; }
 };
 
+// A run fits a GPU when it needs at most this share of its memory: the CUDA context, cuBLAS's
+// workspace and NCCL's buffers, which the plan does not count, take the rest.
+constexpr double gpu_usable_share = 0.95;
+
 // The plan of `config` (its model, train.dtype, precision, recompute and micro-batch, for this
 // process's number of ranks). The probes run on train.device when it can run here, else on the CPU.
 MemoryPlan plan_memory(const Config& config, int world_size = 1);
