@@ -6,6 +6,7 @@
 
 #include "core/cuda/runtime.h"
 #include "kernels/backend.h"
+#include "train/device.h"
 #include "train/optimizer.h"
 
 namespace linattn {
@@ -33,6 +34,7 @@ Probe run_probe(const Config& config, const std::vector<LayerSpec>& layers, Devi
   // Zero weights: what a step keeps does not depend on their values, and initializing them would
   // take most of the probes' time.
   Model model(m, config.train.dtype == "f64" ? DType::f64 : DType::f32);
+  check_model_on_device(config, model, device);  // a layer without kernels there: the config line to fix
   model.set_recompute(config.train.recompute);
   model.params().to(device);
   if (config.train.precision == "bf16") {
@@ -155,7 +157,7 @@ std::string describe(const MemoryPlan& plan, const Config& config) {
   std::string s;
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "memory per rank (predicted: %.1fM parameters; activations measured on small probes on the %s and "
+                "memory per rank (predicted: %.1fM parameters; activations measured on small probes run on %s, "
                 "extrapolated to micro-batch %lld x %lld tokens, recompute %s):\n",
                 double(plan.parameters) / 1e6, device_name(plan.probed_on), (long long)plan.micro_batch,
                 (long long)plan.seq_len, ops::recompute_name(config.train.recompute));
