@@ -1,6 +1,8 @@
 #include "autograd/checkpoint.h"
 
+#include "autograd/saved.h"
 #include "core/error.h"
+#include "kernels/backend.h"
 
 namespace linattn::ops {
 
@@ -9,7 +11,7 @@ namespace {
 // One checkpointed region: what its first run kept for the replay.
 struct Region {
   Recompute mode;
-  std::vector<Tensor> kept;  // in the order the ops kept them
+  std::vector<Tensor> kept;  // in the order the ops kept them; bf16 ones are float32 rounded (keep)
   size_t next = 0;           // the replay's position in `kept`
 };
 
@@ -40,7 +42,8 @@ bool keeps(const Region* r, detail::Kept) { return r && r->mode == Recompute::se
 // What the region's node holds until it has run.
 struct Replay {
   std::function<Variable(const Variable&)> f;
-  Variable x, out;
+  detail::Saved x;  // in bf16 in a SaveInBf16 scope (the replay then starts from the rounded input)
+  Variable out;
   Region region;
 };
 
@@ -58,14 +61,29 @@ bool take_kept(Kept kind, std::initializer_list<Tensor*> outs) {
   for (Tensor* out : outs) {
     LINATTN_CHECK(r.next < r.kept.size(), "recompute: the replay of a checkpointed region asks for more kept outputs "
                   "than its first run kept (", r.kept.size(), "): the region must make the same ops on every run");
-    *out = std::move(r.kept[r.next++]);  // the replay's node holds it from here
+    Tensor kept = std::move(r.kept[r.next++]);
+    if (kept.dtype() == DType::bf16) {  // widened back (keep rounded it)
+      *out = Tensor::scratch(kept.shape(), DType::f32, kept.device());
+      backend::convert(kept.device(), *out, kept);
+    } else {
+      *out = std::move(kept);  // the replay's node holds it from here
+    }
   }
   return true;
 }
 
-void keep(Kept kind, std::initializer_list<const Tensor*> outs) {
+void keep(Kept kind, std::initializer_list<const Tensor*> outs, std::initializer_list<const Tensor*> exact) {
   if (t_replaying || !keeps(t_region, kind)) return;
-  for (const Tensor* out : outs) t_region->kept.push_back(*out);
+  for (const Tensor* out : outs) {
+    if (!saving_in_bf16() || out->dtype() != DType::f32) {
+      t_region->kept.push_back(*out);
+      continue;
+    }
+    Tensor rounded = Tensor::scratch(out->shape(), DType::bf16, out->device());
+    backend::convert(out->device(), rounded, *out);
+    t_region->kept.push_back(std::move(rounded));
+  }
+  for (const Tensor* out : exact) t_region->kept.push_back(*out);
 }
 
 }  // namespace detail
@@ -86,7 +104,7 @@ Variable checkpoint(Recompute mode, std::function<Variable(const Variable&)> f, 
   }
   Variable out(y.value(), true);
   replay->f = std::move(f);
-  replay->x = x;
+  replay->x = detail::Saved(x);
   replay->out = out.without_value();  // its backward reads only the gradient
   std::vector<const Variable*> inputs{&x};
   for (const Variable& p : params) inputs.push_back(&p);
@@ -98,7 +116,7 @@ Variable checkpoint(Recompute mode, std::function<Variable(const Variable&)> f, 
     Variable replayed;
     {
       RegionScope scope(r->region, true);
-      replayed = r->f(r->x);
+      replayed = r->f(r->x.with_value());
     }
     LINATTN_CHECK(r->region.next == r->region.kept.size(), "recompute: the replay of a checkpointed region used ",
                   r->region.next, " of the ", r->region.kept.size(), " outputs its first run kept: the region must "

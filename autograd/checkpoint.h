@@ -8,6 +8,8 @@
 // into the gradients of x and of the parameters, in the order f's own nodes would have.
 //
 //   full:      the node keeps x only (the block's input); the replay recomputes everything.
+//              In a SaveInBf16 scope (train.precision: bf16, autograd/saved.h) x is kept in bf16, as
+//              every activation a node keeps is, and both modes replay from it.
 //   selective: the first run keeps the outputs of the expensive ops: the matrix products (linear) and
 //              softmax attention (its output and row log-sum-exp). The replay takes those instead of
 //              computing them again, and recomputes the cheap, memory-heavy rest: norms, SwiGLU,
@@ -17,7 +19,9 @@
 //              norm output it multiplies), so those exist only while one region's backward runs.
 //
 // Gradients are bit for bit those of f run directly (recompute: none): the replay runs the same
-// kernels on the same values and records the same nodes in the same order.
+// kernels on the same values and records the same nodes in the same order. Under bf16 saving the
+// replay starts from x, and takes the kept products, rounded to bf16, so gradients differ from
+// none's by bf16 roundings.
 #pragma once
 
 #include <functional>
@@ -48,8 +52,10 @@ enum class Kept { product, attention };
 // sets `outs` to what the same call made in the region's first run and returns true (the op skips
 // its computation and records its node as usual); else returns false.
 bool take_kept(Kept kind, std::initializer_list<Tensor*> outs);
-// After it computed: in the first run of a region that keeps `kind`, keeps `outs` for the replay.
-void keep(Kept kind, std::initializer_list<const Tensor*> outs);
+// After it computed: in the first run of a region that keeps `kind`, keeps `outs` for the replay, in
+// bf16 in a SaveInBf16 scope (autograd/saved.h; take_kept widens them back), and `exact` (attention's
+// log-sum-exp) as they are.
+void keep(Kept kind, std::initializer_list<const Tensor*> outs, std::initializer_list<const Tensor*> exact = {});
 
 }  // namespace detail
 

@@ -3,9 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/saved.h"
+
 namespace linattn::ops::detail {
 
 namespace {
+
+// What a mixer's node keeps of its inputs (MixerVars' fields), and o where its backward reads it.
+struct SavedVars {
+  Saved q, k, v, gate, decay, rate, skip, h0, z0, o;
+};
 
 // The upstream gradient of the output o: zeros when nothing used o (held like grad_or_scratch's).
 Tensor grad_or_zeros(const Variable& o) {
@@ -79,27 +86,30 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
   const bool rg = needs_grad(inputs);
   MixerOutput out{Variable(r.o, rg), Variable(r.ht, rg), normalize ? Variable(r.zt, rg) : Variable()};
   if (rg) {
-    // Saved: the inputs' values and `saved`; the outputs only where a backward reads them (o of the
-    // normalized form, which the CUDA backward divides again). The inputs and outputs are kept for
-    // their gradients only.
+    // Saved: the inputs' values (in bf16 in a SaveInBf16 scope, autograd/saved.h) and `saved`; the
+    // outputs only where a backward reads them (o of the normalized form, which the CUDA backward
+    // divides again). The inputs and outputs are kept for their gradients.
     backend::MixerArgs kept = r;
-    kept.ht = Tensor(), kept.zt = Tensor();
-    if (!normalize) kept.o = Tensor();
-    const MixerVars grads{in.q.without_value(),    in.k.without_value(),    in.v.without_value(),
-                          in.gate.without_value(), in.decay.without_value(), in.rate.without_value(),
-                          in.skip.without_value(), in.h0.without_value(),   in.z0.without_value()};
+    kept.q = kept.k = kept.v = kept.gate = kept.decay = kept.rate = kept.skip = kept.h0 = kept.z0 = Tensor();
+    kept.o = kept.ht = kept.zt = Tensor();
+    const SavedVars in_saved{Saved(in.q),    Saved(in.k),    Saved(in.v),  Saved(in.gate), Saved(in.decay),
+                             Saved(in.rate), Saved(in.skip), Saved(in.h0), Saved(in.z0),   Saved(normalize ? out.o : Variable())};
     const MixerOutput outs{out.o.without_value(), out.ht.without_value(), out.zt.without_value()};
-    record(inputs, [r = kept, table, in = grads, out = outs, &backward = entries.backward, dev] {
+    record(inputs, [r = kept, table, in = in_saved, out = outs, &backward = entries.backward, dev] {
       backend::MixerArgs b = r;
+      b.q = in.q.value(), b.k = in.k.value(), b.v = in.v.value();
+      b.gate = in.gate.value(), b.decay = in.decay.value(), b.rate = in.rate.value(), b.skip = in.skip.value();
+      b.h0 = in.h0.value(), b.z0 = in.z0.value();
+      if (r.normalize) b.o = in.o.value();
       // Kernels write dq, dk, dv and the gate's gradient always (a gate nobody differentiates, such as
       // RetNet's constant one, gets throw-away zeros); the rest only when needed.
-      b.dq = grad_or_scratch(in.q), b.dk = grad_or_scratch(in.k), b.dv = grad_or_scratch(in.v);
-      if (in.gate.defined()) b.dgate = grad_or_scratch(in.gate);
-      if (in.decay.defined()) b.ddecay = grad_or_scratch(in.decay);
-      if (in.rate.defined()) b.drate = grad_or_scratch(in.rate);
-      if (in.skip.defined()) b.dskip = grad_or_scratch(in.skip);
-      b.dh0 = grad_or_none(in.h0);
-      if (r.normalize) b.dz0 = grad_or_none(in.z0), b.dzt = out.zt.grad();
+      b.dq = grad_or_scratch(in.q.var()), b.dk = grad_or_scratch(in.k.var()), b.dv = grad_or_scratch(in.v.var());
+      if (in.gate.defined()) b.dgate = grad_or_scratch(in.gate.var());
+      if (in.decay.defined()) b.ddecay = grad_or_scratch(in.decay.var());
+      if (in.rate.defined()) b.drate = grad_or_scratch(in.rate.var());
+      if (in.skip.defined()) b.dskip = grad_or_scratch(in.skip.var());
+      b.dh0 = grad_or_none(in.h0.var());
+      if (r.normalize) b.dz0 = grad_or_none(in.z0.var()), b.dzt = out.zt.grad();
       b.dO = grad_or_zeros(out.o);
       b.dht = out.ht.grad();
       backward(dev, b);

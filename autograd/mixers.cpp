@@ -7,6 +7,7 @@
 #include "autograd/mixer_op.h"
 #include "autograd/mixer_ops.h"
 #include "autograd/op_support.h"
+#include "autograd/saved.h"
 
 namespace linattn::ops {
 
@@ -15,6 +16,7 @@ using detail::check_inputs;
 using detail::check_values;
 using detail::grad_or_scratch;
 using detail::kMaxFinite;
+using detail::Saved;
 using detail::mixer_op;
 using detail::shape_list;
 using detail::Sizes;
@@ -125,14 +127,16 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
     o = Tensor::scratch({B, T_, H, dv}, q.dtype(), dev);
     lse = Tensor::scratch({B, H, T_}, q.dtype(), dev);  // each sequence's [H, len] at start * H
     backend::attention_forward(dev, o, lse, q.value(), k.value(), v.value(), window, sc, seqs);
-    detail::keep(detail::Kept::attention, {&o, &lse});
+    detail::keep(detail::Kept::attention, {&o}, {&lse});  // lse in float32 always
   }
   Variable out(o, needs_grad({&q, &k, &v}));
   if (out.requires_grad())
-    record({&q, &k, &v}, [q, k, v, out, lse, table, seqs, window, sc, dev] {
-      if (!out.grad().defined()) return;
-      backend::attention_backward(dev, grad_or_scratch(q), grad_or_scratch(k), grad_or_scratch(v), q.value(),
-                                  k.value(), v.value(), out.value(), lse, out.grad(), window, sc, seqs);
+    record({&q, &k, &v}, [q = Saved(q), k = Saved(k), v = Saved(v), out = Saved(out), lse, table, seqs, window, sc,
+                          dev] {
+      if (!out.var().grad().defined()) return;
+      backend::attention_backward(dev, grad_or_scratch(q.var()), grad_or_scratch(k.var()), grad_or_scratch(v.var()),
+                                  q.value(), k.value(), v.value(), out.value(), lse, out.var().grad(), window, sc,
+                                  seqs);
     });
   return out;
 }

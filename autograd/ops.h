@@ -34,6 +34,12 @@ Variable rows(const Variable& x, int64_t begin, int64_t count);
 // operands with float32 accumulation (x, dy converted once each) and y, dx, dW stay float32.
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias = {});
 
+// y = (silu(gate) * up) W^T: swiglu followed by linear (no bias), one node. It keeps gate and up but
+// not their product, which its backward recomputes (one elementwise pass) for dW: the SwiGLU MLP's
+// widest activation, and a mixer's gated output, are never kept. Results are those of
+// linear(swiglu(gate, up), weight) bit for bit (in bf16 too, when gate and up are kept as they are).
+Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable& weight);
+
 // RMSNorm over the last dim: x [..., D], weight [D]. With groups G > 1, each of the G runs of D/G
 // consecutive values is normalized on its own (a group norm: Mamba2's gated norm, fla's and
 // mamba_ssm's RMSNormGated with group_size D/G); the weight still spans all D.

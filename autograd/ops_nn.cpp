@@ -2,12 +2,14 @@
 #include "autograd/checkpoint.h"
 #include "autograd/op_support.h"
 #include "autograd/ops.h"
+#include "autograd/saved.h"
 
 namespace linattn::ops {
 
 using detail::check_inputs;
 using detail::grad_or_none;
 using detail::grad_or_scratch;
+using detail::Saved;
 using detail::value_or_none;
 
 static Shape with_last(Shape s, int64_t last) {
@@ -99,6 +101,60 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   return out;
 }
 
+Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable& weight) {
+  check_inputs("swiglu_linear", {&gate, &up, &weight});
+  check_same_shape(gate.value(), up.value(), "swiglu_linear");
+  LINATTN_CHECK(weight.shape().ndim() == 2 && gate.shape().last() == weight.shape()[1], "swiglu_linear: input ",
+                gate.value().str(), " does not match weight ", weight.value().str(),
+                " (expected input [..., in] and weight [out, in])");
+  const int64_t N = gate.shape().rows(), in = weight.shape()[1], out_features = weight.shape()[0];
+  const Device dev = gate.device();
+  const bool bf16 = weight.bf16().defined() && gate.dtype() == DType::f32;
+  // h = silu(gate) * up, and the product's operand made of it (h itself, or its bf16 copy).
+  auto product_operand = [bf16, dev](const Tensor& g, const Tensor& u) {
+    Tensor h = Tensor::scratch(g.shape(), g.dtype(), dev);
+    backend::swiglu_forward(dev, h, g, u);
+    if (!bf16) return h;
+    Tensor h16 = Tensor::scratch(h.shape(), DType::bf16, dev);
+    backend::convert(dev, h16, h);
+    return h16;
+  };
+  auto weight_operand = [bf16](const Variable& w) { return bf16 ? w.bf16() : w.value(); };
+  Tensor y;
+  if (!detail::take_kept(detail::Kept::product, {&y})) {  // selective recomputation keeps products (checkpoint.h)
+    y = Tensor::scratch(with_last(gate.shape(), out_features), gate.dtype(), dev);
+    // y [N, out] = h [N, in] W^T
+    backend::gemm(dev, false, true, N, out_features, in, 1.0, product_operand(gate.value(), up.value()),
+                  weight_operand(weight), 0.0, y);
+    detail::keep(detail::Kept::product, {&y});
+  }
+  Variable out(y, needs_grad({&gate, &up, &weight}));
+  // Saved: gate and up (as swiglu's node keeps them, in bf16 in a SaveInBf16 scope) and the weight;
+  // never h, which the backward recomputes.
+  if (out.requires_grad())
+    record({&gate, &up, &weight}, [gate = Saved(gate), up = Saved(up), weight, out = out.without_value(), N, in,
+                                   out_features, dev, bf16, product_operand, weight_operand] {
+      if (!out.grad().defined()) return;
+      const Tensor g = gate.value(), u = up.value();
+      Tensor dY = out.grad();
+      if (bf16) {
+        Tensor dY16 = Tensor::scratch(dY.shape(), DType::bf16, dev);
+        backend::convert(dev, dY16, dY);
+        dY = dY16;
+      }
+      // forward: y = h W^T, h = silu(gate) * up  =>  dh = dy W, dW += dy^T h, then swiglu's backward
+      // (dW first: the recomputed h goes before dh is made)
+      if (weight.requires_grad())
+        backend::gemm(dev, true, false, out_features, in, N, 1.0, dY, product_operand(g, u), 1.0,
+                      weight.ensure_grad());
+      if (!gate.var().requires_grad() && !up.var().requires_grad()) return;
+      Tensor dh = Tensor::scratch(g.shape(), g.dtype(), dev);
+      backend::gemm(dev, false, false, N, in, out_features, 1.0, dY, weight_operand(weight), 0.0, dh);
+      backend::swiglu_backward(dev, grad_or_scratch(gate.var()), grad_or_scratch(up.var()), g, u, dh);
+    });
+  return out;
+}
+
 Variable rmsnorm(const Variable& x, const Variable& weight, double eps, int64_t groups) {
   check_inputs("rmsnorm", {&x, &weight});
   const int64_t D = x.shape().last(), N = x.shape().rows();
@@ -113,10 +169,10 @@ Variable rmsnorm(const Variable& x, const Variable& weight, double eps, int64_t 
   backend::rmsnorm_forward(x.device(), y, rstd, x.value(), weight.value(), eps);
   Variable out(y, needs_grad({&x, &weight}));
   if (out.requires_grad())
-    record({&x, &weight}, [x, weight, rstd, out = out.without_value()] {
+    record({&x, &weight}, [x = Saved(x), weight, rstd, out = out.without_value()] {
       if (!out.grad().defined()) return;
-      backend::rmsnorm_backward(x.device(), grad_or_scratch(x), grad_or_none(weight), x.value(), weight.value(), rstd,
-                                out.grad());
+      backend::rmsnorm_backward(weight.device(), grad_or_scratch(x.var()), grad_or_none(weight), x.value(),
+                                weight.value(), rstd, out.grad());
     });
   return out;
 }
@@ -129,9 +185,9 @@ Variable l2norm(const Variable& x, double eps) {
   backend::l2norm_forward(x.device(), y, r, x.value(), eps);
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record({&x}, [x = x.without_value(), r, out] {  // dx from y and r, not x
-      if (!out.grad().defined()) return;
-      backend::l2norm_backward(x.device(), x.ensure_grad(), out.value(), r, out.grad());
+    record({&x}, [x = x.without_value(), r, out = Saved(out)] {  // dx from y and r, not x
+      if (!out.var().grad().defined()) return;
+      backend::l2norm_backward(x.device(), x.ensure_grad(), out.value(), r, out.var().grad());
     });
   return out;
 }
@@ -171,11 +227,12 @@ Variable short_conv(const Variable& x, const Variable& weight, const Variable& b
   backend::short_conv_forward(x.device(), y, x.value(), weight.value(), value_or_none(bias), seqs);
   Variable out(y, needs_grad({&x, &weight, &bias}));
   if (out.requires_grad())
-    record({&x, &weight, &bias}, [x, weight, bias = bias.without_value(), out = out.without_value(), table, seqs] {
-      if (!out.grad().defined()) return;
-      backend::short_conv_backward(x.device(), grad_or_scratch(x), grad_or_scratch(weight), grad_or_none(bias),
-                                   x.value(), weight.value(), out.grad(), seqs);
-    });
+    record({&x, &weight, &bias},
+           [x = Saved(x), weight, bias = bias.without_value(), out = out.without_value(), table, seqs] {
+             if (!out.grad().defined()) return;
+             backend::short_conv_backward(weight.device(), grad_or_scratch(x.var()), grad_or_scratch(weight),
+                                          grad_or_none(bias), x.value(), weight.value(), out.grad(), seqs);
+           });
   return out;
 }
 

@@ -1,6 +1,7 @@
 // Pointwise ops and views.
 #include "autograd/op_support.h"
 #include "autograd/ops.h"
+#include "autograd/saved.h"
 
 namespace linattn::ops {
 
@@ -8,6 +9,7 @@ using detail::accumulate;
 using detail::check_inputs;
 using detail::grad_or_none;
 using detail::grad_or_scratch;
+using detail::Saved;
 
 Variable add(const Variable& a, const Variable& b) {
   check_inputs("add", {&a, &b});
@@ -32,9 +34,10 @@ Variable mul(const Variable& a, const Variable& b) {
   backend::mul_forward(a.device(), y, a.value(), b.value());
   Variable out(y, needs_grad({&a, &b}));
   if (out.requires_grad())
-    record({&a, &b}, [a, b, out = out.without_value()] {
+    record({&a, &b}, [a = Saved(a), b = Saved(b), out = out.without_value()] {
       if (!out.grad().defined()) return;
-      backend::mul_backward(a.device(), grad_or_none(a), grad_or_none(b), a.value(), b.value(), out.grad());
+      backend::mul_backward(out.device(), grad_or_none(a.var()), grad_or_none(b.var()), a.value(), b.value(),
+                            out.grad());
     });
   return out;
 }
@@ -62,9 +65,9 @@ Variable activation(Activation f, const Variable& x) {
   backend::activation_forward(x.device(), f, y, x.value());
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record({&x}, [f, x, out = out.without_value()] {
+    record({&x}, [f, x = Saved(x), out = out.without_value()] {
       if (!out.grad().defined()) return;
-      backend::activation_backward(x.device(), f, x.ensure_grad(), x.value(), out.grad());
+      backend::activation_backward(out.device(), f, x.var().ensure_grad(), x.value(), out.grad());
     });
   return out;
 }
@@ -76,11 +79,11 @@ Variable swiglu(const Variable& gate, const Variable& up) {
   backend::swiglu_forward(gate.device(), y, gate.value(), up.value());
   Variable out(y, needs_grad({&gate, &up}));
   if (out.requires_grad())
-    record({&gate, &up}, [gate, up, out = out.without_value()] {
+    record({&gate, &up}, [gate = Saved(gate), up = Saved(up), out = out.without_value()] {
       if (!out.grad().defined()) return;
       // The kernel writes both gradients; a gradient nobody needs goes into scratch.
-      backend::swiglu_backward(gate.device(), grad_or_scratch(gate), grad_or_scratch(up), gate.value(), up.value(),
-                               out.grad());
+      backend::swiglu_backward(out.device(), grad_or_scratch(gate.var()), grad_or_scratch(up.var()), gate.value(),
+                               up.value(), out.grad());
     });
   return out;
 }
@@ -94,10 +97,10 @@ Variable gdn_decay(const Variable& x, const Variable& A_log, const Variable& dt_
   backend::gdn_decay_forward(x.device(), y, x.value(), A_log.value(), dt_bias.value());
   Variable out(y, needs_grad({&x, &A_log, &dt_bias}));
   if (out.requires_grad())
-    record({&x, &A_log, &dt_bias}, [x, A_log, dt_bias, out = out.without_value()] {
+    record({&x, &A_log, &dt_bias}, [x = Saved(x), A_log, dt_bias, out = out.without_value()] {
       if (!out.grad().defined()) return;
-      backend::gdn_decay_backward(x.device(), grad_or_none(x), grad_or_none(A_log), grad_or_none(dt_bias), x.value(),
-                                  A_log.value(), dt_bias.value(), out.grad());
+      backend::gdn_decay_backward(out.device(), grad_or_none(x.var()), grad_or_none(A_log), grad_or_none(dt_bias),
+                                  x.value(), A_log.value(), dt_bias.value(), out.grad());
     });
   return out;
 }

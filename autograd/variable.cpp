@@ -31,11 +31,21 @@ Variable Variable::parameter(Tensor value, Tensor grad, Tensor bf16) {
   Variable v(std::move(value), true);
   v.slot_->grad = std::move(grad);
   v.slot_->bf16 = std::move(bf16);
+  v.slot_->parameter = true;
   return v;
 }
 
 Variable Variable::without_value() const {
   Variable v;
+  v.slot_ = slot_;
+  return v;
+}
+
+Variable Variable::with_value(Tensor value) const {
+  LINATTN_CHECK(value.shape() == slot_->shape && value.dtype() == slot_->dtype, "Variable::with_value: ", value.str(),
+                " for a ", dtype_name(slot_->dtype), slot_->shape.str(), " variable");
+  Variable v;
+  v.value_ = std::move(value);
   v.slot_ = slot_;
   return v;
 }

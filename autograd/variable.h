@@ -32,10 +32,15 @@ class Variable {
   DType dtype() const { return slot_->dtype; }
   Device device() const { return slot_->device; }
   bool requires_grad() const { return slot_ && slot_->requires_grad; }
+  // Made by parameter(): a weight, which the tape never keeps in another precision (autograd/saved.h).
+  bool is_parameter() const { return slot_ && slot_->parameter; }
   // The same for every copy of this Variable (copies share one value and one gradient).
   const void* id() const { return slot_.get(); }
   // This Variable's gradient slot without its value (for tape nodes; see above).
   Variable without_value() const;
+  // This Variable's gradient slot with another value of its shape and dtype (a value kept in another
+  // precision, widened back: autograd/saved.h).
+  Variable with_value(Tensor value) const;
 
   // The gradient; undefined until something flows into it.
   const Tensor& grad() const { return slot_->grad; }
@@ -66,6 +71,7 @@ class Variable {
     DType dtype = DType::f32;
     Device device = Device::cpu;
     bool requires_grad = false;
+    bool parameter = false;
     bool shared = false;  // grad was passed on: written in place only once no other tensor views it
   };
   Tensor value_;

@@ -4,6 +4,8 @@
 #include <map>
 #include <sstream>
 
+#include "autograd/saved.h"
+
 namespace linattn {
 
 Model::Model(const ModelConfig& c, DType dtype) : config_(c) {
@@ -51,6 +53,7 @@ Variable Model::body(const Tensor& ids, std::vector<MixerState>* states, int64_t
   // Each block is one checkpointed region (autograd/checkpoint.h), replayed in backward, after the
   // caller's segments are gone: the replays read a copy.
   auto kept_segments = std::make_shared<const ops::Segments>(segments);
+  ops::SaveInBf16 bf16_saves(params_.has_bf16_copy());  // the blocks' inputs, kept by their regions
   for (const Block& b : blocks_) {
     std::vector<Variable> params;
     for (int id = b.first_param; id < b.end_param; ++id) params.push_back(params_[id]);
@@ -70,15 +73,21 @@ Variable Model::body(const Tensor& ids, std::vector<MixerState>* states, int64_t
 //              output norm), SwiGLUs, gate activations, short convolutions, L2 norms, RoPE, residual
 //              sums and linear mixer cores are recomputed in backward, one block at a time.
 //   full:      x only; the whole block is recomputed in backward, one block at a time.
+// Under train.precision: bf16 the activations among these are kept as bf16 copies (autograd/saved.h),
+// the norms' rstd, the chunk states and attention's log-sum-exp in float32.
 Variable Model::block(const Block& b, const Variable& x, MixerState* state, int64_t pos,
                       const ops::Segments& segments) const {
+  ops::SaveInBf16 bf16_saves(params_.has_bf16_copy());  // in the replays of recomputation too
   Variable h = b.attn_norm(params_, x);
   Variable r = ops::add(x, state ? b.attn->decode(params_, h, *state, pos) : b.attn->forward(params_, h, segments));
   if (config_.mlp != Mlp::swiglu) return r;  // model.mlp: none: norm + mixer only (fla's Mamba2 block)
   return ops::add(r, b.mlp(params_, b.mlp_norm(params_, r)));
 }
 
-Variable Model::head(const Variable& x) const { return ops::linear(norm_(params_, x), params_[lm_head_]); }
+Variable Model::head(const Variable& x) const {
+  ops::SaveInBf16 bf16_saves(params_.has_bf16_copy());
+  return ops::linear(norm_(params_, x), params_[lm_head_]);
+}
 
 Variable Model::loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments) const {
   return ops::cross_entropy(logits(ids, segments), targets);  // host targets: copied over without waiting

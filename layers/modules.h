@@ -14,6 +14,8 @@ struct Linear {
   // weight [out, in] drawn from normal(0, std); bias zero.
   Linear(Parameters& p, const std::string& name, int64_t in, int64_t out, double std, bool with_bias = false);
   Variable operator()(const Parameters& p, const Variable& x) const;
+  // (silu(gate) * up) W^T in one node that keeps no product (ops::swiglu_linear); no bias.
+  Variable of_swiglu(const Parameters& p, const Variable& gate, const Variable& up) const;
   double flops_per_row() const { return 2.0 * double(in) * double(out); }  // forward
 };
 

@@ -128,7 +128,9 @@ MemoryPlan plan_memory(const Config& config, int world_size) {
   const Probe base = run_probe(config, kinds, plan.probed_on, seqs);
   double parameters = double(base.parameters), bf16 = base.bf16_weights;
   const int64_t tokens = micro * seq;
-  double activations = at_tokens(base.high_water, seqs, tokens);
+  // The base probe's live bytes, extended linearly, times its share of gaps at the longer length
+  // (the gaps grow with the tensors they lie between, not along a line of their own).
+  double activations = at_tokens(base.live, seqs, tokens) * (base.high_water[1] / base.live[1]);
   for (size_t k = 0; k < kinds.size(); ++k) {
     if (counts[k] == 1) continue;
     std::vector<LayerSpec> more = kinds;

@@ -75,19 +75,16 @@ class DeltaLayer : public MixerLayer {
     Variable beta = ops::sigmoid(b_proj_(p, x));  // [B, T, H]
     Variable h0 = initial(s, "h");
     ops::MixerOptions options = linear_options(C_, s, x, segments);
-    ops::MixerOutput out;
-    Variable o;
-    if (gated_) {
-      Variable a = decay_ == GdnDecay::fla ? ops::gdn_decay(a_proj_(p, x), p[p_A_log_], p[p_dt_bias_])
-                                           : ops::logsigmoid(ops::linear(x, p[a_proj_.weight], p[p_a_bias_]));
-      out = ops::gated_deltanet(q, k, v, beta, a, h0, options);
-      o = ops::swiglu(heads(g_proj_(p, x), H_), o_norm_(p, out.o));
-    } else {
-      out = ops::deltanet(q, k, v, beta, h0, options);
-      o = o_norm_(p, out.o);
+    if (!gated_) {
+      ops::MixerOutput out = ops::deltanet(q, k, v, beta, h0, options);
+      keep(s, out);
+      return o_proj_(p, merge_heads(o_norm_(p, out.o)));
     }
+    Variable a = decay_ == GdnDecay::fla ? ops::gdn_decay(a_proj_(p, x), p[p_A_log_], p[p_dt_bias_])
+                                         : ops::logsigmoid(ops::linear(x, p[a_proj_.weight], p[p_a_bias_]));
+    ops::MixerOutput out = ops::gated_deltanet(q, k, v, beta, a, h0, options);
     keep(s, out);
-    return o_proj_(p, merge_heads(o));
+    return o_proj_.of_swiglu(p, g_proj_(p, x), merge_heads(o_norm_(p, out.o)));  // silu(g_proj(x)) * RMSNorm(o)
   }
   // window: the convolution's last inputs when decoding (nullptr in training).
   Variable feature(const Parameters& p, const Variable& x, int conv, Tensor* window,

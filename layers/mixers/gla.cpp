@@ -41,8 +41,7 @@ class GatedLayer : public MixerLayer {
                          : heads(ops::scale(ops::logsigmoid(gk_up_(p, gk_low_(p, x))), 1.0 / kGateNormalizer), H_);
     ops::MixerOutput out = ops::gla(q, k, v, g, initial(s, "h"), linear_options(C_, s, x, segments));
     keep(s, out);
-    Variable gated = ops::swiglu(heads(g_proj_(p, x), H_), g_norm_(p, out.o));  // silu(g_proj(x)) * RMSNorm(o)
-    return o_proj_(p, merge_heads(gated));
+    return o_proj_.of_swiglu(p, g_proj_(p, x), merge_heads(g_norm_(p, out.o)));  // silu(g_proj(x)) * RMSNorm(o)
   }
 
   // RetNet's fixed decay per head, gamma_h = 1 - 2^(-5-h), as a constant log-gate,

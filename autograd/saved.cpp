@@ -1,0 +1,36 @@
+#include "autograd/saved.h"
+
+#include "autograd/op_support.h"
+
+namespace linattn::ops {
+
+namespace {
+thread_local bool t_save_in_bf16 = false;
+}  // namespace
+
+SaveInBf16::SaveInBf16(bool on) : previous_(t_save_in_bf16) { t_save_in_bf16 = on; }
+SaveInBf16::~SaveInBf16() { t_save_in_bf16 = previous_; }
+bool saving_in_bf16() { return t_save_in_bf16; }
+
+namespace detail {
+
+Saved::Saved(const Variable& v) {
+  if (!v.defined()) return;
+  if (!t_save_in_bf16 || v.dtype() != DType::f32 || v.is_parameter() || !v.value().defined()) {
+    var_ = v;
+    return;
+  }
+  bf16_ = bf16_value(v);
+  var_ = v.without_value();
+}
+
+Tensor Saved::value() const {
+  if (!bf16_.defined()) return var_.defined() ? var_.value() : Tensor();
+  Tensor wide = Tensor::scratch(bf16_.shape(), DType::f32, bf16_.device());
+  backend::convert(wide.device(), wide, bf16_);
+  return wide;
+}
+
+}  // namespace detail
+
+}  // namespace linattn::ops
