@@ -1,0 +1,39 @@
+#!/bin/bash
+# Session 14's bf16 activation storage on a GPU (about 8 minutes): the device suites, then the 85.5M
+# model at micro-batch 8 in the three recompute modes and the 1.3B configs, each with its --dry-run
+# prediction beside the measured peak, and tokens/s. Before (session 13, f32 keeps): 85.5M none
+# 9,825.6 MiB at 209,932 tokens/s; full 1,984.0 MiB.
+# Usage: ../shared/tools/device-bundle .gpu test_cuda test_train linattn-bench linattn-train linattn-data,
+# then run with carry [".gpu", "data/corpus", "data/cache/sotu-gpt2"]: OUT=$OUT docs/gpu-runs/next/bf16-storage.sh
+set -u
+ROOT=$PWD; R=$(mktemp -d); W=$(mktemp -d)
+B=$(mktemp -d); tar -xJf .gpu/bundle.tar.xz -C "$B"
+SP=$(python3 -c 'import site;print(site.getsitepackages()[0])')
+export LD_LIBRARY_PATH=$B/bundle/lib:$(ls -d "$SP"/nvidia/*/lib | tr '\n' ':')/usr/local/cuda/lib64
+BIN=$B/bundle/bin
+export LINATTN_BUILD_DIR=$BIN
+[ -e /work/main ] || { mkdir -p /work && ln -s "$ROOT" /work/main; }
+step() {
+  local name=$1 t=$2; shift 2
+  local s=$(date +%s%N)
+  timeout -k 3 "$t" "$@" > "$R/$name.txt" 2>&1; local rc=$?
+  echo "$name rc=$rc $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$R/summary.txt"
+  tar -czf "$OUT/results.tgz" -C "$R" .
+}
+step test_cuda 60 "$BIN/test_cuda" --gtest_brief=1
+step test_train_gpu 90 "$BIN/test_train" --gtest_brief=1 --gtest_filter='Cuda*:TrainRecompute.*:MemoryPlan.*'
+"$BIN/linattn-data" prepare data/corpus/sotu --tokenizer bytes --out data/cache/sotu-bytes > /dev/null 2>&1
+M85="--set model.hidden_size=768 --set model.num_hidden_layers=12 --set model.num_heads=12 --set data.seq_len=2048 --set train.batch_size=8 --set train.precision=bf16 --set train.device=cuda --set train.max_steps=12 --set train.log_every=4 --set train.eval_every=0"
+for mode in none selective full; do
+  step m85_${mode}_dry 60 "$BIN/linattn-train" configs/bench.yaml $M85 --set train.recompute=$mode --dry-run --out "$W/d$mode"
+  step m85_$mode 90 "$BIN/linattn-train" configs/bench.yaml $M85 --set train.recompute=$mode --out "$W/m$mode"
+  rm -rf "$W/d$mode" "$W/m$mode"
+done
+S="--set train.batch_size=8 --set train.max_steps=4 --set train.log_every=1 --set train.eval_every=0 --set data.val_tokens=16384"
+for cfg in gla-1.3b:none gla-1.3b:selective gdn-1.3b:selective; do
+  c=${cfg%%:*}; mode=${cfg##*:}
+  step ${c}_${mode} 150 "$BIN/linattn-train" configs/$c.yaml $S --set train.recompute=$mode --out "$W/$c$mode"
+  rm -rf "$W/$c$mode"
+done
+grep -h -E "^(memory|train|step +(4|12) )" "$R"/m85_*.txt "$R"/g*-1.3b_*.txt > "$R/training.txt"
+cat "$R/summary.txt" "$R/training.txt"
