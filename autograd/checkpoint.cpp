@@ -79,7 +79,7 @@ void keep(Kept kind, std::initializer_list<const Tensor*> outs, std::initializer
       t_region->kept.push_back(*out);
       continue;
     }
-    Tensor rounded = Tensor::scratch(out->shape(), DType::bf16, out->device());
+    Tensor rounded = Tensor::scratch_kept(out->shape(), DType::bf16, out->device());
     backend::convert(out->device(), rounded, *out);
     t_region->kept.push_back(std::move(rounded));
   }

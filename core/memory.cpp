@@ -20,10 +20,10 @@ class ArenaPool : public std::enable_shared_from_this<ArenaPool> {
  public:
   explicit ArenaPool(Device device) : device_(device) {}
 
-  std::shared_ptr<Storage> allocate(size_t bytes) {
+  std::shared_ptr<Storage> allocate(size_t bytes, bool kept) {
     const size_t need = align_up(bytes == 0 ? 1 : bytes);
     std::lock_guard<std::mutex> lock(mutex_);
-    auto [block, offset] = find(need);
+    auto [block, offset] = find(need, kept);
     Block& b = blocks_[block];
     auto it = b.free.find(offset);
     const size_t length = it->second;
@@ -67,15 +67,17 @@ class ArenaPool : public std::enable_shared_from_this<ArenaPool> {
 
   void reset() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (blocks_.size() > 1 && used_ == 0) {
-      // One block as large as the parts of the blocks the step used: a request went to a new block
-      // only when it did not fit at the end of the others, so this is more than the first block held.
-      size_t bytes = 0;
-      for (const Block& b : blocks_) bytes += b.peak_extent;
+    size_t count[2] = {0, 0}, bytes[2] = {0, 0};
+    for (const Block& b : blocks_) count[b.kept] += 1, bytes[b.kept] += b.peak_extent;
+    if ((count[0] > 1 || count[1] > 1) && used_ == 0) {
+      // Per part, one block as large as the parts of its blocks the step used: a request went to a
+      // new block only when it did not fit at the end of the others, so this is more than the first
+      // block held.
       blocks_.clear();
       // On a GPU the old blocks would otherwise stay in the allocator's cache beside the new one.
       if (device_ == Device::cuda) cuda::empty_cache();
-      add_block(bytes);
+      for (bool kept : {false, true})
+        if (count[kept]) add_block(std::max<size_t>(bytes[kept], kAlignment), kept);
     }
     for (Block& b : blocks_) b.peak_extent = extent(b);
     allocated_ = 0;
@@ -83,8 +85,9 @@ class ArenaPool : public std::enable_shared_from_this<ArenaPool> {
     high_water_ = footprint();
   }
 
-  void add_block(size_t bytes) {
+  void add_block(size_t bytes, bool kept = false) {
     Block b;
+    b.kept = kept;
     b.storage = std::make_unique<Storage>(bytes, device_);
     b.free.emplace(0, bytes);
     if (poison_) poison(b.storage->ptr, bytes);
@@ -115,6 +118,7 @@ class ArenaPool : public std::enable_shared_from_this<ArenaPool> {
     std::unique_ptr<Storage> storage;
     std::map<size_t, size_t> free;  // offset -> length of each gap, merged; the block's free end too
     size_t peak_extent = 0;         // the most extent() has been since reset()
+    bool kept = false;              // holds the slices allocated as kept (Arena::allocate)
   };
 
   // NaN bytes in every float type; on a GPU queued on the compute stream, after the slice's last use.
@@ -146,24 +150,27 @@ class ArenaPool : public std::enable_shared_from_this<ArenaPool> {
     return total;
   }
 
-  // Where a slice of `need` bytes goes: the smallest gap that holds it; else the free end of the
-  // first block with room there; else the start of a new block (at least as large as all the
-  // others together, and 64 MiB). Gaps before ends keep the blocks' used parts, and so the peak, low.
-  std::pair<size_t, size_t> find(size_t need) {
+  // Where a slice of `need` bytes goes, among the blocks of its part (kept or not): the smallest gap
+  // that holds it; else the free end of the first block with room there; else the start of a new
+  // block (at least as large as the part's others together, and 64 MiB). Gaps before ends keep the
+  // blocks' used parts, and so the peak, low.
+  std::pair<size_t, size_t> find(size_t need, bool kept) {
     size_t best_block = 0, best_offset = 0, best_length = SIZE_MAX;
     for (size_t i = 0; i < blocks_.size(); ++i)
-      for (const auto& gap : blocks_[i].free)
-        if (!is_end(blocks_[i], gap) && gap.second >= need && gap.second < best_length)
-          best_block = i, best_offset = gap.first, best_length = gap.second;
+      if (blocks_[i].kept == kept)
+        for (const auto& gap : blocks_[i].free)
+          if (!is_end(blocks_[i], gap) && gap.second >= need && gap.second < best_length)
+            best_block = i, best_offset = gap.first, best_length = gap.second;
     if (best_length != SIZE_MAX) return {best_block, best_offset};
     for (size_t i = 0; i < blocks_.size(); ++i)
-      if (!blocks_[i].free.empty()) {
+      if (blocks_[i].kept == kept && !blocks_[i].free.empty()) {
         const auto& last = *blocks_[i].free.rbegin();
         if (is_end(blocks_[i], last) && last.second >= need) return {i, last.first};
       }
     size_t held = 0;
-    for (const Block& b : blocks_) held += b.storage->bytes;
-    add_block(std::max(need, std::max(held, size_t{64} << 20)));
+    for (const Block& b : blocks_)
+      if (b.kept == kept) held += b.storage->bytes;
+    add_block(std::max(need, std::max(held, size_t{64} << 20)), kept);
     return {blocks_.size() - 1, 0};
   }
 
@@ -194,7 +201,7 @@ Arena::Arena(Device device, size_t initial_bytes) : device_(device), pool_(std::
   if (initial_bytes) pool_->add_block(initial_bytes);
 }
 
-std::shared_ptr<Storage> Arena::allocate(size_t bytes) { return pool_->allocate(bytes); }
+std::shared_ptr<Storage> Arena::allocate(size_t bytes, bool kept) { return pool_->allocate(bytes, kept); }
 void Arena::reset() { pool_->reset(); }
 size_t Arena::used() const { return pool_->used(); }
 size_t Arena::high_water() const { return pool_->high_water(); }

@@ -41,13 +41,17 @@ struct Storage {
 // the sum of its allocations. The bookkeeping is on the host; on a GPU every kernel that touches a
 // slice runs on the one compute stream, in order, so a slice reused after a free is safe there too.
 // A block is taken from the system only when no gap and no block end fits; reset() (once per step)
-// merges the blocks of a step that needed several into one, so a steady-state step takes nothing.
+// merges the blocks of a step that needed several into one (one per part: the kept slices' and the
+// others'), so a steady-state step takes nothing.
 class Arena {
  public:
   explicit Arena(Device device = Device::cpu, size_t initial_bytes = 0);
 
-  // A fresh slice of at least `bytes` bytes, 64-byte aligned; its contents are undefined.
-  std::shared_ptr<Storage> allocate(size_t bytes);
+  // A fresh slice of at least `bytes` bytes, 64-byte aligned; its contents are undefined. `kept`:
+  // for what a tape node keeps until its backward runs (Tensor::scratch_kept): such slices come from
+  // blocks of their own, apart from the step's short-lived ones, so that they are not scattered
+  // among the gaps the short-lived ones leave (the high-water mark counts both parts).
+  std::shared_ptr<Storage> allocate(size_t bytes, bool kept = false);
   // Starts a new step: the peak and the sum count from here; when the step took more than one block
   // and no slice is live, the blocks become one that holds the step.
   void reset();

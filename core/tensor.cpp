@@ -30,6 +30,12 @@ Tensor Tensor::scratch(const Shape& shape, DType dtype, Device device) {
   return Tensor(arena->allocate(size_t(shape.numel()) * dtype_size(dtype)), 0, shape, dtype);
 }
 
+Tensor Tensor::scratch_kept(const Shape& shape, DType dtype, Device device) {
+  Arena* arena = current_arena();
+  if (!arena || arena->device() != device) return empty(shape, dtype, device);
+  return Tensor(arena->allocate(size_t(shape.numel()) * dtype_size(dtype), true), 0, shape, dtype);
+}
+
 Tensor Tensor::scratch_zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = scratch(shape, dtype, device);
   t.zero_();

@@ -22,6 +22,9 @@ class Tensor {
   // to it with the last tensor viewing it), else the heap.
   static Tensor scratch(const Shape& shape, DType dtype, Device device = Device::cpu);
   static Tensor scratch_zeros(const Shape& shape, DType dtype, Device device = Device::cpu);
+  // An activation a tape node keeps until its backward: from the arena's part for those (Arena::
+  // allocate's `kept`), else as scratch.
+  static Tensor scratch_kept(const Shape& shape, DType dtype, Device device = Device::cpu);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

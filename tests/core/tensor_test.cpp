@@ -106,6 +106,30 @@ TEST(Arena, GapsAreFilledBestFitAndMergeWithTheirNeighbours) {
   EXPECT_EQ(arena.blocks(), 1u);
 }
 
+// Kept slices (what tape nodes keep until backward, Tensor::scratch_kept) come from blocks of their
+// own: a short-lived slice freed between them leaves no gap under them, and the high-water mark
+// counts both parts; reset() merges each part's blocks into one.
+TEST(Arena, KeptSlicesComeFromBlocksOfTheirOwn) {
+  Arena arena(Device::cpu, 1 << 20);
+  auto step = [&] {
+    ArenaScope scope(arena);
+    Tensor kept1 = Tensor::scratch_kept({1024}, DType::f32);
+    Tensor transient = Tensor::scratch({4096}, DType::f32);
+    Tensor kept2 = Tensor::scratch_kept({1024}, DType::f32);
+    EXPECT_EQ(static_cast<const char*>(kept2.raw()) - static_cast<const char*>(kept1.raw()), 4096)
+        << "the kept slices lie side by side";
+    transient = Tensor();
+    Tensor again = Tensor::scratch({4096}, DType::f32);  // takes the short-lived part's freed slice
+    EXPECT_EQ(arena.high_water(), size_t(2 * 4096 + 4 * 4096));
+  };
+  step();
+  EXPECT_EQ(arena.blocks(), 2u);  // the first block and the kept part's
+  EXPECT_EQ(arena.used(), 0u);
+  arena.reset();
+  step();
+  EXPECT_EQ(arena.blocks(), 2u);  // one per part, nothing more taken from the system
+}
+
 TEST(Arena, ResetMergesTheBlocksOfAStepIntoOneThatHoldsTheNextStep) {
   Arena arena(Device::cpu, 1 << 20);
   auto step = [&] {
