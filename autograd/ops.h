@@ -61,4 +61,14 @@ Variable short_conv(const Variable& x, const Variable& weight, const Variable& b
 // out-of-range targets throw.
 Variable cross_entropy(const Variable& logits, const Tensor& targets, int32_t ignore_index = -100);
 
+// cross_entropy(linear(x, weight), targets): the mean cross-entropy of the logits x W^T without
+// keeping them. It makes them a chunk of rows at a time (at most chunk_bytes of logits, one row at least), in the
+// forward and again in backward, so the loss of a large vocabulary takes the memory of a chunk's
+// logits and their gradient, not the whole batch's. The weight's bf16 copy is used as linear uses it.
+// With one chunk (rows x vocabulary within the bound) its results are those of
+// cross_entropy(linear(x, weight)) bit for bit.
+constexpr size_t kLossChunkBytes = size_t(256) << 20;
+Variable linear_cross_entropy(const Variable& x, const Variable& weight, const Tensor& targets,
+                              int32_t ignore_index = -100, size_t chunk_bytes = kLossChunkBytes);
+
 }  // namespace linattn::ops

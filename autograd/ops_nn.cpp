@@ -1,4 +1,7 @@
 // Matmul, norms, embedding, convolution and the loss.
+#include <algorithm>
+#include <vector>
+
 #include "autograd/checkpoint.h"
 #include "autograd/op_support.h"
 #include "autograd/ops.h"
@@ -256,6 +259,92 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, int32_t ig
       if (!out.grad().defined()) return;
       backend::cross_entropy_backward(logits.device(), logits.ensure_grad(), logits.value(), lse, targets, out.grad(),
                                       count, ignore_index);
+    });
+  return out;
+}
+
+// The logits of rows [r0, r0 + rows) of x [N, in] (float32 or its bf16 copy) against w [V, in].
+static Tensor logits_of_rows(const Tensor& x, const Tensor& w, int64_t r0, int64_t rows, DType dtype) {
+  const int64_t in = w.size(1), V = w.size(0);
+  Tensor logits = Tensor::scratch({rows, V}, dtype, x.device());
+  backend::gemm(x.device(), false, true, rows, V, in, 1.0, x.view_at(r0 * in, {rows, in}), w, 0.0, logits);
+  return logits;
+}
+
+Variable linear_cross_entropy(const Variable& x, const Variable& weight, const Tensor& targets, int32_t ignore_index,
+                              size_t chunk_bytes) {
+  check_inputs("linear_cross_entropy", {&x, &weight});
+  LINATTN_CHECK(x.shape().ndim() >= 1 && weight.shape().ndim() == 2 && x.shape().last() == weight.shape()[1],
+                "linear_cross_entropy: input ", x.value().str(), " does not match weight ", weight.value().str(),
+                " (expected input [..., in] and weight [vocab, in])");
+  LINATTN_CHECK(targets.dtype() == DType::i32, "linear_cross_entropy: targets must be i32, got ", targets.str());
+  const int64_t N = x.shape().rows(), in = weight.shape()[1], V = weight.shape()[0];
+  LINATTN_CHECK(targets.numel() == N, "linear_cross_entropy: ", targets.str(), " targets for input ", x.value().str(),
+                " (expected ", N, " targets)");
+  LINATTN_CHECK(targets.device() == x.device() || targets.device() == Device::cpu,
+                "linear_cross_entropy: targets on the ", device_name(targets.device()), " but the input on the ",
+                device_name(x.device()), "; move the batch to the model's device");
+  const Device dev = x.device();
+  const DType dt = x.dtype();
+  const bool bf16 = weight.bf16().defined() && dt == DType::f32;
+  // The products' operands: x (or its bf16 copy, which the node keeps) and the weight (or its copy).
+  const Tensor xs = bf16 ? detail::bf16_value(x) : x.value();
+  auto weight_operand = [bf16](const Variable& w) { return bf16 ? w.bf16() : w.value(); };
+  const int64_t chunk = std::clamp<int64_t>(int64_t(chunk_bytes / (size_t(V) * dtype_size(dt))), 1,
+                                            std::max<int64_t>(N, 1));
+  Tensor lse = Tensor::scratch({N}, dt, dev);
+  std::vector<std::pair<Tensor, int64_t>> parts;  // each chunk's mean loss and counted rows
+  int64_t count = 0;
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    const int64_t rows = std::min(chunk, N - r0);
+    Tensor part = Tensor::scratch({1}, dt, dev);
+    const int64_t c =
+        backend::cross_entropy_forward(dev, part, lse.view_at(r0, {rows}),
+                                       logits_of_rows(xs, weight_operand(weight), r0, rows, dt),
+                                       targets.view_at(r0, {rows}), ignore_index);
+    parts.emplace_back(part, c);
+    count += c;
+  }
+  Tensor loss;
+  if (parts.size() == 1) {
+    loss = parts[0].first;  // the single call's mean, as cross_entropy(linear(x, weight)) gives it
+  } else {
+    loss = Tensor::scratch({1}, dt, dev);
+    loss.zero_();
+    for (const auto& [part, c] : parts)
+      if (c > 0) backend::axpy(dev, loss, double(c) / double(count), part);  // the mean over every counted row
+  }
+  Variable out(loss, needs_grad({&x, &weight}));
+  // Saved: x (as the products read it), lse and the targets; the logits are made again, a chunk at a
+  // time, in backward.
+  if (out.requires_grad() && count > 0)
+    record({&x, &weight}, [x = bf16 ? x.without_value() : x, xs = bf16 ? xs : Tensor(), weight, targets, lse,
+                           out = out.without_value(), N, in, V, chunk, count, ignore_index, dev, dt, bf16,
+                           weight_operand] {
+      if (!out.grad().defined()) return;
+      const Tensor xin = bf16 ? xs : x.value();
+      bool fresh = false;
+      const Tensor dx = x.requires_grad() ? x.grad_to_write(fresh) : Tensor();
+      for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+        const int64_t rows = std::min(chunk, N - r0);
+        // forward: loss = mean cross-entropy of logits = x W^T  =>  dlogits by the loss's backward,
+        // then dx = dlogits W, dW += dlogits^T x, row chunk by row chunk
+        Tensor dY = Tensor::scratch_zeros({rows, V}, dt, dev);
+        backend::cross_entropy_backward(dev, dY, logits_of_rows(xin, weight_operand(weight), r0, rows, dt),
+                                        lse.view_at(r0, {rows}), targets.view_at(r0, {rows}), out.grad(), count,
+                                        ignore_index);
+        if (bf16) {
+          Tensor dY16 = Tensor::scratch(dY.shape(), DType::bf16, dev);
+          backend::convert(dev, dY16, dY);
+          dY = dY16;
+        }
+        if (dx.defined())
+          backend::gemm(dev, false, false, rows, in, V, 1.0, dY, weight_operand(weight), fresh ? 0.0 : 1.0,
+                        dx.view_at(r0 * in, {rows, in}));
+        if (weight.requires_grad())
+          backend::gemm(dev, true, false, V, in, rows, 1.0, dY, xin.view_at(r0 * in, {rows, in}), 1.0,
+                        weight.ensure_grad());
+      }
     });
   return out;
 }

@@ -90,7 +90,10 @@ Variable Model::head(const Variable& x) const {
 }
 
 Variable Model::loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments) const {
-  return ops::cross_entropy(logits(ids, segments), targets);  // host targets: copied over without waiting
+  const Variable x = body(ids, nullptr, 0, segments);
+  ops::SaveInBf16 bf16_saves(params_.has_bf16_copy());
+  // host targets: copied over without waiting
+  return ops::linear_cross_entropy(norm_(params_, x), params_[lm_head_], targets);
 }
 
 std::string Model::unsupported_on(Device device) const {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/cuda/runtime.h"
+#include "autograd/ops.h"
 #include "kernels/backend.h"
 #include "train/device.h"
 #include "train/optimizer.h"
@@ -130,7 +131,18 @@ MemoryPlan plan_memory(const Config& config, int world_size) {
   const int64_t tokens = micro * seq;
   // The base probe's live bytes, extended linearly, times its share of gaps at the longer length
   // (the gaps grow with the tensors they lie between, not along a line of their own).
-  double activations = at_tokens(base.live, seqs, tokens) * (base.high_water[1] / base.live[1]);
+  //
+  // The loss is the exception to "in proportion to the tokens": ops::linear_cross_entropy holds the
+  // logits and their gradient of one chunk of rows at most. Its part of the probes (they are
+  // shorter than a chunk but for a vocabulary of millions) comes off before the line is drawn and
+  // goes back on at the micro-batch's tokens, capped at a chunk.
+  const double value_bytes = t.dtype == "f64" ? 8 : 4;
+  const int64_t V = config.model.vocab_size;
+  const int64_t chunk_rows = std::max<int64_t>(1, int64_t(ops::kLossChunkBytes / (size_t(V) * size_t(value_bytes))));
+  auto loss_bytes = [&](int64_t rows) { return 2.0 * double(V) * value_bytes * double(std::min(rows, chunk_rows)); };
+  const double base_live[2] = {base.live[0] - loss_bytes(seqs[0]), base.live[1] - loss_bytes(seqs[1])};
+  double activations =
+      (at_tokens(base_live, seqs, tokens) + loss_bytes(tokens)) * (base.high_water[1] / base.live[1]);
   for (size_t k = 0; k < kinds.size(); ++k) {
     if (counts[k] == 1) continue;
     std::vector<LayerSpec> more = kinds;
@@ -143,7 +155,6 @@ MemoryPlan plan_memory(const Config& config, int world_size) {
     activations += n * (at_tokens(extra.live, seqs, tokens) - at_tokens(base.live, seqs, tokens));
   }
 
-  const double value_bytes = t.dtype == "f64" ? 8 : 4;
   plan.parameters = int64_t(parameters);
   plan.weights = parameters * value_bytes;
   plan.gradients = parameters * value_bytes;
