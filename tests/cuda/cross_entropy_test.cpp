@@ -1,6 +1,8 @@
-// CUDA fused softmax cross-entropy against the CPU kernel (kernels/cpu/cross_entropy.h) in float64.
+// CUDA fused softmax cross-entropy against the CPU kernel (kernels/cpu/cross_entropy.h) in float64, and
+// the chunked loss op (ops::linear_cross_entropy) on the GPU against the CPU's.
 #include "kernels/cuda/cross_entropy.h"
 
+#include "autograd/ops.h"
 #include "kernel_testing.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cross_entropy.h"
@@ -133,6 +135,32 @@ TEST(CudaCrossEntropy, TheBackendEntryMatchesTheCpuEntryAndRaisesItsErrors) {
                NonFiniteError);
   EXPECT_EQ(backend::cross_entropy_forward(Device::cuda, lossd, lsed, nand, targets, kIgnore), want_count);
   EXPECT_TRUE(std::isnan(on_host(lossd).data<float>()[0])) << "the NaN did not reach the loss";
+}
+
+// ops::linear_cross_entropy on the GPU in chunks (13 of 5 rows, host targets as a training batch
+// gives them): its loss and gradients against the CPU op's in float32, within kTol of the largest
+// entry (the products are cuBLAS's and oneDNN's float32 sums of 24 terms; the loss as above).
+TEST(CudaLinearCrossEntropy, ChunksMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(62);
+  const int64_t N = 64, V = 50, D = 24;
+  const Tensor x = random_f32({N, D}, rng, -1, 1), w = random_f32({V, D}, rng, -1, 1);
+  Tensor targets = Tensor::empty({N}, DType::i32);
+  for (int64_t i = 0; i < N; ++i) targets.data<int32_t>()[i] = i % 5 == 3 ? kIgnore : int32_t(rng.below(uint64_t(V)));
+  auto run = [&](Device device) {
+    Variable vx(device == Device::cpu ? x.clone() : on_device(x), true);
+    Variable vw = Variable::parameter(device == Device::cpu ? w.clone() : on_device(w),
+                                      Tensor::zeros(w.shape(), DType::f32, device));
+    Variable loss = ops::linear_cross_entropy(vx, vw, targets, kIgnore, 5 * V * 4);
+    const Tensor value = loss.value().to(Device::cpu);
+    backward(loss);
+    return std::vector<Tensor>{value, vx.grad().to(Device::cpu), vw.grad().to(Device::cpu)};
+  };
+  const std::vector<Tensor> got = run(Device::cuda), want = run(Device::cpu);
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE("output " + std::to_string(i));
+    EXPECT_CLOSE(got[i], want[i], kTol);
+  }
 }
 
 }  // namespace
