@@ -79,8 +79,7 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
   if (normalize) r.zt = Tensor::scratch({s.B, s.H, s.Dk}, dt, dev);
   // `saved` stays with the node until its backward (in the arena's kept part under bf16 saving).
   if (r.chunk)
-    r.saved = saving_in_bf16() && needs_grad(inputs) ? Tensor::scratch_kept({saved}, dt, dev)
-                                                     : Tensor::scratch({saved}, dt, dev);
+    r.saved = scratch_for_node({saved}, dt, dev, needs_grad(inputs));
   r.q = in.q.value(), r.k = in.k.value(), r.v = in.v.value();
   r.gate = value_or_none(in.gate), r.decay = value_or_none(in.decay), r.rate = value_or_none(in.rate);
   r.skip = value_or_none(in.skip);

@@ -125,7 +125,8 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
   // forward over every key in reach, saving it [T, H, dv] plus [H, T].
   if (!detail::take_kept(detail::Kept::attention, {&o, &lse})) {
     o = Tensor::scratch({B, T_, H, dv}, q.dtype(), dev);
-    lse = Tensor::scratch({B, H, T_}, q.dtype(), dev);  // each sequence's [H, len] at start * H
+    // each sequence's [H, len] at start * H
+    lse = scratch_for_node({B, H, T_}, q.dtype(), dev, needs_grad({&q, &k, &v}));
     backend::attention_forward(dev, o, lse, q.value(), k.value(), v.value(), window, sc, seqs);
     detail::keep(detail::Kept::attention, {&o}, {&lse});  // lse in float32 always
   }

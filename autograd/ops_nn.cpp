@@ -138,22 +138,42 @@ Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable&
     record({&gate, &up, &weight}, [gate = Saved(gate), up = Saved(up), weight, out = out.without_value(), N, in,
                                    out_features, dev, bf16, product_operand, weight_operand] {
       if (!out.grad().defined()) return;
-      const Tensor g = gate.value(), u = up.value();
       Tensor dY = out.grad();
       if (bf16) {
         Tensor dY16 = Tensor::scratch(dY.shape(), DType::bf16, dev);
         backend::convert(dev, dY16, dY);
         dY = dY16;
       }
+      // Gate and up kept in bf16 are widened a quarter of the rows at a time (kWidenParts; the
+      // elementwise passes are the same row by row), so that the float32 copies of the MLP's widest
+      // tensors never exist whole. A fixed share keeps what the backward holds in proportion to the
+      // tokens, as the memory plan's probes assume.
+      const int64_t chunk = gate.in_bf16() || up.in_bf16() ? std::max<int64_t>(1, (N + kWidenParts - 1) / kWidenParts)
+                                                           : std::max<int64_t>(N, 1);
       // forward: y = h W^T, h = silu(gate) * up  =>  dh = dy W, dW += dy^T h, then swiglu's backward
       // (dW first: the recomputed h goes before dh is made)
-      if (weight.requires_grad())
-        backend::gemm(dev, true, false, out_features, in, N, 1.0, dY, product_operand(g, u), 1.0,
-                      weight.ensure_grad());
+      if (weight.requires_grad()) {
+        Tensor h;  // the product's operand, recomputed
+        if (chunk >= N) {
+          h = product_operand(gate.value(), up.value());
+        } else {
+          h = Tensor::scratch({N, in}, bf16 ? DType::bf16 : gate.var().dtype(), dev);
+          for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+            const int64_t rows = std::min(chunk, N - r0);
+            h.view_at(r0 * in, {rows, in}).copy_from(product_operand(gate.value_rows(r0, rows), up.value_rows(r0, rows)));
+          }
+        }
+        backend::gemm(dev, true, false, out_features, in, N, 1.0, dY, h, 1.0, weight.ensure_grad());
+      }
       if (!gate.var().requires_grad() && !up.var().requires_grad()) return;
-      Tensor dh = Tensor::scratch(g.shape(), g.dtype(), dev);
+      Tensor dh = Tensor::scratch(gate.var().shape(), gate.var().dtype(), dev);
       backend::gemm(dev, false, false, N, in, out_features, 1.0, dY, weight_operand(weight), 0.0, dh);
-      backend::swiglu_backward(dev, grad_or_scratch(gate.var()), grad_or_scratch(up.var()), g, u, dh);
+      const Tensor dgate = grad_or_scratch(gate.var()), dup = grad_or_scratch(up.var());
+      for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+        const int64_t rows = std::min(chunk, N - r0);
+        auto at = [&](const Tensor& t) { return t.view_at(r0 * in, {rows, in}); };
+        backend::swiglu_backward(dev, at(dgate), at(dup), gate.value_rows(r0, rows), up.value_rows(r0, rows), at(dh));
+      }
     });
   return out;
 }
@@ -167,8 +187,9 @@ Variable rmsnorm(const Variable& x, const Variable& weight, double eps, int64_t 
                 " of ", x.value().str());
   Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
   // One rstd per group of each row: its shape tells the kernels the groups (kernels/backend.def).
-  Tensor rstd = groups == 1 ? Tensor::scratch({N}, x.dtype(), x.device())
-                            : Tensor::scratch({N, groups}, x.dtype(), x.device());
+  const bool recording = needs_grad({&x, &weight});
+  Tensor rstd = groups == 1 ? scratch_for_node({N}, x.dtype(), x.device(), recording)
+                            : scratch_for_node({N, groups}, x.dtype(), x.device(), recording);
   backend::rmsnorm_forward(x.device(), y, rstd, x.value(), weight.value(), eps);
   Variable out(y, needs_grad({&x, &weight}));
   if (out.requires_grad())
@@ -184,7 +205,7 @@ Variable l2norm(const Variable& x, double eps) {
   check_inputs("l2norm", {&x});
   const int64_t N = x.shape().rows();
   Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
-  Tensor r = Tensor::scratch({N}, x.dtype(), x.device());
+  Tensor r = scratch_for_node({N}, x.dtype(), x.device(), needs_grad({&x}));
   backend::l2norm_forward(x.device(), y, r, x.value(), eps);
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
@@ -292,7 +313,7 @@ Variable linear_cross_entropy(const Variable& x, const Variable& weight, const T
   auto weight_operand = [bf16](const Variable& w) { return bf16 ? w.bf16() : w.value(); };
   const int64_t chunk = std::clamp<int64_t>(int64_t(chunk_bytes / (size_t(V) * dtype_size(dt))), 1,
                                             std::max<int64_t>(N, 1));
-  Tensor lse = Tensor::scratch({N}, dt, dev);
+  Tensor lse = scratch_for_node({N}, dt, dev, needs_grad({&x, &weight}));
   std::vector<std::pair<Tensor, int64_t>> parts;  // each chunk's mean loss and counted rows
   int64_t count = 0;
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {

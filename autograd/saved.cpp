@@ -12,6 +12,11 @@ SaveInBf16::SaveInBf16(bool on) : previous_(t_save_in_bf16) { t_save_in_bf16 = o
 SaveInBf16::~SaveInBf16() { t_save_in_bf16 = previous_; }
 bool saving_in_bf16() { return t_save_in_bf16; }
 
+Tensor scratch_for_node(const Shape& shape, DType dtype, Device device, bool recording) {
+  return recording && t_save_in_bf16 ? Tensor::scratch_kept(shape, dtype, device)
+                                     : Tensor::scratch(shape, dtype, device);
+}
+
 namespace detail {
 
 Saved::Saved(const Variable& v) {
@@ -28,6 +33,15 @@ Tensor Saved::value() const {
   if (!bf16_.defined()) return var_.defined() ? var_.value() : Tensor();
   Tensor wide = Tensor::scratch(bf16_.shape(), DType::f32, bf16_.device());
   backend::convert(wide.device(), wide, bf16_);
+  return wide;
+}
+
+Tensor Saved::value_rows(int64_t begin, int64_t count) const {
+  const int64_t last = var_.shape().last();
+  if (!bf16_.defined()) return var_.value().view_at(begin * last, {count, last});
+  const Tensor rows = bf16_.view_at(begin * last, {count, last});
+  Tensor wide = Tensor::scratch(rows.shape(), DType::f32, rows.device());
+  backend::convert(wide.device(), wide, rows);
   return wide;
 }
 

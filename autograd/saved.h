@@ -26,6 +26,11 @@ class SaveInBf16 {
 };
 bool saving_in_bf16();
 
+// Scratch for what an op's node will keep of its own (a norm's rstd, attention's log-sum-exp): in a
+// SaveInBf16 scope, when the op records a node, from the arena's part for kept tensors
+// (Tensor::scratch_kept), else plain scratch.
+Tensor scratch_for_node(const Shape& shape, DType dtype, Device device, bool recording);
+
 namespace detail {
 
 // A value kept for a backward: v itself, or (in a SaveInBf16 scope, v a float32 activation) v's
@@ -44,6 +49,9 @@ class Saved {
   // The value: as kept, or widened from its bf16 copy into new float32 scratch (one conversion per
   // call: a backward reads it once); undefined when nothing was kept.
   Tensor value() const;
+  // Rows [begin, begin + count) of the value seen as [rows, last dim], widened alike when kept in
+  // bf16 (a view of the value when kept as it is).
+  Tensor value_rows(int64_t begin, int64_t count) const;
 
  private:
   Variable var_;

@@ -124,6 +124,24 @@ TEST(SwigluLinear, IsLinearOfSwigluBitForBit) {
   }
 }
 
+// In a SaveInBf16 scope the backward widens gate and up a part of the rows at a time
+// (kWidenParts, 21 rows: uneven parts) and recomputes the product from them: its gradients are
+// those of the op outside the scope on the rounded gate and up, bit for bit, with bf16 products.
+TEST(SwigluLinear, InTheScopeItsGradientsAreThoseOfTheRoundedInputs) {
+  Rng rng(7);
+  const Tensor g = f32_random({3, 7, 40}, rng), u = f32_random({3, 7, 40}, rng), w = f32_random({12, 40}, rng);
+  const Tensor dy = f32_random({3, 7, 12}, rng);
+  auto grads = [&](const Tensor& gate, const Tensor& up, bool in_bf16) {
+    ops::SaveInBf16 scope(in_bf16);
+    Variable vg(gate, true), vu(up, true);
+    Variable vw = Variable::parameter(w, Tensor::zeros(w.shape(), DType::f32), w.to(DType::bf16));
+    backward({ops::swiglu_linear(vg, vu, vw)}, {dy});
+    return std::vector<Tensor>{vg.grad().clone(), vu.grad().clone(), vw.grad().clone()};
+  };
+  const std::vector<Tensor> in_scope = grads(g, u, true), on_rounded = grads(rounded(g), rounded(u), false);
+  for (size_t i = 0; i < in_scope.size(); ++i) EXPECT_EQ(bitwise_difference(in_scope[i], on_rounded[i]), "") << i;
+}
+
 // It keeps gate and up only: in an arena, the product silu(gate) * up is gone after the forward.
 TEST(SwigluLinear, KeepsNoProduct) {
   Rng rng(6);
