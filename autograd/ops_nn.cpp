@@ -113,22 +113,22 @@ Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable&
   const int64_t N = gate.shape().rows(), in = weight.shape()[1], out_features = weight.shape()[0];
   const Device dev = gate.device();
   const bool bf16 = weight.bf16().defined() && gate.dtype() == DType::f32;
-  // h = silu(gate) * up, and the product's operand made of it (h itself, or its bf16 copy).
-  auto product_operand = [bf16, dev](const Tensor& g, const Tensor& u) {
+  // h = silu(gate) * up written into `operand`, the product's operand: h itself, or its bf16 copy.
+  auto write_product_operand = [bf16, dev](const Tensor& g, const Tensor& u, const Tensor& operand) {
+    if (!bf16) return backend::swiglu_forward(dev, operand, g, u);
     Tensor h = Tensor::scratch(g.shape(), g.dtype(), dev);
     backend::swiglu_forward(dev, h, g, u);
-    if (!bf16) return h;
-    Tensor h16 = Tensor::scratch(h.shape(), DType::bf16, dev);
-    backend::convert(dev, h16, h);
-    return h16;
+    backend::convert(dev, operand, h);
   };
+  const DType operand_dtype = bf16 ? DType::bf16 : gate.dtype();
   auto weight_operand = [bf16](const Variable& w) { return bf16 ? w.bf16() : w.value(); };
   Tensor y;
   if (!detail::take_kept(detail::Kept::product, {&y})) {  // selective recomputation keeps products (checkpoint.h)
     y = Tensor::scratch(with_last(gate.shape(), out_features), gate.dtype(), dev);
+    Tensor h = Tensor::scratch(gate.shape(), operand_dtype, dev);
+    write_product_operand(gate.value(), up.value(), h);
     // y [N, out] = h [N, in] W^T
-    backend::gemm(dev, false, true, N, out_features, in, 1.0, product_operand(gate.value(), up.value()),
-                  weight_operand(weight), 0.0, y);
+    backend::gemm(dev, false, true, N, out_features, in, 1.0, h, weight_operand(weight), 0.0, y);
     detail::keep(detail::Kept::product, {&y});
   }
   Variable out(y, needs_grad({&gate, &up, &weight}));
@@ -136,7 +136,8 @@ Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable&
   // never h, which the backward recomputes.
   if (out.requires_grad())
     record({&gate, &up, &weight}, [gate = Saved(gate), up = Saved(up), weight, out = out.without_value(), N, in,
-                                   out_features, dev, bf16, product_operand, weight_operand] {
+                                   out_features, dev, bf16, operand_dtype, write_product_operand,
+                                   weight_operand] {
       if (!out.grad().defined()) return;
       Tensor dY = out.grad();
       if (bf16) {
@@ -148,20 +149,16 @@ Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable&
       // elementwise passes are the same row by row), so that the float32 copies of the MLP's widest
       // tensors never exist whole. A fixed share keeps what the backward holds in proportion to the
       // tokens, as the memory plan's probes assume.
-      const int64_t chunk = gate.in_bf16() || up.in_bf16() ? std::max<int64_t>(1, (N + kWidenParts - 1) / kWidenParts)
-                                                           : std::max<int64_t>(N, 1);
+      const int64_t chunk = gate.in_bf16() || up.in_bf16()
+                                ? std::max<int64_t>(1, (N + kWidenParts - 1) / kWidenParts)
+                                : std::max<int64_t>(N, 1);
       // forward: y = h W^T, h = silu(gate) * up  =>  dh = dy W, dW += dy^T h, then swiglu's backward
       // (dW first: the recomputed h goes before dh is made)
       if (weight.requires_grad()) {
-        Tensor h;  // the product's operand, recomputed
-        if (chunk >= N) {
-          h = product_operand(gate.value(), up.value());
-        } else {
-          h = Tensor::scratch({N, in}, bf16 ? DType::bf16 : gate.var().dtype(), dev);
-          for (int64_t r0 = 0; r0 < N; r0 += chunk) {
-            const int64_t rows = std::min(chunk, N - r0);
-            h.view_at(r0 * in, {rows, in}).copy_from(product_operand(gate.value_rows(r0, rows), up.value_rows(r0, rows)));
-          }
+        const Tensor h = Tensor::scratch({N, in}, operand_dtype, dev);  // the product's operand, recomputed
+        for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+          const int64_t rows = std::min(chunk, N - r0);
+          write_product_operand(gate.value_rows(r0, rows), up.value_rows(r0, rows), h.view_at(r0 * in, {rows, in}));
         }
         backend::gemm(dev, true, false, out_features, in, N, 1.0, dY, h, 1.0, weight.ensure_grad());
       }
@@ -172,7 +169,8 @@ Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable&
       for (int64_t r0 = 0; r0 < N; r0 += chunk) {
         const int64_t rows = std::min(chunk, N - r0);
         auto at = [&](const Tensor& t) { return t.view_at(r0 * in, {rows, in}); };
-        backend::swiglu_backward(dev, at(dgate), at(dup), gate.value_rows(r0, rows), up.value_rows(r0, rows), at(dh));
+        backend::swiglu_backward(dev, at(dgate), at(dup), gate.value_rows(r0, rows), up.value_rows(r0, rows),
+                                 at(dh));
       }
     });
   return out;
