@@ -38,10 +38,9 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias 
 // not their product, which its backward recomputes (one elementwise pass) for dW: the SwiGLU MLP's
 // widest activation, and a mixer's gated output, are never kept. Results are those of
 // linear(swiglu(gate, up), weight) bit for bit (in bf16 too, when gate and up are kept as they are).
+// With bf16 products the swiglu kernel writes the product's bf16 operand itself, and its backward
+// reads gate and up kept in bf16 (autograd/saved.h) as they are: no float32 copy of either exists.
 Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable& weight);
-// swiglu_linear's backward widens gate and up kept in bf16 (autograd/saved.h) in this many parts of
-// their rows, one part at a time.
-constexpr int64_t kWidenParts = 4;
 
 // RMSNorm over the last dim: x [..., D], weight [D]. With groups G > 1, each of the G runs of D/G
 // consecutive values is normalized on its own (a group norm: Mamba2's gated norm, fla's and

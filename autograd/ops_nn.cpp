@@ -113,31 +113,25 @@ Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable&
   const int64_t N = gate.shape().rows(), in = weight.shape()[1], out_features = weight.shape()[0];
   const Device dev = gate.device();
   const bool bf16 = weight.bf16().defined() && gate.dtype() == DType::f32;
-  // h = silu(gate) * up written into `operand`, the product's operand: h itself, or its bf16 copy.
-  auto write_product_operand = [bf16, dev](const Tensor& g, const Tensor& u, const Tensor& operand) {
-    if (!bf16) return backend::swiglu_forward(dev, operand, g, u);
-    Tensor h = Tensor::scratch(g.shape(), g.dtype(), dev);
-    backend::swiglu_forward(dev, h, g, u);
-    backend::convert(dev, operand, h);
-  };
+  // The product's operand h = silu(gate) * up: float32, or with bf16 products written as bf16 by the
+  // swiglu kernel itself (no float32 h, no conversion).
   const DType operand_dtype = bf16 ? DType::bf16 : gate.dtype();
   auto weight_operand = [bf16](const Variable& w) { return bf16 ? w.bf16() : w.value(); };
   Tensor y;
   if (!detail::take_kept(detail::Kept::product, {&y})) {  // selective recomputation keeps products (checkpoint.h)
     y = Tensor::scratch(with_last(gate.shape(), out_features), gate.dtype(), dev);
     Tensor h = Tensor::scratch(gate.shape(), operand_dtype, dev);
-    write_product_operand(gate.value(), up.value(), h);
+    backend::swiglu_forward(dev, h, gate.value(), up.value());
     // y [N, out] = h [N, in] W^T
     backend::gemm(dev, false, true, N, out_features, in, 1.0, h, weight_operand(weight), 0.0, y);
     detail::keep(detail::Kept::product, {&y});
   }
   Variable out(y, needs_grad({&gate, &up, &weight}));
   // Saved: gate and up (as swiglu's node keeps them, in bf16 in a SaveInBf16 scope) and the weight;
-  // never h, which the backward recomputes.
+  // never h, which the backward recomputes. The kernels read bf16 gate and up as they are.
   if (out.requires_grad())
     record({&gate, &up, &weight}, [gate = Saved(gate), up = Saved(up), weight, out = out.without_value(), N, in,
-                                   out_features, dev, bf16, operand_dtype, write_product_operand,
-                                   weight_operand] {
+                                   out_features, dev, bf16, operand_dtype, weight_operand] {
       if (!out.grad().defined()) return;
       Tensor dY = out.grad();
       if (bf16) {
@@ -145,33 +139,18 @@ Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable&
         backend::convert(dev, dY16, dY);
         dY = dY16;
       }
-      // Gate and up kept in bf16 are widened a quarter of the rows at a time (kWidenParts; the
-      // elementwise passes are the same row by row), so that the float32 copies of the MLP's widest
-      // tensors never exist whole. A fixed share keeps what the backward holds in proportion to the
-      // tokens, as the memory plan's probes assume.
-      const int64_t chunk = gate.in_bf16() || up.in_bf16()
-                                ? std::max<int64_t>(1, (N + kWidenParts - 1) / kWidenParts)
-                                : std::max<int64_t>(N, 1);
+      const auto [g, u] = detail::stored_alike(gate, up);
       // forward: y = h W^T, h = silu(gate) * up  =>  dh = dy W, dW += dy^T h, then swiglu's backward
       // (dW first: the recomputed h goes before dh is made)
       if (weight.requires_grad()) {
         const Tensor h = Tensor::scratch({N, in}, operand_dtype, dev);  // the product's operand, recomputed
-        for (int64_t r0 = 0; r0 < N; r0 += chunk) {
-          const int64_t rows = std::min(chunk, N - r0);
-          write_product_operand(gate.value_rows(r0, rows), up.value_rows(r0, rows), h.view_at(r0 * in, {rows, in}));
-        }
+        backend::swiglu_forward(dev, h, g, u);
         backend::gemm(dev, true, false, out_features, in, N, 1.0, dY, h, 1.0, weight.ensure_grad());
       }
       if (!gate.var().requires_grad() && !up.var().requires_grad()) return;
       Tensor dh = Tensor::scratch(gate.var().shape(), gate.var().dtype(), dev);
       backend::gemm(dev, false, false, N, in, out_features, 1.0, dY, weight_operand(weight), 0.0, dh);
-      const Tensor dgate = grad_or_scratch(gate.var()), dup = grad_or_scratch(up.var());
-      for (int64_t r0 = 0; r0 < N; r0 += chunk) {
-        const int64_t rows = std::min(chunk, N - r0);
-        auto at = [&](const Tensor& t) { return t.view_at(r0 * in, {rows, in}); };
-        backend::swiglu_backward(dev, at(dgate), at(dup), gate.value_rows(r0, rows), up.value_rows(r0, rows),
-                                 at(dh));
-      }
+      backend::swiglu_backward(dev, grad_or_scratch(gate.var()), grad_or_scratch(up.var()), g, u, dh);
     });
   return out;
 }
@@ -193,7 +172,7 @@ Variable rmsnorm(const Variable& x, const Variable& weight, double eps, int64_t 
   if (out.requires_grad())
     record({&x, &weight}, [x = Saved(x), weight, rstd, out = out.without_value()] {
       if (!out.grad().defined()) return;
-      backend::rmsnorm_backward(weight.device(), grad_or_scratch(x.var()), grad_or_none(weight), x.value(),
+      backend::rmsnorm_backward(weight.device(), grad_or_scratch(x.var()), grad_or_none(weight), x.stored(),
                                 weight.value(), rstd, out.grad());
     });
   return out;
@@ -209,7 +188,7 @@ Variable l2norm(const Variable& x, double eps) {
   if (out.requires_grad())
     record({&x}, [x = x.without_value(), r, out = Saved(out)] {  // dx from y and r, not x
       if (!out.var().grad().defined()) return;
-      backend::l2norm_backward(x.device(), x.ensure_grad(), out.value(), r, out.var().grad());
+      backend::l2norm_backward(x.device(), x.ensure_grad(), out.stored(), r, out.var().grad());
     });
   return out;
 }

@@ -67,7 +67,7 @@ Variable activation(Activation f, const Variable& x) {
   if (out.requires_grad())
     record({&x}, [f, x = Saved(x), out = out.without_value()] {
       if (!out.grad().defined()) return;
-      backend::activation_backward(out.device(), f, x.var().ensure_grad(), x.value(), out.grad());
+      backend::activation_backward(out.device(), f, x.var().ensure_grad(), x.stored(), out.grad());
     });
   return out;
 }
@@ -82,8 +82,9 @@ Variable swiglu(const Variable& gate, const Variable& up) {
     record({&gate, &up}, [gate = Saved(gate), up = Saved(up), out = out.without_value()] {
       if (!out.grad().defined()) return;
       // The kernel writes both gradients; a gradient nobody needs goes into scratch.
-      backend::swiglu_backward(out.device(), grad_or_scratch(gate.var()), grad_or_scratch(up.var()), gate.value(),
-                               up.value(), out.grad());
+      const auto [g, u] = detail::stored_alike(gate, up);
+      backend::swiglu_backward(out.device(), grad_or_scratch(gate.var()), grad_or_scratch(up.var()), g, u,
+                               out.grad());
     });
   return out;
 }

@@ -29,22 +29,16 @@ Saved::Saved(const Variable& v) {
   var_ = v.without_value();
 }
 
-// A bf16 tensor widened into new float32 scratch.
-static Tensor widened(const Tensor& b) {
-  Tensor wide = Tensor::scratch(b.shape(), DType::f32, b.device());
-  backend::convert(wide.device(), wide, b);
+Tensor Saved::value() const {
+  if (!bf16_.defined()) return var_.defined() ? var_.value() : Tensor();
+  Tensor wide = Tensor::scratch(bf16_.shape(), DType::f32, bf16_.device());
+  backend::convert(wide.device(), wide, bf16_);
   return wide;
 }
 
-Tensor Saved::value() const {
-  if (!bf16_.defined()) return var_.defined() ? var_.value() : Tensor();
-  return widened(bf16_);
-}
-
-Tensor Saved::value_rows(int64_t begin, int64_t count) const {
-  const int64_t last = var_.shape().last();
-  if (!bf16_.defined()) return var_.value().view_at(begin * last, {count, last});
-  return widened(bf16_.view_at(begin * last, {count, last}));
+std::pair<Tensor, Tensor> stored_alike(const Saved& a, const Saved& b) {
+  if (a.in_bf16() == b.in_bf16()) return {a.stored(), b.stored()};
+  return {a.value(), b.value()};
 }
 
 }  // namespace detail

@@ -7,6 +7,8 @@
 // of its own (a norm's rstd, attention's log-sum-exp, a chunk form's states), stay float32.
 #pragma once
 
+#include <utility>
+
 #include "autograd/variable.h"
 
 namespace linattn::ops {
@@ -46,17 +48,21 @@ class Saved {
   const Variable& var() const { return var_; }
   // The Variable with its value: var() itself, or its slot with the widened value (value()).
   Variable with_value() const { return in_bf16() ? var_.with_value(value()) : var_; }
+  // The value as kept, for the kernels that read a float32 value or its bf16 copy alike (what a
+  // backward reads of its forward, kernels/backend.def): no conversion.
+  Tensor stored() const { return in_bf16() ? bf16_ : value(); }
   // The value: as kept, or widened from its bf16 copy into new float32 scratch (one conversion per
   // call: a backward reads it once); undefined when nothing was kept.
   Tensor value() const;
-  // Rows [begin, begin + count) of the value seen as [rows, last dim], widened alike when kept in
-  // bf16 (a view of the value when kept as it is).
-  Tensor value_rows(int64_t begin, int64_t count) const;
 
  private:
   Variable var_;
   Tensor bf16_;
 };
+
+// a and b as a kernel that takes one dtype for both reads them: as kept when both or neither are in
+// bf16, else both widened.
+std::pair<Tensor, Tensor> stored_alike(const Saved& a, const Saved& b);
 
 }  // namespace detail
 

@@ -1,5 +1,8 @@
 // Pointwise kernels: add, mul, activations and SwiGLU, forward and backward side by side.
 // All arrays are n contiguous elements. Backward kernels accumulate (+=) into their gradients.
+// T is the arithmetic type; X, what a backward reads of the forward's inputs, is T or (T float) a
+// bf16 copy a tape node keeps (stored.h). SwiGLU's forward reads X and writes Y, each float, double
+// or bf16 (a product's operand), and computes in double or float as they are double or not.
 #pragma once
 
 #include <cstdint>
@@ -24,12 +27,13 @@ template <class T> void axpy(T* y, T c, const T* x, int64_t n);
 
 // y = f(x) for the activation; backward: dx += f'(x) dy (computed from x).
 template <class T> void activation_forward(Activation f, T* y, const T* x, int64_t n);
-template <class T> void activation_backward(Activation f, T* dx, const T* x, const T* dy, int64_t n);
+template <class T, class X = T> void activation_backward(Activation f, T* dx, const X* x, const T* dy, int64_t n);
 
 // SwiGLU: y = silu(gate) * up
 // forward: y = silu(g) u  =>  dg += dy u silu'(g), du += dy silu(g)
-template <class T> void swiglu_forward(T* y, const T* gate, const T* up, int64_t n);
-template <class T> void swiglu_backward(T* dgate, T* dup, const T* gate, const T* up, const T* dy, int64_t n);
+template <class Y, class X> void swiglu_forward(Y* y, const X* gate, const X* up, int64_t n);
+template <class T, class X = T>
+void swiglu_backward(T* dgate, T* dup, const X* gate, const X* up, const T* dy, int64_t n);
 
 // Gated DeltaNet's log-decay in fla's parameterization, per row r (batch and time) and head h:
 // a[r, h] = -exp(A_log[h]) * softplus(x[r, h] + dt_bias[h]).  x, a: [rows, H]; A_log, dt_bias: [H].

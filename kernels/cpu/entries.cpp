@@ -38,6 +38,17 @@ decltype(auto) floating(In t, F&& f) {
   return dispatch_float(t.dtype(), std::forward<F>(f));
 }
 
+// Calls f(T{}, X{}): T the floating type of `arith`, X the element type of `kept`, which a backward
+// reads of its forward: T too, or bfloat16 when T is float and a tape node kept it in bf16
+// (autograd/saved.h, stored.h).
+template <class F>
+void floating_kept(const char* op, In arith, In kept, F&& f) {
+  if (arith.dtype() == DType::f32 && kept.dtype() == DType::bf16) return f(float{}, bfloat16{});
+  LINATTN_CHECK(kept.dtype() == arith.dtype(), op, ": ", kept.str(), " does not match ", arith.str(),
+                " (a float32 op reads float32 or its bf16 copy)");
+  floating(arith, [&](auto zero) { f(zero, zero); });
+}
+
 }  // namespace
 
 // ---- pointwise ----
@@ -92,23 +103,39 @@ void activation_forward(Activation f, In y, In x) {
 }
 
 void activation_backward(Activation f, In dx, In x, In dy) {
-  floating(x, [&](auto zero) {
-    using T = decltype(zero);
-    cpu::activation_backward(f, dx.data<T>(), x.data<T>(), dy.data<T>(), x.numel());
+  floating_kept(activation_name(f), dx, x, [&](auto t, auto kept) {
+    using T = decltype(t);
+    using X = decltype(kept);
+    cpu::activation_backward<T, X>(f, dx.data<T>(), x.data<X>(), dy.data<T>(), x.numel());
   });
 }
 
+// y and the inputs each float32 or bf16 (a product's operand; what swiglu_linear's node keeps), or all f64.
 void swiglu_forward(In y, In gate, In up) {
-  floating(y, [&](auto zero) {
-    using T = decltype(zero);
-    cpu::swiglu_forward(y.data<T>(), gate.data<T>(), up.data<T>(), y.numel());
-  });
+  LINATTN_CHECK(gate.dtype() == up.dtype(), "swiglu: gate ", gate.str(), " and up ", up.str(), " differ in dtype");
+  if (y.dtype() == DType::f64 || gate.dtype() == DType::f64) {
+    LINATTN_CHECK(y.dtype() == gate.dtype(), "swiglu: ", y.str(), " does not match ", gate.str());
+    return cpu::swiglu_forward(y.data<double>(), gate.data<double>(), up.data<double>(), y.numel());
+  }
+  auto run = [&](auto out, auto in) {
+    using Y = decltype(out);
+    using X = decltype(in);
+    cpu::swiglu_forward(y.data<Y>(), gate.data<X>(), up.data<X>(), y.numel());
+  };
+  const bool y16 = y.dtype() == DType::bf16, in16 = gate.dtype() == DType::bf16;
+  if (y16 && in16) return run(bfloat16{}, bfloat16{});
+  if (y16) return run(bfloat16{}, float{});
+  if (in16) return run(float{}, bfloat16{});
+  run(float{}, float{});
 }
 
 void swiglu_backward(In dgate, In dup, In gate, In up, In dy) {
-  floating(gate, [&](auto zero) {
-    using T = decltype(zero);
-    cpu::swiglu_backward(dgate.data<T>(), dup.data<T>(), gate.data<T>(), up.data<T>(), dy.data<T>(), gate.numel());
+  LINATTN_CHECK(gate.dtype() == up.dtype(), "swiglu: gate ", gate.str(), " and up ", up.str(), " differ in dtype");
+  floating_kept("swiglu", dy, gate, [&](auto t, auto kept) {
+    using T = decltype(t);
+    using X = decltype(kept);
+    cpu::swiglu_backward<T, X>(dgate.data<T>(), dup.data<T>(), gate.data<X>(), up.data<X>(), dy.data<T>(),
+                               gate.numel());
   });
 }
 
@@ -184,10 +211,11 @@ void rmsnorm_forward(In y, In rstd, In x, In w, double eps) {
 }
 
 void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy) {
-  floating(x, [&](auto zero) {
-    using T = decltype(zero);
-    cpu::rmsnorm_backward(dx.data<T>(), ptr<T>(dw), x.data<T>(), w.data<T>(), rstd.data<T>(), dy.data<T>(),
-                          x.shape().rows(), x.shape().last(), norm_groups(x, rstd));
+  floating_kept("rmsnorm", dy, x, [&](auto t, auto kept) {
+    using T = decltype(t);
+    using X = decltype(kept);
+    cpu::rmsnorm_backward<T, X>(dx.data<T>(), ptr<T>(dw), x.data<X>(), w.data<T>(), rstd.data<T>(), dy.data<T>(),
+                                x.shape().rows(), x.shape().last(), norm_groups(x, rstd));
   });
 }
 
@@ -199,9 +227,11 @@ void l2norm_forward(In y, In r, In x, double eps) {
 }
 
 void l2norm_backward(In dx, In y, In r, In dy) {
-  floating(y, [&](auto zero) {
-    using T = decltype(zero);
-    cpu::l2norm_backward(dx.data<T>(), y.data<T>(), r.data<T>(), dy.data<T>(), y.shape().rows(), y.shape().last());
+  floating_kept("l2norm", dy, y, [&](auto t, auto kept) {
+    using T = decltype(t);
+    using Y = decltype(kept);
+    cpu::l2norm_backward<T, Y>(dx.data<T>(), y.data<Y>(), r.data<T>(), dy.data<T>(), y.shape().rows(),
+                               y.shape().last());
   });
 }
 

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "kernels/cpu/stored.h"
+
 namespace linattn::cpu {
 
 // A row's G groups of Dg = D / G values are rows of their own here: group row r = i G + g starts at
@@ -26,8 +28,8 @@ void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t D
   }
 }
 
-template <class T>
-void rmsnorm_backward(T* dx, T* dw, const T* x, const T* w, const T* rstd, const T* dy, int64_t N, int64_t D,
+template <class T, class X>
+void rmsnorm_backward(T* dx, T* dw, const X* x, const T* w, const T* rstd, const T* dy, int64_t N, int64_t D,
                       int64_t G) {
   // forward, per group row: xhat = x r, y = xhat w, r = (mean(x^2) + eps)^-1/2 (the mean over the group)
   //   =>  dw += sum_rows dy xhat,  dx += r (dy w - xhat mean(dy w xhat))
@@ -40,17 +42,17 @@ void rmsnorm_backward(T* dx, T* dw, const T* x, const T* w, const T* rstd, const
     T* my_dw = dw ? dw_partial.data() + std::size_t(omp_get_thread_num()) * D : nullptr;
 #pragma omp for
     for (int64_t r = 0; r < N * G; ++r) {
-      const T* xi = x + r * Dg;
+      const X* xi = x + r * Dg;
       const T* dyi = dy + r * Dg;
       const T* wi = w + (r % G) * Dg;
       T rs = rstd[r];
       T dot = 0;
-      for (int64_t j = 0; j < Dg; ++j) dot += dyi[j] * wi[j] * xi[j] * rs;
+      for (int64_t j = 0; j < Dg; ++j) dot += dyi[j] * wi[j] * load(xi[j]) * rs;
       T mean = dot / T(Dg);
       T* dxi = dx + r * Dg;
       T* dwi = my_dw ? my_dw + (r % G) * Dg : nullptr;
       for (int64_t j = 0; j < Dg; ++j) {
-        T xhat = xi[j] * rs;
+        const T xhat = load(xi[j]) * rs;
         dxi[j] += rs * (dyi[j] * wi[j] - xhat * mean);
         if (dwi) dwi[j] += dyi[j] * xhat;
       }
@@ -74,25 +76,30 @@ void l2norm_forward(T* y, T* r, const T* x, int64_t N, int64_t D, T eps) {
   }
 }
 
-template <class T>
-void l2norm_backward(T* dx, const T* y, const T* r, const T* dy, int64_t N, int64_t D) {
+template <class T, class Y>
+void l2norm_backward(T* dx, const Y* y, const T* r, const T* dy, int64_t N, int64_t D) {
   // forward: y = x r, r = (x.x + eps)^-1/2, dr/dx = -r^3 x  =>  dx += r (dy - y (y . dy))
 #pragma omp parallel for if (N * D > (1 << 15))
   for (int64_t i = 0; i < N; ++i) {
-    const T* yi = y + i * D;
+    const Y* yi = y + i * D;
     const T* dyi = dy + i * D;
     T dot = 0;
-    for (int64_t j = 0; j < D; ++j) dot += yi[j] * dyi[j];
-    for (int64_t j = 0; j < D; ++j) dx[i * D + j] += r[i] * (dyi[j] - yi[j] * dot);
+    for (int64_t j = 0; j < D; ++j) dot += load(yi[j]) * dyi[j];
+    for (int64_t j = 0; j < D; ++j) dx[i * D + j] += r[i] * (dyi[j] - load(yi[j]) * dot);
   }
 }
 
 #define INSTANTIATE(T)                                                                                      \
   template void rmsnorm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, T, int64_t);               \
-  template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t, int64_t); \
+  template void rmsnorm_backward<T, T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t, int64_t); \
   template void l2norm_forward<T>(T*, T*, const T*, int64_t, int64_t, T);                                   \
-  template void l2norm_backward<T>(T*, const T*, const T*, const T*, int64_t, int64_t);
+  template void l2norm_backward<T, T>(T*, const T*, const T*, const T*, int64_t, int64_t);
 INSTANTIATE(float)
 INSTANTIATE(double)
+
+// float32 backwards reading a bf16 copy (stored.h)
+template void rmsnorm_backward<float, bfloat16>(float*, float*, const bfloat16*, const float*, const float*,
+                                                const float*, int64_t, int64_t, int64_t);
+template void l2norm_backward<float, bfloat16>(float*, const bfloat16*, const float*, const float*, int64_t, int64_t);
 
 }  // namespace linattn::cpu

@@ -71,7 +71,7 @@ struct ActivationForward {
 
 template <Activation F>
 struct ActivationBackward {
-  float* dx; const float* x; const float* dy;
+  float* dx; Floats x; const float* dy;
   __device__ void operator()(int64_t i) const {
     const float xi = x[i];
     if constexpr (F == Activation::silu) {  // forward: y = x s(x)  =>  dx += dy (s + x s (1 - s))
@@ -92,11 +92,14 @@ struct ActivationBackward {
 };
 
 struct SwigluForward {
-  float* y; const float* gate; const float* up;
-  __device__ void operator()(int64_t i) const { y[i] = gate[i] * sigmoid(gate[i]) * up[i]; }
+  FloatsOut y; Floats gate; Floats up;
+  __device__ void operator()(int64_t i) const {
+    const float g = gate[i];
+    y.set(i, g * sigmoid(g) * up[i]);
+  }
 };
 struct SwigluBackward {  // forward: y = silu(g) u  =>  dg += dy u silu'(g), du += dy silu(g)
-  float* dgate; float* dup; const float* gate; const float* up; const float* dy;
+  float* dgate; float* dup; Floats gate; Floats up; const float* dy;
   __device__ void operator()(int64_t i) const {
     const float g = gate[i], s = sigmoid(g);
     dgate[i] += dy[i] * up[i] * s * (1.0f + g * (1.0f - s));
@@ -132,14 +135,14 @@ void axpy(float* y, float c, const float* x, int64_t n) { launch("Axpy", n, Axpy
 void activation_forward(Activation f, float* y, const float* x, int64_t n) {
   launch_activation<ActivationForward>("ActivationForward", f, n, y, x);
 }
-void activation_backward(Activation f, float* dx, const float* x, const float* dy, int64_t n) {
+void activation_backward(Activation f, float* dx, Floats x, const float* dy, int64_t n) {
   launch_activation<ActivationBackward>("ActivationBackward", f, n, dx, x, dy);
 }
 
-void swiglu_forward(float* y, const float* gate, const float* up, int64_t n) {
+void swiglu_forward(FloatsOut y, Floats gate, Floats up, int64_t n) {
   launch("SwigluForward", n, SwigluForward{y, gate, up});
 }
-void swiglu_backward(float* dgate, float* dup, const float* gate, const float* up, const float* dy, int64_t n) {
+void swiglu_backward(float* dgate, float* dup, Floats gate, Floats up, const float* dy, int64_t n) {
   launch("SwigluBackward", n, SwigluBackward{dgate, dup, gate, up, dy});
 }
 

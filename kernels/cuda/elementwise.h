@@ -1,11 +1,14 @@
 // CUDA pointwise kernels (float32): add, mul, scale, activations and SwiGLU, forward and backward,
 // with the argument order and semantics of kernels/cpu/elementwise.h. Pointers are device memory,
-// all arrays n contiguous elements; backward kernels accumulate (+=) into their gradients.
+// all arrays n contiguous elements; backward kernels accumulate (+=) into their gradients. What a
+// backward reads of the forward's input (Floats, floats.h) may be kept in bf16, and SwiGLU's forward
+// may write a product's bf16 operand.
 // Without LINATTN_CUDA the same functions exist and throw (kernels/cuda/no_cuda.h).
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/cuda/floats.h"
 #include "kernels/cuda/no_cuda.h"
 #include "kernels/op_types.h"
 
@@ -25,10 +28,10 @@ void scale_forward(float* y, const float* x, float c, int64_t n);
 void axpy(float* y, float c, const float* x, int64_t n);
 // y = f(x); backward: dx += f'(x) dy (computed from x)
 void activation_forward(Activation f, float* y, const float* x, int64_t n);
-void activation_backward(Activation f, float* dx, const float* x, const float* dy, int64_t n);
+void activation_backward(Activation f, float* dx, Floats x, const float* dy, int64_t n);
 // forward: y = silu(g) u  =>  dg += dy u silu'(g), du += dy silu(g)
-void swiglu_forward(float* y, const float* gate, const float* up, int64_t n);
-void swiglu_backward(float* dgate, float* dup, const float* gate, const float* up, const float* dy, int64_t n);
+void swiglu_forward(FloatsOut y, Floats gate, Floats up, int64_t n);
+void swiglu_backward(float* dgate, float* dup, Floats gate, Floats up, const float* dy, int64_t n);
 #else
 inline void add_forward(float*, const float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
 inline void add_inplace(float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
@@ -37,9 +40,9 @@ inline void mul_backward(float*, float*, const float*, const float*, const float
 inline void scale_forward(float*, const float*, float, int64_t) { LINATTN_NO_CUDA(); }
 inline void axpy(float*, float, const float*, int64_t) { LINATTN_NO_CUDA(); }
 inline void activation_forward(Activation, float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
-inline void activation_backward(Activation, float*, const float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
-inline void swiglu_forward(float*, const float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
-inline void swiglu_backward(float*, float*, const float*, const float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
+inline void activation_backward(Activation, float*, Floats, const float*, int64_t) { LINATTN_NO_CUDA(); }
+inline void swiglu_forward(FloatsOut, Floats, Floats, int64_t) { LINATTN_NO_CUDA(); }
+inline void swiglu_backward(float*, float*, Floats, Floats, const float*, int64_t) { LINATTN_NO_CUDA(); }
 #endif
 
 }  // namespace linattn::cuda

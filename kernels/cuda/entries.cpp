@@ -15,6 +15,7 @@
 #include "kernels/cuda/deltanet.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/floats.h"
 #include "kernels/cuda/gdn_decay.h"
 #include "kernels/cuda/gla.h"
 #include "kernels/cuda/linear_attn.h"
@@ -38,6 +39,20 @@ void require_f32(const char* op, In t) {
 
 // A bf16 tensor's data as the bit patterns the kernels take.
 uint16_t* bf16_bits(In t) { return reinterpret_cast<uint16_t*>(t.data<bfloat16>()); }
+
+// What a kernel reads (or writes) as float32 of a float32 or bf16 tensor (kernels/cuda/floats.h).
+void require_f32_or_bf16(const char* op, In t) {
+  LINATTN_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16, op, ": the CUDA kernels take float32 tensors ",
+                "(or bf16 where a node keeps them so), got ", t.str(), " (train.dtype f64 runs on the CPU only)");
+}
+Floats floats(const char* op, In t) {
+  require_f32_or_bf16(op, t);
+  return t.dtype() == DType::bf16 ? Floats(bf16_bits(t), true) : Floats(t.data<float>());
+}
+FloatsOut floats_out(const char* op, In t) {
+  require_f32_or_bf16(op, t);
+  return t.dtype() == DType::bf16 ? FloatsOut(bf16_bits(t), true) : FloatsOut(t.data<float>());
+}
 
 // rmsnorm's groups per row: rstd holds one value per group of each of x's rows (backend.def).
 int64_t norm_groups(In x, In rstd) { return x.shape().rows() ? rstd.numel() / x.shape().rows() : 1; }
@@ -118,18 +133,17 @@ void activation_forward(Activation f, In y, In x) {
 }
 
 void activation_backward(Activation f, In dx, In x, In dy) {
-  require_f32(activation_name(f), x);
-  cuda::activation_backward(f, f32(dx), f32(x), f32(dy), x.numel());
+  require_f32(activation_name(f), dx);
+  cuda::activation_backward(f, f32(dx), floats(activation_name(f), x), f32(dy), x.numel());
 }
 
 void swiglu_forward(In y, In gate, In up) {
-  require_f32("swiglu", y);
-  cuda::swiglu_forward(f32(y), f32(gate), f32(up), y.numel());
+  cuda::swiglu_forward(floats_out("swiglu", y), floats("swiglu", gate), floats("swiglu", up), y.numel());
 }
 
 void swiglu_backward(In dgate, In dup, In gate, In up, In dy) {
-  require_f32("swiglu", gate);
-  cuda::swiglu_backward(f32(dgate), f32(dup), f32(gate), f32(up), f32(dy), gate.numel());
+  require_f32("swiglu", dy);
+  cuda::swiglu_backward(f32(dgate), f32(dup), floats("swiglu", gate), floats("swiglu", up), f32(dy), gate.numel());
 }
 
 // kernels/cuda/{gdn_decay,bias}.cu
@@ -161,8 +175,8 @@ void rmsnorm_forward(In y, In rstd, In x, In w, double eps) {
 }
 
 void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy) {
-  require_f32("rmsnorm", x);
-  cuda::rmsnorm_backward(f32(dx), f32(dw), f32(x), f32(w), f32(rstd), f32(dy), x.shape().rows(), x.shape().last(),
+  require_f32("rmsnorm", dy);
+  cuda::rmsnorm_backward(f32(dx), f32(dw), floats("rmsnorm", x), f32(w), f32(rstd), f32(dy), x.shape().rows(), x.shape().last(),
                          norm_groups(x, rstd));
 }
 
@@ -172,8 +186,8 @@ void l2norm_forward(In y, In r, In x, double eps) {
 }
 
 void l2norm_backward(In dx, In y, In r, In dy) {
-  require_f32("l2norm", y);
-  cuda::l2norm_backward(f32(dx), f32(y), f32(r), f32(dy), y.shape().rows(), y.shape().last());
+  require_f32("l2norm", dy);
+  cuda::l2norm_backward(f32(dx), floats("l2norm", y), f32(r), f32(dy), y.shape().rows(), y.shape().last());
 }
 
 void embedding_forward(In y, In ids, In table) {

@@ -32,12 +32,12 @@ __global__ void rmsnorm_forward_kernel(float* y, float* rstd, const float* x, co
 }
 
 // forward: xhat = x r, y = xhat w, r = (mean(x^2) + eps)^-1/2  =>  dx += r (dy w - xhat mean(dy w xhat))
-__global__ void rmsnorm_dx_kernel(float* dx, const float* x, const float* w, const float* rstd, const float* dy,
+__global__ void rmsnorm_dx_kernel(float* dx, Floats x, const float* w, const float* rstd, const float* dy,
                                   int64_t rows, int64_t Dg, int64_t G) {
   const int64_t row = warp_row();
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;
-  const float* xr = x + row * Dg;
+  const Floats xr = x + row * Dg;
   const float* dyr = dy + row * Dg;
   const float* wr = w + (row % G) * Dg;
   const float r = rstd[row];
@@ -53,7 +53,7 @@ __global__ void rmsnorm_dx_kernel(float* dx, const float* x, const float* w, con
 // partial sums (column_partials, common.cuh). Rows are whole rows of D here; column j is in group
 // j / Dg, whose rstd is rstd[i G + j / Dg].
 constexpr int kLanes = kColumnLanes;
-__global__ void rmsnorm_dw_kernel(const float* x, const float* rstd, const float* dy, int64_t N, int64_t D,
+__global__ void rmsnorm_dw_kernel(Floats x, const float* rstd, const float* dy, int64_t N, int64_t D,
                                   int64_t G, int64_t rows_per_chunk) {
   __shared__ float partial[kLanes][33];
   const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
@@ -86,12 +86,12 @@ __global__ void l2norm_forward_kernel(float* y, float* r, const float* x, int64_
 }
 
 // forward: y = x r, r = (x.x + eps)^-1/2, dr/dx = -r^3 x  =>  dx += r (dy - y (y . dy))
-__global__ void l2norm_backward_kernel(float* dx, const float* y, const float* r, const float* dy, int64_t N,
+__global__ void l2norm_backward_kernel(float* dx, Floats y, const float* r, const float* dy, int64_t N,
                                        int64_t D) {
   const int64_t row = warp_row();
   if (row >= N) return;
   const int lane = threadIdx.x % 32;
-  const float* yr = y + row * D;
+  const Floats yr = y + row * D;
   const float* dyr = dy + row * D;
   float dot = 0;
   for (int64_t j = lane; j < D; j += 32) dot += yr[j] * dyr[j];
@@ -111,7 +111,7 @@ void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int6
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
-void rmsnorm_backward(float* dx, float* dw, const float* x, const float* w, const float* rstd, const float* dy,
+void rmsnorm_backward(float* dx, float* dw, Floats x, const float* w, const float* rstd, const float* dy,
                       int64_t N, int64_t D, int64_t G) {
   if (N == 0 || D == 0) return;
   const LaunchPlans plans = rmsnorm_backward_plans(N, D, dw != nullptr, G);
@@ -130,7 +130,7 @@ void l2norm_forward(float* y, float* r, const float* x, int64_t N, int64_t D, fl
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
-void l2norm_backward(float* dx, const float* y, const float* r, const float* dy, int64_t N, int64_t D) {
+void l2norm_backward(float* dx, Floats y, const float* r, const float* dy, int64_t N, int64_t D) {
   if (N == 0) return;
   LINATTN_LAUNCH_PLAN(l2norm_backward_plans(N, D)[0], stream(), l2norm_backward_kernel)(dx, y, r, dy, N, D);
   LINATTN_CUDA_CHECK_LAUNCH();

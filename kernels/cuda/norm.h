@@ -1,10 +1,12 @@
 // CUDA row normalizations over the last dim (float32, statistics in float32): RMSNorm and L2
 // normalization, with the argument order and semantics of kernels/cpu/norm.h. x is [N, D]
-// row-major; pointers are device memory; gradients accumulate (+=). Deterministic: no atomics.
+// row-major; pointers are device memory; gradients accumulate (+=). Deterministic: no atomics. What
+// a backward reads of the forward (x, or l2norm's y: Floats, floats.h) may be kept in bf16.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/cuda/floats.h"
 #include "kernels/cuda/no_cuda.h"
 
 namespace linattn::cuda {
@@ -16,22 +18,22 @@ namespace linattn::cuda {
 void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t D, float eps,
                      int64_t G = 1);
 // dx: [N, D] (+=); dw: [D] (+=, may be null); dy: [N, D]
-void rmsnorm_backward(float* dx, float* dw, const float* x, const float* w, const float* rstd, const float* dy,
-                      int64_t N, int64_t D, int64_t G = 1);
+void rmsnorm_backward(float* dx, float* dw, Floats x, const float* w, const float* rstd, const float* dy, int64_t N,
+                      int64_t D, int64_t G = 1);
 // y = x * r, r = (sum(x^2) + eps)^-1/2 per row.  y: [N, D]; r (saved): [N]; x: [N, D]
 void l2norm_forward(float* y, float* r, const float* x, int64_t N, int64_t D, float eps);
 // dx: [N, D] (+=); y: the forward output; dy: [N, D]
-void l2norm_backward(float* dx, const float* y, const float* r, const float* dy, int64_t N, int64_t D);
+void l2norm_backward(float* dx, Floats y, const float* r, const float* dy, int64_t N, int64_t D);
 #else
 inline void rmsnorm_forward(float*, float*, const float*, const float*, int64_t, int64_t, float, int64_t = 1) {
   LINATTN_NO_CUDA();
 }
-inline void rmsnorm_backward(float*, float*, const float*, const float*, const float*, const float*, int64_t,
-                             int64_t, int64_t = 1) {
+inline void rmsnorm_backward(float*, float*, Floats, const float*, const float*, const float*, int64_t, int64_t,
+                             int64_t = 1) {
   LINATTN_NO_CUDA();
 }
 inline void l2norm_forward(float*, float*, const float*, int64_t, int64_t, float) { LINATTN_NO_CUDA(); }
-inline void l2norm_backward(float*, const float*, const float*, const float*, int64_t, int64_t) { LINATTN_NO_CUDA(); }
+inline void l2norm_backward(float*, Floats, const float*, const float*, int64_t, int64_t) { LINATTN_NO_CUDA(); }
 #endif
 
 }  // namespace linattn::cuda

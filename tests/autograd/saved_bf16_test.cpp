@@ -124,9 +124,9 @@ TEST(SwigluLinear, IsLinearOfSwigluBitForBit) {
   }
 }
 
-// In a SaveInBf16 scope the backward widens gate and up a part of the rows at a time
-// (kWidenParts, 21 rows: uneven parts) and recomputes the product from them: its gradients are
-// those of the op outside the scope on the rounded gate and up, bit for bit, with bf16 products.
+// In a SaveInBf16 scope the backward reads gate and up in bf16 and recomputes the product from them:
+// its gradients are those of the op outside the scope on the rounded gate and up, bit for bit, with
+// bf16 products.
 TEST(SwigluLinear, InTheScopeItsGradientsAreThoseOfTheRoundedInputs) {
   Rng rng(7);
   const Tensor g = f32_random({3, 7, 40}, rng), u = f32_random({3, 7, 40}, rng), w = f32_random({12, 40}, rng);

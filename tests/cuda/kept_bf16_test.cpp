@@ -1,0 +1,123 @@
+// The backend entries whose backward reads a value a tape node may keep in bf16 (autograd/saved.h,
+// kernels/backend.def): activation, SwiGLU, RMSNorm and L2 norm backwards, and SwiGLU's forward, which
+// also writes a product's bf16 operand. On each device (the CPU; CUDA where a GPU or the emulation
+// is), an entry given the bf16 copy computes exactly what it computes given that copy widened to
+// float32: the same kernel arithmetic on the same values, so equal bit for bit; and a bf16 output is
+// the float32 output rounded.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernel_testing.h"
+#include "kernels/backend.h"
+#include "recompute_testing.h"
+
+namespace linattn {
+namespace {
+
+using testing::bitwise_difference;
+using testing::random_f32;
+
+std::vector<Device> devices() {
+  std::vector<Device> d{Device::cpu};
+  if (cuda_available()) d.push_back(Device::cuda);
+  return d;
+}
+
+// A host tensor on `device`, and a tensor back on the host, once the kernels so far have run.
+Tensor on(Device device, const Tensor& host) {
+  return device == Device::cpu ? host.clone() : testing::on_device(host);
+}
+Tensor host(const Tensor& t) { return t.device() == Device::cpu ? t : testing::on_host(t); }
+
+// f(kept) with kept the bf16 copy of x, against f(kept) with kept that copy widened: each output
+// (host tensors) equal bit for bit.
+void expect_same_from_the_copy(Device device, const Tensor& x,
+                               const std::function<std::vector<Tensor>(const Tensor& kept)>& f) {
+  const Tensor x16 = x.to(DType::bf16), widened = x16.to(DType::f32);
+  const std::vector<Tensor> got = f(on(device, x16)), want = f(on(device, widened));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(bitwise_difference(got[i], want[i]), "") << "output " << i;
+}
+
+TEST(KeptInBf16, ActivationBackwardsReadTheCopy) {
+  Rng rng(1);
+  const Tensor x = random_f32({3, 257}, rng, -4, 4), dy = random_f32({3, 257}, rng), dx0 = random_f32({3, 257}, rng);
+  for (Device device : devices())
+    for (Activation f : {Activation::silu, Activation::sigmoid, Activation::logsigmoid, Activation::elu1,
+                         Activation::relu}) {
+      SCOPED_TRACE(std::string(device_name(device)) + " " + activation_name(f));
+      expect_same_from_the_copy(device, x, [&](const Tensor& kept) {
+        const Tensor dx = on(device, dx0);  // accumulated into
+        backend::activation_backward(device, f, dx, kept, on(device, dy));
+        return std::vector<Tensor>{host(dx)};
+      });
+    }
+}
+
+TEST(KeptInBf16, SwigluReadsTheCopyAndWritesBf16) {
+  Rng rng(2);
+  const Shape s{5, 203};
+  const Tensor gate = random_f32(s, rng, -4, 4), up = random_f32(s, rng), dy = random_f32(s, rng);
+  const Tensor dg0 = random_f32(s, rng), du0 = random_f32(s, rng);
+  for (Device device : devices()) {
+    SCOPED_TRACE(device_name(device));
+    const Tensor up16 = on(device, up.to(DType::bf16)), up_widened = on(device, up.to(DType::bf16).to(DType::f32));
+    expect_same_from_the_copy(device, gate, [&](const Tensor& g) {
+      const Tensor& u = g.dtype() == DType::bf16 ? up16 : up_widened;  // one dtype for both inputs
+      const Tensor y = Tensor::zeros(s, DType::f32, device), y16 = Tensor::zeros(s, DType::bf16, device);
+      backend::swiglu_forward(device, y, g, u);
+      backend::swiglu_forward(device, y16, g, u);
+      const Tensor dg = on(device, dg0), du = on(device, du0);
+      backend::swiglu_backward(device, dg, du, g, u, on(device, dy));
+      EXPECT_EQ(bitwise_difference(host(y16), host(y).to(DType::bf16)), "") << "bf16 output: the float32 one rounded";
+      return std::vector<Tensor>{host(y), host(dg), host(du)};
+    });
+    // float32 inputs into a bf16 operand: the float32 output rounded
+    const Tensor y = Tensor::zeros(s, DType::f32, device), y16 = Tensor::zeros(s, DType::bf16, device);
+    backend::swiglu_forward(device, y, on(device, gate), on(device, up));
+    backend::swiglu_forward(device, y16, on(device, gate), on(device, up));
+    EXPECT_EQ(bitwise_difference(host(y16), host(y).to(DType::bf16)), "");
+  }
+}
+
+TEST(KeptInBf16, NormBackwardsReadTheCopy) {
+  Rng rng(3);
+  const int64_t N = 37, D = 96;
+  const Tensor x = random_f32({N, D}, rng, -3, 3), w = random_f32({D}, rng), dy = random_f32({N, D}, rng);
+  const Tensor dx0 = random_f32({N, D}, rng), dw0 = random_f32({D}, rng);
+  for (Device device : devices())
+    for (int64_t groups : {1, 4}) {
+      SCOPED_TRACE(std::string(device_name(device)) + " rmsnorm, groups " + std::to_string(groups));
+      // rstd from the float32 x, as the forward saved it
+      const Tensor y = Tensor::zeros({N, D}, DType::f32, device), rstd = Tensor::zeros({N, groups}, DType::f32, device);
+      backend::rmsnorm_forward(device, y, rstd, on(device, x), on(device, w), 1e-6);
+      expect_same_from_the_copy(device, x, [&](const Tensor& kept) {
+        const Tensor dx = on(device, dx0), dw = on(device, dw0);
+        backend::rmsnorm_backward(device, dx, dw, kept, on(device, w), rstd, on(device, dy));
+        return std::vector<Tensor>{host(dx), host(dw)};
+      });
+    }
+  for (Device device : devices()) {
+    SCOPED_TRACE(std::string(device_name(device)) + " l2norm");
+    const Tensor y = Tensor::zeros({N, D}, DType::f32, device), r = Tensor::zeros({N}, DType::f32, device);
+    backend::l2norm_forward(device, y, r, on(device, x), 1e-6);
+    // the backward reads the forward's output y: kept in bf16 as an activation
+    expect_same_from_the_copy(device, host(y), [&](const Tensor& kept) {
+      const Tensor dx = on(device, dx0);
+      backend::l2norm_backward(device, dx, kept, r, on(device, dy));
+      return std::vector<Tensor>{host(dx)};
+    });
+  }
+}
+
+// A float32 op refuses an input of another floating dtype than float32 or its bf16 copy.
+TEST(KeptInBf16, OtherDtypesAreRefused) {
+  Rng rng(4);
+  const Tensor x = random_f32({2, 8}, rng), dy = random_f32({2, 8}, rng), dx = Tensor::zeros({2, 8}, DType::f32);
+  EXPECT_THROW(backend::activation_backward(Device::cpu, Activation::silu, dx, x.to(DType::f64), dy), Error);
+  EXPECT_THROW(backend::swiglu_forward(Device::cpu, Tensor::zeros({2, 8}, DType::f32), x.to(DType::bf16), x), Error);
+}
+
+}  // namespace
+}  // namespace linattn
