@@ -38,10 +38,13 @@ inline Tensor grad_or_scratch(const Variable& v) {
 // v's bfloat16 copy (Variable::bf16): made by one convert on first use and kept with v, so that
 // every product that reads v (q, k, v and gate projections of one normed input) shares it. While
 // recording, the tape's nodes keep it: it comes from the arena's part for kept tensors.
+// Room for such a copy: from the arena's kept part while recording, else plain scratch.
+inline Tensor bf16_copy_scratch(const Shape& shape, Device device) {
+  return grad_enabled() ? Tensor::scratch_kept(shape, DType::bf16, device) : Tensor::scratch(shape, DType::bf16, device);
+}
 inline const Tensor& bf16_value(const Variable& v) {
   if (!v.bf16().defined()) {
-    Tensor t = grad_enabled() ? Tensor::scratch_kept(v.shape(), DType::bf16, v.device())
-                              : Tensor::scratch(v.shape(), DType::bf16, v.device());
+    Tensor t = bf16_copy_scratch(v.shape(), v.device());
     backend::convert(v.device(), t, v.value());
     v.set_bf16(std::move(t));
   }

@@ -167,8 +167,18 @@ Variable rmsnorm(const Variable& x, const Variable& weight, double eps, int64_t 
   const bool recording = needs_grad({&x, &weight});
   Tensor rstd = groups == 1 ? scratch_for_node({N}, x.dtype(), x.device(), recording)
                             : scratch_for_node({N, groups}, x.dtype(), x.device(), recording);
-  backend::rmsnorm_forward(x.device(), y, rstd, x.value(), weight.value(), eps);
+  // In a SaveInBf16 scope the kernel writes, in the same pass, y's bf16 copy (what the bf16 products
+  // reading y take, detail::bf16_value) and, when recording, x's (what the node keeps, Saved): no
+  // conversion launches of their own.
+  Tensor y16, x16;
+  if (saving_in_bf16() && x.dtype() == DType::f32) {
+    y16 = detail::bf16_copy_scratch(x.shape(), x.device());
+    if (recording && !x.bf16().defined() && !x.is_parameter()) x16 = detail::bf16_copy_scratch(x.shape(), x.device());
+  }
+  backend::rmsnorm_forward(x.device(), y, y16, x16, rstd, x.value(), weight.value(), eps);
+  if (x16.defined()) x.set_bf16(x16);
   Variable out(y, needs_grad({&x, &weight}));
+  if (y16.defined()) out.set_bf16(y16);
   if (out.requires_grad())
     record({&x, &weight}, [x = Saved(x), weight, rstd, out = out.without_value()] {
       if (!out.grad().defined()) return;

@@ -13,7 +13,8 @@ namespace linattn::cpu {
 // A row's G groups of Dg = D / G values are rows of their own here: group row r = i G + g starts at
 // x + r Dg and takes its weights from w + g Dg, so G = 1 is the plain row norm.
 template <class T>
-void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t D, T eps, int64_t G) {
+void rmsnorm_forward(T* y, bfloat16* y16, bfloat16* x16, T* rstd, const T* x, const T* w, int64_t N, int64_t D,
+                     T eps, int64_t G) {
   const int64_t Dg = D / G;
 #pragma omp parallel for if (N * D > (1 << 15))
   for (int64_t r = 0; r < N * G; ++r) {
@@ -25,6 +26,10 @@ void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t D
     T rs = T(1) / std::sqrt(ss / T(Dg) + eps);
     rstd[r] = rs;
     for (int64_t j = 0; j < Dg; ++j) yi[j] = xi[j] * rs * wi[j];
+    if (y16)
+      for (int64_t j = 0; j < Dg; ++j) y16[r * Dg + j] = from_float(float(yi[j]));
+    if (x16)
+      for (int64_t j = 0; j < Dg; ++j) x16[r * Dg + j] = from_float(float(xi[j]));
   }
 }
 
@@ -90,7 +95,7 @@ void l2norm_backward(T* dx, const Y* y, const T* r, const T* dy, int64_t N, int6
 }
 
 #define INSTANTIATE(T)                                                                                      \
-  template void rmsnorm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, T, int64_t);               \
+  template void rmsnorm_forward<T>(T*, bfloat16*, bfloat16*, T*, const T*, const T*, int64_t, int64_t, T, int64_t); \
   template void rmsnorm_backward<T, T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t, int64_t); \
   template void l2norm_forward<T>(T*, T*, const T*, int64_t, int64_t, T);                                   \
   template void l2norm_backward<T, T>(T*, const T*, const T*, const T*, int64_t, int64_t);

@@ -168,9 +168,10 @@ void bias_backward(In dbias, In dy) {
   cuda::bias_backward(f32(dbias), f32(dy), dy.numel() / dbias.numel(), dbias.numel());
 }
 
-void rmsnorm_forward(In y, In rstd, In x, In w, double eps) {
+void rmsnorm_forward(In y, In y16, In x16, In rstd, In x, In w, double eps) {
   require_f32("rmsnorm", x);
-  cuda::rmsnorm_forward(f32(y), f32(rstd), f32(x), f32(w), x.shape().rows(), x.shape().last(), float(eps),
+  cuda::rmsnorm_forward(f32(y), y16.defined() ? bf16_bits(y16) : nullptr, x16.defined() ? bf16_bits(x16) : nullptr,
+                        f32(rstd), f32(x), f32(w), x.shape().rows(), x.shape().last(), float(eps),
                         norm_groups(x, rstd));
 }
 

@@ -16,8 +16,8 @@ __device__ inline int64_t warp_row() { return int64_t(blockIdx.x) * kRows + thre
 
 // The rmsnorm kernels take a row's G groups of Dg = D / G values as rows of their own: group row
 // r = i G + g starts at x + r Dg and takes its weights from w + g Dg (G = 1: the plain row norm).
-__global__ void rmsnorm_forward_kernel(float* y, float* rstd, const float* x, const float* w, int64_t rows,
-                                       int64_t Dg, int64_t G, float eps) {
+__global__ void rmsnorm_forward_kernel(float* y, uint16_t* y16, uint16_t* x16, float* rstd, const float* x,
+                                       const float* w, int64_t rows, int64_t Dg, int64_t G, float eps) {
   const int64_t row = warp_row();
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;
@@ -28,7 +28,12 @@ __global__ void rmsnorm_forward_kernel(float* y, float* rstd, const float* x, co
   const float r = 1.0f / sqrtf(warp_sum(ss) / float(Dg) + eps);
   if (lane == 0) rstd[row] = r;
   float* yr = y + row * Dg;
-  for (int64_t j = lane; j < Dg; j += 32) yr[j] = xr[j] * r * wr[j];
+  for (int64_t j = lane; j < Dg; j += 32) {
+    const float yj = xr[j] * r * wr[j];
+    yr[j] = yj;
+    if (y16) y16[row * Dg + j] = bf16_bits_from_float(yj);
+    if (x16) x16[row * Dg + j] = bf16_bits_from_float(xr[j]);
+  }
 }
 
 // forward: xhat = x r, y = xhat w, r = (mean(x^2) + eps)^-1/2  =>  dx += r (dy w - xhat mean(dy w xhat))
@@ -103,11 +108,11 @@ __global__ void l2norm_backward_kernel(float* dx, Floats y, const float* r, cons
 
 }  // namespace
 
-void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t D, float eps,
-                     int64_t G) {
+void rmsnorm_forward(float* y, uint16_t* y16, uint16_t* x16, float* rstd, const float* x, const float* w, int64_t N,
+                     int64_t D, float eps, int64_t G) {
   if (N == 0) return;
   const LaunchPlans plans = rmsnorm_forward_plans(N, D, G);
-  LINATTN_LAUNCH_PLAN(plans[0], stream(), rmsnorm_forward_kernel)(y, rstd, x, w, N * G, D / G, G, eps);
+  LINATTN_LAUNCH_PLAN(plans[0], stream(), rmsnorm_forward_kernel)(y, y16, x16, rstd, x, w, N * G, D / G, G, eps);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

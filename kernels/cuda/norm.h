@@ -14,9 +14,9 @@ namespace linattn::cuda {
 #ifdef LINATTN_CUDA
 // y = x * rstd * w, rstd = (mean(x^2) + eps)^-1/2 over each of a row's G groups of D/G consecutive
 // values (G = 1: the whole row).
-// y: [N, D]; rstd (saved): [N, G]; x: [N, D]; w: [D]
-void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t D, float eps,
-                     int64_t G = 1);
+// y: [N, D]; y16, x16: [N, D] bf16 copies (bits) of y and x, or null; rstd (saved): [N, G]; x: [N, D]; w: [D]
+void rmsnorm_forward(float* y, uint16_t* y16, uint16_t* x16, float* rstd, const float* x, const float* w, int64_t N,
+                     int64_t D, float eps, int64_t G = 1);
 // dx: [N, D] (+=); dw: [D] (+=, may be null); dy: [N, D]
 void rmsnorm_backward(float* dx, float* dw, Floats x, const float* w, const float* rstd, const float* dy, int64_t N,
                       int64_t D, int64_t G = 1);
@@ -25,7 +25,8 @@ void l2norm_forward(float* y, float* r, const float* x, int64_t N, int64_t D, fl
 // dx: [N, D] (+=); y: the forward output; dy: [N, D]
 void l2norm_backward(float* dx, Floats y, const float* r, const float* dy, int64_t N, int64_t D);
 #else
-inline void rmsnorm_forward(float*, float*, const float*, const float*, int64_t, int64_t, float, int64_t = 1) {
+inline void rmsnorm_forward(float*, uint16_t*, uint16_t*, float*, const float*, const float*, int64_t, int64_t, float,
+                            int64_t = 1) {
   LINATTN_NO_CUDA();
 }
 inline void rmsnorm_backward(float*, float*, Floats, const float*, const float*, const float*, int64_t, int64_t,

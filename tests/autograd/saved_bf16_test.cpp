@@ -6,6 +6,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/saved.h"
+#include "kernels/backend.h"
 #include "gradcheck.h"
 #include "recompute_testing.h"
 
@@ -66,6 +67,25 @@ TEST(SaveInBf16, BackwardReadsTheRoundedValues) {
       EXPECT_LE(testing::compare(in_scope[i], on_f32[i]).relative, 1e-2);
     }
   }
+}
+
+// In the scope rmsnorm's kernel writes its output's bf16 copy (the one the products read) and its
+// input's (the one its node keeps) in its own pass: no conversion is launched for either.
+TEST(SaveInBf16, RmsnormWritesTheCopiesItsReadersTake) {
+  Rng rng(8);
+  const Tensor x = f32_random({6, 32}, rng);
+  Variable w = Variable::parameter(f32_random({32}, rng), Tensor::zeros({32}, DType::f32));
+  ops::SaveInBf16 scope(true);
+  Variable vx(x, true);
+  backend::ConversionLog log;
+  Variable y = ops::rmsnorm(vx, w, 1e-6);
+  EXPECT_TRUE(log.entries().empty()) << "a conversion was launched";
+  ASSERT_TRUE(y.bf16().defined());
+  ASSERT_TRUE(vx.bf16().defined());
+  EXPECT_EQ(bitwise_difference(y.bf16(), y.value().to(DType::bf16)), "");
+  EXPECT_EQ(bitwise_difference(vx.bf16(), x.to(DType::bf16)), "");
+  EXPECT_FALSE(w.bf16().defined()) << "a parameter is kept as it is";
+  clear_tape();
 }
 
 // In an arena, what the nodes keep after the forward takes half the bytes in the scope.
@@ -140,6 +160,23 @@ TEST(SwigluLinear, InTheScopeItsGradientsAreThoseOfTheRoundedInputs) {
   };
   const std::vector<Tensor> in_scope = grads(g, u, true), on_rounded = grads(rounded(g), rounded(u), false);
   for (size_t i = 0; i < in_scope.size(); ++i) EXPECT_EQ(bitwise_difference(in_scope[i], on_rounded[i]), "") << i;
+}
+
+// In the scope its conversions are gate's and up's copies, which its node keeps, and dy's for the
+// products: the kernels read the copies and write the product's operand in bf16 themselves.
+TEST(SwigluLinear, InTheScopeConvertsOnlyWhatItKeepsAndDy) {
+  Rng rng(9);
+  const Tensor g = f32_random({3, 7, 40}, rng), u = f32_random({3, 7, 40}, rng), w = f32_random({12, 40}, rng);
+  ops::SaveInBf16 scope(true);
+  Variable vg(g, true), vu(u, true);
+  Variable vw = Variable::parameter(w, Tensor::zeros(w.shape(), DType::f32), w.to(DType::bf16));
+  backend::ConversionLog log;
+  backward({ops::swiglu_linear(vg, vu, vw)}, {f32_random({3, 7, 12}, rng)});
+  const std::vector<backend::ConversionLog::Entry> converted = log.entries();
+  ASSERT_EQ(converted.size(), 3u);
+  EXPECT_EQ(converted[0].from, g.raw());
+  EXPECT_EQ(converted[1].from, u.raw());
+  EXPECT_EQ(converted[2].n, 3 * 7 * 12) << "dy";
 }
 
 // It keeps gate and up only: in an arena, the product silu(gate) * up is gone after the forward.

@@ -406,7 +406,7 @@ void add_bias_and_norm_cases(std::vector<Case>& cases) {
                        const Shape rows{s.rows()}, d{s.last()};
                        Tensor in = x.input(s, -2, 2), w = x.input(d, 0.5, 1.5);
                        Tensor rstd = x.output("rstd", rows);
-                       backend::rmsnorm_forward(x.device, x.output("y", s), rstd, in, w, eps);
+                       backend::rmsnorm_forward(x.device, x.output("y", s), {}, {}, rstd, in, w, eps);
                        Tensor dx = x.accumulated("dx", s), dwt = dw ? x.accumulated("dw", d) : Tensor();
                        Tensor dy = x.input(s);
                        backend::rmsnorm_backward(x.device, dx, dwt, in, w, rstd, dy);

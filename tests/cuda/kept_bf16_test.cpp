@@ -91,7 +91,7 @@ TEST(KeptInBf16, NormBackwardsReadTheCopy) {
       SCOPED_TRACE(std::string(device_name(device)) + " rmsnorm, groups " + std::to_string(groups));
       // rstd from the float32 x, as the forward saved it
       const Tensor y = Tensor::zeros({N, D}, DType::f32, device), rstd = Tensor::zeros({N, groups}, DType::f32, device);
-      backend::rmsnorm_forward(device, y, rstd, on(device, x), on(device, w), 1e-6);
+      backend::rmsnorm_forward(device, y, {}, {}, rstd, on(device, x), on(device, w), 1e-6);
       expect_same_from_the_copy(device, x, [&](const Tensor& kept) {
         const Tensor dx = on(device, dx0), dw = on(device, dw0);
         backend::rmsnorm_backward(device, dx, dw, kept, on(device, w), rstd, on(device, dy));
@@ -109,6 +109,27 @@ TEST(KeptInBf16, NormBackwardsReadTheCopy) {
       return std::vector<Tensor>{host(dx)};
     });
   }
+}
+
+// rmsnorm's forward writes y's and x's bf16 copies in its pass: y and x rounded, and y as without them.
+TEST(KeptInBf16, RmsnormWritesTheCopiesInItsPass) {
+  Rng rng(5);
+  const int64_t N = 37, D = 96;
+  const Tensor x = random_f32({N, D}, rng, -3, 3), w = random_f32({D}, rng);
+  for (Device device : devices())
+    for (int64_t groups : {1, 4}) {
+      SCOPED_TRACE(std::string(device_name(device)) + ", groups " + std::to_string(groups));
+      auto zeros = [&](const Shape& s, DType t) { return Tensor::zeros(s, t, device); };
+      const Tensor y = zeros({N, D}, DType::f32), rstd = zeros({N, groups}, DType::f32);
+      const Tensor y16 = zeros({N, D}, DType::bf16), x16 = zeros({N, D}, DType::bf16);
+      const Tensor plain = zeros({N, D}, DType::f32), plain_rstd = zeros({N, groups}, DType::f32);
+      backend::rmsnorm_forward(device, y, y16, x16, rstd, on(device, x), on(device, w), 1e-6);
+      backend::rmsnorm_forward(device, plain, {}, {}, plain_rstd, on(device, x), on(device, w), 1e-6);
+      EXPECT_EQ(bitwise_difference(host(y), host(plain)), "");
+      EXPECT_EQ(bitwise_difference(host(rstd), host(plain_rstd)), "");
+      EXPECT_EQ(bitwise_difference(host(y16), host(y).to(DType::bf16)), "");
+      EXPECT_EQ(bitwise_difference(host(x16), x.to(DType::bf16)), "");
+    }
 }
 
 // A float32 op refuses an input of another floating dtype than float32 or its bf16 copy.

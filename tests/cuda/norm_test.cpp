@@ -47,14 +47,15 @@ TEST(CudaNorm, RmsNormForwardAndBackwardMatchTheCpu) {
     const float eps = 1e-6f;
     Tensor xd = on_device(x), wd = on_device(w), dyd = on_device(dy), dx = on_device(dx0), dw = on_device(dw0);
     Tensor y = Tensor::empty({N, D}, DType::f32, Device::cuda), rstd = Tensor::empty({N, G}, DType::f32, Device::cuda);
-    cuda::rmsnorm_forward(y.data<float>(), rstd.data<float>(), xd.data<float>(), wd.data<float>(), N, D, eps, G);
+    cuda::rmsnorm_forward(y.data<float>(), nullptr, nullptr, rstd.data<float>(), xd.data<float>(), wd.data<float>(), N,
+                          D, eps, G);
     cuda::rmsnorm_backward(dx.data<float>(), dw.data<float>(), xd.data<float>(), wd.data<float>(), rstd.data<float>(),
                            dyd.data<float>(), N, D, G);
 
     Tensor want_y = Tensor::empty({N, D}, DType::f64), want_rstd = Tensor::empty({N, G}, DType::f64);
     Tensor want_dx = f64(dx0), want_dw = f64(dw0);
-    cpu::rmsnorm_forward(want_y.data<double>(), want_rstd.data<double>(), f64(x).data<double>(), f64(w).data<double>(),
-                         N, D, double(eps), G);
+    cpu::rmsnorm_forward(want_y.data<double>(), nullptr, nullptr, want_rstd.data<double>(), f64(x).data<double>(),
+                         f64(w).data<double>(), N, D, double(eps), G);
     cpu::rmsnorm_backward(want_dx.data<double>(), want_dw.data<double>(), f64(x).data<double>(),
                           f64(w).data<double>(), want_rstd.data<double>(), f64(dy).data<double>(), N, D, G);
     EXPECT_CLOSE(on_host(y), want_y, kTol);
