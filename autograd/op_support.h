@@ -40,7 +40,8 @@ inline Tensor grad_or_scratch(const Variable& v) {
 // recording, the tape's nodes keep it: it comes from the arena's part for kept tensors.
 // Room for such a copy: from the arena's kept part while recording, else plain scratch.
 inline Tensor bf16_copy_scratch(const Shape& shape, Device device) {
-  return grad_enabled() ? Tensor::scratch_kept(shape, DType::bf16, device) : Tensor::scratch(shape, DType::bf16, device);
+  return grad_enabled() ? Tensor::scratch_kept(shape, DType::bf16, device)
+                        : Tensor::scratch(shape, DType::bf16, device);
 }
 inline const Tensor& bf16_value(const Variable& v) {
   if (!v.bf16().defined()) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "autograd/segments.h"
 #include "autograd/variable.h"
@@ -33,6 +34,15 @@ Variable rows(const Variable& x, int64_t begin, int64_t count);
 // weight carries a bf16 copy (train.precision: bf16, Variable::bf16), its products take bf16
 // operands with float32 accumulation (x, dy converted once each) and y, dx, dW stay float32.
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias = {});
+
+// ys[i] = x W_i^T for weights W_i [out_i, in] without biases that lie back to back, values,
+// gradients and bf16 copies alike, so that `joined` [sum of out_i, in] views all of them
+// (Parameters::joined): one node, as one product forward and one each for dx and dW, the outputs
+// split off by one kernel and their gradients joined by one (which writes the bf16 copy the
+// products read; under a SaveInBf16 scope the split writes each output's bf16 copy too). The tape
+// sees the weights themselves, so each one's gradient is final when the node has run. Results are
+// those of linear(x, W_i) up to the products' order of summation (bit for bit where it is the same).
+std::vector<Variable> linears(const Variable& x, const std::vector<Variable>& weights, const Variable& joined);
 
 // y = (silu(gate) * up) W^T: swiglu followed by linear (no bias), one node. It keeps gate and up but
 // not their product, which its backward recomputes (one elementwise pass) for dW: the SwiGLU MLP's

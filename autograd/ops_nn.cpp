@@ -104,6 +104,87 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   return out;
 }
 
+// Whether `part` is the block of `whole` [C, in] that starts at row `row` (for an undefined whole:
+// whether part is undefined too).
+static bool is_block(const Tensor& part, const Tensor& whole, int64_t row) {
+  if (!whole.defined() || !part.defined()) return whole.defined() == part.defined();
+  const size_t at = size_t(row * whole.shape()[1]) * dtype_size(whole.dtype());
+  return part.dtype() == whole.dtype() && part.raw() == static_cast<const char*>(whole.raw()) + at;
+}
+
+std::vector<Variable> linears(const Variable& x, const std::vector<Variable>& weights, const Variable& joined) {
+  check_inputs("linears", {&x, &joined});
+  LINATTN_CHECK(joined.shape().ndim() == 2 && x.shape().last() == joined.shape()[1], "linears: input ",
+                x.value().str(), " does not match the joined weights ", joined.value().str());
+  const int64_t N = x.shape().rows(), in = joined.shape()[1], C = joined.shape()[0];
+  std::vector<int64_t> widths;
+  int64_t row = 0;
+  for (const Variable& w : weights) {
+    LINATTN_CHECK(w.shape().ndim() == 2 && w.shape()[1] == in && row + w.shape()[0] <= C &&
+                      is_block(w.value(), joined.value(), row) && is_block(w.grad(), joined.grad(), row) &&
+                      is_block(w.bf16(), joined.bf16(), row),
+                  "linears: weight ", w.value().str(), " is not rows ", row, "... of the joined weights ",
+                  joined.value().str(), " (Parameters::joined)");
+    widths.push_back(w.shape()[0]);
+    row += w.shape()[0];
+  }
+  LINATTN_CHECK(row == C && !weights.empty() && weights.size() <= 8, "linears: ", weights.size(), " weights of ", row,
+                " rows for the joined ", joined.value().str(), " (1 to 8 weights, all of its rows)");
+  const Device dev = x.device();
+  const bool bf16 = joined.bf16().defined() && x.dtype() == DType::f32;
+  const Tensor xs = bf16 ? detail::bf16_value(x) : x.value();  // the products' operands
+  const Tensor ws = bf16 ? joined.bf16() : joined.value();
+  std::vector<Tensor> ys(weights.size()), copies;
+  if (!detail::take_kept(detail::Kept::product, {&ys[0]})) {  // selective recomputation keeps products
+    Tensor y = Tensor::scratch({N, C}, x.dtype(), dev);
+    // y [N, C] = x [N, in] W^T, W = [W_0; W_1; ...] [C, in]: the outputs side by side
+    backend::gemm(dev, false, true, N, C, in, 1.0, xs, ws, 0.0, y);
+    // In a SaveInBf16 scope the split writes each output's bf16 copy too: the copy the nodes that
+    // keep an output and the products that read one take (autograd/saved.h), with no conversion.
+    for (size_t i = 0; i < ys.size(); ++i) {
+      ys[i] = Tensor::scratch(with_last(x.shape(), widths[i]), x.dtype(), dev);
+      if (bf16 && saving_in_bf16()) copies.push_back(detail::bf16_copy_scratch(ys[i].shape(), dev));
+    }
+    backend::split_columns(dev, ys, copies, y);
+    for (const Tensor& t : ys) detail::keep(detail::Kept::product, {&t});
+  } else {
+    for (size_t i = 1; i < ys.size(); ++i) detail::take_kept(detail::Kept::product, {&ys[i]});
+  }
+  const bool grad = needs_grad({&x, &joined});
+  std::vector<Variable> outs, outs_grad;
+  for (size_t i = 0; i < ys.size(); ++i) {
+    outs.emplace_back(ys[i], grad);
+    if (!copies.empty()) outs.back().set_bf16(copies[i]);
+    outs_grad.push_back(outs.back().without_value());
+  }
+  if (!grad) return outs;
+  // The tape sees the weights themselves (their gradients are final once this node has run).
+  std::vector<const Variable*> inputs{&x};
+  for (const Variable& w : weights) inputs.push_back(&w);
+  // Saved: x's product operand for dW (its bf16 copy under bf16), the joined weights for dx.
+  record(inputs, [x = x.without_value(), xs = joined.requires_grad() ? xs : Tensor(), joined, ws,
+                  outs = std::move(outs_grad), N, in, C, dev, bf16] {
+    std::vector<Tensor> dys;
+    bool any = false;
+    for (const Variable& o : outs) {
+      any = any || o.grad().defined();
+      dys.push_back(o.grad().defined() ? o.grad() : Tensor::scratch_zeros(o.shape(), o.dtype(), dev));
+    }
+    if (!any) return;
+    // forward: y_i = x W_i^T  =>  dy = [dy_0 | dy_1 | ...], dx += dy W, dW += dy^T x (the first dx
+    // is written, beta = 0); dy joined in the products' dtype
+    Tensor dY = Tensor::scratch({N, C}, bf16 ? DType::bf16 : dys[0].dtype(), dev);
+    backend::join_columns(dev, dY, dys);
+    if (x.requires_grad()) {
+      bool fresh = false;
+      const Tensor& dx = x.grad_to_write(fresh);
+      backend::gemm(dev, false, false, N, in, C, 1.0, dY, ws, fresh ? 0.0 : 1.0, dx);
+    }
+    if (joined.requires_grad()) backend::gemm(dev, true, false, C, in, N, 1.0, dY, xs, 1.0, joined.ensure_grad());
+  });
+  return outs;
+}
+
 Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable& weight) {
   check_inputs("swiglu_linear", {&gate, &up, &weight});
   check_same_shape(gate.value(), up.value(), "swiglu_linear");

@@ -73,6 +73,28 @@ void ConversionLog::clear() {
   entries_.clear();
 }
 
+std::vector<int64_t> check_columns(Ins parts, Ins copies, In whole) {
+  const int64_t N = whole.shape().rows(), C = whole.shape().last();
+  LINATTN_CHECK(!parts.empty() && parts.size() <= 8, "columns: ", parts.size(), " blocks (1 to 8)");
+  LINATTN_CHECK(copies.empty() || copies.size() == parts.size(), "columns: ", copies.size(), " copies for ",
+                parts.size(), " blocks");
+  const DType part_dtype = whole.dtype() == DType::bf16 ? DType::f32 : whole.dtype();
+  std::vector<int64_t> widths;
+  int64_t sum = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor& p = parts[i];
+    LINATTN_CHECK(p.defined() && p.shape().rows() == N && p.dtype() == part_dtype && p.device() == whole.device(),
+                  "columns: block ", i, " ", p.str(), " does not match ", whole.str());
+    if (!copies.empty() && copies[i].defined())
+      LINATTN_CHECK(copies[i].dtype() == DType::bf16 && copies[i].shape() == p.shape(), "columns: copy ",
+                    copies[i].str(), " of block ", p.str());
+    widths.push_back(p.shape().last());
+    sum += widths.back();
+  }
+  LINATTN_CHECK(sum == C, "columns: blocks of ", sum, " columns for ", whole.str());
+  return widths;
+}
+
 void check_convert(In y, In x) {
   LINATTN_CHECK(y.shape() == x.shape() && ((x.dtype() == DType::f32 && y.dtype() == DType::bf16) ||
                                            (x.dtype() == DType::bf16 && y.dtype() == DType::f32)),

@@ -46,6 +46,7 @@ struct Kernel<R(Args...)> {
 };
 
 using In = const Tensor&;  // every tensor argument; outputs too (the handle is const, the data is not)
+using Ins = const std::vector<Tensor>&;  // a list of them
 
 // What a token mixer's forward and backward read and write. Shapes as in autograd/mixers.h:
 // q, k [B, T, H, Dk]; v, o [B, T, H, Dv]; states [B, H, Dk, Dv]; z [B, H, Dk]; gate: g [B, T, H, Dk]
@@ -87,6 +88,10 @@ MatmulPrecision matmul_precision();
 // The gemm entry's operands, checked by both columns: A and B of one dtype, and C's dtype the one
 // that goes with it (f32 for f32 and bf16 operands, f64 for f64); an error names the three.
 void check_gemm_dtypes(In A, In B, In C);
+// split_columns / join_columns: `whole` [N, C] and the parts [N, c_i] with the sum of c_i = C, at
+// most 8, in whole's dtype (join: or float32 parts into a bf16 whole); copies empty or one per
+// part, each undefined or a bf16 [N, c_i]. Returns the widths c_i.
+std::vector<int64_t> check_columns(Ins parts, Ins copies, In whole);
 
 // The convert entry's tensors, checked by both columns (same shape, f32 -> bf16 or bf16 -> f32),
 // and recorded in the ConversionLogs alive.

@@ -17,6 +17,19 @@ Variable Linear::of_swiglu(const Parameters& p, const Variable& gate, const Vari
   return ops::swiglu_linear(gate, up, p[weight]);
 }
 
+std::vector<Variable> project(const Parameters& p, const Variable& x, const std::vector<const Linear*>& layers) {
+  bool joinable = layers.size() > 1 && layers.size() <= 8;
+  for (size_t i = 0; i < layers.size(); ++i)
+    joinable = joinable && layers[i]->bias < 0 && layers[i]->weight == layers[0]->weight + int(i);
+  const Variable joined = joinable ? p.joined(layers[0]->weight, int(layers.size())) : Variable();
+  std::vector<Variable> weights;
+  for (const Linear* l : layers) weights.push_back(p[l->weight]);
+  if (joined.defined()) return ops::linears(x, weights, joined);
+  std::vector<Variable> outs;
+  for (const Linear* l : layers) outs.push_back((*l)(p, x));
+  return outs;
+}
+
 RMSNorm::RMSNorm(Parameters& p, const std::string& name, int64_t dim, double eps_, int64_t groups_)
     : eps(eps_), groups(groups_) {
   weight = p.add(name + ".weight", {dim}, Init::Constant(1), false);
@@ -32,7 +45,8 @@ MLP::MLP(Parameters& p, const std::string& prefix, int64_t hidden, int64_t inter
       down_proj(p, prefix + ".down_proj", intermediate, hidden, out_std) {}
 
 Variable MLP::operator()(const Parameters& p, const Variable& x) const {
-  return down_proj.of_swiglu(p, gate_proj(p, x), up_proj(p, x));
+  const std::vector<Variable> gate_up = project(p, x, {&gate_proj, &up_proj});
+  return down_proj.of_swiglu(p, gate_up[0], gate_up[1]);
 }
 
 }  // namespace linattn

@@ -19,6 +19,11 @@ struct Linear {
   double flops_per_row() const { return 2.0 * double(in) * double(out); }  // forward
 };
 
+// Projections of one input by linear layers without biases declared one after another (q, k, v,
+// ...): one node and one product (ops::linears) when their weights lie back to back
+// (Parameters::joined), else a linear each. Their outputs, in order.
+std::vector<Variable> project(const Parameters& p, const Variable& x, const std::vector<const Linear*>& layers);
+
 struct RMSNorm {
   int weight = -1;
   double eps = 1e-6;

@@ -24,6 +24,23 @@ void Parameters::make_variables() {
     vars_.push_back(Variable::parameter(values_[int(i)], grads_[int(i)], has_bf16_copy() ? bf16_[int(i)] : Tensor()));
 }
 
+Variable Parameters::joined(int first, int count) const {
+  LINATTN_CHECK(allocated(), "joined() before allocate()");
+  const auto& entries = layout_.entries();
+  LINATTN_CHECK(first >= 0 && count >= 1 && size_t(first + count) <= entries.size(), "joined: parameters ", first,
+                " to ", first + count - 1, " of ", entries.size());
+  const FlatLayout::Entry& head = entries[size_t(first)];
+  if (head.shape.ndim() != 2) return {};
+  int64_t rows = 0;
+  for (int i = first; i < first + count; ++i) {
+    const FlatLayout::Entry& e = entries[size_t(i)];
+    if (e.shape.ndim() != 2 || e.shape[1] != head.shape[1] || e.offset != head.offset + rows * head.shape[1]) return {};
+    rows += e.shape[0];
+  }
+  auto view = [&](const FlatBuffer& b) { return b.all().view_at(head.offset, {rows, head.shape[1]}); };
+  return Variable::parameter(view(values_), view(grads_), has_bf16_copy() ? view(bf16_) : Tensor());
+}
+
 void Parameters::keep_bf16_copy() {
   LINATTN_CHECK(allocated(), "keep_bf16_copy() before allocate()");
   LINATTN_CHECK(values_.all().dtype() == DType::f32, "a bf16 copy of the weights needs float32 masters, got ",

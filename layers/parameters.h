@@ -48,6 +48,10 @@ class Parameters {
   const FlatBuffer& bf16_values() const { return bf16_; }
 
   const Variable& operator[](int id) const { return vars_.at(size_t(id)); }
+  // Matrices first, first + 1, ..., first + count - 1 as one [sum of rows, columns] parameter, its
+  // value, gradient and bf16 copy views over theirs, when they share their columns and lie back to
+  // back (no padding between them; ops::linears); else an undefined Variable.
+  Variable joined(int first, int count) const;
   size_t size() const { return layout_.entries().size(); }
   const std::string& name(int id) const { return layout_.entries().at(size_t(id)).name; }
   bool weight_decay(int id) const { return decay_.at(size_t(id)); }

@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/columns.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/deltanet.h"
@@ -175,6 +178,30 @@ void convert(In y, In x) {
   backend::check_convert(y, x);
   if (y.dtype() == DType::bf16) cpu::to_bf16(y.data<bfloat16>(), x.data<float>(), x.numel());
   else cpu::from_bf16(y.data<float>(), x.data<bfloat16>(), x.numel());
+}
+
+void split_columns(Ins parts, Ins copies, In x) {
+  const std::vector<int64_t> widths = backend::check_columns(parts, copies, x);
+  std::vector<bfloat16*> copy_ptrs;
+  for (const Tensor& c : copies) copy_ptrs.push_back(ptr<bfloat16>(c));
+  floating(x, [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T*> part_ptrs;
+    for (const Tensor& p : parts) part_ptrs.push_back(p.data<T>());
+    cpu::split_columns(part_ptrs, copy_ptrs, widths, x.data<T>(), x.shape().rows());
+  });
+}
+
+void join_columns(In y, Ins parts) {
+  const std::vector<int64_t> widths = backend::check_columns(parts, {}, y);
+  floating(parts[0], [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<const T*> part_ptrs;
+    for (const Tensor& p : parts) part_ptrs.push_back(p.data<T>());
+    if constexpr (std::is_same_v<T, float>)
+      if (y.dtype() == DType::bf16) return cpu::join_columns(y.data<bfloat16>(), part_ptrs, widths, y.shape().rows());
+    cpu::join_columns(y.data<T>(), part_ptrs, widths, y.shape().rows());
+  });
 }
 
 void bias_forward(In y, In bias) {

@@ -12,6 +12,7 @@ namespace linattn::cpu::entry {
 
 using backend::AdamWStep;
 using backend::In;
+using backend::Ins;
 using backend::MixerArgs;
 
 // `void add(In y, In a, In b);` and so on: a function type names the function it declares.

@@ -9,6 +9,7 @@
 #include "kernels/deltanet.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/bias.h"
+#include "kernels/cuda/columns.h"
 #include "kernels/cuda/conv.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cross_entropy.h"
@@ -158,6 +159,28 @@ void gdn_decay_backward(In dx, In dA_log, In ddt_bias, In x, In A_log, In dt_bia
                            x.shape().rows(), x.shape().last());
 }
 
+void split_columns(Ins parts, Ins copies, In x) {
+  require_f32("split_columns", x);
+  const std::vector<int64_t> widths = backend::check_columns(parts, copies, x);
+  cuda::ColumnBlocks b;
+  b.count = int(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    b.width[i] = widths[i];
+    b.part[i] = f32(parts[i]);
+    b.copy[i] = !copies.empty() && copies[i].defined() ? bf16_bits(copies[i]) : nullptr;
+  }
+  cuda::split_columns(b, f32(x), x.shape().rows());
+}
+
+void join_columns(In y, Ins parts) {
+  const std::vector<int64_t> widths = backend::check_columns(parts, {}, y);
+  require_f32("join_columns", parts[0]);
+  cuda::ColumnBlocks b;
+  b.count = int(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) b.width[i] = widths[i], b.part[i] = f32(parts[i]);
+  cuda::join_columns(floats_out("join_columns", y), b, y.shape().rows());
+}
+
 void bias_forward(In y, In bias) {
   require_f32("bias", y);
   cuda::bias_forward(f32(y), f32(bias), y.numel() / bias.numel(), bias.numel());
@@ -177,8 +200,8 @@ void rmsnorm_forward(In y, In y16, In x16, In rstd, In x, In w, double eps) {
 
 void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy) {
   require_f32("rmsnorm", dy);
-  cuda::rmsnorm_backward(f32(dx), f32(dw), floats("rmsnorm", x), f32(w), f32(rstd), f32(dy), x.shape().rows(), x.shape().last(),
-                         norm_groups(x, rstd));
+  cuda::rmsnorm_backward(f32(dx), f32(dw), floats("rmsnorm", x), f32(w), f32(rstd), f32(dy), x.shape().rows(),
+                         x.shape().last(), norm_groups(x, rstd));
 }
 
 void l2norm_forward(In y, In r, In x, double eps) {

@@ -29,9 +29,10 @@ class AttentionLayer : public MixerLayer {
  private:
   Variable mix(const Parameters& p, const Variable& x, MixerState* s, int64_t pos,
                const ops::Segments& segments) const override {
-    Variable q = ops::rope(heads(q_proj_(p, x), H_), theta_, pos, segments);
-    Variable k = ops::rope(heads(k_proj_(p, x), Hkv_), theta_, pos, segments);
-    Variable v = heads(v_proj_(p, x), Hkv_);
+    const std::vector<Variable> qkv = project(p, x, {&q_proj_, &k_proj_, &v_proj_});
+    Variable q = ops::rope(heads(qkv[0], H_), theta_, pos, segments);
+    Variable k = ops::rope(heads(qkv[1], Hkv_), theta_, pos, segments);
+    Variable v = heads(qkv[2], Hkv_);
     if (!s) return o_proj_(p, merge_heads(ops::attention(q, k, v, window_, 0, segments)));
     // The key/value cache lives in the state as "k_cache" and "v_cache".
     ops::KVCache cache{s->tensors["k_cache"], s->tensors["v_cache"]};

@@ -66,13 +66,14 @@ class DeltaLayer : public MixerLayer {
  private:
   Variable mix(const Parameters& p, const Variable& x, MixerState* s, int64_t,
                const ops::Segments& segments) const override {
-    Variable q = feature(p, q_proj_(p, x), q_conv_, s ? &s->tensors["q_conv"] : nullptr, segments);
-    Variable k = feature(p, k_proj_(p, x), k_conv_, s ? &s->tensors["k_conv"] : nullptr, segments);
-    Variable v = feature(p, v_proj_(p, x), v_conv_, s ? &s->tensors["v_conv"] : nullptr, segments);
+    const std::vector<Variable> qkvb = project(p, x, {&q_proj_, &k_proj_, &v_proj_, &b_proj_});
+    Variable q = feature(p, qkvb[0], q_conv_, s ? &s->tensors["q_conv"] : nullptr, segments);
+    Variable k = feature(p, qkvb[1], k_conv_, s ? &s->tensors["k_conv"] : nullptr, segments);
+    Variable v = feature(p, qkvb[2], v_conv_, s ? &s->tensors["v_conv"] : nullptr, segments);
     q = ops::l2norm(heads(q, H_), 1e-6);
     k = ops::l2norm(heads(k, H_), 1e-6);
     v = heads(v, H_);
-    Variable beta = ops::sigmoid(b_proj_(p, x));  // [B, T, H]
+    Variable beta = ops::sigmoid(qkvb[3]);  // [B, T, H]
     Variable h0 = initial(s, "h");
     ops::MixerOptions options = linear_options(C_, s, x, segments);
     if (!gated_) {

@@ -36,12 +36,15 @@ class GatedLayer : public MixerLayer {
 
   Variable mix(const Parameters& p, const Variable& x, MixerState* s, int64_t,
                const ops::Segments& segments) const override {
-    Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
+    // q, k, v, the output gate and GLA's low-rank gate: one product of x (declared in this order)
+    const std::vector<Variable> proj = retnet_ ? project(p, x, {&q_proj_, &k_proj_, &v_proj_, &g_proj_})
+                                               : project(p, x, {&q_proj_, &k_proj_, &v_proj_, &g_proj_, &gk_low_});
+    Variable q = heads(proj[0], H_), k = heads(proj[1], H_), v = heads(proj[2], H_);
     Variable g = retnet_ ? Variable(retnet_gate(q.shape(), x.dtype(), x.device()))
-                         : heads(ops::scale(ops::logsigmoid(gk_up_(p, gk_low_(p, x))), 1.0 / kGateNormalizer), H_);
+                         : heads(ops::scale(ops::logsigmoid(gk_up_(p, proj[4])), 1.0 / kGateNormalizer), H_);
     ops::MixerOutput out = ops::gla(q, k, v, g, initial(s, "h"), linear_options(C_, s, x, segments));
     keep(s, out);
-    return o_proj_.of_swiglu(p, g_proj_(p, x), merge_heads(g_norm_(p, out.o)));  // silu(g_proj(x)) * RMSNorm(o)
+    return o_proj_.of_swiglu(p, proj[3], merge_heads(g_norm_(p, out.o)));  // silu(g_proj(x)) * RMSNorm(o)
   }
 
   // RetNet's fixed decay per head, gamma_h = 1 - 2^(-5-h), as a constant log-gate,

@@ -37,7 +37,8 @@ class LinearAttentionLayer : public MixerLayer {
  private:
   Variable mix(const Parameters& p, const Variable& x, MixerState* s, int64_t,
                const ops::Segments& segments) const override {
-    Variable q = heads(q_proj_(p, x), H_), k = heads(k_proj_(p, x), H_), v = heads(v_proj_(p, x), H_);
+    const std::vector<Variable> qkv = project(p, x, {&q_proj_, &k_proj_, &v_proj_});
+    Variable q = heads(qkv[0], H_), k = heads(qkv[1], H_), v = heads(qkv[2], H_);
     ops::MixerOutput out = ops::linear_attention(q, k, v, initial(s, "h"), phi_, normalize_,
                                                  linear_options(C_, s, x, segments), initial(s, "z"));
     keep(s, out);

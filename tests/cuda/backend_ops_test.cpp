@@ -392,6 +392,23 @@ void add_bias_and_norm_cases(std::vector<Case>& cases) {
                        Tensor dbias = x.accumulated("dbias", b), dy = x.input(s);
                        backend::bias_backward(x.device, dbias, dy);
                      }});
+  // column blocks (ops::linears): one block, and several of odd widths over a batch of rows; split's
+  // parts overwritten, join's whole overwritten (bf16 copies: tests/cuda/kept_bf16_test.cpp)
+  for (std::vector<int64_t> widths : {std::vector<int64_t>{5}, std::vector<int64_t>{3, 17, 1, 40, 2}})
+    cases.push_back({{"split_columns", "join_columns"}, std::to_string(widths.size()) + " blocks", kRounding,
+                     [widths](Side& x) {
+                       const Shape rows{2, 37};
+                       int64_t C = 0;
+                       for (int64_t w : widths) C += w;
+                       const std::vector<const char*> names = {"part0", "part1", "part2", "part3", "part4"};
+                       std::vector<Tensor> parts, grads;
+                       for (size_t i = 0; i < widths.size(); ++i) {
+                         parts.push_back(x.output(names[i], rows.appended(widths[i])));
+                         grads.push_back(x.input(rows.appended(widths[i])));
+                       }
+                       backend::split_columns(x.device, parts, {}, x.input(rows.appended(C)));
+                       backend::join_columns(x.device, x.output("joined", rows.appended(C)), grads);
+                     }});
   // norms: D off 32 and the head sizes 64/128; rows past one chunk; rmsnorm's dw absent and present.
   const double eps = f32_exact(1e-6);
   struct Rms {

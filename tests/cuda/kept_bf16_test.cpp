@@ -132,6 +132,31 @@ TEST(KeptInBf16, RmsnormWritesTheCopiesInItsPass) {
     }
 }
 
+// The column blocks of ops::linears: split writes each block and its bf16 copy (the block rounded),
+// join writes float32 or straight into bf16 (the joined float32 rounded).
+TEST(KeptInBf16, ColumnBlocksWriteTheirCopies) {
+  Rng rng(6);
+  const Tensor x = random_f32({9, 26}, rng);
+  const std::vector<int64_t> widths = {7, 16, 3};
+  for (Device device : devices()) {
+    SCOPED_TRACE(device_name(device));
+    std::vector<Tensor> parts, copies;
+    for (int64_t w : widths) {
+      parts.push_back(Tensor::zeros({9, w}, DType::f32, device));
+      copies.push_back(Tensor::zeros({9, w}, DType::bf16, device));
+    }
+    backend::split_columns(device, parts, copies, on(device, x));
+    const Tensor joined = Tensor::zeros({9, 26}, DType::f32, device);
+    const Tensor joined16 = Tensor::zeros({9, 26}, DType::bf16, device);
+    backend::join_columns(device, joined, parts);
+    backend::join_columns(device, joined16, parts);
+    for (size_t i = 0; i < parts.size(); ++i)
+      EXPECT_EQ(bitwise_difference(host(copies[i]), host(parts[i]).to(DType::bf16)), "") << "block " << i;
+    EXPECT_EQ(bitwise_difference(host(joined), x), "") << "join undoes split";
+    EXPECT_EQ(bitwise_difference(host(joined16), x.to(DType::bf16)), "");
+  }
+}
+
 // A float32 op refuses an input of another floating dtype than float32 or its bf16 copy.
 TEST(KeptInBf16, OtherDtypesAreRefused) {
   Rng rng(4);
