@@ -1,6 +1,8 @@
 // Helpers shared by the op implementations (not part of the public autograd API).
 #pragma once
 
+#include <utility>
+
 #include "autograd/segments.h"
 #include "autograd/variable.h"
 #include "core/error.h"
@@ -33,6 +35,19 @@ inline Tensor grad_or_none(const Variable& v) { return v.defined() && v.requires
 // always write it. The caller holds the tensor until the kernel has written into it.
 inline Tensor grad_or_scratch(const Variable& v) {
   return v.requires_grad() ? v.ensure_grad() : Tensor::scratch_zeros(v.shape(), v.dtype(), v.device());
+}
+
+// The gradients of a and b for a kernel that adds into both or, with `write` set, writes both (the
+// first writer, with no zeroed buffer to add into): written when neither holds a sum yet (one
+// nobody needs is plain scratch), else added into, a new one zeroed first (a and b may be one).
+inline std::pair<Tensor, Tensor> grads_to_write(const Variable& a, const Variable& b, bool& write) {
+  bool fresh_a = true, fresh_b = true;
+  const Tensor ga = a.requires_grad() ? a.grad_to_write(fresh_a) : Tensor::scratch(a.shape(), a.dtype(), a.device());
+  const Tensor gb = b.requires_grad() ? b.grad_to_write(fresh_b) : Tensor::scratch(b.shape(), b.dtype(), b.device());
+  write = fresh_a && fresh_b;
+  if (!write && fresh_a) ga.zero_();
+  if (!write && fresh_b) gb.zero_();
+  return {ga, gb};
 }
 
 // v's bfloat16 copy (Variable::bf16): made by one convert on first use and kept with v, so that

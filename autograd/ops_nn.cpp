@@ -231,7 +231,9 @@ Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable&
       if (!gate.var().requires_grad() && !up.var().requires_grad()) return;
       Tensor dh = Tensor::scratch(gate.var().shape(), gate.var().dtype(), dev);
       backend::gemm(dev, false, false, N, in, out_features, 1.0, dY, weight_operand(weight), 0.0, dh);
-      backend::swiglu_backward(dev, grad_or_scratch(gate.var()), grad_or_scratch(up.var()), g, u, dh);
+      bool write = false;
+      const auto [dgate, dup] = detail::grads_to_write(gate.var(), up.var(), write);
+      backend::swiglu_backward(dev, dgate, dup, g, u, dh, write);
     });
   return out;
 }

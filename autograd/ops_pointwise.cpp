@@ -67,7 +67,9 @@ Variable activation(Activation f, const Variable& x) {
   if (out.requires_grad())
     record({&x}, [f, x = Saved(x), out = out.without_value()] {
       if (!out.grad().defined()) return;
-      backend::activation_backward(out.device(), f, x.var().ensure_grad(), x.stored(), out.grad());
+      bool fresh = false;  // the first writer of dx writes it
+      const Tensor& dx = x.var().grad_to_write(fresh);
+      backend::activation_backward(out.device(), f, dx, x.stored(), out.grad(), fresh);
     });
   return out;
 }
@@ -83,8 +85,9 @@ Variable swiglu(const Variable& gate, const Variable& up) {
       if (!out.grad().defined()) return;
       // The kernel writes both gradients; a gradient nobody needs goes into scratch.
       const auto [g, u] = detail::stored_alike(gate, up);
-      backend::swiglu_backward(out.device(), grad_or_scratch(gate.var()), grad_or_scratch(up.var()), g, u,
-                               out.grad());
+      bool write = false;
+      const auto [dgate, dup] = detail::grads_to_write(gate.var(), up.var(), write);
+      backend::swiglu_backward(out.device(), dgate, dup, g, u, out.grad(), write);
     });
   return out;
 }

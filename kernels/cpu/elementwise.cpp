@@ -86,37 +86,43 @@ void activation_forward(Activation f, T* y, const T* x, int64_t n) {
   }
 }
 
+// dx += g, or dx = g when `write`.
+template <class T>
+static inline void put(T& dx, T g, bool write) {
+  dx = write ? g : dx + g;
+}
+
 template <class T, class X>
-void activation_backward(Activation f, T* dx, const X* x, const T* dy, int64_t n) {
+void activation_backward(Activation f, T* dx, const X* x, const T* dy, int64_t n, bool write) {
   switch (f) {
     case Activation::silu:  // forward: y = x s(x)  =>  dx += dy (s + x s (1 - s))
 #pragma omp parallel for if (n > kParallelMin)
       for (int64_t i = 0; i < n; ++i) {
         const T xi = load(x[i]), s = sigmoid(xi);
-        dx[i] += dy[i] * s * (T(1) + xi * (T(1) - s));
+        put(dx[i], dy[i] * s * (T(1) + xi * (T(1) - s)), write);
       }
       break;
     case Activation::sigmoid:  // forward: y = s(x)  =>  dx += dy s (1 - s)
 #pragma omp parallel for if (n > kParallelMin)
       for (int64_t i = 0; i < n; ++i) {
         const T s = sigmoid(load(x[i]));
-        dx[i] += dy[i] * s * (T(1) - s);
+        put(dx[i], dy[i] * s * (T(1) - s), write);
       }
       break;
     case Activation::logsigmoid:  // forward: y = log s(x)  =>  dx += dy (1 - s(x)) = dy s(-x)
 #pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * sigmoid(-load(x[i]));
+      for (int64_t i = 0; i < n; ++i) put(dx[i], dy[i] * sigmoid(-load(x[i])), write);
       break;
     case Activation::elu1:  // forward: y = x + 1 (x > 0), e^x (x <= 0)  =>  dx += dy (1 or e^x)
 #pragma omp parallel for if (n > kParallelMin)
       for (int64_t i = 0; i < n; ++i) {
         const T xi = load(x[i]);
-        dx[i] += xi > 0 ? dy[i] : dy[i] * std::exp(xi);
+        put(dx[i], xi > 0 ? dy[i] : dy[i] * std::exp(xi), write);
       }
       break;
     case Activation::relu:  // forward: y = max(x, 0)  =>  dx += dy [x > 0]
-#pragma omp parallel for simd if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) dx[i] += load(x[i]) > T(0) ? dy[i] : T(0);
+#pragma omp parallel for if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) put(dx[i], load(x[i]) > T(0) ? dy[i] : T(0), write);
       break;
   }
 }
@@ -132,14 +138,14 @@ void swiglu_forward(Y* y, const X* gate, const X* up, int64_t n) {
 }
 
 template <class T, class X>
-void swiglu_backward(T* dgate, T* dup, const X* gate, const X* up, const T* dy, int64_t n) {
+void swiglu_backward(T* dgate, T* dup, const X* gate, const X* up, const T* dy, int64_t n, bool write) {
 #pragma omp parallel for if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const T g = load(gate[i]), u = load(up[i]);
     T s = sigmoid(g);
     T silu = g * s;
-    dgate[i] += dy[i] * u * s * (T(1) + g * (T(1) - s));
-    dup[i] += dy[i] * silu;
+    put(dgate[i], dy[i] * u * s * (T(1) + g * (T(1) - s)), write);
+    put(dup[i], dy[i] * silu, write);
   }
 }
 
@@ -183,19 +189,20 @@ void gdn_decay_backward(T* dx, T* dA_log, T* ddt_bias, const T* x, const T* A_lo
   template void axpy<T>(T*, T, const T*, int64_t);                                         \
   template void mul_backward<T>(T*, T*, const T*, const T*, const T*, int64_t);            \
   template void activation_forward<T>(Activation, T*, const T*, int64_t);                  \
-  template void activation_backward<T, T>(Activation, T*, const T*, const T*, int64_t);    \
+  template void activation_backward<T, T>(Activation, T*, const T*, const T*, int64_t, bool); \
   template void swiglu_forward<T, T>(T*, const T*, const T*, int64_t);                     \
-  template void swiglu_backward<T, T>(T*, T*, const T*, const T*, const T*, int64_t);      \
+  template void swiglu_backward<T, T>(T*, T*, const T*, const T*, const T*, int64_t, bool); \
   template void gdn_decay_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t);  \
   template void gdn_decay_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t);
 INSTANTIATE(float)
 INSTANTIATE(double)
 
 // float32 ops on bf16 copies (stored.h)
-template void activation_backward<float, bfloat16>(Activation, float*, const bfloat16*, const float*, int64_t);
+template void activation_backward<float, bfloat16>(Activation, float*, const bfloat16*, const float*, int64_t, bool);
 template void swiglu_forward<bfloat16, float>(bfloat16*, const float*, const float*, int64_t);
 template void swiglu_forward<float, bfloat16>(float*, const bfloat16*, const bfloat16*, int64_t);
 template void swiglu_forward<bfloat16, bfloat16>(bfloat16*, const bfloat16*, const bfloat16*, int64_t);
-template void swiglu_backward<float, bfloat16>(float*, float*, const bfloat16*, const bfloat16*, const float*, int64_t);
+template void swiglu_backward<float, bfloat16>(float*, float*, const bfloat16*, const bfloat16*, const float*, int64_t,
+                                               bool);
 
 }  // namespace linattn::cpu

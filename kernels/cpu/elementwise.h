@@ -25,15 +25,17 @@ template <class T> void scale_forward(T* y, const T* x, T c, int64_t n);
 // y += c x
 template <class T> void axpy(T* y, T c, const T* x, int64_t n);
 
-// y = f(x) for the activation; backward: dx += f'(x) dy (computed from x).
+// y = f(x) for the activation; backward: dx += f'(x) dy (computed from x); with `write`, dx = f'(x) dy
+// (the first writer of dx: its old contents are not read). SwiGLU's backward alike.
 template <class T> void activation_forward(Activation f, T* y, const T* x, int64_t n);
-template <class T, class X = T> void activation_backward(Activation f, T* dx, const X* x, const T* dy, int64_t n);
+template <class T, class X = T>
+void activation_backward(Activation f, T* dx, const X* x, const T* dy, int64_t n, bool write = false);
 
 // SwiGLU: y = silu(gate) * up
 // forward: y = silu(g) u  =>  dg += dy u silu'(g), du += dy silu(g)
 template <class Y, class X> void swiglu_forward(Y* y, const X* gate, const X* up, int64_t n);
 template <class T, class X = T>
-void swiglu_backward(T* dgate, T* dup, const X* gate, const X* up, const T* dy, int64_t n);
+void swiglu_backward(T* dgate, T* dup, const X* gate, const X* up, const T* dy, int64_t n, bool write = false);
 
 // Gated DeltaNet's log-decay in fla's parameterization, per row r (batch and time) and head h:
 // a[r, h] = -exp(A_log[h]) * softplus(x[r, h] + dt_bias[h]).  x, a: [rows, H]; A_log, dt_bias: [H].

@@ -105,11 +105,11 @@ void activation_forward(Activation f, In y, In x) {
   });
 }
 
-void activation_backward(Activation f, In dx, In x, In dy) {
+void activation_backward(Activation f, In dx, In x, In dy, bool write) {
   floating_kept(activation_name(f), dx, x, [&](auto t, auto kept) {
     using T = decltype(t);
     using X = decltype(kept);
-    cpu::activation_backward<T, X>(f, dx.data<T>(), x.data<X>(), dy.data<T>(), x.numel());
+    cpu::activation_backward<T, X>(f, dx.data<T>(), x.data<X>(), dy.data<T>(), x.numel(), write);
   });
 }
 
@@ -132,13 +132,13 @@ void swiglu_forward(In y, In gate, In up) {
   run(float{}, float{});
 }
 
-void swiglu_backward(In dgate, In dup, In gate, In up, In dy) {
+void swiglu_backward(In dgate, In dup, In gate, In up, In dy, bool write) {
   LINATTN_CHECK(gate.dtype() == up.dtype(), "swiglu: gate ", gate.str(), " and up ", up.str(), " differ in dtype");
   floating_kept("swiglu", dy, gate, [&](auto t, auto kept) {
     using T = decltype(t);
     using X = decltype(kept);
     cpu::swiglu_backward<T, X>(dgate.data<T>(), dup.data<T>(), gate.data<X>(), up.data<X>(), dy.data<T>(),
-                               gate.numel());
+                               gate.numel(), write);
   });
 }
 

@@ -69,25 +69,30 @@ struct ActivationForward {
   }
 };
 
+// dx += g, or dx = g when `write` (the first writer of dx).
+__device__ inline void put(float& dx, float g, bool write) { dx = write ? g : dx + g; }
+
 template <Activation F>
 struct ActivationBackward {
-  float* dx; Floats x; const float* dy;
+  float* dx; Floats x; const float* dy; bool write;
   __device__ void operator()(int64_t i) const {
     const float xi = x[i];
+    float g = 0;
     if constexpr (F == Activation::silu) {  // forward: y = x s(x)  =>  dx += dy (s + x s (1 - s))
       const float s = sigmoid(xi);
-      dx[i] += dy[i] * s * (1.0f + xi * (1.0f - s));
+      g = dy[i] * s * (1.0f + xi * (1.0f - s));
     }
     if constexpr (F == Activation::sigmoid) {  // forward: y = s(x)  =>  dx += dy s (1 - s)
       const float s = sigmoid(xi);
-      dx[i] += dy[i] * s * (1.0f - s);
+      g = dy[i] * s * (1.0f - s);
     }
     // forward: y = log s(x)  =>  dx += dy (1 - s(x)) = dy s(-x)
-    if constexpr (F == Activation::logsigmoid) dx[i] += dy[i] * sigmoid(-xi);
+    if constexpr (F == Activation::logsigmoid) g = dy[i] * sigmoid(-xi);
     // forward: y = x + 1 (x > 0), e^x (x <= 0)  =>  dx += dy (1 or e^x)
-    if constexpr (F == Activation::elu1) dx[i] += xi > 0 ? dy[i] : dy[i] * expf(xi);
+    if constexpr (F == Activation::elu1) g = xi > 0 ? dy[i] : dy[i] * expf(xi);
     // forward: y = max(x, 0)  =>  dx += dy [x > 0]
-    if constexpr (F == Activation::relu) dx[i] += xi > 0 ? dy[i] : 0.0f;
+    if constexpr (F == Activation::relu) g = xi > 0 ? dy[i] : 0.0f;
+    put(dx[i], g, write);
   }
 };
 
@@ -99,11 +104,11 @@ struct SwigluForward {
   }
 };
 struct SwigluBackward {  // forward: y = silu(g) u  =>  dg += dy u silu'(g), du += dy silu(g)
-  float* dgate; float* dup; Floats gate; Floats up; const float* dy;
+  float* dgate; float* dup; Floats gate; Floats up; const float* dy; bool write;
   __device__ void operator()(int64_t i) const {
     const float g = gate[i], s = sigmoid(g);
-    dgate[i] += dy[i] * up[i] * s * (1.0f + g * (1.0f - s));
-    dup[i] += dy[i] * (g * s);
+    put(dgate[i], dy[i] * up[i] * s * (1.0f + g * (1.0f - s)), write);
+    put(dup[i], dy[i] * (g * s), write);
   }
 };
 
@@ -135,15 +140,15 @@ void axpy(float* y, float c, const float* x, int64_t n) { launch("Axpy", n, Axpy
 void activation_forward(Activation f, float* y, const float* x, int64_t n) {
   launch_activation<ActivationForward>("ActivationForward", f, n, y, x);
 }
-void activation_backward(Activation f, float* dx, Floats x, const float* dy, int64_t n) {
-  launch_activation<ActivationBackward>("ActivationBackward", f, n, dx, x, dy);
+void activation_backward(Activation f, float* dx, Floats x, const float* dy, int64_t n, bool write) {
+  launch_activation<ActivationBackward>("ActivationBackward", f, n, dx, x, dy, write);
 }
 
 void swiglu_forward(FloatsOut y, Floats gate, Floats up, int64_t n) {
   launch("SwigluForward", n, SwigluForward{y, gate, up});
 }
-void swiglu_backward(float* dgate, float* dup, Floats gate, Floats up, const float* dy, int64_t n) {
-  launch("SwigluBackward", n, SwigluBackward{dgate, dup, gate, up, dy});
+void swiglu_backward(float* dgate, float* dup, Floats gate, Floats up, const float* dy, int64_t n, bool write) {
+  launch("SwigluBackward", n, SwigluBackward{dgate, dup, gate, up, dy, write});
 }
 
 }  // namespace linattn::cuda

@@ -28,10 +28,11 @@ void scale_forward(float* y, const float* x, float c, int64_t n);
 void axpy(float* y, float c, const float* x, int64_t n);
 // y = f(x); backward: dx += f'(x) dy (computed from x)
 void activation_forward(Activation f, float* y, const float* x, int64_t n);
-void activation_backward(Activation f, float* dx, Floats x, const float* dy, int64_t n);
+// (write: dx = f'(x) dy, the first writer of dx; SwiGLU's backward alike)
+void activation_backward(Activation f, float* dx, Floats x, const float* dy, int64_t n, bool write = false);
 // forward: y = silu(g) u  =>  dg += dy u silu'(g), du += dy silu(g)
 void swiglu_forward(FloatsOut y, Floats gate, Floats up, int64_t n);
-void swiglu_backward(float* dgate, float* dup, Floats gate, Floats up, const float* dy, int64_t n);
+void swiglu_backward(float* dgate, float* dup, Floats gate, Floats up, const float* dy, int64_t n, bool write = false);
 #else
 inline void add_forward(float*, const float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
 inline void add_inplace(float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
@@ -40,9 +41,9 @@ inline void mul_backward(float*, float*, const float*, const float*, const float
 inline void scale_forward(float*, const float*, float, int64_t) { LINATTN_NO_CUDA(); }
 inline void axpy(float*, float, const float*, int64_t) { LINATTN_NO_CUDA(); }
 inline void activation_forward(Activation, float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
-inline void activation_backward(Activation, float*, Floats, const float*, int64_t) { LINATTN_NO_CUDA(); }
+inline void activation_backward(Activation, float*, Floats, const float*, int64_t, bool = false) { LINATTN_NO_CUDA(); }
 inline void swiglu_forward(FloatsOut, Floats, Floats, int64_t) { LINATTN_NO_CUDA(); }
-inline void swiglu_backward(float*, float*, Floats, Floats, const float*, int64_t) { LINATTN_NO_CUDA(); }
+inline void swiglu_backward(float*, float*, Floats, Floats, const float*, int64_t, bool = false) { LINATTN_NO_CUDA(); }
 #endif
 
 }  // namespace linattn::cuda

@@ -133,18 +133,19 @@ void activation_forward(Activation f, In y, In x) {
   cuda::activation_forward(f, f32(y), f32(x), y.numel());
 }
 
-void activation_backward(Activation f, In dx, In x, In dy) {
+void activation_backward(Activation f, In dx, In x, In dy, bool write) {
   require_f32(activation_name(f), dx);
-  cuda::activation_backward(f, f32(dx), floats(activation_name(f), x), f32(dy), x.numel());
+  cuda::activation_backward(f, f32(dx), floats(activation_name(f), x), f32(dy), x.numel(), write);
 }
 
 void swiglu_forward(In y, In gate, In up) {
   cuda::swiglu_forward(floats_out("swiglu", y), floats("swiglu", gate), floats("swiglu", up), y.numel());
 }
 
-void swiglu_backward(In dgate, In dup, In gate, In up, In dy) {
+void swiglu_backward(In dgate, In dup, In gate, In up, In dy, bool write) {
   require_f32("swiglu", dy);
-  cuda::swiglu_backward(f32(dgate), f32(dup), floats("swiglu", gate), floats("swiglu", up), f32(dy), gate.numel());
+  cuda::swiglu_backward(f32(dgate), f32(dup), floats("swiglu", gate), floats("swiglu", up), f32(dy), gate.numel(),
+                        write);
 }
 
 // kernels/cuda/{gdn_decay,bias}.cu

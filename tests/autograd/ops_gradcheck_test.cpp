@@ -45,6 +45,18 @@ TEST(GradCheck, SwiGLU) {
                          {random_tensor({5, 6}, rng, -3, 3), random_tensor({5, 6}, rng)}, rng);
 }
 
+// The backwards write a gradient nobody has written yet and add into one that holds a sum: an input
+// read twice by one op (swiglu(x, x): one buffer for both), and read again after (x + silu(x)).
+TEST(GradCheck, FirstWritersAndSharedInputs) {
+  Rng rng(17);
+  const Tensor x = random_tensor({4, 6}, rng, -3, 3), w = random_tensor({5, 6}, rng);
+  expect_gradients_match([](const V& v) { return ops::swiglu(v[0], v[0]); }, {x}, rng);
+  expect_gradients_match([](const V& v) { return ops::swiglu_linear(v[0], v[0], v[1]); }, {x, w}, rng);
+  expect_gradients_match([](const V& v) { return ops::add(v[0], ops::silu(v[0])); }, {x}, rng);
+  expect_gradients_match([](const V& v) { return ops::add(ops::silu(v[0]), ops::swiglu(v[0], v[1])); },
+                         {x, random_tensor({4, 6}, rng)}, rng);
+}
+
 TEST(GradCheck, GatedDeltaNetDecayOfFla) {
   Rng rng(16);
   // x spans both signs and beyond softplus' bend; A_log as fla draws it, log(U(0, 16)).

@@ -236,13 +236,17 @@ void add_pointwise_cases(std::vector<Case>& cases) {
                          Tensor a = x.input(s, -20, 20);
                          backend::activation_forward(x.device, f, x.output("y", s), a);
                          Tensor dx = x.accumulated("dx", s), dy = x.input(s);
-                         backend::activation_backward(x.device, f, dx, a, dy);
+                         backend::activation_backward(x.device, f, dx, a, dy, false);
+                         // written, the first writer: what was there (NaN) is not read
+                         backend::activation_backward(x.device, f, x.output("dx written", s), a, dy, true);
                        }});
     cases.push_back({{"swiglu_forward", "swiglu_backward"}, what, kShortSums, [s](Side& x) {
                        Tensor gate = x.input(s, -8, 8), up = x.input(s, -2, 2);
                        backend::swiglu_forward(x.device, x.output("y", s), gate, up);
                        Tensor dgate = x.accumulated("dgate", s), dup = x.accumulated("dup", s), dy = x.input(s);
-                       backend::swiglu_backward(x.device, dgate, dup, gate, up, dy);
+                       backend::swiglu_backward(x.device, dgate, dup, gate, up, dy, false);
+                       backend::swiglu_backward(x.device, x.output("dgate written", s), x.output("dup written", s),
+                                                gate, up, dy, true);
                      }});
   }
   // AdamW on a flat buffer in one call: step 2 at lr 0.05, the constants as AdamW::step makes them;

@@ -49,7 +49,7 @@ TEST(KeptInBf16, ActivationBackwardsReadTheCopy) {
       SCOPED_TRACE(std::string(device_name(device)) + " " + activation_name(f));
       expect_same_from_the_copy(device, x, [&](const Tensor& kept) {
         const Tensor dx = on(device, dx0);  // accumulated into
-        backend::activation_backward(device, f, dx, kept, on(device, dy));
+        backend::activation_backward(device, f, dx, kept, on(device, dy), false);
         return std::vector<Tensor>{host(dx)};
       });
     }
@@ -69,7 +69,7 @@ TEST(KeptInBf16, SwigluReadsTheCopyAndWritesBf16) {
       backend::swiglu_forward(device, y, g, u);
       backend::swiglu_forward(device, y16, g, u);
       const Tensor dg = on(device, dg0), du = on(device, du0);
-      backend::swiglu_backward(device, dg, du, g, u, on(device, dy));
+      backend::swiglu_backward(device, dg, du, g, u, on(device, dy), false);
       EXPECT_EQ(bitwise_difference(host(y16), host(y).to(DType::bf16)), "") << "bf16 output: the float32 one rounded";
       return std::vector<Tensor>{host(y), host(dg), host(du)};
     });
@@ -161,7 +161,7 @@ TEST(KeptInBf16, ColumnBlocksWriteTheirCopies) {
 TEST(KeptInBf16, OtherDtypesAreRefused) {
   Rng rng(4);
   const Tensor x = random_f32({2, 8}, rng), dy = random_f32({2, 8}, rng), dx = Tensor::zeros({2, 8}, DType::f32);
-  EXPECT_THROW(backend::activation_backward(Device::cpu, Activation::silu, dx, x.to(DType::f64), dy), Error);
+  EXPECT_THROW(backend::activation_backward(Device::cpu, Activation::silu, dx, x.to(DType::f64), dy, false), Error);
   EXPECT_THROW(backend::swiglu_forward(Device::cpu, Tensor::zeros({2, 8}, DType::f32), x.to(DType::bf16), x), Error);
 }
 
