@@ -340,6 +340,19 @@ void pointwise_op(std::vector<Launch>& to, const std::string& op, const std::str
   append(to, launches(op, {cu::elementwise_plan(functor, n)}, {pointwise(n, reads, writes, flops)}));
 }
 
+// The projections of one input as one product (ops::linears): the GEMMs of one Linear of all their
+// outputs, the outputs split off (float32 and their bf16 copies) and their gradients joined (into
+// the bf16 operand of the backward's products).
+void projections(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::string& name, int64_t rows, int64_t in,
+                 int64_t out, bool bf16) {
+  linear(fwd, bwd, name, rows, in, out, bf16);
+  const double n = double(rows) * double(out), elt = bf16 ? 2 : kF32;
+  append(fwd, launches(name + " split", {cu::pointwise_plan("split_columns_kernel", rows * out)},
+                       {{0, n * (2 * kF32 + (bf16 ? elt : 0))}}));
+  append(bwd, launches(name + " gradients joined", {cu::pointwise_plan("join_columns_kernel", rows * out)},
+                       {{0, n * (kF32 + elt)}}));
+}
+
 struct Step {
   std::vector<Launch> launches;
   int64_t params = 0;
@@ -347,9 +360,10 @@ struct Step {
 
 // One step of a model whose every layer is GLA (the default mixer; fla's GatedLinearAttention layer
 // with expand_k = 1, so q, k, v, g are hidden x hidden): embedding, per layer RMSNorm, the q, k, v,
-// g projections, the rank-16 gate projection with its bias, logsigmoid and 1/16 scale, the GLA kernels,
-// the per-head RMSNorm and swish gate, the output projection, the residual, then RMSNorm, the SwiGLU
-// MLP and its residual; the final RMSNorm, the LM head, cross-entropy; the backward of each (listed
+// g projections and the rank-16 gate's first as one product (ops::linears), the gate's second with
+// its bias, logsigmoid and 1/16 scale, the GLA kernels, the per-head RMSNorm and swish gate, the
+// output projection, the residual, then RMSNorm, the SwiGLU MLP (gate and up as one product) and its
+// residual; the final RMSNorm, the LM head, cross-entropy; the backward of each (listed
 // in an order of its own: a sum of times does not depend on it); the gradient norm and AdamW over
 // every parameter. GEMMs and the GLA kernels' products in `precision`.
 Step training_step(const ModelShape& s, MatmulPrecision precision) {
@@ -358,8 +372,7 @@ Step training_step(const ModelShape& s, MatmulPrecision precision) {
   std::vector<Launch> fwd, bwd_layer, fwd_layer, head_fwd, head_bwd, rest;
   // the layer, once; it repeats s.layers times
   rmsnorm(fwd_layer, bwd_layer, "attn_norm", N, d);
-  for (const char* p : {"q_proj", "k_proj", "v_proj", "g_proj"}) linear(fwd_layer, bwd_layer, p, N, d, d, gemm_bf16);
-  linear(fwd_layer, bwd_layer, "gk_proj.0", N, d, rank, gemm_bf16);
+  projections(fwd_layer, bwd_layer, "q, k, v, g_proj and gk_proj.0", N, d, 4 * d + rank, gemm_bf16);
   linear(fwd_layer, bwd_layer, "gk_proj.1", N, rank, d, gemm_bf16);
   append(fwd_layer, launches("gk_proj.1 bias", {cu::pointwise_plan("bias_forward_kernel", N * d)},
                              {pointwise(N * d, 2, 1, 1)}));
@@ -383,8 +396,7 @@ Step training_step(const ModelShape& s, MatmulPrecision precision) {
   linear(fwd_layer, bwd_layer, "o_proj", N, d, d, gemm_bf16);
   pointwise_op(fwd_layer, "residual", "Add", N * d, 2, 1, 1);
   rmsnorm(fwd_layer, bwd_layer, "mlp_norm", N, d);
-  linear(fwd_layer, bwd_layer, "mlp gate_proj", N, d, I, gemm_bf16);
-  linear(fwd_layer, bwd_layer, "mlp up_proj", N, d, I, gemm_bf16);
+  projections(fwd_layer, bwd_layer, "mlp gate_proj and up_proj", N, d, 2 * I, gemm_bf16);
   pointwise_op(fwd_layer, "mlp swiglu", "SwigluForward", N * I, 2, 1, 6);
   pointwise_op(bwd_layer, "mlp swiglu backward", "SwigluBackward", N * I, 5, 2, 12);
   linear(fwd_layer, bwd_layer, "mlp down_proj", N, I, d, gemm_bf16);
