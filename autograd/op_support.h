@@ -50,14 +50,16 @@ inline std::pair<Tensor, Tensor> grads_to_write(const Variable& a, const Variabl
   return {ga, gb};
 }
 
-// v's bfloat16 copy (Variable::bf16): made by one convert on first use and kept with v, so that
-// every product that reads v (q, k, v and gate projections of one normed input) shares it. While
-// recording, the tape's nodes keep it: it comes from the arena's part for kept tensors.
-// Room for such a copy: from the arena's kept part while recording, else plain scratch.
+// Room for a Variable's bf16 copy: from the arena's part for kept tensors while recording (the
+// tape's nodes keep the copies), else plain scratch.
 inline Tensor bf16_copy_scratch(const Shape& shape, Device device) {
   return grad_enabled() ? Tensor::scratch_kept(shape, DType::bf16, device)
                         : Tensor::scratch(shape, DType::bf16, device);
 }
+
+// v's bfloat16 copy (Variable::bf16): made by one convert on first use, unless the op that made v
+// wrote it beside v (rmsnorm, linears), and kept with v, so that every product that reads v (q, k, v
+// and gate projections of one normed input) shares it.
 inline const Tensor& bf16_value(const Variable& v) {
   if (!v.bf16().defined()) {
     Tensor t = bf16_copy_scratch(v.shape(), v.device());

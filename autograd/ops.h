@@ -14,7 +14,8 @@ namespace linattn::ops {
 Variable add(const Variable& a, const Variable& b);
 Variable mul(const Variable& a, const Variable& b);
 Variable scale(const Variable& x, double c);  // c * x
-Variable activation(Activation f, const Variable& x);
+// y = scale * f(x): one node (a constant scale costs no pass of its own: GLA's gate normalizer).
+Variable activation(Activation f, const Variable& x, double scale = 1.0);
 inline Variable silu(const Variable& x) { return activation(Activation::silu, x); }
 inline Variable sigmoid(const Variable& x) { return activation(Activation::sigmoid, x); }
 inline Variable logsigmoid(const Variable& x) { return activation(Activation::logsigmoid, x); }

@@ -59,17 +59,17 @@ Variable scale(const Variable& x, double c) {
   return out;
 }
 
-Variable activation(Activation f, const Variable& x) {
+Variable activation(Activation f, const Variable& x, double scale) {
   check_inputs(activation_name(f), {&x});
   Tensor y = Tensor::scratch(x.shape(), x.dtype(), x.device());
-  backend::activation_forward(x.device(), f, y, x.value());
+  backend::activation_forward(x.device(), f, y, x.value(), scale);
   Variable out(y, needs_grad({&x}));
   if (out.requires_grad())
-    record({&x}, [f, x = Saved(x), out = out.without_value()] {
+    record({&x}, [f, scale, x = Saved(x), out = out.without_value()] {
       if (!out.grad().defined()) return;
       bool fresh = false;  // the first writer of dx writes it
       const Tensor& dx = x.var().grad_to_write(fresh);
-      backend::activation_backward(out.device(), f, dx, x.stored(), out.grad(), fresh);
+      backend::activation_backward(out.device(), f, dx, x.stored(), out.grad(), scale, fresh);
     });
   return out;
 }

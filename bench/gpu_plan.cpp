@@ -361,11 +361,11 @@ struct Step {
 // One step of a model whose every layer is GLA (the default mixer; fla's GatedLinearAttention layer
 // with expand_k = 1, so q, k, v, g are hidden x hidden): embedding, per layer RMSNorm, the q, k, v,
 // g projections and the rank-16 gate's first as one product (ops::linears), the gate's second with
-// its bias, logsigmoid and 1/16 scale, the GLA kernels, the per-head RMSNorm and swish gate, the
-// output projection, the residual, then RMSNorm, the SwiGLU MLP (gate and up as one product) and its
-// residual; the final RMSNorm, the LM head, cross-entropy; the backward of each (listed
-// in an order of its own: a sum of times does not depend on it); the gradient norm and AdamW over
-// every parameter. GEMMs and the GLA kernels' products in `precision`.
+// its bias, logsigmoid scaled by 1/16 (one pass), the GLA kernels, the per-head RMSNorm and swish
+// gate, the output projection, the residual, then RMSNorm, the SwiGLU MLP (gate and up as one
+// product) and its residual; the final RMSNorm, the LM head, cross-entropy; the backward of each
+// (listed in an order of its own: a sum of times does not depend on it); the gradient norm and
+// AdamW over every parameter. GEMMs and the GLA kernels' products in `precision`.
 Step training_step(const ModelShape& s, MatmulPrecision precision) {
   const bool gemm_bf16 = precision == MatmulPrecision::bf16;  // the GEMMs' operand bytes
   const int64_t N = s.B * s.T, d = s.hidden(), I = s.intermediate, V = s.vocab, rank = 16;
@@ -381,10 +381,8 @@ Step training_step(const ModelShape& s, MatmulPrecision precision) {
                              {pointwise(N * d, 1, 0, 1), pointwise(bias_chunks.count * d, 1, 0, 1)}));
   const std::string logsigmoid = cu::activation_functor("ActivationForward", Activation::logsigmoid);
   const std::string dlogsigmoid = cu::activation_functor("ActivationBackward", Activation::logsigmoid);
-  pointwise_op(fwd_layer, "gate logsigmoid", logsigmoid, N * d, 1, 1, 4);
-  pointwise_op(fwd_layer, "gate / 16", "Scale", N * d, 1, 1, 1);
-  pointwise_op(bwd_layer, "gate / 16 backward", "Axpy", N * d, 2, 1, 2);
-  pointwise_op(bwd_layer, "gate logsigmoid backward", dlogsigmoid, N * d, 3, 1, 5);
+  pointwise_op(fwd_layer, "gate logsigmoid / 16", logsigmoid, N * d, 1, 1, 5);
+  pointwise_op(bwd_layer, "gate logsigmoid / 16 backward", dlogsigmoid, N * d, 2, 1, 6);
   std::vector<Launch> mixer_bwd;
   std::vector<Launch> mixer_fwd = gla({s.B, s.T, s.H, s.D}, precision, mixer_bwd);
   for (Launch& l : mixer_fwd) l.mixer = true;

@@ -61,27 +61,27 @@ static inline T logsigmoid(T x) {
 }
 
 template <class T>
-void activation_forward(Activation f, T* y, const T* x, int64_t n) {
+void activation_forward(Activation f, T* y, const T* x, int64_t n, T scale) {
   switch (f) {
     case Activation::silu:
 #pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sigmoid(x[i]);
+      for (int64_t i = 0; i < n; ++i) y[i] = scale * (x[i] * sigmoid(x[i]));
       break;
     case Activation::sigmoid:
 #pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) y[i] = sigmoid(x[i]);
+      for (int64_t i = 0; i < n; ++i) y[i] = scale * sigmoid(x[i]);
       break;
     case Activation::logsigmoid:
 #pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) y[i] = logsigmoid(x[i]);
+      for (int64_t i = 0; i < n; ++i) y[i] = scale * logsigmoid(x[i]);
       break;
     case Activation::elu1:  // elu(x) + 1: x + 1 for x > 0, e^x otherwise
 #pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] + T(1) : std::exp(x[i]);
+      for (int64_t i = 0; i < n; ++i) y[i] = scale * (x[i] > 0 ? x[i] + T(1) : std::exp(x[i]));
       break;
     case Activation::relu:
 #pragma omp parallel for simd if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : T(0);
+      for (int64_t i = 0; i < n; ++i) y[i] = scale * (x[i] > 0 ? x[i] : T(0));
       break;
   }
 }
@@ -92,37 +92,38 @@ static inline void put(T& dx, T g, bool write) {
   dx = write ? g : dx + g;
 }
 
+// d: the upstream gradient times the forward's scale (y = c f(x)  =>  dx += (c dy) f'(x)).
 template <class T, class X>
-void activation_backward(Activation f, T* dx, const X* x, const T* dy, int64_t n, bool write) {
+void activation_backward(Activation f, T* dx, const X* x, const T* dy, int64_t n, T scale, bool write) {
   switch (f) {
     case Activation::silu:  // forward: y = x s(x)  =>  dx += dy (s + x s (1 - s))
 #pragma omp parallel for if (n > kParallelMin)
       for (int64_t i = 0; i < n; ++i) {
-        const T xi = load(x[i]), s = sigmoid(xi);
-        put(dx[i], dy[i] * s * (T(1) + xi * (T(1) - s)), write);
+        const T xi = load(x[i]), s = sigmoid(xi), d = scale * dy[i];
+        put(dx[i], d * s * (T(1) + xi * (T(1) - s)), write);
       }
       break;
     case Activation::sigmoid:  // forward: y = s(x)  =>  dx += dy s (1 - s)
 #pragma omp parallel for if (n > kParallelMin)
       for (int64_t i = 0; i < n; ++i) {
         const T s = sigmoid(load(x[i]));
-        put(dx[i], dy[i] * s * (T(1) - s), write);
+        put(dx[i], scale * dy[i] * s * (T(1) - s), write);
       }
       break;
     case Activation::logsigmoid:  // forward: y = log s(x)  =>  dx += dy (1 - s(x)) = dy s(-x)
 #pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) put(dx[i], dy[i] * sigmoid(-load(x[i])), write);
+      for (int64_t i = 0; i < n; ++i) put(dx[i], scale * dy[i] * sigmoid(-load(x[i])), write);
       break;
     case Activation::elu1:  // forward: y = x + 1 (x > 0), e^x (x <= 0)  =>  dx += dy (1 or e^x)
 #pragma omp parallel for if (n > kParallelMin)
       for (int64_t i = 0; i < n; ++i) {
-        const T xi = load(x[i]);
-        put(dx[i], xi > 0 ? dy[i] : dy[i] * std::exp(xi), write);
+        const T xi = load(x[i]), d = scale * dy[i];
+        put(dx[i], xi > 0 ? d : d * std::exp(xi), write);
       }
       break;
     case Activation::relu:  // forward: y = max(x, 0)  =>  dx += dy [x > 0]
 #pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) put(dx[i], load(x[i]) > T(0) ? dy[i] : T(0), write);
+      for (int64_t i = 0; i < n; ++i) put(dx[i], load(x[i]) > T(0) ? scale * dy[i] : T(0), write);
       break;
   }
 }
@@ -188,8 +189,8 @@ void gdn_decay_backward(T* dx, T* dA_log, T* ddt_bias, const T* x, const T* A_lo
   template void scale_forward<T>(T*, const T*, T, int64_t);                                \
   template void axpy<T>(T*, T, const T*, int64_t);                                         \
   template void mul_backward<T>(T*, T*, const T*, const T*, const T*, int64_t);            \
-  template void activation_forward<T>(Activation, T*, const T*, int64_t);                  \
-  template void activation_backward<T, T>(Activation, T*, const T*, const T*, int64_t, bool); \
+  template void activation_forward<T>(Activation, T*, const T*, int64_t, T);               \
+  template void activation_backward<T, T>(Activation, T*, const T*, const T*, int64_t, T, bool); \
   template void swiglu_forward<T, T>(T*, const T*, const T*, int64_t);                     \
   template void swiglu_backward<T, T>(T*, T*, const T*, const T*, const T*, int64_t, bool); \
   template void gdn_decay_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t);  \
@@ -198,7 +199,8 @@ INSTANTIATE(float)
 INSTANTIATE(double)
 
 // float32 ops on bf16 copies (stored.h)
-template void activation_backward<float, bfloat16>(Activation, float*, const bfloat16*, const float*, int64_t, bool);
+template void activation_backward<float, bfloat16>(Activation, float*, const bfloat16*, const float*, int64_t, float,
+                                                   bool);
 template void swiglu_forward<bfloat16, float>(bfloat16*, const float*, const float*, int64_t);
 template void swiglu_forward<float, bfloat16>(float*, const bfloat16*, const bfloat16*, int64_t);
 template void swiglu_forward<bfloat16, bfloat16>(bfloat16*, const bfloat16*, const bfloat16*, int64_t);

@@ -25,11 +25,12 @@ template <class T> void scale_forward(T* y, const T* x, T c, int64_t n);
 // y += c x
 template <class T> void axpy(T* y, T c, const T* x, int64_t n);
 
-// y = f(x) for the activation; backward: dx += f'(x) dy (computed from x); with `write`, dx = f'(x) dy
-// (the first writer of dx: its old contents are not read). SwiGLU's backward alike.
-template <class T> void activation_forward(Activation f, T* y, const T* x, int64_t n);
+// y = c f(x) for the activation, c a constant (1, or GLA's gate normalizer); backward: dx += c f'(x)
+// dy (computed from x); with `write`, dx = c f'(x) dy (the first writer of dx: its old contents are
+// not read). SwiGLU's backward alike.
+template <class T> void activation_forward(Activation f, T* y, const T* x, int64_t n, T c = T(1));
 template <class T, class X = T>
-void activation_backward(Activation f, T* dx, const X* x, const T* dy, int64_t n, bool write = false);
+void activation_backward(Activation f, T* dx, const X* x, const T* dy, int64_t n, T c = T(1), bool write = false);
 
 // SwiGLU: y = silu(gate) * up
 // forward: y = silu(g) u  =>  dg += dy u silu'(g), du += dy silu(g)

@@ -98,18 +98,18 @@ void axpy(In y, double c, In x) {
   });
 }
 
-void activation_forward(Activation f, In y, In x) {
+void activation_forward(Activation f, In y, In x, double c) {
   floating(y, [&](auto zero) {
     using T = decltype(zero);
-    cpu::activation_forward(f, y.data<T>(), x.data<T>(), y.numel());
+    cpu::activation_forward(f, y.data<T>(), x.data<T>(), y.numel(), T(c));
   });
 }
 
-void activation_backward(Activation f, In dx, In x, In dy, bool write) {
+void activation_backward(Activation f, In dx, In x, In dy, double c, bool write) {
   floating_kept(activation_name(f), dx, x, [&](auto t, auto kept) {
     using T = decltype(t);
     using X = decltype(kept);
-    cpu::activation_backward<T, X>(f, dx.data<T>(), x.data<X>(), dy.data<T>(), x.numel(), write);
+    cpu::activation_backward<T, X>(f, dx.data<T>(), x.data<X>(), dy.data<T>(), x.numel(), T(c), write);
   });
 }
 

@@ -57,15 +57,17 @@ struct Axpy {
 };
 
 template <Activation F>
-struct ActivationForward {
-  float* y; const float* x;
+struct ActivationForward {  // y = c f(x)
+  float* y; const float* x; float c;
   __device__ void operator()(int64_t i) const {
     const float xi = x[i];
-    if constexpr (F == Activation::silu) y[i] = xi * sigmoid(xi);
-    if constexpr (F == Activation::sigmoid) y[i] = sigmoid(xi);
-    if constexpr (F == Activation::logsigmoid) y[i] = logsigmoid(xi);
-    if constexpr (F == Activation::elu1) y[i] = xi > 0 ? xi + 1.0f : expf(xi);  // elu(x) + 1
-    if constexpr (F == Activation::relu) y[i] = xi > 0 ? xi : 0.0f;
+    float v = 0;
+    if constexpr (F == Activation::silu) v = xi * sigmoid(xi);
+    if constexpr (F == Activation::sigmoid) v = sigmoid(xi);
+    if constexpr (F == Activation::logsigmoid) v = logsigmoid(xi);
+    if constexpr (F == Activation::elu1) v = xi > 0 ? xi + 1.0f : expf(xi);  // elu(x) + 1
+    if constexpr (F == Activation::relu) v = xi > 0 ? xi : 0.0f;
+    y[i] = c * v;
   }
 };
 
@@ -73,25 +75,25 @@ struct ActivationForward {
 __device__ inline void put(float& dx, float g, bool write) { dx = write ? g : dx + g; }
 
 template <Activation F>
-struct ActivationBackward {
-  float* dx; Floats x; const float* dy; bool write;
+struct ActivationBackward {  // forward: y = c f(x)  =>  dx += (c dy) f'(x)
+  float* dx; Floats x; const float* dy; float c; bool write;
   __device__ void operator()(int64_t i) const {
-    const float xi = x[i];
+    const float xi = x[i], d = c * dy[i];
     float g = 0;
     if constexpr (F == Activation::silu) {  // forward: y = x s(x)  =>  dx += dy (s + x s (1 - s))
       const float s = sigmoid(xi);
-      g = dy[i] * s * (1.0f + xi * (1.0f - s));
+      g = d * s * (1.0f + xi * (1.0f - s));
     }
     if constexpr (F == Activation::sigmoid) {  // forward: y = s(x)  =>  dx += dy s (1 - s)
       const float s = sigmoid(xi);
-      g = dy[i] * s * (1.0f - s);
+      g = d * s * (1.0f - s);
     }
     // forward: y = log s(x)  =>  dx += dy (1 - s(x)) = dy s(-x)
-    if constexpr (F == Activation::logsigmoid) g = dy[i] * sigmoid(-xi);
+    if constexpr (F == Activation::logsigmoid) g = d * sigmoid(-xi);
     // forward: y = x + 1 (x > 0), e^x (x <= 0)  =>  dx += dy (1 or e^x)
-    if constexpr (F == Activation::elu1) g = xi > 0 ? dy[i] : dy[i] * expf(xi);
+    if constexpr (F == Activation::elu1) g = xi > 0 ? d : d * expf(xi);
     // forward: y = max(x, 0)  =>  dx += dy [x > 0]
-    if constexpr (F == Activation::relu) g = xi > 0 ? dy[i] : 0.0f;
+    if constexpr (F == Activation::relu) g = xi > 0 ? d : 0.0f;
     put(dx[i], g, write);
   }
 };
@@ -137,11 +139,11 @@ void mul_backward(float* da, float* db, const float* a, const float* b, const fl
 void scale_forward(float* y, const float* x, float c, int64_t n) { launch("Scale", n, Scale{y, x, c}); }
 void axpy(float* y, float c, const float* x, int64_t n) { launch("Axpy", n, Axpy{y, c, x}); }
 
-void activation_forward(Activation f, float* y, const float* x, int64_t n) {
-  launch_activation<ActivationForward>("ActivationForward", f, n, y, x);
+void activation_forward(Activation f, float* y, const float* x, int64_t n, float c) {
+  launch_activation<ActivationForward>("ActivationForward", f, n, y, x, c);
 }
-void activation_backward(Activation f, float* dx, Floats x, const float* dy, int64_t n, bool write) {
-  launch_activation<ActivationBackward>("ActivationBackward", f, n, dx, x, dy, write);
+void activation_backward(Activation f, float* dx, Floats x, const float* dy, int64_t n, float c, bool write) {
+  launch_activation<ActivationBackward>("ActivationBackward", f, n, dx, x, dy, c, write);
 }
 
 void swiglu_forward(FloatsOut y, Floats gate, Floats up, int64_t n) {

@@ -26,10 +26,11 @@ void mul_backward(float* da, float* db, const float* a, const float* b, const fl
 void scale_forward(float* y, const float* x, float c, int64_t n);
 // y += c x
 void axpy(float* y, float c, const float* x, int64_t n);
-// y = f(x); backward: dx += f'(x) dy (computed from x)
-void activation_forward(Activation f, float* y, const float* x, int64_t n);
-// (write: dx = f'(x) dy, the first writer of dx; SwiGLU's backward alike)
-void activation_backward(Activation f, float* dx, Floats x, const float* dy, int64_t n, bool write = false);
+// y = c f(x); backward: dx += c f'(x) dy (computed from x); write: dx = c f'(x) dy, the first writer
+// of dx (SwiGLU's backward alike)
+void activation_forward(Activation f, float* y, const float* x, int64_t n, float c = 1);
+void activation_backward(Activation f, float* dx, Floats x, const float* dy, int64_t n, float c = 1,
+                         bool write = false);
 // forward: y = silu(g) u  =>  dg += dy u silu'(g), du += dy silu(g)
 void swiglu_forward(FloatsOut y, Floats gate, Floats up, int64_t n);
 void swiglu_backward(float* dgate, float* dup, Floats gate, Floats up, const float* dy, int64_t n, bool write = false);
@@ -40,8 +41,10 @@ inline void mul_forward(float*, const float*, const float*, int64_t) { LINATTN_N
 inline void mul_backward(float*, float*, const float*, const float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
 inline void scale_forward(float*, const float*, float, int64_t) { LINATTN_NO_CUDA(); }
 inline void axpy(float*, float, const float*, int64_t) { LINATTN_NO_CUDA(); }
-inline void activation_forward(Activation, float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
-inline void activation_backward(Activation, float*, Floats, const float*, int64_t, bool = false) { LINATTN_NO_CUDA(); }
+inline void activation_forward(Activation, float*, const float*, int64_t, float = 1) { LINATTN_NO_CUDA(); }
+inline void activation_backward(Activation, float*, Floats, const float*, int64_t, float = 1, bool = false) {
+  LINATTN_NO_CUDA();
+}
 inline void swiglu_forward(FloatsOut, Floats, Floats, int64_t) { LINATTN_NO_CUDA(); }
 inline void swiglu_backward(float*, float*, Floats, Floats, const float*, int64_t, bool = false) { LINATTN_NO_CUDA(); }
 #endif

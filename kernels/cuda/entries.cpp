@@ -128,14 +128,14 @@ void axpy(In y, double c, In x) {
   cuda::axpy(f32(y), float(c), f32(x), x.numel());
 }
 
-void activation_forward(Activation f, In y, In x) {
+void activation_forward(Activation f, In y, In x, double c) {
   require_f32(activation_name(f), y);
-  cuda::activation_forward(f, f32(y), f32(x), y.numel());
+  cuda::activation_forward(f, f32(y), f32(x), y.numel(), float(c));
 }
 
-void activation_backward(Activation f, In dx, In x, In dy, bool write) {
+void activation_backward(Activation f, In dx, In x, In dy, double c, bool write) {
   require_f32(activation_name(f), dx);
-  cuda::activation_backward(f, f32(dx), floats(activation_name(f), x), f32(dy), x.numel(), write);
+  cuda::activation_backward(f, f32(dx), floats(activation_name(f), x), f32(dy), x.numel(), float(c), write);
 }
 
 void swiglu_forward(In y, In gate, In up) {

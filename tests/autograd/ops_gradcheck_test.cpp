@@ -36,6 +36,7 @@ TEST(GradCheck, Activations) {
     for (int64_t i = 0; i < x.numel(); ++i)
       if (std::abs(x.data<double>()[i]) < 0.05) x.data<double>()[i] = 0.5;
     expect_gradients_match([f](const V& v) { return ops::activation(f, v[0]); }, {x}, rng);
+    expect_gradients_match([f](const V& v) { return ops::activation(f, v[0], -0.3); }, {x}, rng);
   }
 }
 

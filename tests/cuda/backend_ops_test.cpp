@@ -234,11 +234,15 @@ void add_pointwise_cases(std::vector<Case>& cases) {
                        [s, f](Side& x) {
                          // [-20, 20]: both branches of logsigmoid and elu1, the saturated ends of sigmoid
                          Tensor a = x.input(s, -20, 20);
-                         backend::activation_forward(x.device, f, x.output("y", s), a);
+                         backend::activation_forward(x.device, f, x.output("y", s), a, 1.0);
                          Tensor dx = x.accumulated("dx", s), dy = x.input(s);
-                         backend::activation_backward(x.device, f, dx, a, dy, false);
-                         // written, the first writer: what was there (NaN) is not read
-                         backend::activation_backward(x.device, f, x.output("dx written", s), a, dy, true);
+                         backend::activation_backward(x.device, f, dx, a, dy, 1.0, false);
+                         // written, the first writer: what was there (NaN) is not read; and scaled
+                         // (GLA's gate normalizer, 1/16)
+                         backend::activation_backward(x.device, f, x.output("dx written", s), a, dy, 1.0, true);
+                         backend::activation_forward(x.device, f, x.output("y scaled", s), a, 0.0625);
+                         backend::activation_backward(x.device, f, x.accumulated("dx scaled", s), a, dy, 0.0625,
+                                                      false);
                        }});
     cases.push_back({{"swiglu_forward", "swiglu_backward"}, what, kShortSums, [s](Side& x) {
                        Tensor gate = x.input(s, -8, 8), up = x.input(s, -2, 2);

@@ -40,7 +40,7 @@ void expect_same_from_the_copy(Device device, const Tensor& x,
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(bitwise_difference(got[i], want[i]), "") << "output " << i;
 }
 
-TEST(KeptInBf16, ActivationBackwardsReadTheCopy) {
+TEST(CudaKeptInBf16, ActivationBackwardsReadTheCopy) {
   Rng rng(1);
   const Tensor x = random_f32({3, 257}, rng, -4, 4), dy = random_f32({3, 257}, rng), dx0 = random_f32({3, 257}, rng);
   for (Device device : devices())
@@ -49,13 +49,13 @@ TEST(KeptInBf16, ActivationBackwardsReadTheCopy) {
       SCOPED_TRACE(std::string(device_name(device)) + " " + activation_name(f));
       expect_same_from_the_copy(device, x, [&](const Tensor& kept) {
         const Tensor dx = on(device, dx0);  // accumulated into
-        backend::activation_backward(device, f, dx, kept, on(device, dy), false);
+        backend::activation_backward(device, f, dx, kept, on(device, dy), 1.0, false);
         return std::vector<Tensor>{host(dx)};
       });
     }
 }
 
-TEST(KeptInBf16, SwigluReadsTheCopyAndWritesBf16) {
+TEST(CudaKeptInBf16, SwigluReadsTheCopyAndWritesBf16) {
   Rng rng(2);
   const Shape s{5, 203};
   const Tensor gate = random_f32(s, rng, -4, 4), up = random_f32(s, rng), dy = random_f32(s, rng);
@@ -81,7 +81,7 @@ TEST(KeptInBf16, SwigluReadsTheCopyAndWritesBf16) {
   }
 }
 
-TEST(KeptInBf16, NormBackwardsReadTheCopy) {
+TEST(CudaKeptInBf16, NormBackwardsReadTheCopy) {
   Rng rng(3);
   const int64_t N = 37, D = 96;
   const Tensor x = random_f32({N, D}, rng, -3, 3), w = random_f32({D}, rng), dy = random_f32({N, D}, rng);
@@ -112,7 +112,7 @@ TEST(KeptInBf16, NormBackwardsReadTheCopy) {
 }
 
 // rmsnorm's forward writes y's and x's bf16 copies in its pass: y and x rounded, and y as without them.
-TEST(KeptInBf16, RmsnormWritesTheCopiesInItsPass) {
+TEST(CudaKeptInBf16, RmsnormWritesTheCopiesInItsPass) {
   Rng rng(5);
   const int64_t N = 37, D = 96;
   const Tensor x = random_f32({N, D}, rng, -3, 3), w = random_f32({D}, rng);
@@ -134,7 +134,7 @@ TEST(KeptInBf16, RmsnormWritesTheCopiesInItsPass) {
 
 // The column blocks of ops::linears: split writes each block and its bf16 copy (the block rounded),
 // join writes float32 or straight into bf16 (the joined float32 rounded).
-TEST(KeptInBf16, ColumnBlocksWriteTheirCopies) {
+TEST(CudaKeptInBf16, ColumnBlocksWriteTheirCopies) {
   Rng rng(6);
   const Tensor x = random_f32({9, 26}, rng);
   const std::vector<int64_t> widths = {7, 16, 3};
@@ -158,10 +158,11 @@ TEST(KeptInBf16, ColumnBlocksWriteTheirCopies) {
 }
 
 // A float32 op refuses an input of another floating dtype than float32 or its bf16 copy.
-TEST(KeptInBf16, OtherDtypesAreRefused) {
+TEST(CudaKeptInBf16, OtherDtypesAreRefused) {
   Rng rng(4);
   const Tensor x = random_f32({2, 8}, rng), dy = random_f32({2, 8}, rng), dx = Tensor::zeros({2, 8}, DType::f32);
-  EXPECT_THROW(backend::activation_backward(Device::cpu, Activation::silu, dx, x.to(DType::f64), dy, false), Error);
+  EXPECT_THROW(backend::activation_backward(Device::cpu, Activation::silu, dx, x.to(DType::f64), dy, 1.0, false),
+               Error);
   EXPECT_THROW(backend::swiglu_forward(Device::cpu, Tensor::zeros({2, 8}, DType::f32), x.to(DType::bf16), x), Error);
 }
 
