@@ -86,8 +86,9 @@ std::vector<int64_t> check_columns(Ins parts, Ins copies, In whole) {
     LINATTN_CHECK(p.defined() && p.shape().rows() == N && p.dtype() == part_dtype && p.device() == whole.device(),
                   "columns: block ", i, " ", p.str(), " does not match ", whole.str());
     if (!copies.empty() && copies[i].defined())
-      LINATTN_CHECK(copies[i].dtype() == DType::bf16 && copies[i].shape() == p.shape(), "columns: copy ",
-                    copies[i].str(), " of block ", p.str());
+      LINATTN_CHECK(copies[i].dtype() == DType::bf16 && copies[i].shape() == p.shape() &&
+                        copies[i].device() == whole.device(),
+                    "columns: copy ", copies[i].str(), " of block ", p.str());
     widths.push_back(p.shape().last());
     sum += widths.back();
   }

@@ -1,7 +1,7 @@
 // The column blocks of a row-major matrix: a product of several weights at once (autograd's
 // ops::linears) writes one [N, C] result whose columns are each weight's output side by side.
 // split_columns copies block i into its own [N, c_i] matrix (and its bf16 copy, when asked);
-// join_columns is the inverse, for the gradients, a missing block reading as zeros.
+// join_columns is the inverse, for the gradients.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,7 @@ namespace linattn::cpu {
 template <class T>
 void split_columns(const std::vector<T*>& parts, const std::vector<bfloat16*>& copies,
                    const std::vector<int64_t>& widths, const T* x, int64_t N);
-// y: [N, C] (T, or bf16 for T float); parts[i]: [N, widths[i]], or null for zeros.
+// y: [N, C] (T, or bf16 for T float); parts[i]: [N, widths[i]].
 template <class T, class Y>
 void join_columns(Y* y, const std::vector<const T*>& parts, const std::vector<int64_t>& widths, int64_t N);
 

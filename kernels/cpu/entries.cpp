@@ -230,12 +230,12 @@ void bias_backward(In dbias, In dy) {
 // ---- norms ----
 
 void rmsnorm_forward(In y, In y16, In x16, In rstd, In x, In w, double eps) {
-  LINATTN_CHECK((!y16.defined() && !x16.defined()) || x.dtype() == DType::f32, "rmsnorm: bf16 copies of ", x.str());
+  LINATTN_CHECK((!y16.defined() && !x16.defined()) || x.dtype() == DType::f32, "rmsnorm: bf16 copies are made of ",
+                "a float32 input only, got ", x.str());
   floating(x, [&](auto zero) {
     using T = decltype(zero);
     cpu::rmsnorm_forward(y.data<T>(), ptr<bfloat16>(y16), ptr<bfloat16>(x16), rstd.data<T>(), x.data<T>(),
-                         w.data<T>(), x.shape().rows(), x.shape().last(),
-                         T(eps), norm_groups(x, rstd));
+                         w.data<T>(), x.shape().rows(), x.shape().last(), T(eps), norm_groups(x, rstd));
   });
 }
 

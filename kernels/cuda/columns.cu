@@ -31,7 +31,7 @@ __global__ void join_columns_kernel(FloatsOut y, ColumnBlocks b, int64_t N, int6
   const int64_t r = e / C;
   int64_t c = e % C;
   const int i = block_of(b, c);
-  y.set(e, b.part[i] ? b.part[i][r * b.width[i] + c] : 0.0f);
+  y.set(e, b.part[i][r * b.width[i] + c]);
 }
 
 int64_t columns(const ColumnBlocks& b) {

@@ -1,7 +1,7 @@
 // CUDA column blocks of a row-major [N, C] matrix (float32), with the semantics of
 // kernels/cpu/columns.h: split_columns copies each block into its own [N, c_i] matrix (and its bf16
-// copy where asked), join_columns is the inverse (a missing block reads as zeros; y float32 or
-// bf16). At most kMaxColumnBlocks blocks; pointers are device memory.
+// copy where asked), join_columns is the inverse (y float32 or bf16). At most kMaxColumnBlocks
+// blocks; pointers are device memory.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@ constexpr int kMaxColumnBlocks = 8;
 struct ColumnBlocks {
   int count = 0;
   int64_t width[kMaxColumnBlocks] = {};
-  float* part[kMaxColumnBlocks] = {};       // split: written; join: read (const), null for zeros
+  float* part[kMaxColumnBlocks] = {};       // split: written; join: read
   uint16_t* copy[kMaxColumnBlocks] = {};    // split only: bf16 copies, or null
 };
 
