@@ -324,15 +324,15 @@ struct ModelShape {
   int64_t hidden() const { return H * D; }
 };
 
-// RMSNorm of N rows of D: forward reads x, writes y and rstd; backward reads x, dy, rstd, dx +=,
-// then the weight gradient's column sums.
+// RMSNorm of N rows of D: forward reads x, writes y and rstd; backward, in one launch, reads x, dy,
+// rstd, dx += (its dx blocks), reads x and dy again for the weight gradient's column sums (its dw
+// blocks), and its last block adds the chunks' partial sums.
 void rmsnorm(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::string& name, int64_t N, int64_t D) {
   const double n = double(N) * D;
   append(fwd, launches(name + " forward", cu::rmsnorm_forward_plans(N, D), {{4 * n, kF32 * (2 * n + N)}}));
   const cu::RowChunks chunks = cu::row_chunks(N, (D + 31) / 32, D);
   append(bwd, launches(name + " backward", cu::rmsnorm_backward_plans(N, D, true),
-                       {{6 * n, kF32 * (4 * n + N)}, {3 * n, kF32 * (2 * n + N)},
-                        {double(chunks.count) * D, kF32 * double(chunks.count + 2) * D}}));
+                       {{9 * n + double(chunks.count) * D, kF32 * (6 * n + 2 * N + double(chunks.count + 2) * D)}}));
 }
 
 void pointwise_op(std::vector<Launch>& to, const std::string& op, const std::string& functor, int64_t n, int reads,
@@ -378,7 +378,7 @@ Step training_step(const ModelShape& s, MatmulPrecision precision) {
                              {pointwise(N * d, 2, 1, 1)}));
   const cu::RowChunks bias_chunks = cu::row_chunks(N, (d + 31) / 32, d);
   append(bwd_layer, launches("gk_proj.1 bias backward", cu::bias_backward_plans(N, d),
-                             {pointwise(N * d, 1, 0, 1), pointwise(bias_chunks.count * d, 1, 0, 1)}));
+                             {pointwise(N * d + bias_chunks.count * d, 1, 0, 1)}));  // dy, then the partials
   const std::string logsigmoid = cu::activation_functor("ActivationForward", Activation::logsigmoid);
   const std::string dlogsigmoid = cu::activation_functor("ActivationBackward", Activation::logsigmoid);
   pointwise_op(fwd_layer, "gate logsigmoid / 16", logsigmoid, N * d, 1, 1, 5);

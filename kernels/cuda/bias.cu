@@ -13,9 +13,10 @@ __global__ void bias_forward_kernel(float* y, const float* bias, int64_t n, int6
 }
 
 // A block takes 32 columns of one chunk of rows, its kLanes row lanes split the rows, and lane 0
-// adds the lanes in order into the chunk's partial sums (column_partials, column_sums.cuh).
+// adds the lanes in order into the chunk's partial sums, which the last block adds into dbias
+// (column_sums.cuh).
 constexpr int kLanes = kColumnLanes;
-__global__ void bias_backward_kernel(const float* dy, int64_t N, int64_t out, int64_t rows_per_chunk) {
+__global__ void bias_backward_kernel(float* dbias, const float* dy, int64_t N, int64_t out, int64_t rows_per_chunk) {
   __shared__ float partial[kLanes][33];
   const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
   const int64_t begin = int64_t(blockIdx.y) * rows_per_chunk;
@@ -30,6 +31,7 @@ __global__ void bias_backward_kernel(const float* dy, int64_t N, int64_t out, in
     for (int k = 0; k < kLanes; ++k) sum += partial[k][threadIdx.x];
     column_partials[int64_t(blockIdx.y) * out + j] = sum;
   }
+  finish_column_sums(dbias, out, nullptr, 0, gridDim.y, gridDim.x * gridDim.y);
 }
 
 }  // namespace
@@ -44,9 +46,8 @@ void bias_forward(float* y, const float* bias, int64_t N, int64_t out) {
 void bias_backward(float* dbias, const float* dy, int64_t N, int64_t out) {
   if (out == 0) return;
   const RowChunks chunks = row_chunks(N, (out + 31) / 32, out);
-  LINATTN_LAUNCH_PLAN(bias_backward_plans(N, out)[0], stream(), bias_backward_kernel)(dy, N, out, chunks.rows);
+  LINATTN_LAUNCH_PLAN(bias_backward_plans(N, out)[0], stream(), bias_backward_kernel)(dbias, dy, N, out, chunks.rows);
   LINATTN_CUDA_CHECK_LAUNCH();
-  add_column_partials(dbias, out, nullptr, 0, chunks.count);
 }
 
 }  // namespace linattn::cuda

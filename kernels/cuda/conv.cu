@@ -42,10 +42,10 @@ __global__ void short_conv_dx_kernel(float* dx, const float* w, const float* dy,
 // dw[c, i] += sum_{b, t} dy[b, t, c] x[b, t - (W-1) + i, c], dbias[c] += sum_{b, t} dy[b, t, c].
 // A block takes 32 channels of one chunk of the B*T positions, its kLanes row lanes split the
 // positions, and lane 0 adds the lanes in order into the chunk's partial sums (column_partials,
-// common.cuh: C*W tap columns, then C bias columns).
+// column_sums.cuh: C*W tap columns, then C bias columns), which the last block adds into dw and dbias.
 constexpr int kLanes = kColumnLanes;
-__global__ void short_conv_dw_kernel(const float* x, const float* dy, int64_t B, int64_t T_, int64_t C, int64_t W,
-                                     int64_t rows_per_chunk, Sequences seqs) {
+__global__ void short_conv_dw_kernel(float* dw, float* dbias, const float* x, const float* dy, int64_t B, int64_t T_,
+                                     int64_t C, int64_t W, int64_t rows_per_chunk, Sequences seqs) {
   __shared__ float partial[kLanes][kMaxConvWidth + 1][32];
   const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
   const int64_t begin = int64_t(blockIdx.y) * rows_per_chunk;
@@ -65,14 +65,16 @@ __global__ void short_conv_dw_kernel(const float* x, const float* dy, int64_t B,
 #pragma unroll
   for (int i = 0; i <= kMaxConvWidth; ++i) partial[threadIdx.y][i][threadIdx.x] = acc[i];
   __syncthreads();
-  if (threadIdx.y != 0 || c >= C) return;
-  float* out = column_partials + int64_t(blockIdx.y) * C * (W + 1);
-  for (int i = 0; i <= W; ++i) {
-    const int slot = i < W ? i : kMaxConvWidth;  // the bias after the taps
-    float sum = 0;
-    for (int l = 0; l < kLanes; ++l) sum += partial[l][slot][threadIdx.x];
-    out[i < W ? c * W + i : C * W + c] = sum;
+  if (threadIdx.y == 0 && c < C) {
+    float* out = column_partials + int64_t(blockIdx.y) * C * (W + 1);
+    for (int i = 0; i <= W; ++i) {
+      const int slot = i < W ? i : kMaxConvWidth;  // the bias after the taps
+      float sum = 0;
+      for (int l = 0; l < kLanes; ++l) sum += partial[l][slot][threadIdx.x];
+      out[i < W ? c * W + i : C * W + c] = sum;
+    }
   }
+  finish_column_sums(dw, C * W, dbias, C, gridDim.y, gridDim.x * gridDim.y);
 }
 
 void check_width(int64_t W, const char* where) {
@@ -101,9 +103,8 @@ void short_conv_backward(float* dx, float* dw, float* dbias, const float* x, con
   LINATTN_LAUNCH_PLAN(plans[0], stream(), short_conv_dx_kernel)(dx, w, dy, T_, C, W, n, seqs);
   LINATTN_CUDA_CHECK_LAUNCH();
   const RowChunks chunks = row_chunks(B * T_, (C + 31) / 32, C * (W + 1));
-  LINATTN_LAUNCH_PLAN(plans[1], stream(), short_conv_dw_kernel)(x, dy, B, T_, C, W, chunks.rows, seqs);
+  LINATTN_LAUNCH_PLAN(plans[1], stream(), short_conv_dw_kernel)(dw, dbias, x, dy, B, T_, C, W, chunks.rows, seqs);
   LINATTN_CUDA_CHECK_LAUNCH();
-  add_column_partials(dw, C * W, dbias, C, chunks.count);
 }
 
 }  // namespace linattn::cuda

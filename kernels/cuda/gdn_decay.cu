@@ -22,10 +22,11 @@ __global__ void gdn_decay_forward_kernel(float* a, const float* x, const float* 
 // One pass over da: each thread writes its elements' dx and sums their contributions to dA_log and
 // ddt_bias. A block takes 32 heads of one chunk of rows, its kLanes row lanes split the rows, and
 // lane 0 adds the lanes in order into the chunk's partial sums (column_partials, column_sums.cuh:
-// H columns for dA_log, then H for ddt_bias).
+// H columns for dA_log, then H for ddt_bias), which the last block adds into the two.
 constexpr int kLanes = kColumnLanes;
-__global__ void gdn_decay_backward_kernel(float* dx, const float* x, const float* A_log, const float* dt_bias,
-                                          const float* da, int64_t rows, int64_t H, int64_t rows_per_chunk) {
+__global__ void gdn_decay_backward_kernel(float* dx, float* dA_log, float* ddt_bias, const float* x,
+                                          const float* A_log, const float* dt_bias, const float* da, int64_t rows,
+                                          int64_t H, int64_t rows_per_chunk) {
   __shared__ float partial[2][kLanes][33];
   const int64_t h = int64_t(blockIdx.x) * 32 + threadIdx.x;
   const int64_t begin = int64_t(blockIdx.y) * rows_per_chunk;
@@ -54,6 +55,7 @@ __global__ void gdn_decay_backward_kernel(float* dx, const float* x, const float
     out[h] = dA;
     out[H + h] = ddt;
   }
+  if (dA_log || ddt_bias) finish_column_sums(dA_log, H, ddt_bias, H, gridDim.y, gridDim.x * gridDim.y);
 }
 
 }  // namespace
@@ -69,10 +71,9 @@ void gdn_decay_backward(float* dx, float* dA_log, float* ddt_bias, const float* 
                         const float* dt_bias, const float* da, int64_t rows, int64_t H) {
   if (H == 0) return;
   const RowChunks chunks = row_chunks(rows, (H + 31) / 32, 2 * H);
-  LINATTN_LAUNCH_PLAN(gdn_decay_backward_plans(rows, H, dA_log || ddt_bias)[0], stream(), gdn_decay_backward_kernel)(
-      dx, x, A_log, dt_bias, da, rows, H, chunks.rows);
+  LINATTN_LAUNCH_PLAN(gdn_decay_backward_plans(rows, H)[0], stream(), gdn_decay_backward_kernel)(
+      dx, dA_log, ddt_bias, x, A_log, dt_bias, da, rows, H, chunks.rows);
   LINATTN_CUDA_CHECK_LAUNCH();
-  if (dA_log || ddt_bias) add_column_partials(dA_log, H, ddt_bias, H, chunks.count);
 }
 
 }  // namespace linattn::cuda

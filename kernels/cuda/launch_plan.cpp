@@ -44,8 +44,6 @@ LaunchPlan column_sums_plan(const std::string& kernel, int64_t tiled_columns, co
   return {kernel, {ceil_div(tiled_columns, 32), chunks.count}, {32, kColumnLanes}, 0};
 }
 
-LaunchPlan add_column_partials_plan(int64_t n) { return pointwise_plan("add_column_partials_kernel", n); }
-
 // ---- norms ----
 
 LaunchPlan norm_rows_plan(const std::string& kernel, int64_t N) {
@@ -59,12 +57,9 @@ LaunchPlans rmsnorm_forward_plans(int64_t N, int64_t D, int64_t G) {
 
 LaunchPlans rmsnorm_backward_plans(int64_t N, int64_t D, bool weight_grad, int64_t G) {
   if (N == 0 || D == 0) return {};
-  LaunchPlans plans{norm_rows_plan("rmsnorm_dx_kernel", N * G)};
-  if (!weight_grad) return plans;
-  const RowChunks chunks = row_chunks(N, ceil_div(D, 32), D);
-  plans.push_back(column_sums_plan("rmsnorm_dw_kernel", D, chunks));
-  plans.push_back(add_column_partials_plan(D));
-  return plans;
+  // dw's (32-column tiles) x (row chunks) blocks, then dx's blocks of kColumnLanes rows, a warp each.
+  const int64_t dw_blocks = weight_grad ? ceil_div(D, 32) * row_chunks(N, ceil_div(D, 32), D).count : 0;
+  return {{"rmsnorm_backward_kernel", {dw_blocks + ceil_div(N * G, kColumnLanes)}, {32, kColumnLanes}, 0}};
 }
 
 LaunchPlans l2norm_forward_plans(int64_t N, int64_t D) {
@@ -133,23 +128,20 @@ LaunchPlan embedding_backward_plan(int64_t V) {
 LaunchPlans bias_backward_plans(int64_t N, int64_t out) {
   if (out == 0) return {};
   const RowChunks chunks = row_chunks(N, ceil_div(out, 32), out);
-  return {column_sums_plan("bias_backward_kernel", out, chunks), add_column_partials_plan(out)};
+  return {column_sums_plan("bias_backward_kernel", out, chunks)};
 }
 
 LaunchPlans short_conv_backward_plans(int64_t B, int64_t T, int64_t C, int64_t W) {
   const int64_t n = B * T * C;
   if (n == 0) return {};
   const RowChunks chunks = row_chunks(B * T, ceil_div(C, 32), C * (W + 1));
-  return {pointwise_plan("short_conv_dx_kernel", n), column_sums_plan("short_conv_dw_kernel", C, chunks),
-          add_column_partials_plan(C * W + C)};
+  return {pointwise_plan("short_conv_dx_kernel", n), column_sums_plan("short_conv_dw_kernel", C, chunks)};
 }
 
-LaunchPlans gdn_decay_backward_plans(int64_t rows, int64_t H, bool param_grads) {
+LaunchPlans gdn_decay_backward_plans(int64_t rows, int64_t H) {
   if (H == 0) return {};
   const RowChunks chunks = row_chunks(rows, ceil_div(H, 32), 2 * H);
-  LaunchPlans plans{column_sums_plan("gdn_decay_backward_kernel", H, chunks)};
-  if (param_grads) plans.push_back(add_column_partials_plan(2 * H));
-  return plans;
+  return {column_sums_plan("gdn_decay_backward_kernel", H, chunks)};
 }
 
 // ---- attention ----

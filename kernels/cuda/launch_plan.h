@@ -51,7 +51,6 @@ struct RowChunks {
 RowChunks row_chunks(int64_t rows, int64_t tiles, int64_t columns);
 // A (32-column tiles of `tiled_columns`) x (row chunks) grid of 32 x kColumnLanes threads.
 LaunchPlan column_sums_plan(const std::string& kernel, int64_t tiled_columns, const RowChunks& chunks);
-LaunchPlan add_column_partials_plan(int64_t n);
 
 // ---- norm.cu: one warp per row (rmsnorm: per group of G in a row), kNormRows rows per block ----
 inline constexpr int kNormRows = 8;
@@ -83,7 +82,7 @@ int64_t embedding_backward_rows_per_block(int64_t V);
 // ---- bias.cu, conv.cu, gdn_decay.cu, rope.cu: pointwise passes and column sums ----
 LaunchPlans bias_backward_plans(int64_t N, int64_t out);
 LaunchPlans short_conv_backward_plans(int64_t B, int64_t T, int64_t C, int64_t W);
-LaunchPlans gdn_decay_backward_plans(int64_t rows, int64_t H, bool param_grads);
+LaunchPlans gdn_decay_backward_plans(int64_t rows, int64_t H);
 
 // ---- attention.cu ----
 inline constexpr int kAttentionThreads = 256;  // the CUDA-core kernels: 16 x 16 threads

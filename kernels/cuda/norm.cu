@@ -36,12 +36,14 @@ __global__ void rmsnorm_forward_kernel(float* y, uint16_t* y16, uint16_t* x16, f
   }
 }
 
+// The backward in one launch of 32 x kLanes threads per block (rmsnorm_backward_plans): the first
+// `dw_blocks` blocks sum dw's columns, the others take dx, a row per warp.
+constexpr int kLanes = kColumnLanes;
+
 // forward: xhat = x r, y = xhat w, r = (mean(x^2) + eps)^-1/2  =>  dx += r (dy w - xhat mean(dy w xhat))
-__global__ void rmsnorm_dx_kernel(float* dx, Floats x, const float* w, const float* rstd, const float* dy,
-                                  int64_t rows, int64_t Dg, int64_t G) {
-  const int64_t row = warp_row();
-  if (row >= rows) return;
-  const int lane = threadIdx.x % 32;
+__device__ void rmsnorm_dx_row(float* dx, Floats x, const float* w, const float* rstd, const float* dy, int64_t row,
+                               int64_t Dg, int64_t G) {
+  const int lane = threadIdx.x;
   const Floats xr = x + row * Dg;
   const float* dyr = dy + row * Dg;
   const float* wr = w + (row % G) * Dg;
@@ -53,16 +55,22 @@ __global__ void rmsnorm_dx_kernel(float* dx, Floats x, const float* w, const flo
   for (int64_t j = lane; j < Dg; j += 32) dxr[j] += r * (dyr[j] * wr[j] - xr[j] * r * mean);
 }
 
-// forward: y = xhat w  =>  dw += sum over rows of dy xhat. A block takes 32 columns of one chunk
+// forward: y = xhat w  =>  dw += sum over rows of dy xhat. A dw block takes 32 columns of one chunk
 // of rows, its kLanes row lanes split the rows, and lane 0 adds the lanes in order into the chunk's
-// partial sums (column_partials, common.cuh). Rows are whole rows of D here; column j is in group
-// j / Dg, whose rstd is rstd[i G + j / Dg].
-constexpr int kLanes = kColumnLanes;
-__global__ void rmsnorm_dw_kernel(Floats x, const float* rstd, const float* dy, int64_t N, int64_t D,
-                                  int64_t G, int64_t rows_per_chunk) {
+// partial sums, which the last dw block adds into dw (column_sums.cuh). Rows are whole rows of D
+// here; column j is in group j / Dg, whose rstd is rstd[i G + j / Dg].
+__global__ void rmsnorm_backward_kernel(float* dx, float* dw, Floats x, const float* w, const float* rstd,
+                                        const float* dy, int64_t N, int64_t D, int64_t G, int64_t rows_per_chunk,
+                                        int64_t dw_tiles, int64_t dw_blocks) {
   __shared__ float partial[kLanes][33];
-  const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
-  const int64_t begin = int64_t(blockIdx.y) * rows_per_chunk, end = begin + rows_per_chunk < N ? begin + rows_per_chunk : N;
+  if (int64_t(blockIdx.x) >= dw_blocks) {
+    const int64_t row = (int64_t(blockIdx.x) - dw_blocks) * kLanes + threadIdx.y;
+    if (row < N * G) rmsnorm_dx_row(dx, x, w, rstd, dy, row, D / G, G);  // a whole warp or none
+    return;
+  }
+  const int64_t tile = int64_t(blockIdx.x) % dw_tiles, chunk = int64_t(blockIdx.x) / dw_tiles;
+  const int64_t j = tile * 32 + threadIdx.x;
+  const int64_t begin = chunk * rows_per_chunk, end = begin + rows_per_chunk < N ? begin + rows_per_chunk : N;
   const int64_t g = j < D ? j / (D / G) : 0;
   float acc = 0;
   if (j < D)
@@ -73,8 +81,9 @@ __global__ void rmsnorm_dw_kernel(Floats x, const float* rstd, const float* dy, 
   if (threadIdx.y == 0 && j < D) {
     float sum = 0;
     for (int k = 0; k < kLanes; ++k) sum += partial[k][threadIdx.x];
-    column_partials[int64_t(blockIdx.y) * D + j] = sum;
+    column_partials[chunk * D + j] = sum;
   }
+  finish_column_sums(dw, D, nullptr, 0, dw_blocks / dw_tiles, unsigned(dw_blocks));
 }
 
 __global__ void l2norm_forward_kernel(float* y, float* r, const float* x, int64_t N, int64_t D, float eps) {
@@ -119,14 +128,11 @@ void rmsnorm_forward(float* y, uint16_t* y16, uint16_t* x16, float* rstd, const 
 void rmsnorm_backward(float* dx, float* dw, Floats x, const float* w, const float* rstd, const float* dy,
                       int64_t N, int64_t D, int64_t G) {
   if (N == 0 || D == 0) return;
-  const LaunchPlans plans = rmsnorm_backward_plans(N, D, dw != nullptr, G);
-  LINATTN_LAUNCH_PLAN(plans[0], stream(), rmsnorm_dx_kernel)(dx, x, w, rstd, dy, N * G, D / G, G);
-  LINATTN_CUDA_CHECK_LAUNCH();
-  if (!dw) return;
   const RowChunks chunks = row_chunks(N, (D + 31) / 32, D);
-  LINATTN_LAUNCH_PLAN(plans[1], stream(), rmsnorm_dw_kernel)(x, rstd, dy, N, D, G, chunks.rows);
+  const int64_t tiles = (D + 31) / 32, dw_blocks = dw ? tiles * chunks.count : 0;
+  LINATTN_LAUNCH_PLAN(rmsnorm_backward_plans(N, D, dw != nullptr, G)[0], stream(), rmsnorm_backward_kernel)(
+      dx, dw, x, w, rstd, dy, N, D, G, chunks.rows, tiles, dw_blocks);
   LINATTN_CUDA_CHECK_LAUNCH();
-  add_column_partials(dw, D, nullptr, 0, chunks.count);
 }
 
 void l2norm_forward(float* y, float* r, const float* x, int64_t N, int64_t D, float eps) {

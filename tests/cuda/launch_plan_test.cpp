@@ -152,10 +152,10 @@ TEST(LaunchPlan, PointwiseNormsAndReductions) {
   float* gx = m.f32(N * H);
   expect_plans("gdn_decay_forward", {cuda::pointwise_plan("gdn_decay_forward_kernel", N * H)},
                [&] { cuda::gdn_decay_forward(m.f32(N * H), gx, m.f32(H), m.f32(H), N, H); });
-  expect_plans("gdn_decay_backward", cuda::gdn_decay_backward_plans(N, H, true), [&] {
+  expect_plans("gdn_decay_backward", cuda::gdn_decay_backward_plans(N, H), [&] {
     cuda::gdn_decay_backward(m.f32(N * H), m.f32(H), m.f32(H), gx, m.f32(H), m.f32(H), gx, N, H);
   });
-  expect_plans("gdn_decay_backward without parameter gradients", cuda::gdn_decay_backward_plans(N, H, false), [&] {
+  expect_plans("gdn_decay_backward without parameter gradients", cuda::gdn_decay_backward_plans(N, H), [&] {
     cuda::gdn_decay_backward(m.f32(N * H), nullptr, nullptr, gx, m.f32(H), m.f32(H), gx, N, H);
   });
   expect_plans("rope_forward", {cuda::pointwise_plan("rope_kernel<false>", B * T * 3 * 8)},
