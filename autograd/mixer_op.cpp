@@ -99,8 +99,9 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
     const MixerOutput outs{out.o.without_value(), out.ht.without_value(), out.zt.without_value()};
     record(inputs, [r = kept, table, in = in_saved, out = outs, &backward = entries.backward, dev] {
       backend::MixerArgs b = r;
-      b.q = in.q.value(), b.k = in.k.value(), b.v = in.v.value();
-      b.gate = in.gate.value(), b.decay = in.decay.value(), b.rate = in.rate.value(), b.skip = in.skip.value();
+      // q, k, v and the gate as kept (bf16 copies: the entries read or widen them, kernels/backend.def)
+      b.q = in.q.stored(), b.k = in.k.stored(), b.v = in.v.stored(), b.gate = in.gate.stored();
+      b.decay = in.decay.value(), b.rate = in.rate.value(), b.skip = in.skip.value();
       b.h0 = in.h0.value(), b.z0 = in.z0.value();
       if (r.normalize) b.o = in.o.value();
       // Kernels write dq, dk, dv and the gate's gradient always (a gate nobody differentiates, such as

@@ -105,6 +105,17 @@ void check_convert(In y, In x) {
   for (ConversionLog* log : g_logs) log->entries_.push_back({x.raw(), x.numel(), x.dtype(), y.dtype(), x.device()});
 }
 
+MixerArgs with_float32_inputs(const MixerArgs& r) {
+  MixerArgs w = r;
+  for (Tensor* t : {&w.q, &w.k, &w.v, &w.gate}) {
+    if (!t->defined() || t->dtype() != DType::bf16) continue;
+    Tensor wide = Tensor::scratch(t->shape(), DType::f32, t->device());
+    convert(wide.device(), wide, *t);
+    *t = wide;
+  }
+  return w;
+}
+
 namespace {
 // Every entry's name and whether the .def gives it a CUDA kernel (read from the .def, so that a build
 // without CUDA lists the same entries).

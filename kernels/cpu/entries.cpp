@@ -463,24 +463,27 @@ static int64_t delta_rule_saved_size_rows(const MixerArgs& r) {
   return deltanet_chunk_saved_size(r.B, r.T, r.H, r.Dk, r.Dv, r.chunk_size);
 }
 
-// The entries: the kernels above once per document (kernels/cpu/sequence_calls.h).
+// The entries: the kernels above once per document (kernels/cpu/sequence_calls.h). The backwards
+// read float32 (or float64): bf16 copies a node kept are widened first.
 void linear_attention_forward(const MixerArgs& r) {
   call_per_sequence(r, linear_attention_forward_rows, linear_attention_saved_size_rows);
 }
 void linear_attention_backward(const MixerArgs& r) {
-  call_per_sequence(r, linear_attention_backward_rows, linear_attention_saved_size_rows);
+  call_per_sequence(backend::with_float32_inputs(r), linear_attention_backward_rows, linear_attention_saved_size_rows);
 }
 int64_t linear_attention_saved_size(const MixerArgs& r) {
   return saved_size_per_sequence(r, linear_attention_saved_size_rows);
 }
 void gla_forward(const MixerArgs& r) { call_per_sequence(r, gla_forward_rows, gla_saved_size_rows); }
-void gla_backward(const MixerArgs& r) { call_per_sequence(r, gla_backward_rows, gla_saved_size_rows); }
+void gla_backward(const MixerArgs& r) {
+  call_per_sequence(backend::with_float32_inputs(r), gla_backward_rows, gla_saved_size_rows);
+}
 int64_t gla_saved_size(const MixerArgs& r) { return saved_size_per_sequence(r, gla_saved_size_rows); }
 void delta_rule_forward(const MixerArgs& r) {
   call_per_sequence(r, delta_rule_forward_rows, delta_rule_saved_size_rows);
 }
 void delta_rule_backward(const MixerArgs& r) {
-  call_per_sequence(r, delta_rule_backward_rows, delta_rule_saved_size_rows);
+  call_per_sequence(backend::with_float32_inputs(r), delta_rule_backward_rows, delta_rule_saved_size_rows);
 }
 int64_t delta_rule_saved_size(const MixerArgs& r) { return saved_size_per_sequence(r, delta_rule_saved_size_rows); }
 

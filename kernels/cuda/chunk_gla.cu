@@ -236,7 +236,7 @@ __device__ inline SequenceAt sequence_at(const Problem& p, int64_t s) {
 // tile [kChunk, width] = columns col0 .. col0 + width of the chunk's rows of x (ld, `cols` columns),
 // through f, as precision P stores operands; rows past L and columns past `cols` are zeros.
 template <MatmulPrecision P = MatmulPrecision::f32>
-__device__ void load_rows(typename Operand<P>::Elem* tile, int width, const float* x, int64_t ld, int64_t cols,
+__device__ void load_rows(typename Operand<P>::Elem* tile, int width, Floats x, int64_t ld, int64_t cols,
                           int64_t col0, const Problem& p, const ChunkAt& a, FeatureMap f) {
   for (int e = threadIdx.x; e < kChunk * width; e += kThreads) {
     const int r = load_row(e, width), c = load_col(e, width);
@@ -319,7 +319,7 @@ __device__ void sub_chunk_scalings(float* from_first, const float* q, float* to_
 // Block (tile, 64-column tile, head) as the intra-chunk kernels, thread (sub-chunk part,
 // column): it sums its part's kSub rows, then adds the totals of the parts before it (so a chunk is
 // summed by kSubs threads per column, and the grid has as many blocks as the intra-chunk kernels').
-__global__ void __launch_bounds__(kThreads) gate_cumsum_kernel(float* G, const float* g, Problem p) {
+__global__ void __launch_bounds__(kThreads) gate_cumsum_kernel(float* G, Floats g, Problem p) {
   static_assert(kSubs * kTileCols == kThreads, "one thread per (sub-chunk, column)");
   __shared__ float total[kSubs][kTileCols];  // a warp's lanes: one part, 32 consecutive columns
   const int part = threadIdx.x / kTileCols, col = threadIdx.x % kTileCols;
@@ -360,7 +360,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state_kernel(float* states, Pr
   const ChunkAt a = chunk_at(p, blockIdx.x, blockIdx.z);
   if (a.L == 0) return;  // an idle tile: the whole block
   float* S = states + state_at(p, kBackward ? a.slot : a.slot + 1, a.h);  // (here: without a spill at sm_90's tf32)
-  const float* x = kBackward ? p.q : p.k;
+  const Floats x = kBackward ? p.q : p.k;
   for (int e = threadIdx.x; e < kChunk * kTileCols; e += kThreads) {
     const int r = load_row(e, kTileCols), d = load_col(e, kTileCols);
     float val = 0;
@@ -997,7 +997,7 @@ __global__ void gate_offset_kernel(float* dg, const float* dg_chunks, Problem p)
 
 // ---- pointwise ----
 
-__global__ void append_column_kernel(float* dst, const float* src, const float* extra, int64_t rows, int64_t W,
+__global__ void append_column_kernel(float* dst, Floats src, const float* extra, int64_t rows, int64_t W,
                                      float fill) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * (W + 1)) return;
@@ -1115,7 +1115,7 @@ void chunk_apply(OutRows out, const Problem& p, Rows Y, const float* states, flo
 
 }  // namespace
 
-void gate_cumsum(float* G, const float* g, const Problem& p) {
+void gate_cumsum(float* G, Floats g, const Problem& p) {
   if (empty(p)) return;
   LINATTN_LAUNCH_PLAN(gate_cumsum_plan(p.B, p.T, p.H, p.Dk, documents(p)), stream(), gate_cumsum_kernel)(G, g, p);
   LINATTN_CUDA_CHECK_LAUNCH();
@@ -1168,7 +1168,7 @@ void gate_grad_finish(float* dg, float* dg_chunks, const Problem& p, const float
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
-void append_column(float* dst, const float* src, const float* extra, int64_t rows, int64_t W, float fill) {
+void append_column(float* dst, Floats src, const float* extra, int64_t rows, int64_t W, float fill) {
   if (rows == 0) return;
   LINATTN_LAUNCH_PLAN(append_column_plan(rows, W), stream(), append_column_kernel)(dst, src, extra, rows, W, fill);
   LINATTN_CUDA_CHECK_LAUNCH();

@@ -19,12 +19,15 @@
 #include <vector>
 
 #include "kernels/cuda/chunk_layout.h"
+#include "kernels/cuda/floats.h"
 #include "kernels/op_types.h"
 #include "kernels/sequences.h"
 
 namespace linattn::cuda::chunk {
 
-// One call of a mixer on raw pointers (shapes in kernels/backend.h's MixerArgs); null = absent.
+// One call of a mixer on raw pointers (shapes in kernels/backend.h's MixerArgs); null = absent. q, k,
+// v and g are float32, or in a backward the bf16 copies a tape node keeps (kernels/cuda/floats.h):
+// the passes read them as float32, exactly.
 template <class T>
 struct Mixer {
   int64_t B = 0, len = 0, H = 0, Dk = 0, Dv = 0;
@@ -34,14 +37,16 @@ struct Mixer {
   MatmulPrecision precision = MatmulPrecision::f32;  // of the intra-chunk products (Problem::precision)
   Sequences seqs;  // the documents of the batch, on the device ({} = its rows): Problem::seqs
   T *o = nullptr, *ht = nullptr, *zt = nullptr;
-  const T *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *h0 = nullptr, *z0 = nullptr;
+  Floats q, k, v, g;
+  const T *h0 = nullptr, *z0 = nullptr;
   T *dq = nullptr, *dk = nullptr, *dv = nullptr, *dg = nullptr, *dh0 = nullptr, *dz0 = nullptr;
   const T *dO = nullptr, *dht = nullptr, *dzt = nullptr;
 };
 
-// A [B, T, H, ld] tensor of token rows, read from its first column; ld 0: the same row for every token.
+// A [B, T, H, ld] tensor of token rows (float32 or bf16), read from its first column; ld 0: the same
+// row for every token.
 struct Rows {
-  const float* p = nullptr;
+  Floats p;
   int64_t ld = 0;
 };
 
@@ -61,9 +66,9 @@ struct OutRows {
 struct Problem {
   int64_t B = 0, T = 0, H = 0, Dk = 0, W = 0;
   Sequences seqs;            // the documents of the batch, on the device; {} = the B rows
-  const float* q = nullptr;  // [B, T, H, Dk], before the feature map
-  const float* k = nullptr;  // [B, T, H, Dk], before the feature map
-  Rows v;                    // [B, T, H, W]
+  Floats q;  // [B, T, H, Dk], before the feature map
+  Floats k;  // [B, T, H, Dk], before the feature map
+  Rows v;    // [B, T, H, W]
   const float* G = nullptr;  // [B, T, H, Dk]: in-chunk inclusive cumulative log-gates (gate_cumsum); null: no gate
   FeatureMap phi = FeatureMap::identity;
   float scale = 1;
@@ -77,7 +82,7 @@ struct Problem {
 };
 
 // G: [B, T, H, Dk] the inclusive cumulative sum of g [B, T, H, Dk] from each chunk's first token.
-void gate_cumsum(float* G, const float* g, const Problem& p);
+void gate_cumsum(float* G, Floats g, const Problem& p);
 // states (Problem): the state at the start of every chunk and at every sequence's end, from h0
 // [B, H, Dk, W] (null: zeros).
 void forward_states(float* states, const Problem& p, const float* h0);
@@ -111,7 +116,7 @@ class Scratch {
 
 // ---- pointwise steps ----
 // dst [rows, W + 1] = [src | extra] (src null: zeros; extra null: `fill`).
-void append_column(float* dst, const float* src, const float* extra, int64_t rows, int64_t W, float fill);
+void append_column(float* dst, Floats src, const float* extra, int64_t rows, int64_t W, float fill);
 // o [rows, Dv] = num / (den + eps) from o2 [rows, Dv + 1] = [num | den].
 void normalized_output(float* o, const float* o2, int64_t rows, int64_t Dv);
 // dO2 [rows, Dv + 1]: forward o = num / (den + eps)  =>  dnum = dO / (den + eps), dden = −(dO · o) / (den + eps).

@@ -384,7 +384,8 @@ void delta_rule_forward(const MixerArgs& r) {
   }
 }
 
-void delta_rule_backward(const MixerArgs& r) {
+void delta_rule_backward(const MixerArgs& kept) {
+  const MixerArgs r = backend::with_float32_inputs(kept);  // the DeltaNet kernels read float32
   require_f32("deltanet", r.q);
   DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
   p.precision = backend::matmul_precision();
@@ -461,7 +462,7 @@ void linear_attention_forward(const MixerArgs& r) {
 }
 
 void linear_attention_backward(const MixerArgs& r) {
-  require_f32("linear_attention", r.q);
+  for (const Tensor* t : {&r.q, &r.k, &r.v}) require_f32_or_bf16("linear_attention", *t);  // kept copies: read as they are
   cuda::linear_attention_backward(chunk::to_mixer<float>(r));
 }
 
@@ -471,7 +472,8 @@ void gla_forward(const MixerArgs& r) {
 }
 
 void gla_backward(const MixerArgs& r) {
-  require_f32("gla", r.q);
+  for (const Tensor* t : {&r.q, &r.k, &r.v, &r.gate})
+    if (t->defined()) require_f32_or_bf16("gla", *t);  // kept copies: read as they are
   cuda::gla_backward(chunk::to_mixer<float>(r));
 }
 

@@ -37,6 +37,7 @@ struct Floats {
   Floats(const float* p) : data(p) {}  // NOLINT(google-explicit-constructor): a float* is the common case
   Floats(const void* p, bool is_bf16) : data(p), bf16(is_bf16) {}
 
+  LINATTN_HD explicit operator bool() const { return data != nullptr; }
   LINATTN_HD float operator[](int64_t i) const {
     return bf16 ? float_from_bf16_bits(static_cast<const uint16_t*>(data)[i]) : static_cast<const float*>(data)[i];
   }

@@ -32,7 +32,7 @@ const float* joined(chunk::Scratch& scratch, const float* a, const float* b, int
 void linear_attention_forward(const chunk::Mixer<float>& m) {
   chunk::Scratch scratch;
   const int64_t rows = m.B * m.len * m.H, W = m.normalize ? m.Dv + 1 : m.Dv;
-  const float* v = m.v;
+  Floats v = m.v;
   const float* h0 = m.h0;
   if (m.normalize) {
     float* v2 = scratch.floats(rows * W);
@@ -60,7 +60,7 @@ void linear_attention_backward(const chunk::Mixer<float>& m) {
   LINATTN_CHECK(!m.normalize || m.o, "linear_attention: the normalized backward on CUDA needs the forward's output o");
   chunk::Scratch scratch;
   const int64_t rows = m.B * m.len * m.H, W = m.normalize ? m.Dv + 1 : m.Dv;
-  const float* v = m.v;
+  Floats v = m.v;
   const float* dO = m.dO;
   const float* h0 = m.h0;
   const float* dht = m.dht;

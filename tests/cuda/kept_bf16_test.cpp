@@ -1,6 +1,6 @@
 // The backend entries whose backward reads a value a tape node may keep in bf16 (autograd/saved.h,
-// kernels/backend.def): activation, SwiGLU, RMSNorm and L2 norm backwards, and SwiGLU's forward, which
-// also writes a product's bf16 operand. On each device (the CPU; CUDA where a GPU or the emulation
+// kernels/backend.def): activation, SwiGLU, RMSNorm and L2 norm backwards, the linear mixers'
+// backwards, and SwiGLU's forward, which also writes a product's bf16 operand. On each device (the CPU; CUDA where a GPU or the emulation
 // is), an entry given the bf16 copy computes exactly what it computes given that copy widened to
 // float32: the same kernel arithmetic on the same values, so equal bit for bit; and a bf16 output is
 // the float32 output rounded.
@@ -155,6 +155,65 @@ TEST(CudaKeptInBf16, ColumnBlocksWriteTheirCopies) {
     EXPECT_EQ(bitwise_difference(host(joined), x), "") << "join undoes split";
     EXPECT_EQ(bitwise_difference(host(joined16), x.to(DType::bf16)), "");
   }
+}
+
+// A mixer's backward given q, k, v and the gate as the bf16 copies a node keeps computes what it
+// computes given those copies widened: the CUDA linear attention and GLA passes read them as they
+// are (no conversion launched), the other entries widen them first (kernels/backend.def).
+TEST(CudaKeptInBf16, MixerBackwardsReadTheCopies) {
+  Rng rng(7);
+  const int64_t B = 2, T = 70, H = 2, Dk = 16, Dv = 24;  // two chunks of 64, the second one short
+  const Tensor q = random_f32({B, T, H, Dk}, rng), k = random_f32({B, T, H, Dk}, rng);
+  const Tensor v = random_f32({B, T, H, Dv}, rng), gate = random_f32({B, T, H, Dk}, rng, -0.5, -0.01);
+  const Tensor beta = random_f32({B, T, H}, rng, 0.1, 0.9), dO = random_f32({B, T, H, Dv}, rng);
+  const Tensor dht = random_f32({B, H, Dk, Dv}, rng);
+  struct Mixer {
+    const char* name;
+    const backend::Kernel<void(const backend::MixerArgs&)>& forward;
+    const backend::Kernel<void(const backend::MixerArgs&)>& backward;
+    const backend::Kernel<int64_t(const backend::MixerArgs&)>& saved_size;
+    const Tensor* gate;  // MixerArgs::gate: GLA's log-gates, the delta rule's beta; null: none
+  };
+  const Mixer mixers[] = {
+      {"linear_attention", backend::linear_attention_forward, backend::linear_attention_backward,
+       backend::linear_attention_saved_size, nullptr},
+      {"gla", backend::gla_forward, backend::gla_backward, backend::gla_saved_size, &gate},
+      {"delta_rule", backend::delta_rule_forward, backend::delta_rule_backward, backend::delta_rule_saved_size,
+       &beta},
+  };
+  for (Device device : devices())
+    for (const Mixer& m : mixers) {
+      SCOPED_TRACE(std::string(device_name(device)) + " " + m.name);
+      auto zeros = [&](const Shape& s) { return Tensor::zeros(s, DType::f32, device); };
+      // The inputs as a node keeps them (bf16, or the copies widened) and the forward that saved `saved`.
+      auto args = [&](bool in_bf16) {
+        auto kept = [&](const Tensor& x) {
+          const Tensor x16 = x.to(DType::bf16);
+          return on(device, in_bf16 ? x16 : x16.to(DType::f32));
+        };
+        backend::MixerArgs r;
+        r.B = B, r.T = T, r.H = H, r.Dk = Dk, r.Dv = Dv, r.scale = 0.25;
+        r.q = kept(q), r.k = kept(k), r.v = kept(v);
+        if (m.gate) r.gate = kept(*m.gate);
+        r.o = zeros({B, T, H, Dv}), r.ht = zeros({B, H, Dk, Dv});
+        r.saved = zeros({std::max<int64_t>(m.saved_size(device, r), 1)});
+        backend::MixerArgs f = r;
+        for (Tensor* t : {&f.q, &f.k, &f.v, &f.gate})
+          if (t->defined()) *t = t->dtype() == DType::bf16 ? on(device, host(*t).to(DType::f32)) : *t;
+        m.forward(device, f);
+        r.dq = zeros(q.shape()), r.dk = zeros(k.shape()), r.dv = zeros(v.shape());
+        if (m.gate) r.dgate = zeros(m.gate->shape());
+        r.dO = on(device, dO), r.dht = on(device, dht);
+        return r;
+      };
+      const backend::MixerArgs got = args(true), want = args(false);
+      m.backward(device, got);
+      m.backward(device, want);
+      EXPECT_EQ(bitwise_difference(host(got.dq), host(want.dq)), "") << "dq";
+      EXPECT_EQ(bitwise_difference(host(got.dk), host(want.dk)), "") << "dk";
+      EXPECT_EQ(bitwise_difference(host(got.dv), host(want.dv)), "") << "dv";
+      if (m.gate) EXPECT_EQ(bitwise_difference(host(got.dgate), host(want.dgate)), "") << "dgate";
+    }
 }
 
 // A float32 op refuses an input of another floating dtype than float32 or its bf16 copy.
