@@ -105,14 +105,16 @@ void check_convert(In y, In x) {
   for (ConversionLog* log : g_logs) log->entries_.push_back({x.raw(), x.numel(), x.dtype(), y.dtype(), x.device()});
 }
 
+Tensor float32_of(In t) {
+  if (!t.defined() || t.dtype() != DType::bf16) return t;
+  Tensor wide = Tensor::scratch(t.shape(), DType::f32, t.device());
+  convert(wide.device(), wide, t);
+  return wide;
+}
+
 MixerArgs with_float32_inputs(const MixerArgs& r) {
   MixerArgs w = r;
-  for (Tensor* t : {&w.q, &w.k, &w.v, &w.gate}) {
-    if (!t->defined() || t->dtype() != DType::bf16) continue;
-    Tensor wide = Tensor::scratch(t->shape(), DType::f32, t->device());
-    convert(wide.device(), wide, *t);
-    *t = wide;
-  }
+  for (Tensor* t : {&w.q, &w.k, &w.v, &w.gate}) *t = float32_of(*t);
   return w;
 }
 

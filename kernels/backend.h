@@ -97,9 +97,10 @@ std::vector<int64_t> check_columns(Ins parts, Ins copies, In whole);
 // and recorded in the ConversionLogs alive.
 void check_convert(In y, In x);
 
-// A mixer backward's inputs q, k, v and gate may be the bf16 copies a tape node keeps
-// (kernels/backend.def). For the entries whose kernels read float32 only: r with each bf16 input
-// widened into float32 scratch on its device (one conversion each), the rest as they are.
+// t, or when t is a bf16 copy a tape node keeps, t widened into float32 scratch on its device (one
+// conversion): for the entries whose kernels read float32 only (kernels/backend.def).
+Tensor float32_of(In t);
+// A mixer backward's inputs q, k, v and gate may be such copies: r with each of them float32_of.
 MixerArgs with_float32_inputs(const MixerArgs& r);
 
 // While one is alive, every convert call (on any device, any thread) is recorded: which memory it

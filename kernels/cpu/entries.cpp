@@ -329,8 +329,10 @@ void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double sc
   });
 }
 
-void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In dO, int64_t window, double scale,
-                        Sequences seqs) {
+void attention_backward(In dq, In dk, In dv, In q_kept, In k_kept, In v_kept, In o_kept, In lse, In dO,
+                        int64_t window, double scale, Sequences seqs) {
+  const Tensor q = backend::float32_of(q_kept), k = backend::float32_of(k_kept), v = backend::float32_of(v_kept);
+  const Tensor o = backend::float32_of(o_kept);
   floating(q, [&](auto zero) {
     using T = decltype(zero);
     cpu::attention_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), q.data<T>(), k.data<T>(), v.data<T>(),

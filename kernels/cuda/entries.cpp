@@ -2,6 +2,7 @@
 #include "kernels/cuda/entries.h"
 
 #include <cmath>
+#include <optional>
 
 #include "core/cuda/check.h"
 #include "core/cuda/runtime.h"
@@ -308,14 +309,22 @@ bool bf16_attention(In q, In v) {
   return backend::matmul_precision() == MatmulPrecision::bf16 && v.size(3) == d && (d == 32 || d == 64 || d == 128);
 }
 
-// A bf16 copy of a float32 device tensor, or zeroed bf16 scratch of its size.
+// The bf16 operand of a device tensor: a bf16 tensor's own bits (the copy a tape node keeps), else a
+// bf16 copy of a float32 one, or (copy false) zeroed bf16 scratch of its size.
 struct Bf16Copy {
-  Bf16Scratch bits;
-  explicit Bf16Copy(In t, bool copy = true) : bits(t.numel()) {
-    if (copy) to_bf16(bits.data(), f32(t), t.numel());
-    else zero(bits.data(), size_t(t.numel()) * sizeof(uint16_t));
+  std::optional<Bf16Scratch> scratch;
+  uint16_t* bits = nullptr;
+  explicit Bf16Copy(In t, bool copy = true) {
+    if (t.dtype() == DType::bf16) {
+      bits = bf16_bits(t);
+      return;
+    }
+    scratch.emplace(t.numel());
+    bits = scratch->data();
+    if (copy) to_bf16(bits, f32(t), t.numel());
+    else zero(bits, size_t(t.numel()) * sizeof(uint16_t));
   }
-  uint16_t* data() const { return bits.data(); }
+  uint16_t* data() const { return bits; }
 };
 
 }  // namespace
@@ -335,7 +344,7 @@ void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double sc
 
 void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In dO, int64_t window, double scale,
                         Sequences seqs) {
-  require_f32("attention", q);
+  for (const Tensor* t : {&q, &k, &v, &o}) require_f32_or_bf16("attention", *t);  // kept copies
   if (bf16_attention(q, v)) {
     Bf16Copy q16(q), k16(k), v16(v), o16(o), do16(dO), dq16(dq, false), dk16(dk, false), dv16(dv, false);
     cuda::attention_backward_bf16(dq16.data(), dk16.data(), dv16.data(), q16.data(), k16.data(), v16.data(),
@@ -346,8 +355,10 @@ void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In 
     add_from_bf16(f32(dv), dv16.data(), dv.numel());
     return;
   }
-  cuda::attention_backward(f32(dq), f32(dk), f32(dv), f32(q), f32(k), f32(v), f32(o), f32(lse), f32(dO), q.size(0),
-                           q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), window, float(scale), seqs);
+  const Tensor q32 = backend::float32_of(q), k32 = backend::float32_of(k), v32 = backend::float32_of(v);
+  const Tensor o32 = backend::float32_of(o);
+  cuda::attention_backward(f32(dq), f32(dk), f32(dv), f32(q32), f32(k32), f32(v32), f32(o32), f32(lse), f32(dO),
+                           q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), window, float(scale), seqs);
 }
 
 void rope_forward(In y, In x, int64_t offset, double theta, Sequences seqs) {

@@ -216,6 +216,38 @@ TEST(CudaKeptInBf16, MixerBackwardsReadTheCopies) {
     }
 }
 
+// Attention's backward given q, k, v and o as kept bf16 copies computes what it computes given them
+// widened: with bf16 products at head size 64 (the tensor-core kernels read the copies as they are),
+// and in float32 (the kernels widen them).
+TEST(CudaKeptInBf16, AttentionBackwardReadsTheCopies) {
+  Rng rng(8);
+  const int64_t B = 1, T = 40, H = 2, d = 64;
+  const Tensor q = random_f32({B, T, H, d}, rng), k = random_f32({B, T, H, d}, rng), v = random_f32({B, T, H, d}, rng);
+  const Tensor dO = random_f32({B, T, H, d}, rng);
+  for (Device device : devices())
+    for (MatmulPrecision precision : {MatmulPrecision::f32, MatmulPrecision::bf16}) {
+      SCOPED_TRACE(std::string(device_name(device)) + (precision == MatmulPrecision::bf16 ? " bf16" : " f32"));
+      backend::set_matmul_precision(precision);
+      const Tensor o = Tensor::zeros({B, T, H, d}, DType::f32, device);
+      const Tensor lse = Tensor::zeros({B, H, T}, DType::f32, device);
+      backend::attention_forward(device, o, lse, on(device, q), on(device, k), on(device, v), 0, 0.125, {});
+      auto grads = [&](bool in_bf16) {
+        auto kept = [&](const Tensor& x) {
+          const Tensor x16 = host(x).to(DType::bf16);
+          return on(device, in_bf16 ? x16 : x16.to(DType::f32));
+        };
+        std::vector<Tensor> g;
+        for (int i = 0; i < 3; ++i) g.push_back(Tensor::zeros({B, T, H, d}, DType::f32, device));
+        backend::attention_backward(device, g[0], g[1], g[2], kept(q), kept(k), kept(v), kept(o), lse,
+                                    on(device, dO), 0, 0.125, {});
+        return std::vector<Tensor>{host(g[0]), host(g[1]), host(g[2])};
+      };
+      const std::vector<Tensor> got = grads(true), want = grads(false);
+      for (size_t i = 0; i < 3; ++i) EXPECT_EQ(bitwise_difference(got[i], want[i]), "") << "gradient " << i;
+    }
+  backend::set_matmul_precision(MatmulPrecision::f32);
+}
+
 // A float32 op refuses an input of another floating dtype than float32 or its bf16 copy.
 TEST(CudaKeptInBf16, OtherDtypesAreRefused) {
   Rng rng(4);
