@@ -66,6 +66,7 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
   r.chunk_size = options.chunk_size;
   r.phi = phi;
   r.normalize = normalize;
+  r.final_state = options.final_state;
   // The documents go to the kernels as offsets on the device (uploaded once per micro-batch); the
   // table is held until the backward has run.
   Tensor table;
@@ -86,7 +87,8 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
   r.h0 = value_or_none(in.h0), r.z0 = value_or_none(in.z0);
   entries.forward(dev, r);
   const bool rg = needs_grad(inputs);
-  MixerOutput out{Variable(r.o, rg), Variable(r.ht, rg), normalize ? Variable(r.zt, rg) : Variable()};
+  MixerOutput out{Variable(r.o, rg), options.final_state ? Variable(r.ht, rg) : Variable(),
+                  normalize && options.final_state ? Variable(r.zt, rg) : Variable()};
   if (rg) {
     // Saved: the inputs' values (in bf16 in a SaveInBf16 scope, autograd/saved.h) and `saved`; the
     // outputs only where a backward reads them (o of the normalized form, which the CUDA backward
@@ -105,16 +107,21 @@ MixerOutput mixer_op(const char* op, std::initializer_list<const Variable*> inpu
       b.h0 = in.h0.value(), b.z0 = in.z0.value();
       if (r.normalize) b.o = in.o.value();
       // Kernels write dq, dk, dv and the gate's gradient always (a gate nobody differentiates, such as
-      // RetNet's constant one, gets throw-away zeros); the rest only when needed.
-      b.dq = grad_or_scratch(in.q.var()), b.dk = grad_or_scratch(in.k.var()), b.dv = grad_or_scratch(in.v.var());
-      if (in.gate.defined()) b.dgate = grad_or_scratch(in.gate.var());
+      // RetNet's constant one, gets throw-away scratch): written when none of them holds a sum yet
+      // (MixerArgs::write: no zeroed buffers), else added into; the rest only when needed.
+      const std::vector<Tensor> g =
+          in.gate.defined() ? grads_to_write({&in.q.var(), &in.k.var(), &in.v.var(), &in.gate.var()}, b.write)
+                            : grads_to_write({&in.q.var(), &in.k.var(), &in.v.var()}, b.write);
+      b.dq = g[0], b.dk = g[1], b.dv = g[2];
+      if (in.gate.defined()) b.dgate = g[3];
       if (in.decay.defined()) b.ddecay = grad_or_scratch(in.decay.var());
       if (in.rate.defined()) b.drate = grad_or_scratch(in.rate.var());
       if (in.skip.defined()) b.dskip = grad_or_scratch(in.skip.var());
       b.dh0 = grad_or_none(in.h0.var());
-      if (r.normalize) b.dz0 = grad_or_none(in.z0.var()), b.dzt = out.zt.grad();
+      if (r.normalize) b.dz0 = grad_or_none(in.z0.var());
+      if (out.zt.defined()) b.dzt = out.zt.grad();
       b.dO = grad_or_zeros(out.o);
-      b.dht = out.ht.grad();
+      if (out.ht.defined()) b.dht = out.ht.grad();
       backward(dev, b);
     });
   }

@@ -135,10 +135,12 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
     record({&q, &k, &v}, [q = Saved(q), k = Saved(k), v = Saved(v), out = Saved(out), lse, table, seqs, window, sc,
                           dev] {
       if (!out.var().grad().defined()) return;
-      // q, k, v and o as kept (bf16 copies: the entries read or widen them, kernels/backend.def)
-      backend::attention_backward(dev, grad_or_scratch(q.var()), grad_or_scratch(k.var()), grad_or_scratch(v.var()),
-                                  q.stored(), k.stored(), v.stored(), out.stored(), lse, out.var().grad(), window, sc,
-                                  seqs);
+      // q, k, v and o as kept (bf16 copies: the entries read or widen them, kernels/backend.def);
+      // dq, dk and dv written when none holds a sum yet
+      bool write = false;
+      const std::vector<Tensor> g = detail::grads_to_write({&q.var(), &k.var(), &v.var()}, write);
+      backend::attention_backward(dev, g[0], g[1], g[2], q.stored(), k.stored(), v.stored(), out.stored(), lse,
+                                  out.var().grad(), window, sc, seqs, write);
     });
   return out;
 }

@@ -19,6 +19,9 @@ struct MixerOptions {
   int64_t chunk_size = 64;   // chunk form only
   MixerForm form = MixerForm::chunk;
   const Segments* segments = nullptr;  // the batch's sequences (segments.h); nullptr = its rows
+  // The final states ht (and zt); false: MixerOutput's ht and zt are undefined and the kernels may
+  // skip them (training, where nothing reads them).
+  bool final_state = true;
 };
 
 // o: [B, T, H, dv]; ht: the final state [B, H, dk, dv] (zt: [B, H, dk], normalized linear attention only).

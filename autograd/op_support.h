@@ -1,7 +1,10 @@
 // Helpers shared by the op implementations (not part of the public autograd API).
 #pragma once
 
+#include <algorithm>
+#include <initializer_list>
 #include <utility>
+#include <vector>
 
 #include "autograd/segments.h"
 #include "autograd/variable.h"
@@ -37,17 +40,27 @@ inline Tensor grad_or_scratch(const Variable& v) {
   return v.requires_grad() ? v.ensure_grad() : Tensor::scratch_zeros(v.shape(), v.dtype(), v.device());
 }
 
-// The gradients of a and b for a kernel that adds into both or, with `write` set, writes both (the
-// first writer, with no zeroed buffer to add into): written when neither holds a sum yet (one
-// nobody needs is plain scratch), else added into, a new one zeroed first (a and b may be one).
+// The gradients of `vars` for a kernel that adds into all of them or, with `write` set, writes all
+// of them (the first writer, with no zeroed buffer to add into): written when none holds a sum yet
+// (one nobody needs is plain scratch), else added into, the new ones zeroed first (two of vars may
+// be one Variable).
+inline std::vector<Tensor> grads_to_write(std::initializer_list<const Variable*> vars, bool& write) {
+  std::vector<Tensor> grads;
+  std::vector<bool> fresh;
+  for (const Variable* v : vars) {
+    bool f = true;
+    grads.push_back(v->requires_grad() ? v->grad_to_write(f) : Tensor::scratch(v->shape(), v->dtype(), v->device()));
+    fresh.push_back(f);
+  }
+  write = std::find(fresh.begin(), fresh.end(), false) == fresh.end();
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (!write && fresh[i]) grads[i].zero_();
+  return grads;
+}
+
 inline std::pair<Tensor, Tensor> grads_to_write(const Variable& a, const Variable& b, bool& write) {
-  bool fresh_a = true, fresh_b = true;
-  const Tensor ga = a.requires_grad() ? a.grad_to_write(fresh_a) : Tensor::scratch(a.shape(), a.dtype(), a.device());
-  const Tensor gb = b.requires_grad() ? b.grad_to_write(fresh_b) : Tensor::scratch(b.shape(), b.dtype(), b.device());
-  write = fresh_a && fresh_b;
-  if (!write && fresh_a) ga.zero_();
-  if (!write && fresh_b) gb.zero_();
-  return {ga, gb};
+  const std::vector<Tensor> g = grads_to_write({&a, &b}, write);
+  return {g[0], g[1]};
 }
 
 // Room for a Variable's bf16 copy: from the arena's part for kept tensors while recording (the

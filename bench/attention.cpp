@@ -67,7 +67,7 @@ struct Problem {
     const float scale = 1.0f / std::sqrt(float(dk_));
     backend::attention_forward(Device::cpu, o, lse, q, k, v, window, scale, Sequences{});
     dq.zero_(), dk.zero_(), dv.zero_();
-    backend::attention_backward(Device::cpu, dq, dk, dv, q, k, v, o, lse, dout, window, scale, Sequences{});
+    backend::attention_backward(Device::cpu, dq, dk, dv, q, k, v, o, lse, dout, window, scale, Sequences{}, false);
   }
   // What the op allocates: forward outputs o and lse, backward outputs dq, dk, dv, and the
   // per-thread block workspace (the table's attention_scratch_bytes). The inputs q, k, v and dout belong to the caller.

@@ -112,9 +112,13 @@ Tensor float32_of(In t) {
   return wide;
 }
 
-MixerArgs with_float32_inputs(const MixerArgs& r) {
+MixerArgs for_float32_adding_kernels(const MixerArgs& r) {
   MixerArgs w = r;
   for (Tensor* t : {&w.q, &w.k, &w.v, &w.gate}) *t = float32_of(*t);
+  if (w.write)
+    for (const Tensor* g : {&w.dq, &w.dk, &w.dv, &w.dgate})
+      if (g->defined()) g->zero_();
+  w.write = false;
   return w;
 }
 

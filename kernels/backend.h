@@ -65,7 +65,13 @@ struct MixerArgs {
   Tensor o, ht, zt, saved;                     // forward outputs; saved: chunk form only (*_saved_size)
   Tensor q, k, v, gate, decay, rate, skip, h0, z0;           // inputs
   Tensor dq, dk, dv, dgate, ddecay, drate, dskip, dh0, dz0;  // backward outputs (+=)
+  // The backward writes dq, dk, dv and dgate (=, each the first writer of its gradient) instead of
+  // adding into them; their contents are then undefined until it has run.
+  bool write = false;
   Tensor dO, dht, dzt;                         // upstream gradients
+  // The forward writes ht and zt; false: their contents are undefined (nothing reads them, and an
+  // entry may skip them).
+  bool final_state = true;
   // The documents of the batch (kernels/op_types.h; {} = its rows): no state crosses a document
   // start, and h0, ht (dh0, dht) belong to the documents that start and end each row
   // (kernels/sequences.h's initial_state_row, final_state_row).
@@ -100,8 +106,9 @@ void check_convert(In y, In x);
 // t, or when t is a bf16 copy a tape node keeps, t widened into float32 scratch on its device (one
 // conversion): for the entries whose kernels read float32 only (kernels/backend.def).
 Tensor float32_of(In t);
-// A mixer backward's inputs q, k, v and gate may be such copies: r with each of them float32_of.
-MixerArgs with_float32_inputs(const MixerArgs& r);
+// A mixer backward's r for the entries whose kernels read float32 and add into the gradients: q, k,
+// v and the gate float32_of, and with r.write the gradients dq, dk, dv and dgate zeroed first.
+MixerArgs for_float32_adding_kernels(const MixerArgs& r);
 
 // While one is alive, every convert call (on any device, any thread) is recorded: which memory it
 // read, how many elements, the dtypes. Tests count conversions with it (a weight is converted once

@@ -330,7 +330,9 @@ void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double sc
 }
 
 void attention_backward(In dq, In dk, In dv, In q_kept, In k_kept, In v_kept, In o_kept, In lse, In dO,
-                        int64_t window, double scale, Sequences seqs) {
+                        int64_t window, double scale, Sequences seqs, bool write) {
+  if (write)  // the kernel adds into them
+    for (const Tensor* g : {&dq, &dk, &dv}) g->zero_();
   const Tensor q = backend::float32_of(q_kept), k = backend::float32_of(k_kept), v = backend::float32_of(v_kept);
   const Tensor o = backend::float32_of(o_kept);
   floating(q, [&](auto zero) {
@@ -466,26 +468,27 @@ static int64_t delta_rule_saved_size_rows(const MixerArgs& r) {
 }
 
 // The entries: the kernels above once per document (kernels/cpu/sequence_calls.h). The backwards
-// read float32 (or float64): bf16 copies a node kept are widened first.
+// read float32 (or float64) and add into the gradients: bf16 copies a node kept are widened first,
+// and gradients to be written are zeroed (backend::for_float32_adding_kernels).
 void linear_attention_forward(const MixerArgs& r) {
   call_per_sequence(r, linear_attention_forward_rows, linear_attention_saved_size_rows);
 }
 void linear_attention_backward(const MixerArgs& r) {
-  call_per_sequence(backend::with_float32_inputs(r), linear_attention_backward_rows, linear_attention_saved_size_rows);
+  call_per_sequence(backend::for_float32_adding_kernels(r), linear_attention_backward_rows, linear_attention_saved_size_rows);
 }
 int64_t linear_attention_saved_size(const MixerArgs& r) {
   return saved_size_per_sequence(r, linear_attention_saved_size_rows);
 }
 void gla_forward(const MixerArgs& r) { call_per_sequence(r, gla_forward_rows, gla_saved_size_rows); }
 void gla_backward(const MixerArgs& r) {
-  call_per_sequence(backend::with_float32_inputs(r), gla_backward_rows, gla_saved_size_rows);
+  call_per_sequence(backend::for_float32_adding_kernels(r), gla_backward_rows, gla_saved_size_rows);
 }
 int64_t gla_saved_size(const MixerArgs& r) { return saved_size_per_sequence(r, gla_saved_size_rows); }
 void delta_rule_forward(const MixerArgs& r) {
   call_per_sequence(r, delta_rule_forward_rows, delta_rule_saved_size_rows);
 }
 void delta_rule_backward(const MixerArgs& r) {
-  call_per_sequence(backend::with_float32_inputs(r), delta_rule_backward_rows, delta_rule_saved_size_rows);
+  call_per_sequence(backend::for_float32_adding_kernels(r), delta_rule_backward_rows, delta_rule_saved_size_rows);
 }
 int64_t delta_rule_saved_size(const MixerArgs& r) { return saved_size_per_sequence(r, delta_rule_saved_size_rows); }
 

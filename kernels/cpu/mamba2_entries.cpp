@@ -103,10 +103,10 @@ static void mamba2_backward_rows(const MixerArgs& r) {
 static int64_t mamba2_saved_size_rows(const MixerArgs& r) { return mamba2_chunk_saved_size(dims(r), r.chunk_size); }
 
 // The entries: the kernels above once per document (kernels/cpu/sequence_calls.h). The backward
-// reads float32 (or float64): bf16 copies a node kept are widened first.
+// reads float32 (or float64) and adds into the gradients (backend::for_float32_adding_kernels).
 void mamba2_forward(const MixerArgs& r) { call_per_sequence(r, mamba2_forward_rows, mamba2_saved_size_rows); }
 void mamba2_backward(const MixerArgs& r) {
-  call_per_sequence(backend::with_float32_inputs(r), mamba2_backward_rows, mamba2_saved_size_rows);
+  call_per_sequence(backend::for_float32_adding_kernels(r), mamba2_backward_rows, mamba2_saved_size_rows);
 }
 int64_t mamba2_saved_size(const MixerArgs& r) { return saved_size_per_sequence(r, mamba2_saved_size_rows); }
 

@@ -665,7 +665,7 @@ __global__ void __launch_bounds__(kThreads, kApplyBlocksPerSm<P>)
 template <MatmulPrecision P>
 __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float* dk, float* dg, float* dg_chunks,
                                                              Problem p, Rows dO, const float* states,
-                                                             const float* dstates) {
+                                                             const float* dstates, bool write) {
   using Op = Operand<P>;
   using E = typename Op::Elem;
   constexpr bool kTc = Op::kTensorCores;
@@ -850,7 +850,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
         float dG = 0;
         if (i < at_c.L && n0 + n < p.Dk) {
           const int64_t x = row_at(p, at_c, at_c.t0 + i, p.Dk) + n0 + n;
-          if (dq) dq[x] += dq1 * dphi_of(p.phi, p.q[x]);
+          if (dq) dq[x] = (write ? 0.0f : dq[x]) + dq1 * dphi_of(p.phi, p.q[x]);
           dG = phi_of(p.phi, p.q[x]) * dq1;
         }
         if (dg) sDG[at(i, n, kTileCols)] = dG;
@@ -943,7 +943,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
         const float dk1 = inter + p.scale * (o + diag[r][s]);
         if (j < at_c.L && n0 + n < p.Dk) {
           const int64_t x = row_at(p, at_c, at_c.t0 + j, p.Dk) + n0 + n;
-          if (dk) dk[x] += dk1 * dphi_of(p.phi, p.k[x]);
+          if (dk) dk[x] = (write ? 0.0f : dk[x]) + dk1 * dphi_of(p.phi, p.k[x]);
           if (dg) sDG[at(j, n, kTileCols)] -= phi_of(p.phi, p.k[x]) * dk1;  // this thread's own entry of the dq phase
         }
       }
@@ -957,7 +957,8 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_dqk_kernel(float* dq, float
     float acc = 0;
     for (int row = at_c.L - 1; row >= 0; --row) {
       acc += sDG[at(row, tid, kTileCols)];  // row run
-      dg[row_at(p, at_c, at_c.t0 + row, p.Dk) + n0 + tid] += acc;
+      float& out = dg[row_at(p, at_c, at_c.t0 + row, p.Dk) + n0 + tid];
+      out = (write ? 0.0f : out) + acc;
     }
     dg_chunks[(int64_t(blockIdx.x) * p.H + at_c.h) * p.Dk + n0 + tid] = acc;
   }
@@ -1148,13 +1149,14 @@ void grad_v(OutRows dv, const Problem& p, Rows dO, const float* dstates) {
 }
 
 void grad_qk(float* dq, float* dk, float* dg, float* dg_chunks, const Problem& p, Rows dO, const float* states,
-             const float* dstates) {
+             const float* dstates, bool write) {
   if (empty(p)) return;
   with_precision(p.precision, [&](auto precision) {
     constexpr MatmulPrecision P = decltype(precision)::value;
     const LaunchPlan plan =
         with_shared(chunk_dqk_plan(p.B, p.T, p.H, p.Dk, P, documents(p)), chunk_dqk_kernel<P>, "grad_qk");
-    LINATTN_LAUNCH_PLAN(plan, stream(), chunk_dqk_kernel<P>)(dq, dk, dg, dg_chunks, p, dO, states, dstates);
+    LINATTN_LAUNCH_PLAN(plan, stream(), chunk_dqk_kernel<P>)(dq, dk, dg, dg_chunks, p, dO, states, dstates,
+                                                                        write);
     LINATTN_CUDA_CHECK_LAUNCH();
   });
 }

@@ -40,6 +40,8 @@ struct Mixer {
   Floats q, k, v, g;
   const T *h0 = nullptr, *z0 = nullptr;
   T *dq = nullptr, *dk = nullptr, *dv = nullptr, *dg = nullptr, *dh0 = nullptr, *dz0 = nullptr;
+  bool write = false;  // dq, dk, dv and dg are written (=), not added into (MixerArgs::write)
+  bool final_state = true;  // ht and zt are written (MixerArgs::final_state)
   const T *dO = nullptr, *dht = nullptr, *dzt = nullptr;
 };
 
@@ -95,8 +97,9 @@ void output(OutRows out, const Problem& p, const float* states, float a, float b
 void grad_v(OutRows dv, const Problem& p, Rows dO, const float* dstates);
 // dq, dk += their gradients (through φ') from dO and the states; with gates also dg += the in-chunk
 // reverse sums of q ⊙ dq − k ⊙ dk and dg_chunks [tiles(), H, Dk] = each chunk's total of them.
+// write: = instead of +=, as if onto zeros.
 void grad_qk(float* dq, float* dk, float* dg, float* dg_chunks, const Problem& p, Rows dO, const float* states,
-             const float* dstates);
+             const float* dstates, bool write);
 // dg += what later chunks and the final state add: Σ over later chunks' totals + rowsum(dht ⊙ S_T).
 void gate_grad_finish(float* dg, float* dg_chunks, const Problem& p, const float* dht, const float* states);
 

@@ -343,18 +343,21 @@ void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double sc
 }
 
 void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In dO, int64_t window, double scale,
-                        Sequences seqs) {
+                        Sequences seqs, bool write) {
   for (const Tensor* t : {&q, &k, &v, &o}) require_f32_or_bf16("attention", *t);  // kept copies
   if (bf16_attention(q, v)) {
     Bf16Copy q16(q), k16(k), v16(v), o16(o), do16(dO), dq16(dq, false), dk16(dk, false), dv16(dv, false);
     cuda::attention_backward_bf16(dq16.data(), dk16.data(), dv16.data(), q16.data(), k16.data(), v16.data(),
                                   o16.data(), f32(lse), do16.data(), q.size(0), q.size(1), q.size(2), k.size(2),
                                   q.size(3), v.size(3), window, float(scale), seqs);
-    add_from_bf16(f32(dq), dq16.data(), dq.numel());
-    add_from_bf16(f32(dk), dk16.data(), dk.numel());
-    add_from_bf16(f32(dv), dv16.data(), dv.numel());
+    for (auto [g, g16] : {std::pair{&dq, &dq16}, {&dk, &dk16}, {&dv, &dv16}}) {
+      if (write) from_bf16(f32(*g), g16->data(), g->numel());
+      else add_from_bf16(f32(*g), g16->data(), g->numel());
+    }
     return;
   }
+  if (write)  // the float32 kernels add into them
+    for (const Tensor* g : {&dq, &dk, &dv}) g->zero_();
   const Tensor q32 = backend::float32_of(q), k32 = backend::float32_of(k), v32 = backend::float32_of(v);
   const Tensor o32 = backend::float32_of(o);
   cuda::attention_backward(f32(dq), f32(dk), f32(dv), f32(q32), f32(k32), f32(v32), f32(o32), f32(lse), f32(dO),
@@ -396,7 +399,7 @@ void delta_rule_forward(const MixerArgs& r) {
 }
 
 void delta_rule_backward(const MixerArgs& kept) {
-  const MixerArgs r = backend::with_float32_inputs(kept);  // the DeltaNet kernels read float32
+  const MixerArgs r = backend::for_float32_adding_kernels(kept);  // the DeltaNet kernels read float32 and add
   require_f32("deltanet", r.q);
   DeltaNetArgs<float> p = backend::deltanet_args<float>(r);
   p.precision = backend::matmul_precision();

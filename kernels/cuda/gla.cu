@@ -28,7 +28,7 @@ void gla_forward(const chunk::Mixer<float>& m) {
   float* states = scratch.floats(p.state_words());
   chunk::forward_states(states, p, m.h0);
   chunk::output({m.o, m.Dv, m.Dv, false}, p, states, m.scale, m.scale);
-  chunk::state_out(m.ht, nullptr, states, true, p, m.Dv, false);
+  if (m.final_state) chunk::state_out(m.ht, nullptr, states, true, p, m.Dv, false);
 }
 
 // The states again (forward), their gradients (backward), then dv, dq, dk and the in-chunk gate
@@ -45,9 +45,9 @@ void gla_backward(const chunk::Mixer<float>& m) {
   chunk::forward_states(states, p, m.h0);
   const chunk::Rows dO{m.dO, m.Dv};
   chunk::backward_states(dstates, p, dO, m.dht);
-  chunk::grad_v({m.dv, m.Dv, m.Dv, true}, p, dO, dstates);
+  chunk::grad_v({m.dv, m.Dv, m.Dv, !m.write}, p, dO, dstates);
   float* dg_chunks = m.dg ? scratch.floats(p.tiles() * m.H * m.Dk) : nullptr;
-  chunk::grad_qk(m.dq, m.dk, m.dg, dg_chunks, p, dO, states, dstates);
+  chunk::grad_qk(m.dq, m.dk, m.dg, dg_chunks, p, dO, states, dstates, m.write);
   if (m.dg) chunk::gate_grad_finish(m.dg, dg_chunks, p, m.dht, states);
   chunk::state_out(m.dh0, nullptr, dstates, false, p, m.Dv, true);
 }

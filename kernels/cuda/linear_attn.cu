@@ -50,7 +50,7 @@ void linear_attention_forward(const chunk::Mixer<float>& m) {
   } else {
     chunk::output({m.o, W, W, false}, p, states, m.scale, m.scale);
   }
-  chunk::state_out(m.ht, m.normalize ? m.zt : nullptr, states, true, p, m.Dv, false);
+  if (m.final_state) chunk::state_out(m.ht, m.normalize ? m.zt : nullptr, states, true, p, m.Dv, false);
 }
 
 // As GLA's backward without gates (derivations.md, "Linear attention"), then times φ'. Normalized:
@@ -85,8 +85,8 @@ void linear_attention_backward(const chunk::Mixer<float>& m) {
   float* dstates = scratch.floats(p.state_words());
   chunk::forward_states(states, p, h0);
   chunk::backward_states(dstates, p, {dO, W}, dht);
-  chunk::grad_v({m.dv, m.Dv, m.Dv, true}, p, {dO, W}, dstates);
-  chunk::grad_qk(m.dq, m.dk, nullptr, nullptr, p, {dO, W}, states, dstates);
+  chunk::grad_v({m.dv, m.Dv, m.Dv, !m.write}, p, {dO, W}, dstates);
+  chunk::grad_qk(m.dq, m.dk, nullptr, nullptr, p, {dO, W}, states, dstates, m.write);
   chunk::state_out(m.dh0, m.normalize ? m.dz0 : nullptr, dstates, false, p, m.Dv, true);
 }
 

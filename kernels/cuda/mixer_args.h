@@ -36,6 +36,7 @@ Mixer<T> to_mixer(const backend::MixerArgs& r) {
   m.dq = data_or_null<T>(r.dq), m.dk = data_or_null<T>(r.dk), m.dv = data_or_null<T>(r.dv);
   m.dg = data_or_null<T>(r.dgate), m.dh0 = data_or_null<T>(r.dh0), m.dz0 = data_or_null<T>(r.dz0);
   m.dO = data_or_null<T>(r.dO), m.dht = data_or_null<T>(r.dht), m.dzt = data_or_null<T>(r.dzt);
+  m.write = r.write, m.final_state = r.final_state;
   return m;
 }
 

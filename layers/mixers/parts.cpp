@@ -32,6 +32,7 @@ ops::MixerOptions linear_options(int64_t chunk_size, const MixerState* s, const 
   o.chunk_size = chunk_size;
   if (s && x.shape()[1] == 1) o.form = ops::MixerForm::recurrent;
   o.segments = &segments;
+  o.final_state = s != nullptr;  // kept for decoding (keep); training reads no final state
   return o;
 }
 

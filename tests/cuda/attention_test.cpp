@@ -270,7 +270,7 @@ TEST(CudaAttention, Bf16PrecisionRunsTheEntriesOnBf16Copies) {
   Tensor dq = on_gpu(g0.dq), dk = on_gpu(g0.dk), dv = on_gpu(g0.dv);
   backend::set_matmul_precision(MatmulPrecision::bf16);
   backend::attention_forward(Device::cuda, o, lse, q, k, v, c.window, c.scale(), Sequences{});
-  backend::attention_backward(Device::cuda, dq, dk, dv, q, k, v, o, lse, dO, c.window, c.scale(), Sequences{});
+  backend::attention_backward(Device::cuda, dq, dk, dv, q, k, v, o, lse, dO, c.window, c.scale(), Sequences{}, false);
   backend::set_matmul_precision(MatmulPrecision::f32);
   const Result got{on_cpu(o), on_cpu(lse), on_cpu(dq), on_cpu(dk), on_cpu(dv)};
   expect_match(got, want, c, 1e-2, 1e-5, 1e-5);

@@ -3,6 +3,8 @@
 // recurrent form, T = 1, T off and on the CUDA kernels' 64-token chunk, head sizes off their 64-column
 // tiles, with and without an initial state, strong and weak decays; and the autograd op on device tensors with document
 // boundaries. Runs only where a GPU exists; elsewhere every test skips with the reason.
+#include <cmath>
+
 #include "autograd/mixers.h"
 #include "autograd/variable.h"
 #include "kernel_testing.h"
@@ -70,6 +72,46 @@ TEST(CudaGla, AutogradOpWithSegmentsMatchesTheCpu) {
   }
   for (int i = 0; i < 2; ++i) EXPECT_CLOSE(outs[1][i], outs[0][i], kTol);
   for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_CLOSE(grads[1][i], grads[0][i], kTol);
+}
+
+// MixerArgs::write: the backward writes dq, dk, dv and dg over whatever the buffers held (NaN here)
+// and gives the values it adds onto zeros; every element is written. GLA and linear attention.
+TEST(CudaGla, WrittenGradientsEqualTheOnesAddedOntoZeros) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(43);
+  const int64_t B = 2, T = 100, H = 2, Dk = 48, Dv = 40;  // a chunk and a part, columns off the 64 tiles
+  auto put = [&](const Shape& s, double lo = -1, double hi = 1) { return on_device(random_f32(s, rng, lo, hi)); };
+  const Tensor q = put({B, T, H, Dk}), k = put({B, T, H, Dk}), v = put({B, T, H, Dv}), g = put({B, T, H, Dk}, -1, 0);
+  const Tensor dO = put({B, T, H, Dv}), dht = put({B, H, Dk, Dv});
+  for (bool gated : {true, false}) {
+    SCOPED_TRACE(gated ? "gla" : "linear_attention");
+    const auto& backward = gated ? backend::gla_backward : backend::linear_attention_backward;
+    auto grads = [&](bool write) {
+      backend::MixerArgs r;
+      r.B = B, r.T = T, r.H = H, r.Dk = Dk, r.Dv = Dv, r.scale = 0.2;
+      r.q = q, r.k = k, r.v = v, r.dO = dO, r.dht = dht;
+      if (gated) r.gate = g;
+      auto buffer = [&](const Shape& s) {
+        Tensor t = Tensor::zeros(s, DType::f32);
+        if (write) t.fill_(std::nan(""));
+        return on_device(t);
+      };
+      r.dq = buffer(q.shape()), r.dk = buffer(k.shape()), r.dv = buffer(v.shape());
+      if (gated) r.dgate = buffer(g.shape());
+      r.write = write;
+      backward(Device::cuda, r);
+      std::vector<Tensor> out{on_host(r.dq), on_host(r.dk), on_host(r.dv)};
+      if (gated) out.push_back(on_host(r.dgate));
+      return out;
+    };
+    const std::vector<Tensor> written = grads(true), added = grads(false);
+    for (size_t i = 0; i < written.size(); ++i) {
+      const float *w = written[i].data<float>(), *a = added[i].data<float>();
+      int64_t differ = 0;
+      for (int64_t e = 0; e < written[i].numel(); ++e) differ += !(w[e] == a[e]);  // NaN: never written
+      EXPECT_EQ(differ, 0) << "gradient " << i << " of dq, dk, dv, dg";
+    }
+  }
 }
 
 }  // namespace

@@ -239,7 +239,7 @@ TEST(CudaKeptInBf16, AttentionBackwardReadsTheCopies) {
         std::vector<Tensor> g;
         for (int i = 0; i < 3; ++i) g.push_back(Tensor::zeros({B, T, H, d}, DType::f32, device));
         backend::attention_backward(device, g[0], g[1], g[2], kept(q), kept(k), kept(v), kept(o), lse,
-                                    on(device, dO), 0, 0.125, {});
+                                    on(device, dO), 0, 0.125, {}, false);
         return std::vector<Tensor>{host(g[0]), host(g[1]), host(g[2])};
       };
       const std::vector<Tensor> got = grads(true), want = grads(false);

@@ -104,7 +104,7 @@ inline Body attention_body(Device device, DType dtype, int64_t H, int64_t Hkv, i
       Tensor table;
       const Sequences seqs = segments.sequences(device, table);
       backend::attention_forward(device, o, lse, q, k, v, window, scale, seqs);
-      backend::attention_backward(device, dq, dk, dv, q, k, v, o, lse, dO, window, scale, seqs);
+      backend::attention_backward(device, dq, dk, dv, q, k, v, o, lse, dO, window, scale, seqs, false);
     } else {
       const auto parts = ops::segment_parts(segments, kB, kT);
       // a part's log-sum-exps [rows, H, len] from element start * H, as autograd kept them
@@ -115,7 +115,7 @@ inline Body attention_body(Device device, DType dtype, int64_t H, int64_t Hkv, i
       for (const auto& p : parts)
         backend::attention_backward(device, positions(dq, p), positions(dk, p), positions(dv, p), positions(q, p),
                                     positions(k, p), positions(v, p), positions(o, p), lse_of(p), positions(dO, p),
-                                    window, scale, Sequences{});
+                                    window, scale, Sequences{}, false);
     }
     out = {{"o", o}, {"lse", lse}, {"dq", dq}, {"dk", dk}, {"dv", dv}};
   };
