@@ -118,9 +118,10 @@ TEST(CudaStepSync, TheHostNeverWaitsInTheMiddleOfAStep) {
 
 // The stream operations of one step at a shape given by LINATTN_STEP_SHAPE (settings separated by
 // spaces, over configs/bench.yaml; default: the 85.5M model of docs/gpu-runs, which the emulation
-// takes hours to run a step of). Run by hand, e.g. (one line):
-//   LINATTN_STEP_SHAPE='model.hidden_size=192 model.num_hidden_layers=12 model.num_heads=12 data.seq_len=64'
-//   build-emulated/test_train --gtest_also_run_disabled_tests --gtest_filter='*LaunchesPerStep*'
+// takes hours to run a step of). Run by hand, e.g. (one line) with the 85.5M model's layers and head
+// size (64) at a width the emulation steps through in a minute (docs/gpu.md, "What a step launches"):
+//   LINATTN_STEP_SHAPE='model.hidden_size=192 model.num_hidden_layers=12 model.num_heads=3 data.seq_len=64
+//   train.precision=bf16' build-emulated/test_train --gtest_also_run_disabled_tests --gtest_filter='*LaunchesPerStep*'
 TEST(CudaStepSync, DISABLED_LaunchesPerStepAtAShape) {
   const char* env = std::getenv("LINATTN_STEP_SHAPE");
   std::istringstream settings(env ? env : "model.hidden_size=768 model.num_hidden_layers=12 model.num_heads=12 "
