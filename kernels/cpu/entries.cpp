@@ -474,7 +474,8 @@ void linear_attention_forward(const MixerArgs& r) {
   call_per_sequence(r, linear_attention_forward_rows, linear_attention_saved_size_rows);
 }
 void linear_attention_backward(const MixerArgs& r) {
-  call_per_sequence(backend::for_float32_adding_kernels(r), linear_attention_backward_rows, linear_attention_saved_size_rows);
+  call_per_sequence(backend::for_float32_adding_kernels(r), linear_attention_backward_rows,
+                    linear_attention_saved_size_rows);
 }
 int64_t linear_attention_saved_size(const MixerArgs& r) {
   return saved_size_per_sequence(r, linear_attention_saved_size_rows);

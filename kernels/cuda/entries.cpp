@@ -361,7 +361,8 @@ void attention_backward(In dq, In dk, In dv, In q, In k, In v, In o, In lse, In 
   const Tensor q32 = backend::float32_of(q), k32 = backend::float32_of(k), v32 = backend::float32_of(v);
   const Tensor o32 = backend::float32_of(o);
   cuda::attention_backward(f32(dq), f32(dk), f32(dv), f32(q32), f32(k32), f32(v32), f32(o32), f32(lse), f32(dO),
-                           q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), window, float(scale), seqs);
+                           q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), window, float(scale),
+                           seqs);
 }
 
 void rope_forward(In y, In x, int64_t offset, double theta, Sequences seqs) {
@@ -476,7 +477,8 @@ void linear_attention_forward(const MixerArgs& r) {
 }
 
 void linear_attention_backward(const MixerArgs& r) {
-  for (const Tensor* t : {&r.q, &r.k, &r.v}) require_f32_or_bf16("linear_attention", *t);  // kept copies: read as they are
+  // q, k and v may be kept bf16 copies: the passes read them as they are
+  for (const Tensor* t : {&r.q, &r.k, &r.v}) require_f32_or_bf16("linear_attention", *t);
   cuda::linear_attention_backward(chunk::to_mixer<float>(r));
 }
 
@@ -486,8 +488,9 @@ void gla_forward(const MixerArgs& r) {
 }
 
 void gla_backward(const MixerArgs& r) {
+  // q, k, v and the gate may be kept bf16 copies: the passes read them as they are
   for (const Tensor* t : {&r.q, &r.k, &r.v, &r.gate})
-    if (t->defined()) require_f32_or_bf16("gla", *t);  // kept copies: read as they are
+    if (t->defined()) require_f32_or_bf16("gla", *t);
   cuda::gla_backward(chunk::to_mixer<float>(r));
 }
 

@@ -545,7 +545,8 @@ void add_attention_cases(std::vector<Case>& cases) {
                        backend::attention_forward(x.device, o, lse, q, k, v, z.window, scale, seqs);
                        Tensor dq = x.accumulated("dq", qs), dk = x.accumulated("dk", ks), dv = x.accumulated("dv", vs);
                        Tensor dO = x.input(os);
-                       backend::attention_backward(x.device, dq, dk, dv, q, k, v, o, lse, dO, z.window, scale, seqs, false);
+                       backend::attention_backward(x.device, dq, dk, dv, q, k, v, o, lse, dO, z.window, scale, seqs,
+                                                   false);
                      }});
   }
 
