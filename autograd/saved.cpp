@@ -31,9 +31,7 @@ Saved::Saved(const Variable& v) {
 
 Tensor Saved::value() const {
   if (!bf16_.defined()) return var_.defined() ? var_.value() : Tensor();
-  Tensor wide = Tensor::scratch(bf16_.shape(), DType::f32, bf16_.device());
-  backend::convert(wide.device(), wide, bf16_);
-  return wide;
+  return backend::float32_of(bf16_);
 }
 
 std::pair<Tensor, Tensor> stored_alike(const Saved& a, const Saved& b) {
