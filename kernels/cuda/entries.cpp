@@ -21,6 +21,7 @@
 #include "kernels/cuda/gdn_decay.h"
 #include "kernels/cuda/gla.h"
 #include "kernels/cuda/linear_attn.h"
+#include "kernels/cuda/mamba2.h"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/mixer_args.h"
 #include "kernels/cuda/norm.h"
@@ -497,6 +498,43 @@ void gla_backward(const MixerArgs& r) {
 // The backward recomputes the chunk states: nothing is kept in `saved`.
 int64_t linear_attention_saved_size(const MixerArgs&) { return 0; }
 int64_t gla_saved_size(const MixerArgs&) { return 0; }
+
+// Mamba2 (kernels/cuda/mamba2.h) in MixerArgs' terms (kernels/backend.h): q = C, k = B, v = x,
+// gate = the time step before its softplus, rate = A_log, skip = D.
+namespace {
+cuda::Mamba2Call mamba2_call(const MixerArgs& r) {
+  for (const Tensor* t : {&r.q, &r.k, &r.v, &r.gate}) require_f32_or_bf16("mamba2", *t);
+  for (const Tensor* t : {&r.rate, &r.skip}) require_f32("mamba2", *t);
+  cuda::Mamba2Call c;
+  c.batch = r.B, c.T = r.T, c.H = r.H, c.G = r.G ? r.G : r.H, c.N = r.Dk, c.P = r.Dv;
+  c.precision = backend::matmul_precision();
+  c.seqs = r.seqs;
+  c.x = floats("mamba2", r.v), c.gate = floats("mamba2", r.gate);
+  c.Bm = floats("mamba2", r.k), c.Cm = floats("mamba2", r.q);
+  c.A_log = f32(r.rate), c.D = f32(r.skip), c.h0 = f32(r.h0);
+  return c;
+}
+}  // namespace
+
+void mamba2_forward(const MixerArgs& r) {
+  require_f32("mamba2", r.v);
+  cuda::Mamba2Call c = mamba2_call(r);
+  c.o = f32(r.o), c.ht = f32(r.ht), c.final_state = r.final_state;
+  cuda::mamba2_forward(c);
+}
+
+void mamba2_backward(const MixerArgs& r) {
+  // x, the time step, B and C may be kept bf16 copies: the kernels read them as they are
+  cuda::Mamba2Call c = mamba2_call(r);
+  c.dx = f32(r.dv), c.dgate = f32(r.dgate), c.dB = f32(r.dk), c.dC = f32(r.dq);
+  c.dA_log = f32(r.drate), c.dD = f32(r.dskip), c.dh0 = f32(r.dh0);
+  c.write = r.write;
+  c.dO = f32(r.dO), c.dht = f32(r.dht);
+  cuda::mamba2_backward(c);
+}
+
+// The backward recomputes GLA's inputs and states: nothing is kept in `saved`.
+int64_t mamba2_saved_size(const MixerArgs&) { return 0; }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C) {
   backend::check_gemm_dtypes(A, B, C);

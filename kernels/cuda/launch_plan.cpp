@@ -387,6 +387,33 @@ LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int6
   return p.plans;
 }
 
+// ---- Mamba2: GLA's passes between its own pointwise kernels ----
+
+LaunchPlan mamba2_time_step_backward_plan(int64_t rows, int64_t H) {
+  return column_sums_plan("mamba2_time_step_backward_kernel", H, row_chunks(rows, ceil_div(H, 32), 2 * H));
+}
+
+LaunchPlans mamba2_forward_plans(int64_t B, int64_t T, int64_t H, int64_t N, int64_t P, MixerStates states,
+                                 MatmulPrecision precision, int64_t sequences) {
+  const int64_t heads = B * T * H;
+  LaunchPlans plans;
+  if (heads > 0) plans.push_back(pointwise_plan("mamba2_inputs_kernel", heads * (N + P)));
+  for (const LaunchPlan& p : gla_forward_plans(B, T, H, N, P, states, precision, sequences)) plans.push_back(p);
+  if (heads * P > 0) plans.push_back(pointwise_plan("mamba2_skip_kernel", heads * P));
+  return plans;
+}
+
+LaunchPlans mamba2_backward_plans(int64_t B, int64_t T, int64_t H, int64_t G, int64_t N, int64_t P, MixerStates states,
+                                  MatmulPrecision precision, int64_t sequences) {
+  const int64_t heads = B * T * H;
+  LaunchPlans plans;
+  if (heads > 0) plans.push_back(pointwise_plan("mamba2_inputs_kernel", heads * (N + P)));
+  for (const LaunchPlan& p : gla_backward_plans(B, T, H, N, P, states, precision, sequences)) plans.push_back(p);
+  if (H > 0) plans.push_back(mamba2_time_step_backward_plan(B * T, H));
+  if (B * T * G * N > 0) plans.push_back(pointwise_plan("mamba2_group_sums_kernel", B * T * G * N));
+  return plans;
+}
+
 // ---- DeltaNet and Gated DeltaNet ----
 
 LaunchPlans deltanet_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t chunk,

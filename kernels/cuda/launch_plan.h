@@ -154,6 +154,15 @@ LaunchPlans gla_forward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64
 LaunchPlans gla_backward_plans(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, MixerStates states,
                                MatmulPrecision precision = MatmulPrecision::f32, int64_t sequences = 0);
 
+// ---- mamba2.cu: Mamba2 as GLA's passes (above, Dk = N, Dv = P) between its own pointwise kernels:
+// the heads' inputs before them (both directions), the D skip after the forward, and after the
+// backward the time step's gradients (column sums of dA_log and dD) and the groups' sums of dB, dC ----
+LaunchPlan mamba2_time_step_backward_plan(int64_t rows, int64_t H);
+LaunchPlans mamba2_forward_plans(int64_t B, int64_t T, int64_t H, int64_t N, int64_t P, MixerStates states,
+                                 MatmulPrecision precision = MatmulPrecision::f32, int64_t sequences = 0);
+LaunchPlans mamba2_backward_plans(int64_t B, int64_t T, int64_t H, int64_t G, int64_t N, int64_t P, MixerStates states,
+                                  MatmulPrecision precision = MatmulPrecision::f32, int64_t sequences = 0);
+
 // ---- deltanet.cu: the forward's per-chunk launches over (tiles, H) around the state pass over
 // (state column tiles, sequences * H) (T = 0: the state pass alone); the backward likewise, its
 // sequential pass carrying the state's gradient from the last chunk to the first. sequences: the

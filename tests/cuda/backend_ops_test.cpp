@@ -9,8 +9,8 @@
 // Sizes are small (the emulation build runs every GPU thread as a fiber) but off the tiles: T not a
 // multiple of the chunk (16/32/64) or of attention's 32/64-row tiles, head sizes 32/64/128, grouped
 // query heads, sliding windows, documents (one call with the offsets, as the ops make it), optional
-// inputs and gradients absent and present, and linear attention and GLA with their products in bf16
-// and tf32 on the tensor cores.
+// inputs and gradients absent and present, linear attention and GLA with their products in bf16
+// and tf32 on the tensor cores, and Mamba2's groups of heads sharing B and C.
 //
 // CudaBackendOpsCoverage.EveryEntryHasACase fails naming any entry of the table with a CUDA kernel
 // and without a case. A mixer's *_saved_size entry is covered by its cases, where each column runs
@@ -709,6 +709,78 @@ void add_mixer_cases(std::vector<Case>& cases) {
   }
 }
 
+// Mamba2 (kernels/cuda/mamba2.h: GLA's passes around its own kernels), in MixerArgs' terms: q = C,
+// k = B [B, T, G, N], v = x [B, T, H, P], gate = the time step before its softplus, rate = A_log,
+// skip = D. `write`: the gradients of x, the time step, B and C are written (outputs, NaN until then),
+// else added into.
+struct Mamba2Case {
+  int64_t B, T, H, G, N, P;
+  int64_t chunk;  // 0: the recurrent form
+  bool h0, dht;
+  std::vector<int64_t> docs = {};
+  bool write = false;
+  MatmulPrecision precision = MatmulPrecision::f32;
+
+  std::string str() const {
+    return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " H=" + std::to_string(H) + " G=" +
+           std::to_string(G) + " N=" + std::to_string(N) + " P=" + std::to_string(P) +
+           (chunk ? " chunk=" + std::to_string(chunk) : std::string(" recurrent")) + (h0 ? " h0" : " no h0") +
+           (dht ? " dht" : " no dht") + documents_str(docs) + (write ? " written" : "") +
+           (precision == MatmulPrecision::f32 ? "" : std::string(" ") + matmul_precision_name(precision));
+  }
+};
+
+void run_mamba2(Side& x, const Mamba2Case& c) {
+  struct PrecisionScope {
+    explicit PrecisionScope(MatmulPrecision p) { backend::set_matmul_precision(p); }
+    ~PrecisionScope() { backend::set_matmul_precision(MatmulPrecision::f32); }
+  } precision(c.precision);
+  const Shape bc{c.B, c.T, c.G, c.N}, xo{c.B, c.T, c.H, c.P}, st{c.B, c.H, c.N, c.P}, bth{c.B, c.T, c.H}, h{c.H};
+  MixerArgs a;
+  a.B = c.B, a.T = c.T, a.H = c.H, a.G = c.G, a.Dk = c.N, a.Dv = c.P;
+  a.chunk = c.chunk > 0, a.chunk_size = c.chunk > 0 ? c.chunk : 64;
+  a.q = x.input(bc), a.k = x.input(bc), a.v = x.input(xo);
+  a.gate = x.input(bth, -3, 1);    // dt = softplus(gate) in (0.05, 1.3)
+  a.rate = x.input(h, -1, 1);      // A = -exp(A_log) in (-2.7, -0.37)
+  a.skip = x.input(h, 0.5, 1.5);  // D
+  if (c.h0) a.h0 = x.input(st);
+  a.o = x.output("o", xo);
+  a.ht = x.output("ht", st);
+  Tensor table;
+  a.seqs = ops::Segments{c.docs}.sequences(x.device, table);
+  if (a.chunk) a.saved = x.scratch({backend::mamba2_saved_size(x.device, a)});
+  backend::mamba2_forward(x.device, a);
+
+  auto gradient = [&](const char* name, const Shape& s) { return c.write ? x.output(name, s) : x.accumulated(name, s); };
+  a.dq = gradient("dC", bc), a.dk = gradient("dB", bc), a.dv = gradient("dx", xo), a.dgate = gradient("dgate", bth);
+  a.write = c.write;
+  a.drate = x.accumulated("dA_log", h), a.dskip = x.accumulated("dD", h);
+  if (c.h0) a.dh0 = x.accumulated("dh0", st);
+  a.dO = x.input(xo);
+  if (c.dht) a.dht = x.input(st);
+  backend::mamba2_backward(x.device, a);
+}
+
+void add_mamba2_cases(std::vector<Case>& cases) {
+  const std::vector<int64_t> docs23 = {0, 9, 23, 24, 40, 46};  // B = 2, T = 23: a one-token document
+  // one group for all heads, a group per head, groups of two; T off the chunk, N 32/64/128 and P != N;
+  // the recurrent form; h0 and dht absent and present; documents; written gradients; bf16 products
+  const std::vector<Mamba2Case> all = {
+      {1, 37, 2, 1, 32, 32, 16, true, true},
+      {2, 45, 4, 2, 64, 32, 32, false, false},
+      {1, 70, 2, 2, 128, 64, 64, true, true},
+      {1, 20, 2, 1, 32, 16, 0, true, true},
+      {2, 23, 2, 1, 32, 32, 16, true, true, docs23},
+      {2, 45, 4, 2, 32, 32, 32, true, false, {}, true},
+      {1, 70, 2, 1, 64, 64, 64, true, true, {}, false, MatmulPrecision::bf16},
+  };
+  for (const Mamba2Case& c : all)
+    cases.push_back({{"mamba2_forward", "mamba2_backward", "mamba2_saved_size"},
+                     c.str(),
+                     c.precision == MatmulPrecision::bf16 ? kBf16Mixers : kScans,
+                     [c](Side& x) { run_mamba2(x, c); }});
+}
+
 // ---- the table ---------------------------------------------------------------------------------------------
 
 const std::vector<Case>& all_cases() {
@@ -721,6 +793,7 @@ const std::vector<Case>& all_cases() {
     add_embedding_conv_loss_cases(c);
     add_attention_cases(c);
     add_mixer_cases(c);
+    add_mamba2_cases(c);
     return c;
   }();
   return cases;

@@ -158,8 +158,8 @@ TEST(CudaKeptInBf16, ColumnBlocksWriteTheirCopies) {
 }
 
 // A mixer's backward given q, k, v and the gate as the bf16 copies a node keeps computes what it
-// computes given those copies widened: the CUDA linear attention and GLA passes read them as they
-// are (no conversion launched), the other entries widen them first (kernels/backend.def).
+// computes given those copies widened: the CUDA linear attention, GLA and Mamba2 passes read them as
+// they are (no conversion launched), the other entries widen them first (kernels/backend.def).
 TEST(CudaKeptInBf16, MixerBackwardsReadTheCopies) {
   Rng rng(7);
   const int64_t B = 2, T = 70, H = 2, Dk = 16, Dv = 24;  // two chunks of 64, the second one short
@@ -167,19 +167,26 @@ TEST(CudaKeptInBf16, MixerBackwardsReadTheCopies) {
   const Tensor v = random_f32({B, T, H, Dv}, rng), gate = random_f32({B, T, H, Dk}, rng, -0.5, -0.01);
   const Tensor beta = random_f32({B, T, H}, rng, 0.1, 0.9), dO = random_f32({B, T, H, Dv}, rng);
   const Tensor dht = random_f32({B, H, Dk, Dv}, rng);
+  // Mamba2: C and B shared by both heads (one group), the time step before its softplus, A_log, D
+  const Tensor C = random_f32({B, T, 1, Dk}, rng), Bm = random_f32({B, T, 1, Dk}, rng);
+  const Tensor time_step = random_f32({B, T, H}, rng, -3, 1), A_log = random_f32({H}, rng), D = random_f32({H}, rng);
   struct Mixer {
     const char* name;
     const backend::Kernel<void(const backend::MixerArgs&)>& forward;
     const backend::Kernel<void(const backend::MixerArgs&)>& backward;
     const backend::Kernel<int64_t(const backend::MixerArgs&)>& saved_size;
+    const Tensor *q, *k;
     const Tensor* gate;  // MixerArgs::gate: GLA's log-gates, the delta rule's beta; null: none
+    bool mamba2 = false;
   };
   const Mixer mixers[] = {
       {"linear_attention", backend::linear_attention_forward, backend::linear_attention_backward,
-       backend::linear_attention_saved_size, nullptr},
-      {"gla", backend::gla_forward, backend::gla_backward, backend::gla_saved_size, &gate},
-      {"delta_rule", backend::delta_rule_forward, backend::delta_rule_backward, backend::delta_rule_saved_size,
-       &beta},
+       backend::linear_attention_saved_size, &q, &k, nullptr},
+      {"gla", backend::gla_forward, backend::gla_backward, backend::gla_saved_size, &q, &k, &gate},
+      {"delta_rule", backend::delta_rule_forward, backend::delta_rule_backward, backend::delta_rule_saved_size, &q,
+       &k, &beta},
+      {"mamba2", backend::mamba2_forward, backend::mamba2_backward, backend::mamba2_saved_size, &C, &Bm, &time_step,
+       true},
   };
   for (Device device : devices())
     for (const Mixer& m : mixers) {
@@ -193,16 +200,18 @@ TEST(CudaKeptInBf16, MixerBackwardsReadTheCopies) {
         };
         backend::MixerArgs r;
         r.B = B, r.T = T, r.H = H, r.Dk = Dk, r.Dv = Dv, r.scale = 0.25;
-        r.q = kept(q), r.k = kept(k), r.v = kept(v);
+        r.q = kept(*m.q), r.k = kept(*m.k), r.v = kept(v);
         if (m.gate) r.gate = kept(*m.gate);
+        if (m.mamba2) r.G = 1, r.rate = on(device, A_log), r.skip = on(device, D);
         r.o = zeros({B, T, H, Dv}), r.ht = zeros({B, H, Dk, Dv});
         r.saved = zeros({std::max<int64_t>(m.saved_size(device, r), 1)});
         backend::MixerArgs f = r;
         for (Tensor* t : {&f.q, &f.k, &f.v, &f.gate})
           if (t->defined()) *t = t->dtype() == DType::bf16 ? on(device, host(*t).to(DType::f32)) : *t;
         m.forward(device, f);
-        r.dq = zeros(q.shape()), r.dk = zeros(k.shape()), r.dv = zeros(v.shape());
+        r.dq = zeros(m.q->shape()), r.dk = zeros(m.k->shape()), r.dv = zeros(v.shape());
         if (m.gate) r.dgate = zeros(m.gate->shape());
+        if (m.mamba2) r.drate = zeros({H}), r.dskip = zeros({H});
         r.dO = on(device, dO), r.dht = on(device, dht);
         return r;
       };
@@ -212,7 +221,13 @@ TEST(CudaKeptInBf16, MixerBackwardsReadTheCopies) {
       EXPECT_EQ(bitwise_difference(host(got.dq), host(want.dq)), "") << "dq";
       EXPECT_EQ(bitwise_difference(host(got.dk), host(want.dk)), "") << "dk";
       EXPECT_EQ(bitwise_difference(host(got.dv), host(want.dv)), "") << "dv";
-      if (m.gate) EXPECT_EQ(bitwise_difference(host(got.dgate), host(want.dgate)), "") << "dgate";
+      if (m.gate) {
+        EXPECT_EQ(bitwise_difference(host(got.dgate), host(want.dgate)), "") << "dgate";
+      }
+      if (m.mamba2) {
+        EXPECT_EQ(bitwise_difference(host(got.drate), host(want.drate)), "") << "dA_log";
+        EXPECT_EQ(bitwise_difference(host(got.dskip), host(want.dskip)), "") << "dD";
+      }
     }
 }
 

@@ -24,6 +24,7 @@
 #include "kernels/cuda/gla.h"
 #include "kernels/cuda/launch_plan.h"
 #include "kernels/cuda/linear_attn.h"
+#include "kernels/cuda/mamba2.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/rope.h"
@@ -270,6 +271,30 @@ TEST(LaunchPlan, LinearMixers) {
                  [&] { cuda::gla_forward(g); });
     expect_plans("gla_backward" + tag, cuda::gla_backward_plans(B, T, H, Dk, Dv, states, precision),
                  [&] { cuda::gla_backward(g); });
+  }
+}
+
+// Mamba2: GLA's launches between its own, with B and C shared by groups of heads or one per head.
+TEST(LaunchPlan, Mamba2) {
+  SKIP_WITHOUT_GPU();
+  DeviceBuffers m;
+  const int64_t B = 1, T = 100, H = 4, N = 72, P = 64, rows = B * T;
+  for (const int64_t G : {int64_t(2), H})
+  for (const bool with_states : {false, true}) {
+    const cuda::MixerStates states{with_states, with_states};
+    const std::string tag = " G=" + std::to_string(G) + (with_states ? " with states" : "");
+    cuda::Mamba2Call c;
+    c.batch = B, c.T = T, c.H = H, c.G = G, c.N = N, c.P = P;
+    c.x = m.f32(rows * H * P), c.gate = m.f32(rows * H), c.Bm = m.f32(rows * G * N), c.Cm = m.f32(rows * G * N);
+    c.A_log = m.f32(H), c.D = m.f32(H), c.o = m.f32(rows * H * P);
+    c.dx = m.f32(rows * H * P), c.dgate = m.f32(rows * H), c.dB = m.f32(rows * G * N), c.dC = m.f32(rows * G * N);
+    c.dA_log = m.f32(H), c.dD = m.f32(H), c.dO = m.f32(rows * H * P);
+    if (with_states) c.h0 = m.f32(B * H * N * P), c.ht = m.f32(B * H * N * P);
+    if (with_states) c.dh0 = m.f32(B * H * N * P), c.dht = m.f32(B * H * N * P);
+    expect_plans("mamba2_forward" + tag, cuda::mamba2_forward_plans(B, T, H, N, P, states),
+                 [&] { cuda::mamba2_forward(c); });
+    expect_plans("mamba2_backward" + tag, cuda::mamba2_backward_plans(B, T, H, G, N, P, states),
+                 [&] { cuda::mamba2_backward(c); });
   }
 }
 

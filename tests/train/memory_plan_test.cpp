@@ -93,19 +93,6 @@ TEST(CudaMemoryPlan, PredictsTheWholeModelOnCuda) {
   expect_prediction_matches("cuda", {"bf16"});  // a GPU's precision (float32 is the CPU test's tape)
 }
 
-// A layer without CUDA kernels is named, with the config line to fix, before any probe runs there.
-TEST(CudaMemoryPlan, ALayerWithoutCudaKernelsNamesTheConfigLine) {
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU, and not the CUDA emulation build";
-  const Config config = with_settings(hybrid("cuda", "fp32", "none"), {"model.layers=[mamba2, attention, gla, gla, gla]"});
-  try {
-    plan_memory(config);
-    ADD_FAILURE() << "a mamba2 layer on cuda was planned";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("train.device"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("model.layers.0 (mamba2)"), std::string::npos) << e.what();
-  }
-}
-
 // Each rank's micro-batch is its share of the global batch, or train.micro_batch_size.
 TEST(MemoryPlan, MicroBatchPerRank) {
   Config config = hybrid("cpu", "fp32", "none");
