@@ -55,14 +55,14 @@ const char* recompute_name(Recompute mode) {
 
 namespace detail {
 
-bool take_kept(Kept kind, std::initializer_list<Tensor*> outs) {
+bool take_kept(Kept kind, std::initializer_list<Tensor*> outs, bool widen) {
   if (!t_replaying || !keeps(t_region, kind)) return false;
   Region& r = *t_region;
   for (Tensor* out : outs) {
     LINATTN_CHECK(r.next < r.kept.size(), "recompute: the replay of a checkpointed region asks for more kept outputs "
                   "than its first run kept (", r.kept.size(), "): the region must make the same ops on every run");
     Tensor kept = std::move(r.kept[r.next++]);
-    if (kept.dtype() == DType::bf16) {  // widened back (keep rounded it)
+    if (kept.dtype() == DType::bf16 && widen) {  // widened back (keep rounded it)
       *out = Tensor::scratch(kept.shape(), DType::f32, kept.device());
       backend::convert(kept.device(), *out, kept);
     } else {

@@ -50,8 +50,10 @@ enum class Kept { product, attention };
 
 // For an op of kind `kind`, before it computes: in the replay of a region that kept its outputs,
 // sets `outs` to what the same call made in the region's first run and returns true (the op skips
-// its computation and records its node as usual); else returns false.
-bool take_kept(Kept kind, std::initializer_list<Tensor*> outs);
+// its computation and records its node as usual); else returns false. widen false: an output kept
+// in bf16 comes as it was kept, for an op whose kernels read bf16 (ops::swiglu_mlp), not widened
+// back into float32.
+bool take_kept(Kept kind, std::initializer_list<Tensor*> outs, bool widen = true);
 // After it computed: in the first run of a region that keeps `kind`, keeps `outs` for the replay, in
 // bf16 in a SaveInBf16 scope (autograd/saved.h; take_kept widens them back), and `exact` (attention's
 // log-sum-exp) as they are.

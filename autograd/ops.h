@@ -53,6 +53,17 @@ std::vector<Variable> linears(const Variable& x, const std::vector<Variable>& we
 // reads gate and up kept in bf16 (autograd/saved.h) as they are: no float32 copy of either exists.
 Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable& weight);
 
+// The SwiGLU MLP, y = (silu(x gate^T) * (x up^T)) down^T, as one node. gate and up [I, in] are the
+// two blocks of `gate_up` [2 I, in] (Parameters::joined), so one product makes both outputs side by
+// side [..., 2 I], which SwiGLU reads as they are (no split); the backward writes their gradient
+// [..., 2 I] as it is the operand of the two products that follow (no join; in bf16 with bf16
+// products: no conversion). It keeps x's product operand, the joined output (in bf16 in a SaveInBf16
+// scope, written by the SwiGLU pass) and the weights, and recomputes silu(gate) * up. The tape sees
+// gate and up themselves, as linears'. Results are those of swiglu_linear(linears(x, {gate, up}),
+// down) up to the products' order of summation.
+Variable swiglu_mlp(const Variable& x, const Variable& gate, const Variable& up, const Variable& gate_up,
+                    const Variable& down);
+
 // RMSNorm over the last dim: x [..., D], weight [D]. With groups G > 1, each of the G runs of D/G
 // consecutive values is normalized on its own (a group norm: Mamba2's gated norm, fla's and
 // mamba_ssm's RMSNormGated with group_size D/G); the weight still spans all D.

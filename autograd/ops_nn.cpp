@@ -238,6 +238,86 @@ Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable&
   return out;
 }
 
+Variable swiglu_mlp(const Variable& x, const Variable& gate, const Variable& up, const Variable& gate_up,
+                    const Variable& down) {
+  check_inputs("swiglu_mlp", {&x, &gate, &up, &gate_up, &down});
+  const int64_t I = gate.shape()[0], in = x.shape().last(), out_features = down.shape()[0], N = x.shape().rows();
+  LINATTN_CHECK(gate.shape() == (Shape{I, in}) && up.shape() == gate.shape() && gate_up.shape() == (Shape{2 * I, in}) &&
+                    down.shape() == (Shape{out_features, I}),
+                "swiglu_mlp: input ", x.value().str(), ", gate ", gate.value().str(), ", up ", up.value().str(),
+                ", gate_up ", gate_up.value().str(), " and down ", down.value().str(),
+                " do not fit (expected [..., in], [I, in] twice, [2 I, in] and [out, I])");
+  for (const auto& [w, row] : {std::pair{&gate, int64_t(0)}, {&up, I}})
+    LINATTN_CHECK(is_block(w->value(), gate_up.value(), row) && is_block(w->grad(), gate_up.grad(), row) &&
+                      is_block(w->bf16(), gate_up.bf16(), row),
+                  "swiglu_mlp: weight ", w->value().str(), " is not rows ", row, "... of the joined weights ",
+                  gate_up.value().str(), " (Parameters::joined)");
+  const Device dev = x.device();
+  const bool bf16 = gate_up.bf16().defined() && down.bf16().defined() && x.dtype() == DType::f32;
+  const DType operand = bf16 ? DType::bf16 : x.dtype();  // of the products
+  const Tensor xs = bf16 ? detail::bf16_value(x) : x.value();
+  const Tensor w_gu = bf16 ? gate_up.bf16() : gate_up.value(), w_down = bf16 ? down.bf16() : down.value();
+  const bool grad = needs_grad({&x, &gate_up, &down});
+  // gu [N, 2 I]; what the node keeps of it: gu, or in a SaveInBf16 scope its bf16 copy, written by
+  // the SwiGLU pass
+  Tensor gu, y, kept;
+  // selective recomputation keeps both products; gu as it was kept (bf16 under bf16 keeps): the
+  // kernels that read it take bf16, and the node keeps it so
+  if (detail::take_kept(detail::Kept::product, {&gu}, false)) {
+    detail::take_kept(detail::Kept::product, {&y});
+    kept = gu;
+  } else {
+    y = Tensor::scratch(with_last(x.shape(), out_features), x.dtype(), dev);  // first: below the transients
+    gu = Tensor::scratch(with_last(x.shape(), 2 * I), x.dtype(), dev);
+    // gu [N, 2 I] = x [N, in] [gate; up]^T: gate's outputs, then up's
+    backend::gemm(dev, false, true, N, 2 * I, in, 1.0, xs, w_gu, 0.0, gu);
+    detail::keep(detail::Kept::product, {&gu});
+    kept = grad && bf16 && saving_in_bf16() ? detail::bf16_copy_scratch(gu.shape(), dev) : gu;
+    const Tensor h = Tensor::scratch(with_last(x.shape(), I), operand, dev);
+    backend::swiglu_joined_forward(dev, h, kept.dtype() == DType::bf16 ? kept : Tensor(), gu);
+    // y [N, out] = h [N, I] down^T
+    backend::gemm(dev, false, true, N, out_features, I, 1.0, h, w_down, 0.0, y);
+    detail::keep(detail::Kept::product, {&y});
+  }
+  Variable out(y, grad);
+  if (!grad) return out;
+  record({&x, &gate, &up, &down}, [x = x.without_value(), xs = gate_up.requires_grad() ? xs : Tensor(), gate_up,
+                                   down, w_gu, w_down, kept, out = out.without_value(), N, in, I, out_features,
+                                   operand, dev, bf16] {
+    if (!out.grad().defined()) return;
+    Tensor dY = out.grad();
+    if (bf16) {
+      Tensor dY16 = Tensor::scratch(dY.shape(), DType::bf16, dev);
+      backend::convert(dev, dY16, dY);
+      dY = dY16;
+    }
+    // forward: y = h down^T, h = silu(g) u, [g | u] = x [gate; up]^T  =>  d down += dy^T h, dh = dy down,
+    // [dg | du] from SwiGLU's rule, dx += [dg | du] [gate; up], d[gate; up] += [dg | du]^T x.
+    // [dg | du] first, then the recomputed h in the place dh leaves.
+    const bool below = x.requires_grad() || gate_up.requires_grad();
+    Tensor dgu;
+    if (below) {
+      Tensor dh = Tensor::scratch({N, I}, out.dtype(), dev);
+      backend::gemm(dev, false, false, N, I, out_features, 1.0, dY, w_down, 0.0, dh);
+      dgu = Tensor::scratch(kept.shape(), operand, dev);
+      backend::swiglu_joined_backward(dev, dgu, kept, dh);
+    }
+    if (down.requires_grad()) {
+      const Tensor h = Tensor::scratch({N, I}, operand, dev);  // the product's operand, recomputed
+      backend::swiglu_joined_forward(dev, h, Tensor(), kept);
+      backend::gemm(dev, true, false, out_features, I, N, 1.0, dY, h, 1.0, down.ensure_grad());
+    }
+    if (!below) return;
+    if (x.requires_grad()) {
+      bool fresh = false;
+      const Tensor& dx = x.grad_to_write(fresh);
+      backend::gemm(dev, false, false, N, in, 2 * I, 1.0, dgu, w_gu, fresh ? 0.0 : 1.0, dx);
+    }
+    if (gate_up.requires_grad()) backend::gemm(dev, true, false, 2 * I, in, N, 1.0, dgu, xs, 1.0, gate_up.ensure_grad());
+  });
+  return out;
+}
+
 Variable rmsnorm(const Variable& x, const Variable& weight, double eps, int64_t groups) {
   check_inputs("rmsnorm", {&x, &weight});
   const int64_t D = x.shape().last(), N = x.shape().rows();
@@ -349,7 +429,7 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, int32_t ig
     record({&logits}, [logits, targets, lse, out = out.without_value(), ignore_index, count] {
       if (!out.grad().defined()) return;
       backend::cross_entropy_backward(logits.device(), logits.ensure_grad(), logits.value(), lse, targets, out.grad(),
-                                      count, ignore_index);
+                                      count, ignore_index, false);
     });
   return out;
 }
@@ -419,16 +499,12 @@ Variable linear_cross_entropy(const Variable& x, const Variable& weight, const T
       for (int64_t r0 = 0; r0 < N; r0 += chunk) {
         const int64_t rows = std::min(chunk, N - r0);
         // forward: loss = mean cross-entropy of logits = x W^T  =>  dlogits by the loss's backward,
-        // then dx = dlogits W, dW += dlogits^T x, row chunk by row chunk
-        Tensor dY = Tensor::scratch_zeros({rows, V}, dt, dev);
+        // then dx = dlogits W, dW += dlogits^T x, row chunk by row chunk; dlogits written as the
+        // products' operand (in bf16 with bf16 products: no float32 copy, no conversion)
+        const Tensor dY = Tensor::scratch({rows, V}, bf16 ? DType::bf16 : dt, dev);
         backend::cross_entropy_backward(dev, dY, logits_of_rows(xin, weight_operand(weight), r0, rows, dt),
                                         lse.view_at(r0, {rows}), targets.view_at(r0, {rows}), out.grad(), count,
-                                        ignore_index);
-        if (bf16) {
-          Tensor dY16 = Tensor::scratch(dY.shape(), DType::bf16, dev);
-          backend::convert(dev, dY16, dY);
-          dY = dY16;
-        }
+                                        ignore_index, true);
         if (dx.defined())
           backend::gemm(dev, false, false, rows, in, V, 1.0, dY, weight_operand(weight), fresh ? 0.0 : 1.0,
                         dx.view_at(r0 * in, {rows, in}));

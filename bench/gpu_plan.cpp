@@ -99,6 +99,7 @@ struct Launch {
   std::string gemm;             // a cuBLAS GEMM: "M x N x K"
   bool mixer = false;           // part of a mixer or attention (the model FLOPs count it)
   bool sequential = false;      // a linear mixer's inter-chunk pass: one thread per state entry walks the chunks
+  bool again = false;           // work made again (a recomputed product): its time, not model FLOPs
 };
 
 struct Cost {
@@ -353,6 +354,22 @@ void projections(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::
                        {{0, n * (kF32 + elt)}}));
 }
 
+// The SwiGLU MLP as one node (ops::swiglu_mlp): gate and up as one product whose [N, 2 I] output
+// SwiGLU reads as it is, writing the down product's operand h (and, with bf16 products, the output's
+// bf16 copy the node keeps); the backward recomputes h from the kept output and writes the gradient
+// [dgate | dup] as the operand of the two products (no split, no join).
+void swiglu_mlp(std::vector<Launch>& fwd, std::vector<Launch>& bwd, int64_t N, int64_t d, int64_t I, bool bf16) {
+  const double n = double(N) * double(I), elt = bf16 ? 2 : kF32;
+  linear(fwd, bwd, "mlp gate_proj and up_proj", N, d, 2 * I, bf16);
+  append(fwd, launches("mlp swiglu", {cu::elementwise_plan("SwigluJoinedForward", N * I)},
+                       {{6 * n, n * (2 * kF32 + elt + (bf16 ? 2 * elt : 0))}}));
+  append(bwd, launches("mlp swiglu recomputed", {cu::elementwise_plan("SwigluJoinedForward", N * I)},
+                       {{6 * n, n * (2 * elt + elt)}}));
+  append(bwd, launches("mlp swiglu backward", {cu::elementwise_plan("SwigluJoinedBackward", N * I)},
+                       {{12 * n, n * (2 * elt + kF32 + 2 * elt)}}));
+  linear(fwd, bwd, "mlp down_proj", N, I, d, bf16);
+}
+
 struct Step {
   std::vector<Launch> launches;
   int64_t params = 0;
@@ -362,8 +379,9 @@ struct Step {
 // with expand_k = 1, so q, k, v, g are hidden x hidden): embedding, per layer RMSNorm, the q, k, v,
 // g projections and the rank-16 gate's first as one product (ops::linears), the gate's second with
 // its bias, logsigmoid scaled by 1/16 (one pass), the GLA kernels, the per-head RMSNorm and swish
-// gate, the output projection, the residual, then RMSNorm, the SwiGLU MLP (gate and up as one
-// product) and its residual; the final RMSNorm, the LM head, cross-entropy; the backward of each
+// gate, the output projection, the residual, then RMSNorm, the SwiGLU MLP (one node: gate and up
+// as one product, no split) and its residual; the final RMSNorm, the LM head, cross-entropy (whose
+// backward makes the logits again); the backward of each
 // (listed in an order of its own: a sum of times does not depend on it); the gradient norm and
 // AdamW over every parameter. GEMMs and the GLA kernels' products in `precision`.
 Step training_step(const ModelShape& s, MatmulPrecision precision) {
@@ -394,10 +412,7 @@ Step training_step(const ModelShape& s, MatmulPrecision precision) {
   linear(fwd_layer, bwd_layer, "o_proj", N, d, d, gemm_bf16);
   pointwise_op(fwd_layer, "residual", "Add", N * d, 2, 1, 1);
   rmsnorm(fwd_layer, bwd_layer, "mlp_norm", N, d);
-  projections(fwd_layer, bwd_layer, "mlp gate_proj and up_proj", N, d, 2 * I, gemm_bf16);
-  pointwise_op(fwd_layer, "mlp swiglu", "SwigluForward", N * I, 2, 1, 6);
-  pointwise_op(bwd_layer, "mlp swiglu backward", "SwigluBackward", N * I, 5, 2, 12);
-  linear(fwd_layer, bwd_layer, "mlp down_proj", N, I, d, gemm_bf16);
+  swiglu_mlp(fwd_layer, bwd_layer, N, d, I, gemm_bf16);
   pointwise_op(fwd_layer, "residual", "Add", N * d, 2, 1, 1);
   pointwise_op(bwd_layer, "residual gradient", "AddInplace", N * d, 2, 1, 1);
   pointwise_op(bwd_layer, "residual gradient", "AddInplace", N * d, 2, 1, 1);
@@ -413,7 +428,13 @@ Step training_step(const ModelShape& s, MatmulPrecision precision) {
   Step step;
   step.params = V * d * (s.tied ? 1 : 2) + d +
                 s.layers * (5 * d * d + 2 * d * rank + d + s.D + 3 * d * I + 2 * d);
-  append(rest, launches("cross-entropy backward", cu::cross_entropy_backward_plans(N, V), {pointwise(N * V, 2, 1, 4)}));
+  // ops::linear_cross_entropy keeps no logits: its backward makes them again, then writes their
+  // gradient as the head's products' operand (bf16 with bf16 products)
+  rest.push_back(gemm("lm_head logits again", N, V, d, false, gemm_bf16));
+  rest.back().again = true;
+  const double logits = double(N) * double(V);
+  append(rest, launches("cross-entropy backward", cu::cross_entropy_backward_plans(N, V),
+                        {{4 * logits, logits * (kF32 + (gemm_bf16 ? 2 : kF32))}}));
   append(rest, head_bwd);
   std::vector<Launch> tail;
   append(tail, launches("embedding backward", {cu::embedding_backward_plan(V)},
@@ -573,7 +594,7 @@ void print_step(const ModelShape& s, const BuildTables& t, const cu::GpuSpec& gp
   const double us = print_table(step.launches, t, gpu, precision);
   double model_flops = 0, launches = 0, gemm_us = 0, mixer_us = 0, mixer_flops = 0, seq_flops = 0, seq_us = 0;
   for (const Launch& l : step.launches) {
-    if (!l.gemm.empty() || l.mixer) model_flops += l.flops * double(l.launches);
+    if ((!l.gemm.empty() || l.mixer) && !l.again) model_flops += l.flops * double(l.launches);
     if (l.mixer) mixer_flops += l.flops * double(l.launches);
     if (l.sequential) {
       seq_flops += l.flops * double(l.launches);

@@ -45,8 +45,8 @@ MLP::MLP(Parameters& p, const std::string& prefix, int64_t hidden, int64_t inter
       down_proj(p, prefix + ".down_proj", intermediate, hidden, out_std) {}
 
 Variable MLP::operator()(const Parameters& p, const Variable& x) const {
-  const std::vector<Variable> gate_up = project(p, x, {&gate_proj, &up_proj});
-  return down_proj.of_swiglu(p, gate_up[0], gate_up[1]);
+  // the constructor declares gate's and up's weights one after the other: they lie back to back
+  return ops::swiglu_mlp(x, p[gate_proj.weight], p[up_proj.weight], p.joined(gate_proj.weight, 2), p[down_proj.weight]);
 }
 
 }  // namespace linattn

@@ -33,7 +33,7 @@ struct RMSNorm {
   Variable operator()(const Parameters& p, const Variable& x) const;
 };
 
-// down(silu(gate(x)) * up(x))
+// down(silu(gate(x)) * up(x)) as one node (ops::swiglu_mlp) over gate's and up's weights joined.
 struct MLP {
   Linear gate_proj, up_proj, down_proj;
   MLP() = default;

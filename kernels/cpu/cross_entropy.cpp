@@ -1,9 +1,11 @@
 #include "kernels/cpu/cross_entropy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/cpu/stored.h"
 
 namespace linattn::cpu {
 
@@ -37,16 +39,23 @@ CrossEntropySum cross_entropy_forward(T* lse, const T* logits, const int32_t* ta
   return {loss_sum, count};
 }
 
-template <class T>
-void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets, int64_t N, int64_t V,
-                            int32_t ignore_index, T scale) {
+template <class T, class D>
+void cross_entropy_backward(D* dlogits, const T* logits, const T* lse, const int32_t* targets, int64_t N, int64_t V,
+                            int32_t ignore_index, T scale, bool write) {
 #pragma omp parallel for if (N * V > (1 << 15))
   for (int64_t i = 0; i < N; ++i) {
-    if (targets[i] == ignore_index) continue;
+    D* drow = dlogits + i * V;
+    if (targets[i] == ignore_index) {
+      if (write)
+        for (int64_t j = 0; j < V; ++j) store(drow[j], T(0));
+      continue;
+    }
     const T* row = logits + i * V;
-    T* drow = dlogits + i * V;
-    for (int64_t j = 0; j < V; ++j) drow[j] += scale * std::exp(row[j] - lse[i]);
-    drow[targets[i]] -= scale;
+    const int32_t t = targets[i];
+    for (int64_t j = 0; j < V; ++j) {
+      const T d = (write ? T(0) : load(drow[j])) + scale * std::exp(row[j] - lse[i]);
+      store(drow[j], j == t ? d - scale : d);
+    }
   }
 }
 
@@ -54,8 +63,10 @@ template CrossEntropySum cross_entropy_forward<float>(float*, const float*, cons
 template CrossEntropySum cross_entropy_forward<double>(double*, const double*, const int32_t*, int64_t, int64_t,
                                                        int32_t);
 template void cross_entropy_backward<float>(float*, const float*, const float*, const int32_t*, int64_t, int64_t,
-                                            int32_t, float);
+                                            int32_t, float, bool);
 template void cross_entropy_backward<double>(double*, const double*, const double*, const int32_t*, int64_t, int64_t,
-                                             int32_t, double);
+                                             int32_t, double, bool);
+template void cross_entropy_backward<float, bfloat16>(bfloat16*, const float*, const float*, const int32_t*, int64_t,
+                                                      int64_t, int32_t, float, bool);
 
 }  // namespace linattn::cpu

@@ -18,8 +18,9 @@ CrossEntropySum cross_entropy_forward(T* lse, const T* logits, const int32_t* ta
                                       int32_t ignore_index);
 // forward: loss = scale * sum_i (lse_i - logit_{i, t_i})  =>  dlogits_i += scale (softmax_i - onehot(t_i))
 // dlogits: [N, V] (+=); scale is d(total loss)/d(each row's loss), e.g. dloss / count for a mean.
-template <class T>
-void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets, int64_t N, int64_t V,
-                            int32_t ignore_index, T scale);
+// write: dlogits = (the ignored rows: 0) instead, in T or bf16 (a product's operand, D).
+template <class T, class D = T>
+void cross_entropy_backward(D* dlogits, const T* logits, const T* lse, const int32_t* targets, int64_t N, int64_t V,
+                            int32_t ignore_index, T scale, bool write = false);
 
 }  // namespace linattn::cpu

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cpu/stored.h"
 
@@ -150,6 +151,37 @@ void swiglu_backward(T* dgate, T* dup, const X* gate, const X* up, const T* dy, 
   }
 }
 
+template <class Y, class X>
+void swiglu_joined_forward(Y* y, bfloat16* copy, const X* x, int64_t rows, int64_t cols) {
+  using T = decltype(load(X{}) + load(Y{}));  // float, or double for double
+#pragma omp parallel for if (rows * cols > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const X *gate = x + r * 2 * cols, *up = gate + cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const T g = load(gate[c]);
+      store(y[r * cols + c], g * sigmoid(g) * load(up[c]));
+    }
+    if constexpr (!std::is_same_v<X, double>)
+      if (copy)
+        for (int64_t c = 0; c < 2 * cols; ++c) copy[r * 2 * cols + c] = from_float(load(gate[c]));
+  }
+}
+
+template <class D, class X, class T>
+void swiglu_joined_backward(D* dx, const X* x, const T* dy, int64_t rows, int64_t cols) {
+#pragma omp parallel for if (rows * cols > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const X *gate = x + r * 2 * cols, *up = gate + cols;
+    D *dgate = dx + r * 2 * cols, *dup = dgate + cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const T g = load(gate[c]), u = load(up[c]), d = dy[r * cols + c];
+      const T s = sigmoid(g), silu = g * s;
+      store(dgate[c], d * u * s * (T(1) + g * (T(1) - s)));
+      store(dup[c], d * silu);
+    }
+  }
+}
+
 // softplus(s) = log(1 + e^s), written so that neither branch overflows.
 template <class T>
 static inline T softplus(T s) {
@@ -206,5 +238,17 @@ template void swiglu_forward<float, bfloat16>(float*, const bfloat16*, const bfl
 template void swiglu_forward<bfloat16, bfloat16>(bfloat16*, const bfloat16*, const bfloat16*, int64_t);
 template void swiglu_backward<float, bfloat16>(float*, float*, const bfloat16*, const bfloat16*, const float*, int64_t,
                                                bool);
+// ops::swiglu_mlp: float64; float32 products; bf16 products (the copy kept, the operands bf16)
+template void swiglu_joined_forward<double, double>(double*, bfloat16*, const double*, int64_t, int64_t);
+template void swiglu_joined_forward<float, float>(float*, bfloat16*, const float*, int64_t, int64_t);
+template void swiglu_joined_forward<bfloat16, float>(bfloat16*, bfloat16*, const float*, int64_t, int64_t);
+template void swiglu_joined_forward<bfloat16, bfloat16>(bfloat16*, bfloat16*, const bfloat16*, int64_t, int64_t);
+template void swiglu_joined_forward<float, bfloat16>(float*, bfloat16*, const bfloat16*, int64_t, int64_t);
+template void swiglu_joined_backward<double, double, double>(double*, const double*, const double*, int64_t, int64_t);
+template void swiglu_joined_backward<float, float, float>(float*, const float*, const float*, int64_t, int64_t);
+template void swiglu_joined_backward<bfloat16, bfloat16, float>(bfloat16*, const bfloat16*, const float*, int64_t,
+                                                                int64_t);
+template void swiglu_joined_backward<bfloat16, float, float>(bfloat16*, const float*, const float*, int64_t, int64_t);
+template void swiglu_joined_backward<float, bfloat16, float>(float*, const bfloat16*, const float*, int64_t, int64_t);
 
 }  // namespace linattn::cpu

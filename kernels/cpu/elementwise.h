@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "kernels/op_types.h"
 
 namespace linattn::cpu {
@@ -37,6 +38,13 @@ void activation_backward(Activation f, T* dx, const X* x, const T* dy, int64_t n
 template <class Y, class X> void swiglu_forward(Y* y, const X* gate, const X* up, int64_t n);
 template <class T, class X = T>
 void swiglu_backward(T* dgate, T* dup, const X* gate, const X* up, const T* dy, int64_t n, bool write = false);
+// SwiGLU over rows that hold gate and up side by side (one product's output, ops::swiglu_mlp):
+// x [rows, 2 cols] = [gate | up], y [rows, cols] = silu(gate) * up, and when copy is not null, x's
+// bf16 copy [rows, 2 cols] in the same pass. Backward: dx [rows, 2 cols] = [dgate | dup], written.
+// X: float, bf16 (a kept copy) or double; Y, D: float, bf16 (a product's operand) or double.
+template <class Y, class X> void swiglu_joined_forward(Y* y, bfloat16* copy, const X* x, int64_t rows, int64_t cols);
+template <class D, class X, class T>
+void swiglu_joined_backward(D* dx, const X* x, const T* dy, int64_t rows, int64_t cols);
 
 // Gated DeltaNet's log-decay in fla's parameterization, per row r (batch and time) and head h:
 // a[r, h] = -exp(A_log[h]) * softplus(x[r, h] + dt_bias[h]).  x, a: [rows, H]; A_log, dt_bias: [H].

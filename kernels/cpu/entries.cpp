@@ -142,6 +142,42 @@ void swiglu_backward(In dgate, In dup, In gate, In up, In dy, bool write) {
   });
 }
 
+// x [N, 2 C] float32 or bf16 (the kept copy) or f64; y [N, C] float32 or bf16 (a product's operand) or f64.
+void swiglu_joined_forward(In y, In copy, In x) {
+  const int64_t rows = y.shape().rows(), cols = y.shape().last();
+  LINATTN_CHECK(x.shape().rows() == rows && x.shape().last() == 2 * cols && (!copy.defined() || copy.shape() == x.shape()),
+                "swiglu_joined: x ", x.str(), " should be [", rows, ", ", 2 * cols, "] for y ", y.str(),
+                copy.defined() ? ", as its copy " + copy.str() : "");
+  bfloat16* copy16 = copy.defined() ? copy.data<bfloat16>() : nullptr;
+  if (y.dtype() == DType::f64 || x.dtype() == DType::f64) {
+    LINATTN_CHECK(y.dtype() == x.dtype() && !copy.defined(), "swiglu_joined: ", y.str(), " does not match ", x.str());
+    return cpu::swiglu_joined_forward(y.data<double>(), nullptr, x.data<double>(), rows, cols);
+  }
+  const bool y16 = y.dtype() == DType::bf16, in16 = x.dtype() == DType::bf16;
+  if (y16 && in16) return cpu::swiglu_joined_forward(y.data<bfloat16>(), copy16, x.data<bfloat16>(), rows, cols);
+  if (y16) return cpu::swiglu_joined_forward(y.data<bfloat16>(), copy16, x.data<float>(), rows, cols);
+  if (in16) return cpu::swiglu_joined_forward(y.data<float>(), copy16, x.data<bfloat16>(), rows, cols);
+  cpu::swiglu_joined_forward(y.data<float>(), copy16, x.data<float>(), rows, cols);
+}
+
+// dx [N, 2 C] written: float32 or bf16 (a product's operand) or f64; x as kept; dy [N, C] float32 or f64.
+void swiglu_joined_backward(In dx, In x, In dy) {
+  const int64_t rows = dy.shape().rows(), cols = dy.shape().last();
+  LINATTN_CHECK(x.shape().rows() == rows && x.shape().last() == 2 * cols && dx.shape() == x.shape(),
+                "swiglu_joined: x ", x.str(), " and dx ", dx.str(), " should be [", rows, ", ", 2 * cols,
+                "] for dy ", dy.str());
+  if (dy.dtype() == DType::f64) {
+    LINATTN_CHECK(x.dtype() == DType::f64 && dx.dtype() == DType::f64, "swiglu_joined: ", dx.str(), " and ", x.str(),
+                  " do not match ", dy.str());
+    return cpu::swiglu_joined_backward(dx.data<double>(), x.data<double>(), dy.data<double>(), rows, cols);
+  }
+  const bool dx16 = dx.dtype() == DType::bf16, in16 = x.dtype() == DType::bf16;
+  if (dx16 && in16) return cpu::swiglu_joined_backward(dx.data<bfloat16>(), x.data<bfloat16>(), dy.data<float>(), rows, cols);
+  if (dx16) return cpu::swiglu_joined_backward(dx.data<bfloat16>(), x.data<float>(), dy.data<float>(), rows, cols);
+  if (in16) return cpu::swiglu_joined_backward(dx.data<float>(), x.data<bfloat16>(), dy.data<float>(), rows, cols);
+  cpu::swiglu_joined_backward(dx.data<float>(), x.data<float>(), dy.data<float>(), rows, cols);
+}
+
 void gdn_decay_forward(In a, In x, In A_log, In dt_bias) {
   floating(x, [&](auto zero) {
     using T = decltype(zero);
@@ -309,13 +345,26 @@ int64_t cross_entropy_forward(In loss, In lse, In logits, In targets, int32_t ig
   });
 }
 
-void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss, int64_t count, int32_t ignore_index) {
+void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss, int64_t count, int32_t ignore_index,
+                            bool write) {
+  LINATTN_CHECK(dlogits.dtype() == logits.dtype() || (write && dlogits.dtype() == DType::bf16 && logits.dtype() == DType::f32),
+                "cross_entropy: the gradient ", dlogits.str(), " of ", logits.str(),
+                ": the logits' dtype, or bf16 when written");
+  if (count == 0) {  // no row counts: no gradient
+    if (write) dlogits.zero_();
+    return;
+  }
   floating(logits, [&](auto zero) {
     using T = decltype(zero);
     // forward: loss = mean over counted rows  =>  each row's loss gets d(loss) / count
     T scale = dloss.data<T>()[0] / T(count);
-    cpu::cross_entropy_backward(dlogits.data<T>(), logits.data<T>(), lse.data<T>(), targets.data<int32_t>(),
-                                logits.shape().rows(), logits.shape().last(), ignore_index, scale);
+    const int64_t N = logits.shape().rows(), V = logits.shape().last();
+    if constexpr (std::is_same_v<T, float>)
+      if (dlogits.dtype() == DType::bf16)
+        return cpu::cross_entropy_backward(dlogits.data<bfloat16>(), logits.data<T>(), lse.data<T>(),
+                                           targets.data<int32_t>(), N, V, ignore_index, scale, write);
+    cpu::cross_entropy_backward(dlogits.data<T>(), logits.data<T>(), lse.data<T>(), targets.data<int32_t>(), N, V,
+                                ignore_index, scale, write);
   });
 }
 

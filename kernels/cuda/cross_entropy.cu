@@ -1,5 +1,7 @@
 #include "kernels/cuda/cross_entropy.h"
 
+#include <algorithm>
+
 #include "kernels/cuda/common.cuh"
 
 namespace linattn::cuda {
@@ -47,18 +49,22 @@ __global__ void loss_sum_kernel(double* sums, float* mean, const float* lse, con
 }
 
 // One thread per logit: dlogits += scale (exp(logit - lse) - [j == target]), in the CPU's order.
-__global__ void cross_entropy_backward_kernel(float* dlogits, const float* logits, const float* lse,
+// write: dlogits is written (0 on the rows that do not count), else added into (float32).
+__global__ void cross_entropy_backward_kernel(FloatsOut dlogits, const float* logits, const float* lse,
                                               const int32_t* targets, int64_t N, int64_t V, int32_t ignore_index,
-                                              float scale, const float* dloss, float count) {
+                                              float scale, const float* dloss, float count, bool write) {
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= N * V) return;
   if (dloss) scale = dloss[0] / count;  // as the host would divide, without reading dloss back
   const int64_t i = k / V, j = k - i * V;
   const int32_t t = targets[i];
-  if (t == ignore_index || t < 0 || t >= V) return;
-  float d = dlogits[k] + scale * expf(logits[k] - lse[i]);
+  if (t == ignore_index || t < 0 || t >= V) {
+    if (write) dlogits.set(k, 0.0f);
+    return;
+  }
+  float d = (write ? 0.0f : static_cast<const float*>(dlogits.data)[k]) + scale * expf(logits[k] - lse[i]);
   if (j == t) d -= scale;
-  dlogits[k] = d;
+  dlogits.set(k, d);
 }
 
 }  // namespace
@@ -75,19 +81,22 @@ void cross_entropy_forward(float* lse, double* sums, float* mean, const float* l
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
-void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
-                            int64_t V, int32_t ignore_index, float scale) {
+void cross_entropy_backward(FloatsOut dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
+                            int64_t V, int32_t ignore_index, float scale, bool write) {
   if (N * V == 0) return;
+  LINATTN_CHECK(write || !dlogits.bf16, "cuda::cross_entropy_backward: bf16 gradients are written, not added into");
   LINATTN_LAUNCH_PLAN(cross_entropy_backward_plans(N, V)[0], stream(), cross_entropy_backward_kernel)(
-      dlogits, logits, lse, targets, N, V, ignore_index, scale, nullptr, 1.0f);
+      dlogits, logits, lse, targets, N, V, ignore_index, scale, nullptr, 1.0f, write);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
-void cross_entropy_backward_mean(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
-                                 int64_t N, int64_t V, int32_t ignore_index, const float* dloss, int64_t count) {
+void cross_entropy_backward_mean(FloatsOut dlogits, const float* logits, const float* lse, const int32_t* targets,
+                                 int64_t N, int64_t V, int32_t ignore_index, const float* dloss, int64_t count,
+                                 bool write) {
   if (N * V == 0) return;
+  LINATTN_CHECK(write || !dlogits.bf16, "cuda::cross_entropy_backward: bf16 gradients are written, not added into");
   LINATTN_LAUNCH_PLAN(cross_entropy_backward_plans(N, V)[0], stream(), cross_entropy_backward_kernel)(
-      dlogits, logits, lse, targets, N, V, ignore_index, 0.0f, dloss, float(count));
+      dlogits, logits, lse, targets, N, V, ignore_index, 0.0f, dloss, float(std::max<int64_t>(count, 1)), write);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/floats.h"
 #include "kernels/cuda/no_cuda.h"
 
 namespace linattn::cuda {
@@ -21,22 +22,24 @@ void cross_entropy_forward(float* lse, double* sums, float* mean, const float* l
                            int64_t N, int64_t V, int32_t ignore_index);
 // forward: loss = scale * sum_i (lse_i - logit_{i, t_i})  =>  dlogits_i += scale (softmax_i - onehot(t_i))
 // dlogits: [N, V] (+=); scale is d(total loss)/d(each row's loss), e.g. dloss / count for a mean.
-void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
-                            int64_t V, int32_t ignore_index, float scale);
+// write: dlogits = (the rows that do not count: 0), float32 or bf16 (a product's operand), instead.
+void cross_entropy_backward(FloatsOut dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
+                            int64_t V, int32_t ignore_index, float scale, bool write = false);
 // The same for a mean over `count` rows with the upstream gradient dloss [1] in device memory:
 // scale = dloss[0] / count, read by the kernel (no copy to the host, no wait).
-void cross_entropy_backward_mean(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
-                                 int64_t N, int64_t V, int32_t ignore_index, const float* dloss, int64_t count);
+void cross_entropy_backward_mean(FloatsOut dlogits, const float* logits, const float* lse, const int32_t* targets,
+                                 int64_t N, int64_t V, int32_t ignore_index, const float* dloss, int64_t count,
+                                 bool write = false);
 #else
 inline void cross_entropy_forward(float*, double*, float*, const float*, const int32_t*, int64_t, int64_t, int32_t) {
   LINATTN_NO_CUDA();
 }
-inline void cross_entropy_backward(float*, const float*, const float*, const int32_t*, int64_t, int64_t, int32_t,
-                                   float) {
+inline void cross_entropy_backward(FloatsOut, const float*, const float*, const int32_t*, int64_t, int64_t, int32_t,
+                                   float, bool = false) {
   LINATTN_NO_CUDA();
 }
-inline void cross_entropy_backward_mean(float*, const float*, const float*, const int32_t*, int64_t, int64_t, int32_t,
-                                        const float*, int64_t) {
+inline void cross_entropy_backward_mean(FloatsOut, const float*, const float*, const int32_t*, int64_t, int64_t, int32_t,
+                                        const float*, int64_t, bool = false) {
   LINATTN_NO_CUDA();
 }
 #endif

@@ -113,6 +113,26 @@ struct SwigluBackward {  // forward: y = silu(g) u  =>  dg += dy u silu'(g), du 
     put(dup[i], dy[i] * (g * s), write);
   }
 };
+// Over x [rows, 2 cols] = [gate | up], element i = (r, c) of y [rows, cols]: the same math, and the
+// bf16 copy of both of x's elements it reads.
+struct SwigluJoinedForward {
+  FloatsOut y; uint16_t* copy; Floats x; int64_t cols;
+  __device__ void operator()(int64_t i) const {
+    const int64_t at = (i / cols) * 2 * cols + i % cols;
+    const float g = x[at], u = x[at + cols];
+    y.set(i, g * sigmoid(g) * u);
+    if (copy) copy[at] = bf16_bits_from_float(g), copy[at + cols] = bf16_bits_from_float(u);
+  }
+};
+struct SwigluJoinedBackward {  // dx = [dgate | dup], written
+  FloatsOut dx; Floats x; const float* dy; int64_t cols;
+  __device__ void operator()(int64_t i) const {
+    const int64_t at = (i / cols) * 2 * cols + i % cols;
+    const float g = x[at], u = x[at + cols], s = sigmoid(g);
+    dx.set(at, dy[i] * u * s * (1.0f + g * (1.0f - s)));
+    dx.set(at + cols, dy[i] * (g * s));
+  }
+};
 
 // Calls launch(n, Functor<F>{args...}) for the activation chosen at run time.
 template <template <Activation> class Functor, class... Args>
@@ -151,6 +171,12 @@ void swiglu_forward(FloatsOut y, Floats gate, Floats up, int64_t n) {
 }
 void swiglu_backward(float* dgate, float* dup, Floats gate, Floats up, const float* dy, int64_t n, bool write) {
   launch("SwigluBackward", n, SwigluBackward{dgate, dup, gate, up, dy, write});
+}
+void swiglu_joined_forward(FloatsOut y, uint16_t* copy, Floats x, int64_t rows, int64_t cols) {
+  launch("SwigluJoinedForward", rows * cols, SwigluJoinedForward{y, copy, x, cols});
+}
+void swiglu_joined_backward(FloatsOut dx, Floats x, const float* dy, int64_t rows, int64_t cols) {
+  launch("SwigluJoinedBackward", rows * cols, SwigluJoinedBackward{dx, x, dy, cols});
 }
 
 }  // namespace linattn::cuda

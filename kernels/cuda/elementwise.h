@@ -34,6 +34,10 @@ void activation_backward(Activation f, float* dx, Floats x, const float* dy, int
 // forward: y = silu(g) u  =>  dg += dy u silu'(g), du += dy silu(g)
 void swiglu_forward(FloatsOut y, Floats gate, Floats up, int64_t n);
 void swiglu_backward(float* dgate, float* dup, Floats gate, Floats up, const float* dy, int64_t n, bool write = false);
+// The same over x [rows, 2 cols] = [gate | up] (kernels/backend.def's swiglu_joined): y [rows, cols],
+// and x's bf16 copy when copy is not null; the backward writes dx [rows, 2 cols] = [dgate | dup].
+void swiglu_joined_forward(FloatsOut y, uint16_t* copy, Floats x, int64_t rows, int64_t cols);
+void swiglu_joined_backward(FloatsOut dx, Floats x, const float* dy, int64_t rows, int64_t cols);
 #else
 inline void add_forward(float*, const float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
 inline void add_inplace(float*, const float*, int64_t) { LINATTN_NO_CUDA(); }
@@ -47,6 +51,8 @@ inline void activation_backward(Activation, float*, Floats, const float*, int64_
 }
 inline void swiglu_forward(FloatsOut, Floats, Floats, int64_t) { LINATTN_NO_CUDA(); }
 inline void swiglu_backward(float*, float*, Floats, Floats, const float*, int64_t, bool = false) { LINATTN_NO_CUDA(); }
+inline void swiglu_joined_forward(FloatsOut, uint16_t*, Floats, int64_t, int64_t) { LINATTN_NO_CUDA(); }
+inline void swiglu_joined_backward(FloatsOut, Floats, const float*, int64_t, int64_t) { LINATTN_NO_CUDA(); }
 #endif
 
 }  // namespace linattn::cuda

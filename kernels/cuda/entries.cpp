@@ -144,6 +144,23 @@ void swiglu_forward(In y, In gate, In up) {
   cuda::swiglu_forward(floats_out("swiglu", y), floats("swiglu", gate), floats("swiglu", up), y.numel());
 }
 
+void swiglu_joined_forward(In y, In copy, In x) {
+  const int64_t rows = y.shape().rows(), cols = y.shape().last();
+  LINATTN_CHECK(x.shape().rows() == rows && x.shape().last() == 2 * cols && (!copy.defined() || copy.shape() == x.shape()),
+                "swiglu_joined: x ", x.str(), " should be [", rows, ", ", 2 * cols, "] for y ", y.str());
+  cuda::swiglu_joined_forward(floats_out("swiglu_joined", y), copy.defined() ? bf16_bits(copy) : nullptr,
+                              floats("swiglu_joined", x), rows, cols);
+}
+
+void swiglu_joined_backward(In dx, In x, In dy) {
+  require_f32("swiglu_joined", dy);
+  const int64_t rows = dy.shape().rows(), cols = dy.shape().last();
+  LINATTN_CHECK(x.shape().rows() == rows && x.shape().last() == 2 * cols && dx.shape() == x.shape(),
+                "swiglu_joined: x ", x.str(), " and dx ", dx.str(), " should be [", rows, ", ", 2 * cols,
+                "] for dy ", dy.str());
+  cuda::swiglu_joined_backward(floats_out("swiglu_joined", dx), floats("swiglu_joined", x), f32(dy), rows, cols);
+}
+
 void swiglu_backward(In dgate, In dup, In gate, In up, In dy, bool write) {
   require_f32("swiglu", dy);
   cuda::swiglu_backward(f32(dgate), f32(dup), floats("swiglu", gate), floats("swiglu", up), f32(dy), gate.numel(),
@@ -285,9 +302,13 @@ int64_t cross_entropy_forward(In loss, In lse, In logits, In targets, int32_t ig
   return count;
 }
 
-void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss, int64_t count, int32_t ignore_index) {
+void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss, int64_t count, int32_t ignore_index,
+                            bool write) {
   require_f32("cross_entropy", logits);
-  if (count == 0) return;
+  if (count == 0) {  // no row counts: no gradient
+    if (write) dlogits.zero_();
+    return;
+  }
   // forward: loss = mean over counted rows  =>  each row's loss gets d(loss) / count; the kernel reads
   // d(loss) on the device (a host one is copied over, queued)
   Tensor dl = dloss;
@@ -296,8 +317,8 @@ void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss,
     upload_pageable(dl.raw(), dloss.raw(), sizeof(float));
   }
   Tensor dev = ids_on_device(targets);
-  cuda::cross_entropy_backward_mean(f32(dlogits), f32(logits), f32(lse), dev.data<int32_t>(), logits.shape().rows(),
-                                    logits.shape().last(), ignore_index, f32(dl), count);
+  cuda::cross_entropy_backward_mean(floats_out("cross_entropy", dlogits), f32(logits), f32(lse), dev.data<int32_t>(),
+                                    logits.shape().rows(), logits.shape().last(), ignore_index, f32(dl), count, write);
 }
 
 namespace {

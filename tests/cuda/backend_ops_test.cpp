@@ -253,6 +253,18 @@ void add_pointwise_cases(std::vector<Case>& cases) {
                                                 gate, up, dy, true);
                      }});
   }
+  // SwiGLU over rows that hold gate and up side by side: one element, and a partial last block
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {7, 150}}) {
+    const Shape joined{rows, 2 * cols}, half{rows, cols};
+    cases.push_back({{"swiglu_joined_forward", "swiglu_joined_backward"},
+                     "rows=" + str(rows) + " cols=" + str(cols),
+                     kShortSums,
+                     [joined, half](Side& x) {
+                       Tensor gate_up = x.input(joined, -8, 8), dy = x.input(half);
+                       backend::swiglu_joined_forward(x.device, x.output("y", half), Tensor(), gate_up);
+                       backend::swiglu_joined_backward(x.device, x.output("d[gate | up]", joined), gate_up, dy);
+                     }});
+  }
   // AdamW on a flat buffer in one call: step 2 at lr 0.05, the constants as AdamW::step makes them;
   // weight decay on none, on all, and on two ranges (one ending inside the buffer, one at its end);
   // the gradients clipped or not; the update skipped (every buffer as it was).
@@ -510,7 +522,11 @@ void add_embedding_conv_loss_cases(std::vector<Case>& cases) {
                        // dlogits' increments are dloss / count * (softmax - onehot), ~0.01: start it as small
                        Tensor dlogits = x.accumulated("dlogits", ls, -0.01, 0.01);
                        Tensor dloss = z.where == Device::cuda ? x.input({1}, 0.5, 2) : x.host_input({1}, 0.5, 2);
-                       backend::cross_entropy_backward(x.device, dlogits, logits, lse, targets, dloss, count, kIgnore);
+                       backend::cross_entropy_backward(x.device, dlogits, logits, lse, targets, dloss, count, kIgnore,
+                                                       false);
+                       // written: the ignored rows too (to 0), nothing read of what was there (NaN)
+                       backend::cross_entropy_backward(x.device, x.output("dlogits written", ls), logits, lse, targets,
+                                                       dloss, count, kIgnore, true);
                      }});
 }
 

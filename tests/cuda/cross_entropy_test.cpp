@@ -105,7 +105,7 @@ TEST(CudaCrossEntropy, TheBackendEntryMatchesTheCpuEntryAndRaisesItsErrors) {
   Tensor dloss = Tensor::empty({1}, DType::f32);
   dloss.data<float>()[0] = 0.7f;
   Tensor want_dlogits = Tensor::zeros({N, V}, DType::f32);
-  backend::cross_entropy_backward(Device::cpu, want_dlogits, logits, lse, targets, dloss, want_count, kIgnore);
+  backend::cross_entropy_backward(Device::cpu, want_dlogits, logits, lse, targets, dloss, want_count, kIgnore, false);
 
   Tensor logitsd = on_device(logits), dlossd = on_device(dloss);
   for (bool targets_on_device : {false, true}) {
@@ -115,7 +115,7 @@ TEST(CudaCrossEntropy, TheBackendEntryMatchesTheCpuEntryAndRaisesItsErrors) {
     Tensor dlogits = on_device(Tensor::zeros({N, V}, DType::f32));
     EXPECT_EQ(backend::cross_entropy_forward(Device::cuda, lossd, lsed, logitsd, t, kIgnore), want_count);
     EXPECT_CLOSE(on_host(lossd), loss, 1e-6);  // a mean of 5 rows, each as the first test bounds it
-    backend::cross_entropy_backward(Device::cuda, dlogits, logitsd, lsed, t, dlossd, want_count, kIgnore);
+    backend::cross_entropy_backward(Device::cuda, dlogits, logitsd, lsed, t, dlossd, want_count, kIgnore, false);
     EXPECT_CLOSE(on_host(dlogits), want_dlogits, 1e-6);
   }
 

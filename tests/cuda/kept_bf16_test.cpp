@@ -1,6 +1,7 @@
 // The backend entries whose backward reads a value a tape node may keep in bf16 (autograd/saved.h,
-// kernels/backend.def): activation, SwiGLU, RMSNorm and L2 norm backwards, the linear mixers'
-// backwards, and SwiGLU's forward, which also writes a product's bf16 operand. On each device (the CPU; CUDA where a GPU or the emulation
+// kernels/backend.def): activation, SwiGLU (also over joined [gate | up] rows), RMSNorm and L2 norm
+// backwards, the linear mixers' backwards, and SwiGLU's forward, which also writes a product's bf16
+// operand. On each device (the CPU; CUDA where a GPU or the emulation
 // is), an entry given the bf16 copy computes exactly what it computes given that copy widened to
 // float32: the same kernel arithmetic on the same values, so equal bit for bit; and a bf16 output is
 // the float32 output rounded.
@@ -78,6 +79,58 @@ TEST(CudaKeptInBf16, SwigluReadsTheCopyAndWritesBf16) {
     backend::swiglu_forward(device, y, on(device, gate), on(device, up));
     backend::swiglu_forward(device, y16, on(device, gate), on(device, up));
     EXPECT_EQ(bitwise_difference(host(y16), host(y).to(DType::bf16)), "");
+  }
+}
+
+// SwiGLU over [gate | up] rows (ops::swiglu_mlp): read from the kept copy as from it widened; the
+// forward writes that copy (x rounded) in its pass, and a bf16 operand or gradient is the float32 one
+// rounded.
+TEST(CudaKeptInBf16, SwigluJoinedReadsAndWritesTheCopies) {
+  Rng rng(9);
+  const int64_t rows = 5, cols = 203;
+  const Tensor x = random_f32({rows, 2 * cols}, rng, -4, 4), dy = random_f32({rows, cols}, rng);
+  for (Device device : devices()) {
+    SCOPED_TRACE(device_name(device));
+    auto zeros = [&](const Shape& s, DType dtype) { return Tensor::zeros(s, dtype, device); };
+    expect_same_from_the_copy(device, x, [&](const Tensor& kept) {
+      const Tensor y = zeros({rows, cols}, DType::f32), dx = zeros({rows, 2 * cols}, DType::f32);
+      backend::swiglu_joined_forward(device, y, Tensor(), kept);
+      backend::swiglu_joined_backward(device, dx, kept, on(device, dy));
+      return std::vector<Tensor>{host(y), host(dx)};
+    });
+    const Tensor y = zeros({rows, cols}, DType::f32), y16 = zeros({rows, cols}, DType::bf16);
+    const Tensor copy = zeros({rows, 2 * cols}, DType::bf16);
+    backend::swiglu_joined_forward(device, y, Tensor(), on(device, x));
+    backend::swiglu_joined_forward(device, y16, copy, on(device, x));
+    EXPECT_EQ(bitwise_difference(host(y16), host(y).to(DType::bf16)), "") << "bf16 operand";
+    EXPECT_EQ(bitwise_difference(host(copy), x.to(DType::bf16)), "") << "the copy";
+    const Tensor dx = zeros({rows, 2 * cols}, DType::f32), dx16 = zeros({rows, 2 * cols}, DType::bf16);
+    backend::swiglu_joined_backward(device, dx, on(device, x), on(device, dy));
+    backend::swiglu_joined_backward(device, dx16, on(device, x), on(device, dy));
+    EXPECT_EQ(bitwise_difference(host(dx16), host(dx).to(DType::bf16)), "") << "bf16 gradient";
+  }
+}
+
+// The cross-entropy's gradient written as the bf16 operand of the head's products
+// (ops::linear_cross_entropy) is the float32 one rounded, the ignored rows 0.
+TEST(CudaKeptInBf16, CrossEntropyWritesItsGradientInBf16) {
+  Rng rng(10);
+  const int64_t N = 9, V = 301;
+  const Tensor logits = random_f32({N, V}, rng, -3, 3), dloss = random_f32({1}, rng, 0.5, 2);
+  Tensor targets = Tensor::empty({N}, DType::i32);
+  for (int64_t i = 0; i < N; ++i) targets.data<int32_t>()[i] = i == 4 ? -100 : int32_t(rng.below(uint64_t(V)));
+  for (Device device : devices()) {
+    SCOPED_TRACE(device_name(device));
+    const Tensor lse = Tensor::zeros({N}, DType::f32, device), loss = Tensor::zeros({1}, DType::f32, device);
+    const Tensor l = on(device, logits), d = on(device, dloss);
+    const int64_t count = backend::cross_entropy_forward(device, loss, lse, l, targets, -100);
+    const Tensor dl = Tensor::empty({N, V}, DType::f32, device), dl16 = Tensor::empty({N, V}, DType::bf16, device);
+    dl.fill_(NAN);
+    dl16.fill_(NAN);
+    backend::cross_entropy_backward(device, dl, l, lse, targets, d, count, -100, true);
+    backend::cross_entropy_backward(device, dl16, l, lse, targets, d, count, -100, true);
+    EXPECT_EQ(bitwise_difference(host(dl16), host(dl).to(DType::bf16)), "");
+    EXPECT_EQ(host(dl).data<float>()[4 * V + 7], 0.0f) << "an ignored row";
   }
 }
 

@@ -167,6 +167,10 @@ TEST(LaunchPlan, PointwiseNormsAndReductions) {
                [&] { cuda::activation_forward(Activation::silu, y, x, N * D); });
   expect_plans("swiglu_backward", {cuda::elementwise_plan("SwigluBackward", N * D)},
                [&] { cuda::swiglu_backward(y, m.f32(N * D), x, x, x, N * D); });
+  expect_plans("swiglu_joined_forward", {cuda::elementwise_plan("SwigluJoinedForward", N * D)},
+               [&] { cuda::swiglu_joined_forward(y, m.bf16(2 * N * D), m.f32(2 * N * D), N, D); });
+  expect_plans("swiglu_joined_backward", {cuda::elementwise_plan("SwigluJoinedBackward", N * D)},
+               [&] { cuda::swiglu_joined_backward(m.f32(2 * N * D), m.f32(2 * N * D), x, N, D); });
 }
 
 TEST(LaunchPlan, Attention) {

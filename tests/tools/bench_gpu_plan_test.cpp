@@ -64,6 +64,7 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
       cuda::step_control_plans(1000000),
       cuda::adamw_plans(1000000),
       {cuda::elementwise_plan("SwigluForward", N), cuda::elementwise_plan("SwigluBackward", N),
+       cuda::elementwise_plan("SwigluJoinedForward", N), cuda::elementwise_plan("SwigluJoinedBackward", N),
        cuda::elementwise_plan("Add", N), cuda::elementwise_plan("AddInplace", N),
        cuda::elementwise_plan(cuda::activation_functor("ActivationForward", Activation::logsigmoid), N)},
   };
