@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "autograd/segments.h"
@@ -53,6 +54,18 @@ std::vector<Variable> linears(const Variable& x, const std::vector<Variable>& we
 // reads gate and up kept in bf16 (autograd/saved.h) as they are: no float32 copy of either exists.
 Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable& weight);
 
+// The gated output projection of GLA and Gated DeltaNet, y = (silu(gate) * rmsnorm(x)) W^T (fla's
+// FusedRMSNormSwishGate, then o_proj), as one node: x [..., D] the heads' outputs, each row of D
+// normalized with norm_weight [D]; gate [..., in] with as many elements as x (in = heads x D, the
+// heads merged); weight [out, in]; y [..., out]. One pass writes the product's operand h (in bf16
+// with bf16 products) and the norm's rstd; the node keeps x and gate (in bf16 in a SaveInBf16
+// scope), rstd and the weights, never h or the normed x, which one pass makes again in backward.
+// Results are those of swiglu_linear(gate, rmsnorm(x) with the heads merged, weight) bit for bit; in
+// a SaveInBf16 scope the gradients of gate and weight read the normed x made again from x's bf16 copy
+// (the unfused node keeps the normed x's copy), a few bf16 roundings apart.
+Variable rmsnorm_gate_linear(const Variable& gate, const Variable& x, const Variable& norm_weight, double eps,
+                             const Variable& weight);
+
 // The SwiGLU MLP, y = (silu(x gate^T) * (x up^T)) down^T, as one node. gate and up [I, in] are the
 // two blocks of `gate_up` [2 I, in] (Parameters::joined), so one product makes both outputs side by
 // side [..., 2 I], which SwiGLU reads as they are (no split); the backward writes their gradient
@@ -68,6 +81,12 @@ Variable swiglu_mlp(const Variable& x, const Variable& gate, const Variable& up,
 // consecutive values is normalized on its own (a group norm: Mamba2's gated norm, fla's and
 // mamba_ssm's RMSNormGated with group_size D/G); the weight still spans all D.
 Variable rmsnorm(const Variable& x, const Variable& weight, double eps, int64_t groups = 1);
+// The residual sum and its norm, one node and one pass: {s, y} with s = a + b and y = rmsnorm(s,
+// weight) (one group per row). It keeps s (its bf16 copy, written by the same pass, in a SaveInBf16
+// scope); the backward writes ds = (the gradient s's other readers gave) + the norm's part in one
+// pass, out of place when that gradient is still shared, and passes ds on to a and b without a copy.
+// Results are those of add then rmsnorm, bit for bit.
+std::pair<Variable, Variable> add_rmsnorm(const Variable& a, const Variable& b, const Variable& weight, double eps);
 // x / sqrt(sum(x^2) + eps) over the last dim.
 Variable l2norm(const Variable& x, double eps = 1e-6);
 

@@ -9,6 +9,7 @@
 
 namespace linattn::ops {
 
+using detail::accumulate;
 using detail::check_inputs;
 using detail::grad_or_none;
 using detail::grad_or_scratch;
@@ -238,6 +239,73 @@ Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable&
   return out;
 }
 
+Variable rmsnorm_gate_linear(const Variable& gate, const Variable& x, const Variable& norm_weight, double eps,
+                             const Variable& weight) {
+  check_inputs("rmsnorm_gate_linear", {&gate, &x, &norm_weight, &weight});
+  const int64_t D = x.shape().last(), R = x.shape().rows();
+  LINATTN_CHECK(norm_weight.shape() == Shape{D} && weight.shape().ndim() == 2 &&
+                    gate.shape().last() == weight.shape()[1] && gate.value().numel() == x.value().numel(),
+                "rmsnorm_gate_linear: gate ", gate.value().str(), ", x ", x.value().str(), ", norm weight ",
+                norm_weight.value().str(), " and weight ", weight.value().str(),
+                " do not fit (expected gate [..., in], x of as many elements in rows of D, [D] and [out, in])");
+  const int64_t N = gate.shape().rows(), in = weight.shape()[1], out_features = weight.shape()[0];
+  const Device dev = gate.device();
+  const bool bf16 = weight.bf16().defined() && gate.dtype() == DType::f32;
+  // The product's operand h = silu(gate) * rmsnorm(x): float32, or with bf16 products written as bf16
+  // by the norm's pass itself (no float32 h, no conversion, no normed x).
+  const DType operand_dtype = bf16 ? DType::bf16 : gate.dtype();
+  auto weight_operand = [bf16](const Variable& w) { return bf16 ? w.bf16() : w.value(); };
+  const bool recording = needs_grad({&gate, &x, &norm_weight, &weight});
+  Tensor rstd = scratch_for_node({R}, x.dtype(), dev, recording);
+  // In a SaveInBf16 scope the pass writes x's bf16 copy too (what the node keeps), as rmsnorm's does.
+  Tensor x16;
+  if (recording && saving_in_bf16() && x.dtype() == DType::f32 && !x.bf16().defined() && !x.is_parameter())
+    x16 = detail::bf16_copy_scratch(x.shape(), dev);
+  Tensor y;
+  if (!detail::take_kept(detail::Kept::product, {&y})) {  // selective recomputation keeps products (checkpoint.h)
+    y = Tensor::scratch(with_last(gate.shape(), out_features), gate.dtype(), dev);
+    Tensor h = Tensor::scratch(gate.shape(), operand_dtype, dev);
+    backend::rmsnorm_gate_forward(dev, h, x16, rstd, x.value(), gate.value(), norm_weight.value(), eps, false);
+    // y [N, out] = h [N, in] W^T
+    backend::gemm(dev, false, true, N, out_features, in, 1.0, h, weight_operand(weight), 0.0, y);
+    detail::keep(detail::Kept::product, {&y});
+  } else if (recording) {
+    backend::rmsnorm_gate_forward(dev, Tensor(), x16, rstd, x.value(), gate.value(), norm_weight.value(), eps, false);
+  }
+  if (x16.defined()) x.set_bf16(x16);
+  Variable out(y, recording);
+  // Saved: x and gate (in bf16 in a SaveInBf16 scope), rstd and the weights; never h or the normed x,
+  // which the backward recomputes in one pass. The kernels read bf16 x and gate as they are.
+  if (recording)
+    record({&gate, &x, &norm_weight, &weight},
+           [gate = Saved(gate), x = Saved(x), norm_weight, weight, rstd, out = out.without_value(), N, in,
+            out_features, dev, bf16, operand_dtype, weight_operand, eps] {
+             if (!out.grad().defined()) return;
+             Tensor dY = out.grad();
+             if (bf16) {
+               Tensor dY16 = Tensor::scratch(dY.shape(), DType::bf16, dev);
+               backend::convert(dev, dY16, dY);
+               dY = dY16;
+             }
+             const auto [xs, gs] = detail::stored_alike(x, gate);
+             // forward: y = h W^T, h = silu(gate) rmsnorm(x)  =>  dW += dy^T h (h made again from the kept
+             // x, gate and rstd), dh = dy W, then the gated norm's backward
+             if (weight.requires_grad()) {
+               const Tensor h = Tensor::scratch({N, in}, operand_dtype, dev);
+               backend::rmsnorm_gate_forward(dev, h, Tensor(), rstd, xs, gs, norm_weight.value(), eps, true);
+               backend::gemm(dev, true, false, out_features, in, N, 1.0, dY, h, 1.0, weight.ensure_grad());
+             }
+             if (!gate.var().requires_grad() && !x.var().requires_grad() && !norm_weight.requires_grad()) return;
+             Tensor dh = Tensor::scratch(gate.var().shape(), gate.var().dtype(), dev);
+             backend::gemm(dev, false, false, N, in, out_features, 1.0, dY, weight_operand(weight), 0.0, dh);
+             bool write = false;
+             const auto [dgate, dx] = detail::grads_to_write(gate.var(), x.var(), write);
+             backend::rmsnorm_gate_backward(dev, dx, dgate, grad_or_none(norm_weight), xs, gs, norm_weight.value(),
+                                            rstd, dh, write);
+           });
+  return out;
+}
+
 Variable swiglu_mlp(const Variable& x, const Variable& gate, const Variable& up, const Variable& gate_up,
                     const Variable& down) {
   check_inputs("swiglu_mlp", {&x, &gate, &up, &gate_up, &down});
@@ -345,10 +413,54 @@ Variable rmsnorm(const Variable& x, const Variable& weight, double eps, int64_t 
   if (out.requires_grad())
     record({&x, &weight}, [x = Saved(x), weight, rstd, out = out.without_value()] {
       if (!out.grad().defined()) return;
-      backend::rmsnorm_backward(weight.device(), grad_or_scratch(x.var()), grad_or_none(weight), x.stored(),
-                                weight.value(), rstd, out.grad());
+      // dx = prior + the norm's part: a residual stream's gradient passed on is read, not copied
+      Tensor prior;
+      const Tensor dx = x.var().requires_grad() ? x.var().grad_to_add(prior)
+                                                : Tensor::scratch(x.var().shape(), x.var().dtype(), x.var().device());
+      backend::rmsnorm_backward(weight.device(), dx, grad_or_none(weight), x.stored(), weight.value(), rstd,
+                                out.grad(), prior);
     });
   return out;
+}
+
+std::pair<Variable, Variable> add_rmsnorm(const Variable& a, const Variable& b, const Variable& weight, double eps) {
+  check_inputs("add_rmsnorm", {&a, &b, &weight});
+  check_same_shape(a.value(), b.value(), "add_rmsnorm");
+  const int64_t D = a.shape().last(), N = a.shape().rows();
+  LINATTN_CHECK(weight.shape() == Shape{D}, "add_rmsnorm: weight ", weight.value().str(), " does not match input ",
+                a.value().str(), " (expected [", D, "])");
+  const Device dev = a.device();
+  const bool recording = needs_grad({&a, &b, &weight});
+  Tensor s = Tensor::scratch(a.shape(), a.dtype(), dev), y = Tensor::scratch(a.shape(), a.dtype(), dev);
+  Tensor rstd = scratch_for_node({N}, a.dtype(), dev, recording);
+  // In a SaveInBf16 scope the kernel writes y's bf16 copy (the products' operand) and, when
+  // recording, s's (what the node keeps), as rmsnorm does.
+  Tensor y16, s16;
+  if (saving_in_bf16() && a.dtype() == DType::f32) {
+    y16 = detail::bf16_copy_scratch(a.shape(), dev);
+    if (recording) s16 = detail::bf16_copy_scratch(a.shape(), dev);
+  }
+  backend::add_rmsnorm_forward(dev, s, y, y16, s16, rstd, a.value(), b.value(), weight.value(), eps);
+  Variable sum(s, recording), out(y, recording);
+  if (s16.defined()) sum.set_bf16(s16);
+  if (y16.defined()) out.set_bf16(y16);
+  if (recording)
+    record({&a, &b, &weight}, [a = a.without_value(), b = b.without_value(), kept = Saved(sum), weight,
+                               rstd, out = out.without_value()] {
+      // forward: s = a + b, y = rmsnorm(s)  =>  ds = (ds from s's other readers) + rmsnorm'(dy),
+      // da += ds, db += ds (passed on, as add's)
+      const Variable& sv = kept.var();
+      if (out.grad().defined()) {
+        Tensor prior;
+        const Tensor& ds = sv.grad_to_add(prior);
+        backend::rmsnorm_backward(weight.device(), ds, grad_or_none(weight), kept.stored(), weight.value(), rstd,
+                                  out.grad(), prior);
+      }
+      if (!sv.grad().defined()) return;
+      accumulate(a, sv.grad());
+      accumulate(b, sv.grad());
+    });
+  return {sum, out};
 }
 
 Variable l2norm(const Variable& x, double eps) {

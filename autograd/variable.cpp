@@ -77,6 +77,14 @@ const Tensor& Variable::grad_to_write(bool& fresh) const {
   return ensure_grad();
 }
 
+const Tensor& Variable::grad_to_add(Tensor& prior) const {
+  Slot& s = *slot_;
+  prior = s.grad;
+  if (!s.grad.defined() || (s.shared && held_elsewhere(s.grad))) s.grad = Tensor::scratch(s.shape, s.dtype, s.device);
+  s.shared = false;
+  return s.grad;
+}
+
 void Variable::add_grad(const Tensor& g) const {
   Slot& s = *slot_;
   LINATTN_CHECK(g.shape() == s.shape && g.dtype() == s.dtype, "add_grad: a gradient ", g.str(), " for a ",

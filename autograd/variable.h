@@ -52,6 +52,11 @@ class Variable {
   // (the buffer's contents are then undefined: write it, e.g. beta = 0), cleared when it holds a
   // gradient to add to.
   const Tensor& grad_to_write(bool& fresh) const;
+  // The gradient as a buffer a kernel writes as prior + its own part, which sets `prior` to what to
+  // add to: undefined when nothing was written yet (the kernel writes), the buffer itself when it
+  // holds a sum of its own (the kernel adds in place), or, when the gradient was passed on (add_grad)
+  // and another tensor still views it, that gradient, beside a new buffer (out of place: no copy).
+  const Tensor& grad_to_add(Tensor& prior) const;
   // grad += g (same shape). The first gradient is taken as it is, without a copy: g is then shared,
   // and is not written through this Variable while another tensor views it (a later add makes a new
   // buffer).

@@ -336,9 +336,36 @@ void rmsnorm(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::stri
                        {{9 * n + double(chunks.count) * D, kF32 * (6 * n + 2 * N + double(chunks.count + 2) * D)}}));
 }
 
+// The residual sum and its norm in one pass (ops::add_rmsnorm): the forward reads the stream and the
+// branch's output and writes their sum, y and rstd; the backward is RMSNorm's, whose dx is written as
+// the gradient passed on plus the norm's part (read in place of dx: the same bytes).
+void add_rmsnorm(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::string& name, int64_t N, int64_t D) {
+  const double n = double(N) * D;
+  append(fwd, launches(name + " forward", cu::rmsnorm_forward_plans(N, D), {{5 * n, kF32 * (4 * n + N)}}));
+  const cu::RowChunks chunks = cu::row_chunks(N, (D + 31) / 32, D);
+  append(bwd, launches(name + " backward", cu::rmsnorm_backward_plans(N, D, true),
+                       {{9 * n + double(chunks.count) * D, kF32 * (6 * n + 2 * N + double(chunks.count + 2) * D)}}));
+}
+
 void pointwise_op(std::vector<Launch>& to, const std::string& op, const std::string& functor, int64_t n, int reads,
                   int writes, double flops) {
   append(to, launches(op, {cu::elementwise_plan(functor, n)}, {pointwise(n, reads, writes, flops)}));
+}
+
+// The per-head RMSNorm and swish gate of a mixer's output, h = silu(g) * rmsnorm(o), in one pass that
+// writes the output projection's operand h (ops::rmsnorm_gate_linear; R rows of D): the backward
+// makes h again from the kept o and g for the weight's gradient, then one launch takes dh to do, dg
+// (its dx blocks) and the norm weight's column sums (its dw blocks).
+void gated_norm(std::vector<Launch>& fwd, std::vector<Launch>& bwd, int64_t R, int64_t D, bool bf16) {
+  const double n = double(R) * D, elt = bf16 ? 2 : kF32;  // elt: the operand's and the kept copies' bytes
+  append(fwd, launches("g_norm and swish gate", cu::rmsnorm_gate_forward_plans(R, D),
+                       {{10 * n, n * (2 * kF32 + elt) + kF32 * R}}));
+  append(bwd, launches("g_norm and swish gate made again", cu::rmsnorm_gate_forward_plans(R, D),
+                       {{8 * n, n * 3 * elt + kF32 * R}}));
+  const cu::RowChunks chunks = cu::row_chunks(R, (D + 31) / 32, D);
+  append(bwd, launches("g_norm and swish gate backward", cu::rmsnorm_gate_backward_plans(R, D, true),
+                       {{30 * n + double(chunks.count) * D,  // dx blocks: x, g, dh in, dx, dg out; dw: x, g, dh
+                         n * (4 * elt + 4 * kF32) + kF32 * (R + double(chunks.count + 2) * D)}}));
 }
 
 // The projections of one input as one product (ops::linears): the GEMMs of one Linear of all their
@@ -376,20 +403,21 @@ struct Step {
 };
 
 // One step of a model whose every layer is GLA (the default mixer; fla's GatedLinearAttention layer
-// with expand_k = 1, so q, k, v, g are hidden x hidden): embedding, per layer RMSNorm, the q, k, v,
-// g projections and the rank-16 gate's first as one product (ops::linears), the gate's second with
-// its bias, logsigmoid scaled by 1/16 (one pass), the GLA kernels, the per-head RMSNorm and swish
-// gate, the output projection, the residual, then RMSNorm, the SwiGLU MLP (one node: gate and up
-// as one product, no split) and its residual; the final RMSNorm, the LM head, cross-entropy (whose
-// backward makes the logits again); the backward of each
+// with expand_k = 1, so q, k, v, g are hidden x hidden): embedding, per layer the last block's MLP
+// residual and RMSNorm in one pass (ops::add_rmsnorm), the q, k, v, g projections and the rank-16
+// gate's first as one product (ops::linears), the gate's second with its bias, logsigmoid scaled by
+// 1/16 (one pass), the GLA kernels, the per-head RMSNorm and swish gate in one pass, the output projection, its
+// residual and RMSNorm in one pass, the SwiGLU MLP (one node: gate and up as one product, no split);
+// the final RMSNorm, the LM head, cross-entropy (whose backward makes the logits again); the backward of each
 // (listed in an order of its own: a sum of times does not depend on it); the gradient norm and
 // AdamW over every parameter. GEMMs and the GLA kernels' products in `precision`.
 Step training_step(const ModelShape& s, MatmulPrecision precision) {
   const bool gemm_bf16 = precision == MatmulPrecision::bf16;  // the GEMMs' operand bytes
   const int64_t N = s.B * s.T, d = s.hidden(), I = s.intermediate, V = s.vocab, rank = 16;
   std::vector<Launch> fwd, bwd_layer, fwd_layer, head_fwd, head_bwd, rest;
-  // the layer, once; it repeats s.layers times
-  rmsnorm(fwd_layer, bwd_layer, "attn_norm", N, d);
+  // the layer, once; it repeats s.layers times (its attn_norm adds the last block's MLP output, as
+  // the first block's adds nothing and the final norm adds the last block's: one plain norm a step)
+  add_rmsnorm(fwd_layer, bwd_layer, "residual + attn_norm", N, d);
   projections(fwd_layer, bwd_layer, "q, k, v, g_proj and gk_proj.0", N, d, 4 * d + rank, gemm_bf16);
   linear(fwd_layer, bwd_layer, "gk_proj.1", N, rank, d, gemm_bf16);
   append(fwd_layer, launches("gk_proj.1 bias", {cu::pointwise_plan("bias_forward_kernel", N * d)},
@@ -406,16 +434,10 @@ Step training_step(const ModelShape& s, MatmulPrecision precision) {
   for (Launch& l : mixer_fwd) l.mixer = true;
   for (Launch& l : mixer_bwd) l.mixer = true;
   append(fwd_layer, mixer_fwd);
-  rmsnorm(fwd_layer, bwd_layer, "g_norm (per head)", N * s.H, s.D);
-  pointwise_op(fwd_layer, "swish gate", "SwigluForward", N * d, 2, 1, 6);
-  pointwise_op(bwd_layer, "swish gate backward", "SwigluBackward", N * d, 5, 2, 12);
+  gated_norm(fwd_layer, bwd_layer, N * s.H, s.D, gemm_bf16);
   linear(fwd_layer, bwd_layer, "o_proj", N, d, d, gemm_bf16);
-  pointwise_op(fwd_layer, "residual", "Add", N * d, 2, 1, 1);
-  rmsnorm(fwd_layer, bwd_layer, "mlp_norm", N, d);
+  add_rmsnorm(fwd_layer, bwd_layer, "residual + mlp_norm", N, d);
   swiglu_mlp(fwd_layer, bwd_layer, N, d, I, gemm_bf16);
-  pointwise_op(fwd_layer, "residual", "Add", N * d, 2, 1, 1);
-  pointwise_op(bwd_layer, "residual gradient", "AddInplace", N * d, 2, 1, 1);
-  pointwise_op(bwd_layer, "residual gradient", "AddInplace", N * d, 2, 1, 1);
   append(bwd_layer, mixer_bwd);
   for (Launch& l : fwd_layer) l.launches = s.layers;
   for (Launch& l : bwd_layer) l.launches = s.layers;

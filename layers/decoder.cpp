@@ -21,7 +21,7 @@ Tensor Decoder::run(const Tensor& ids, bool all_positions) {
   Variable x = model_.body(ids, &states_, pos_);
   pos_ += T;
   if (!all_positions) x = ops::view(ops::slice_time(x, T - 1, T), {batch_, x.shape()[2]});
-  return model_.head(x).value().clone();  // a copy: the head's output may live in an activation arena
+  return model_.head({x, {}}).value().clone();  // a copy: the head's output may live in an activation arena
 }
 
 Tensor Decoder::prefill(const Tensor& ids) { return run(ids, false); }

@@ -35,15 +35,22 @@ Model::Model(const ModelConfig& c, DType dtype) : config_(c) {
 }
 
 Variable Model::logits(const Tensor& ids, const ops::Segments& segments) const {
-  return head(body(ids, nullptr, 0, segments));
+  return head(stream(ids, nullptr, 0, segments));
 }
+
+Variable Model::added(const Residual& x) { return x.pending.defined() ? ops::add(x.x, x.pending) : x.x; }
 
 Variable Model::body(const Tensor& ids, std::vector<MixerState>* states, int64_t pos,
                      const ops::Segments& segments) const {
+  return added(stream(ids, states, pos, segments));
+}
+
+Model::Residual Model::stream(const Tensor& ids, std::vector<MixerState>* states, int64_t pos,
+                              const ops::Segments& segments) const {
   LINATTN_CHECK(ids.ndim() == 2, "Model::logits: ids must be [batch, seq_len], got ", ids.str());
   // Host ids (a batch) stay there: the embedding checks them on the host and copies them over without
   // waiting for the device.
-  Variable x = ops::embedding(ids, params_[embeddings_]);
+  Residual x{ops::embedding(ids, params_[embeddings_]), {}};
   // Recomputation applies where a tape is recorded: in training, not when decoding or evaluating.
   if (recompute_ == ops::Recompute::none || states || !grad_enabled()) {
     for (size_t i = 0; i < blocks_.size(); ++i)
@@ -51,17 +58,23 @@ Variable Model::body(const Tensor& ids, std::vector<MixerState>* states, int64_t
     return x;
   }
   // Each block is one checkpointed region (autograd/checkpoint.h), replayed in backward, after the
-  // caller's segments are gone: the replays read a copy.
+  // caller's segments are gone: the replays read a copy. A region's output is its stream added up.
   auto kept_segments = std::make_shared<const ops::Segments>(segments);
   ops::SaveInBf16 bf16_saves(params_.has_bf16_copy());  // the blocks' inputs, kept by their regions
   for (const Block& b : blocks_) {
     std::vector<Variable> params;
     for (int id = b.first_param; id < b.end_param; ++id) params.push_back(params_[id]);
-    x = ops::checkpoint(
-        recompute_, [this, &b, kept_segments](const Variable& in) { return block(b, in, nullptr, 0, *kept_segments); },
-        x, params);
+    x.x = ops::checkpoint(
+        recompute_,
+        [this, &b, kept_segments](const Variable& in) { return added(block(b, {in, {}}, nullptr, 0, *kept_segments)); },
+        x.x, params);
   }
   return x;
+}
+
+std::pair<Variable, Variable> Model::norm_of(const RMSNorm& norm, const Residual& x) const {
+  if (x.pending.defined()) return norm.after_add(params_, x.x, x.pending);
+  return {x.x, norm(params_, x.x)};
 }
 
 // What a block's backward reads, per token, in each recompute mode (autograd/checkpoint.h):
@@ -75,25 +88,27 @@ Variable Model::body(const Tensor& ids, std::vector<MixerState>* states, int64_t
 //   full:      x only; the whole block is recomputed in backward, one block at a time.
 // Under train.precision: bf16 the activations among these are kept as bf16 copies (autograd/saved.h),
 // the norms' rstd, the chunk states and attention's log-sum-exp in float32.
-Variable Model::block(const Block& b, const Variable& x, MixerState* state, int64_t pos,
-                      const ops::Segments& segments) const {
+Model::Residual Model::block(const Block& b, const Residual& in, MixerState* state, int64_t pos,
+                             const ops::Segments& segments) const {
   ops::SaveInBf16 bf16_saves(params_.has_bf16_copy());  // in the replays of recomputation too
-  Variable h = b.attn_norm(params_, x);
-  Variable r = ops::add(x, state ? b.attn->decode(params_, h, *state, pos) : b.attn->forward(params_, h, segments));
-  if (config_.mlp != Mlp::swiglu) return r;  // model.mlp: none: norm + mixer only (fla's Mamba2 block)
-  return ops::add(r, b.mlp(params_, b.mlp_norm(params_, r)));
+  const auto [x, h] = norm_of(b.attn_norm, in);  // the last block's MLP added in the norm's pass
+  Variable mixed = state ? b.attn->decode(params_, h, *state, pos) : b.attn->forward(params_, h, segments);
+  // model.mlp: none: norm + mixer only (fla's Mamba2 block)
+  if (config_.mlp != Mlp::swiglu) return {x, mixed};
+  const auto [r, normed] = b.mlp_norm.after_add(params_, x, mixed);  // r = x + mixed and its norm, one pass
+  return {r, b.mlp(params_, normed)};
 }
 
-Variable Model::head(const Variable& x) const {
+Variable Model::head(const Residual& x) const {
   ops::SaveInBf16 bf16_saves(params_.has_bf16_copy());
-  return ops::linear(norm_(params_, x), params_[lm_head_]);
+  return ops::linear(norm_of(norm_, x).second, params_[lm_head_]);
 }
 
 Variable Model::loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments) const {
-  const Variable x = body(ids, nullptr, 0, segments);
+  const Residual x = stream(ids, nullptr, 0, segments);
   ops::SaveInBf16 bf16_saves(params_.has_bf16_copy());
   // host targets: copied over without waiting
-  return ops::linear_cross_entropy(norm_(params_, x), params_[lm_head_], targets);
+  return ops::linear_cross_entropy(norm_of(norm_, x).second, params_[lm_head_], targets);
 }
 
 std::string Model::unsupported_on(Device device) const {

@@ -44,11 +44,22 @@ class Model {
 
  private:
   friend class Decoder;  // layers/decoder.h
+  // The residual stream between blocks: x + pending, pending the last branch's output not yet added
+  // (undefined: none), which the next norm adds in its own pass (ops::add_rmsnorm): a block's last
+  // residual add costs no pass of its own when the blocks run directly.
+  struct Residual {
+    Variable x, pending;
+  };
   // The blocks over ids (no final norm): forward() of every mixer, or when decoding (states: one per
   // layer) their decode() at positions pos .. pos + T - 1. Then the final norm and the LM head.
+  Residual stream(const Tensor& ids, std::vector<MixerState>* states, int64_t pos,
+                  const ops::Segments& segments = {}) const;
   Variable body(const Tensor& ids, std::vector<MixerState>* states, int64_t pos,
-                const ops::Segments& segments = {}) const;
-  Variable head(const Variable& x) const;
+                const ops::Segments& segments = {}) const;  // the stream added up
+  Variable head(const Residual& x) const;
+  static Variable added(const Residual& x);  // x.x + x.pending
+  // {the stream added up, its norm}: one pass (ops::add_rmsnorm) when something is pending.
+  std::pair<Variable, Variable> norm_of(const RMSNorm& norm, const Residual& x) const;
 
   struct Block {
     RMSNorm attn_norm, mlp_norm;  // mlp_norm and mlp: unset (no parameters) with mlp: none
@@ -56,8 +67,9 @@ class Model {
     MLP mlp;
     int first_param = 0, end_param = 0;  // its parameters' ids: [first_param, end_param)
   };
-  // One block: x + mixer(norm(x)), then + mlp(norm(.)); state: the mixer's when decoding, else nullptr.
-  Variable block(const Block& b, const Variable& x, MixerState* state, int64_t pos,
+  // One block: r = x + mixer(norm(x)), then {r, mlp(norm(r))} (the MLP's residual add pending), or with
+  // mlp: none {x, mixer(norm(x))}; state: the mixer's when decoding, else nullptr.
+  Residual block(const Block& b, const Residual& x, MixerState* state, int64_t pos,
                  const ops::Segments& segments) const;
   ModelConfig config_;
   Parameters params_;

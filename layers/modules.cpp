@@ -12,10 +12,6 @@ Variable Linear::operator()(const Parameters& p, const Variable& x) const {
   return ops::linear(x, p[weight], bias >= 0 ? p[bias] : Variable());
 }
 
-Variable Linear::of_swiglu(const Parameters& p, const Variable& gate, const Variable& up) const {
-  LINATTN_CHECK(bias < 0, "Linear::of_swiglu: a layer with a bias takes linear(swiglu(gate, up))");
-  return ops::swiglu_linear(gate, up, p[weight]);
-}
 
 std::vector<Variable> project(const Parameters& p, const Variable& x, const std::vector<const Linear*>& layers) {
   bool joinable = layers.size() > 1 && layers.size() <= 8;
@@ -37,6 +33,17 @@ RMSNorm::RMSNorm(Parameters& p, const std::string& name, int64_t dim, double eps
 
 Variable RMSNorm::operator()(const Parameters& p, const Variable& x) const {
   return ops::rmsnorm(x, p[weight], eps, groups);
+}
+
+Variable gated_norm_output(const Parameters& p, const Linear& out, const Variable& gate, const RMSNorm& norm,
+                           const Variable& x) {
+  LINATTN_CHECK(out.bias < 0 && norm.groups == 1, "gated_norm_output: an output layer with a bias or a group norm");
+  return ops::rmsnorm_gate_linear(gate, x, p[norm.weight], norm.eps, p[out.weight]);
+}
+
+std::pair<Variable, Variable> RMSNorm::after_add(const Parameters& p, const Variable& a, const Variable& b) const {
+  LINATTN_CHECK(groups == 1, "RMSNorm::after_add: a group norm (", groups, " groups) after a residual add");
+  return ops::add_rmsnorm(a, b, p[weight], eps);
 }
 
 MLP::MLP(Parameters& p, const std::string& prefix, int64_t hidden, int64_t intermediate, double std, double out_std)

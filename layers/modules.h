@@ -14,8 +14,6 @@ struct Linear {
   // weight [out, in] drawn from normal(0, std); bias zero.
   Linear(Parameters& p, const std::string& name, int64_t in, int64_t out, double std, bool with_bias = false);
   Variable operator()(const Parameters& p, const Variable& x) const;
-  // (silu(gate) * up) W^T in one node that keeps no product (ops::swiglu_linear); no bias.
-  Variable of_swiglu(const Parameters& p, const Variable& gate, const Variable& up) const;
   double flops_per_row() const { return 2.0 * double(in) * double(out); }  // forward
 };
 
@@ -31,7 +29,15 @@ struct RMSNorm {
   RMSNorm() = default;
   RMSNorm(Parameters& p, const std::string& name, int64_t dim, double eps, int64_t groups = 1);
   Variable operator()(const Parameters& p, const Variable& x) const;
+  // {a + b, the norm of a + b}: a residual sum and its norm in one node (ops::add_rmsnorm; groups 1).
+  std::pair<Variable, Variable> after_add(const Parameters& p, const Variable& a, const Variable& b) const;
 };
+
+// out(silu(gate) * norm(x)), the gated output of GLA and Gated DeltaNet, in one node that keeps no
+// product (ops::rmsnorm_gate_linear): x [..., heads, D] the heads' outputs, norm over D (one group),
+// gate [..., heads x D]; out without a bias.
+Variable gated_norm_output(const Parameters& p, const Linear& out, const Variable& gate, const RMSNorm& norm,
+                           const Variable& x);
 
 // down(silu(gate(x)) * up(x)) as one node (ops::swiglu_mlp) over gate's and up's weights joined.
 struct MLP {

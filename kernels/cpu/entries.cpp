@@ -275,12 +275,58 @@ void rmsnorm_forward(In y, In y16, In x16, In rstd, In x, In w, double eps) {
   });
 }
 
-void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy) {
+void add_rmsnorm_forward(In s, In y, In y16, In s16, In rstd, In a, In b, In w, double eps) {
+  LINATTN_CHECK((!y16.defined() && !s16.defined()) || a.dtype() == DType::f32, "add_rmsnorm: bf16 copies are made ",
+                "of float32 inputs only, got ", a.str());
+  floating(a, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::add_rmsnorm_forward(s.data<T>(), y.data<T>(), ptr<bfloat16>(y16), ptr<bfloat16>(s16), rstd.data<T>(),
+                             a.data<T>(), b.data<T>(), w.data<T>(), a.shape().rows(), a.shape().last(), T(eps));
+  });
+}
+
+void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy, In prior) {
   floating_kept("rmsnorm", dy, x, [&](auto t, auto kept) {
     using T = decltype(t);
     using X = decltype(kept);
     cpu::rmsnorm_backward<T, X>(dx.data<T>(), ptr<T>(dw), x.data<X>(), w.data<T>(), rstd.data<T>(), dy.data<T>(),
-                                x.shape().rows(), x.shape().last(), norm_groups(x, rstd));
+                                ptr<T>(prior), x.shape().rows(), x.shape().last(), norm_groups(x, rstd));
+  });
+}
+
+void rmsnorm_gate_forward(In h, In x16, In rstd, In x, In gate, In w, double eps, bool rstd_given) {
+  LINATTN_CHECK(x.dtype() == gate.dtype() && x.numel() == gate.numel(), "rmsnorm_gate: x ", x.str(), " and gate ",
+                gate.str(), " differ");
+  const int64_t R = x.shape().rows(), D = x.shape().last();
+  if (rstd.dtype() == DType::f64) {
+    LINATTN_CHECK(x.dtype() == DType::f64 && (!h.defined() || h.dtype() == DType::f64), "rmsnorm_gate: ", x.str(),
+                  " does not match rstd ", rstd.str());
+    LINATTN_CHECK(!x16.defined(), "rmsnorm_gate: a bf16 copy of a float64 x");
+    return cpu::rmsnorm_gate_forward(ptr<double>(h), nullptr, rstd.data<double>(), x.data<double>(),
+                                     gate.data<double>(), w.data<double>(), R, D, eps, rstd_given);
+  }
+  auto run = [&](auto out, auto in) {
+    using Y = decltype(out);
+    using X = decltype(in);
+    cpu::rmsnorm_gate_forward(ptr<Y>(h), ptr<bfloat16>(x16), rstd.data<float>(), x.data<X>(), gate.data<X>(),
+                              w.data<float>(), R, D, float(eps), rstd_given);
+  };
+  const bool h16 = h.defined() && h.dtype() == DType::bf16, in16 = x.dtype() == DType::bf16;
+  LINATTN_CHECK(!x16.defined() || !in16, "rmsnorm_gate: a bf16 copy of a bf16 x");
+  if (h16 && in16) return run(bfloat16{}, bfloat16{});
+  if (h16) return run(bfloat16{}, float{});
+  if (in16) return run(float{}, bfloat16{});
+  run(float{}, float{});
+}
+
+void rmsnorm_gate_backward(In dx, In dgate, In dw, In x, In gate, In w, In rstd, In dh, bool write) {
+  LINATTN_CHECK(x.dtype() == gate.dtype(), "rmsnorm_gate: x ", x.str(), " and gate ", gate.str(), " differ in dtype");
+  floating_kept("rmsnorm_gate", dh, x, [&](auto t, auto kept) {
+    using T = decltype(t);
+    using X = decltype(kept);
+    cpu::rmsnorm_gate_backward<T, X>(dx.data<T>(), dgate.data<T>(), ptr<T>(dw), x.data<X>(), gate.data<X>(),
+                                     w.data<T>(), rstd.data<T>(), dh.data<T>(), x.shape().rows(), x.shape().last(),
+                                     write);
   });
 }
 

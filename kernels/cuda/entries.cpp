@@ -218,10 +218,33 @@ void rmsnorm_forward(In y, In y16, In x16, In rstd, In x, In w, double eps) {
                         norm_groups(x, rstd));
 }
 
-void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy) {
+void add_rmsnorm_forward(In s, In y, In y16, In s16, In rstd, In a, In b, In w, double eps) {
+  require_f32("add_rmsnorm", a);
+  cuda::add_rmsnorm_forward(f32(s), f32(y), y16.defined() ? bf16_bits(y16) : nullptr,
+                            s16.defined() ? bf16_bits(s16) : nullptr, f32(rstd), f32(a), f32(b), f32(w),
+                            a.shape().rows(), a.shape().last(), float(eps));
+}
+
+void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy, In prior) {
   require_f32("rmsnorm", dy);
-  cuda::rmsnorm_backward(f32(dx), f32(dw), floats("rmsnorm", x), f32(w), f32(rstd), f32(dy), x.shape().rows(),
-                         x.shape().last(), norm_groups(x, rstd));
+  cuda::rmsnorm_backward(f32(dx), f32(dw), floats("rmsnorm", x), f32(w), f32(rstd), f32(dy), f32(prior),
+                         x.shape().rows(), x.shape().last(), norm_groups(x, rstd));
+}
+
+void rmsnorm_gate_forward(In h, In x16, In rstd, In x, In gate, In w, double eps, bool rstd_given) {
+  require_f32("rmsnorm_gate", rstd);
+  LINATTN_CHECK(x.dtype() == gate.dtype() && x.numel() == gate.numel(), "rmsnorm_gate: x ", x.str(), " and gate ",
+                gate.str(), " differ");
+  cuda::rmsnorm_gate_forward(h.defined() ? floats_out("rmsnorm_gate", h) : cuda::FloatsOut(),
+                             x16.defined() ? bf16_bits(x16) : nullptr, f32(rstd),
+                             floats("rmsnorm_gate", x), floats("rmsnorm_gate", gate), f32(w), x.shape().rows(),
+                             x.shape().last(), float(eps), rstd_given);
+}
+
+void rmsnorm_gate_backward(In dx, In dgate, In dw, In x, In gate, In w, In rstd, In dh, bool write) {
+  require_f32("rmsnorm_gate", dh);
+  cuda::rmsnorm_gate_backward(f32(dx), f32(dgate), f32(dw), floats("rmsnorm_gate", x), floats("rmsnorm_gate", gate),
+                              f32(w), f32(rstd), f32(dh), x.shape().rows(), x.shape().last(), write);
 }
 
 void l2norm_forward(In y, In r, In x, double eps) {

@@ -62,6 +62,17 @@ LaunchPlans rmsnorm_backward_plans(int64_t N, int64_t D, bool weight_grad, int64
   return {{"rmsnorm_backward_kernel", {dw_blocks + ceil_div(N * G, kColumnLanes)}, {32, kColumnLanes}, 0}};
 }
 
+LaunchPlans rmsnorm_gate_forward_plans(int64_t R, int64_t D) {
+  if (R == 0) return {};
+  return {norm_rows_plan("rmsnorm_gate_forward_kernel", R)};
+}
+
+LaunchPlans rmsnorm_gate_backward_plans(int64_t R, int64_t D, bool weight_grad) {
+  if (R == 0 || D == 0) return {};
+  const int64_t dw_blocks = weight_grad ? ceil_div(D, 32) * row_chunks(R, ceil_div(D, 32), D).count : 0;
+  return {{"rmsnorm_gate_backward_kernel", {dw_blocks + ceil_div(R, kColumnLanes)}, {32, kColumnLanes}, 0}};
+}
+
 LaunchPlans l2norm_forward_plans(int64_t N, int64_t D) {
   if (N == 0) return {};
   return {norm_rows_plan("l2norm_forward_kernel", N)};

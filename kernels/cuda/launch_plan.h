@@ -57,6 +57,8 @@ inline constexpr int kNormRows = 8;
 LaunchPlan norm_rows_plan(const std::string& kernel, int64_t N);
 LaunchPlans rmsnorm_forward_plans(int64_t N, int64_t D, int64_t G = 1);
 LaunchPlans rmsnorm_backward_plans(int64_t N, int64_t D, bool weight_grad, int64_t G = 1);
+LaunchPlans rmsnorm_gate_forward_plans(int64_t R, int64_t D);
+LaunchPlans rmsnorm_gate_backward_plans(int64_t R, int64_t D, bool weight_grad);
 LaunchPlans l2norm_forward_plans(int64_t N, int64_t D);
 LaunchPlans l2norm_backward_plans(int64_t N, int64_t D);
 

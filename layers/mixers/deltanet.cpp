@@ -85,7 +85,7 @@ class DeltaLayer : public MixerLayer {
                                          : ops::logsigmoid(ops::linear(x, p[a_proj_.weight], p[p_a_bias_]));
     ops::MixerOutput out = ops::gated_deltanet(q, k, v, beta, a, h0, options);
     keep(s, out);
-    return o_proj_.of_swiglu(p, g_proj_(p, x), merge_heads(o_norm_(p, out.o)));  // silu(g_proj(x)) * RMSNorm(o)
+    return gated_norm_output(p, o_proj_, g_proj_(p, x), o_norm_, out.o);  // o_proj(silu(g_proj(x)) * RMSNorm(o))
   }
   // window: the convolution's last inputs when decoding (nullptr in training).
   Variable feature(const Parameters& p, const Variable& x, int conv, Tensor* window,

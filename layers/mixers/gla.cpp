@@ -45,7 +45,7 @@ class GatedLayer : public MixerLayer {
     Variable g = retnet_ ? Variable(retnet_gate(q.shape(), x.dtype(), x.device())) : heads(log_gate(), H_);
     ops::MixerOutput out = ops::gla(q, k, v, g, initial(s, "h"), linear_options(C_, s, x, segments));
     keep(s, out);
-    return o_proj_.of_swiglu(p, proj[3], merge_heads(g_norm_(p, out.o)));  // silu(g_proj(x)) * RMSNorm(o)
+    return gated_norm_output(p, o_proj_, proj[3], g_norm_, out.o);  // o_proj(silu(g_proj(x)) * RMSNorm(o))
   }
 
   // RetNet's fixed decay per head, gamma_h = 1 - 2^(-5-h), as a constant log-gate,

@@ -133,6 +133,37 @@ TEST(GradCheck, RMSNormInGroups) {
   EXPECT_THROW(ops::rmsnorm(Variable(x), Variable(w), eps, 5), Error);  // 5 groups do not split 12
 }
 
+// The residual sum and its norm as one node: both outputs carry gradients, and in a chain of two
+// (a residual stream through two blocks) the sum's gradient is passed on and added to.
+TEST(GradCheck, AddRMSNorm) {
+  Rng rng(18);
+  expect_gradients_match(
+      [](const V& x) {
+        const auto [s, y] = ops::add_rmsnorm(x[0], x[1], x[2], 1e-5);
+        return ops::mul(s, y);
+      },
+      {random_tensor({2, 3, 8}, rng), random_tensor({2, 3, 8}, rng), random_tensor({8}, rng, 0.5, 1.5)}, rng);
+  expect_gradients_match(
+      [](const V& x) {
+        const auto [r1, n1] = ops::add_rmsnorm(x[0], x[1], x[2], 1e-5);
+        const auto [r2, n2] = ops::add_rmsnorm(r1, ops::mul(n1, x[3]), x[2], 1e-5);
+        return ops::add(r2, ops::mul(n2, x[3]));
+      },
+      {random_tensor({4, 6}, rng), random_tensor({4, 6}, rng), random_tensor({6}, rng, 0.5, 1.5),
+       random_tensor({4, 6}, rng)},
+      rng);
+}
+
+// The swish-gated norm of the heads' outputs and the output projection as one node: x [2, 3, 2, 4]
+// (two heads of 4) against gate [2, 3, 8] and the weight [5, 8].
+TEST(GradCheck, RMSNormGateLinear) {
+  Rng rng(19);
+  expect_gradients_match([](const V& x) { return ops::rmsnorm_gate_linear(x[0], x[1], x[2], 1e-5, x[3]); },
+                         {random_tensor({2, 3, 8}, rng, -2, 2), random_tensor({2, 3, 2, 4}, rng),
+                          random_tensor({4}, rng, 0.5, 1.5), random_tensor({5, 8}, rng)},
+                         rng);
+}
+
 TEST(GradCheck, L2Norm) {
   Rng rng(8);
   expect_gradients_match([](const V& x) { return ops::l2norm(x[0], 1e-6); }, {random_tensor({6, 5}, rng)}, rng);

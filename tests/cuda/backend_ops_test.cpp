@@ -446,7 +446,38 @@ void add_bias_and_norm_cases(std::vector<Case>& cases) {
                        backend::rmsnorm_forward(x.device, x.output("y", s), {}, {}, rstd, in, w, eps);
                        Tensor dx = x.accumulated("dx", s), dwt = dw ? x.accumulated("dw", d) : Tensor();
                        Tensor dy = x.input(s);
-                       backend::rmsnorm_backward(x.device, dx, dwt, in, w, rstd, dy);
+                       backend::rmsnorm_backward(x.device, dx, dwt, in, w, rstd, dy, dx);
+                     }});
+  // the residual sum and its norm in one pass; the backward's dx written (no prior) and out of place
+  for (const Rms& z : {Rms{{2, 7, 37}, true}, Rms{{300, 64}, false}})
+    cases.push_back({{"add_rmsnorm_forward", "rmsnorm_backward"},
+                     z.s.str() + (z.dw ? " dw" : " no dw"),
+                     kSums,
+                     [s = z.s, dw = z.dw, eps](Side& x) {
+                       const Shape rows{s.rows()}, d{s.last()};
+                       Tensor a = x.input(s, -2, 2), b = x.input(s, -1, 1), w = x.input(d, 0.5, 1.5);
+                       Tensor sum = x.output("s", s), rstd = x.output("rstd", rows);
+                       backend::add_rmsnorm_forward(x.device, sum, x.output("y", s), {}, {}, rstd, a, b, w, eps);
+                       Tensor dwt = dw ? x.accumulated("dw", d) : Tensor(), dy = x.input(s), prior = x.input(s);
+                       backend::rmsnorm_backward(x.device, x.output("dx written", s), dwt, sum, w, rstd, dy, {});
+                       backend::rmsnorm_backward(x.device, x.output("dx out of place", s), Tensor(), sum, w, rstd,
+                                                 dy, prior);
+                     }});
+  // the swish-gated norm of a mixer's output: rows past one chunk and D off 32; the backward added
+  // into (with dw) and written (without)
+  for (Shape s : {Shape{2, 7, 37}, Shape{300, 64}})
+    cases.push_back({{"rmsnorm_gate_forward", "rmsnorm_gate_backward"}, s.str(), kSums, [s, eps](Side& x) {
+                       const Shape rows{s.rows()}, d{s.last()};
+                       Tensor in = x.input(s, -2, 2), gate = x.input(s, -3, 3), w = x.input(d, 0.5, 1.5);
+                       Tensor rstd = x.output("rstd", rows);
+                       backend::rmsnorm_gate_forward(x.device, x.output("h", s), {}, rstd, in, gate, w, eps, false);
+                       backend::rmsnorm_gate_forward(x.device, x.output("h again", s), {}, rstd, in, gate, w, eps, true);
+                       Tensor dh = x.input(s);
+                       backend::rmsnorm_gate_backward(x.device, x.accumulated("dx", s), x.accumulated("dgate", s),
+                                                      x.accumulated("dw", d), in, gate, w, rstd, dh, false);
+                       backend::rmsnorm_gate_backward(x.device, x.output("dx written", s),
+                                                      x.output("dgate written", s), Tensor(), in, gate, w, rstd, dh,
+                                                      true);
                      }});
   for (Shape s : {Shape{2, 7, 37}, Shape{4, 64}, Shape{300, 32}})
     cases.push_back({{"l2norm_forward", "l2norm_backward"}, s.str(), kSums, [s, eps](Side& x) {

@@ -147,7 +147,7 @@ TEST(CudaKeptInBf16, NormBackwardsReadTheCopy) {
       backend::rmsnorm_forward(device, y, {}, {}, rstd, on(device, x), on(device, w), 1e-6);
       expect_same_from_the_copy(device, x, [&](const Tensor& kept) {
         const Tensor dx = on(device, dx0), dw = on(device, dw0);
-        backend::rmsnorm_backward(device, dx, dw, kept, on(device, w), rstd, on(device, dy));
+        backend::rmsnorm_backward(device, dx, dw, kept, on(device, w), rstd, on(device, dy), dx);
         return std::vector<Tensor>{host(dx), host(dw)};
       });
     }
@@ -183,6 +183,39 @@ TEST(CudaKeptInBf16, RmsnormWritesTheCopiesInItsPass) {
       EXPECT_EQ(bitwise_difference(host(y16), host(y).to(DType::bf16)), "");
       EXPECT_EQ(bitwise_difference(host(x16), x.to(DType::bf16)), "");
     }
+}
+
+// The swish-gated norm (ops::rmsnorm_gate_linear): its forward writes x's bf16 copy in its pass (x
+// rounded, h as without it), and both passes given the kept copies of x and gate compute what they
+// compute given those copies widened, bit for bit.
+TEST(CudaKeptInBf16, GatedNormWritesAndReadsTheCopies) {
+  Rng rng(7);
+  const int64_t R = 37, D = 96;
+  const Tensor x = random_f32({R, D}, rng, -3, 3), gate = random_f32({R, D}, rng, -3, 3), w = random_f32({D}, rng);
+  const Tensor dh = random_f32({R, D}, rng), dx0 = random_f32({R, D}, rng), dg0 = random_f32({R, D}, rng);
+  for (Device device : devices()) {
+    SCOPED_TRACE(device_name(device));
+    auto zeros = [&](const Shape& s, DType t) { return Tensor::zeros(s, t, device); };
+    const Tensor h = zeros({R, D}, DType::bf16), x16 = zeros({R, D}, DType::bf16), rstd = zeros({R}, DType::f32);
+    const Tensor plain = zeros({R, D}, DType::bf16), plain_rstd = zeros({R}, DType::f32);
+    backend::rmsnorm_gate_forward(device, h, x16, rstd, on(device, x), on(device, gate), on(device, w), 1e-6, false);
+    backend::rmsnorm_gate_forward(device, plain, {}, plain_rstd, on(device, x), on(device, gate), on(device, w), 1e-6,
+                                  false);
+    EXPECT_EQ(bitwise_difference(host(h), host(plain)), "");
+    EXPECT_EQ(bitwise_difference(host(rstd), host(plain_rstd)), "");
+    EXPECT_EQ(bitwise_difference(host(x16), x.to(DType::bf16)), "");
+    auto passes = [&](const Tensor& xk, const Tensor& gk) {
+      const Tensor again = zeros({R, D}, DType::f32), dx = on(device, dx0), dg = on(device, dg0);
+      const Tensor dw = zeros({D}, DType::f32);
+      backend::rmsnorm_gate_forward(device, again, {}, rstd, on(device, xk), on(device, gk), on(device, w), 1e-6, true);
+      backend::rmsnorm_gate_backward(device, dx, dg, dw, on(device, xk), on(device, gk), on(device, w), rstd,
+                                     on(device, dh), false);
+      return std::vector<Tensor>{host(again), host(dx), host(dg), host(dw)};
+    };
+    const Tensor xk = x.to(DType::bf16), gk = gate.to(DType::bf16);
+    const std::vector<Tensor> got = passes(xk, gk), want = passes(xk.to(DType::f32), gk.to(DType::f32));
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(bitwise_difference(got[i], want[i]), "") << "output " << i;
+  }
 }
 
 // The column blocks of ops::linears: split writes each block and its bf16 copy (the block rounded),

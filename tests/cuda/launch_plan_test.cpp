@@ -110,9 +110,17 @@ TEST(LaunchPlan, PointwiseNormsAndReductions) {
   expect_plans("rmsnorm_forward", cuda::rmsnorm_forward_plans(N, D),
                [&] { cuda::rmsnorm_forward(y, nullptr, nullptr, r, x, w, N, D, 1e-6f); });
   expect_plans("rmsnorm_backward", cuda::rmsnorm_backward_plans(N, D, true),
-               [&] { cuda::rmsnorm_backward(y, m.f32(D), x, w, r, x, N, D); });
+               [&] { cuda::rmsnorm_backward(y, m.f32(D), x, w, r, x, y, N, D); });
   expect_plans("rmsnorm_backward without dw", cuda::rmsnorm_backward_plans(N, D, false),
-               [&] { cuda::rmsnorm_backward(y, nullptr, x, w, r, x, N, D); });
+               [&] { cuda::rmsnorm_backward(y, nullptr, x, w, r, x, nullptr, N, D); });
+  expect_plans("add_rmsnorm_forward", cuda::rmsnorm_forward_plans(N, D),
+               [&] { cuda::add_rmsnorm_forward(m.f32(N * D), y, nullptr, nullptr, r, x, x, w, N, D, 1e-6f); });
+  expect_plans("rmsnorm_gate_forward", cuda::rmsnorm_gate_forward_plans(N, D),
+               [&] { cuda::rmsnorm_gate_forward(y, nullptr, r, x, x, w, N, D, 1e-6f, false); });
+  expect_plans("rmsnorm_gate_backward", cuda::rmsnorm_gate_backward_plans(N, D, true),
+               [&] { cuda::rmsnorm_gate_backward(y, m.f32(N * D), m.f32(D), x, x, w, r, x, N, D, false); });
+  expect_plans("rmsnorm_gate_backward without dw", cuda::rmsnorm_gate_backward_plans(N, D, false),
+               [&] { cuda::rmsnorm_gate_backward(y, m.f32(N * D), nullptr, x, x, w, r, x, N, D, true); });
   expect_plans("l2norm_forward", cuda::l2norm_forward_plans(N, D), [&] { cuda::l2norm_forward(y, r, x, N, D, 1e-6f); });
   expect_plans("l2norm_backward", cuda::l2norm_backward_plans(N, D), [&] { cuda::l2norm_backward(y, x, r, x, N, D); });
   float *logits = m.f32(N * V), *lse = m.f32(N);

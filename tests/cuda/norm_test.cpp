@@ -1,6 +1,8 @@
 // CUDA RMSNorm and L2 norm against the CPU kernels (kernels/cpu/norm.h) in float64.
 #include "kernels/cuda/norm.h"
 
+#include <cstring>
+
 #include "kernels/cpu/norm.h"
 #include "kernel_testing.h"
 
@@ -50,24 +52,67 @@ TEST(CudaNorm, RmsNormForwardAndBackwardMatchTheCpu) {
     cuda::rmsnorm_forward(y.data<float>(), nullptr, nullptr, rstd.data<float>(), xd.data<float>(), wd.data<float>(), N,
                           D, eps, G);
     cuda::rmsnorm_backward(dx.data<float>(), dw.data<float>(), xd.data<float>(), wd.data<float>(), rstd.data<float>(),
-                           dyd.data<float>(), N, D, G);
+                           dyd.data<float>(), dx.data<float>(), N, D, G);
 
     Tensor want_y = Tensor::empty({N, D}, DType::f64), want_rstd = Tensor::empty({N, G}, DType::f64);
     Tensor want_dx = f64(dx0), want_dw = f64(dw0);
     cpu::rmsnorm_forward(want_y.data<double>(), nullptr, nullptr, want_rstd.data<double>(), f64(x).data<double>(),
                          f64(w).data<double>(), N, D, double(eps), G);
     cpu::rmsnorm_backward(want_dx.data<double>(), want_dw.data<double>(), f64(x).data<double>(),
-                          f64(w).data<double>(), want_rstd.data<double>(), f64(dy).data<double>(), N, D, G);
+                          f64(w).data<double>(), want_rstd.data<double>(), f64(dy).data<double>(),
+                          want_dx.data<double>(), N, D, G);
     EXPECT_CLOSE(on_host(y), want_y, kTol);
     EXPECT_CLOSE(on_host(rstd), want_rstd, kTol);
     EXPECT_CLOSE(on_host(dx), want_dx, kTol);
     EXPECT_CLOSE(on_host(dw), want_dw, kTol);
 
-    // Without a weight gradient only dx moves (the per-head norm of a frozen weight, say).
+    // Without a weight gradient only dx moves (the per-head norm of a frozen weight, say); out of
+    // place (dx = prior + ..., over NaNs) it is the same, and the prior is only read.
     Tensor dx2 = on_device(dx0);
     cuda::rmsnorm_backward(dx2.data<float>(), nullptr, xd.data<float>(), wd.data<float>(), rstd.data<float>(),
-                           dyd.data<float>(), N, D, G);
+                           dyd.data<float>(), dx2.data<float>(), N, D, G);
     EXPECT_CLOSE(on_host(dx2), want_dx, kTol);
+    Tensor prior = on_device(dx0), dx3 = Tensor::empty({N, D}, DType::f32, Device::cuda);
+    dx3.fill_(NAN);
+    cuda::rmsnorm_backward(dx3.data<float>(), nullptr, xd.data<float>(), wd.data<float>(), rstd.data<float>(),
+                           dyd.data<float>(), prior.data<float>(), N, D, G);
+    EXPECT_CLOSE(on_host(dx3), want_dx, kTol);
+    EXPECT_EQ(std::memcmp(on_host(prior).raw(), dx0.raw(), size_t(N * D) * sizeof(float)), 0);
+  }
+}
+
+// The residual sum and its norm in one pass (G = 1), and the backward's dx written (no prior).
+TEST(CudaNorm, AddRmsNormAndAWrittenGradientMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(23);
+  for (auto [N, D] : kShapes) {
+    SCOPED_TRACE("N = " + std::to_string(N) + ", D = " + std::to_string(D));
+    Tensor a = random_f32({N, D}, rng, -2, 2), b = random_f32({N, D}, rng), w = random_f32({D}, rng, 0.5, 1.5);
+    Tensor dy = random_f32({N, D}, rng);
+    const float eps = 1e-6f;
+    auto empty = [&](const Shape& shape) {
+      Tensor t = Tensor::empty(shape, DType::f32, Device::cuda);
+      t.fill_(NAN);
+      return t;
+    };
+    Tensor ad = on_device(a), bd = on_device(b), wd = on_device(w), dyd = on_device(dy);
+    Tensor s = empty({N, D}), y = empty({N, D}), rstd = empty({N}), dx = empty({N, D});
+    cuda::add_rmsnorm_forward(s.data<float>(), y.data<float>(), nullptr, nullptr, rstd.data<float>(), ad.data<float>(),
+                              bd.data<float>(), wd.data<float>(), N, D, eps);
+    cuda::rmsnorm_backward(dx.data<float>(), nullptr, s.data<float>(), wd.data<float>(), rstd.data<float>(),
+                           dyd.data<float>(), nullptr, N, D);
+
+    Tensor want_s = Tensor::empty({N, D}, DType::f64), want_y = Tensor::empty({N, D}, DType::f64);
+    Tensor want_rstd = Tensor::empty({N}, DType::f64), want_dx = Tensor::empty({N, D}, DType::f64);
+    cpu::add_rmsnorm_forward(want_s.data<double>(), want_y.data<double>(), nullptr, nullptr, want_rstd.data<double>(),
+                             f64(a).data<double>(), f64(b).data<double>(), f64(w).data<double>(), N, D, double(eps));
+    cpu::rmsnorm_backward(want_dx.data<double>(), static_cast<double*>(nullptr), want_s.data<double>(),
+                          f64(w).data<double>(), want_rstd.data<double>(), f64(dy).data<double>(),
+                          static_cast<const double*>(nullptr), N, D);
+    EXPECT_CLOSE(on_host(s), want_s, kTol);
+    EXPECT_CLOSE(on_host(y), want_y, kTol);
+    EXPECT_CLOSE(on_host(rstd), want_rstd, kTol);
+    EXPECT_CLOSE(on_host(dx), want_dx, kTol);
   }
 }
 

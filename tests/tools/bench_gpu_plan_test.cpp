@@ -63,9 +63,9 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
       cuda::step_loss_plans(),
       cuda::step_control_plans(1000000),
       cuda::adamw_plans(1000000),
-      {cuda::elementwise_plan("SwigluForward", N), cuda::elementwise_plan("SwigluBackward", N),
-       cuda::elementwise_plan("SwigluJoinedForward", N), cuda::elementwise_plan("SwigluJoinedBackward", N),
-       cuda::elementwise_plan("Add", N), cuda::elementwise_plan("AddInplace", N),
+      cuda::rmsnorm_gate_forward_plans(N * H, D),
+      cuda::rmsnorm_gate_backward_plans(N * H, D, true),
+      {cuda::elementwise_plan("SwigluJoinedForward", N), cuda::elementwise_plan("SwigluJoinedBackward", N),
        cuda::elementwise_plan(cuda::activation_functor("ActivationForward", Activation::logsigmoid), N)},
   };
   for (const cuda::LaunchPlans& plans : all)
@@ -132,13 +132,13 @@ TEST_F(BenchGpuPlan, ReadsRegistersAndTensorCoresFromTheNvccTables) {
   // row, not sm_80's: 255 registers x 256 threads leave one block (8 warps of 64: 12.5%) per SM, so
   // 1024 / 132 = 7.76 waves; the static 1024 B beside no dynamic memory; spills 8 + 16 B. Its 7 mma
   // instructions in a float32 kernel put its products on the tf32 peak.
-  const std::string norm = row(r.output, "attn_norm forward", "rmsnorm_forward_kernel");
+  const std::string norm = row(r.output, "residual + attn_norm forward", "rmsnorm_forward_kernel");
   EXPECT_NE(norm.find("| 1024 | 256 | 0 + 1024 | 255 | 24 | 12% (registers) | 7.76 | yes (7) |"), std::string::npos)
       << norm;
   EXPECT_NE(norm.find("(tf32) |"), std::string::npos) << norm;
   // Its backward in one launch (rmsnorm_backward_plans): 8 column tiles x 32 row chunks of dw blocks,
   // then 8192 / 16 dx blocks, 768 blocks of 512 threads, 4 per SM: 768 / 528 = 1.45 waves.
-  const std::string dx = row(r.output, "attn_norm backward", "rmsnorm_backward_kernel");
+  const std::string dx = row(r.output, "residual + attn_norm backward", "rmsnorm_backward_kernel");
   EXPECT_NE(dx.find("| - | - | 100% (threads) w/o regs | 1.45 | no |"), std::string::npos) << dx;
   EXPECT_NE(dx.find("(f32) |"), std::string::npos) << dx;
   // a kernel neither table lists: unknown, not guessed

@@ -114,7 +114,14 @@ TEST(TrainRecompute, SelectiveKeepsTheProductsInBothPrecisions) {
     const double share = std::string(precision) == "bf16" ? 0.5 : 1.0;  // float32s' worth of bytes
     EXPECT_NEAR(per_block(ops::Recompute::selective), 944 * share, 944 * share * 0.05);
     EXPECT_NEAR(per_block(ops::Recompute::full), 64 * share, 64 * share * 0.05);
-    EXPECT_GT(per_block(ops::Recompute::none), 1.2 * per_block(ops::Recompute::selective));
+    for (ops::Recompute mode : {ops::Recompute::none, ops::Recompute::selective, ops::Recompute::full})
+      std::printf("%s, %s: a block keeps %.1f floats' worth per token\n", precision, ops::recompute_name(mode),
+                  per_block(mode));
+    // none keeps what selective recomputes (the two normed inputs the products read, the gated norm's
+    // input, the MLP's residual sum: 64 each; the core's log-gate and chunk states, 32 + 16; the
+    // rstds, 4) and not the two branch outputs selective keeps (o_proj's and down's, 64 each): 180
+    // float32s more at hidden 64 (1,124 against 944; in bf16 all but the rstds and states at half)
+    EXPECT_GT(per_block(ops::Recompute::none), per_block(ops::Recompute::selective) + 150 * share);
   }
 }
 
