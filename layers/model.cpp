@@ -79,8 +79,8 @@ std::pair<Variable, Variable> Model::norm_of(const RMSNorm& norm, const Residual
 
 // What a block's backward reads, per token, in each recompute mode (autograd/checkpoint.h):
 //   none:      everything the ops save: x, the norm outputs, the mixer's projections, gates and
-//              activations, its core's output and chunk states, the output gate's norm and SwiGLU,
-//              the residual sum, the MLP's gate, up and SwiGLU outputs, the branch outputs.
+//              activations, its core's output (the gated output norm's input) and chunk states, the
+//              residual sum, the MLP's gate and up outputs.
 //   selective: x and the outputs of the matrix products (the mixer's projections, o_proj, the MLP's
 //              gate, up and down) and of softmax attention; the norms (attn_norm, mlp_norm, the
 //              output norm), SwiGLUs, gate activations, short convolutions, L2 norms, RoPE, residual

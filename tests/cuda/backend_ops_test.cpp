@@ -471,7 +471,8 @@ void add_bias_and_norm_cases(std::vector<Case>& cases) {
                        Tensor in = x.input(s, -2, 2), gate = x.input(s, -3, 3), w = x.input(d, 0.5, 1.5);
                        Tensor rstd = x.output("rstd", rows);
                        backend::rmsnorm_gate_forward(x.device, x.output("h", s), {}, rstd, in, gate, w, eps, false);
-                       backend::rmsnorm_gate_forward(x.device, x.output("h again", s), {}, rstd, in, gate, w, eps, true);
+                       backend::rmsnorm_gate_forward(x.device, x.output("h again", s), {}, rstd, in, gate, w, eps,
+                                                     true);
                        Tensor dh = x.input(s);
                        backend::rmsnorm_gate_backward(x.device, x.accumulated("dx", s), x.accumulated("dgate", s),
                                                       x.accumulated("dw", d), in, gate, w, rstd, dh, false);

@@ -1,11 +1,12 @@
 #!/bin/bash
-# Sessions 14-16's bf16 activation storage on a GPU (about 8 minutes): the device suites, then the
-# 85.5M model at micro-batch 8 in the three recompute modes and the 1.3B configs, each with its
-# --dry-run prediction beside the measured peak, and tokens/s. Before (session 13, f32 keeps): 85.5M
-# none 9,825.6 MiB at 209,932 tokens/s; full 1,984.0 MiB. The emulation counts 692 stream operations
-# a bf16 step of the 85.5M model's layers at session 16's end, 852 at session 15's, 1,911 at session
-# 14's (docs/gpu.md, What a step launches): the tokens/s here say what that and the bf16 copies are
-# worth on the GPU.
+# Sessions 14-18's bf16 activation storage and fused ops on a GPU (about 8 minutes): the device
+# suites, then the 85.5M model at micro-batch 8 in the three recompute modes and the 1.3B configs,
+# each with its --dry-run prediction beside the measured peak, and tokens/s. Before (session 13, f32
+# keeps): 85.5M none 9,825.6 MiB at 209,932 tokens/s; full 1,984.0 MiB. The emulation counts 611
+# stream operations a bf16 step of the 85.5M model's layers at session 18's end (the residual adds
+# in the norms' passes, the gated output norm and o_proj as one node), 666 at session 17's, 692 at
+# session 16's, 852 at session 15's, 1,911 at session 14's (docs/gpu.md, What a step launches): the
+# tokens/s here say what that and the bf16 copies are worth on the GPU.
 # Usage: ../shared/tools/device-bundle .gpu test_cuda test_train linattn-bench linattn-train linattn-data,
 # then run with carry [".gpu", "data/corpus", "data/cache/sotu-gpt2"]: OUT=$OUT docs/gpu-runs/next/bf16-storage.sh
 set -u
