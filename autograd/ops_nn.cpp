@@ -1,5 +1,6 @@
 // Matmul, norms, embedding, convolution and the loss.
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "autograd/checkpoint.h"
@@ -186,6 +187,35 @@ std::vector<Variable> linears(const Variable& x, const std::vector<Variable>& we
   return outs;
 }
 
+namespace {
+
+// The backward of y = h W^T (h [N, in], W [out, in]) for an operand h its node does not keep: dW +=
+// dy^T h, h made again by `remake` into scratch of the products' operand dtype, then dh = dy W,
+// shaped and typed like `like` (undefined unless want_dh). With bf16 products dy is converted once.
+Tensor product_backward_remaking(const Tensor& dy, const Variable& weight, bool bf16, DType operand_dtype, int64_t N,
+                                 const Variable& like, bool want_dh,
+                                 const std::function<void(const Tensor& h)>& remake) {
+  const Device dev = dy.device();
+  const int64_t in = weight.shape()[1], out_features = weight.shape()[0];
+  Tensor dY = dy;
+  if (bf16) {
+    dY = Tensor::scratch(dy.shape(), DType::bf16, dev);
+    backend::convert(dev, dY, dy);
+  }
+  // dW first: the remade h goes before dh is made
+  if (weight.requires_grad()) {
+    const Tensor h = Tensor::scratch({N, in}, operand_dtype, dev);
+    remake(h);
+    backend::gemm(dev, true, false, out_features, in, N, 1.0, dY, h, 1.0, weight.ensure_grad());
+  }
+  if (!want_dh) return Tensor();
+  Tensor dh = Tensor::scratch(like.shape(), like.dtype(), dev);
+  backend::gemm(dev, false, false, N, in, out_features, 1.0, dY, bf16 ? weight.bf16() : weight.value(), 0.0, dh);
+  return dh;
+}
+
+}  // namespace
+
 Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable& weight) {
   check_inputs("swiglu_linear", {&gate, &up, &weight});
   check_same_shape(gate.value(), up.value(), "swiglu_linear");
@@ -212,26 +242,16 @@ Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable&
   // Saved: gate and up (as swiglu's node keeps them, in bf16 in a SaveInBf16 scope) and the weight;
   // never h, which the backward recomputes. The kernels read bf16 gate and up as they are.
   if (out.requires_grad())
-    record({&gate, &up, &weight}, [gate = Saved(gate), up = Saved(up), weight, out = out.without_value(), N, in,
-                                   out_features, dev, bf16, operand_dtype, weight_operand] {
+    record({&gate, &up, &weight}, [gate = Saved(gate), up = Saved(up), weight, out = out.without_value(), N, dev,
+                                   bf16, operand_dtype] {
       if (!out.grad().defined()) return;
-      Tensor dY = out.grad();
-      if (bf16) {
-        Tensor dY16 = Tensor::scratch(dY.shape(), DType::bf16, dev);
-        backend::convert(dev, dY16, dY);
-        dY = dY16;
-      }
       const auto [g, u] = detail::stored_alike(gate, up);
-      // forward: y = h W^T, h = silu(gate) * up  =>  dh = dy W, dW += dy^T h, then swiglu's backward
-      // (dW first: the recomputed h goes before dh is made)
-      if (weight.requires_grad()) {
-        const Tensor h = Tensor::scratch({N, in}, operand_dtype, dev);  // the product's operand, recomputed
-        backend::swiglu_forward(dev, h, g, u);
-        backend::gemm(dev, true, false, out_features, in, N, 1.0, dY, h, 1.0, weight.ensure_grad());
-      }
-      if (!gate.var().requires_grad() && !up.var().requires_grad()) return;
-      Tensor dh = Tensor::scratch(gate.var().shape(), gate.var().dtype(), dev);
-      backend::gemm(dev, false, false, N, in, out_features, 1.0, dY, weight_operand(weight), 0.0, dh);
+      // forward: y = h W^T, h = silu(gate) * up  =>  dW += dy^T h (h recomputed), dh = dy W, then
+      // swiglu's backward
+      const Tensor dh = product_backward_remaking(out.grad(), weight, bf16, operand_dtype, N, gate.var(),
+                                                  gate.var().requires_grad() || up.var().requires_grad(),
+                                                  [&](const Tensor& h) { backend::swiglu_forward(dev, h, g, u); });
+      if (!dh.defined()) return;
       bool write = false;
       const auto [dgate, dup] = detail::grads_to_write(gate.var(), up.var(), write);
       backend::swiglu_backward(dev, dgate, dup, g, u, dh, write);
@@ -278,26 +298,18 @@ Variable rmsnorm_gate_linear(const Variable& gate, const Variable& x, const Vari
   // which the backward recomputes in one pass. The kernels read bf16 x and gate as they are.
   if (recording)
     record({&gate, &x, &norm_weight, &weight},
-           [gate = Saved(gate), x = Saved(x), norm_weight, weight, rstd, out = out.without_value(), N, in,
-            out_features, dev, bf16, operand_dtype, weight_operand, eps] {
+           [gate = Saved(gate), x = Saved(x), norm_weight, weight, rstd, out = out.without_value(), N, dev, bf16,
+            operand_dtype, eps] {
              if (!out.grad().defined()) return;
-             Tensor dY = out.grad();
-             if (bf16) {
-               Tensor dY16 = Tensor::scratch(dY.shape(), DType::bf16, dev);
-               backend::convert(dev, dY16, dY);
-               dY = dY16;
-             }
              const auto [xs, gs] = detail::stored_alike(x, gate);
              // forward: y = h W^T, h = silu(gate) rmsnorm(x)  =>  dW += dy^T h (h made again from the kept
              // x, gate and rstd), dh = dy W, then the gated norm's backward
-             if (weight.requires_grad()) {
-               const Tensor h = Tensor::scratch({N, in}, operand_dtype, dev);
-               backend::rmsnorm_gate_forward(dev, h, Tensor(), rstd, xs, gs, norm_weight.value(), eps, true);
-               backend::gemm(dev, true, false, out_features, in, N, 1.0, dY, h, 1.0, weight.ensure_grad());
-             }
-             if (!gate.var().requires_grad() && !x.var().requires_grad() && !norm_weight.requires_grad()) return;
-             Tensor dh = Tensor::scratch(gate.var().shape(), gate.var().dtype(), dev);
-             backend::gemm(dev, false, false, N, in, out_features, 1.0, dY, weight_operand(weight), 0.0, dh);
+             const bool want_dh = gate.var().requires_grad() || x.var().requires_grad() || norm_weight.requires_grad();
+             const Tensor dh = product_backward_remaking(
+                 out.grad(), weight, bf16, operand_dtype, N, gate.var(), want_dh, [&](const Tensor& h) {
+                   backend::rmsnorm_gate_forward(dev, h, Tensor(), rstd, xs, gs, norm_weight.value(), eps, true);
+                 });
+             if (!dh.defined()) return;
              bool write = false;
              const auto [dgate, dx] = detail::grads_to_write(gate.var(), x.var(), write);
              backend::rmsnorm_gate_backward(dev, dx, dgate, grad_or_none(norm_weight), xs, gs, norm_weight.value(),

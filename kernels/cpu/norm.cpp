@@ -41,6 +41,24 @@ void norm_rows(T* s, T* y, bfloat16* y16, bfloat16* x16, T* rstd, const T* x, co
   }
 }
 
+// Runs row(r, my_dw) for rows r in [0, rows) and adds the rows' contributions to dw [D] (may be null:
+// my_dw is then null), deterministically: each OpenMP thread adds its rows into a partial of its
+// own, and the partials go into dw in thread order.
+template <class T, class Row>
+void rows_with_weight_sums(T* dw, int64_t rows, int64_t D, bool parallel, Row&& row) {
+  const int threads = parallel ? omp_get_max_threads() : 1;
+  std::vector<T> dw_partial(dw ? std::size_t(threads) * D : 0, T(0));
+#pragma omp parallel num_threads(threads)
+  {
+    T* my_dw = dw ? dw_partial.data() + std::size_t(omp_get_thread_num()) * D : nullptr;
+#pragma omp for
+    for (int64_t r = 0; r < rows; ++r) row(r, my_dw);
+  }
+  if (dw)
+    for (int t = 0; t < threads; ++t)
+      for (int64_t j = 0; j < D; ++j) dw[j] += dw_partial[std::size_t(t) * D + j];
+}
+
 }  // namespace
 
 template <class T>
@@ -61,36 +79,25 @@ void rmsnorm_backward(T* dx, T* dw, const X* x, const T* w, const T* rstd, const
   // forward, per group row: xhat = x r, y = xhat w, r = (mean(x^2) + eps)^-1/2 (the mean over the group)
   //   =>  dw += sum_rows dy xhat,  dx = prior + r (dy w - xhat mean(dy w xhat))
   const int64_t Dg = D / G;
-  const bool parallel = N * D > (1 << 15);
-  const int threads = parallel ? omp_get_max_threads() : 1;
-  std::vector<T> dw_partial(dw ? std::size_t(threads) * D : 0, T(0));
-#pragma omp parallel num_threads(threads)
-  {
-    T* my_dw = dw ? dw_partial.data() + std::size_t(omp_get_thread_num()) * D : nullptr;
-#pragma omp for
-    for (int64_t r = 0; r < N * G; ++r) {
-      const X* xi = x + r * Dg;
-      const T* dyi = dy + r * Dg;
-      const T* wi = w + (r % G) * Dg;
-      T rs = rstd[r];
-      T dot = 0;
-      for (int64_t j = 0; j < Dg; ++j) dot += dyi[j] * wi[j] * load(xi[j]) * rs;
-      T mean = dot / T(Dg);
-      T* dxi = dx + r * Dg;
-      // the row's prior first (it is in cache), so the sums below are one loop for every case
-      if (prior != dx)
-        for (int64_t j = 0; j < Dg; ++j) dxi[j] = prior ? prior[r * Dg + j] : T(0);
-      T* dwi = my_dw ? my_dw + (r % G) * Dg : nullptr;
-      for (int64_t j = 0; j < Dg; ++j) {
-        const T xhat = load(xi[j]) * rs;
-        dxi[j] += rs * (dyi[j] * wi[j] - xhat * mean);
-        if (dwi) dwi[j] += dyi[j] * xhat;
-      }
+  rows_with_weight_sums(dw, N * G, D, N * D > (1 << 15), [&](int64_t r, T* my_dw) {
+    const X* xi = x + r * Dg;
+    const T* dyi = dy + r * Dg;
+    const T* wi = w + (r % G) * Dg;
+    T rs = rstd[r];
+    T dot = 0;
+    for (int64_t j = 0; j < Dg; ++j) dot += dyi[j] * wi[j] * load(xi[j]) * rs;
+    T mean = dot / T(Dg);
+    T* dxi = dx + r * Dg;
+    // the row's prior first (it is in cache), so the sums below are one loop for every case
+    if (prior != dx)
+      for (int64_t j = 0; j < Dg; ++j) dxi[j] = prior ? prior[r * Dg + j] : T(0);
+    T* dwi = my_dw ? my_dw + (r % G) * Dg : nullptr;
+    for (int64_t j = 0; j < Dg; ++j) {
+      const T xhat = load(xi[j]) * rs;
+      dxi[j] += rs * (dyi[j] * wi[j] - xhat * mean);
+      if (dwi) dwi[j] += dyi[j] * xhat;
     }
-  }
-  if (dw)
-    for (int t = 0; t < threads; ++t)
-      for (int64_t j = 0; j < D; ++j) dw[j] += dw_partial[std::size_t(t) * D + j];
+  });
 }
 
 namespace {
@@ -132,37 +139,26 @@ void rmsnorm_gate_backward(T* dx, T* dgate, T* dw, const X* x, const X* gate, co
   // forward: xhat = x r, u = xhat w, h = silu(g) u, r = (mean(x^2) + eps)^-1/2
   //   =>  du = dh silu(g), dg += dh u s (1 + g (1 - s)) (s = sigmoid(g)), dw += sum_rows du xhat,
   //       dx += r (du w - xhat mean(du w xhat))
-  const bool parallel = R * D > (1 << 15);
-  const int threads = parallel ? omp_get_max_threads() : 1;
-  std::vector<T> dw_partial(dw ? std::size_t(threads) * D : 0, T(0));
-#pragma omp parallel num_threads(threads)
-  {
-    T* my_dw = dw ? dw_partial.data() + std::size_t(omp_get_thread_num()) * D : nullptr;
-#pragma omp for
-    for (int64_t r = 0; r < R; ++r) {
-      const X* xi = x + r * D;
-      const X* gi = gate + r * D;
-      const T* dhi = dh + r * D;
-      const T rs = rstd[r];
-      T dot = 0;
-      for (int64_t j = 0; j < D; ++j) {
-        const T g = load(gi[j]), du = dhi[j] * (g * sigmoid_of(g));
-        dot += du * w[j] * load(xi[j]) * rs;
-      }
-      const T mean = dot / T(D);
-      for (int64_t j = 0; j < D; ++j) {
-        const T g = load(gi[j]), s = sigmoid_of(g), xhat = load(xi[j]) * rs;
-        const T du = dhi[j] * (g * s);
-        const T dxj = rs * (du * w[j] - xhat * mean), dgj = dhi[j] * (xhat * w[j]) * s * (T(1) + g * (T(1) - s));
-        dx[r * D + j] = write ? dxj : dx[r * D + j] + dxj;
-        dgate[r * D + j] = write ? dgj : dgate[r * D + j] + dgj;
-        if (my_dw) my_dw[j] += du * xhat;
-      }
+  rows_with_weight_sums(dw, R, D, R * D > (1 << 15), [&](int64_t r, T* my_dw) {
+    const X* xi = x + r * D;
+    const X* gi = gate + r * D;
+    const T* dhi = dh + r * D;
+    const T rs = rstd[r];
+    T dot = 0;
+    for (int64_t j = 0; j < D; ++j) {
+      const T g = load(gi[j]), du = dhi[j] * (g * sigmoid_of(g));
+      dot += du * w[j] * load(xi[j]) * rs;
     }
-  }
-  if (dw)
-    for (int t = 0; t < threads; ++t)
-      for (int64_t j = 0; j < D; ++j) dw[j] += dw_partial[std::size_t(t) * D + j];
+    const T mean = dot / T(D);
+    for (int64_t j = 0; j < D; ++j) {
+      const T g = load(gi[j]), s = sigmoid_of(g), xhat = load(xi[j]) * rs;
+      const T du = dhi[j] * (g * s);
+      const T dxj = rs * (du * w[j] - xhat * mean), dgj = dhi[j] * (xhat * w[j]) * s * (T(1) + g * (T(1) - s));
+      dx[r * D + j] = write ? dxj : dx[r * D + j] + dxj;
+      dgate[r * D + j] = write ? dgj : dgate[r * D + j] + dgj;
+      if (my_dw) my_dw[j] += du * xhat;
+    }
+  });
 }
 
 template <class T>

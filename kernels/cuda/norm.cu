@@ -48,6 +48,22 @@ __global__ void rmsnorm_forward_kernel(float* s, float* y, uint16_t* y16, uint16
 // `dw_blocks` blocks sum dw's columns, the others take dx, a row per warp.
 constexpr int kLanes = kColumnLanes;
 
+// The end of a dw block of a norm's backward (32 columns of one chunk of rows): its kLanes row lanes'
+// sums acc, added in lane order by lane 0 into the chunk's partial sums, which the launch's last dw
+// block adds into dw (column_sums.cuh).
+__device__ void finish_dw_block(float* dw, float acc, int64_t chunk, int64_t j, int64_t D, int64_t dw_tiles,
+                                int64_t dw_blocks) {
+  __shared__ float partial[kLanes][33];
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < D) {
+    float sum = 0;
+    for (int k = 0; k < kLanes; ++k) sum += partial[k][threadIdx.x];
+    column_partials[chunk * D + j] = sum;
+  }
+  finish_column_sums(dw, D, nullptr, 0, dw_blocks / dw_tiles, unsigned(dw_blocks));
+}
+
 // forward: xhat = x r, y = xhat w, r = (mean(x^2) + eps)^-1/2
 //   =>  dx = prior + r (dy w - xhat mean(dy w xhat))  (prior: dx itself, null or another gradient)
 __device__ void rmsnorm_dx_row(float* dx, Floats x, const float* w, const float* rstd, const float* dy,
@@ -73,7 +89,6 @@ __device__ void rmsnorm_dx_row(float* dx, Floats x, const float* w, const float*
 __global__ void rmsnorm_backward_kernel(float* dx, float* dw, Floats x, const float* w, const float* rstd,
                                         const float* dy, const float* prior, int64_t N, int64_t D, int64_t G,
                                         int64_t rows_per_chunk, int64_t dw_tiles, int64_t dw_blocks) {
-  __shared__ float partial[kLanes][33];
   if (int64_t(blockIdx.x) >= dw_blocks) {
     const int64_t row = (int64_t(blockIdx.x) - dw_blocks) * kLanes + threadIdx.y;
     if (row < N * G) rmsnorm_dx_row(dx, x, w, rstd, dy, prior, row, D / G, G);  // a whole warp or none
@@ -87,14 +102,7 @@ __global__ void rmsnorm_backward_kernel(float* dx, float* dw, Floats x, const fl
   if (j < D)
     for (int64_t i = begin + threadIdx.y; i < end; i += kLanes)
       acc += dy[i * D + j] * (x[i * D + j] * rstd[i * G + g]);
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && j < D) {
-    float sum = 0;
-    for (int k = 0; k < kLanes; ++k) sum += partial[k][threadIdx.x];
-    column_partials[chunk * D + j] = sum;
-  }
-  finish_column_sums(dw, D, nullptr, 0, dw_blocks / dw_tiles, unsigned(dw_blocks));
+  finish_dw_block(dw, acc, chunk, j, D, dw_tiles, dw_blocks);
 }
 
 __device__ inline float sigmoid_of(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -153,7 +161,6 @@ __device__ void rmsnorm_gate_dx_row(float* dx, float* dgate, Floats x, Floats ga
 __global__ void rmsnorm_gate_backward_kernel(float* dx, float* dgate, float* dw, Floats x, Floats gate, const float* w,
                                              const float* rstd, const float* dh, int64_t R, int64_t D, bool write,
                                              int64_t rows_per_chunk, int64_t dw_tiles, int64_t dw_blocks) {
-  __shared__ float partial[kLanes][33];
   if (int64_t(blockIdx.x) >= dw_blocks) {
     const int64_t row = (int64_t(blockIdx.x) - dw_blocks) * kLanes + threadIdx.y;
     if (row < R) rmsnorm_gate_dx_row(dx, dgate, x, gate, w, rstd, dh, row, D, write);  // a whole warp or none
@@ -168,14 +175,7 @@ __global__ void rmsnorm_gate_backward_kernel(float* dx, float* dgate, float* dw,
       const float g = gate[i * D + j];
       acc += dh[i * D + j] * (g * sigmoid_of(g)) * (x[i * D + j] * rstd[i]);
     }
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && j < D) {
-    float sum = 0;
-    for (int k = 0; k < kLanes; ++k) sum += partial[k][threadIdx.x];
-    column_partials[chunk * D + j] = sum;
-  }
-  finish_column_sums(dw, D, nullptr, 0, dw_blocks / dw_tiles, unsigned(dw_blocks));
+  finish_dw_block(dw, acc, chunk, j, D, dw_tiles, dw_blocks);
 }
 
 __global__ void l2norm_forward_kernel(float* y, float* r, const float* x, int64_t N, int64_t D, float eps) {
