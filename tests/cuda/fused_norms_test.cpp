@@ -21,11 +21,7 @@ namespace {
 using testing::bitwise_difference;
 using testing::random_tensor;
 
-std::vector<Device> devices() {
-  std::vector<Device> d{Device::cpu};
-  if (cuda_available()) d.push_back(Device::cuda);
-  return d;
-}
+std::vector<Device> devices() { return testing::cpu_and_cuda(); }
 
 struct Outcome {
   std::vector<Tensor> values;  // the output, then the inputs' gradients, then the seed after the run

@@ -19,11 +19,7 @@ namespace {
 using testing::bitwise_difference;
 using testing::random_f32;
 
-std::vector<Device> devices() {
-  std::vector<Device> d{Device::cpu};
-  if (cuda_available()) d.push_back(Device::cuda);
-  return d;
-}
+std::vector<Device> devices() { return testing::cpu_and_cuda(); }
 
 // A host tensor on `device`, and a tensor back on the host, once the kernels so far have run.
 Tensor on(Device device, const Tensor& host) {

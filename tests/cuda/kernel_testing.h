@@ -9,6 +9,7 @@
 #endif
 
 #include <initializer_list>
+#include <vector>
 
 #include "testing.h"
 
@@ -53,5 +54,12 @@ inline Tensor on_host(const Tensor& dev) {
   return dev.to(Device::cpu);
 }
 inline Tensor f64(const Tensor& t) { return t.to(DType::f64); }
+
+// The devices a test of both backends runs on: the CPU, and CUDA where a GPU or the emulation is.
+inline std::vector<Device> cpu_and_cuda() {
+  std::vector<Device> d{Device::cpu};
+  if (cuda_available()) d.push_back(Device::cuda);
+  return d;
+}
 
 }  // namespace linattn::testing
