@@ -24,6 +24,8 @@
 #include "core/error.h"
 #include "kernels/cuda/launch_plan.h"
 #include "kernels/cuda/occupancy.h"
+#include "layers/mixers/parts.h"
+#include "train/config.h"
 
 namespace linattn::bench {
 
@@ -157,6 +159,8 @@ void linear(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::strin
 
 struct MixerShape {
   int64_t B, T, H, D, C = 64;
+  int64_t Dv = 0;  // the value columns per head, when they differ from the key columns D
+  int64_t values() const { return Dv ? Dv : D; }
 };
 
 // One call: K key columns, N value columns, chunks of C = 64 tokens; GLA's gates or none. Training
@@ -240,16 +244,16 @@ std::vector<Launch> linear_attention(const MixerShape& m, MatmulPrecision precis
 
 std::vector<Launch> gla(const MixerShape& m, MatmulPrecision precision, std::vector<Launch>& bwd) {
   const bool bf16 = precision == MatmulPrecision::bf16;
-  const ChunkShape s{m.B, m.T, m.H, m.D, m.D, true};
+  const ChunkShape s{m.B, m.T, m.H, m.D, m.values(), true};
   Cost cumsum = pointwise(m.B * m.T * m.H * m.D, 1, 1, 1);
   cumsum.part = "gate cumsum";
   Cost offset = pointwise(m.B * m.T * m.H * m.D, 2, 1, 1);  // dg += its chunk's offset
   offset.part = "gate offsets";
   std::vector<Launch> fwd =
-      launches("gla forward", cu::gla_forward_plans(m.B, m.T, m.H, m.D, m.D, {}, precision),
+      launches("gla forward", cu::gla_forward_plans(m.B, m.T, m.H, m.D, m.values(), {}, precision),
                {cumsum, chunk_state_cost(s), state_pass_cost(s), chunk_apply_cost(s, false, "outputs (parallel)")},
                bf16);
-  append(bwd, launches("gla backward", cu::gla_backward_plans(m.B, m.T, m.H, m.D, m.D, {}, precision),
+  append(bwd, launches("gla backward", cu::gla_backward_plans(m.B, m.T, m.H, m.D, m.values(), {}, precision),
                        {cumsum, chunk_state_cost(s), state_pass_cost(s), chunk_state_cost(s), state_pass_cost(s),
                         chunk_apply_cost(s, true, "dv (parallel)"), chunk_dqk_cost(s), gate_pass_cost(s), offset},
                        bf16));
@@ -301,14 +305,15 @@ std::vector<Launch> deltanet(const MixerShape& m, MatmulPrecision precision, std
 // S = q k (2 dk) and o += p v (2 dv); the backward's dk/dv pass recomputes S and dP (2 dk + 2 dv) and
 // adds dV and dK (2 dv + 2 dk), its dq pass recomputes S and dP and adds dQ (4 dk + 2 dv). Bytes: the
 // tensors once each (the 50 MB L2 keeps the key blocks that the query blocks share).
-std::vector<Launch> attention(const MixerShape& m, int64_t window, bool bf16, std::vector<Launch>& bwd) {
+std::vector<Launch> attention(const MixerShape& m, int64_t window, bool bf16, std::vector<Launch>& bwd, int64_t Hkv = 0) {
+  if (Hkv == 0) Hkv = m.H;
   const double T = double(m.T), W = window <= 0 || window >= m.T ? T : double(window);
   const double pairs = double(m.B * m.H) * (W * T - W * (W - 1) / 2);
   const double D = double(m.D), rows = double(m.B * m.T * m.H), elt = bf16 ? 2 : kF32;
   const std::string name = window > 0 ? "attention (window " + std::to_string(window) + ")" : "attention (global)";
   std::vector<Launch> fwd = launches(name + " forward", cu::attention_forward_plans(bf16, m.B, m.T, m.H, m.D, m.D),
                                      {{pairs * 4 * D, elt * rows * 4 * D + kF32 * rows}}, bf16);
-  append(bwd, launches(name + " backward", cu::attention_backward_plans(bf16, m.B, m.T, m.H, m.H, m.D, m.D),
+  append(bwd, launches(name + " backward", cu::attention_backward_plans(bf16, m.B, m.T, m.H, Hkv, m.D, m.D),
                        {{rows * 2 * D, elt * rows * 2 * D + kF32 * rows},
                         {pairs * 8 * D, elt * rows * (4 * D + 4 * D) + 2 * kF32 * rows},
                         {pairs * 6 * D, elt * rows * (4 * D + 2 * D) + 2 * kF32 * rows}},
@@ -318,12 +323,40 @@ std::vector<Launch> attention(const MixerShape& m, int64_t window, bool bf16, st
 
 // ---- the training step ----
 
-struct ModelShape {
-  std::string name;
-  int64_t B, T, H, D, layers, vocab, intermediate;
-  bool tied;
-  int64_t hidden() const { return H * D; }
+// One layer: GLA (fla's GatedLinearAttention: q and k of H heads x Dk, v and the output gate g of
+// H x Dv) or softmax attention (H query and Hkv key/value heads of Dk = Dv, RoPE, a window or
+// global), then the SwiGLU MLP.
+struct LayerShape {
+  bool attention = false;
+  int64_t H = 0, Dk = 0, Dv = 0, Hkv = 0, window = 0;
+  bool operator==(const LayerShape& o) const {
+    return attention == o.attention && H == o.H && Dk == o.Dk && Dv == o.Dv && Hkv == o.Hkv && window == o.window;
+  }
+  std::string name() const {
+    char buf[96];
+    if (attention)
+      std::snprintf(buf, sizeof buf, "attention (H%ld, %ld kv heads, D%ld, %s)", long(H), long(Hkv), long(Dk),
+                    window > 0 ? ("window " + std::to_string(window)).c_str() : "global");
+    else
+      std::snprintf(buf, sizeof buf, "GLA (H%ld, Dk %ld, Dv %ld)", long(H), long(Dk), long(Dv));
+    return buf;
+  }
 };
+
+// A training step's model and micro-batch.
+struct StepShape {
+  std::string name;
+  int64_t B, T, d, intermediate, vocab;
+  bool tied;
+  std::vector<LayerShape> layers;
+  std::string note;  // what the step leaves out of the config it comes from
+};
+
+// A model of `layers` GLA layers of H heads of D keys and values (expand_k 1).
+StepShape gla_step(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t D, int64_t layers, int64_t vocab,
+                   int64_t intermediate, bool tied) {
+  return {name, B, T, H * D, intermediate, vocab, tied, std::vector<LayerShape>(size_t(layers), {false, H, D, D}), ""};
+}
 
 // RMSNorm of N rows of D: forward reads x, writes y and rstd; backward, in one launch, reads x, dy,
 // rstd, dx += (its dx blocks), reads x and dy again for the weight gradient's column sums (its dw
@@ -402,54 +435,100 @@ struct Step {
   int64_t params = 0;
 };
 
-// One step of a model whose every layer is GLA (the default mixer; fla's GatedLinearAttention layer
-// with expand_k = 1, so q, k, v, g are hidden x hidden): embedding, per layer the last block's MLP
-// residual and RMSNorm in one pass (ops::add_rmsnorm), the q, k, v, g projections and the rank-16
-// gate's first as one product (ops::linears), the gate's second with its bias, logsigmoid scaled by
-// 1/16 (one pass), the GLA kernels, the per-head RMSNorm and swish gate in one pass, the output projection, its
-// residual and RMSNorm in one pass, the SwiGLU MLP (one node: gate and up as one product, no split);
-// the final RMSNorm, the LM head, cross-entropy (whose backward makes the logits again); the backward of each
-// (listed in an order of its own: a sum of times does not depend on it); the gradient norm and
-// AdamW over every parameter. GEMMs and the GLA kernels' products in `precision`.
-Step training_step(const ModelShape& s, MatmulPrecision precision) {
+// A GLA layer (the default mixer; fla's GatedLinearAttention layer): the last block's MLP residual and
+// attn_norm in one pass (ops::add_rmsnorm), the q, k, v, g projections and the rank-16 gate's first
+// as one product (ops::linears), the gate's second with its bias, logsigmoid scaled by 1/16 (one
+// pass), the GLA kernels, the per-head RMSNorm and swish gate in one pass, the output projection, its
+// residual and mlp_norm in one pass, the SwiGLU MLP (one node: gate and up as one product, no split).
+// Returns its parameters.
+int64_t gla_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const StepShape& s, const LayerShape& l,
+                  MatmulPrecision precision) {
   const bool gemm_bf16 = precision == MatmulPrecision::bf16;  // the GEMMs' operand bytes
-  const int64_t N = s.B * s.T, d = s.hidden(), I = s.intermediate, V = s.vocab, rank = 16;
-  std::vector<Launch> fwd, bwd_layer, fwd_layer, head_fwd, head_bwd, rest;
-  // the layer, once; it repeats s.layers times (its attn_norm adds the last block's MLP output, as
-  // the first block's adds nothing and the final norm adds the last block's: one plain norm a step)
-  add_rmsnorm(fwd_layer, bwd_layer, "residual + attn_norm", N, d);
-  projections(fwd_layer, bwd_layer, "q, k, v, g_proj and gk_proj.0", N, d, 4 * d + rank, gemm_bf16);
-  linear(fwd_layer, bwd_layer, "gk_proj.1", N, rank, d, gemm_bf16);
-  append(fwd_layer, launches("gk_proj.1 bias", {cu::pointwise_plan("bias_forward_kernel", N * d)},
-                             {pointwise(N * d, 2, 1, 1)}));
-  const cu::RowChunks bias_chunks = cu::row_chunks(N, (d + 31) / 32, d);
-  append(bwd_layer, launches("gk_proj.1 bias backward", cu::bias_backward_plans(N, d),
-                             {pointwise(N * d + bias_chunks.count * d, 1, 0, 1)}));  // dy, then the partials
+  const int64_t N = s.B * s.T, d = s.d, I = s.intermediate, rank = 16, kd = l.H * l.Dk, vd = l.H * l.Dv;
+  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d);
+  projections(fwd, bwd, "q, k, v, g_proj and gk_proj.0", N, d, 2 * kd + 2 * vd + rank, gemm_bf16);
+  linear(fwd, bwd, "gk_proj.1", N, rank, kd, gemm_bf16);
+  append(fwd, launches("gk_proj.1 bias", {cu::pointwise_plan("bias_forward_kernel", N * kd)},
+                       {pointwise(N * kd, 2, 1, 1)}));
+  const cu::RowChunks bias_chunks = cu::row_chunks(N, (kd + 31) / 32, kd);
+  append(bwd, launches("gk_proj.1 bias backward", cu::bias_backward_plans(N, kd),
+                       {pointwise(N * kd + bias_chunks.count * kd, 1, 0, 1)}));  // dy, then the partials
   const std::string logsigmoid = cu::activation_functor("ActivationForward", Activation::logsigmoid);
   const std::string dlogsigmoid = cu::activation_functor("ActivationBackward", Activation::logsigmoid);
-  pointwise_op(fwd_layer, "gate logsigmoid / 16", logsigmoid, N * d, 1, 1, 5);
-  pointwise_op(bwd_layer, "gate logsigmoid / 16 backward", dlogsigmoid, N * d, 2, 1, 6);
+  pointwise_op(fwd, "gate logsigmoid / 16", logsigmoid, N * kd, 1, 1, 5);
+  pointwise_op(bwd, "gate logsigmoid / 16 backward", dlogsigmoid, N * kd, 2, 1, 6);
   std::vector<Launch> mixer_bwd;
-  std::vector<Launch> mixer_fwd = gla({s.B, s.T, s.H, s.D}, precision, mixer_bwd);
-  for (Launch& l : mixer_fwd) l.mixer = true;
-  for (Launch& l : mixer_bwd) l.mixer = true;
-  append(fwd_layer, mixer_fwd);
-  gated_norm(fwd_layer, bwd_layer, N * s.H, s.D, gemm_bf16);
-  linear(fwd_layer, bwd_layer, "o_proj", N, d, d, gemm_bf16);
-  add_rmsnorm(fwd_layer, bwd_layer, "residual + mlp_norm", N, d);
-  swiglu_mlp(fwd_layer, bwd_layer, N, d, I, gemm_bf16);
-  append(bwd_layer, mixer_bwd);
-  for (Launch& l : fwd_layer) l.launches = s.layers;
-  for (Launch& l : bwd_layer) l.launches = s.layers;
+  std::vector<Launch> mixer_fwd = gla({s.B, s.T, l.H, l.Dk, 64, l.Dv}, precision, mixer_bwd);
+  for (Launch& m : mixer_fwd) m.mixer = true;
+  for (Launch& m : mixer_bwd) m.mixer = true;
+  append(fwd, mixer_fwd);
+  gated_norm(fwd, bwd, N * l.H, l.Dv, gemm_bf16);
+  linear(fwd, bwd, "o_proj", N, vd, d, gemm_bf16);
+  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d);
+  swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
+  append(bwd, mixer_bwd);
+  return d * (2 * kd + 2 * vd + rank) + rank * kd + kd + l.Dv + vd * d + 2 * d + 3 * d * I;
+}
+
+// A softmax attention layer: the residual and attn_norm in one pass, q, k and v as one product, RoPE
+// on q and k (its backward adds into their gradients), the attention kernels (bf16 with bf16
+// products), o_proj, the residual and mlp_norm in one pass, the SwiGLU MLP. Returns its parameters.
+int64_t attention_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const StepShape& s, const LayerShape& l,
+                        MatmulPrecision precision) {
+  const bool gemm_bf16 = precision == MatmulPrecision::bf16;
+  const int64_t N = s.B * s.T, d = s.d, I = s.intermediate, qd = l.H * l.Dk, kvd = l.Hkv * l.Dk;
+  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d);
+  projections(fwd, bwd, "q, k, v_proj", N, d, qd + 2 * kvd, gemm_bf16);
+  for (auto [name, n] : {std::pair{"q", N * qd}, {"k", N * kvd}}) {
+    const std::string op = std::string("rope on ") + name;
+    append(fwd, launches(op, {cu::pointwise_plan("rope_kernel<false>", n / 2)}, {pointwise(n, 1, 1, 6)}));
+    append(bwd, launches(op + " backward", {cu::pointwise_plan("rope_kernel<true>", n / 2)}, {pointwise(n, 2, 1, 6)}));
+  }
+  std::vector<Launch> core_bwd;
+  std::vector<Launch> core_fwd = attention({s.B, s.T, l.H, l.Dk}, l.window, gemm_bf16, core_bwd, l.Hkv);
+  for (Launch& m : core_fwd) m.mixer = true;
+  for (Launch& m : core_bwd) m.mixer = true;
+  append(fwd, core_fwd);
+  linear(fwd, bwd, "o_proj", N, qd, d, gemm_bf16);
+  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d);
+  swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
+  append(bwd, core_bwd);
+  return d * (qd + 2 * kvd) + qd * d + 2 * d + 3 * d * I;
+}
+
+// One step: the embedding, each kind of layer as often as the model has it (the first block's
+// attn_norm adds nothing and the final norm adds the last block's output: one plain norm a step),
+// the final RMSNorm, the LM head, cross-entropy (whose backward makes the logits again); the
+// backward of each (listed in an order of its own: a sum of times does not depend on it); the
+// gradient norm and AdamW over every parameter. GEMMs and the mixers' products in `precision`.
+Step training_step(const StepShape& s, MatmulPrecision precision) {
+  const bool gemm_bf16 = precision == MatmulPrecision::bf16;
+  const int64_t N = s.B * s.T, d = s.d, V = s.vocab;
+  std::vector<Launch> fwd, layers_fwd, layers_bwd, head_fwd, head_bwd, rest;
+  Step step;
+  std::vector<LayerShape> kinds;
+  for (const LayerShape& l : s.layers)
+    if (std::find(kinds.begin(), kinds.end(), l) == kinds.end()) kinds.push_back(l);
+  for (const LayerShape& kind : kinds) {
+    const int64_t count = std::count(s.layers.begin(), s.layers.end(), kind);
+    std::vector<Launch> f, b;
+    const int64_t params = kind.attention ? attention_layer(f, b, s, kind, precision) : gla_layer(f, b, s, kind, precision);
+    step.params += count * params;
+    for (Launch& l : f) l.launches = count;
+    for (Launch& l : b) l.launches = count;
+    if (kinds.size() > 1)  // which layers the rows are of
+      for (auto* part : {&f, &b})
+        for (Launch& l : *part) l.op = kind.name() + ": " + l.op;
+    append(layers_fwd, f);
+    append(layers_bwd, b);
+  }
   // the ends of the model
   append(fwd, launches("embedding", cu::embedding_forward_plans(N, d), {pointwise(N * d, 1, 1, 0)}));
   rmsnorm(head_fwd, head_bwd, "final norm", N, d);
   linear(head_fwd, head_bwd, "lm_head", N, d, V, gemm_bf16);
   append(head_fwd, launches("cross-entropy", cu::cross_entropy_forward_plans(N, V),
                             {{3.0 * N * V, kF32 * N * V}, {2.0 * N, kF32 * 3 * N}}));
-  Step step;
-  step.params = V * d * (s.tied ? 1 : 2) + d +
-                s.layers * (5 * d * d + 2 * d * rank + d + s.D + 3 * d * I + 2 * d);
+  step.params += V * d * (s.tied ? 1 : 2) + d;
   // ops::linear_cross_entropy keeps no logits: its backward makes them again, then writes their
   // gradient as the head's products' operand (bf16 with bf16 products)
   rest.push_back(gemm("lm_head logits again", N, V, d, false, gemm_bf16));
@@ -465,7 +544,7 @@ Step training_step(const ModelShape& s, MatmulPrecision precision) {
   append(tail, launches("gradient norm, clip and skip", cu::step_control_plans(step.params),
                         {pointwise(step.params, 1, 0, 2), {1024, 8 * 1024}}));
   append(tail, launches("AdamW", cu::adamw_plans(step.params), {pointwise(step.params, 4, 3, 15)}));
-  for (auto* part : {&fwd, &fwd_layer, &head_fwd, &rest, &bwd_layer, &tail}) append(step.launches, *part);
+  for (auto* part : {&fwd, &layers_fwd, &head_fwd, &rest, &layers_bwd, &tail}) append(step.launches, *part);
   return step;
 }
 
@@ -604,15 +683,27 @@ void print_mixers(const MixerShape& m, const BuildTables& t, const cu::GpuSpec& 
   }
 }
 
-void print_step(const ModelShape& s, const BuildTables& t, const cu::GpuSpec& gpu, MatmulPrecision precision) {
+// "10 x GLA (...), 2 x attention (...)": the step's layer kinds, in order of first appearance.
+std::string layer_list(const std::vector<LayerShape>& layers) {
+  std::vector<LayerShape> kinds;
+  for (const LayerShape& l : layers)
+    if (std::find(kinds.begin(), kinds.end(), l) == kinds.end()) kinds.push_back(l);
+  std::string out;
+  for (const LayerShape& k : kinds)
+    out += (out.empty() ? "" : ", ") + std::to_string(std::count(layers.begin(), layers.end(), k)) + " x " + k.name();
+  return out;
+}
+
+void print_step(const StepShape& s, const BuildTables& t, const cu::GpuSpec& gpu, MatmulPrecision precision) {
   const Step step = training_step(s, precision);
-  std::printf("\n## Training step: %s\n\nB%ld T%ld, %ld layers of GLA, hidden %ld (H%ld x D%ld), MLP %ld, vocab "
-              "%ld%s: %.1fM parameters; GEMMs in %s.\n\n",
-              s.name.c_str(), long(s.B), long(s.T), long(s.layers), long(s.hidden()), long(s.H), long(s.D),
+  std::printf("\n## Training step: %s\n\nB%ld T%ld, %ld layers: %s; hidden %ld, MLP %ld, vocab %ld%s: %.1fM "
+              "parameters; GEMMs in %s.%s\n\n",
+              s.name.c_str(), long(s.B), long(s.T), long(s.layers.size()), layer_list(s.layers).c_str(), long(s.d),
               long(s.intermediate), long(s.vocab), s.tied ? " (tied embeddings)" : "", double(step.params) / 1e6,
               precision == MatmulPrecision::bf16   ? "bf16 (cuBLAS, tensor cores)"
               : precision == MatmulPrecision::tf32 ? "tf32 (cuBLAS, tensor cores)"
-                                                   : "float32 (cuBLAS, CUDA cores)");
+                                                   : "float32 (cuBLAS, CUDA cores)",
+              s.note.empty() ? "" : (" " + s.note).c_str());
   const double us = print_table(step.launches, t, gpu, precision);
   double model_flops = 0, launches = 0, gemm_us = 0, mixer_us = 0, mixer_flops = 0, seq_flops = 0, seq_us = 0;
   for (const Launch& l : step.launches) {
@@ -631,12 +722,13 @@ void print_step(const ModelShape& s, const BuildTables& t, const cu::GpuSpec& gp
   }
   const double tokens = double(s.B * s.T), seconds = us * 1e-6;
   std::printf("\nStep estimate (sum of the roofline times; a lower bound): %.2f ms for %.0f kernel launches, %.0f "
-              "tokens/s; of it the GEMMs %.2f ms, the GLA kernels %.2f ms, the rest %.2f ms.\n",
+              "tokens/s; of it the GEMMs %.2f ms, the mixers' and attention's kernels %.2f ms, the rest %.2f ms.\n",
               us / 1000, launches, tokens / seconds, gemm_us / 1000, mixer_us / 1000, (us - gemm_us - mixer_us) / 1000);
-  std::printf("The sequential inter-chunk passes (state_pass_kernel, gate_pass_kernel) do %.2f%% of the GLA kernels' "
+  std::printf("The sequential inter-chunk passes (state_pass_kernel, gate_pass_kernel) do %.2f%% of the mixers' "
               "FLOPs and take %.3f ms of their %.2f ms.\n",
               mixer_flops > 0 ? 100 * seq_flops / mixer_flops : 0.0, seq_us / 1000, mixer_us / 1000);
-  std::printf("Model FLOPs (the GEMMs, and the GLA kernels as they count them), forward + backward: %.2f TFLOP; "
+  std::printf("Model FLOPs (the GEMMs, and the mixers' and attention's kernels as they count them), forward + "
+              "backward: %.2f TFLOP; "
               "implied MFU %.1f%% of the bf16 peak (%.0f TFLOP/s)",
               model_flops / 1e12, 100 * model_flops / seconds / (gpu.bf16_tflops * 1e12), gpu.bf16_tflops);
   if (precision == MatmulPrecision::f32)
@@ -645,7 +737,63 @@ void print_step(const ModelShape& s, const BuildTables& t, const cu::GpuSpec& gp
   std::printf(".\n");
 }
 
-int run_gpu_plan(const std::string& build_dir, MatmulPrecision precision) {
+// A config to plan the step of.
+struct PlannedConfig {
+  std::string name, path, shown;  // shown: the path as the report names it
+  std::vector<std::string> overrides;
+};
+
+// A config's model at its micro-batch, for one rank: its GLA and attention layers as the model builds
+// them (layers/mixers/gla.cpp, attention.cpp).
+StepShape step_of_config(const PlannedConfig& c) {
+  const std::string& path = c.shown;
+  const std::vector<std::string>& overrides = c.overrides;
+  const Config config = load_config(c.path, overrides);
+  const ModelConfig& m = config.model;
+  const TrainConfig& t = config.train;
+  StepShape s{c.name, t.micro_batch_size ? t.micro_batch_size : t.batch_size, config.data.seq_len, m.hidden_size,
+              m.resolved_intermediate_size(), m.vocab_size, m.tie_word_embeddings, {}, ""};
+  LINATTN_CHECK(m.mlp == Mlp::swiglu, path, ": gpu-plan models the SwiGLU MLP only (model.mlp)");
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const LayerSpec& spec = m.layers[i];
+    LayerShape l;
+    l.H = spec.num_heads;
+    if (spec.mixer == "attention") {
+      l.attention = true;
+      l.Dk = l.Dv = m.hidden_size / spec.num_heads;
+      l.Hkv = spec.num_kv_heads ? spec.num_kv_heads : spec.num_heads;
+      l.window = spec.window_size;
+    } else {
+      LINATTN_CHECK(spec.mixer == "gla", path, ": model.layers.", i, " is ", spec.mixer,
+                    "; gpu-plan models GLA and softmax attention layers");
+      l.Dk = mixers::key_dim(m, spec) / spec.num_heads;
+      l.Dv = mixers::value_dim(m, spec) / spec.num_heads;
+    }
+    s.layers.push_back(l);
+  }
+  s.note = "From " + path + (overrides.empty() ? "" : " with");
+  for (const std::string& o : overrides) s.note += " " + o;
+  s.note += "; micro-batch " + std::to_string(s.B) + ", recompute none";
+  if (t.recompute != ops::Recompute::none)
+    s.note += std::string(" (the config's ") + ops::recompute_name(t.recompute) + " is not modeled)";
+  s.note += ".";
+  return s;
+}
+
+// The configs the plan reports beside the benchmark's shape: the 85.5M model of the H200 runs
+// (docs/gpu-runs/) and fla's 1.3B GLA shape.
+std::vector<PlannedConfig> shipped_configs(const std::string& root) {
+  return {{"85.5M (configs/bench.yaml at the 85.5M shape)",
+           root + "/configs/bench.yaml",
+           "configs/bench.yaml",
+           {"model.hidden_size=768", "model.num_hidden_layers=12", "model.num_heads=12", "data.seq_len=2048",
+            "train.batch_size=8"}},
+          {"1.3B GLA hybrid (configs/gla-1.3b.yaml)", root + "/configs/gla-1.3b.yaml", "configs/gla-1.3b.yaml", {}}};
+}
+
+int run_gpu_plan(const std::string& build_dir, MatmulPrecision precision, const std::vector<PlannedConfig>& configs) {
+  std::vector<StepShape> steps;
+  for (const PlannedConfig& c : configs) steps.push_back(step_of_config(c));
   const cu::GpuSpec gpu = cu::h100_sxm();
   const BuildTables t = read_tables(build_dir);
   std::printf("# GPU plan: an ESTIMATE for the %s, made without a GPU\n\n", gpu.name.c_str());
@@ -668,15 +816,19 @@ int run_gpu_plan(const std::string& build_dir, MatmulPrecision precision) {
     std::printf("No PTX tensor-core table at %s: tensor-core use is unknown ('-'), and every kernel is costed on "
                 "the f32 CUDA cores.\n", t.tensor_cores_path.c_str());
   print_mixers({4, 2048, 4, 64}, t, gpu, precision, true);
-  print_step({"B4 H4 T2048 D64 (the mixer benchmark's shape)", 4, 2048, 4, 64, 4, 257, 768, false}, t, gpu,
+  print_step(gla_step("B4 H4 T2048 D64 (the mixer benchmark's shape)", 4, 2048, 4, 64, 4, 257, 768, false), t, gpu,
              precision);
-  print_step({"125M parameters", 8, 2048, 12, 64, 12, 50257, 2048, true}, t, gpu, precision);
+  print_step(gla_step("125M parameters", 8, 2048, 12, 64, 12, 50257, 2048, true), t, gpu, precision);
+  for (const StepShape& s : steps) print_step(s, t, gpu, precision);
   std::printf("\nWith a GPU, `linattn-bench mixers|attention|gemm --device cuda` measure what this estimates.\n");
   return 0;
 }
 
 #ifndef LINATTN_BUILD_DIR
 #define LINATTN_BUILD_DIR "build"
+#endif
+#ifndef LINATTN_SOURCE_DIR
+#define LINATTN_SOURCE_DIR "."
 #endif
 
 bool registered = add_command(
@@ -695,10 +847,20 @@ bool registered = add_command(
                     "on the tensor cores")
            ->type_name("f32|tf32|bf16")
            ->check(cli::one_of({"f32", "tf32", "bf16"}));
-       return [build_dir, precision] {
-         return run_gpu_plan(*build_dir, *precision == "bf16"   ? MatmulPrecision::bf16
-                                         : *precision == "tf32" ? MatmulPrecision::tf32
-                                                                : MatmulPrecision::f32);
+       auto configs = std::make_shared<std::vector<std::string>>();
+       c.add_option("--config", *configs,
+                    "model configs whose training step to plan (at their micro-batch), in place of the shipped ones "
+                    "(configs/bench.yaml at the 85.5M shape, configs/gla-1.3b.yaml); GLA and attention layers")
+           ->type_name("FILE ...");
+       return [build_dir, precision, configs] {
+         std::vector<PlannedConfig> planned;
+         for (const std::string& path : *configs) planned.push_back({path, path, path, {}});
+         if (configs->empty()) planned = shipped_configs(LINATTN_SOURCE_DIR);
+         return run_gpu_plan(*build_dir,
+                             *precision == "bf16"   ? MatmulPrecision::bf16
+                             : *precision == "tf32" ? MatmulPrecision::tf32
+                                                    : MatmulPrecision::f32,
+                             planned);
        };
      }});
 

@@ -32,6 +32,7 @@ class ArenaPool : public std::enable_shared_from_this<ArenaPool> {
     used_ += need;
     allocated_ += need;
     peak_live_ = std::max(peak_live_, used_);
+    phase_peak_ = std::max(phase_peak_, used_);
     b.peak_extent = std::max(b.peak_extent, extent(b));
     high_water_ = std::max(high_water_, footprint());
     std::shared_ptr<Storage> s(new Storage());
@@ -81,8 +82,15 @@ class ArenaPool : public std::enable_shared_from_this<ArenaPool> {
     }
     for (Block& b : blocks_) b.peak_extent = extent(b);
     allocated_ = 0;
-    peak_live_ = used_;
+    peak_live_ = phase_peak_ = used_;
     high_water_ = footprint();
+  }
+
+  size_t take_phase_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const size_t peak = phase_peak_;
+    phase_peak_ = used_;
+    return peak;
   }
 
   void add_block(size_t bytes, bool kept = false) {
@@ -177,7 +185,7 @@ class ArenaPool : public std::enable_shared_from_this<ArenaPool> {
   mutable std::mutex mutex_;
   Device device_;
   std::vector<Block> blocks_;
-  size_t used_ = 0, high_water_ = 0, peak_live_ = 0, allocated_ = 0;
+  size_t used_ = 0, high_water_ = 0, peak_live_ = 0, phase_peak_ = 0, allocated_ = 0;
   bool poison_ = false;
 };
 
@@ -206,6 +214,7 @@ void Arena::reset() { pool_->reset(); }
 size_t Arena::used() const { return pool_->used(); }
 size_t Arena::high_water() const { return pool_->high_water(); }
 size_t Arena::peak_live() const { return pool_->peak_live(); }
+size_t Arena::take_phase_peak() { return pool_->take_phase_peak(); }
 size_t Arena::allocated() const { return pool_->allocated(); }
 size_t Arena::capacity() const { return pool_->capacity(); }
 size_t Arena::blocks() const { return pool_->blocks(); }

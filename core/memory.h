@@ -60,6 +60,9 @@ class Arena {
   size_t high_water() const;  // the peak since reset() of the bytes the live slices span in their
                               // blocks (live bytes plus the gaps below them): what the step needs
   size_t peak_live() const;   // the peak since reset() of used()
+  // The peak of used() since the last call (or reset()); the next call counts from what is live
+  // now. Splits a step's peak into the parts of the step (the memory plan's phases).
+  size_t take_phase_peak();
   size_t allocated() const;   // the bytes handed out since reset(), freed or not (a bump allocator's need)
   size_t capacity() const;    // bytes of the blocks held
   size_t blocks() const;

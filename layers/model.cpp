@@ -104,11 +104,12 @@ Variable Model::head(const Residual& x) const {
   return ops::linear(norm_of(norm_, x).second, params_[lm_head_]);
 }
 
-Variable Model::loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments) const {
+Variable Model::loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments,
+                     size_t loss_chunk_bytes) const {
   const Residual x = stream(ids, nullptr, 0, segments);
   ops::SaveInBf16 bf16_saves(params_.has_bf16_copy());
   // host targets: copied over without waiting
-  return ops::linear_cross_entropy(norm_of(norm_, x).second, params_[lm_head_], targets);
+  return ops::linear_cross_entropy(norm_of(norm_, x).second, params_[lm_head_], targets, -100, loss_chunk_bytes);
 }
 
 std::string Model::unsupported_on(Device device) const {

@@ -19,8 +19,10 @@ class Model {
   // ids: i32 [B, T] -> logits [B, T, vocab]. segments: the documents of the batch (document-aware
   // training, autograd/segments.h); empty = each row is one sequence.
   Variable logits(const Tensor& ids, const ops::Segments& segments = {}) const;
-  // Mean cross-entropy of next-token prediction: targets i32 [B, T].
-  Variable loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments = {}) const;
+  // Mean cross-entropy of next-token prediction: targets i32 [B, T]. The logits are made a chunk of
+  // rows of at most loss_chunk_bytes at a time (ops::linear_cross_entropy).
+  Variable loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments = {},
+                size_t loss_chunk_bytes = ops::kLossChunkBytes) const;
 
   // Activation recomputation in training (train.recompute; autograd/checkpoint.h): each block runs as
   // one checkpointed region. Decoding and evaluation (nothing recorded) run the blocks directly.

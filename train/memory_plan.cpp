@@ -15,11 +15,14 @@ namespace linattn {
 namespace {
 
 // A probe: a model of the config's sizes with `layers`, its parameter count, bf16 copy and, at each
-// of the probe lengths, the arena's high-water mark and the peak of its live bytes.
+// of the probe lengths, the arena's high-water mark, the peak of its live bytes and that peak per
+// phase of the step; with `loss_rows`, also the phases' peaks at the longer length with the logits
+// made half as many rows at a time, which tells each phase's bytes of logits per row.
 struct Probe {
   int64_t parameters = 0;
   double bf16_weights = 0;
   double high_water[2] = {0, 0}, live[2] = {0, 0};
+  std::vector<size_t> phases[2], phases_half_chunk;
 };
 
 // The layers of one kind share every setting.
@@ -28,7 +31,8 @@ bool same_kind(const LayerSpec& a, const LayerSpec& b) {
          a.window_size == b.window_size && a.rope_theta == b.rope_theta;
 }
 
-Probe run_probe(const Config& config, const std::vector<LayerSpec>& layers, Device device, const int64_t (&seqs)[2]) {
+Probe run_probe(const Config& config, const std::vector<LayerSpec>& layers, Device device, const int64_t (&seqs)[2],
+                bool loss_rows = false) {
   ModelConfig m = config.model;
   m.layers = layers;
   m.num_hidden_layers = int64_t(layers.size());
@@ -50,6 +54,12 @@ Probe run_probe(const Config& config, const std::vector<LayerSpec>& layers, Devi
     const ArenaPeaks peaks = activation_peaks(model, arena, 1, seqs[k]);
     p.high_water[k] = double(peaks.high_water);
     p.live[k] = double(peaks.live);
+    p.phases[k] = peaks.phases;
+  }
+  if (loss_rows) {
+    const size_t value_bytes = config.train.dtype == "f64" ? 8 : 4;
+    const size_t half_chunk = size_t(seqs[1] / 2) * size_t(config.model.vocab_size) * value_bytes;
+    p.phases_half_chunk = activation_peaks(model, arena, 1, seqs[1], half_chunk).phases;
   }
   return p;
 }
@@ -77,15 +87,23 @@ std::string fits_line(const std::string& name, double total_bytes, double need) 
 
 }  // namespace
 
-ArenaPeaks activation_peaks(Model& model, Arena& arena, int64_t batch, int64_t seq) {
+ArenaPeaks activation_peaks(Model& model, Arena& arena, int64_t batch, int64_t seq, size_t loss_chunk_bytes) {
   Tensor ids = Tensor::zeros({batch, seq}, DType::i32);
+  ArenaPeaks peaks;
   arena.reset();
   {
     ArenaScope scope(arena);
-    backward(model.loss(ids, ids));
+    const Variable loss = model.loss(ids, ids, {}, loss_chunk_bytes);
+    Tensor seed = Tensor::scratch(loss.shape(), loss.dtype(), loss.device());
+    seed.fill_(1.0);
+    peaks.phases.push_back(arena.take_phase_peak());
+    BackwardHooks hooks;
+    hooks.after_node = [&] { peaks.phases.push_back(arena.take_phase_peak()); };
+    backward({loss}, {seed}, &hooks);
   }
   model.params().zero_grad();
-  const ArenaPeaks peaks{arena.high_water(), arena.peak_live()};
+  peaks.high_water = arena.high_water();
+  peaks.live = arena.peak_live();
   arena.reset();
   return peaks;
 }
@@ -126,23 +144,33 @@ MemoryPlan plan_memory(const Config& config, int world_size) {
   } precision(t.precision == "bf16" ? MatmulPrecision::bf16
               : t.tf32                  ? MatmulPrecision::tf32
                                         : MatmulPrecision::f32);
-  const Probe base = run_probe(config, kinds, plan.probed_on, seqs);
+  const Probe base = run_probe(config, kinds, plan.probed_on, seqs, true);
   double parameters = double(base.parameters), bf16 = base.bf16_weights;
   const int64_t tokens = micro * seq;
-  // The base probe's live bytes, extended linearly, times its share of gaps at the longer length
-  // (the gaps grow with the tensors they lie between, not along a line of their own).
-  //
-  // The loss is the exception to "in proportion to the tokens": ops::linear_cross_entropy holds the
-  // logits and their gradient of one chunk of rows at most. Its part of the probes (they are
-  // shorter than a chunk but for a vocabulary of millions) comes off before the line is drawn and
-  // goes back on at the micro-batch's tokens, capped at a chunk.
+  // Each phase of the base probe: its live bytes drawn on a line through the probe lengths, less
+  // its logits, which come back on at the micro-batch's tokens capped at a chunk
+  // (ops::linear_cross_entropy makes them, and their gradient, a chunk of rows at a time; the
+  // probes are shorter than a chunk but for a vocabulary of millions). A phase's logits per row are
+  // what its peak loses when the chunk is half the longer probe; most phases have none. The step's
+  // peak is the largest phase's, times the base probe's share of gaps at the longer length (the
+  // gaps grow with the tensors they lie between, not along a line of their own).
   const double value_bytes = t.dtype == "f64" ? 8 : 4;
   const int64_t V = config.model.vocab_size;
   const int64_t chunk_rows = std::max<int64_t>(1, int64_t(ops::kLossChunkBytes / (size_t(V) * size_t(value_bytes))));
-  auto loss_bytes = [&](int64_t rows) { return 2.0 * double(V) * value_bytes * double(std::min(rows, chunk_rows)); };
-  const double base_live[2] = {base.live[0] - loss_bytes(seqs[0]), base.live[1] - loss_bytes(seqs[1])};
-  double activations =
-      (at_tokens(base_live, seqs, tokens) + loss_bytes(tokens)) * (base.high_water[1] / base.live[1]);
+  const size_t phases = base.phases[0].size();
+  LINATTN_CHECK(base.phases[1].size() == phases && base.phases_half_chunk.size() == phases,
+                "memory plan: the probes ran tapes of ", phases, ", ", base.phases[1].size(), " and ",
+                base.phases_half_chunk.size(), " phases");
+  double peak = 0;
+  for (size_t i = 0; i < phases; ++i) {
+    const double half_rows = double(seqs[1] / 2);
+    const double per_row =
+        std::max(0.0, (double(base.phases[1][i]) - double(base.phases_half_chunk[i])) / (double(seqs[1]) - half_rows));
+    auto logits = [&](int64_t rows) { return per_row * double(std::min(rows, chunk_rows)); };
+    const double rest[2] = {double(base.phases[0][i]) - logits(seqs[0]), double(base.phases[1][i]) - logits(seqs[1])};
+    peak = std::max(peak, at_tokens(rest, seqs, tokens) + logits(tokens));
+  }
+  double activations = peak * (base.high_water[1] / base.live[1]);
   for (size_t k = 0; k < kinds.size(); ++k) {
     if (counts[k] == 1) continue;
     std::vector<LayerSpec> more = kinds;

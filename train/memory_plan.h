@@ -7,13 +7,17 @@
 // their peak) are measured on small probe models and extrapolated: a probe keeps the config's
 // sizes (hidden, heads, vocabulary, MLP) but has one layer of each distinct kind, then one more of
 // a kind, at two short sequence lengths with one sequence. A layer kind's extra layer adds what such
-// a layer keeps; the peak is linear in the micro-batch's tokens (every mixer keeps O(tokens) for its
-// backward, attention included). So the prediction is exact in the layer count, and holds to the
-// arena's alignment and gaps in the tokens.
+// a layer keeps. The peak of each phase of the step (the forward, each node's backward) is linear in
+// the micro-batch's tokens (every mixer keeps O(tokens) for its backward, attention included), but
+// for the loss's logits, which are capped at a chunk of rows; the step's peak is the largest phase's.
+// Which phase that is can change with the length: at a probe's few tokens the loss's logits make the
+// peak, at a long micro-batch with recomputation the last layer's replay. So the prediction is exact
+// in the layer count, and holds to the arena's alignment and gaps in the tokens.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/memory.h"
 #include "layers/model.h"
@@ -42,13 +46,16 @@ MemoryPlan plan_memory(const Config& config, int world_size = 1);
 // cuda) or the usual ones.
 std::string describe(const MemoryPlan& plan, const Config& config);
 
-// One forward and backward of `model` on a zero batch of [batch, seq] tokens, in `arena`: the
-// arena's high-water mark (what a training micro-batch takes from it: live bytes and the gaps below
-// them) and the peak of the live bytes alone. The weights' bf16 copy, if the model keeps one, must
-// be current.
+// One forward and backward of `model` on a zero batch of [batch, seq] tokens, in `arena`, the
+// logits made loss_chunk_bytes at a time: the arena's high-water mark (what a training micro-batch
+// takes from it: live bytes and the gaps below them), the peak of the live bytes alone, and that
+// peak in each phase of the step: the forward, then each node of the tape as backward runs it. The
+// weights' bf16 copy, if the model keeps one, must be current.
 struct ArenaPeaks {
   size_t high_water = 0, live = 0;
+  std::vector<size_t> phases;
 };
-ArenaPeaks activation_peaks(Model& model, Arena& arena, int64_t batch, int64_t seq);
+ArenaPeaks activation_peaks(Model& model, Arena& arena, int64_t batch, int64_t seq,
+                            size_t loss_chunk_bytes = ops::kLossChunkBytes);
 
 }  // namespace linattn

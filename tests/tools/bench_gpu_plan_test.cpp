@@ -73,7 +73,13 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
       EXPECT_NE(r.output.find(" | " + p.kernel + " | "), std::string::npos) << "no row for " << p.kernel;
   for (const char* what : {"cuBLAS 16384 x 768 x 768", "cuBLAS 16384 x 50257 x 768", "1.72 ms (f32)", "3.25 ms (f32)",
                            "2.46 ms (bf16; f32 refused)", "0.45 ms (bf16, PyTorch SDPA)", "## Training step: 125M",
-                           "130.9M parameters", "Step estimate", "implied MFU"})
+                           "130.9M parameters", "Step estimate", "implied MFU",
+                           // the shipped configs' steps, their layers as the model builds them (the parameter
+                           // counts are linattn-train --dry-run's)
+                           "## Training step: 85.5M", "10 x GLA (H12, Dk 32, Dv 64), 2 x attention (H12, 12 kv heads, "
+                           "D64, window 256)", "85.5M parameters", "## Training step: 1.3B GLA hybrid",
+                           "20 x GLA (H16, Dk 64, Dv 128), 4 x attention (H16, 16 kv heads, D128, window 512)",
+                           "1440.3M parameters", "(the config's selective is not modeled)"})
     EXPECT_NE(r.output.find(what), std::string::npos) << "no '" << what << "' in\n" << r.output;
   // At B4 H4 T2048 D64 the rows of GLA's forward show their plans' geometry: the chunk states a
   // block per (chunk, tile, head), 128 x 1 x 4 = 512 blocks of 256 threads (no idle SMs), and
@@ -109,6 +115,24 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
     const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
     EXPECT_NE(line.find("% of the"), std::string::npos) << line;
   }
+}
+
+// --config plans the given configs' steps; a mixer the plan does not model is named, with its layer.
+TEST_F(BenchGpuPlan, PlansTheConfigsGivenAndNamesALayerItCannot) {
+  const std::string config = dir_ + "/hybrid.yaml";
+  std::ofstream(config) << "model:\n  vocab_size: 300\n  hidden_size: 64\n  num_heads: 2\n  num_hidden_layers: 3\n"
+                        << "  layers: [gla, attention, gla]\ndata:\n  seq_len: 256\ntrain:\n  batch_size: 4\n  max_steps: 1\n";
+  testing::CommandResult r = plan(" --config " + config);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("## Training step: " + config), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("B4 T256, 3 layers: 2 x GLA (H2, Dk 16, Dv 32), 1 x attention (H2, 2 kv heads, D32, "
+                          "global)"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("85.5M"), std::string::npos) << "the shipped configs are replaced";
+  std::ofstream(config) << "model:\n  hidden_size: 64\n  num_heads: 2\n  num_hidden_layers: 2\n  layers: [gla, deltanet]\ntrain:\n  max_steps: 1\n";
+  r = plan(" --config " + config);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("model.layers.1 is deltanet; gpu-plan models GLA and softmax attention layers"),
+            std::string::npos) << r.output;
 }
 
 TEST_F(BenchGpuPlan, ReadsRegistersAndTensorCoresFromTheNvccTables) {
