@@ -352,6 +352,14 @@ struct StepShape {
   std::string note;  // what the step leaves out of the config it comes from
 };
 
+// The distinct layers of `layers`, in order of first appearance.
+std::vector<LayerShape> layer_kinds(const std::vector<LayerShape>& layers) {
+  std::vector<LayerShape> kinds;
+  for (const LayerShape& l : layers)
+    if (std::find(kinds.begin(), kinds.end(), l) == kinds.end()) kinds.push_back(l);
+  return kinds;
+}
+
 // A model of `layers` GLA layers of H heads of D keys and values (expand_k 1).
 StepShape gla_step(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t D, int64_t layers, int64_t vocab,
                    int64_t intermediate, bool tied) {
@@ -506,9 +514,7 @@ Step training_step(const StepShape& s, MatmulPrecision precision) {
   const int64_t N = s.B * s.T, d = s.d, V = s.vocab;
   std::vector<Launch> fwd, layers_fwd, layers_bwd, head_fwd, head_bwd, rest;
   Step step;
-  std::vector<LayerShape> kinds;
-  for (const LayerShape& l : s.layers)
-    if (std::find(kinds.begin(), kinds.end(), l) == kinds.end()) kinds.push_back(l);
+  const std::vector<LayerShape> kinds = layer_kinds(s.layers);
   for (const LayerShape& kind : kinds) {
     const int64_t count = std::count(s.layers.begin(), s.layers.end(), kind);
     std::vector<Launch> f, b;
@@ -685,11 +691,8 @@ void print_mixers(const MixerShape& m, const BuildTables& t, const cu::GpuSpec& 
 
 // "10 x GLA (...), 2 x attention (...)": the step's layer kinds, in order of first appearance.
 std::string layer_list(const std::vector<LayerShape>& layers) {
-  std::vector<LayerShape> kinds;
-  for (const LayerShape& l : layers)
-    if (std::find(kinds.begin(), kinds.end(), l) == kinds.end()) kinds.push_back(l);
   std::string out;
-  for (const LayerShape& k : kinds)
+  for (const LayerShape& k : layer_kinds(layers))
     out += (out.empty() ? "" : ", ") + std::to_string(std::count(layers.begin(), layers.end(), k)) + " x " + k.name();
   return out;
 }

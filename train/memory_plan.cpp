@@ -16,8 +16,8 @@ namespace {
 
 // A probe: a model of the config's sizes with `layers`, its parameter count, bf16 copy and, at each
 // of the probe lengths, the arena's high-water mark, the peak of its live bytes and that peak per
-// phase of the step; with `loss_rows`, also the phases' peaks at the longer length with the logits
-// made half as many rows at a time, which tells each phase's bytes of logits per row.
+// phase of the step; with `loss_chunk_rows`, also the phases' peaks at the longer length with the
+// logits made that many rows at a time, which tells each phase's bytes of logits per row.
 struct Probe {
   int64_t parameters = 0;
   double bf16_weights = 0;
@@ -32,7 +32,7 @@ bool same_kind(const LayerSpec& a, const LayerSpec& b) {
 }
 
 Probe run_probe(const Config& config, const std::vector<LayerSpec>& layers, Device device, const int64_t (&seqs)[2],
-                bool loss_rows = false) {
+                int64_t loss_chunk_rows = 0) {
   ModelConfig m = config.model;
   m.layers = layers;
   m.num_hidden_layers = int64_t(layers.size());
@@ -56,10 +56,10 @@ Probe run_probe(const Config& config, const std::vector<LayerSpec>& layers, Devi
     p.live[k] = double(peaks.live);
     p.phases[k] = peaks.phases;
   }
-  if (loss_rows) {
+  if (loss_chunk_rows > 0) {
     const size_t value_bytes = config.train.dtype == "f64" ? 8 : 4;
-    const size_t half_chunk = size_t(seqs[1] / 2) * size_t(config.model.vocab_size) * value_bytes;
-    p.phases_half_chunk = activation_peaks(model, arena, 1, seqs[1], half_chunk).phases;
+    const size_t chunk_bytes = size_t(loss_chunk_rows) * size_t(config.model.vocab_size) * value_bytes;
+    p.phases_half_chunk = activation_peaks(model, arena, 1, seqs[1], chunk_bytes).phases;
   }
   return p;
 }
@@ -144,28 +144,33 @@ MemoryPlan plan_memory(const Config& config, int world_size) {
   } precision(t.precision == "bf16" ? MatmulPrecision::bf16
               : t.tf32                  ? MatmulPrecision::tf32
                                         : MatmulPrecision::f32);
-  const Probe base = run_probe(config, kinds, plan.probed_on, seqs, true);
+  // The loss's logits in the run: chunks of chunk_rows rows. The longer probe's chunk is
+  // probe_rows; the base probe runs again with half that, unless the chunk is a single row (the
+  // loss's part is then the same in both probes, and the lines hold it as it is).
+  const double value_bytes = t.dtype == "f64" ? 8 : 4;
+  const int64_t V = config.model.vocab_size;
+  const int64_t chunk_rows = std::max<int64_t>(1, int64_t(ops::kLossChunkBytes / (size_t(V) * size_t(value_bytes))));
+  const int64_t probe_rows = std::min(seqs[1], chunk_rows), half_rows = probe_rows / 2;
+  const Probe base = run_probe(config, kinds, plan.probed_on, seqs, half_rows);
   double parameters = double(base.parameters), bf16 = base.bf16_weights;
   const int64_t tokens = micro * seq;
   // Each phase of the base probe: its live bytes drawn on a line through the probe lengths, less
   // its logits, which come back on at the micro-batch's tokens capped at a chunk
   // (ops::linear_cross_entropy makes them, and their gradient, a chunk of rows at a time; the
   // probes are shorter than a chunk but for a vocabulary of millions). A phase's logits per row are
-  // what its peak loses when the chunk is half the longer probe; most phases have none. The step's
-  // peak is the largest phase's, times the base probe's share of gaps at the longer length (the
-  // gaps grow with the tensors they lie between, not along a line of their own).
-  const double value_bytes = t.dtype == "f64" ? 8 : 4;
-  const int64_t V = config.model.vocab_size;
-  const int64_t chunk_rows = std::max<int64_t>(1, int64_t(ops::kLossChunkBytes / (size_t(V) * size_t(value_bytes))));
+  // what its peak loses when the chunk is halved; most phases have none. The step's peak is the
+  // largest phase's, times the base probe's share of gaps at the longer length (the gaps grow with
+  // the tensors they lie between, not along a line of their own).
   const size_t phases = base.phases[0].size();
-  LINATTN_CHECK(base.phases[1].size() == phases && base.phases_half_chunk.size() == phases,
+  LINATTN_CHECK(base.phases[1].size() == phases && (half_rows == 0 || base.phases_half_chunk.size() == phases),
                 "memory plan: the probes ran tapes of ", phases, ", ", base.phases[1].size(), " and ",
                 base.phases_half_chunk.size(), " phases");
   double peak = 0;
   for (size_t i = 0; i < phases; ++i) {
-    const double half_rows = double(seqs[1] / 2);
     const double per_row =
-        std::max(0.0, (double(base.phases[1][i]) - double(base.phases_half_chunk[i])) / (double(seqs[1]) - half_rows));
+        half_rows == 0 ? 0.0
+                       : std::max(0.0, (double(base.phases[1][i]) - double(base.phases_half_chunk[i])) /
+                                           double(probe_rows - half_rows));
     auto logits = [&](int64_t rows) { return per_row * double(std::min(rows, chunk_rows)); };
     const double rest[2] = {double(base.phases[0][i]) - logits(seqs[0]), double(base.phases[1][i]) - logits(seqs[1])};
     peak = std::max(peak, at_tokens(rest, seqs, tokens) + logits(tokens));
