@@ -55,35 +55,40 @@ const char* recompute_name(Recompute mode) {
 
 namespace detail {
 
-bool take_kept(Kept kind, std::initializer_list<Tensor*> outs, bool widen) {
+bool take_kept(Kept kind, Tensor& out, Tensor* copy, bool widen) {
   if (!t_replaying || !keeps(t_region, kind)) return false;
   Region& r = *t_region;
-  for (Tensor* out : outs) {
-    LINATTN_CHECK(r.next < r.kept.size(), "recompute: the replay of a checkpointed region asks for more kept outputs "
-                  "than its first run kept (", r.kept.size(), "): the region must make the same ops on every run");
-    Tensor kept = std::move(r.kept[r.next++]);
-    if (kept.dtype() == DType::bf16 && widen) {  // widened back (keep rounded it)
-      *out = Tensor::scratch(kept.shape(), DType::f32, kept.device());
-      backend::convert(kept.device(), *out, kept);
-    } else {
-      *out = std::move(kept);  // the replay's node holds it from here
-    }
+  LINATTN_CHECK(r.next < r.kept.size(), "recompute: the replay of a checkpointed region asks for more kept outputs "
+                "than its first run kept (", r.kept.size(), "): the region must make the same ops on every run");
+  Tensor kept = std::move(r.kept[r.next++]);
+  if (kept.dtype() == DType::bf16 && widen) {  // widened back (keep rounded it)
+    out = Tensor::scratch(kept.shape(), DType::f32, kept.device());
+    backend::convert(kept.device(), out, kept);
+    if (copy) *copy = std::move(kept);
+  } else {
+    out = std::move(kept);  // the replay's node holds it from here
   }
   return true;
 }
 
-void keep(Kept kind, std::initializer_list<const Tensor*> outs, std::initializer_list<const Tensor*> exact) {
+void keep(Kept kind, const Tensor& out, Tensor* copy) {
   if (t_replaying || !keeps(t_region, kind)) return;
-  for (const Tensor* out : outs) {
-    if (!saving_in_bf16() || out->dtype() != DType::f32) {
-      t_region->kept.push_back(*out);
-      continue;
-    }
-    Tensor rounded = Tensor::scratch_kept(out->shape(), DType::bf16, out->device());
-    backend::convert(out->device(), rounded, *out);
-    t_region->kept.push_back(std::move(rounded));
+  if (!saving_in_bf16() || out.dtype() != DType::f32) {
+    t_region->kept.push_back(out);
+    return;
   }
-  for (const Tensor* out : exact) t_region->kept.push_back(*out);
+  if (copy && copy->defined()) {
+    t_region->kept.push_back(*copy);
+    return;
+  }
+  Tensor rounded = Tensor::scratch_kept(out.shape(), DType::bf16, out.device());
+  backend::convert(out.device(), rounded, out);
+  if (copy) *copy = rounded;
+  t_region->kept.push_back(std::move(rounded));
+}
+
+void keep_exact(Kept kind, const Tensor& out) {
+  if (!t_replaying && keeps(t_region, kind)) t_region->kept.push_back(out);
 }
 
 }  // namespace detail

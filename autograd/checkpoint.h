@@ -25,7 +25,6 @@
 #pragma once
 
 #include <functional>
-#include <initializer_list>
 #include <vector>
 
 #include "autograd/variable.h"
@@ -49,15 +48,20 @@ namespace detail {
 enum class Kept { product, attention };
 
 // For an op of kind `kind`, before it computes: in the replay of a region that kept its outputs,
-// sets `outs` to what the same call made in the region's first run and returns true (the op skips
-// its computation and records its node as usual); else returns false. widen false: an output kept
-// in bf16 comes as it was kept, for an op whose kernels read bf16 (ops::swiglu_mlp), not widened
-// back into float32.
-bool take_kept(Kept kind, std::initializer_list<Tensor*> outs, bool widen = true);
-// After it computed: in the first run of a region that keeps `kind`, keeps `outs` for the replay, in
-// bf16 in a SaveInBf16 scope (autograd/saved.h; take_kept widens them back), and `exact` (attention's
-// log-sum-exp) as they are.
-void keep(Kept kind, std::initializer_list<const Tensor*> outs, std::initializer_list<const Tensor*> exact = {});
+// sets `out` to what the same call made in the region's first run and returns true (the op skips
+// its computation and records its node as usual); else returns false. An output kept in bf16 comes
+// widened back into float32, and `copy` (where given) is set to the bf16 copy as kept, for the op to
+// hand its Variable (Variable::set_bf16): the replay's readers then take it, as they took it in the
+// first run, and convert nothing. widen false: the output comes as it was kept, for an op whose
+// kernels read bf16 (ops::swiglu_mlp).
+bool take_kept(Kept kind, Tensor& out, Tensor* copy = nullptr, bool widen = true);
+// After it computed: in the first run of a region that keeps `kind`, keeps `out` for the replay. In a
+// SaveInBf16 scope (autograd/saved.h) it keeps out's bf16 copy: `*copy` where the op wrote one (the
+// split of ops::linears), else out rounded here, which is then set in `*copy` (where given) for the
+// op's Variable. take_kept widens it back.
+void keep(Kept kind, const Tensor& out, Tensor* copy = nullptr);
+// keep, for an output kept exactly as it is in any scope (attention's float32 log-sum-exp).
+void keep_exact(Kept kind, const Tensor& out);
 
 }  // namespace detail
 

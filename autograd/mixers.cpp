@@ -120,17 +120,21 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, int6
   check_segments(segments, B, T_);
   Tensor table;  // holds the offsets on dev while the kernels run (forward and backward)
   const Sequences seqs = segments.sequences(dev, table);
-  Tensor o, lse;
+  Tensor o, o16, lse;  // o16: o's bf16 copy, where selective recomputation keeps one
   // Selective recomputation keeps softmax attention's output (checkpoint.h): recomputing it costs a
   // forward over every key in reach, saving it [T, H, dv] plus [H, T].
-  if (!detail::take_kept(detail::Kept::attention, {&o, &lse})) {
+  if (detail::take_kept(detail::Kept::attention, o, &o16)) {
+    detail::take_kept(detail::Kept::attention, lse);
+  } else {
     o = Tensor::scratch({B, T_, H, dv}, q.dtype(), dev);
     // each sequence's [H, len] at start * H
     lse = scratch_for_node({B, H, T_}, q.dtype(), dev, needs_grad({&q, &k, &v}));
     backend::attention_forward(dev, o, lse, q.value(), k.value(), v.value(), window, sc, seqs);
-    detail::keep(detail::Kept::attention, {&o}, {&lse});  // lse in float32 always
+    detail::keep(detail::Kept::attention, o, &o16);
+    detail::keep_exact(detail::Kept::attention, lse);  // lse in float32 always
   }
   Variable out(o, needs_grad({&q, &k, &v}));
+  if (o16.defined()) out.set_bf16(o16);
   if (out.requires_grad())
     record({&q, &k, &v}, [q = Saved(q), k = Saved(k), v = Saved(v), out = Saved(out), lse, table, seqs, window, sc,
                           dev] {

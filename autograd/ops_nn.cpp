@@ -30,15 +30,16 @@ static Variable linear_bf16(const Variable& x, const Variable& weight, const Var
                             int64_t out_features) {
   const Device dev = x.device();
   const Tensor x16 = detail::bf16_value(x);
-  Tensor y;
-  if (!detail::take_kept(detail::Kept::product, {&y})) {  // selective recomputation keeps products (checkpoint.h)
+  Tensor y, y16;  // y16: y's bf16 copy, where selective recomputation keeps one (checkpoint.h)
+  if (!detail::take_kept(detail::Kept::product, y, &y16)) {  // selective recomputation keeps products
     y = Tensor::scratch(with_last(x.shape(), out_features), DType::f32, dev);
     // y [N, out] = x [N, in] W^T
     backend::gemm(dev, false, true, N, out_features, in, 1.0, x16, weight.bf16(), 0.0, y);
     if (bias.defined()) backend::bias_forward(dev, y, bias.value());
-    detail::keep(detail::Kept::product, {&y});
+    detail::keep(detail::Kept::product, y, &y16);
   }
   Variable out(y, needs_grad({&x, &weight, &bias}));
+  if (y16.defined()) out.set_bf16(y16);
   // Saved: x's bf16 copy for dW (half of x's bytes), the weight's own bf16 copy (in its slot) for dx;
   // never x's float32 value nor y.
   if (out.requires_grad())
@@ -77,12 +78,12 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   if (weight.bf16().defined() && x.dtype() == DType::f32) return linear_bf16(x, weight, bias, N, in, out_features);
   const Device dev = x.device();
   Tensor y;
-  if (!detail::take_kept(detail::Kept::product, {&y})) {  // selective recomputation keeps products (checkpoint.h)
+  if (!detail::take_kept(detail::Kept::product, y)) {  // selective recomputation keeps products (checkpoint.h)
     y = Tensor::scratch(with_last(x.shape(), out_features), x.dtype(), dev);
     // y [N, out] = x [N, in] W^T
     backend::gemm(dev, false, true, N, out_features, in, 1.0, x.value(), weight.value(), 0.0, y);
     if (bias.defined()) backend::bias_forward(dev, y, bias.value());
-    detail::keep(detail::Kept::product, {&y});
+    detail::keep(detail::Kept::product, y);
   }
   Variable out(y, needs_grad({&x, &weight, &bias}));
   // Saved: x for dW, W for dx, each only when that gradient is needed; never y.
@@ -136,27 +137,29 @@ std::vector<Variable> linears(const Variable& x, const std::vector<Variable>& we
   const bool bf16 = joined.bf16().defined() && x.dtype() == DType::f32;
   const Tensor xs = bf16 ? detail::bf16_value(x) : x.value();  // the products' operands
   const Tensor ws = bf16 ? joined.bf16() : joined.value();
-  std::vector<Tensor> ys(weights.size()), copies;
-  if (!detail::take_kept(detail::Kept::product, {&ys[0]})) {  // selective recomputation keeps products
+  // copies: the outputs' bf16 copies, where the split writes them or selective recomputation kept them
+  std::vector<Tensor> ys(weights.size()), copies(weights.size());
+  if (!detail::take_kept(detail::Kept::product, ys[0], &copies[0])) {  // selective recomputation keeps products
     Tensor y = Tensor::scratch({N, C}, x.dtype(), dev);
     // y [N, C] = x [N, in] W^T, W = [W_0; W_1; ...] [C, in]: the outputs side by side
     backend::gemm(dev, false, true, N, C, in, 1.0, xs, ws, 0.0, y);
     // In a SaveInBf16 scope the split writes each output's bf16 copy too: the copy the nodes that
     // keep an output and the products that read one take (autograd/saved.h), with no conversion.
+    const bool split_copies = bf16 && saving_in_bf16();
     for (size_t i = 0; i < ys.size(); ++i) {
       ys[i] = Tensor::scratch(with_last(x.shape(), widths[i]), x.dtype(), dev);
-      if (bf16 && saving_in_bf16()) copies.push_back(detail::bf16_copy_scratch(ys[i].shape(), dev));
+      if (split_copies) copies[i] = detail::bf16_copy_scratch(ys[i].shape(), dev);
     }
-    backend::split_columns(dev, ys, copies, y);
-    for (const Tensor& t : ys) detail::keep(detail::Kept::product, {&t});
+    backend::split_columns(dev, ys, split_copies ? copies : std::vector<Tensor>{}, y);
+    for (size_t i = 0; i < ys.size(); ++i) detail::keep(detail::Kept::product, ys[i], &copies[i]);
   } else {
-    for (size_t i = 1; i < ys.size(); ++i) detail::take_kept(detail::Kept::product, {&ys[i]});
+    for (size_t i = 1; i < ys.size(); ++i) detail::take_kept(detail::Kept::product, ys[i], &copies[i]);
   }
   const bool grad = needs_grad({&x, &joined});
   std::vector<Variable> outs, outs_grad;
   for (size_t i = 0; i < ys.size(); ++i) {
     outs.emplace_back(ys[i], grad);
-    if (!copies.empty()) outs.back().set_bf16(copies[i]);
+    if (copies[i].defined()) outs.back().set_bf16(copies[i]);
     outs_grad.push_back(outs.back().without_value());
   }
   if (!grad) return outs;
@@ -229,16 +232,17 @@ Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable&
   // swiglu kernel itself (no float32 h, no conversion).
   const DType operand_dtype = bf16 ? DType::bf16 : gate.dtype();
   auto weight_operand = [bf16](const Variable& w) { return bf16 ? w.bf16() : w.value(); };
-  Tensor y;
-  if (!detail::take_kept(detail::Kept::product, {&y})) {  // selective recomputation keeps products (checkpoint.h)
+  Tensor y, y16;  // y16: y's bf16 copy, where selective recomputation keeps one (checkpoint.h)
+  if (!detail::take_kept(detail::Kept::product, y, &y16)) {  // selective recomputation keeps products
     y = Tensor::scratch(with_last(gate.shape(), out_features), gate.dtype(), dev);
     Tensor h = Tensor::scratch(gate.shape(), operand_dtype, dev);
     backend::swiglu_forward(dev, h, gate.value(), up.value());
     // y [N, out] = h [N, in] W^T
     backend::gemm(dev, false, true, N, out_features, in, 1.0, h, weight_operand(weight), 0.0, y);
-    detail::keep(detail::Kept::product, {&y});
+    detail::keep(detail::Kept::product, y, &y16);
   }
   Variable out(y, needs_grad({&gate, &up, &weight}));
+  if (y16.defined()) out.set_bf16(y16);
   // Saved: gate and up (as swiglu's node keeps them, in bf16 in a SaveInBf16 scope) and the weight;
   // never h, which the backward recomputes. The kernels read bf16 gate and up as they are.
   if (out.requires_grad())
@@ -281,19 +285,20 @@ Variable rmsnorm_gate_linear(const Variable& gate, const Variable& x, const Vari
   Tensor x16;
   if (recording && saving_in_bf16() && x.dtype() == DType::f32 && !x.bf16().defined() && !x.is_parameter())
     x16 = detail::bf16_copy_scratch(x.shape(), dev);
-  Tensor y;
-  if (!detail::take_kept(detail::Kept::product, {&y})) {  // selective recomputation keeps products (checkpoint.h)
+  Tensor y, y16;  // y16: y's bf16 copy, where selective recomputation keeps one (checkpoint.h)
+  if (!detail::take_kept(detail::Kept::product, y, &y16)) {  // selective recomputation keeps products
     y = Tensor::scratch(with_last(gate.shape(), out_features), gate.dtype(), dev);
     Tensor h = Tensor::scratch(gate.shape(), operand_dtype, dev);
     backend::rmsnorm_gate_forward(dev, h, x16, rstd, x.value(), gate.value(), norm_weight.value(), eps, false);
     // y [N, out] = h [N, in] W^T
     backend::gemm(dev, false, true, N, out_features, in, 1.0, h, weight_operand(weight), 0.0, y);
-    detail::keep(detail::Kept::product, {&y});
+    detail::keep(detail::Kept::product, y, &y16);
   } else if (recording) {
     backend::rmsnorm_gate_forward(dev, Tensor(), x16, rstd, x.value(), gate.value(), norm_weight.value(), eps, false);
   }
   if (x16.defined()) x.set_bf16(x16);
   Variable out(y, recording);
+  if (y16.defined()) out.set_bf16(y16);
   // Saved: x and gate (in bf16 in a SaveInBf16 scope), rstd and the weights; never h or the normed x,
   // which the backward recomputes in one pass. The kernels read bf16 x and gate as they are.
   if (recording)
@@ -340,26 +345,27 @@ Variable swiglu_mlp(const Variable& x, const Variable& gate, const Variable& up,
   const bool grad = needs_grad({&x, &gate_up, &down});
   // gu [N, 2 I]; what the node keeps of it: gu, or in a SaveInBf16 scope its bf16 copy, written by
   // the SwiGLU pass
-  Tensor gu, y, kept;
+  Tensor gu, y, y16, kept;  // y16: y's bf16 copy, where selective recomputation keeps one
   // selective recomputation keeps both products; gu as it was kept (bf16 under bf16 keeps): the
   // kernels that read it take bf16, and the node keeps it so
-  if (detail::take_kept(detail::Kept::product, {&gu}, false)) {
-    detail::take_kept(detail::Kept::product, {&y});
+  if (detail::take_kept(detail::Kept::product, gu, nullptr, false)) {
+    detail::take_kept(detail::Kept::product, y, &y16);
     kept = gu;
   } else {
     y = Tensor::scratch(with_last(x.shape(), out_features), x.dtype(), dev);  // first: below the transients
     gu = Tensor::scratch(with_last(x.shape(), 2 * I), x.dtype(), dev);
     // gu [N, 2 I] = x [N, in] [gate; up]^T: gate's outputs, then up's
     backend::gemm(dev, false, true, N, 2 * I, in, 1.0, xs, w_gu, 0.0, gu);
-    detail::keep(detail::Kept::product, {&gu});
+    detail::keep(detail::Kept::product, gu);
     kept = grad && bf16 && saving_in_bf16() ? detail::bf16_copy_scratch(gu.shape(), dev) : gu;
     const Tensor h = Tensor::scratch(with_last(x.shape(), I), operand, dev);
     backend::swiglu_joined_forward(dev, h, kept.dtype() == DType::bf16 ? kept : Tensor(), gu);
     // y [N, out] = h [N, I] down^T
     backend::gemm(dev, false, true, N, out_features, I, 1.0, h, w_down, 0.0, y);
-    detail::keep(detail::Kept::product, {&y});
+    detail::keep(detail::Kept::product, y, &y16);
   }
   Variable out(y, grad);
+  if (y16.defined()) out.set_bf16(y16);
   if (!grad) return out;
   record({&x, &gate, &up, &down}, [x = x.without_value(), xs = gate_up.requires_grad() ? xs : Tensor(), gate_up,
                                    down, w_gu, w_down, kept, out = out.without_value(), N, in, I, out_features,

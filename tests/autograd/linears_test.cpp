@@ -1,10 +1,13 @@
 // ops::linears: the projections of one input by weights that lie back to back, as one product. In
 // float64 its outputs and gradients are those of one ops::linear per weight (to the last bits of a
 // float64 sum in another order) and of central finite differences; with bf16 products it converts
-// x once and nothing else, and under a SaveInBf16 scope each output carries its bf16 copy.
+// x once and nothing else, and under a SaveInBf16 scope each output carries its bf16 copy, which
+// selective recomputation keeps and hands back to the replay.
 // (Parameters::joined and the layers' project(): tests/layers/project_test.cpp.)
+#include <algorithm>
 #include <vector>
 
+#include "autograd/checkpoint.h"
 #include "autograd/ops.h"
 #include "autograd/saved.h"
 #include "gradcheck.h"
@@ -114,6 +117,43 @@ TEST(Linears, Bf16ProductsConvertXOnceAndCarryCopiesInTheScope) {
     ASSERT_TRUE(y.bf16().defined());
     EXPECT_EQ(testing::bitwise_difference(y.bf16(), y.value().to(DType::bf16)), "");
   }
+  clear_tape();
+}
+
+// Under selective recomputation in a SaveInBf16 scope the first run keeps the bf16 copies its split
+// wrote (it rounds none of its outputs again), and the replay's outputs carry those very copies
+// back (each widened once for its float32 value), so the replay's readers convert none of them.
+TEST(Linears, SelectiveRecomputationKeepsTheSplitsCopiesAndHandsThemBack) {
+  Rng rng(5);
+  Flat m(DType::f32, true, rng);
+  const Tensor x = random_tensor({4, 9, 16}, rng, -1, 1, DType::f32);
+  ops::SaveInBf16 scope(true);
+  // per run of the region: each output's bf16 copy and float32 value (their memory)
+  std::vector<std::vector<const void*>> copies, values;
+  auto region = [&](const Variable& in) {
+    const std::vector<Variable> ys = ops::linears(in, m.weights, m.joined);
+    copies.emplace_back();
+    values.emplace_back();
+    for (const Variable& y : ys) {
+      copies.back().push_back(y.bf16().defined() ? y.bf16().raw() : nullptr);
+      values.back().push_back(y.value().raw());
+    }
+    return ops::mul(ys[1], ys[1]);  // a reader whose node keeps its operands in bf16
+  };
+  backend::ConversionLog log;
+  Variable vx(x, true);
+  Variable y = ops::checkpoint(ops::Recompute::selective, region, vx, m.weights);
+  backward({y}, {random_tensor(y.shape(), rng, -1, 1, DType::f32)});
+  ASSERT_EQ(copies.size(), 2u) << "the first run and the replay";
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_NE(copies[0][i], nullptr) << "output " << i << ": no bf16 copy from the split";
+    EXPECT_EQ(copies[1][i], copies[0][i]) << "output " << i << ": the replay's copy is not the first run's";
+  }
+  int64_t rounded_again = 0;
+  for (const backend::ConversionLog::Entry& e : log.entries())
+    if (e.to_dtype == DType::bf16)
+      for (const std::vector<const void*>& run : values) rounded_again += std::count(run.begin(), run.end(), e.from);
+  EXPECT_EQ(rounded_again, 0) << "conversions into bf16 of the outputs' float32 values";
   clear_tape();
 }
 
