@@ -101,7 +101,8 @@ struct Launch {
   std::string gemm;             // a cuBLAS GEMM: "M x N x K"
   bool mixer = false;           // part of a mixer or attention (the model FLOPs count it)
   bool sequential = false;      // a linear mixer's inter-chunk pass: one thread per state entry walks the chunks
-  bool again = false;           // work made again (a recomputed product): its time, not model FLOPs
+  bool again = false;           // work made again (a recomputed product, a replay): its time, not model FLOPs
+  bool kept = false;            // a product or attention's core: selective recomputation keeps its output
 };
 
 struct Cost {
@@ -151,6 +152,7 @@ Launch gemm(const std::string& op, int64_t M, int64_t N, int64_t K, bool accumul
 void linear(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::string& name, int64_t rows, int64_t in,
             int64_t out, bool bf16) {
   fwd.push_back(gemm(name + " forward", rows, out, in, false, bf16));
+  fwd.back().kept = true;
   bwd.push_back(gemm(name + " dx", rows, in, out, true, bf16));
   bwd.push_back(gemm(name + " dW", out, in, rows, true, bf16));
 }
@@ -324,19 +326,25 @@ std::vector<Launch> attention(const MixerShape& m, int64_t window, bool bf16, st
 // ---- the training step ----
 
 // One layer: GLA (fla's GatedLinearAttention: q and k of H heads x Dk, v and the output gate g of
-// H x Dv) or softmax attention (H query and Hkv key/value heads of Dk = Dv, RoPE, a window or
-// global), then the SwiGLU MLP.
+// H x Dv), Gated DeltaNet (fla's GatedDeltaNet: H heads of Dk = Dv, short convolutions of `conv`
+// taps, chunks of `chunk`) or softmax attention (H query and Hkv key/value heads of Dk = Dv, RoPE, a
+// window or global), then the SwiGLU MLP.
+enum class LayerMixer { gla, gated_deltanet, attention };
+
 struct LayerShape {
-  bool attention = false;
-  int64_t H = 0, Dk = 0, Dv = 0, Hkv = 0, window = 0;
+  LayerMixer mixer = LayerMixer::gla;
+  int64_t H = 0, Dk = 0, Dv = 0, Hkv = 0, window = 0, conv = 0, chunk = 64;
   bool operator==(const LayerShape& o) const {
-    return attention == o.attention && H == o.H && Dk == o.Dk && Dv == o.Dv && Hkv == o.Hkv && window == o.window;
+    return mixer == o.mixer && H == o.H && Dk == o.Dk && Dv == o.Dv && Hkv == o.Hkv && window == o.window &&
+           conv == o.conv && chunk == o.chunk;
   }
   std::string name() const {
     char buf[96];
-    if (attention)
+    if (mixer == LayerMixer::attention)
       std::snprintf(buf, sizeof buf, "attention (H%ld, %ld kv heads, D%ld, %s)", long(H), long(Hkv), long(Dk),
                     window > 0 ? ("window " + std::to_string(window)).c_str() : "global");
+    else if (mixer == LayerMixer::gated_deltanet)
+      std::snprintf(buf, sizeof buf, "Gated DeltaNet (H%ld, D%ld, conv %ld)", long(H), long(Dk), long(conv));
     else
       std::snprintf(buf, sizeof buf, "GLA (H%ld, Dk %ld, Dv %ld)", long(H), long(Dk), long(Dv));
     return buf;
@@ -349,7 +357,8 @@ struct StepShape {
   int64_t B, T, d, intermediate, vocab;
   bool tied;
   std::vector<LayerShape> layers;
-  std::string note;  // what the step leaves out of the config it comes from
+  ops::Recompute recompute = ops::Recompute::none;  // train.recompute
+  std::string note;  // where the step comes from
 };
 
 // The distinct layers of `layers`, in order of first appearance.
@@ -363,7 +372,8 @@ std::vector<LayerShape> layer_kinds(const std::vector<LayerShape>& layers) {
 // A model of `layers` GLA layers of H heads of D keys and values (expand_k 1).
 StepShape gla_step(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t D, int64_t layers, int64_t vocab,
                    int64_t intermediate, bool tied) {
-  return {name, B, T, H * D, intermediate, vocab, tied, std::vector<LayerShape>(size_t(layers), {false, H, D, D}), ""};
+  return {name, B, T, H * D, intermediate, vocab, tied, std::vector<LayerShape>(size_t(layers), {LayerMixer::gla, H, D, D}),
+          ops::Recompute::none, ""};
 }
 
 // RMSNorm of N rows of D: forward reads x, writes y and rstd; backward, in one launch, reads x, dy,
@@ -418,6 +428,7 @@ void projections(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::
   const double n = double(rows) * double(out), elt = bf16 ? 2 : kF32;
   append(fwd, launches(name + " split", {cu::pointwise_plan("split_columns_kernel", rows * out)},
                        {{0, n * (2 * kF32 + (bf16 ? elt : 0))}}));
+  fwd.back().kept = true;  // of the product
   append(bwd, launches(name + " gradients joined", {cu::pointwise_plan("join_columns_kernel", rows * out)},
                        {{0, n * (kF32 + elt)}}));
 }
@@ -431,6 +442,7 @@ void swiglu_mlp(std::vector<Launch>& fwd, std::vector<Launch>& bwd, int64_t N, i
   linear(fwd, bwd, "mlp gate_proj and up_proj", N, d, 2 * I, bf16);
   append(fwd, launches("mlp swiglu", {cu::elementwise_plan("SwigluJoinedForward", N * I)},
                        {{6 * n, n * (2 * kF32 + elt + (bf16 ? 2 * elt : 0))}}));
+  fwd.back().kept = true;  // the replay takes both products, so the node's SwiGLU is not run again
   append(bwd, launches("mlp swiglu recomputed", {cu::elementwise_plan("SwigluJoinedForward", N * I)},
                        {{6 * n, n * (2 * elt + elt)}}));
   append(bwd, launches("mlp swiglu backward", {cu::elementwise_plan("SwigluJoinedBackward", N * I)},
@@ -443,14 +455,25 @@ struct Step {
   int64_t params = 0;
 };
 
+// What a layer adds up to: its parameters, and for selective recomputation under bf16 saving the
+// elements of the outputs its first run keeps in bf16 (autograd/checkpoint.h): `rounded`, the
+// conversions that adds to the step (the products that have no bf16 copy of their own, where
+// recompute none converts none either: o_proj's and the MLP's; the projections' split writes its
+// copies, and a product a node keeps, such as gk_proj.1's, is converted under none too), and
+// `widened`, those the replay widens back into float32 (all but the MLP's gate and up, which SwiGLU
+// reads in bf16).
+struct LayerPlan {
+  int64_t params = 0;
+  std::vector<int64_t> rounded, widened;
+};
+
 // A GLA layer (the default mixer; fla's GatedLinearAttention layer): the last block's MLP residual and
 // attn_norm in one pass (ops::add_rmsnorm), the q, k, v, g projections and the rank-16 gate's first
 // as one product (ops::linears), the gate's second with its bias, logsigmoid scaled by 1/16 (one
 // pass), the GLA kernels, the per-head RMSNorm and swish gate in one pass, the output projection, its
 // residual and mlp_norm in one pass, the SwiGLU MLP (one node: gate and up as one product, no split).
-// Returns its parameters.
-int64_t gla_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const StepShape& s, const LayerShape& l,
-                  MatmulPrecision precision) {
+LayerPlan gla_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const StepShape& s, const LayerShape& l,
+                    MatmulPrecision precision) {
   const bool gemm_bf16 = precision == MatmulPrecision::bf16;  // the GEMMs' operand bytes
   const int64_t N = s.B * s.T, d = s.d, I = s.intermediate, rank = 16, kd = l.H * l.Dk, vd = l.H * l.Dv;
   add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d);
@@ -458,6 +481,7 @@ int64_t gla_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const Step
   linear(fwd, bwd, "gk_proj.1", N, rank, kd, gemm_bf16);
   append(fwd, launches("gk_proj.1 bias", {cu::pointwise_plan("bias_forward_kernel", N * kd)},
                        {pointwise(N * kd, 2, 1, 1)}));
+  fwd.back().kept = true;  // of the product
   const cu::RowChunks bias_chunks = cu::row_chunks(N, (kd + 31) / 32, kd);
   append(bwd, launches("gk_proj.1 bias backward", cu::bias_backward_plans(N, kd),
                        {pointwise(N * kd + bias_chunks.count * kd, 1, 0, 1)}));  // dy, then the partials
@@ -475,14 +499,74 @@ int64_t gla_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const Step
   add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d);
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, mixer_bwd);
-  return d * (2 * kd + 2 * vd + rank) + rank * kd + kd + l.Dv + vd * d + 2 * d + 3 * d * I;
+  return {d * (2 * kd + 2 * vd + rank) + rank * kd + kd + l.Dv + vd * d + 2 * d + 3 * d * I,
+          {N * d, N * 2 * I, N * d},  // o_proj, the MLP's gate and up, down_proj
+          {N * kd, N * kd, N * vd, N * vd, N * rank, N * kd, N * d, N * d}};
+}
+
+// A Gated DeltaNet layer (fla's GatedDeltaNet, layers/mixers/deltanet.cpp): the residual and
+// attn_norm in one pass, q, k, v and b_proj as one product, a short convolution and SiLU on each of
+// q, k and v, L2 norms of q and k, beta = sigmoid(b), a_proj and the decay a = -exp(A_log)
+// softplus(a + dt_bias) in one pass, the chunked delta-rule kernels, g_proj, the per-head RMSNorm and
+// swish gate in one pass, o_proj, the residual and mlp_norm in one pass, the SwiGLU MLP.
+LayerPlan gated_deltanet_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const StepShape& s,
+                               const LayerShape& l, MatmulPrecision precision) {
+  const bool gemm_bf16 = precision == MatmulPrecision::bf16;
+  const int64_t N = s.B * s.T, d = s.d, I = s.intermediate, kd = l.H * l.Dk, vd = l.H * l.Dv, W = l.conv;
+  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d);
+  projections(fwd, bwd, "q, k, v, b_proj", N, d, 2 * kd + vd + l.H, gemm_bf16);
+  const std::string silu = cu::activation_functor("ActivationForward", Activation::silu);
+  const std::string dsilu = cu::activation_functor("ActivationBackward", Activation::silu);
+  for (auto [name, C] : {std::pair{"q", kd}, {"k", kd}, {"v", vd}}) {
+    const std::string op = std::string(name) + "_conv1d";
+    const int64_t n = N * C;
+    if (W > 0) {
+      append(fwd, launches(op, {cu::pointwise_plan("short_conv_forward_kernel", n)}, {pointwise(n, 1, 1, 2 * W)}));
+      const cu::RowChunks chunks = cu::row_chunks(N, (C + 31) / 32, C * (W + 1));
+      append(bwd, launches(op + " backward", cu::short_conv_backward_plans(s.B, s.T, C, W),
+                           {pointwise(n, 2, 1, 2 * W), pointwise(n + chunks.count * C * W, 2, 0, 2 * W)}));
+    }
+    pointwise_op(fwd, op + " silu", silu, n, 1, 1, 4);
+    pointwise_op(bwd, op + " silu backward", dsilu, n, 2, 1, 6);
+  }
+  for (auto name : {"q", "k"}) {
+    append(fwd, launches(std::string("l2norm of ") + name, cu::l2norm_forward_plans(N * l.H, l.Dk),
+                         {{3.0 * N * kd, kF32 * (2.0 * N * kd + N * l.H)}}));
+    append(bwd, launches(std::string("l2norm of ") + name + " backward", cu::l2norm_backward_plans(N * l.H, l.Dk),
+                         {{5.0 * N * kd, kF32 * (3.0 * N * kd + N * l.H)}}));
+  }
+  const std::string sigmoid = cu::activation_functor("ActivationForward", Activation::sigmoid);
+  const std::string dsigmoid = cu::activation_functor("ActivationBackward", Activation::sigmoid);
+  pointwise_op(fwd, "beta sigmoid", sigmoid, N * l.H, 1, 1, 4);
+  pointwise_op(bwd, "beta sigmoid backward", dsigmoid, N * l.H, 2, 1, 3);
+  linear(fwd, bwd, "a_proj", N, d, l.H, gemm_bf16);
+  append(fwd, launches("decay (A_log, dt_bias)", {cu::pointwise_plan("gdn_decay_forward_kernel", N * l.H)},
+                       {pointwise(N * l.H, 1, 1, 10)}));
+  append(bwd, launches("decay (A_log, dt_bias) backward", cu::gdn_decay_backward_plans(N, l.H),
+                       {pointwise(N * l.H, 2, 1, 12)}));
+  LINATTN_CHECK(l.Dk == l.Dv, "gpu-plan: Gated DeltaNet with value heads of ", l.Dv, " and key heads of ", l.Dk,
+                ": the plan models equal heads (model.expand_v: 1)");
+  std::vector<Launch> mixer_bwd;
+  std::vector<Launch> mixer_fwd = deltanet({s.B, s.T, l.H, l.Dk, l.chunk}, precision, mixer_bwd, "gated_deltanet");
+  for (Launch& m : mixer_fwd) m.mixer = true;
+  for (Launch& m : mixer_bwd) m.mixer = true;
+  append(fwd, mixer_fwd);
+  linear(fwd, bwd, "g_proj", N, d, vd, gemm_bf16);
+  gated_norm(fwd, bwd, N * l.H, l.Dv, gemm_bf16);
+  linear(fwd, bwd, "o_proj", N, vd, d, gemm_bf16);
+  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d);
+  swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
+  append(bwd, mixer_bwd);
+  return {d * (2 * kd + vd + l.H) + (2 * kd + vd) * W + d * l.H + 2 * l.H + d * vd + l.Dv + vd * d + 2 * d + 3 * d * I,
+          {N * d, N * 2 * I, N * d},  // o_proj, the MLP's gate and up, down_proj
+          {N * kd, N * kd, N * vd, N * l.H, N * l.H, N * vd, N * d, N * d}};
 }
 
 // A softmax attention layer: the residual and attn_norm in one pass, q, k and v as one product, RoPE
 // on q and k (its backward adds into their gradients), the attention kernels (bf16 with bf16
-// products), o_proj, the residual and mlp_norm in one pass, the SwiGLU MLP. Returns its parameters.
-int64_t attention_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const StepShape& s, const LayerShape& l,
-                        MatmulPrecision precision) {
+// products), o_proj, the residual and mlp_norm in one pass, the SwiGLU MLP.
+LayerPlan attention_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const StepShape& s, const LayerShape& l,
+                          MatmulPrecision precision) {
   const bool gemm_bf16 = precision == MatmulPrecision::bf16;
   const int64_t N = s.B * s.T, d = s.d, I = s.intermediate, qd = l.H * l.Dk, kvd = l.Hkv * l.Dk;
   add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d);
@@ -494,21 +578,66 @@ int64_t attention_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, cons
   }
   std::vector<Launch> core_bwd;
   std::vector<Launch> core_fwd = attention({s.B, s.T, l.H, l.Dk}, l.window, gemm_bf16, core_bwd, l.Hkv);
-  for (Launch& m : core_fwd) m.mixer = true;
+  for (Launch& m : core_fwd) m.mixer = m.kept = true;
   for (Launch& m : core_bwd) m.mixer = true;
   append(fwd, core_fwd);
   linear(fwd, bwd, "o_proj", N, qd, d, gemm_bf16);
   add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d);
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, core_bwd);
-  return d * (qd + 2 * kvd) + qd * d + 2 * d + 3 * d * I;
+  return {d * (qd + 2 * kvd) + qd * d + 2 * d + 3 * d * I,
+          {N * d, N * 2 * I, N * d},  // o_proj, the MLP's gate and up, down_proj
+          {N * qd, N * kvd, N * kvd, N * qd, N * d, N * d}};
+}
+
+LayerPlan layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const StepShape& s, const LayerShape& l,
+                MatmulPrecision precision) {
+  switch (l.mixer) {
+    case LayerMixer::attention: return attention_layer(fwd, bwd, s, l, precision);
+    case LayerMixer::gated_deltanet: return gated_deltanet_layer(fwd, bwd, s, l, precision);
+    case LayerMixer::gla: break;
+  }
+  return gla_layer(fwd, bwd, s, l, precision);
+}
+
+// A conversion of n elements to bf16 (convert.cu) or back.
+Launch conversion(const std::string& op, int64_t n, bool to_bf16) {
+  return launches(op, {cu::pointwise_plan(to_bf16 ? "to_bf16_kernel" : "from_bf16_kernel", n)},
+                  {{0, double(n) * (kF32 + 2)}})[0];
+}
+
+// What train.recompute adds to one layer of `N` tokens whose forward is `fwd` (docs/recompute.md): the
+// block is a region of one input, so its last residual add is a pass of its own; its backward
+// replays the forward first (full: all of it; selective: all but the products and softmax
+// attention's core, whose outputs the first run keeps). Under bf16 saving the region keeps its
+// input in bf16 (rounded in the first run, widened for the replay), and selective its kept outputs.
+void add_recompute(std::vector<Launch>& fwd, std::vector<Launch>& bwd, ops::Recompute mode, const LayerPlan& plan,
+                   int64_t N, int64_t d, bool bf16) {
+  if (mode == ops::Recompute::none) return;
+  append(fwd, launches("residual add (the region's last)", {cu::elementwise_plan("Add", N * d)},
+                       {pointwise(N * d, 2, 1, 1)}));
+  std::vector<Launch> replay;
+  if (bf16) replay.push_back(conversion("replay: region input widened", N * d, false));
+  for (const Launch& l : fwd) {
+    if (mode == ops::Recompute::selective && l.kept) continue;
+    replay.push_back(l);
+    replay.back().op = "replay: " + l.op;
+    replay.back().again = true;
+  }
+  if (bf16) fwd.push_back(conversion("region input kept in bf16", N * d, true));
+  if (bf16 && mode == ops::Recompute::selective) {
+    for (int64_t n : plan.rounded) fwd.push_back(conversion("kept product rounded to bf16", n, true));
+    for (int64_t n : plan.widened) replay.push_back(conversion("replay: kept product widened", n, false));
+  }
+  bwd.insert(bwd.begin(), replay.begin(), replay.end());
 }
 
 // One step: the embedding, each kind of layer as often as the model has it (the first block's
 // attn_norm adds nothing and the final norm adds the last block's output: one plain norm a step),
 // the final RMSNorm, the LM head, cross-entropy (whose backward makes the logits again); the
 // backward of each (listed in an order of its own: a sum of times does not depend on it); the
-// gradient norm and AdamW over every parameter. GEMMs and the mixers' products in `precision`.
+// gradient norm and AdamW over every parameter. GEMMs and the mixers' products in `precision`; each
+// layer's replay in the step's recompute mode (add_recompute).
 Step training_step(const StepShape& s, MatmulPrecision precision) {
   const bool gemm_bf16 = precision == MatmulPrecision::bf16;
   const int64_t N = s.B * s.T, d = s.d, V = s.vocab;
@@ -518,8 +647,9 @@ Step training_step(const StepShape& s, MatmulPrecision precision) {
   for (const LayerShape& kind : kinds) {
     const int64_t count = std::count(s.layers.begin(), s.layers.end(), kind);
     std::vector<Launch> f, b;
-    const int64_t params = kind.attention ? attention_layer(f, b, s, kind, precision) : gla_layer(f, b, s, kind, precision);
-    step.params += count * params;
+    const LayerPlan plan = layer(f, b, s, kind, precision);
+    add_recompute(f, b, s.recompute, plan, N, d, gemm_bf16);
+    step.params += count * plan.params;
     for (Launch& l : f) l.launches = count;
     for (Launch& l : b) l.launches = count;
     if (kinds.size() > 1)  // which layers the rows are of
@@ -746,8 +876,8 @@ struct PlannedConfig {
   std::vector<std::string> overrides;
 };
 
-// A config's model at its micro-batch, for one rank: its GLA and attention layers as the model builds
-// them (layers/mixers/gla.cpp, attention.cpp).
+// A config's model at its micro-batch and recompute mode, for one rank: its GLA, Gated DeltaNet and
+// attention layers as the model builds them (layers/mixers/gla.cpp, deltanet.cpp, attention.cpp).
 StepShape step_of_config(const PlannedConfig& c) {
   const std::string& path = c.shown;
   const std::vector<std::string>& overrides = c.overrides;
@@ -755,43 +885,49 @@ StepShape step_of_config(const PlannedConfig& c) {
   const ModelConfig& m = config.model;
   const TrainConfig& t = config.train;
   StepShape s{c.name, t.micro_batch_size ? t.micro_batch_size : t.batch_size, config.data.seq_len, m.hidden_size,
-              m.resolved_intermediate_size(), m.vocab_size, m.tie_word_embeddings, {}, ""};
+              m.resolved_intermediate_size(), m.vocab_size, m.tie_word_embeddings, {}, ops::Recompute::none, ""};
   LINATTN_CHECK(m.mlp == Mlp::swiglu, path, ": gpu-plan models the SwiGLU MLP only (model.mlp)");
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const LayerSpec& spec = m.layers[i];
     LayerShape l;
     l.H = spec.num_heads;
     if (spec.mixer == "attention") {
-      l.attention = true;
+      l.mixer = LayerMixer::attention;
       l.Dk = l.Dv = m.hidden_size / spec.num_heads;
       l.Hkv = spec.num_kv_heads ? spec.num_kv_heads : spec.num_heads;
       l.window = spec.window_size;
     } else {
-      LINATTN_CHECK(spec.mixer == "gla", path, ": model.layers.", i, " is ", spec.mixer,
-                    "; gpu-plan models GLA and softmax attention layers");
+      LINATTN_CHECK(spec.mixer == "gla" || spec.mixer == "gated_deltanet", path, ": model.layers.", i, " is ",
+                    spec.mixer, "; gpu-plan models GLA, Gated DeltaNet and softmax attention layers");
       l.Dk = mixers::key_dim(m, spec) / spec.num_heads;
       l.Dv = mixers::value_dim(m, spec) / spec.num_heads;
+      if (spec.mixer == "gated_deltanet") {
+        const mixers::ShortConvSettings& conv = m.settings.of<mixers::ShortConvSettings>();
+        l.mixer = LayerMixer::gated_deltanet;
+        l.conv = conv.use_short_conv ? conv.conv_size : 0;
+        l.chunk = m.chunk_size;
+      }
     }
     s.layers.push_back(l);
   }
   s.note = "From " + path + (overrides.empty() ? "" : " with");
   for (const std::string& o : overrides) s.note += " " + o;
-  s.note += "; micro-batch " + std::to_string(s.B) + ", recompute none";
-  if (t.recompute != ops::Recompute::none)
-    s.note += std::string(" (the config's ") + ops::recompute_name(t.recompute) + " is not modeled)";
-  s.note += ".";
+  s.recompute = t.recompute;
+  s.note += "; micro-batch " + std::to_string(s.B) + ", recompute " + ops::recompute_name(t.recompute) + ".";
   return s;
 }
 
 // The configs the plan reports beside the benchmark's shape: the 85.5M model of the H200 runs
-// (docs/gpu-runs/) and fla's 1.3B GLA shape.
+// (docs/gpu-runs/) and fla's 1.3B GLA and Gated DeltaNet shapes.
 std::vector<PlannedConfig> shipped_configs(const std::string& root) {
   return {{"85.5M (configs/bench.yaml at the 85.5M shape)",
            root + "/configs/bench.yaml",
            "configs/bench.yaml",
            {"model.hidden_size=768", "model.num_hidden_layers=12", "model.num_heads=12", "data.seq_len=2048",
             "train.batch_size=8"}},
-          {"1.3B GLA hybrid (configs/gla-1.3b.yaml)", root + "/configs/gla-1.3b.yaml", "configs/gla-1.3b.yaml", {}}};
+          {"1.3B GLA hybrid (configs/gla-1.3b.yaml)", root + "/configs/gla-1.3b.yaml", "configs/gla-1.3b.yaml", {}},
+          {"1.3B Gated DeltaNet hybrid (configs/gdn-1.3b.yaml)", root + "/configs/gdn-1.3b.yaml",
+           "configs/gdn-1.3b.yaml", {}}};
 }
 
 int run_gpu_plan(const std::string& build_dir, MatmulPrecision precision, const std::vector<PlannedConfig>& configs) {
@@ -853,7 +989,8 @@ bool registered = add_command(
        auto configs = std::make_shared<std::vector<std::string>>();
        c.add_option("--config", *configs,
                     "model configs whose training step to plan (at their micro-batch), in place of the shipped ones "
-                    "(configs/bench.yaml at the 85.5M shape, configs/gla-1.3b.yaml); GLA and attention layers")
+                    "(configs/bench.yaml at the 85.5M shape, configs/gla-1.3b.yaml, configs/gdn-1.3b.yaml), in their "
+                    "train.recompute mode; GLA, Gated DeltaNet and attention layers")
            ->type_name("FILE ...");
        return [build_dir, precision, configs] {
          std::vector<PlannedConfig> planned;

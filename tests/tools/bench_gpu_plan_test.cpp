@@ -79,7 +79,9 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
                            "## Training step: 85.5M", "10 x GLA (H12, Dk 32, Dv 64), 2 x attention (H12, 12 kv heads, "
                            "D64, window 256)", "85.5M parameters", "## Training step: 1.3B GLA hybrid",
                            "20 x GLA (H16, Dk 64, Dv 128), 4 x attention (H16, 16 kv heads, D128, window 512)",
-                           "1440.3M parameters", "(the config's selective is not modeled)"})
+                           "1440.3M parameters", "## Training step: 1.3B Gated DeltaNet hybrid",
+                           "20 x Gated DeltaNet (H16, D128, conv 4), 4 x attention (H16, 16 kv heads, D128, window 512)",
+                           "1525.0M parameters", "micro-batch 8, recompute selective."})
     EXPECT_NE(r.output.find(what), std::string::npos) << "no '" << what << "' in\n" << r.output;
   // At B4 H4 T2048 D64 the rows of GLA's forward show their plans' geometry: the chunk states a
   // block per (chunk, tile, head), 128 x 1 x 4 = 512 blocks of 256 threads (no idle SMs), and
@@ -131,8 +133,40 @@ TEST_F(BenchGpuPlan, PlansTheConfigsGivenAndNamesALayerItCannot) {
   std::ofstream(config) << "model:\n  hidden_size: 64\n  num_heads: 2\n  num_hidden_layers: 2\n  layers: [gla, deltanet]\ntrain:\n  max_steps: 1\n";
   r = plan(" --config " + config);
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.output.find("model.layers.1 is deltanet; gpu-plan models GLA and softmax attention layers"),
-            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("model.layers.1 is deltanet; gpu-plan models GLA, Gated DeltaNet and softmax attention "
+                          "layers"), std::string::npos) << r.output;
+}
+
+// A config's train.recompute is planned: each layer's backward replays its forward, all of it under
+// full, all but the products and softmax attention's core under selective (whose kept outputs are
+// rounded to bf16 in the first run and widened in the replay); none replays nothing.
+TEST_F(BenchGpuPlan, PlansTheReplaysOfTheConfigsRecomputeMode) {
+  const std::string config = dir_ + "/hybrid.yaml";
+  auto plan_mode = [&](const std::string& mode) {
+    std::ofstream(config) << "model:\n  vocab_size: 300\n  hidden_size: 64\n  num_heads: 2\n  num_hidden_layers: 3\n"
+                          << "  layers: [gla, attention, gated_deltanet]\ndata:\n  seq_len: 256\ntrain:\n"
+                          << "  batch_size: 4\n  max_steps: 1\n  precision: bf16\n  recompute: " << mode << "\n";
+    testing::CommandResult r = plan(" --precision bf16 --config " + config);
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("1 x Gated DeltaNet (H2, D32, conv 4)"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("recompute " + mode + "."), std::string::npos) << r.output;
+    return r.output;
+  };
+  auto has = [](const std::string& output, const std::string& op) { return output.find(op + " | ") != std::string::npos; };
+  const std::string none = plan_mode("none"), selective = plan_mode("selective"), full = plan_mode("full");
+  EXPECT_EQ(none.find("replay: "), std::string::npos) << none;
+  for (const char* op : {"replay: residual + attn_norm forward", "replay: gla forward: outputs (parallel)",
+                         "replay: gated_deltanet forward: outputs (parallel)", "replay: g_norm and swish gate",
+                         "replay: region input widened", "replay: kept product widened", "kept product rounded to bf16",
+                         "region input kept in bf16", "residual add (the region's last)"})
+    EXPECT_TRUE(has(selective, op)) << "selective has no row '" << op << "'";
+  for (const char* op : {"replay: o_proj forward", "replay: mlp gate_proj and up_proj forward", "replay: mlp swiglu",
+                         "replay: attention (global) forward", "replay: q, k, v_proj split"})
+    EXPECT_FALSE(has(selective, op)) << "selective replays '" << op << "', whose output its first run keeps";
+  for (const char* op : {"replay: o_proj forward", "replay: mlp swiglu", "replay: attention (global) forward",
+                         "replay: q, k, v, b_proj split", "replay: region input widened"})
+    EXPECT_TRUE(has(full, op)) << "full has no row '" << op << "'";
+  EXPECT_FALSE(has(full, "kept product rounded to bf16")) << full;
 }
 
 TEST_F(BenchGpuPlan, ReadsRegistersAndTensorCoresFromTheNvccTables) {
