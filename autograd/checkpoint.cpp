@@ -87,6 +87,8 @@ void keep(Kept kind, const Tensor& out, Tensor* copy) {
   t_region->kept.push_back(std::move(rounded));
 }
 
+bool keeping(Kept kind) { return !t_replaying && keeps(t_region, kind); }
+
 void keep_exact(Kept kind, const Tensor& out) {
   if (!t_replaying && keeps(t_region, kind)) t_region->kept.push_back(out);
 }

@@ -62,6 +62,10 @@ bool take_kept(Kept kind, Tensor& out, Tensor* copy = nullptr, bool widen = true
 void keep(Kept kind, const Tensor& out, Tensor* copy = nullptr);
 // keep, for an output kept exactly as it is in any scope (attention's float32 log-sum-exp).
 void keep_exact(Kept kind, const Tensor& out);
+// Whether keep keeps outputs of `kind` here (the first run of a region that keeps them): an op can
+// then write the bf16 copy keep takes in its own pass (ops::swiglu_mlp's SwiGLU) instead of keep
+// converting the output.
+bool keeping(Kept kind);
 
 }  // namespace detail
 

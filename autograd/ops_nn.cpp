@@ -356,10 +356,14 @@ Variable swiglu_mlp(const Variable& x, const Variable& gate, const Variable& up,
     gu = Tensor::scratch(with_last(x.shape(), 2 * I), x.dtype(), dev);
     // gu [N, 2 I] = x [N, in] [gate; up]^T: gate's outputs, then up's
     backend::gemm(dev, false, true, N, 2 * I, in, 1.0, xs, w_gu, 0.0, gu);
-    detail::keep(detail::Kept::product, gu);
-    kept = grad && bf16 && saving_in_bf16() ? detail::bf16_copy_scratch(gu.shape(), dev) : gu;
+    // The bf16 copy, written by the SwiGLU pass, for this node or for the replay of a region that
+    // keeps the products (no conversion of its own either way).
+    const bool copy = bf16 && saving_in_bf16() && (grad || detail::keeping(detail::Kept::product));
+    kept = copy ? Tensor::scratch_kept(gu.shape(), DType::bf16, dev) : gu;
     const Tensor h = Tensor::scratch(with_last(x.shape(), I), operand, dev);
-    backend::swiglu_joined_forward(dev, h, kept.dtype() == DType::bf16 ? kept : Tensor(), gu);
+    backend::swiglu_joined_forward(dev, h, copy ? kept : Tensor(), gu);
+    Tensor gu16 = copy ? kept : Tensor();
+    detail::keep(detail::Kept::product, gu, &gu16);
     // y [N, out] = h [N, I] down^T
     backend::gemm(dev, false, true, N, out_features, I, 1.0, h, w_down, 0.0, y);
     detail::keep(detail::Kept::product, y, &y16);

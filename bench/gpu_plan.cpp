@@ -458,8 +458,9 @@ struct Step {
 // What a layer adds up to: its parameters, and for selective recomputation under bf16 saving the
 // elements of the outputs its first run keeps in bf16 (autograd/checkpoint.h): `rounded`, the
 // conversions that adds to the step (the products that have no bf16 copy of their own, where
-// recompute none converts none either: o_proj's and the MLP's; the projections' split writes its
-// copies, and a product a node keeps, such as gk_proj.1's, is converted under none too), and
+// recompute none converts none either: o_proj's and down_proj's; the projections' split and the
+// MLP's SwiGLU pass write theirs, and a product a node keeps, such as gk_proj.1's, is converted
+// under none too), and
 // `widened`, those the replay widens back into float32 (all but the MLP's gate and up, which SwiGLU
 // reads in bf16).
 struct LayerPlan {
@@ -500,7 +501,7 @@ LayerPlan gla_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const St
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, mixer_bwd);
   return {d * (2 * kd + 2 * vd + rank) + rank * kd + kd + l.Dv + vd * d + 2 * d + 3 * d * I,
-          {N * d, N * 2 * I, N * d},  // o_proj, the MLP's gate and up, down_proj
+          {N * d, N * d},  // o_proj, down_proj
           {N * kd, N * kd, N * vd, N * vd, N * rank, N * kd, N * d, N * d}};
 }
 
@@ -558,7 +559,7 @@ LayerPlan gated_deltanet_layer(std::vector<Launch>& fwd, std::vector<Launch>& bw
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, mixer_bwd);
   return {d * (2 * kd + vd + l.H) + (2 * kd + vd) * W + d * l.H + 2 * l.H + d * vd + l.Dv + vd * d + 2 * d + 3 * d * I,
-          {N * d, N * 2 * I, N * d},  // o_proj, the MLP's gate and up, down_proj
+          {N * d, N * d},  // o_proj, down_proj
           {N * kd, N * kd, N * vd, N * l.H, N * l.H, N * vd, N * d, N * d}};
 }
 
@@ -586,7 +587,7 @@ LayerPlan attention_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, co
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, core_bwd);
   return {d * (qd + 2 * kvd) + qd * d + 2 * d + 3 * d * I,
-          {N * d, N * 2 * I, N * d},  // o_proj, the MLP's gate and up, down_proj
+          {N * d, N * d},  // o_proj, down_proj
           {N * qd, N * kvd, N * kvd, N * qd, N * d, N * d}};
 }
 
