@@ -103,6 +103,7 @@ struct Launch {
   bool sequential = false;      // a linear mixer's inter-chunk pass: one thread per state entry walks the chunks
   bool again = false;           // work made again (a recomputed product, a replay): its time, not model FLOPs
   bool kept = false;            // a product or attention's core: selective recomputation keeps its output
+  bool recording = false;       // made only while the tape records (a node's bf16 copy of what it saves)
 };
 
 struct Cost {
@@ -403,6 +404,27 @@ void pointwise_op(std::vector<Launch>& to, const std::string& op, const std::str
   append(to, launches(op, {cu::elementwise_plan(functor, n)}, {pointwise(n, reads, writes, flops)}));
 }
 
+// A conversion of n elements to bf16 (convert.cu) or back.
+Launch conversion(const std::string& op, int64_t n, bool to_bf16) {
+  return launches(op, {cu::pointwise_plan(to_bf16 ? "to_bf16_kernel" : "from_bf16_kernel", n)},
+                  {{0, double(n) * (kF32 + 2)}})[0];
+}
+
+// The conversions of a layer's step in bf16 (train.precision: bf16), counted in the emulation
+// (docs/benchmarks.md): `saved`, the float32 activations a node keeps in bf16 that no kernel wrote a
+// copy of (converted in the forward, while recording); `gradients`, the upstream gradients a
+// product's backward converts into its bf16 operand; `widened`, the kept copies a backward whose
+// kernels read float32 widens.
+void bf16_conversions(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::vector<int64_t>& saved,
+                      const std::vector<int64_t>& gradients, const std::vector<int64_t>& widened) {
+  for (int64_t n : saved) {
+    fwd.push_back(conversion("saved activation into bf16", n, true));
+    fwd.back().recording = true;
+  }
+  for (int64_t n : gradients) bwd.push_back(conversion("gradient into bf16 for its products", n, true));
+  for (int64_t n : widened) bwd.push_back(conversion("saved activation widened", n, false));
+}
+
 // The per-head RMSNorm and swish gate of a mixer's output, h = silu(g) * rmsnorm(o), in one pass that
 // writes the output projection's operand h (ops::rmsnorm_gate_linear; R rows of D): the backward
 // makes h again from the kept o and g for the weight's gradient, then one launch takes dh to do, dg
@@ -500,6 +522,9 @@ LayerPlan gla_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const St
   add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d);
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, mixer_bwd);
+  // saved: gk_proj.1's output (by the logsigmoid) and the gate (by GLA); gradients: gk_proj.1's,
+  // o_proj's and down_proj's
+  if (gemm_bf16) bf16_conversions(fwd, bwd, {N * kd, N * kd}, {N * kd, N * d, N * d}, {});
   return {d * (2 * kd + 2 * vd + rank) + rank * kd + kd + l.Dv + vd * d + 2 * d + 3 * d * I,
           {N * d, N * d},  // o_proj, down_proj
           {N * kd, N * kd, N * vd, N * vd, N * rank, N * kd, N * d, N * d}};
@@ -558,6 +583,16 @@ LayerPlan gated_deltanet_layer(std::vector<Launch>& fwd, std::vector<Launch>& bw
   add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d);
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, mixer_bwd);
+  // saved: the convolutions' outputs (by SiLU), q and k normed, v, beta, a_proj's output (by the
+  // decay), the decay, g_proj's output (by the gated norm); gradients: a_proj's, g_proj's, o_proj's,
+  // down_proj's; widened: q, k, v, beta, the decay and one more of H per token (the delta-rule
+  // kernels read float32), the convolutions' outputs (SiLU's backward)
+  if (gemm_bf16)
+    bf16_conversions(fwd, bwd,
+                     {W > 0 ? N * kd : 0, W > 0 ? N * kd : 0, W > 0 ? N * vd : 0, N * kd, N * kd, N * vd, N * l.H,
+                      N * l.H, N * l.H, N * vd},
+                     {N * l.H, N * vd, N * d, N * d},
+                     {N * kd, N * kd, N * vd, N * l.H, N * l.H, N * l.H, N * kd, N * kd, N * vd});
   return {d * (2 * kd + vd + l.H) + (2 * kd + vd) * W + d * l.H + 2 * l.H + d * vd + l.Dv + vd * d + 2 * d + 3 * d * I,
           {N * d, N * d},  // o_proj, down_proj
           {N * kd, N * kd, N * vd, N * l.H, N * l.H, N * vd, N * d, N * d}};
@@ -586,6 +621,9 @@ LayerPlan attention_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, co
   add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d);
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, core_bwd);
+  // saved: q and k after RoPE, the output (by attention's and o_proj's nodes); gradients: o_proj's,
+  // down_proj's
+  if (gemm_bf16) bf16_conversions(fwd, bwd, {N * qd, N * kvd, N * qd}, {N * d, N * d}, {});
   return {d * (qd + 2 * kvd) + qd * d + 2 * d + 3 * d * I,
           {N * d, N * d},  // o_proj, down_proj
           {N * qd, N * kvd, N * kvd, N * qd, N * d, N * d}};
@@ -599,12 +637,6 @@ LayerPlan layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const StepSh
     case LayerMixer::gla: break;
   }
   return gla_layer(fwd, bwd, s, l, precision);
-}
-
-// A conversion of n elements to bf16 (convert.cu) or back.
-Launch conversion(const std::string& op, int64_t n, bool to_bf16) {
-  return launches(op, {cu::pointwise_plan(to_bf16 ? "to_bf16_kernel" : "from_bf16_kernel", n)},
-                  {{0, double(n) * (kF32 + 2)}})[0];
 }
 
 // What train.recompute adds to one layer of `N` tokens whose forward is `fwd` (docs/recompute.md): the
@@ -625,6 +657,8 @@ void add_recompute(std::vector<Launch>& fwd, std::vector<Launch>& bwd, ops::Reco
     replay.back().op = "replay: " + l.op;
     replay.back().again = true;
   }
+  // the first run records nothing: what a node converts to keep is made in the replay only
+  fwd.erase(std::remove_if(fwd.begin(), fwd.end(), [](const Launch& l) { return l.recording; }), fwd.end());
   if (bf16) fwd.push_back(conversion("region input kept in bf16", N * d, true));
   if (bf16 && mode == ops::Recompute::selective) {
     for (int64_t n : plan.rounded) fwd.push_back(conversion("kept product rounded to bf16", n, true));
@@ -681,6 +715,7 @@ Step training_step(const StepShape& s, MatmulPrecision precision) {
   append(tail, launches("gradient norm, clip and skip", cu::step_control_plans(step.params),
                         {pointwise(step.params, 1, 0, 2), {1024, 8 * 1024}}));
   append(tail, launches("AdamW", cu::adamw_plans(step.params), {pointwise(step.params, 4, 3, 15)}));
+  if (gemm_bf16) tail.push_back(conversion("the weights' bf16 copy, from the updated masters", step.params, true));
   for (auto* part : {&fwd, &layers_fwd, &head_fwd, &rest, &layers_bwd, &tail}) append(step.launches, *part);
   return step;
 }
