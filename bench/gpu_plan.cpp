@@ -714,8 +714,10 @@ Step training_step(const StepShape& s, MatmulPrecision precision) {
   append(tail, launches("step loss", cu::step_loss_plans(), {{1, 8}}));
   append(tail, launches("gradient norm, clip and skip", cu::step_control_plans(step.params),
                         {pointwise(step.params, 1, 0, 2), {1024, 8 * 1024}}));
-  append(tail, launches("AdamW", cu::adamw_plans(step.params), {pointwise(step.params, 4, 3, 15)}));
-  if (gemm_bf16) tail.push_back(conversion("the weights' bf16 copy, from the updated masters", step.params, true));
+  // with bf16 products the same pass writes the weights' bf16 copy (2 bytes a parameter more)
+  Cost adamw = pointwise(step.params, 4, 3, 15);
+  if (gemm_bf16) adamw.bytes += 2.0 * double(step.params);
+  append(tail, launches("AdamW", cu::adamw_plans(step.params), {adamw}));
   for (auto* part : {&fwd, &layers_fwd, &head_fwd, &rest, &layers_bwd, &tail}) append(step.launches, *part);
   return step;
 }

@@ -59,8 +59,9 @@ void AdamW::step(double lr, const Tensor& control) {
   const backend::AdamWStep s{beta1_, beta2_, eps_, lr / (1.0 - std::pow(beta1_, double(t_))),
                              1.0 / (1.0 - std::pow(beta2_, double(t_))), lr * weight_decay_};
   const Tensor& w = params_.values().all();
-  backend::adamw_step(w.device(), w, params_.grads().all(), m_.all(), v_.all(), decay_ranges_, control, s);
-  refresh_bf16_weights(params_);
+  // The bf16 copy the products read is written in the same pass (no conversion of its own).
+  const Tensor w16 = params_.has_bf16_copy() ? params_.bf16_values().all() : Tensor();
+  backend::adamw_step(w.device(), w, w16, params_.grads().all(), m_.all(), v_.all(), decay_ranges_, control, s);
 }
 
 void refresh_bf16_weights(const Parameters& params) {

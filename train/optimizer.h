@@ -13,8 +13,8 @@ class AdamW {
 
   // One update at learning rate lr from the gradients in params.grads(), as they are (no clipping).
   // Decoupled weight decay (lr * weight_decay * w) applies to the parameters declared with weight_decay.
-  // Then the bf16 copy of the weights, if the parameters keep one (refresh_bf16_weights); so does
-  // step(lr, control).
+  // The same pass writes the bf16 copy of the weights, if the parameters keep one (as
+  // refresh_bf16_weights would); so does step(lr, control).
   void step(double lr);
   // The training step's update: one pass over the flat buffers (one launch on a GPU) of the
   // gradients times control[clip], skipped on the device when control[skip] is set.
@@ -51,7 +51,7 @@ void set_step_control(const Tensor& control, const Parameters& params, double ma
 
 // train.precision: bf16: writes the weights' bf16 copy (Parameters::bf16_values) from the float32
 // masters, one conversion over the whole flat buffer; nothing when the parameters keep no copy.
-// AdamW::step calls it after its update; call it after anything else writes the weights
+// AdamW::step writes the copy in its own pass; call this after anything else writes the weights
 // (initialization, a checkpoint, --init-from).
 void refresh_bf16_weights(const Parameters& params);
 

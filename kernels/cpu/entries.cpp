@@ -612,7 +612,10 @@ void step_control(In control, In g, double max_norm) {
   c[step_control::skip] = c[step_control::bad] != 0 || !std::isfinite(norm) ? 1.0 : 0.0;
 }
 
-void adamw_step(In w_, In g_, In m_, In v_, In decay_ranges, In control, const AdamWStep& s) {
+void adamw_step(In w_, In w16_, In g_, In m_, In v_, In decay_ranges, In control, const AdamWStep& s) {
+  LINATTN_CHECK(!w16_.defined() || (w_.dtype() == DType::f32 && w16_.dtype() == DType::bf16 &&
+                                    w16_.numel() == w_.numel()),
+                "adamw: the weights' copy ", w16_.str(), " is not a bf16 copy of ", w_.str());
   const double* c = control.data<double>();
   if (c[step_control::skip] != 0) return;
   const double clip = c[step_control::clip];
@@ -621,6 +624,7 @@ void adamw_step(In w_, In g_, In m_, In v_, In decay_ranges, In control, const A
   floating(w_, [&](auto zero) {
     using T = decltype(zero);
     T *w = w_.data<T>(), *m = m_.data<T>(), *v = v_.data<T>();
+    bfloat16* w16 = w16_.defined() ? w16_.data<bfloat16>() : nullptr;
     const T* g = g_.data<T>();
     const int64_t n = w_.numel();
     const T b1 = T(s.beta1), b2 = T(s.beta2), step_size = T(s.step_size), rbc2 = T(s.rbc2), eps = T(s.eps),
@@ -635,6 +639,8 @@ void adamw_step(In w_, In g_, In m_, In v_, In decay_ranges, In control, const A
         v[j] = b2 * v[j] + (T(1) - b2) * gj * gj;
         w[j] -= step_size * m[j] / (std::sqrt(v[j] * rbc2) + eps) + decay * w[j];
       }
+      if (w16)
+        for (int64_t j = begin; j < end; ++j) w16[j] = from_float(float(w[j]));
     };
     // One pass: each thread takes a contiguous share of the buffer and walks the decay ranges across it.
 #pragma omp parallel if (n > (1 << 15))

@@ -488,8 +488,11 @@ void step_control(In control, In g, double max_norm) {
   cuda::step_control(control.data<double>(), f32(g), g.numel(), max_norm);
 }
 
-void adamw_step(In w, In g, In m, In v, In decay_ranges, In control, const AdamWStep& s) {
+void adamw_step(In w, In w16, In g, In m, In v, In decay_ranges, In control, const AdamWStep& s) {
   require_f32("adamw", w);
+  LINATTN_CHECK(!w16.defined() || (w16.dtype() == DType::bf16 && w16.numel() == w.numel() &&
+                                   w16.device() == Device::cuda),
+                "adamw: the weights' copy ", w16.str(), " is not a bf16 copy of ", w.str());
   require_control("adamw", control);
   LINATTN_CHECK(decay_ranges.dtype() == DType::f64 && decay_ranges.device() == Device::cuda &&
                     decay_ranges.numel() % 2 == 0,
@@ -497,7 +500,7 @@ void adamw_step(In w, In g, In m, In v, In decay_ranges, In control, const AdamW
   // the constants rounded to float32 as the CPU entry rounds them
   const cuda::AdamWStep c{float(s.beta1), float(s.beta2), float(s.step_size), float(s.rbc2), float(s.eps),
                           float(s.decay)};
-  cuda::adamw_update(f32(w), f32(m), f32(v), f32(g), w.numel(), decay_ranges.numel() ? decay_ranges.data<double>() : nullptr,
+  cuda::adamw_update(f32(w), w16.defined() ? bf16_bits(w16) : nullptr, f32(m), f32(v), f32(g), w.numel(), decay_ranges.numel() ? decay_ranges.data<double>() : nullptr,
                      decay_ranges.numel() / 2, control.data<double>(), c);
 }
 

@@ -1,5 +1,7 @@
 #include "kernels/cuda/optimizer.h"
 
+#include <cuda_bf16.h>
+
 #include <cfloat>
 
 #include "kernels/cuda/common.cuh"
@@ -68,8 +70,8 @@ __device__ bool decayed(const double* bounds, int64_t count, int64_t i) {
   return lo & 1;
 }
 
-__global__ void adamw_kernel(float* w, float* m, float* v, const float* g, int64_t n, const double* decay_ranges,
-                             int64_t ranges, const double* control, AdamWStep s) {
+__global__ void adamw_kernel(float* w, __nv_bfloat16* w16, float* m, float* v, const float* g, int64_t n,
+                             const double* decay_ranges, int64_t ranges, const double* control, AdamWStep s) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n || control[slot::skip] != 0) return;
   const double clip = control[slot::clip];
@@ -81,7 +83,9 @@ __global__ void adamw_kernel(float* w, float* m, float* v, const float* g, int64
   const float denom = __fadd_rn(__fsqrt_rn(__fmul_rn(vi, s.rbc2)), s.eps);
   m[i] = mi;
   v[i] = vi;
-  w[i] = __fsub_rn(wi, __fadd_rn(__fdiv_rn(__fmul_rn(s.step_size, mi), denom), __fmul_rn(decay, wi)));
+  const float updated = __fsub_rn(wi, __fadd_rn(__fdiv_rn(__fmul_rn(s.step_size, mi), denom), __fmul_rn(decay, wi)));
+  w[i] = updated;
+  if (w16) w16[i] = __float2bfloat16(updated);  // round to nearest even, as to_bf16_kernel
 }
 
 // The first pass of sum_squares and step_control; returns the number of partial sums.
@@ -115,10 +119,11 @@ void step_control(double* control, const float* g, int64_t n, double max_norm) {
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
-void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, const double* decay_ranges, int64_t ranges,
-                  const double* control, const AdamWStep& s) {
+void adamw_update(float* w, uint16_t* w16, float* m, float* v, const float* g, int64_t n, const double* decay_ranges,
+                  int64_t ranges, const double* control, const AdamWStep& s) {
   if (n == 0) return;
-  LINATTN_LAUNCH_PLAN(adamw_plans(n)[0], stream(), adamw_kernel)(w, m, v, g, n, decay_ranges, ranges, control, s);
+  LINATTN_LAUNCH_PLAN(adamw_plans(n)[0], stream(), adamw_kernel)(w, reinterpret_cast<__nv_bfloat16*>(w16), m, v, g, n,
+                                                                 decay_ranges, ranges, control, s);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

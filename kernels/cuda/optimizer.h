@@ -46,14 +46,15 @@ void step_control(double* control, const float* g, int64_t n, double max_norm);
 // w, m, v: [n] (updated in place); g: [n] (read only); decay_ranges: [2 r], the ascending element
 // offsets begin_0, end_0, begin_1, ... of the ranges [begin_j, end_j) that decay (float64: exact
 // integers); control: [step_control::size].
-void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, const double* decay_ranges, int64_t ranges,
-                  const double* control, const AdamWStep& s);
+// w16: null, or w's bf16 copy, written from the updated w (round to nearest even, as to_bf16).
+void adamw_update(float* w, uint16_t* w16, float* m, float* v, const float* g, int64_t n, const double* decay_ranges,
+                  int64_t ranges, const double* control, const AdamWStep& s);
 #else
 inline void sum_squares(double*, const float*, int64_t) { LINATTN_NO_CUDA(); }
 inline void step_loss(double*, const float*, int64_t) { LINATTN_NO_CUDA(); }
 inline void step_control(double*, const float*, int64_t, double) { LINATTN_NO_CUDA(); }
-inline void adamw_update(float*, float*, float*, const float*, int64_t, const double*, int64_t, const double*,
-                         const AdamWStep&) {
+inline void adamw_update(float*, uint16_t*, float*, float*, const float*, int64_t, const double*, int64_t,
+                         const double*, const AdamWStep&) {
   LINATTN_NO_CUDA();
 }
 #endif

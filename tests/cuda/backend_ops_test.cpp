@@ -293,7 +293,7 @@ void add_pointwise_cases(std::vector<Case>& cases) {
                      kShortSums, [s, step, a, control](Side& x) {
                        Tensor w = x.accumulated("w", s), g = x.input(s);
                        Tensor m = x.accumulated("m", s, -0.1, 0.1), v = x.accumulated("v", s, 0, 0.1);
-                       backend::adamw_step(x.device, w, g, m, v, x.exact(a.ranges), x.exact(control), step);
+                       backend::adamw_step(x.device, w, Tensor(), g, m, v, x.exact(a.ranges), x.exact(control), step);
                      }});
   }
   // The step's control numbers: the mean loss and its flag (finite, NaN, an infinity); the norm, the

@@ -83,6 +83,38 @@ TEST(CudaOptimizer, StepControlClippingAndAdamWMatchTheCpuOptimizer) {
   EXPECT_CLOSE(on_host(cuda_adam.m().all()), m_before, 0.0);
 }
 
+// With a bf16 weight copy (train.precision: bf16) the AdamW kernel writes it from the updated
+// masters in its own pass, rounded as the convert entry rounds; a skipped step leaves it as it was.
+TEST(CudaOptimizer, AdamWWritesTheWeightsBf16CopyInItsPass) {
+  SKIP_WITHOUT_GPU();
+  Parameters params = make_parameters();
+  params.to(Device::cuda);
+  params.keep_bf16_copy();
+  refresh_bf16_weights(params);
+  AdamW adam(params, TrainConfig{});
+  Tensor control = make_step_control(Device::cuda);
+  Rng rng(72);
+  Tensor grads = Tensor::empty(params.grads().all().shape(), DType::f32);
+  rng.fill_uniform(grads, -1, 1);
+  params.grads().all().copy_from(grads);
+  set_step_control(control, params, 0.0);
+  backend::ConversionLog log;
+  adam.step(1e-2, control);
+  EXPECT_TRUE(log.entries().empty()) << log.entries().size() << " conversions besides AdamW's pass";
+  const Tensor masters = on_host(params.values().all()), copy = on_host(params.bf16_values().all());
+  const Tensor rounded = masters.to(DType::bf16);
+  ASSERT_EQ(copy.nbytes(), rounded.nbytes());
+  EXPECT_EQ(std::memcmp(copy.raw(), rounded.raw(), copy.nbytes()), 0) << "the copy is not the updated masters rounded";
+  // a skipped step: masters and copy stay
+  Tensor nan = Tensor::empty({1}, DType::f32);
+  nan.data<float>()[0] = NAN;
+  params.grads()[2].view_at(5, {1}).copy_from(nan);
+  set_step_control(control, params, 0.0);
+  adam.step(1e-2, control);
+  const Tensor after = on_host(params.bf16_values().all());
+  EXPECT_EQ(std::memcmp(after.raw(), copy.raw(), copy.nbytes()), 0) << "a skipped step changed the copy";
+}
+
 // The norm is the same to the bit on every run: no atomics, a grid fixed by n.
 TEST(CudaOptimizer, GradNormIsDeterministic) {
   SKIP_WITHOUT_GPU();
