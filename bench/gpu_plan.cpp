@@ -616,6 +616,15 @@ LayerPlan attention_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, co
   std::vector<Launch> core_fwd = attention({s.B, s.T, l.H, l.Dk}, l.window, gemm_bf16, core_bwd, l.Hkv);
   for (Launch& m : core_fwd) m.mixer = m.kept = true;
   for (Launch& m : core_bwd) m.mixer = true;
+  // The bf16 attention kernels (head sizes 32, 64, 128) take bf16 q, k, v and give bf16 o, dq, dk, dv:
+  // the entries convert the float32 tensors in (q, k, v; dO) and the results out (kernels/cuda/entries.cpp).
+  if (gemm_bf16 && (l.Dk == 32 || l.Dk == 64 || l.Dk == 128)) {
+    for (int64_t n : {N * qd, N * kvd, N * kvd}) core_fwd.insert(core_fwd.begin(), conversion("attention's input into bf16", n, true));
+    core_fwd.push_back(conversion("attention's output from bf16", N * qd, false));
+    for (Launch* c : {&core_fwd[0], &core_fwd[1], &core_fwd[2], &core_fwd.back()}) c->kept = true;
+    core_bwd.insert(core_bwd.begin(), conversion("attention's dO into bf16", N * qd, true));
+    for (int64_t n : {N * qd, N * kvd, N * kvd}) core_bwd.push_back(conversion("attention's gradient from bf16", n, false));
+  }
   append(fwd, core_fwd);
   linear(fwd, bwd, "o_proj", N, qd, d, gemm_bf16);
   add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d);
