@@ -57,8 +57,8 @@ enum class Kept { product, attention };
 bool take_kept(Kept kind, Tensor& out, Tensor* copy = nullptr, bool widen = true);
 // After it computed: in the first run of a region that keeps `kind`, keeps `out` for the replay. In a
 // SaveInBf16 scope (autograd/saved.h) it keeps out's bf16 copy: `*copy` where the op wrote one (the
-// split of ops::linears), else out rounded here, which is then set in `*copy` (where given) for the
-// op's Variable. take_kept widens it back.
+// split of ops::linears, the MLP's SwiGLU pass), else out rounded here, which is then set in
+// `*copy` (where given) for the op's Variable. take_kept widens it back.
 void keep(Kept kind, const Tensor& out, Tensor* copy = nullptr);
 // keep, for an output kept exactly as it is in any scope (attention's float32 log-sum-exp).
 void keep_exact(Kept kind, const Tensor& out);

@@ -373,8 +373,8 @@ std::vector<LayerShape> layer_kinds(const std::vector<LayerShape>& layers) {
 // A model of `layers` GLA layers of H heads of D keys and values (expand_k 1).
 StepShape gla_step(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t D, int64_t layers, int64_t vocab,
                    int64_t intermediate, bool tied) {
-  return {name, B, T, H * D, intermediate, vocab, tied, std::vector<LayerShape>(size_t(layers), {LayerMixer::gla, H, D, D}),
-          ops::Recompute::none, ""};
+  const std::vector<LayerShape> kinds(size_t(layers), {LayerMixer::gla, H, D, D});
+  return {name, B, T, H * D, intermediate, vocab, tied, kinds, ops::Recompute::none, ""};
 }
 
 // RMSNorm of N rows of D: forward reads x, writes y and rstd; backward, in one launch, reads x, dy,
@@ -482,9 +482,8 @@ struct Step {
 // conversions that adds to the step (the products that have no bf16 copy of their own, where
 // recompute none converts none either: o_proj's and down_proj's; the projections' split and the
 // MLP's SwiGLU pass write theirs, and a product a node keeps, such as gk_proj.1's, is converted
-// under none too), and
-// `widened`, those the replay widens back into float32 (all but the MLP's gate and up, which SwiGLU
-// reads in bf16).
+// under none too), and `widened`, those the replay widens back into float32 (all but the MLP's gate
+// and up, which SwiGLU reads in bf16).
 struct LayerPlan {
   int64_t params = 0;
   std::vector<int64_t> rounded, widened;
@@ -587,12 +586,13 @@ LayerPlan gated_deltanet_layer(std::vector<Launch>& fwd, std::vector<Launch>& bw
   // decay), the decay, g_proj's output (by the gated norm); gradients: a_proj's, g_proj's, o_proj's,
   // down_proj's; widened: q, k, v, beta, the decay and one more of H per token (the delta-rule
   // kernels read float32), the convolutions' outputs (SiLU's backward)
-  if (gemm_bf16)
-    bf16_conversions(fwd, bwd,
-                     {W > 0 ? N * kd : 0, W > 0 ? N * kd : 0, W > 0 ? N * vd : 0, N * kd, N * kd, N * vd, N * l.H,
-                      N * l.H, N * l.H, N * vd},
-                     {N * l.H, N * vd, N * d, N * d},
+  if (gemm_bf16) {
+    // without convolutions SiLU keeps the split's outputs, whose copies the split wrote
+    std::vector<int64_t> saved = {N * kd, N * kd, N * vd, N * l.H, N * l.H, N * l.H, N * vd};
+    if (W > 0) saved.insert(saved.end(), {N * kd, N * kd, N * vd});
+    bf16_conversions(fwd, bwd, saved, {N * l.H, N * vd, N * d, N * d},
                      {N * kd, N * kd, N * vd, N * l.H, N * l.H, N * l.H, N * kd, N * kd, N * vd});
+  }
   return {d * (2 * kd + vd + l.H) + (2 * kd + vd) * W + d * l.H + 2 * l.H + d * vd + l.Dv + vd * d + 2 * d + 3 * d * I,
           {N * d, N * d},  // o_proj, down_proj
           {N * kd, N * kd, N * vd, N * l.H, N * l.H, N * vd, N * d, N * d}};

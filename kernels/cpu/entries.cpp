@@ -630,17 +630,20 @@ void adamw_step(In w_, In w16_, In g_, In m_, In v_, In decay_ranges, In control
     const T b1 = T(s.beta1), b2 = T(s.beta2), step_size = T(s.step_size), rbc2 = T(s.rbc2), eps = T(s.eps),
             scale = T(clip);
     const bool clipping = clip != 1.0;
-    // [begin, end): one stretch of equal decay.
+    // [begin, end): one stretch of equal decay; with the bf16 copy written in the same loop.
     auto update = [&](int64_t begin, int64_t end, T decay) {
+      auto loop = [&](auto with_copy) {
 #pragma omp simd
-      for (int64_t j = begin; j < end; ++j) {
-        const T gj = clipping ? g[j] * scale : g[j];
-        m[j] = b1 * m[j] + (T(1) - b1) * gj;
-        v[j] = b2 * v[j] + (T(1) - b2) * gj * gj;
-        w[j] -= step_size * m[j] / (std::sqrt(v[j] * rbc2) + eps) + decay * w[j];
-      }
-      if (w16)
-        for (int64_t j = begin; j < end; ++j) w16[j] = from_float(float(w[j]));
+        for (int64_t j = begin; j < end; ++j) {
+          const T gj = clipping ? g[j] * scale : g[j];
+          m[j] = b1 * m[j] + (T(1) - b1) * gj;
+          v[j] = b2 * v[j] + (T(1) - b2) * gj * gj;
+          w[j] -= step_size * m[j] / (std::sqrt(v[j] * rbc2) + eps) + decay * w[j];
+          if constexpr (decltype(with_copy)::value) w16[j] = from_float(float(w[j]));
+        }
+      };
+      if (w16) loop(std::true_type{});
+      else loop(std::false_type{});
     };
     // One pass: each thread takes a contiguous share of the buffer and walks the decay ranges across it.
 #pragma omp parallel if (n > (1 << 15))

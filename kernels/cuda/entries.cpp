@@ -500,8 +500,9 @@ void adamw_step(In w, In w16, In g, In m, In v, In decay_ranges, In control, con
   // the constants rounded to float32 as the CPU entry rounds them
   const cuda::AdamWStep c{float(s.beta1), float(s.beta2), float(s.step_size), float(s.rbc2), float(s.eps),
                           float(s.decay)};
-  cuda::adamw_update(f32(w), w16.defined() ? bf16_bits(w16) : nullptr, f32(m), f32(v), f32(g), w.numel(), decay_ranges.numel() ? decay_ranges.data<double>() : nullptr,
-                     decay_ranges.numel() / 2, control.data<double>(), c);
+  cuda::adamw_update(f32(w), w16.defined() ? bf16_bits(w16) : nullptr, f32(m), f32(v), f32(g), w.numel(),
+                     decay_ranges.numel() ? decay_ranges.data<double>() : nullptr, decay_ranges.numel() / 2,
+                     control.data<double>(), c);
 }
 
 double sum_squares(In x) {
