@@ -17,7 +17,7 @@ Counters counters() {
   auto get = [](Count c) { return g_counts[int(c)].load(std::memory_order_relaxed); };
   return {get(Count::kernel),           get(Count::library_call),     get(Count::memset),
           get(Count::host_to_device),   get(Count::device_to_device), get(Count::device_to_host),
-          get(Count::host_wait)};
+          get(Count::graph_launch),     get(Count::host_wait)};
 }
 
 void reset_counters() {

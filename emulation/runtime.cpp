@@ -31,6 +31,20 @@ struct CUstream_st {
   std::deque<Item> queue;
   uint64_t submitted = 0, done = 0;  // items queued and run since creation
   bool draining = false;             // a thread is running this stream's front item
+  // Between cudaStreamBeginCapture and cudaStreamEndCapture: the work queued is recorded here, not
+  // run; `invalidated` says why the capture failed ("" while it is valid).
+  std::unique_ptr<std::vector<Item>> capture;
+  std::string invalidated;
+};
+
+struct CUgraph_st {
+  int device = 0;
+  std::vector<CUstream_st::Item> items;
+};
+
+struct CUgraphExec_st {
+  int device = 0;
+  std::shared_ptr<const std::vector<CUstream_st::Item>> items;  // shared with the launches still queued
 };
 
 struct CUevent_st {
@@ -111,6 +125,8 @@ const char* error_name(cudaError_t e) {
     case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
     case cudaErrorAssert: return "cudaErrorAssert";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
   }
   return "cudaErrorUnknown";
 }
@@ -132,6 +148,8 @@ const char* error_text(cudaError_t e) {
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
     case cudaErrorAssert: return "device-side assert triggered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
   }
   return "unknown error";
 }
@@ -231,6 +249,10 @@ cudaError_t take_error(int d) {
 
 void queue(CUstream_st* s, std::string what, std::function<void()> work) {
   std::lock_guard<std::mutex> lock(g_mutex);
+  if (s->capture) {  // recorded for the graph; dropped once the capture is invalid
+    if (s->invalidated.empty()) s->capture->push_back({std::move(what), std::move(work)});
+    return;
+  }
   Device& dev = devices()[size_t(s->device)];
   // The legacy default stream waits for the work queued before on the blocking streams, and they
   // for the legacy stream's; non-blocking streams do not synchronise with it.
@@ -259,6 +281,36 @@ bool is_stream(cudaStream_t s) {
   for (Device& d : devices())
     if (std::find(d.streams.begin(), d.streams.end(), s) != d.streams.end()) return true;
   return false;
+}
+
+bool capturing(CUstream_st* s) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return s && s->capture != nullptr;
+}
+
+// Whether a stream of device d is capturing.
+bool device_capturing(int d) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (CUstream_st* s : devices()[size_t(d)].streams)
+    if (s->capture) return true;
+  return false;
+}
+
+// Refuses `call` on a capturing stream (or, with s null, on device d while one of its streams
+// captures), as CUDA does: the capture is invalidated and the call fails.
+cudaError_t refuse_capture(const std::string& call, CUstream_st* s, int d, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    const std::string reason = call + " " + why;
+    if (s) {
+      if (s->invalidated.empty()) s->invalidated = reason;
+    } else {
+      for (CUstream_st* o : devices()[size_t(d)].streams)
+        if (o->capture && o->invalidated.empty()) o->invalidated = reason;
+    }
+  }
+  return reject(cudaErrorStreamCaptureUnsupported, call + " " + why + " while a stream is capturing a graph: the capture is invalidated (" +
+                           "queue it before cudaStreamBeginCapture or after cudaStreamEndCapture)");
 }
 
 }  // namespace
@@ -406,6 +458,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  if (device_capturing(t_device)) return refuse_capture("cudaDeviceSynchronize", nullptr, t_device, "waits for the device");
   count(Count::host_wait);
   drain_device(t_device);
   return take_error(t_device);
@@ -461,6 +514,7 @@ cudaError_t release(void* ptr, const char* call) {
 
 cudaError_t cudaFree(void* ptr) {
   if (!ptr) return cudaSuccess;
+  if (device_capturing(t_device)) return refuse_capture("cudaFree", nullptr, t_device, "synchronises the device");
   drain_device(t_device);  // cudaFree synchronises the device
   if (cudaError_t e = take_error(t_device)) return e;
   return note(release(ptr, "cudaFree"));
@@ -468,11 +522,13 @@ cudaError_t cudaFree(void* ptr) {
 
 cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
   if (!is_stream(stream)) return reject(cudaErrorInvalidResourceHandle, "cudaMallocAsync: not a stream");
+  if (capturing(stream)) return refuse_capture("cudaMallocAsync", stream, 0, "(stream-ordered allocation is not emulated in graphs)");
   return cudaMalloc(ptr, bytes);
 }
 
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   if (!is_stream(stream)) return reject(cudaErrorInvalidResourceHandle, "cudaFreeAsync: not a stream");
+  if (capturing(stream)) return refuse_capture("cudaFreeAsync", stream, 0, "(stream-ordered allocation is not emulated in graphs)");
   if (!ptr) return cudaSuccess;
   if (!in_device_memory(ptr, 0))
     return reject(cudaErrorInvalidValue, "cudaFreeAsync(" + hex(ptr) + "): not a live cudaMalloc allocation");
@@ -556,6 +612,9 @@ cudaError_t copy(const char* call, void* dst, const void* src, size_t bytes, cud
     std::memmove(dst, src, bytes);
     return cudaSuccess;
   }
+  if ((!dst_dev || !src_dev) && capturing(stream))
+    return refuse_capture(std::string(call) + (src_dev ? " to host memory" : " from host memory"), stream, 0,
+                          "on the capturing stream (a graph would read or write the host memory at each replay)");
   count(!src_dev ? Count::host_to_device : dst_dev ? Count::device_to_device : Count::device_to_host);
   if (!src_dev) {  // host to device: the source is read now, the device written when the stream runs
     auto staged = stage(src, bytes);
@@ -616,6 +675,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (!stream || !is_stream(stream)) return reject(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: not a stream");
+  if (capturing(stream)) return refuse_capture("cudaStreamDestroy", stream, 0, "of the capturing stream");
   drain(stream, UINT64_MAX);  // CUDA lets queued work finish
   std::lock_guard<std::mutex> lock(g_mutex);
   auto& all = devices()[size_t(stream->device)].streams;
@@ -627,6 +687,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!is_stream(stream)) return reject(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: not a stream");
   CUstream_st* s = resolve(stream);
+  if (capturing(s)) return refuse_capture("cudaStreamSynchronize", s, 0, "waits for the capturing stream");
   count(Count::host_wait);
   drain(s, UINT64_MAX);
   return take_error(s->device);
@@ -634,6 +695,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
   if (!event || !is_stream(stream)) return reject(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: bad handle");
+  if (capturing(stream)) return refuse_capture("cudaStreamWaitEvent", stream, 0, "(the emulation captures one stream)");
   CUstream_st* on;
   uint64_t position;
   {
@@ -662,6 +724,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event || !is_stream(stream)) return reject(cudaErrorInvalidResourceHandle, "cudaEventRecord: bad handle");
+  if (capturing(stream)) return refuse_capture("cudaEventRecord", stream, 0, "(the emulation captures one stream)");
   CUstream_st* s = resolve(stream);
   enqueue(stream, "cudaEventRecord", [event] { event->when = Clock::now(); });
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -688,5 +751,84 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
                    end->stream->done >= end->position;
   if (!ran) return reject(cudaErrorNotReady, "cudaEventElapsedTime: an event has not completed (synchronise on it first)");
   *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+  return cudaSuccess;
+}
+
+// ---- graphs ----
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
+  if (!stream) return reject(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: the legacy default stream cannot be captured");
+  if (!is_stream(stream)) return reject(cudaErrorInvalidResourceHandle, "cudaStreamBeginCapture: not a stream");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (stream->capture) return reject(cudaErrorInvalidValue, "cudaStreamBeginCapture: the stream is capturing already");
+  stream->capture = std::make_unique<std::vector<CUstream_st::Item>>();
+  stream->invalidated.clear();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  *graph = nullptr;
+  if (!stream || !is_stream(stream)) return reject(cudaErrorInvalidResourceHandle, "cudaStreamEndCapture: not a stream");
+  std::unique_ptr<std::vector<CUstream_st::Item>> items;
+  std::string invalidated;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (!stream->capture) return reject(cudaErrorInvalidValue, "cudaStreamEndCapture: the stream is not capturing");
+    items = std::move(stream->capture);
+    invalidated = std::move(stream->invalidated);
+    stream->invalidated.clear();
+  }
+  if (!invalidated.empty())
+    return reject(cudaErrorStreamCaptureInvalidated, "cudaStreamEndCapture: the capture was invalidated: " + invalidated);
+  *graph = new CUgraph_st{stream->device, std::move(*items)};
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  if (!is_stream(stream)) return reject(cudaErrorInvalidResourceHandle, "cudaStreamIsCapturing: not a stream");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  CUstream_st* s = resolve(stream);
+  *status = !s->capture ? cudaStreamCaptureStatusNone
+            : s->invalidated.empty() ? cudaStreamCaptureStatusActive
+                                     : cudaStreamCaptureStatusInvalidated;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
+  if (!graph) return reject(cudaErrorInvalidValue, "cudaGraphGetNodes: null graph");
+  if (nodes) return reject(cudaErrorInvalidValue, "cudaGraphGetNodes: the emulation gives the count only (pass nodes = null)");
+  *count = graph->items.size();
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (!graph) return reject(cudaErrorInvalidValue, "cudaGraphInstantiate: null graph");
+  *exec = new CUgraphExec_st{graph->device, std::make_shared<const std::vector<CUstream_st::Item>>(graph->items)};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (!exec) return reject(cudaErrorInvalidValue, "cudaGraphLaunch: null graph");
+  if (!is_stream(stream)) return reject(cudaErrorInvalidResourceHandle, "cudaGraphLaunch: not a stream");
+  if (capturing(stream)) return refuse_capture("cudaGraphLaunch", stream, 0, "(graphs in graphs are not emulated)");
+  if (resolve(stream)->device != exec->device)
+    return reject(cudaErrorInvalidValue, "cudaGraphLaunch: the graph was captured on device " +
+                                             std::to_string(exec->device) + ", the stream is on device " +
+                                             std::to_string(resolve(stream)->device));
+  count(Count::graph_launch);
+  // Its operations in the order they were captured, as one operation of the stream.
+  enqueue(stream, "cudaGraphLaunch", [items = exec->items] {
+    for (const CUstream_st::Item& item : *items) item.run();
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;  // a launch still queued keeps the operations
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
   return cudaSuccess;
 }

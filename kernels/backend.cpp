@@ -39,6 +39,13 @@ MatmulPrecision g_matmul_precision = MatmulPrecision::f32;
 }
 void set_matmul_precision(MatmulPrecision p) { g_matmul_precision = p; }
 MatmulPrecision matmul_precision() { return g_matmul_precision; }
+
+namespace {
+thread_local bool t_checked_device_tokens = false;
+}
+CheckedDeviceTokens::CheckedDeviceTokens() : previous_(t_checked_device_tokens) { t_checked_device_tokens = true; }
+CheckedDeviceTokens::~CheckedDeviceTokens() { t_checked_device_tokens = previous_; }
+bool CheckedDeviceTokens::active() { return t_checked_device_tokens; }
 std::string cpu_bf16_unavailable() { return cpu::bf16_products_unavailable(); }
 
 void check_gemm_dtypes(In A, In B, In C) {

@@ -78,10 +78,10 @@ struct MixerArgs {
   Sequences seqs;
 };
 
-// One AdamW update over a flat buffer: m, v moments; decay = lr * weight_decay, for the elements
-// adamw_step's decay_ranges name.
+// AdamW's constants for adamw_step over a flat buffer (m, v moments); the step's own numbers (step
+// size, bias correction, decay for the elements decay_ranges name) are control's step_control slots.
 struct AdamWStep {
-  double beta1, beta2, eps, step_size /* lr / (1 - beta1^t) */, rbc2 /* 1 / (1 - beta2^t) */, decay;
+  double beta1, beta2, eps;
 };
 
 // The inputs of the matrix products, process-wide (train.precision, train.tf32); f32 by default.
@@ -90,6 +90,23 @@ struct AdamWStep {
 // tensor-core tile kernels).
 void set_matmul_precision(MatmulPrecision p);
 MatmulPrecision matmul_precision();
+
+// While one lives on a thread, the token ids and targets on a GPU that this thread's calls pass were
+// checked on the host before their upload (the trainer's staged batches): every id and target in
+// the vocabulary, no target the ignore index. The CUDA entries then neither read them back nor
+// wait (the embedding checks no ids, the cross-entropy counts every row), so the step's work can
+// be queued and replayed as a CUDA graph. Without one, device ids are read back and checked.
+class CheckedDeviceTokens {
+ public:
+  CheckedDeviceTokens();
+  ~CheckedDeviceTokens();
+  CheckedDeviceTokens(const CheckedDeviceTokens&) = delete;
+  CheckedDeviceTokens& operator=(const CheckedDeviceTokens&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
 
 // The gemm entry's operands, checked by both columns: A and B of one dtype, and C's dtype the one
 // that goes with it (f32 for f32 and bf16 operands, f64 for f64); an error names the three.

@@ -67,6 +67,11 @@ enum Slot : int {
   norm,         // sqrt(sum_squares)
   clip,         // what the gradients are multiplied by: max_norm / norm when norm > max_norm > 0, else 1
   skip,         // 1 when the update must be skipped (bad, or a non-finite norm), else 0
+  // AdamW's numbers of this step, written by the host before the step's work (AdamW::schedule), so a
+  // replayed CUDA graph of the step reads each step's own
+  step_size,  // lr / (1 - beta1^t)
+  rbc2,       // 1 / (1 - beta2^t)
+  decay,      // lr * weight_decay, for the elements of the decayed ranges
   size
 };
 }  // namespace step_control

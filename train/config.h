@@ -65,6 +65,9 @@ struct TrainConfig {
   // optimizer, activations converted once) with float32 accumulation; float32 masters and moments.
   std::string precision = "fp32";
   bool tf32 = false;               // cuda: TF32 tensor cores for the float32 matrix products (ignored on cpu)
+  // cuda: the step's work captured once as a CUDA graph and replayed, one launch per step, where
+  // the step's shapes are fixed (one rank, data.document_boundaries: cross); ignored elsewhere.
+  bool cuda_graphs = true;
   // Activation recomputation (autograd/checkpoint.h, docs/recompute.md): none | selective | full.
   ops::Recompute recompute = ops::Recompute::none;
 };

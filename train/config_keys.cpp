@@ -285,6 +285,12 @@ const std::vector<ConfigKey<TrainConfig>>& train_keys() {
       config_key("tf32", &T::tf32,
                  "`device: cuda` only: TF32 tensor cores for the float32 matrix products (cuBLAS "
                  "`CUBLAS_COMPUTE_32F_FAST_TF32`, ~10-bit mantissa inputs); ignored on the CPU and under `precision: bf16`"),
+      config_key("cuda_graphs", &T::cuda_graphs,
+                 "`device: cuda` only: capture the step's work (forward, backward, clipping, AdamW) at its second "
+                 "step as a CUDA graph and replay it, one launch per step, where the step's shapes are fixed: one "
+                 "rank and `data.document_boundaries: cross` (the sequence tables of `reset` change with each "
+                 "batch); elsewhere, and after a capture that fails (a warning says why), the steps launch their "
+                 "kernels one by one ([Training on a GPU](gpu.md#cuda-graphs))"),
       config_choice("recompute", &T::recompute,
                     {{ops::Recompute::none, {"none", "keep what backward reads"}},
                      {ops::Recompute::selective, {"selective", "recompute the norms, SwiGLUs, gates and mixer cores"}},

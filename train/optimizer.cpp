@@ -1,8 +1,10 @@
 #include "train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "core/cuda/runtime.h"
 #include "kernels/backend.h"
 
 namespace linattn {
@@ -54,10 +56,18 @@ AdamW::AdamW(const Parameters& params, const TrainConfig& c)
 
 void AdamW::step(double lr) { step(lr, no_clip_); }
 
-void AdamW::step(double lr, const Tensor& control) {
+void AdamW::schedule(double lr, const Tensor& control) {
   ++t_;
-  const backend::AdamWStep s{beta1_, beta2_, eps_, lr / (1.0 - std::pow(beta1_, double(t_))),
-                             1.0 / (1.0 - std::pow(beta2_, double(t_))), lr * weight_decay_};
+  static_assert(step_control::rbc2 == step_control::step_size + 1 && step_control::decay == step_control::rbc2 + 1);
+  const double numbers[3] = {lr / (1.0 - std::pow(beta1_, double(t_))), 1.0 / (1.0 - std::pow(beta2_, double(t_))),
+                             lr * weight_decay_};
+  double* slots = control.data<double>() + step_control::step_size;
+  if (control.device() == Device::cpu) std::copy(numbers, numbers + 3, slots);
+  else cuda::upload_pageable(slots, numbers, sizeof numbers);  // staged before it returns
+}
+
+void AdamW::update(const Tensor& control) const {
+  const backend::AdamWStep s{beta1_, beta2_, eps_};
   const Tensor& w = params_.values().all();
   // The bf16 copy the products read is written in the same pass (no conversion of its own).
   const Tensor w16 = params_.has_bf16_copy() ? params_.bf16_values().all() : Tensor();

@@ -16,13 +16,21 @@ class AdamW {
   // The same pass writes the bf16 copy of the weights, if the parameters keep one (as
   // refresh_bf16_weights would); so does step(lr, control).
   void step(double lr);
-  // The training step's update: one pass over the flat buffers (one launch on a GPU) of the
-  // gradients times control[clip], skipped on the device when control[skip] is set.
-  // control: the step's control numbers (make_step_control; set_step_loss, set_step_control); it is read
-  // where it lives, so queuing the update waits for nothing. Counts the step: call skipped() when
-  // control turns out to have said skip.
-  void step(double lr, const Tensor& control);
-  // The update queued by the last step(lr, control) was skipped on the device: it does not count.
+  // The training step's update, schedule then update: step(lr, control).
+  void step(double lr, const Tensor& control) {
+    schedule(lr, control);
+    update(control);
+  }
+  // Counts the step and writes its numbers at learning rate lr into control[step_size, rbc2, decay]
+  // (on a GPU queued, without waiting): before the step's work, so that a replayed CUDA graph of the
+  // step reads them. Call skipped() when control turns out to have said skip.
+  void schedule(double lr, const Tensor& control);
+  // One pass over the flat buffers (one launch on a GPU) of the gradients times control[clip], with
+  // control's step numbers, skipped on the device when control[skip] is set. control: the step's
+  // control numbers (make_step_control; schedule, set_step_loss, set_step_control); it is read where
+  // it lives, so queuing the update waits for nothing.
+  void update(const Tensor& control) const;
+  // The update queued after the last schedule was skipped on the device: it does not count.
   void skipped() { --t_; }
 
   int64_t steps() const { return t_; }

@@ -225,6 +225,13 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   arena_ = Arena(device_);
   optimizer_ = std::make_unique<AdamW>(model_->params(), t);
   control_ = make_step_control(device_);
+  staged_.resize(size_t(accumulation_));
+  seed_ = Tensor::zeros({1}, dtype_, device_);
+  losses_ = Tensor::zeros({accumulation_}, dtype_, device_);
+  // A graph replays fixed shapes: the sequence tables of document_boundaries: reset change with each
+  // batch, and the gradient sums of several ranks run on a second stream.
+  const bool fixed_shapes = world == 1 && config_.data.document_boundaries == DocumentBoundaries::cross;
+  graphs_ = device_ == Device::cuda && t.cuda_graphs && fixed_shapes;
   data::LoaderOptions lo;
   lo.batch_size = micro_;
   lo.seq_len = config_.data.seq_len;
@@ -257,6 +264,12 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   say("%s\n", model_->summary().c_str());
   const double pbytes = double(model_->params().layout().total() * int64_t(dtype_size(dtype_)));
   say("device: %s\n", describe_device(device_).c_str());
+  if (device_ == Device::cuda)
+    say("cuda graphs: %s\n", graphs_ ? "on: the step's work is captured at the second step and replayed"
+                             : !t.cuda_graphs ? "off (train.cuda_graphs: false)"
+                             : world > 1      ? "off: not yet with several ranks"
+                                              : "off: data.document_boundaries: reset gives each batch its own "
+                                                "sequence table (cross keeps the shapes fixed)");
   const Parameters& params = model_->params();
   say("memory: parameters %s, gradients %s, AdamW moments %s%s%s (on %s)\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
       mib(2 * pbytes).c_str(), params.has_bf16_copy() ? ", bf16 weight copy " : "",
@@ -345,10 +358,6 @@ std::unique_ptr<data::ValBatches> Trainer::val_batches(int64_t max_tokens) const
 
 void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bool& ok) {
   if (step_hooks_.started) step_hooks_.started(step);
-  Parameters& params = model_->params();
-  params.zero_grad();
-  loss = 0;
-  ok = true;
   // Each micro-batch's loss is a mean over its tokens; seeding backward with 1 / (accumulation * ranks)
   // makes the gradients, summed over the micro-batches and the ranks, those of the mean over the
   // global batch.
@@ -356,42 +365,28 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
   const bool injected = fault_ && fault_->step == step + 1;
   if (injected && fault_->kind == InjectedFault::Kind::error)
     throw Error("LINATTN_INJECT_FAULT: the injected error of step " + std::to_string(step + 1));
-  // An injected NaN seed makes every gradient of this rank NaN; the sums carry it to every rank.
-  Tensor seed = Tensor::empty({1}, dtype_, device_);
-  seed.fill_(injected ? NAN : 1.0 / double(accumulation_ * world));
-  // The micro-batches' losses stay on the device; with the gradient norm and the skip decision they
-  // reach the host in one copy, after the update is queued: the host never waits in the middle of a
-  // step. (On the CPU the cross-entropy throws on a non-finite loss; on a GPU the loss carries it.)
-  Tensor losses = Tensor::zeros({accumulation_}, dtype_, device_);
-  for (int64_t micro = 0; micro < accumulation_; ++micro) {
-    data::Batch batch = loader_->next();
-    try {
-      ArenaScope scope(arena_);
-      Variable l = model_->loss(batch.inputs, batch.targets,
-                                document_segments(batch.inputs, config_.data.document_boundaries, eot_, device_));
-      losses.view_at(micro, {1}).copy_from(l.value());  // device to device: queued
-      // The last micro-batch's backward sums each bucket across ranks as soon as it is complete.
-      backward({l}, {seed}, buckets_ && micro == accumulation_ - 1 ? &buckets_->hooks() : nullptr);
-    } catch (const NonFiniteError& e) {
-      // Only non-finite numbers skip a step; any other error stops the run. The rank that met
-      // them says so (with several ranks, rank 0 may not have).
-      clear_tape();
-      std::string who = comm_->world_size() > 1 ? "rank " + std::to_string(comm_->rank()) + ": " : "";
-      std::printf("warning: %sstep %lld: %s; skipping the step\n", who.c_str(), (long long)(step + 1), e.what());
-      ok = false;
-    }
-    arena_.reset();
+  // What changes from one step to the next reaches the device first (queued uploads): the tokens,
+  // the seed (an injected NaN makes every gradient of this rank NaN; the sums carry it to every
+  // rank) and AdamW's step numbers.
+  const bool checked = stage_batches();
+  const double seed = injected ? NAN : 1.0 / double(accumulation_ * world);
+  if (!(seed == seed_value_)) {  // NaN included
+    seed_.fill_(seed);
+    seed_value_ = seed;
   }
-  // A step this host knows to be bad (a NonFiniteError) is marked where the device decides: a NaN loss.
-  if (!ok) losses.fill_(NAN);
-  // The rest of the gradient sums (all of them if the last backward failed).
-  if (buckets_) buckets_->finish();
-  set_step_loss(control_, losses);
-  // One decision on skipping, the same on every rank: the ranks' loss flags are added up, and the
-  // gradients, summed across the ranks, are the same everywhere.
-  if (world > 1) sum_step_loss_across_ranks();
-  set_step_control(control_, params, config_.train.grad_clip);
-  optimizer_->step(lr, control_);
+  optimizer_->schedule(lr, control_);
+  // The step's work: replayed, captured at the run's second step, or queued op by op. The step of
+  // an injected fault runs op by op (its NaN is not the graph's), and so does one whose targets the
+  // graph's loss would not count alike (some take no loss).
+  const bool replayable = graphs_ && checked && !injected;
+  if (replayable && !step_graph_.empty()) {
+    step_graph_.launch();
+    ok = true;
+  } else if (replayable && step > start_.step) {
+    ok = capture_step(step);
+  } else {
+    ok = queue_step_work(step, checked);
+  }
   if (step_hooks_.optimizer_queued) step_hooks_.optimizer_queued(step);
 
   // The step's one read: its control numbers.
@@ -410,6 +405,98 @@ void Trainer::train_step(int64_t step, double lr, double& loss, double& norm, bo
     say("warning: step %lld: the gradient norm is %g; skipping the step\n", (long long)done_steps, norm);
   ok = !skip;
   if (skip) optimizer_->skipped();
+}
+
+bool Trainer::stage_batches() {
+  bool checked = device_ == Device::cuda;
+  for (int64_t micro = 0; micro < accumulation_; ++micro) {
+    data::Batch batch = loader_->next();
+    StagedBatch& s = staged_[size_t(micro)];
+    s.segments = document_segments(batch.inputs, config_.data.document_boundaries, eot_, device_);
+    s.host_inputs = batch.inputs;
+    s.host_targets = batch.targets;
+    if (device_ == Device::cpu) continue;
+    // Checked here, so that the step's work reads them on the device without a look from the host
+    // (backend::CheckedDeviceTokens): a target that takes no loss (MQAR's) leaves that to the step.
+    const int64_t vocab = config_.model.vocab_size;
+    check_token_ids(batch.inputs.data<int32_t>(), batch.inputs.numel(), vocab, "the training batch's inputs");
+    const int32_t* t = batch.targets.data<int32_t>();
+    for (int64_t i = 0; i < batch.targets.numel() && checked; ++i) checked = t[i] >= 0 && t[i] < vocab;
+    // Uploaded into the step's token buffers, which every step's work reads at the same addresses
+    // (made at the first step; the loader's batches keep their shape).
+    if (!s.inputs.defined()) {
+      s.inputs = Tensor::empty(batch.inputs.shape(), DType::i32, device_);
+      s.targets = Tensor::empty(batch.targets.shape(), DType::i32, device_);
+    }
+    LINATTN_CHECK(s.inputs.shape() == batch.inputs.shape() && s.targets.shape() == batch.targets.shape(),
+                  "the training batches changed shape: ", batch.inputs.str(), " after ", s.inputs.str());
+    cuda::upload_pageable(s.inputs.raw(), batch.inputs.raw(), s.inputs.nbytes());
+    cuda::upload_pageable(s.targets.raw(), batch.targets.raw(), s.targets.nbytes());
+  }
+  return checked;
+}
+
+bool Trainer::queue_step_work(int64_t step, bool checked) {
+  // The staged tokens on the device, where the host checked them; else the host's (copied over in the step).
+  const std::optional<backend::CheckedDeviceTokens> on_device =
+      checked ? std::make_optional<backend::CheckedDeviceTokens>() : std::nullopt;
+  Parameters& params = model_->params();
+  params.zero_grad();
+  bool ok = true;
+  // The micro-batches' losses stay on the device; with the gradient norm and the skip decision they
+  // reach the host in one copy, after the update is queued: the host never waits in the middle of a
+  // step. (On the CPU the cross-entropy throws on a non-finite loss; on a GPU the loss carries it.)
+  for (int64_t micro = 0; micro < accumulation_; ++micro) {
+    const StagedBatch& batch = staged_[size_t(micro)];
+    try {
+      ArenaScope scope(arena_);
+      Variable l = checked ? model_->loss(batch.inputs, batch.targets, batch.segments)
+                           : model_->loss(batch.host_inputs, batch.host_targets, batch.segments);
+      losses_.view_at(micro, {1}).copy_from(l.value());  // device to device: queued
+      // The last micro-batch's backward sums each bucket across ranks as soon as it is complete.
+      backward({l}, {seed_}, buckets_ && micro == accumulation_ - 1 ? &buckets_->hooks() : nullptr);
+    } catch (const NonFiniteError& e) {
+      // Only non-finite numbers skip a step; any other error stops the run. The rank that met
+      // them says so (with several ranks, rank 0 may not have).
+      clear_tape();
+      std::string who = comm_->world_size() > 1 ? "rank " + std::to_string(comm_->rank()) + ": " : "";
+      std::printf("warning: %sstep %lld: %s; skipping the step\n", who.c_str(),
+                  (long long)(step + 1), e.what());
+      ok = false;
+    }
+    arena_.reset();
+  }
+  // A step this host knows to be bad (a NonFiniteError) is marked where the device decides: a NaN loss.
+  if (!ok) losses_.fill_(NAN);
+  // The rest of the gradient sums (all of them if the last backward failed).
+  if (buckets_) buckets_->finish();
+  set_step_loss(control_, losses_);
+  // One decision on skipping, the same on every rank: the ranks' loss flags are added up, and the
+  // gradients, summed across the ranks, are the same everywhere.
+  if (comm_->world_size() > 1) sum_step_loss_across_ranks();
+  set_step_control(control_, params, config_.train.grad_clip);
+  optimizer_->update(control_);
+  return ok;
+}
+
+bool Trainer::capture_step(int64_t step) {
+  cuda::Graph::begin_capture();
+  try {
+    const bool ok = queue_step_work(step, true);
+    step_graph_ = cuda::Graph::end_capture();
+    say("cuda graphs: the work of step %lld captured (%zu operations); each step from now on launches it once\n",
+        (long long)(step + 1), step_graph_.operations());
+    step_graph_.launch();
+    return ok;
+  } catch (const std::exception& e) {
+    cuda::Graph::abandon_capture();  // nothing of the captured work ran
+    clear_tape();
+    arena_.reset();
+    graphs_ = false;
+    say("warning: train.cuda_graphs: step %lld could not be captured as a CUDA graph, so the steps launch their "
+        "kernels one by one: %s\n", (long long)(step + 1), e.what());
+    return queue_step_work(step, true);
+  }
 }
 
 void Trainer::sum_step_loss_across_ranks() {

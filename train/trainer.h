@@ -11,6 +11,7 @@
 
 #include "data/dataset.h"
 #include "layers/model.h"
+#include "core/cuda/graph.h"
 #include "train/checkpoint.h"
 #include "train/communicator.h"
 #include "train/config.h"
@@ -67,6 +68,19 @@ class Trainer {
   // step's control numbers and the AdamW update, all queued without waiting for a GPU; then one
   // read of the control numbers gives the loss, the norm and whether the update was skipped (ok).
   void train_step(int64_t step, double lr, double& loss, double& norm, bool& ok);
+  // The step's micro-batches from the loader, on device_ (queued uploads into staged_), with their
+  // document segments: what changes from step to step reaches the device before the step's work.
+  // Returns whether, on a GPU, the step may read them there unseen by the host
+  // (backend::CheckedDeviceTokens: every target takes a loss); throws on an id outside the vocabulary.
+  bool stage_batches();
+  // The step's work on the staged micro-batches, from zeroing the gradients to the queued AdamW
+  // update; replayed as step_graph_ once captured (capture_step). Returns false when a micro-batch
+  // met non-finite numbers on the host (the CPU's cross-entropy), which marks the step bad.
+  // checked: stage_batches' answer (the device tokens are read), else the host's are.
+  bool queue_step_work(int64_t step, bool checked);
+  // Captures queue_step_work as step_graph_ and launches it; where the capture fails, says why,
+  // turns the graphs off and queues the work as it is. Returns as queue_step_work.
+  bool capture_step(int64_t step);
   // Sums control_'s loss and bad flag over the ranks (on the GPU with NCCL: queued).
   void sum_step_loss_across_ranks();
   // train.log_grad_norms: every parameter's gradient norm and its share of norm^2, the step's total.
@@ -107,6 +121,19 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<AdamW> optimizer_;
   Tensor control_;  // the step's control numbers (train/optimizer.h), on device_
+  // The step's inputs and what its work writes besides the gradients, in memory that stays put, so
+  // that a CUDA graph of the work replays onto each step's own: the micro-batches' tokens (on a
+  // GPU uploaded into the same tensors each step), the backward seed, the micro-batches' losses.
+  struct StagedBatch {
+    Tensor inputs, targets;            // on device_
+    Tensor host_inputs, host_targets;  // the loader's
+    ops::Segments segments;
+  };
+  std::vector<StagedBatch> staged_;
+  Tensor seed_, losses_;
+  double seed_value_ = 0;   // what seed_ holds
+  bool graphs_ = false;     // train.cuda_graphs, where the step's shapes are fixed
+  cuda::Graph step_graph_;  // the captured step work, once captured
   StepHooks step_hooks_;
   std::unique_ptr<data::TrainBatches> loader_;
   Arena arena_;

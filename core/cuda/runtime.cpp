@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/cuda/check.h"
@@ -27,6 +28,14 @@ struct DeviceState {
   std::map<size_t, std::vector<void*>> free_blocks;  // bucket size -> cached blocks
   std::unordered_map<void*, size_t> live;            // block -> its bucket size
   MemoryStats stats;
+  // CUDA graphs (core/cuda/graph.h). A replay writes the addresses its capture saw, so from the
+  // start of a capture until no graph is left, every block live then or handed out during the
+  // capture is the graphs': released, it goes to graph_free, which only a capture draws from, and
+  // never to free_blocks, so nothing made between two replays lands in memory they use.
+  bool capturing = false;
+  int graphs = 0;                                    // instantiated graphs alive
+  std::unordered_set<void*> graph_owned;
+  std::map<size_t, std::vector<void*>> graph_free;  // bucket size -> the graphs' free blocks
 };
 
 std::mutex g_mutex;
@@ -126,18 +135,40 @@ size_t bucket_size(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+namespace {
+
+// A cached block of `size` from `lists`, or null.
+void* take_cached(std::map<size_t, std::vector<void*>>& lists, size_t size) {
+  auto it = lists.find(size);
+  if (it == lists.end() || it->second.empty()) return nullptr;
+  void* p = it->second.back();
+  it->second.pop_back();
+  return p;
+}
+
+// Once no graph is left or being captured, the graphs' blocks are everyone's again.
+void return_graph_blocks(DeviceState& s) {
+  if (s.capturing || s.graphs > 0) return;
+  for (auto& [size, blocks] : s.graph_free)
+    for (void* p : blocks) s.free_blocks[size].push_back(p);
+  s.graph_free.clear();
+  s.graph_owned.clear();
+}
+
+}  // namespace
+
 void* allocate(size_t bytes) {
   const size_t size = bucket_size(bytes);
   std::lock_guard<std::mutex> lock(g_mutex);
   DeviceState& s = state_locked();
-  void* p = nullptr;
-  if (auto it = s.free_blocks.find(size); it != s.free_blocks.end() && !it->second.empty()) {
-    p = it->second.back();
-    it->second.pop_back();
+  void* p = s.capturing ? take_cached(s.graph_free, size) : nullptr;
+  if (!p) p = take_cached(s.free_blocks, size);
+  if (p) {
     s.stats.cached -= size;
   } else {
     cudaError_t err = cudaMalloc(&p, size);
-    if (err == cudaErrorMemoryAllocation) {
+    // (not while capturing: giving the cache back waits for the stream, which a capture forbids)
+    if (err == cudaErrorMemoryAllocation && !s.capturing) {
       cudaGetLastError();  // clear it, give the cache back and try once more
       release_cached(s);
       err = cudaMalloc(&p, size);
@@ -152,6 +183,7 @@ void* allocate(size_t bytes) {
     }
     ++s.stats.device_mallocs;
   }
+  if (s.capturing) s.graph_owned.insert(p);
   s.live.emplace(p, size);
   s.stats.in_use += size;
   s.stats.peak_in_use = std::max(s.stats.peak_in_use, s.stats.in_use);
@@ -171,7 +203,7 @@ void release(void* ptr) {
     s->live.erase(it);
     s->stats.in_use -= size;
     s->stats.cached += size;
-    s->free_blocks[size].push_back(ptr);
+    (s->graph_owned.count(ptr) ? s->graph_free : s->free_blocks)[size].push_back(ptr);
     return;
   }
   std::fprintf(stderr, "linattn: warning: cuda::release of a pointer the allocator did not hand out\n");
@@ -179,7 +211,30 @@ void release(void* ptr) {
 
 void empty_cache() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  release_cached(state_locked());
+  DeviceState& s = state_locked();
+  if (!s.capturing) release_cached(s);  // it waits for the stream, which a capture forbids
+}
+
+void begin_graph_memory() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  DeviceState& s = state_locked();
+  s.capturing = true;
+  for (const auto& [p, size] : s.live) s.graph_owned.insert(p);
+}
+
+void end_graph_memory(bool graph_made) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  DeviceState& s = state_locked();
+  s.capturing = false;
+  if (graph_made) ++s.graphs;
+  return_graph_blocks(s);
+}
+
+void release_graph_memory() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  DeviceState& s = state_locked();
+  --s.graphs;
+  return_graph_blocks(s);
 }
 
 MemoryStats memory_stats() {
@@ -250,6 +305,9 @@ void synchronize() { no_backend("cuda::synchronize"); }
 void* allocate(size_t) { no_backend("a CUDA tensor"); }
 void release(void*) {}
 void empty_cache() {}
+void begin_graph_memory() { no_backend("a CUDA graph"); }
+void end_graph_memory(bool) {}
+void release_graph_memory() {}
 MemoryStats memory_stats() { return {}; }
 void reset_peak() {}
 size_t bucket_size(size_t bytes) { return bytes; }

@@ -34,8 +34,16 @@ void synchronize();
 // cudaMalloc fails, the cached blocks are released and it is tried once more. Thread-safe.
 void* allocate(size_t bytes);
 void release(void* ptr);
-// Returns every cached (free) block to the driver.
+// Returns every cached (free) block to the driver (not the blocks kept for CUDA graphs, below).
 void empty_cache();
+
+// For cuda::Graph (core/cuda/graph.h), on the current device: from begin_graph_memory (a capture
+// starts) until end_graph_memory (it ends; graph_made: a graph was instantiated from it) and then
+// until release_graph_memory has been called once per graph made, the blocks live at the start or
+// allocated during a capture stay the graphs' when released: only a capture reuses them.
+void begin_graph_memory();
+void end_graph_memory(bool graph_made);
+void release_graph_memory();
 
 struct MemoryStats {
   size_t in_use = 0;       // bytes of live blocks (rounded sizes)

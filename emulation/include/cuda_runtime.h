@@ -72,6 +72,8 @@ enum cudaError_t {
   cudaErrorLaunchOutOfResources = 701,
   cudaErrorAssert = 710,
   cudaErrorLaunchFailure = 719,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
 };
 typedef cudaError_t cudaError;
 
@@ -186,6 +188,40 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 // Milliseconds of host time between the two events' work running (an emulated timing).
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+// ---- graphs: stream capture and replay ----
+// Between cudaStreamBeginCapture and cudaStreamEndCapture the work queued on the stream is recorded,
+// not run; cudaGraphLaunch queues all of it, in order, as one operation, as often as it is called.
+// As on a GPU, a capture refuses what it cannot record (cudaErrorStreamCaptureUnsupported, and the
+// capture is invalidated: cudaStreamEndCapture returns cudaErrorStreamCaptureInvalidated): a copy
+// from or to host memory on the capturing stream (its host data would be read at replay), waiting
+// for the capturing stream or the device, cudaFree (it synchronises the device), and, in the
+// emulation, events on the capturing stream (it records one stream, with no fork or join).
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2,
+};
+struct CUgraph_st;
+typedef CUgraph_st* cudaGraph_t;
+struct CUgraphExec_st;
+typedef CUgraphExec_st* cudaGraphExec_t;
+struct CUgraphNode_st;
+typedef CUgraphNode_st* cudaGraphNode_t;
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
+// The emulation fills no node handles: nodes must be null, and *count is the number of operations.
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 
 // ---- kernel attributes ----
 enum cudaFuncAttribute {

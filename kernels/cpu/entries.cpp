@@ -627,8 +627,8 @@ void adamw_step(In w_, In w16_, In g_, In m_, In v_, In decay_ranges, In control
     bfloat16* w16 = w16_.defined() ? w16_.data<bfloat16>() : nullptr;
     const T* g = g_.data<T>();
     const int64_t n = w_.numel();
-    const T b1 = T(s.beta1), b2 = T(s.beta2), step_size = T(s.step_size), rbc2 = T(s.rbc2), eps = T(s.eps),
-            scale = T(clip);
+    const T b1 = T(s.beta1), b2 = T(s.beta2), step_size = T(c[step_control::step_size]),
+            rbc2 = T(c[step_control::rbc2]), eps = T(s.eps), scale = T(clip);
     const bool clipping = clip != 1.0;
     // [begin, end): one stretch of equal decay; with the bf16 copy written in the same loop.
     auto update = [&](int64_t begin, int64_t end, T decay) {
@@ -653,7 +653,7 @@ void adamw_step(In w_, In w16_, In g_, In m_, In v_, In decay_ranges, In control
       int64_t k = std::upper_bound(bounds, bounds + count, double(n * t / threads)) - bounds;
       for (int64_t begin = n * t / threads; begin < hi; ++k) {
         const int64_t end = k < count ? std::min(hi, int64_t(bounds[k])) : hi;
-        update(begin, end, k % 2 == 1 ? T(s.decay) : T(0));  // inside a range after an odd number of bounds
+        update(begin, end, k % 2 == 1 ? T(c[step_control::decay]) : T(0));  // inside a range after an odd number of bounds
         begin = end;
       }
     }

@@ -260,8 +260,10 @@ void l2norm_backward(In dx, In y, In r, In dy) {
 void embedding_forward(In y, In ids, In table) {
   require_f32("embedding", table);
   const int64_t N = ids.numel(), V = table.size(0), D = table.size(1);
-  Tensor host = ids_on_host(ids);
-  check_token_ids(host.data<int32_t>(), N, V, "embedding");
+  if (!(ids.device() == Device::cuda && backend::CheckedDeviceTokens::active())) {
+    Tensor host = ids_on_host(ids);
+    check_token_ids(host.data<int32_t>(), N, V, "embedding");
+  }
   Tensor dev = ids_on_device(ids);
   cuda::embedding_forward(f32(y), dev.data<int32_t>(), f32(table), N, V, D);
 }
@@ -302,6 +304,11 @@ int64_t cross_entropy_forward(In loss, In lse, In logits, In targets, int32_t ig
     cuda::cross_entropy_forward(f32(lse), sums.data<double>(), f32(loss), f32(logits), dev.data<int32_t>(), N, V,
                                 ignore_index);
     return count;
+  }
+  if (backend::CheckedDeviceTokens::active()) {  // checked before their upload: every row counts
+    cuda::cross_entropy_forward(f32(lse), sums.data<double>(), f32(loss), f32(logits), targets.data<int32_t>(), N, V,
+                                ignore_index);
+    return N;
   }
   // Device targets: the sums come back to the host, which raises the CPU's errors.
   cuda::cross_entropy_forward(f32(lse), sums.data<double>(), nullptr, f32(logits), targets.data<int32_t>(), N, V,
@@ -498,8 +505,7 @@ void adamw_step(In w, In w16, In g, In m, In v, In decay_ranges, In control, con
                     decay_ranges.numel() % 2 == 0,
                 "adamw: decay_ranges are f64 pairs on the GPU, got ", decay_ranges.str());
   // the constants rounded to float32 as the CPU entry rounds them
-  const cuda::AdamWStep c{float(s.beta1), float(s.beta2), float(s.step_size), float(s.rbc2), float(s.eps),
-                          float(s.decay)};
+  const cuda::AdamWStep c{float(s.beta1), float(s.beta2), float(s.eps)};
   cuda::adamw_update(f32(w), w16.defined() ? bf16_bits(w16) : nullptr, f32(m), f32(v), f32(g), w.numel(),
                      decay_ranges.numel() ? decay_ranges.data<double>() : nullptr, decay_ranges.numel() / 2,
                      control.data<double>(), c);

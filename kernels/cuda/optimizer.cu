@@ -75,15 +75,16 @@ __global__ void adamw_kernel(float* w, __nv_bfloat16* w16, float* m, float* v, c
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n || control[slot::skip] != 0) return;
   const double clip = control[slot::clip];
+  const float step_size = float(control[slot::step_size]), rbc2 = float(control[slot::rbc2]);
   // The __f*_rn intrinsics round each operation and are never contracted into an FMA.
   const float gi = clip != 1.0 ? __fmul_rn(g[i], float(clip)) : g[i], wi = w[i];
-  const float decay = decayed(decay_ranges, 2 * ranges, i) ? s.decay : 0.0f;
+  const float decay = decayed(decay_ranges, 2 * ranges, i) ? float(control[slot::decay]) : 0.0f;
   const float mi = __fadd_rn(__fmul_rn(s.beta1, m[i]), __fmul_rn(__fsub_rn(1.0f, s.beta1), gi));
   const float vi = __fadd_rn(__fmul_rn(s.beta2, v[i]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, s.beta2), gi), gi));
-  const float denom = __fadd_rn(__fsqrt_rn(__fmul_rn(vi, s.rbc2)), s.eps);
+  const float denom = __fadd_rn(__fsqrt_rn(__fmul_rn(vi, rbc2)), s.eps);
   m[i] = mi;
   v[i] = vi;
-  const float updated = __fsub_rn(wi, __fadd_rn(__fdiv_rn(__fmul_rn(s.step_size, mi), denom), __fmul_rn(decay, wi)));
+  const float updated = __fsub_rn(wi, __fadd_rn(__fdiv_rn(__fmul_rn(step_size, mi), denom), __fmul_rn(decay, wi)));
   w[i] = updated;
   if (w16) w16[i] = __float2bfloat16(updated);  // round to nearest even, as to_bf16_kernel
 }

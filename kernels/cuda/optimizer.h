@@ -11,13 +11,10 @@
 
 namespace linattn::cuda {
 
-// The per-step constants of AdamW (backend::AdamWStep rounded to float32, as the CPU entry rounds them).
+// The constants of AdamW (backend::AdamWStep rounded to float32, as the CPU entry rounds them); the
+// step's own numbers are read from control (step_size, rbc2, decay, rounded to float32 there).
 struct AdamWStep {
-  float beta1, beta2;
-  float step_size;  // lr / (1 - beta1^t)
-  float rbc2;       // 1 / (1 - beta2^t)
-  float eps;
-  float decay;  // lr * weight_decay, for the elements of the decayed ranges
+  float beta1, beta2, eps;
 };
 
 #ifdef LINATTN_CUDA
@@ -42,7 +39,8 @@ void step_control(double* control, const float* g, int64_t n, double max_norm);
 // every element i of the flat buffers, in one launch, unless control[skip] != 0:
 //   g = control[clip] != 1 ? g_i * float(control[clip]) : g_i
 //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g;
-//   w -= step_size m / (sqrt(v rbc2) + eps) + decay w,   decay = s.decay inside a decayed range, else 0
+//   w -= step_size m / (sqrt(v rbc2) + eps) + decay w,   decay = control[decay] inside a decayed range, else 0
+// (step_size = float(control[step_size]), rbc2 = float(control[rbc2]))
 // w, m, v: [n] (updated in place); g: [n] (read only); decay_ranges: [2 r], the ascending element
 // offsets begin_0, end_0, begin_1, ... of the ranges [begin_j, end_j) that decay (float64: exact
 // integers); control: [step_control::size].

@@ -280,11 +280,11 @@ void add_pointwise_cases(std::vector<Case>& cases) {
     const Shape s{1031};
     const backend::AdamWStep step{.beta1 = f32_exact(0.9),
                                   .beta2 = f32_exact(0.95),
-                                  .eps = f32_exact(1e-8),
-                                  .step_size = f32_exact(0.05 / (1 - 0.9 * 0.9)),
-                                  .rbc2 = f32_exact(1 / (1 - 0.95 * 0.95)),
-                                  .decay = f32_exact(0.05 * 1e-3)};
+                                  .eps = f32_exact(1e-8)};
     std::vector<double> control(slot::size, 0.0);
+    control[slot::step_size] = f32_exact(0.05 / (1 - 0.9 * 0.9));
+    control[slot::rbc2] = f32_exact(1 / (1 - 0.95 * 0.95));
+    control[slot::decay] = f32_exact(0.05 * 1e-3);
     control[slot::clip] = a.clip;
     control[slot::skip] = a.skip;
     cases.push_back({{"adamw_step"},

@@ -139,7 +139,7 @@ TEST(LaunchPlan, PointwiseNormsAndReductions) {
   expect_plans("step_control of 1000", cuda::step_control_plans(1000), [&] { cuda::step_control(control, g, 1000, 1.0); });
   expect_plans("adamw_update", cuda::adamw_plans(N * D), [&] {
     cuda::adamw_update(x, nullptr, y, m.f32(N * D), m.f32(N * D), N * D, m.f64(2), 1, control,
-                       cuda::AdamWStep{0.9f, 0.95f, 1e-3f, 1.0f, 1e-8f, 0});
+                       cuda::AdamWStep{0.9f, 0.95f, 1e-8f});
   });
   int32_t* ids = m.i32(N);
   expect_plans("embedding_forward", cuda::embedding_forward_plans(N, D),

@@ -16,16 +16,17 @@ struct Counters {
   int64_t host_to_device = 0;   // copies from host memory, queued
   int64_t device_to_device = 0; // copies within device memory, queued
   int64_t device_to_host = 0;   // copies into host memory: the host reads device memory
+  int64_t graph_launches = 0;   // cudaGraphLaunch: one operation for all the graph holds
   int64_t host_waits = 0;       // cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, blocking
                                 // cudaMemcpy into host memory: the host waits for the device
   // Every operation a GPU's stream would run: what "launches per step" counts.
   int64_t stream_operations() const {
-    return kernels + library_calls + memsets + host_to_device + device_to_device + device_to_host;
+    return kernels + library_calls + memsets + host_to_device + device_to_device + device_to_host + graph_launches;
   }
   Counters operator-(const Counters& o) const {
     return {kernels - o.kernels, library_calls - o.library_calls, memsets - o.memsets,
             host_to_device - o.host_to_device, device_to_device - o.device_to_device,
-            device_to_host - o.device_to_host, host_waits - o.host_waits};
+            device_to_host - o.device_to_host, graph_launches - o.graph_launches, host_waits - o.host_waits};
   }
 };
 
@@ -33,7 +34,9 @@ Counters counters();
 void reset_counters();
 
 // Counted by the emulation (emulation/*.cpp), not by the project.
-enum class Count { kernel, library_call, memset, host_to_device, device_to_device, device_to_host, host_wait };
+enum class Count {
+  kernel, library_call, memset, host_to_device, device_to_device, device_to_host, graph_launch, host_wait
+};
 void count(Count what);
 
 }  // namespace cuda_emu
