@@ -288,8 +288,8 @@ const std::vector<ConfigKey<TrainConfig>>& train_keys() {
       config_key("cuda_graphs", &T::cuda_graphs,
                  "`device: cuda` only: capture the step's work (forward, backward, clipping, AdamW) at its second "
                  "step as a CUDA graph and replay it, one launch per step, where the step's shapes are fixed: one "
-                 "rank and `data.document_boundaries: cross` (the sequence tables of `reset` change with each "
-                 "batch); elsewhere, and after a capture that fails (a warning says why), the steps launch their "
+                 "rank, `data.document_boundaries: cross` (the sequence tables of `reset` change with each "
+                 "batch) and targets that all take a loss (not MQAR's); elsewhere, and after a capture that fails (a warning says why), the steps launch their "
                  "kernels one by one ([Training on a GPU](gpu.md#cuda-graphs))"),
       config_choice("recompute", &T::recompute,
                     {{ops::Recompute::none, {"none", "keep what backward reads"}},
