@@ -101,12 +101,13 @@ distributed:
 
 TEST(MixerSettings, AConfigWrittenBeforeTheMoveReadsAndWritesTheSame) {
   const Config c = parse_config(kWrittenBeforeTheMove, "c.yaml");
-  // Keys added since are written back with their defaults: train.log_grad_norms, train.recompute.
+  // Keys added since are written back with their defaults: train.log_grad_norms,
+  // train.cuda_graphs, train.recompute.
   std::string written_back = kWrittenBeforeTheMove;
   const std::string log_every = "  log_every: 1\n";
   written_back.insert(written_back.find(log_every) + log_every.size(), "  log_grad_norms: false\n");
   const std::string tf32 = "  tf32: false\n";
-  written_back.insert(written_back.find(tf32) + tf32.size(), "  recompute: none\n");
+  written_back.insert(written_back.find(tf32) + tf32.size(), "  cuda_graphs: true\n  recompute: none\n");
   EXPECT_EQ("# resolved from c.yaml\n" + c.text, written_back);  // the trainer heads config.yaml so
   const std::pair<const char*, ConfigValue> expected[] = {
       {"feature_map", std::string("relu")}, {"normalize", true},  {"use_short_conv", false},
