@@ -57,14 +57,14 @@ enum class Kept { product, attention };
 bool take_kept(Kept kind, Tensor& out, Tensor* copy = nullptr, bool widen = true);
 // After it computed: in the first run of a region that keeps `kind`, keeps `out` for the replay. In a
 // SaveInBf16 scope (autograd/saved.h) it keeps out's bf16 copy: `*copy` where the op wrote one (the
-// split of ops::linears, the MLP's SwiGLU pass), else out rounded here, which is then set in
+// split of ops::linears), else out rounded here, which is then set in
 // `*copy` (where given) for the op's Variable. take_kept widens it back.
 void keep(Kept kind, const Tensor& out, Tensor* copy = nullptr);
-// keep, for an output kept exactly as it is in any scope (attention's float32 log-sum-exp).
+// keep, for an output kept exactly as it is in any scope (attention's float32 log-sum-exp, the MLP's
+// gate and up as their product wrote them).
 void keep_exact(Kept kind, const Tensor& out);
 // Whether keep keeps outputs of `kind` here (the first run of a region that keeps them): an op can
-// then write the bf16 copy keep takes in its own pass (ops::swiglu_mlp's SwiGLU) instead of keep
-// converting the output.
+// then make an output it would not keep otherwise in the kept part of the arena (ops::swiglu_mlp).
 bool keeping(Kept kind);
 
 }  // namespace detail

@@ -343,31 +343,27 @@ Variable swiglu_mlp(const Variable& x, const Variable& gate, const Variable& up,
   const Tensor xs = bf16 ? detail::bf16_value(x) : x.value();
   const Tensor w_gu = bf16 ? gate_up.bf16() : gate_up.value(), w_down = bf16 ? down.bf16() : down.value();
   const bool grad = needs_grad({&x, &gate_up, &down});
-  // gu [N, 2 I]; what the node keeps of it: gu, or in a SaveInBf16 scope its bf16 copy, written by
-  // the SwiGLU pass
-  Tensor gu, y, y16, kept;  // y16: y's bf16 copy, where selective recomputation keeps one
-  // selective recomputation keeps both products; gu as it was kept (bf16 under bf16 keeps): the
-  // kernels that read it take bf16, and the node keeps it so
+  // gu [N, 2 I], which the node keeps: float32, or with bf16 products bf16, as the product writes it
+  // (SwiGLU and its backward read it so; no float32 gu and no conversion)
+  Tensor gu, y, y16;  // y16: y's bf16 copy, where selective recomputation keeps one
+  // selective recomputation keeps both products, gu as it was made
   if (detail::take_kept(detail::Kept::product, gu, nullptr, false)) {
     detail::take_kept(detail::Kept::product, y, &y16);
-    kept = gu;
   } else {
     y = Tensor::scratch(with_last(x.shape(), out_features), x.dtype(), dev);  // first: below the transients
-    gu = Tensor::scratch(with_last(x.shape(), 2 * I), x.dtype(), dev);
+    const bool kept = grad || detail::keeping(detail::Kept::product);
+    gu = bf16 && kept ? Tensor::scratch_kept(with_last(x.shape(), 2 * I), operand, dev)
+                      : Tensor::scratch(with_last(x.shape(), 2 * I), operand, dev);
     // gu [N, 2 I] = x [N, in] [gate; up]^T: gate's outputs, then up's
     backend::gemm(dev, false, true, N, 2 * I, in, 1.0, xs, w_gu, 0.0, gu);
-    // The bf16 copy, written by the SwiGLU pass, for this node or for the replay of a region that
-    // keeps the products (no conversion of its own either way).
-    const bool copy = bf16 && saving_in_bf16() && (grad || detail::keeping(detail::Kept::product));
-    kept = copy ? Tensor::scratch_kept(gu.shape(), DType::bf16, dev) : gu;
     const Tensor h = Tensor::scratch(with_last(x.shape(), I), operand, dev);
-    backend::swiglu_joined_forward(dev, h, copy ? kept : Tensor(), gu);
-    Tensor gu16 = copy ? kept : Tensor();
-    detail::keep(detail::Kept::product, gu, &gu16);
+    backend::swiglu_joined_forward(dev, h, Tensor(), gu);
+    detail::keep_exact(detail::Kept::product, gu);
     // y [N, out] = h [N, I] down^T
     backend::gemm(dev, false, true, N, out_features, I, 1.0, h, w_down, 0.0, y);
     detail::keep(detail::Kept::product, y, &y16);
   }
+  const Tensor& kept = gu;
   Variable out(y, grad);
   if (y16.defined()) out.set_bf16(y16);
   if (!grad) return out;

@@ -137,24 +137,27 @@ Cost pointwise(int64_t n, int reads, int writes, double flops_per_element) {
   return {flops_per_element * double(n), kF32 * double(n) * (reads + writes)};
 }
 
-// C[M, N] (+)= A[M, K] B[K, N] through cuBLAS: float32 operands unless bf16.
-Launch gemm(const std::string& op, int64_t M, int64_t N, int64_t K, bool accumulate, bool bf16) {
+// C[M, N] (+)= A[M, K] B[K, N] through cuBLAS: float32 operands unless bf16; C float32 unless
+// bf16_out (bf16 operands, written, not added into).
+Launch gemm(const std::string& op, int64_t M, int64_t N, int64_t K, bool accumulate, bool bf16, bool bf16_out = false) {
   Launch l;
   l.op = op;
   l.gemm = std::to_string(M) + " x " + std::to_string(N) + " x " + std::to_string(K);
   l.flops = 2.0 * double(M) * double(N) * double(K);
   const double elt = bf16 ? 2 : kF32;
-  l.bytes = elt * (double(M) * K + double(K) * N) + kF32 * double(M) * N * (accumulate ? 2 : 1);
+  l.bytes = elt * (double(M) * K + double(K) * N) + (bf16_out ? 2 : kF32) * double(M) * N * (accumulate ? 2 : 1);
   l.bf16 = bf16;
   return l;
 }
 
-// A Linear layer y = x W^T of `rows` tokens: forward, and backward dx (+=) and dW (+=).
+// A Linear layer y = x W^T of `rows` tokens: forward (y in bf16 with bf16_out), and backward dx and
+// dW (+=). dx is written (beta = 0) by the input's last reader in the forward, the first in the
+// backward (Variable::grad_to_write), and added into (dx_adds) by the input's other readers.
 void linear(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::string& name, int64_t rows, int64_t in,
-            int64_t out, bool bf16) {
-  fwd.push_back(gemm(name + " forward", rows, out, in, false, bf16));
+            int64_t out, bool bf16, bool bf16_out = false, bool dx_adds = false) {
+  fwd.push_back(gemm(name + " forward", rows, out, in, false, bf16, bf16_out));
   fwd.back().kept = true;
-  bwd.push_back(gemm(name + " dx", rows, in, out, true, bf16));
+  bwd.push_back(gemm(name + " dx", rows, in, out, dx_adds, bf16));
   bwd.push_back(gemm(name + " dW", out, in, rows, true, bf16));
 }
 
@@ -445,8 +448,8 @@ void gated_norm(std::vector<Launch>& fwd, std::vector<Launch>& bwd, int64_t R, i
 // outputs, the outputs split off (float32 and their bf16 copies) and their gradients joined (into
 // the bf16 operand of the backward's products).
 void projections(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::string& name, int64_t rows, int64_t in,
-                 int64_t out, bool bf16) {
-  linear(fwd, bwd, name, rows, in, out, bf16);
+                 int64_t out, bool bf16, bool dx_adds = false) {
+  linear(fwd, bwd, name, rows, in, out, bf16, false, dx_adds);
   const double n = double(rows) * double(out), elt = bf16 ? 2 : kF32;
   append(fwd, launches(name + " split", {cu::pointwise_plan("split_columns_kernel", rows * out)},
                        {{0, n * (2 * kF32 + (bf16 ? elt : 0))}}));
@@ -456,14 +459,14 @@ void projections(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::
 }
 
 // The SwiGLU MLP as one node (ops::swiglu_mlp): gate and up as one product whose [N, 2 I] output
-// SwiGLU reads as it is, writing the down product's operand h (and, with bf16 products, the output's
-// bf16 copy the node keeps); the backward recomputes h from the kept output and writes the gradient
-// [dgate | dup] as the operand of the two products (no split, no join).
+// (bf16 with bf16 products: the node keeps it as the product wrote it) SwiGLU reads as it is,
+// writing the down product's operand h; the backward recomputes h from the kept output and writes
+// the gradient [dgate | dup] as the operand of the two products (no split, no join).
 void swiglu_mlp(std::vector<Launch>& fwd, std::vector<Launch>& bwd, int64_t N, int64_t d, int64_t I, bool bf16) {
   const double n = double(N) * double(I), elt = bf16 ? 2 : kF32;
-  linear(fwd, bwd, "mlp gate_proj and up_proj", N, d, 2 * I, bf16);
+  linear(fwd, bwd, "mlp gate_proj and up_proj", N, d, 2 * I, bf16, bf16);
   append(fwd, launches("mlp swiglu", {cu::elementwise_plan("SwigluJoinedForward", N * I)},
-                       {{6 * n, n * (2 * kF32 + elt + (bf16 ? 2 * elt : 0))}}));
+                       {{6 * n, n * (2 * elt + elt)}}));
   fwd.back().kept = true;  // the replay takes both products, so the node's SwiGLU is not run again
   append(bwd, launches("mlp swiglu recomputed", {cu::elementwise_plan("SwigluJoinedForward", N * I)},
                        {{6 * n, n * (2 * elt + elt)}}));
@@ -539,7 +542,8 @@ LayerPlan gated_deltanet_layer(std::vector<Launch>& fwd, std::vector<Launch>& bw
   const bool gemm_bf16 = precision == MatmulPrecision::bf16;
   const int64_t N = s.B * s.T, d = s.d, I = s.intermediate, kd = l.H * l.Dk, vd = l.H * l.Dv, W = l.conv;
   add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d);
-  projections(fwd, bwd, "q, k, v, b_proj", N, d, 2 * kd + vd + l.H, gemm_bf16);
+  // the normed input's readers: this product, a_proj and g_proj (the last, whose dx is written)
+  projections(fwd, bwd, "q, k, v, b_proj", N, d, 2 * kd + vd + l.H, gemm_bf16, true);
   const std::string silu = cu::activation_functor("ActivationForward", Activation::silu);
   const std::string dsilu = cu::activation_functor("ActivationBackward", Activation::silu);
   for (auto [name, C] : {std::pair{"q", kd}, {"k", kd}, {"v", vd}}) {
@@ -564,7 +568,7 @@ LayerPlan gated_deltanet_layer(std::vector<Launch>& fwd, std::vector<Launch>& bw
   const std::string dsigmoid = cu::activation_functor("ActivationBackward", Activation::sigmoid);
   pointwise_op(fwd, "beta sigmoid", sigmoid, N * l.H, 1, 1, 4);
   pointwise_op(bwd, "beta sigmoid backward", dsigmoid, N * l.H, 2, 1, 3);
-  linear(fwd, bwd, "a_proj", N, d, l.H, gemm_bf16);
+  linear(fwd, bwd, "a_proj", N, d, l.H, gemm_bf16, false, true);
   append(fwd, launches("decay (A_log, dt_bias)", {cu::pointwise_plan("gdn_decay_forward_kernel", N * l.H)},
                        {pointwise(N * l.H, 1, 1, 10)}));
   append(bwd, launches("decay (A_log, dt_bias) backward", cu::gdn_decay_backward_plans(N, l.H),

@@ -124,8 +124,10 @@ struct Bf16Bits {
   uint16_t bits;
 };
 
-// C (type T) = alpha op(A) op(B) + beta C with A and B of type In: T, or Bf16Bits with T = float.
-template <class T, class In = T>
+// C = alpha op(A) op(B) + beta C computed in type T with A and B of type In: T, or Bf16Bits with
+// T = float; C of type Out: T, or Bf16Bits (with Bf16Bits inputs and T = float), rounded to nearest
+// even as it is written.
+template <class T, class In = T, class Out = T>
 struct Product {
   const char* call;
   bool trans_a, trans_b;
@@ -136,7 +138,7 @@ struct Product {
   int64_t lda;
   const In* B;
   int64_t ldb;
-  T* C;
+  Out* C;
   int64_t ldc;
 
   std::array<Operand, 3> operands() const { return gemm_operands(trans_a, trans_b, m, n, k, A, lda, B, ldb, C, ldc); }
@@ -154,7 +156,7 @@ struct Product {
   // naming the operand, and checks when the product runs, so memory freed meanwhile counts too.
   bool operands_in_device_memory() const {
     for (const Operand& x : operands()) {
-      size_t bytes = x.span_bytes(x.data == C ? sizeof(T) : sizeof(In));
+      size_t bytes = x.span_bytes(x.data == C ? sizeof(Out) : sizeof(In));
       if (bytes == 0 || cuda_emu::in_device_memory(x.data, bytes)) continue;
       cuda_emu::fail(cudaErrorIllegalAddress,
                      cat(call, ": operand ", x.name, " [", x.data, ", +", bytes, " bytes) (", x.rows, " x ", x.cols,
@@ -181,25 +183,30 @@ struct Product {
         for (int64_t i = 0; i < m; ++i) acc[size_t(i)] = std::fma(op_a[size_t(l * m + i)], b, acc[size_t(i)]);
       }
       for (int64_t i = 0; i < m; ++i) {
-        T& c = C[i + j * ldc];
-        c = beta == T(0) ? alpha * acc[size_t(i)] : std::fma(beta, c, alpha * acc[size_t(i)]);
+        Out& c = C[i + j * ldc];
+        if constexpr (std::is_same_v<Out, Bf16Bits>)
+          c.bits = cuda_emu::BFloat16Format::from_float(
+              beta == T(0) ? alpha * acc[size_t(i)]
+                           : std::fma(beta, cuda_emu::BFloat16Format::to_float(c.bits), alpha * acc[size_t(i)]));
+        else
+          c = beta == T(0) ? alpha * acc[size_t(i)] : std::fma(beta, c, alpha * acc[size_t(i)]);
       }
     }
   }
 };
 
-template <class T, class In = T>
+template <class T, class In = T, class Out = T>
 cublasStatus_t queue_product(cublasHandle_t handle, const char* call, cublasOperation_t transa,
                              cublasOperation_t transb, int m, int n, int k, const void* alpha, const void* A, int lda,
                              const void* B, int ldb, const void* beta, void* C, int ldc, bool tf32) {
   if (cublasStatus_t s = check_host_scalar(call, "alpha", alpha, sizeof(T)); s != CUBLAS_STATUS_SUCCESS) return s;
   if (cublasStatus_t s = check_host_scalar(call, "beta", beta, sizeof(T)); s != CUBLAS_STATUS_SUCCESS) return s;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;  // an empty C: nothing to do
-  Product<T, In> product{.call = call, .trans_a = transa != CUBLAS_OP_N, .trans_b = transb != CUBLAS_OP_N,
+  Product<T, In, Out> product{.call = call, .trans_a = transa != CUBLAS_OP_N, .trans_b = transb != CUBLAS_OP_N,
                          .m = m, .n = n, .k = k,
                          .alpha = *static_cast<const T*>(alpha), .beta = *static_cast<const T*>(beta), .tf32 = tf32,
                          .A = static_cast<const In*>(A), .lda = lda, .B = static_cast<const In*>(B), .ldb = ldb,
-                         .C = static_cast<T*>(C), .ldc = ldc};
+                         .C = static_cast<Out*>(C), .ldc = ldc};
   cuda_emu::count(cuda_emu::Count::library_call);
   cuda_emu::enqueue(handle->stream, call, product);
   return CUBLAS_STATUS_SUCCESS;
@@ -231,15 +238,20 @@ cublasStatus_t gemm(const char* call, cublasHandle_t handle, cublasOperation_t t
   if (all_f64 && (compute == CUBLAS_COMPUTE_64F || compute == CUBLAS_COMPUTE_64F_PEDANTIC))
     return queue_product<double>(handle, call, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, false);
   // bf16 inputs, float32 accumulation and result: what the tensor cores compute, products exact.
-  bool bf16_in = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF && Ctype == CUDA_R_32F;
-  if (bf16_in && (compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_PEDANTIC))
+  bool bf16_in = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF;
+  bool compute_32f = compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_PEDANTIC;
+  if (bf16_in && Ctype == CUDA_R_32F && compute_32f)
     return queue_product<float, Bf16Bits>(handle, call, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C,
                                           ldc, false);
+  // ... and a bf16 result: the float32 sums rounded as they are written
+  if (bf16_in && Ctype == CUDA_R_16BF && compute_32f)
+    return queue_product<float, Bf16Bits, Bf16Bits>(handle, call, transa, transb, m, n, k, alpha, A, lda, B, ldb,
+                                                    beta, C, ldc, false);
   return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
                 cat(call, ": Atype = ", int(Atype), ", Btype = ", int(Btype), ", Ctype = ", int(Ctype),
                     ", computeType = ", int(compute), " is not emulated: emulation/cublas.cpp computes CUDA_R_32F ",
                     "data with CUBLAS_COMPUTE_32F, _32F_PEDANTIC or _32F_FAST_TF32, CUDA_R_16BF inputs with a ",
-                    "CUDA_R_32F result with CUBLAS_COMPUTE_32F or _32F_PEDANTIC, and CUDA_R_64F data with ",
+                    "CUDA_R_32F or CUDA_R_16BF result with CUBLAS_COMPUTE_32F or _32F_PEDANTIC, and CUDA_R_64F data with ",
                     "CUBLAS_COMPUTE_64F or _64F_PEDANTIC"));
 }
 

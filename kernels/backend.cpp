@@ -48,11 +48,15 @@ CheckedDeviceTokens::~CheckedDeviceTokens() { t_checked_device_tokens = previous
 bool CheckedDeviceTokens::active() { return t_checked_device_tokens; }
 std::string cpu_bf16_unavailable() { return cpu::bf16_products_unavailable(); }
 
-void check_gemm_dtypes(In A, In B, In C) {
+void check_gemm_dtypes(In A, In B, double beta, In C) {
   const DType out = A.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  LINATTN_CHECK(A.dtype() == B.dtype() && A.dtype() != DType::i32 && C.dtype() == out, "gemm: operands ", A.str(),
-                " and ", B.str(), " into ", C.str(), ": A and B must share a floating dtype (f32, f64 or bf16), "
-                "and C be f64 for f64 operands, f32 otherwise; convert an operand first (backend::convert)");
+  const bool bf16_out = A.dtype() == DType::bf16 && C.dtype() == DType::bf16;
+  LINATTN_CHECK(A.dtype() == B.dtype() && A.dtype() != DType::i32 && (C.dtype() == out || bf16_out),
+                "gemm: operands ", A.str(), " and ", B.str(), " into ", C.str(),
+                ": A and B must share a floating dtype (f32, f64 or bf16), and C be f64 for f64 operands, f32 "
+                "otherwise (or bf16 for bf16 operands); convert an operand first (backend::convert)");
+  LINATTN_CHECK(!bf16_out || beta == 0.0, "gemm: a bf16 result ", C.str(), " with beta = ", beta,
+                ": a bf16 C is written, never added into (beta = 0); add into a float32 C instead");
 }
 
 namespace {

@@ -109,8 +109,9 @@ class CheckedDeviceTokens {
 };
 
 // The gemm entry's operands, checked by both columns: A and B of one dtype, and C's dtype the one
-// that goes with it (f32 for f32 and bf16 operands, f64 for f64); an error names the three.
-void check_gemm_dtypes(In A, In B, In C);
+// that goes with it (f32 for f32 and bf16 operands, f64 for f64, or bf16 for bf16 operands with
+// beta = 0: a sum added into bf16 would be rounded twice); an error names the three.
+void check_gemm_dtypes(In A, In B, double beta, In C);
 // split_columns / join_columns: `whole` [N, C] and the parts [N, c_i] with the sum of c_i = C, at
 // most 8, in whole's dtype (join: or float32 parts into a bf16 whole); copies empty or one per
 // part, each undefined or a bf16 [N, c_i]. Returns the widths c_i.

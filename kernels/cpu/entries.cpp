@@ -197,7 +197,12 @@ void gdn_decay_backward(In dx, In dA_log, In ddt_bias, In x, In A_log, In dt_bia
 // ---- matrix products ----
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C) {
-  backend::check_gemm_dtypes(A, B, C);
+  backend::check_gemm_dtypes(A, B, beta, C);
+  if (C.dtype() == DType::bf16) {
+    cpu::gemm_bf16(trans_a, trans_b, M, N, K, float(alpha), A.data<bfloat16>(), trans_a ? M : K, B.data<bfloat16>(),
+                   trans_b ? K : N, C.data<bfloat16>(), N);
+    return;
+  }
   if (A.dtype() == DType::bf16) {
     cpu::gemm_bf16(trans_a, trans_b, M, N, K, float(alpha), A.data<bfloat16>(), trans_a ? M : K, B.data<bfloat16>(),
                    trans_b ? K : N, float(beta), C.data<float>(), N);

@@ -100,14 +100,16 @@ const dnnl::engine& cpu_engine() {
 // it is created). Creating one costs about as much as a small product (measured on one thread:
 // 5-14 us even when oneDNN's own primitive cache hits, against 10-24 us for a 64^3 product), so
 // each is made once and kept.
-using ShapeKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
+// (..., alpha, beta, whether C is bf16)
+using ShapeKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float, bool>;
 
 struct Matmul {
   dnnl::memory::desc a, b, c;
   dnnl::matmul primitive;
 };
 
-Matmul matmul_for(const ShapeKey& key, const Operand& a, const Operand& b, int64_t ldc, float alpha, float beta) {
+Matmul matmul_for(const ShapeKey& key, const Operand& a, const Operand& b, int64_t ldc, float alpha, float beta,
+                  bool bf16_c) {
   static std::mutex mutex;
   static std::map<ShapeKey, Matmul> cache;
   std::lock_guard<std::mutex> lock(mutex);
@@ -115,7 +117,7 @@ Matmul matmul_for(const ShapeKey& key, const Operand& a, const Operand& b, int64
   if (it != cache.end()) return it->second;
   using dt = dnnl::memory::data_type;
   const dnnl::memory::desc a_md({a.rows, a.cols}, dt::bf16, a.strides()), b_md({b.rows, b.cols}, dt::bf16, b.strides()),
-      c_md({a.rows, b.cols}, dt::f32, dnnl::memory::dims{ldc, 1});
+      c_md({a.rows, b.cols}, bf16_c ? dt::bf16 : dt::f32, dnnl::memory::dims{ldc, 1});
   dnnl::primitive_attr attr;
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
   if (beta != 0.0f) {
@@ -162,16 +164,15 @@ void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t
   gemm<float>(trans_a, trans_b, M, N, K, alpha, a_f, lda, b_f, ldb, beta, C, ldc);
 }
 
-void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bfloat16* A,
-               int64_t lda, const bfloat16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  static const bool hardware = bf16_products_unavailable().empty();
-  if (!hardware) return gemm_bf16_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  if (K == 0) return scale_only(M, N, beta, C, ldc);
+namespace {
+
+// oneDNN's bf16 matmul into C (float or bfloat16), on a CPU with bf16 products.
+void run_matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bfloat16* A,
+                int64_t lda, const bfloat16* B, int64_t ldb, float beta, void* C, int64_t ldc, bool bf16_c) {
   const Operand a{M, K, lda, trans_a}, b{K, N, ldb, trans_b};
   try {
-    const Matmul m = matmul_for(ShapeKey{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta}, a, b, ldc, alpha,
-                                beta);
+    const Matmul m = matmul_for(ShapeKey{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, bf16_c}, a, b, ldc,
+                                alpha, beta, bf16_c);
     dnnl::memory a_mem(m.a, cpu_engine(), const_cast<bfloat16*>(A));
     dnnl::memory b_mem(m.b, cpu_engine(), const_cast<bfloat16*>(B));
     dnnl::memory c_mem(m.c, cpu_engine(), C);
@@ -180,8 +181,34 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
     stream.wait();
   } catch (const dnnl::error& e) {
     LINATTN_FAIL("oneDNN's bf16 matmul failed (", e.what(), ", status ", int(e.status), ") for M=", M, " N=", N,
-                 " K=", K, " lda=", lda, " ldb=", ldb, " ldc=", ldc, " trans_a=", trans_a, " trans_b=", trans_b);
+                 " K=", K, " lda=", lda, " ldb=", ldb, " ldc=", ldc, " trans_a=", trans_a, " trans_b=", trans_b,
+                 bf16_c ? " into bf16" : "");
   }
+}
+
+bool bf16_hardware() {
+  static const bool hardware = bf16_products_unavailable().empty();
+  return hardware;
+}
+
+}  // namespace
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bfloat16* A,
+               int64_t lda, const bfloat16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (!bf16_hardware()) return gemm_bf16_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (K == 0) return scale_only(M, N, beta, C, ldc);
+  run_matmul(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, false);
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bfloat16* A,
+               int64_t lda, const bfloat16* B, int64_t ldb, bfloat16* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K != 0 && bf16_hardware()) return run_matmul(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc, true);
+  thread_local std::vector<float> c32;
+  if (int64_t(c32.size()) < M * N) c32.resize(size_t(M * N));
+  gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, c32.data(), N);
+  for (int64_t i = 0; i < M; ++i) to_bf16(C + i * ldc, c32.data() + i * N, N);
 }
 
 }  // namespace linattn::cpu

@@ -25,6 +25,10 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
 // primitive per shape, created on first use and kept. Elsewhere gemm_bf16_widened: slower, never refused.
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bfloat16* A,
                int64_t lda, const bfloat16* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// The same into a bf16 C (beta = 0): the float32 sums rounded to nearest even as they are written
+// (oneDNN's bf16 destination; the fallback rounds gemm_bf16_widened's float32 result).
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bfloat16* A,
+               int64_t lda, const bfloat16* B, int64_t ldb, bfloat16* C, int64_t ldc);
 
 // The fallback: A and B widened to float32 (exact) into per-thread scratch, then gemm<float>.
 void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bfloat16* A,

@@ -591,7 +591,12 @@ void mamba2_backward(const MixerArgs& r) {
 int64_t mamba2_saved_size(const MixerArgs&) { return 0; }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, In A, In B, double beta, In C) {
-  backend::check_gemm_dtypes(A, B, C);
+  backend::check_gemm_dtypes(A, B, beta, C);
+  if (C.dtype() == DType::bf16) {
+    cuda::gemm_bf16(trans_a, trans_b, M, N, K, float(alpha), bf16_bits(A), trans_a ? M : K, bf16_bits(B),
+                    trans_b ? K : N, bf16_bits(C), N);
+    return;
+  }
   if (A.dtype() == DType::bf16) {
     cuda::gemm_bf16(trans_a, trans_b, M, N, K, float(alpha), bf16_bits(A), trans_a ? M : K, bf16_bits(B),
                     trans_b ? K : N, float(beta), C.data<float>(), N);

@@ -75,5 +75,15 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
                                     CUDA_R_32F, as_ld(ldc, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
+               int64_t lda, const uint16_t* B, int64_t ldb, uint16_t* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  const float beta = 0.0f;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LINATTN_CUBLAS_CHECK(cublasGemmEx(handle(), op_b, op_a, as_int(N, "N"), as_int(M, "M"), as_int(K, "K"), &alpha, B,
+                                    CUDA_R_16BF, as_ld(ldb, "ldb"), A, CUDA_R_16BF, as_ld(lda, "lda"), &beta, C,
+                                    CUDA_R_16BF, as_ld(ldc, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace linattn::cuda
 #endif  // LINATTN_CUDA

@@ -19,5 +19,8 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 // C, with float32 accumulation on the tensor cores (CUDA_R_16BF inputs, CUBLAS_COMPUTE_32F).
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
                int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// The same into a bf16 C (beta = 0, CUDA_R_16BF result): the float32 sums rounded as they are written.
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
+               int64_t lda, const uint16_t* B, int64_t ldb, uint16_t* C, int64_t ldc);
 
 }  // namespace linattn::cuda

@@ -1,7 +1,9 @@
 // ops::swiglu_mlp, the SwiGLU MLP as one node over gate's and up's weights joined: its output and
 // gradients are those of the unfused MLP, swiglu_linear(linears(x, {gate, up}), down), bit for bit in
-// float64, float32 and with bf16 products (inside a SaveInBf16 scope too), and those of central
-// finite differences; with bf16 products it converts x and the output's gradient and nothing else.
+// float64, float32 and with bf16 products (inside a SaveInBf16 scope too; there gate and up are
+// bf16, as their product writes them, so the unfused MLP's are rounded for the comparison), and
+// those of central finite differences; with bf16 products it converts x and the output's gradient
+// and nothing else.
 #include <vector>
 
 #include "autograd/ops.h"
@@ -48,6 +50,12 @@ std::vector<Tensor> run(Mlp& m, const Tensor& x, const Tensor& dy, bool fused, b
     y = ops::swiglu_mlp(vx, m.gate, m.up, m.joined, m.down);
   } else {
     const std::vector<Variable> gu = ops::linears(vx, {m.gate, m.up}, m.joined);
+    if (m.copies.defined())  // with bf16 products the fused node's gate and up are bf16: round these alike
+      for (const Variable& v : gu) {
+        Tensor rounded = Tensor::empty(v.shape(), DType::bf16);
+        backend::convert(Device::cpu, rounded, v.value());
+        backend::convert(Device::cpu, v.value(), rounded);
+      }
     y = ops::swiglu_linear(gu[0], gu[1], m.down);
   }
   const Tensor value = y.value().clone();

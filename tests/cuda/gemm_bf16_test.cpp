@@ -94,6 +94,36 @@ TEST(CudaGemmBf16, ConvertThenGemmAgainstFloat64OnTheFloat32Operands) {
     }
 }
 
+// A bf16 result (beta = 0, CUDA_R_16BF C): the float32 sums rounded once as they are written, within
+// one bf16 step of the device's float32 result rounded (cuBLAS may sum in another order for another
+// C type; the emulation sums alike, so there none differ), and of the CPU's.
+TEST(CudaGemmBf16, ABf16ResultIsTheFloat32SumRounded) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(24);
+  int64_t entries = 0, equal = 0;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const int64_t M = 37, N = 29, K = 70;
+      const Tensor a = host_tensor(ta ? random_matrix(K, M, rng, true) : random_matrix(M, K, rng, true)).to(DType::bf16);
+      const Tensor b = host_tensor(tb ? random_matrix(N, K, rng, true) : random_matrix(K, N, rng, true)).to(DType::bf16);
+      Tensor c = Tensor::empty({M, N}, DType::bf16, Device::cuda), c32 = Tensor::empty({M, N}, DType::f32, Device::cuda);
+      backend::gemm(Device::cuda, ta, tb, M, N, K, 0.5, testing::on_device(a), testing::on_device(b), 0.0, c);
+      backend::gemm(Device::cuda, ta, tb, M, N, K, 0.5, testing::on_device(a), testing::on_device(b), 0.0, c32);
+      Tensor cpu = Tensor::empty({M, N}, DType::bf16);
+      backend::gemm(Device::cpu, ta, tb, M, N, K, 0.5, a, b, 0.0, cpu);
+      const Tensor got = testing::on_host(c), sums = testing::on_host(c32);
+      for (int64_t i = 0; i < M * N; ++i) {
+        const bfloat16 g = got.data<bfloat16>()[i], want = from_float(sums.data<float>()[i]);
+        const float gap = std::abs(to_float(g) - to_float(want)), step = std::abs(to_float(want)) * 0x1.0p-7f;
+        EXPECT_LE(gap, step) << "trans_a=" << ta << " trans_b=" << tb << " entry " << i;
+        EXPECT_LE(std::abs(to_float(g) - to_float(cpu.data<bfloat16>()[i])), 2 * step) << "against the CPU, entry " << i;
+        ++entries, equal += g.bits == want.bits;
+      }
+    }
+  EXPECT_GE(equal, entries * 9 / 10) << equal << " of " << entries;
+  std::printf("cuda bf16 result: %ld of %ld entries the float32 sum rounded\n", long(equal), long(entries));
+}
+
 // The device's convert entry gives the CPU's bits (round to nearest even, NaN, infinities, signed
 // zeros, subnormals), and back exactly; each call is logged on its device.
 TEST(CudaConvert, MatchesTheCpuBitForBit) {

@@ -157,8 +157,65 @@ TEST(GemmBf16, MixedOperandsAreRefusedNamingThem) {
       << e;
   Tensor b16 = Tensor::zeros({3, 4}, DType::bf16), c16 = Tensor::zeros({2, 4}, DType::bf16);
   const std::string e2 =
-      testing::error_of([&] { backend::gemm(Device::cpu, false, false, 2, 4, 3, 1.0, a, b16, 0.0, c16); });
-  EXPECT_NE(e2.find("C be f64 for f64 operands, f32 otherwise"), std::string::npos) << e2;
+      testing::error_of([&] { backend::gemm(Device::cpu, false, false, 2, 4, 3, 1.0, a, b16, 1.0, c16); });
+  EXPECT_NE(e2.find("gemm: a bf16 result bf16[2, 4] with beta = 1: a bf16 C is written, never added into"),
+            std::string::npos)
+      << e2;
+  Tensor a32 = Tensor::zeros({2, 3}, DType::f32), b32 = Tensor::zeros({3, 4}, DType::f32);
+  const std::string e3 =
+      testing::error_of([&] { backend::gemm(Device::cpu, false, false, 2, 4, 3, 1.0, a32, b32, 0.0, c16); });
+  EXPECT_NE(e3.find("C be f64 for f64 operands, f32 otherwise (or bf16 for bf16 operands)"), std::string::npos)
+      << e3;
+}
+
+// How many bf16 steps apart a and b are (finite values of one sign, or zeros).
+int bf16_steps(bfloat16 a, bfloat16 b) {
+  const auto ordered = [](bfloat16 x) { return x.bits & 0x8000 ? -int(x.bits & 0x7fff) : int(x.bits); };
+  return std::abs(ordered(a) - ordered(b));
+}
+
+// A bf16 result (beta = 0): the float32 sums rounded once as they are written. gemm_bf16 into bf16
+// against gemm_bf16 into float32, rounded: the widened fallback rounds that very result (0 steps);
+// oneDNN's bf16 destination may sum in another order than its float32 one, so within one bf16 step,
+// and most entries equal. The padding of C is untouched.
+TEST(GemmBf16, ABf16ResultIsTheFloat32SumRounded) {
+  Rng rng(14);
+  int64_t entries = 0, equal = 0;
+  struct Size { int64_t M, N, K; };
+  for (Size s : {Size{37, 29, 41}, Size{131, 67, 259}, Size{1, 45, 17}, Size{5, 4, 0}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const int64_t M = s.M, N = s.N, K = s.K, ldc = N + 3;
+        const HostMatrix a = ta ? random_matrix(K, M, M, rng, true) : random_matrix(M, K, K, rng, true);
+        const HostMatrix b = tb ? random_matrix(N, K, K, rng, true) : random_matrix(K, N, N, rng, true);
+        const std::vector<bfloat16> a16 = a.bf16(), b16 = b.bf16();
+        std::vector<float> c32(size_t(M * N), NAN);
+        std::vector<bfloat16> c16(size_t(M * ldc), from_float(NAN));
+        cpu::gemm_bf16(ta, tb, M, N, K, 0.5f, a16.data(), a.ld, b16.data(), b.ld, 0.0f, c32.data(), N);
+        cpu::gemm_bf16(ta, tb, M, N, K, 0.5f, a16.data(), a.ld, b16.data(), b.ld, c16.data(), ldc);
+        for (int64_t i = 0; i < M; ++i) {
+          for (int64_t j = 0; j < N; ++j) {
+            const bfloat16 got = c16[size_t(i * ldc + j)], want = from_float(c32[size_t(i * N + j)]);
+            const int steps = bf16_steps(got, want);
+            EXPECT_LE(steps, backend::cpu_bf16_unavailable().empty() ? 1 : 0)
+                << "M=" << M << " N=" << N << " K=" << K << " trans_a=" << ta << " trans_b=" << tb << " [" << i
+                << ", " << j << "]: " << to_float(got) << " for " << c32[size_t(i * N + j)];
+            ++entries, equal += steps == 0;
+          }
+          for (int64_t j = N; j < ldc; ++j) EXPECT_TRUE(std::isnan(to_float(c16[size_t(i * ldc + j)])));
+        }
+      }
+  EXPECT_GE(equal, entries * 9 / 10) << equal << " of " << entries << " entries are the float32 sum rounded";
+  std::printf("%ld of %ld entries are the float32 sum rounded, the rest one bf16 step from it\n", long(equal),
+              long(entries));
+  // the entry: a bf16 C takes the same path
+  Tensor a = testing::random_tensor({31, 19}, rng, -1, 1, DType::f32).to(DType::bf16);
+  Tensor b = testing::random_tensor({31, 23}, rng, -1, 1, DType::f32).to(DType::bf16);
+  Tensor c = Tensor::zeros({19, 23}, DType::bf16);
+  backend::gemm(Device::cpu, true, false, 19, 23, 31, 1.0, a, b, 0.0, c);
+  std::vector<bfloat16> want(19 * 23);
+  cpu::gemm_bf16(true, false, 19, 23, 31, 1.0f, a.data<bfloat16>(), 19, b.data<bfloat16>(), 23, want.data(), 23);
+  for (int64_t i = 0; i < c.numel(); ++i) EXPECT_EQ(c.data<bfloat16>()[i].bits, want[size_t(i)].bits) << i;
 }
 
 // The convert entry: float32 -> bf16 is from_float bit for bit (ties to even, NaN stays NaN,
