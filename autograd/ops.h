@@ -37,6 +37,13 @@ Variable rows(const Variable& x, int64_t begin, int64_t count);
 // operands with float32 accumulation (x, dy converted once each) and y, dx, dW stay float32.
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias = {});
 
+// y = c f(x W^T + b), the bias and the activation after the product in one pass each way (GLA's
+// gate: logsigmoid(gk_proj(x)) / 16), one node that keeps the activation's input (in bf16 in a
+// SaveInBf16 scope, written in the same pass) for its backward, which writes the products' operand
+// dz and the bias gradient in one pass. Results are those of activation(f, linear(x, weight, bias),
+// c) bit for bit, on either device and with bf16 products.
+Variable linear_activation(const Variable& x, const Variable& weight, const Variable& bias, Activation f, double c);
+
 // ys[i] = x W_i^T for weights W_i [out_i, in] without biases that lie back to back, values,
 // gradients and bf16 copies alike, so that `joined` [sum of out_i, in] views all of them
 // (Parameters::joined): one node, as one product forward and one each for dx and dW, the outputs

@@ -107,6 +107,55 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   return out;
 }
 
+Variable linear_activation(const Variable& x, const Variable& weight, const Variable& bias, Activation f, double c) {
+  check_inputs("linear_activation", {&x, &weight, &bias});
+  LINATTN_CHECK(x.shape().ndim() >= 1 && weight.shape().ndim() == 2 && x.shape().last() == weight.shape()[1] &&
+                    bias.defined() && bias.shape() == Shape{weight.shape()[0]},
+                "linear_activation: input ", x.value().str(), ", weight ", weight.value().str(), " and bias ",
+                bias.defined() ? bias.value().str() : "(none)", " do not fit (expected [..., in], [out, in], [out])");
+  const int64_t N = x.shape().rows(), in = weight.shape()[1], out_features = weight.shape()[0];
+  const Device dev = x.device();
+  const bool bf16 = weight.bf16().defined() && x.dtype() == DType::f32;
+  const DType operand = bf16 ? DType::bf16 : x.dtype();  // of the products
+  const Tensor xs = bf16 ? detail::bf16_value(x) : x.value(), w = bf16 ? weight.bf16() : weight.value();
+  const bool recording = needs_grad({&x, &weight, &bias});
+  const Shape shape = with_last(x.shape(), out_features);
+  // z = x W^T + b, the activation's input: kept by the node (its bf16 copy, written by the bias pass,
+  // in a SaveInBf16 scope) and by selective recomputation, which keeps products
+  Tensor z, z16;
+  Tensor y = Tensor::scratch(shape, x.dtype(), dev);
+  if (detail::take_kept(detail::Kept::product, z, &z16)) {
+    backend::activation_forward(dev, f, y, z, c);
+  } else {
+    // with the copy, z itself is a transient: the pass reads it and writes z + b into the copy only
+    const bool copy = saving_in_bf16() && x.dtype() == DType::f32 && (recording || detail::keeping(detail::Kept::product));
+    z = copy ? Tensor::scratch(shape, x.dtype(), dev) : scratch_for_node(shape, x.dtype(), dev, recording);
+    if (copy) z16 = Tensor::scratch_kept(shape, DType::bf16, dev);
+    backend::gemm(dev, false, true, N, out_features, in, 1.0, xs, w, 0.0, z);
+    backend::bias_activation_forward(dev, f, y, z16, z, bias.value(), c);
+    detail::keep(detail::Kept::product, z, &z16);
+  }
+  Variable out(y, recording);
+  if (!recording) return out;
+  record({&x, &weight, &bias}, [x = x.without_value(), xs = weight.requires_grad() ? xs : Tensor(),
+                                weight = weight.without_value(), w = x.requires_grad() ? w : Tensor(),
+                                bias = bias.without_value(), z = z16.defined() ? z16 : z, out = out.without_value(),
+                                N, in, out_features, operand, f, c, dev] {
+    if (!out.grad().defined()) return;
+    // forward: y = c f(z), z = x W^T + b  =>  dz = c dy f'(z), db += sum_rows dz, dx += dz W, dW += dz^T x
+    const Tensor dz = Tensor::scratch(z.shape(), operand, dev);
+    const Tensor db = bias.requires_grad() ? bias.ensure_grad() : Tensor::zeros(bias.shape(), bias.dtype(), dev);
+    backend::bias_activation_backward(dev, f, dz, db, z, out.grad(), c);
+    if (x.requires_grad()) {
+      bool fresh = false;
+      const Tensor& dx = x.grad_to_write(fresh);
+      backend::gemm(dev, false, false, N, in, out_features, 1.0, dz, w, fresh ? 0.0 : 1.0, dx);
+    }
+    if (weight.requires_grad()) backend::gemm(dev, true, false, out_features, in, N, 1.0, dz, xs, 1.0, weight.ensure_grad());
+  });
+  return out;
+}
+
 // Whether `part` is the block of `whole` [C, in] that starts at row `row` (for an undefined whole:
 // whether part is undefined too).
 static bool is_block(const Tensor& part, const Tensor& whole, int64_t row) {

@@ -503,17 +503,18 @@ LayerPlan gla_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const St
   const int64_t N = s.B * s.T, d = s.d, I = s.intermediate, rank = 16, kd = l.H * l.Dk, vd = l.H * l.Dv;
   add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d);
   projections(fwd, bwd, "q, k, v, g_proj and gk_proj.0", N, d, 2 * kd + 2 * vd + rank, gemm_bf16);
+  // gk_proj.1, its bias and logsigmoid / 16 as one node (ops::linear_activation): the bias pass reads
+  // the product and writes the gate and (bf16) the kept input's copy; its backward reads that and
+  // the gate's gradient and writes dz (the products' operand) and the bias's column sums
   linear(fwd, bwd, "gk_proj.1", N, rank, kd, gemm_bf16);
-  append(fwd, launches("gk_proj.1 bias", {cu::pointwise_plan("bias_forward_kernel", N * kd)},
-                       {pointwise(N * kd, 2, 1, 1)}));
-  fwd.back().kept = true;  // of the product
+  const double gate_n = double(N * kd), elt = gemm_bf16 ? 2 : kF32;
+  append(fwd, launches("gk_proj.1 bias and gate logsigmoid / 16",
+                       cu::bias_activation_forward_plans(Activation::logsigmoid, N, kd),
+                       {{6 * gate_n, gate_n * (2 * kF32 + elt)}}));
   const cu::RowChunks bias_chunks = cu::row_chunks(N, (kd + 31) / 32, kd);
-  append(bwd, launches("gk_proj.1 bias backward", cu::bias_backward_plans(N, kd),
-                       {pointwise(N * kd + bias_chunks.count * kd, 1, 0, 1)}));  // dy, then the partials
-  const std::string logsigmoid = cu::activation_functor("ActivationForward", Activation::logsigmoid);
-  const std::string dlogsigmoid = cu::activation_functor("ActivationBackward", Activation::logsigmoid);
-  pointwise_op(fwd, "gate logsigmoid / 16", logsigmoid, N * kd, 1, 1, 5);
-  pointwise_op(bwd, "gate logsigmoid / 16 backward", dlogsigmoid, N * kd, 2, 1, 6);
+  append(bwd, launches("gk_proj.1 bias and gate logsigmoid / 16 backward",
+                       cu::bias_activation_backward_plans(Activation::logsigmoid, N, kd),
+                       {{7 * gate_n, gate_n * (elt + kF32 + elt) + kF32 * double(bias_chunks.count * kd)}}));
   std::vector<Launch> mixer_bwd;
   std::vector<Launch> mixer_fwd = gla({s.B, s.T, l.H, l.Dk, 64, l.Dv}, precision, mixer_bwd);
   for (Launch& m : mixer_fwd) m.mixer = true;
@@ -524,9 +525,8 @@ LayerPlan gla_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const St
   add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d);
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, mixer_bwd);
-  // saved: gk_proj.1's output (by the logsigmoid) and the gate (by GLA); gradients: gk_proj.1's,
-  // o_proj's and down_proj's
-  if (gemm_bf16) bf16_conversions(fwd, bwd, {N * kd, N * kd}, {N * kd, N * d, N * d}, {});
+  // saved: the gate (by GLA); gradients: o_proj's and down_proj's
+  if (gemm_bf16) bf16_conversions(fwd, bwd, {N * kd}, {N * d, N * d}, {});
   return {d * (2 * kd + 2 * vd + rank) + rank * kd + kd + l.Dv + vd * d + 2 * d + 3 * d * I,
           {N * d, N * d},  // o_proj, down_proj
           {N * kd, N * kd, N * vd, N * vd, N * rank, N * kd, N * d, N * d}};

@@ -257,6 +257,34 @@ void bias_forward(In y, In bias) {
   });
 }
 
+void bias_activation_forward(Activation f, In y, In z16, In z, In bias, double c) {
+  if (!z16.defined()) {
+    bias_forward(z, bias);
+    activation_forward(f, y, z, c);
+    return;
+  }
+  LINATTN_CHECK(z.dtype() == DType::f32, "bias_activation: a bf16 copy is made of a float32 input only, got ",
+                z.str());
+  const Tensor biased = z.clone();  // z is read only
+  bias_forward(biased, bias);
+  activation_forward(f, y, biased, c);
+  cpu::to_bf16(z16.data<bfloat16>(), biased.data<float>(), biased.numel());
+}
+
+void bias_activation_backward(Activation f, In dz, In dbias, In z, In dy, double c) {
+  if (dz.dtype() == dy.dtype()) {
+    activation_backward(f, dz, z, dy, c, true);
+    bias_backward(dbias, dz);
+    return;
+  }
+  LINATTN_CHECK(dz.dtype() == DType::bf16 && dy.dtype() == DType::f32, "bias_activation: dz ", dz.str(),
+                " for dy ", dy.str(), " (dz is dy's dtype, or bf16 for a float32 dy)");
+  const Tensor g = Tensor::empty(dy.shape(), DType::f32);  // the gradient before its rounding
+  activation_backward(f, g, z, dy, c, true);
+  bias_backward(dbias, g);
+  cpu::to_bf16(dz.data<bfloat16>(), g.data<float>(), g.numel());
+}
+
 void bias_backward(In dbias, In dy) {
   floating(dy, [&](auto zero) {
     using T = decltype(zero);

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/common.cuh"
 
 namespace linattn::cuda {
@@ -23,10 +24,7 @@ void launch(const std::string& functor, int64_t n, F f) {
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
-__device__ inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-// log(sigmoid(x)) = -log(1 + e^-x), written so that neither branch overflows.
-__device__ inline float logsigmoid(float x) { return x >= 0 ? -log1pf(expf(-x)) : x - log1pf(expf(x)); }
+using act::sigmoid;
 
 struct Add {
   float* y; const float* a; const float* b;
@@ -59,16 +57,7 @@ struct Axpy {
 template <Activation F>
 struct ActivationForward {  // y = c f(x)
   float* y; const float* x; float c;
-  __device__ void operator()(int64_t i) const {
-    const float xi = x[i];
-    float v = 0;
-    if constexpr (F == Activation::silu) v = xi * sigmoid(xi);
-    if constexpr (F == Activation::sigmoid) v = sigmoid(xi);
-    if constexpr (F == Activation::logsigmoid) v = logsigmoid(xi);
-    if constexpr (F == Activation::elu1) v = xi > 0 ? xi + 1.0f : expf(xi);  // elu(x) + 1
-    if constexpr (F == Activation::relu) v = xi > 0 ? xi : 0.0f;
-    y[i] = c * v;
-  }
+  __device__ void operator()(int64_t i) const { y[i] = c * act::value<F>(x[i]); }
 };
 
 // dx += g, or dx = g when `write` (the first writer of dx).
@@ -77,25 +66,7 @@ __device__ inline void put(float& dx, float g, bool write) { dx = write ? g : dx
 template <Activation F>
 struct ActivationBackward {  // forward: y = c f(x)  =>  dx += (c dy) f'(x)
   float* dx; Floats x; const float* dy; float c; bool write;
-  __device__ void operator()(int64_t i) const {
-    const float xi = x[i], d = c * dy[i];
-    float g = 0;
-    if constexpr (F == Activation::silu) {  // forward: y = x s(x)  =>  dx += dy (s + x s (1 - s))
-      const float s = sigmoid(xi);
-      g = d * s * (1.0f + xi * (1.0f - s));
-    }
-    if constexpr (F == Activation::sigmoid) {  // forward: y = s(x)  =>  dx += dy s (1 - s)
-      const float s = sigmoid(xi);
-      g = d * s * (1.0f - s);
-    }
-    // forward: y = log s(x)  =>  dx += dy (1 - s(x)) = dy s(-x)
-    if constexpr (F == Activation::logsigmoid) g = d * sigmoid(-xi);
-    // forward: y = x + 1 (x > 0), e^x (x <= 0)  =>  dx += dy (1 or e^x)
-    if constexpr (F == Activation::elu1) g = xi > 0 ? d : d * expf(xi);
-    // forward: y = max(x, 0)  =>  dx += dy [x > 0]
-    if constexpr (F == Activation::relu) g = xi > 0 ? d : 0.0f;
-    put(dx[i], g, write);
-  }
+  __device__ void operator()(int64_t i) const { put(dx[i], act::gradient<F>(x[i], c * dy[i]), write); }
 };
 
 struct SwigluForward {

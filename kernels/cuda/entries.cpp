@@ -211,6 +211,18 @@ void bias_backward(In dbias, In dy) {
   cuda::bias_backward(f32(dbias), f32(dy), dy.numel() / dbias.numel(), dbias.numel());
 }
 
+void bias_activation_forward(Activation f, In y, In z16, In z, In bias, double c) {
+  require_f32("bias_activation", z);
+  cuda::bias_activation_forward(f, f32(y), z16.defined() ? bf16_bits(z16) : nullptr, f32(z), f32(bias),
+                                z.numel() / bias.numel(), bias.numel(), float(c));
+}
+
+void bias_activation_backward(Activation f, In dz, In dbias, In z, In dy, double c) {
+  require_f32("bias_activation", dy);
+  cuda::bias_activation_backward(f, floats_out("bias_activation", dz), f32(dbias), floats("bias_activation", z),
+                                 f32(dy), dy.numel() / dbias.numel(), dbias.numel(), float(c));
+}
+
 void rmsnorm_forward(In y, In y16, In x16, In rstd, In x, In w, double eps) {
   require_f32("rmsnorm", x);
   cuda::rmsnorm_forward(f32(y), y16.defined() ? bf16_bits(y16) : nullptr, x16.defined() ? bf16_bits(x16) : nullptr,

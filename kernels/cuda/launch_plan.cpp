@@ -142,6 +142,17 @@ LaunchPlans bias_backward_plans(int64_t N, int64_t out) {
   return {column_sums_plan("bias_backward_kernel", out, chunks)};
 }
 
+LaunchPlans bias_activation_forward_plans(Activation f, int64_t N, int64_t out) {
+  if (N * out == 0) return {};
+  return {pointwise_plan(activation_functor("bias_activation_forward_kernel", f), N * out)};
+}
+
+LaunchPlans bias_activation_backward_plans(Activation f, int64_t N, int64_t out) {
+  if (out == 0) return {};
+  const RowChunks chunks = row_chunks(N, ceil_div(out, 32), out);
+  return {column_sums_plan(activation_functor("bias_activation_backward_kernel", f), out, chunks)};
+}
+
 LaunchPlans short_conv_backward_plans(int64_t B, int64_t T, int64_t C, int64_t W) {
   const int64_t n = B * T * C;
   if (n == 0) return {};

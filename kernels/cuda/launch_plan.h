@@ -83,6 +83,8 @@ int64_t embedding_backward_rows_per_block(int64_t V);
 
 // ---- bias.cu, conv.cu, gdn_decay.cu, rope.cu: pointwise passes and column sums ----
 LaunchPlans bias_backward_plans(int64_t N, int64_t out);
+LaunchPlans bias_activation_forward_plans(Activation f, int64_t N, int64_t out);   // one pointwise pass
+LaunchPlans bias_activation_backward_plans(Activation f, int64_t N, int64_t out);  // bias_backward's blocks
 LaunchPlans short_conv_backward_plans(int64_t B, int64_t T, int64_t C, int64_t W);
 LaunchPlans gdn_decay_backward_plans(int64_t rows, int64_t H);
 

@@ -82,7 +82,8 @@ class DeltaLayer : public MixerLayer {
       return o_proj_(p, merge_heads(o_norm_(p, out.o)));
     }
     Variable a = decay_ == GdnDecay::fla ? ops::gdn_decay(a_proj_(p, x), p[p_A_log_], p[p_dt_bias_])
-                                         : ops::logsigmoid(ops::linear(x, p[a_proj_.weight], p[p_a_bias_]));
+                                         : ops::linear_activation(x, p[a_proj_.weight], p[p_a_bias_],
+                                                                  Activation::logsigmoid, 1.0);
     ops::MixerOutput out = ops::gated_deltanet(q, k, v, beta, a, h0, options);
     keep(s, out);
     return gated_norm_output(p, o_proj_, g_proj_(p, x), o_norm_, out.o);  // o_proj(silu(g_proj(x)) * RMSNorm(o))

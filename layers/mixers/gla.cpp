@@ -40,8 +40,11 @@ class GatedLayer : public MixerLayer {
     const std::vector<Variable> proj = retnet_ ? project(p, x, {&q_proj_, &k_proj_, &v_proj_, &g_proj_})
                                                : project(p, x, {&q_proj_, &k_proj_, &v_proj_, &g_proj_, &gk_low_});
     Variable q = heads(proj[0], H_), k = heads(proj[1], H_), v = heads(proj[2], H_);
-    // GLA's log-gate logsigmoid(gk_proj(x)) / 16, one node
-    auto log_gate = [&] { return ops::activation(Activation::logsigmoid, gk_up_(p, proj[4]), 1.0 / kGateNormalizer); };
+    // GLA's log-gate logsigmoid(gk_proj(x)) / 16: gk_proj.1, its bias and the activation one node
+    auto log_gate = [&] {
+      return ops::linear_activation(proj[4], p[gk_up_.weight], p[gk_up_.bias], Activation::logsigmoid,
+                                    1.0 / kGateNormalizer);
+    };
     Variable g = retnet_ ? Variable(retnet_gate(q.shape(), x.dtype(), x.device())) : heads(log_gate(), H_);
     ops::MixerOutput out = ops::gla(q, k, v, g, initial(s, "h"), linear_options(C_, s, x, segments));
     keep(s, out);

@@ -412,6 +412,19 @@ void add_bias_and_norm_cases(std::vector<Case>& cases) {
                        Tensor dbias = x.accumulated("dbias", b), dy = x.input(s);
                        backend::bias_backward(x.device, dbias, dy);
                      }});
+  // the bias and an activation in one pass (ops::linear_activation), scaled as GLA's gate; z is
+  // written in place (the bias added); [-20, 20]: both branches of logsigmoid and elu1
+  for (Shape s : {Shape{37, 70}, Shape{2, 150, 37}})
+    for (Activation f :
+         {Activation::silu, Activation::sigmoid, Activation::logsigmoid, Activation::elu1, Activation::relu})
+      cases.push_back({{"bias_activation_forward", "bias_activation_backward"}, s.str() + " " + activation_name(f),
+                       kSums, [s, f](Side& x) {
+                         const Shape b{s.last()};
+                         Tensor z = x.accumulated("z", s, -20, 20), bias = x.input(b);
+                         backend::bias_activation_forward(x.device, f, x.output("y", s), Tensor(), z, bias, 0.0625);
+                         Tensor dbias = x.accumulated("dbias", b), dy = x.input(s);
+                         backend::bias_activation_backward(x.device, f, x.output("dz", s), dbias, z, dy, 0.0625);
+                       }});
   // column blocks (ops::linears): one block, and several of odd widths over a batch of rows; split's
   // parts overwritten, join's whole overwritten (bf16 copies: tests/cuda/kept_bf16_test.cpp)
   for (std::vector<int64_t> widths : {std::vector<int64_t>{5}, std::vector<int64_t>{3, 17, 1, 40, 2}})

@@ -52,6 +52,36 @@ TEST(CudaKeptInBf16, ActivationBackwardsReadTheCopy) {
     }
 }
 
+// The bias and activation pass writes z's bf16 copy (the biased z rounded) beside y; its backward
+// reads the copy as it reads the widened copy, and writes dz in bf16 as the float32 dz rounded, with
+// the same bias gradient (summed before the rounding).
+TEST(CudaKeptInBf16, BiasActivationWritesAndReadsTheCopies) {
+  Rng rng(10);
+  const Shape s{7, 203};
+  const Tensor z0 = random_f32(s, rng, -4, 4), bias = random_f32({203}, rng), dy = random_f32(s, rng);
+  for (Device device : devices()) {
+    SCOPED_TRACE(device_name(device));
+    auto zeros = [&](const Shape& shape, DType dtype) { return Tensor::zeros(shape, dtype, device); };
+    const Tensor z = on(device, z0), y = zeros(s, DType::f32), z16 = zeros(s, DType::bf16);
+    backend::bias_activation_forward(device, Activation::logsigmoid, y, z16, z, on(device, bias), 0.0625);
+    Tensor biased = z0.clone();  // z + bias, which the copy holds (z itself is only read)
+    for (int64_t i = 0; i < biased.numel(); ++i) biased.data<float>()[i] += bias.data<float>()[i % 203];
+    EXPECT_EQ(bitwise_difference(host(z16), biased.to(DType::bf16)), "") << "the copy";
+    EXPECT_EQ(bitwise_difference(host(z), z0), "") << "z is only read";
+    expect_same_from_the_copy(device, biased, [&](const Tensor& kept) {
+      const Tensor dz = zeros(s, DType::f32), db = zeros({203}, DType::f32);
+      backend::bias_activation_backward(device, Activation::logsigmoid, dz, db, kept, on(device, dy), 0.0625);
+      return std::vector<Tensor>{host(dz), host(db)};
+    });
+    const Tensor dz = zeros(s, DType::f32), dz16 = zeros(s, DType::bf16);
+    const Tensor db = zeros({203}, DType::f32), db16 = zeros({203}, DType::f32);
+    backend::bias_activation_backward(device, Activation::logsigmoid, dz, db, z16, on(device, dy), 0.0625);
+    backend::bias_activation_backward(device, Activation::logsigmoid, dz16, db16, z16, on(device, dy), 0.0625);
+    EXPECT_EQ(bitwise_difference(host(dz16), host(dz).to(DType::bf16)), "") << "bf16 gradient";
+    EXPECT_EQ(bitwise_difference(host(db16), host(db)), "") << "the bias gradient";
+  }
+}
+
 TEST(CudaKeptInBf16, SwigluReadsTheCopyAndWritesBf16) {
   Rng rng(2);
   const Shape s{5, 203};

@@ -59,14 +59,14 @@ TEST_F(BenchGpuPlan, WithoutTheNvccTablesSaysSoAndPrintsEveryKernel) {
       cuda::cross_entropy_backward_plans(N, V),
       cuda::embedding_forward_plans(N, d),
       {cuda::embedding_backward_plan(V)},
-      cuda::bias_backward_plans(N, d),
+      cuda::bias_activation_forward_plans(Activation::logsigmoid, N, d),
+      cuda::bias_activation_backward_plans(Activation::logsigmoid, N, d),
       cuda::step_loss_plans(),
       cuda::step_control_plans(1000000),
       cuda::adamw_plans(1000000),
       cuda::rmsnorm_gate_forward_plans(N * H, D),
       cuda::rmsnorm_gate_backward_plans(N * H, D, true),
-      {cuda::elementwise_plan("SwigluJoinedForward", N), cuda::elementwise_plan("SwigluJoinedBackward", N),
-       cuda::elementwise_plan(cuda::activation_functor("ActivationForward", Activation::logsigmoid), N)},
+      {cuda::elementwise_plan("SwigluJoinedForward", N), cuda::elementwise_plan("SwigluJoinedBackward", N)},
   };
   for (const cuda::LaunchPlans& plans : all)
     for (const cuda::LaunchPlan& p : plans)
