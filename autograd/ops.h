@@ -50,7 +50,9 @@ Variable linear_activation(const Variable& x, const Variable& weight, const Vari
 // split off by one kernel and their gradients joined by one (which writes the bf16 copy the
 // products read; under a SaveInBf16 scope the split writes each output's bf16 copy too). The tape
 // sees the weights themselves, so each one's gradient is final when the node has run. Results are
-// those of linear(x, W_i) up to the products' order of summation (bit for bit where it is the same).
+// those of linear(x, W_i) up to the products' order of summation (bit for bit where it is the same);
+// with bf16 products the one product is written in bf16, so the outputs are linear's rounded to
+// bf16 (as fla's bf16 projections are; their gradients are linear's).
 std::vector<Variable> linears(const Variable& x, const std::vector<Variable>& weights, const Variable& joined);
 
 // y = (silu(gate) * up) W^T: swiglu followed by linear (no bias), one node. It keeps gate and up but

@@ -189,8 +189,9 @@ std::vector<Variable> linears(const Variable& x, const std::vector<Variable>& we
   // copies: the outputs' bf16 copies, where the split writes them or selective recomputation kept them
   std::vector<Tensor> ys(weights.size()), copies(weights.size());
   if (!detail::take_kept(detail::Kept::product, ys[0], &copies[0])) {  // selective recomputation keeps products
-    Tensor y = Tensor::scratch({N, C}, x.dtype(), dev);
-    // y [N, C] = x [N, in] W^T, W = [W_0; W_1; ...] [C, in]: the outputs side by side
+    // y [N, C] = x [N, in] W^T, W = [W_0; W_1; ...] [C, in]: the outputs side by side, in bf16 with
+    // bf16 products (the split widens them into the float32 outputs)
+    Tensor y = Tensor::scratch({N, C}, bf16 ? DType::bf16 : x.dtype(), dev);
     backend::gemm(dev, false, true, N, C, in, 1.0, xs, ws, 0.0, y);
     // In a SaveInBf16 scope the split writes each output's bf16 copy too: the copy the nodes that
     // keep an output and the products that read one take (autograd/saved.h), with no conversion.

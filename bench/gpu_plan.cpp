@@ -445,14 +445,14 @@ void gated_norm(std::vector<Launch>& fwd, std::vector<Launch>& bwd, int64_t R, i
 }
 
 // The projections of one input as one product (ops::linears): the GEMMs of one Linear of all their
-// outputs, the outputs split off (float32 and their bf16 copies) and their gradients joined (into
-// the bf16 operand of the backward's products).
+// outputs (written in bf16 with bf16 products), the outputs split off (float32 and their bf16
+// copies) and their gradients joined (into the bf16 operand of the backward's products).
 void projections(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::string& name, int64_t rows, int64_t in,
                  int64_t out, bool bf16, bool dx_adds = false) {
-  linear(fwd, bwd, name, rows, in, out, bf16, false, dx_adds);
+  linear(fwd, bwd, name, rows, in, out, bf16, bf16, dx_adds);
   const double n = double(rows) * double(out), elt = bf16 ? 2 : kF32;
   append(fwd, launches(name + " split", {cu::pointwise_plan("split_columns_kernel", rows * out)},
-                       {{0, n * (2 * kF32 + (bf16 ? elt : 0))}}));
+                       {{0, n * (elt + kF32 + (bf16 ? elt : 0))}}));
   fwd.back().kept = true;  // of the product
   append(bwd, launches(name + " gradients joined", {cu::pointwise_plan("join_columns_kernel", rows * out)},
                        {{0, n * (kF32 + elt)}}));

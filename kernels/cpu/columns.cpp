@@ -20,14 +20,14 @@ static void each_block(const std::vector<int64_t>& widths, int64_t N, F f) {
   }
 }
 
-template <class T>
+template <class T, class X>
 void split_columns(const std::vector<T*>& parts, const std::vector<bfloat16*>& copies,
-                   const std::vector<int64_t>& widths, const T* x, int64_t N) {
+                   const std::vector<int64_t>& widths, const X* x, int64_t N) {
   each_block(widths, N, [&](int64_t r, size_t i, int64_t at) {
     const int64_t w = widths[i];
-    for (int64_t j = 0; j < w; ++j) parts[i][r * w + j] = x[at + j];
+    for (int64_t j = 0; j < w; ++j) parts[i][r * w + j] = load(x[at + j]);
     if (!copies.empty() && copies[i])
-      for (int64_t j = 0; j < w; ++j) store(copies[i][r * w + j], x[at + j]);
+      for (int64_t j = 0; j < w; ++j) store(copies[i][r * w + j], load(x[at + j]));
   });
 }
 
@@ -41,6 +41,8 @@ void join_columns(Y* y, const std::vector<const T*>& parts, const std::vector<in
 
 template void split_columns<float>(const std::vector<float*>&, const std::vector<bfloat16*>&,
                                    const std::vector<int64_t>&, const float*, int64_t);
+template void split_columns<float, bfloat16>(const std::vector<float*>&, const std::vector<bfloat16*>&,
+                                             const std::vector<int64_t>&, const bfloat16*, int64_t);
 template void split_columns<double>(const std::vector<double*>&, const std::vector<bfloat16*>&,
                                     const std::vector<int64_t>&, const double*, int64_t);
 template void join_columns<float, float>(float*, const std::vector<const float*>&, const std::vector<int64_t>&,

@@ -225,6 +225,11 @@ void split_columns(Ins parts, Ins copies, In x) {
   const std::vector<int64_t> widths = backend::check_columns(parts, copies, x);
   std::vector<bfloat16*> copy_ptrs;
   for (const Tensor& c : copies) copy_ptrs.push_back(ptr<bfloat16>(c));
+  if (x.dtype() == DType::bf16) {  // a product written in bf16: the parts float32
+    std::vector<float*> part_ptrs;
+    for (const Tensor& p : parts) part_ptrs.push_back(p.data<float>());
+    return cpu::split_columns(part_ptrs, copy_ptrs, widths, x.data<bfloat16>(), x.shape().rows());
+  }
   floating(x, [&](auto zero) {
     using T = decltype(zero);
     std::vector<T*> part_ptrs;

@@ -14,7 +14,7 @@ __device__ inline int block_of(const ColumnBlocks& b, int64_t& c) {
 }
 
 // One thread per element of the whole [N, C].
-__global__ void split_columns_kernel(ColumnBlocks b, const float* x, int64_t N, int64_t C) {
+__global__ void split_columns_kernel(ColumnBlocks b, Floats x, int64_t N, int64_t C) {
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= N * C) return;
   const int64_t r = e / C;
@@ -42,7 +42,7 @@ int64_t columns(const ColumnBlocks& b) {
 
 }  // namespace
 
-void split_columns(const ColumnBlocks& blocks, const float* x, int64_t N) {
+void split_columns(const ColumnBlocks& blocks, Floats x, int64_t N) {
   const int64_t C = columns(blocks);
   if (N * C == 0) return;
   LINATTN_LAUNCH_PLAN(pointwise_plan("split_columns_kernel", N * C), stream(), split_columns_kernel)(blocks, x, N, C);

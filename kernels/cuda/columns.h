@@ -1,5 +1,5 @@
-// CUDA column blocks of a row-major [N, C] matrix (float32), with the semantics of
-// kernels/cpu/columns.h: split_columns copies each block into its own [N, c_i] matrix (and its bf16
+// CUDA column blocks of a row-major [N, C] matrix (float32; split's x also bf16), with the semantics
+// of kernels/cpu/columns.h: split_columns copies each block into its own [N, c_i] matrix (and its bf16
 // copy where asked), join_columns is the inverse (y float32 or bf16). At most kMaxColumnBlocks
 // blocks; pointers are device memory.
 #pragma once
@@ -23,11 +23,11 @@ struct ColumnBlocks {
 
 #ifdef LINATTN_CUDA
 // x: [N, C]
-void split_columns(const ColumnBlocks& blocks, const float* x, int64_t N);
+void split_columns(const ColumnBlocks& blocks, Floats x, int64_t N);
 // y: [N, C]
 void join_columns(FloatsOut y, const ColumnBlocks& blocks, int64_t N);
 #else
-inline void split_columns(const ColumnBlocks&, const float*, int64_t) { LINATTN_NO_CUDA(); }
+inline void split_columns(const ColumnBlocks&, Floats, int64_t) { LINATTN_NO_CUDA(); }
 inline void join_columns(FloatsOut, const ColumnBlocks&, int64_t) { LINATTN_NO_CUDA(); }
 #endif
 

@@ -180,7 +180,6 @@ void gdn_decay_backward(In dx, In dA_log, In ddt_bias, In x, In A_log, In dt_bia
 }
 
 void split_columns(Ins parts, Ins copies, In x) {
-  require_f32("split_columns", x);
   const std::vector<int64_t> widths = backend::check_columns(parts, copies, x);
   cuda::ColumnBlocks b;
   b.count = int(parts.size());
@@ -189,7 +188,7 @@ void split_columns(Ins parts, Ins copies, In x) {
     b.part[i] = f32(parts[i]);
     b.copy[i] = !copies.empty() && copies[i].defined() ? bf16_bits(copies[i]) : nullptr;
   }
-  cuda::split_columns(b, f32(x), x.shape().rows());
+  cuda::split_columns(b, floats("split_columns", x), x.shape().rows());
 }
 
 void join_columns(In y, Ins parts) {
