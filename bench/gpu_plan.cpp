@@ -380,26 +380,36 @@ StepShape gla_step(const std::string& name, int64_t B, int64_t T, int64_t H, int
   return {name, B, T, H * D, intermediate, vocab, tied, kinds, ops::Recompute::none, ""};
 }
 
-// RMSNorm of N rows of D: forward reads x, writes y and rstd; backward, in one launch, reads x, dy,
-// rstd, dx += (its dx blocks), reads x and dy again for the weight gradient's column sums (its dw
-// blocks), and its last block adds the chunks' partial sums.
-void rmsnorm(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::string& name, int64_t N, int64_t D) {
-  const double n = double(N) * D;
-  append(fwd, launches(name + " forward", cu::rmsnorm_forward_plans(N, D), {{4 * n, kF32 * (2 * n + N)}}));
+// RMSNorm's backward, in one launch: reads x (the kept bf16 copy under bf16), dy, rstd, writes dx as
+// the prior gradient plus the norm's part (its dx blocks), reads x and dy again for the weight
+// gradient's column sums (its dw blocks), and its last block adds the chunks' partial sums.
+void rmsnorm_backward(std::vector<Launch>& bwd, const std::string& name, int64_t N, int64_t D, bool bf16) {
+  const double n = double(N) * D, x_bytes = bf16 ? 2 : kF32;
   const cu::RowChunks chunks = cu::row_chunks(N, (D + 31) / 32, D);
   append(bwd, launches(name + " backward", cu::rmsnorm_backward_plans(N, D, true),
-                       {{9 * n + double(chunks.count) * D, kF32 * (6 * n + 2 * N + double(chunks.count + 2) * D)}}));
+                       {{9 * n + double(chunks.count) * D,
+                         n * (2 * x_bytes + 4 * kF32) + kF32 * (2 * N + double(chunks.count + 2) * D)}}));
+}
+
+// RMSNorm of N rows of D: forward reads x, writes y and rstd, and under bf16 (a SaveInBf16 scope) the
+// bf16 copies of y (the products' operand) and of x (what the node keeps).
+void rmsnorm(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::string& name, int64_t N, int64_t D,
+             bool bf16) {
+  const double n = double(N) * D;
+  append(fwd, launches(name + " forward", cu::rmsnorm_forward_plans(N, D),
+                       {{4 * n, n * (2 * kF32 + (bf16 ? 4 : 0)) + kF32 * N}}));
+  rmsnorm_backward(bwd, name, N, D, bf16);
 }
 
 // The residual sum and its norm in one pass (ops::add_rmsnorm): the forward reads the stream and the
-// branch's output and writes their sum, y and rstd; the backward is RMSNorm's, whose dx is written as
-// the gradient passed on plus the norm's part (read in place of dx: the same bytes).
-void add_rmsnorm(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::string& name, int64_t N, int64_t D) {
+// branch's output and writes their sum, y and rstd (under bf16 also the copies of y and of the sum);
+// the backward is RMSNorm's, whose dx is written as the gradient passed on plus the norm's part.
+void add_rmsnorm(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::string& name, int64_t N, int64_t D,
+                 bool bf16) {
   const double n = double(N) * D;
-  append(fwd, launches(name + " forward", cu::rmsnorm_forward_plans(N, D), {{5 * n, kF32 * (4 * n + N)}}));
-  const cu::RowChunks chunks = cu::row_chunks(N, (D + 31) / 32, D);
-  append(bwd, launches(name + " backward", cu::rmsnorm_backward_plans(N, D, true),
-                       {{9 * n + double(chunks.count) * D, kF32 * (6 * n + 2 * N + double(chunks.count + 2) * D)}}));
+  append(fwd, launches(name + " forward", cu::rmsnorm_forward_plans(N, D),
+                       {{5 * n, n * (4 * kF32 + (bf16 ? 4 : 0)) + kF32 * N}}));
+  rmsnorm_backward(bwd, name, N, D, bf16);
 }
 
 void pointwise_op(std::vector<Launch>& to, const std::string& op, const std::string& functor, int64_t n, int reads,
@@ -501,7 +511,7 @@ LayerPlan gla_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const St
                     MatmulPrecision precision) {
   const bool gemm_bf16 = precision == MatmulPrecision::bf16;  // the GEMMs' operand bytes
   const int64_t N = s.B * s.T, d = s.d, I = s.intermediate, rank = 16, kd = l.H * l.Dk, vd = l.H * l.Dv;
-  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d);
+  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d, gemm_bf16);
   projections(fwd, bwd, "q, k, v, g_proj and gk_proj.0", N, d, 2 * kd + 2 * vd + rank, gemm_bf16);
   // gk_proj.1, its bias and logsigmoid / 16 as one node (ops::linear_activation): the bias pass reads
   // the product and writes the gate and (bf16) the kept input's copy; its backward reads that and
@@ -522,7 +532,7 @@ LayerPlan gla_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const St
   append(fwd, mixer_fwd);
   gated_norm(fwd, bwd, N * l.H, l.Dv, gemm_bf16);
   linear(fwd, bwd, "o_proj", N, vd, d, gemm_bf16);
-  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d);
+  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d, gemm_bf16);
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, mixer_bwd);
   // saved: the gate (by GLA); gradients: o_proj's and down_proj's
@@ -541,7 +551,7 @@ LayerPlan gated_deltanet_layer(std::vector<Launch>& fwd, std::vector<Launch>& bw
                                const LayerShape& l, MatmulPrecision precision) {
   const bool gemm_bf16 = precision == MatmulPrecision::bf16;
   const int64_t N = s.B * s.T, d = s.d, I = s.intermediate, kd = l.H * l.Dk, vd = l.H * l.Dv, W = l.conv;
-  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d);
+  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d, gemm_bf16);
   // the normed input's readers: this product, a_proj and g_proj (the last, whose dx is written)
   projections(fwd, bwd, "q, k, v, b_proj", N, d, 2 * kd + vd + l.H, gemm_bf16, true);
   const std::string silu = cu::activation_functor("ActivationForward", Activation::silu);
@@ -583,7 +593,7 @@ LayerPlan gated_deltanet_layer(std::vector<Launch>& fwd, std::vector<Launch>& bw
   linear(fwd, bwd, "g_proj", N, d, vd, gemm_bf16);
   gated_norm(fwd, bwd, N * l.H, l.Dv, gemm_bf16);
   linear(fwd, bwd, "o_proj", N, vd, d, gemm_bf16);
-  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d);
+  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d, gemm_bf16);
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, mixer_bwd);
   // saved: the convolutions' outputs (by SiLU), q and k normed, v, beta, a_proj's output (by the
@@ -609,7 +619,7 @@ LayerPlan attention_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, co
                           MatmulPrecision precision) {
   const bool gemm_bf16 = precision == MatmulPrecision::bf16;
   const int64_t N = s.B * s.T, d = s.d, I = s.intermediate, qd = l.H * l.Dk, kvd = l.Hkv * l.Dk;
-  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d);
+  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d, gemm_bf16);
   projections(fwd, bwd, "q, k, v_proj", N, d, qd + 2 * kvd, gemm_bf16);
   for (auto [name, n] : {std::pair{"q", N * qd}, {"k", N * kvd}}) {
     const std::string op = std::string("rope on ") + name;
@@ -631,7 +641,7 @@ LayerPlan attention_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, co
   }
   append(fwd, core_fwd);
   linear(fwd, bwd, "o_proj", N, qd, d, gemm_bf16);
-  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d);
+  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d, gemm_bf16);
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, core_bwd);
   // saved: q and k after RoPE, the output (by attention's and o_proj's nodes); gradients: o_proj's,
@@ -708,7 +718,7 @@ Step training_step(const StepShape& s, MatmulPrecision precision) {
   }
   // the ends of the model
   append(fwd, launches("embedding", cu::embedding_forward_plans(N, d), {pointwise(N * d, 1, 1, 0)}));
-  rmsnorm(head_fwd, head_bwd, "final norm", N, d);
+  rmsnorm(head_fwd, head_bwd, "final norm", N, d, gemm_bf16);
   linear(head_fwd, head_bwd, "lm_head", N, d, V, gemm_bf16);
   append(head_fwd, launches("cross-entropy", cu::cross_entropy_forward_plans(N, V),
                             {{3.0 * N * V, kF32 * N * V}, {2.0 * N, kF32 * 3 * N}}));
