@@ -128,7 +128,8 @@ Variable linear_activation(const Variable& x, const Variable& weight, const Vari
     backend::activation_forward(dev, f, y, z, c);
   } else {
     // with the copy, z itself is a transient: the pass reads it and writes z + b into the copy only
-    const bool copy = saving_in_bf16() && x.dtype() == DType::f32 && (recording || detail::keeping(detail::Kept::product));
+    const bool copy =
+        saving_in_bf16() && x.dtype() == DType::f32 && (recording || detail::keeping(detail::Kept::product));
     z = copy ? Tensor::scratch(shape, x.dtype(), dev) : scratch_for_node(shape, x.dtype(), dev, recording);
     if (copy) z16 = Tensor::scratch_kept(shape, DType::bf16, dev);
     backend::gemm(dev, false, true, N, out_features, in, 1.0, xs, w, 0.0, z);
@@ -151,7 +152,8 @@ Variable linear_activation(const Variable& x, const Variable& weight, const Vari
       const Tensor& dx = x.grad_to_write(fresh);
       backend::gemm(dev, false, false, N, in, out_features, 1.0, dz, w, fresh ? 0.0 : 1.0, dx);
     }
-    if (weight.requires_grad()) backend::gemm(dev, true, false, out_features, in, N, 1.0, dz, xs, 1.0, weight.ensure_grad());
+    if (weight.requires_grad())
+      backend::gemm(dev, true, false, out_features, in, N, 1.0, dz, xs, 1.0, weight.ensure_grad());
   });
   return out;
 }

@@ -251,8 +251,8 @@ cublasStatus_t gemm(const char* call, cublasHandle_t handle, cublasOperation_t t
                 cat(call, ": Atype = ", int(Atype), ", Btype = ", int(Btype), ", Ctype = ", int(Ctype),
                     ", computeType = ", int(compute), " is not emulated: emulation/cublas.cpp computes CUDA_R_32F ",
                     "data with CUBLAS_COMPUTE_32F, _32F_PEDANTIC or _32F_FAST_TF32, CUDA_R_16BF inputs with a ",
-                    "CUDA_R_32F or CUDA_R_16BF result with CUBLAS_COMPUTE_32F or _32F_PEDANTIC, and CUDA_R_64F data with ",
-                    "CUBLAS_COMPUTE_64F or _64F_PEDANTIC"));
+                    "CUDA_R_32F or CUDA_R_16BF result with CUBLAS_COMPUTE_32F or _32F_PEDANTIC, and CUDA_R_64F ",
+                    "data with CUBLAS_COMPUTE_64F or _64F_PEDANTIC"));
 }
 
 }  // namespace

@@ -204,7 +204,8 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bfloat16* A,
                int64_t lda, const bfloat16* B, int64_t ldb, bfloat16* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  if (K != 0 && bf16_hardware()) return run_matmul(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc, true);
+  if (K != 0 && bf16_hardware())
+    return run_matmul(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc, true);
   thread_local std::vector<float> c32;
   if (int64_t(c32.size()) < M * N) c32.resize(size_t(M * N));
   gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, c32.data(), N);

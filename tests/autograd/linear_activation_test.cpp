@@ -54,7 +54,8 @@ TEST(LinearActivation, IsTheUnfusedOpsBitForBit) {
       const std::string h = how;
       const DType dtype = h == "f64" ? DType::f64 : DType::f32;
       Layer l(dtype, h.starts_with("bf16"), rng);
-      const Tensor x = random_tensor({2, 7, kIn}, rng, -1, 1, dtype), dy = random_tensor({2, 7, kOut}, rng, -1, 1, dtype);
+      const Tensor x = random_tensor({2, 7, kIn}, rng, -1, 1, dtype);
+      const Tensor dy = random_tensor({2, 7, kOut}, rng, -1, 1, dtype);
       const bool in_bf16 = h == "bf16 products, kept in bf16";
       const std::vector<Tensor> fused = run(l, f, x, dy, true, in_bf16), plain = run(l, f, x, dy, false, in_bf16);
       for (size_t i = 0; i < fused.size(); ++i) EXPECT_EQ(bitwise_difference(fused[i], plain[i]), "") << names[i];

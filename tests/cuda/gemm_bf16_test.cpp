@@ -104,9 +104,11 @@ TEST(CudaGemmBf16, ABf16ResultIsTheFloat32SumRounded) {
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
       const int64_t M = 37, N = 29, K = 70;
-      const Tensor a = host_tensor(ta ? random_matrix(K, M, rng, true) : random_matrix(M, K, rng, true)).to(DType::bf16);
-      const Tensor b = host_tensor(tb ? random_matrix(N, K, rng, true) : random_matrix(K, N, rng, true)).to(DType::bf16);
-      Tensor c = Tensor::empty({M, N}, DType::bf16, Device::cuda), c32 = Tensor::empty({M, N}, DType::f32, Device::cuda);
+      const HostMatrix ha = ta ? random_matrix(K, M, rng, true) : random_matrix(M, K, rng, true);
+      const HostMatrix hb = tb ? random_matrix(N, K, rng, true) : random_matrix(K, N, rng, true);
+      const Tensor a = host_tensor(ha).to(DType::bf16), b = host_tensor(hb).to(DType::bf16);
+      Tensor c = Tensor::empty({M, N}, DType::bf16, Device::cuda);
+      Tensor c32 = Tensor::empty({M, N}, DType::f32, Device::cuda);
       backend::gemm(Device::cuda, ta, tb, M, N, K, 0.5, testing::on_device(a), testing::on_device(b), 0.0, c);
       backend::gemm(Device::cuda, ta, tb, M, N, K, 0.5, testing::on_device(a), testing::on_device(b), 0.0, c32);
       Tensor cpu = Tensor::empty({M, N}, DType::bf16);
@@ -116,7 +118,8 @@ TEST(CudaGemmBf16, ABf16ResultIsTheFloat32SumRounded) {
         const bfloat16 g = got.data<bfloat16>()[i], want = from_float(sums.data<float>()[i]);
         const float gap = std::abs(to_float(g) - to_float(want)), step = std::abs(to_float(want)) * 0x1.0p-7f;
         EXPECT_LE(gap, step) << "trans_a=" << ta << " trans_b=" << tb << " entry " << i;
-        EXPECT_LE(std::abs(to_float(g) - to_float(cpu.data<bfloat16>()[i])), 2 * step) << "against the CPU, entry " << i;
+        EXPECT_LE(std::abs(to_float(g) - to_float(cpu.data<bfloat16>()[i])), 2 * step)
+            << "against the CPU, entry " << i;
         ++entries, equal += g.bits == want.bits;
       }
     }
