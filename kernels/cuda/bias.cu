@@ -13,18 +13,20 @@ __global__ void bias_forward_kernel(float* y, const float* bias, int64_t n, int6
   if (i < n) y[i] += bias[i % out];
 }
 
-// A block takes 32 columns of one chunk of rows, its kLanes row lanes split the rows, and lane 0
-// adds the lanes in order into the chunk's partial sums, which the last block adds into dbias
+// dbias [out] += the column sums of element(e) over the [N, out] elements e = i out + j: a block
+// takes 32 columns of one chunk of rows, its kLanes row lanes split the rows, and lane 0 adds the
+// lanes in order into the chunk's partial sums, which the last block adds into dbias
 // (column_sums.cuh).
 constexpr int kLanes = kColumnLanes;
-__global__ void bias_backward_kernel(float* dbias, const float* dy, int64_t N, int64_t out, int64_t rows_per_chunk) {
+template <class Element>
+__device__ void add_column_sums(float* dbias, int64_t N, int64_t out, int64_t rows_per_chunk, const Element& element) {
   __shared__ float partial[kLanes][33];
   const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
   const int64_t begin = int64_t(blockIdx.y) * rows_per_chunk;
   const int64_t end = begin + rows_per_chunk < N ? begin + rows_per_chunk : N;
   float acc = 0;
   if (j < out)
-    for (int64_t i = begin + threadIdx.y; i < end; i += kLanes) acc += dy[i * out + j];
+    for (int64_t i = begin + threadIdx.y; i < end; i += kLanes) acc += element(i * out + j);
   partial[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && j < out) {
@@ -33,6 +35,10 @@ __global__ void bias_backward_kernel(float* dbias, const float* dy, int64_t N, i
     column_partials[int64_t(blockIdx.y) * out + j] = sum;
   }
   finish_column_sums(dbias, out, nullptr, 0, gridDim.y, gridDim.x * gridDim.y);
+}
+
+__global__ void bias_backward_kernel(float* dbias, const float* dy, int64_t N, int64_t out, int64_t rows_per_chunk) {
+  add_column_sums(dbias, N, out, rows_per_chunk, [dy](int64_t e) { return dy[e]; });
 }
 
 template <Activation F>
@@ -50,25 +56,11 @@ __global__ void bias_activation_forward_kernel(float* y, uint16_t* z16, float* z
 template <Activation F>
 __global__ void bias_activation_backward_kernel(FloatsOut dz, float* dbias, Floats z, const float* dy, int64_t N,
                                                 int64_t out, int64_t rows_per_chunk, float c) {
-  __shared__ float partial[kLanes][33];
-  const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
-  const int64_t begin = int64_t(blockIdx.y) * rows_per_chunk;
-  const int64_t end = begin + rows_per_chunk < N ? begin + rows_per_chunk : N;
-  float acc = 0;
-  if (j < out)
-    for (int64_t i = begin + threadIdx.y; i < end; i += kLanes) {
-      const float g = act::gradient<F>(z[i * out + j], c * dy[i * out + j]);
-      dz.set(i * out + j, g);
-      acc += g;
-    }
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && j < out) {
-    float sum = 0;
-    for (int k = 0; k < kLanes; ++k) sum += partial[k][threadIdx.x];
-    column_partials[int64_t(blockIdx.y) * out + j] = sum;
-  }
-  finish_column_sums(dbias, out, nullptr, 0, gridDim.y, gridDim.x * gridDim.y);
+  add_column_sums(dbias, N, out, rows_per_chunk, [&](int64_t e) {
+    const float g = act::gradient<F>(z[e], c * dy[e]);
+    dz.set(e, g);
+    return g;
+  });
 }
 
 }  // namespace
