@@ -145,7 +145,8 @@ Variable linear_activation(const Variable& x, const Variable& weight, const Vari
     if (!out.grad().defined()) return;
     // forward: y = c f(z), z = x W^T + b  =>  dz = c dy f'(z), db += sum_rows dz, dx += dz W, dW += dz^T x
     const Tensor dz = Tensor::scratch(z.shape(), operand, dev);
-    const Tensor db = bias.requires_grad() ? bias.ensure_grad() : Tensor::zeros(bias.shape(), bias.dtype(), dev);
+    const Tensor db =
+        bias.requires_grad() ? bias.ensure_grad() : Tensor::scratch_zeros(bias.shape(), bias.dtype(), dev);
     backend::bias_activation_backward(dev, f, dz, db, z, out.grad(), c);
     if (x.requires_grad()) {
       bool fresh = false;

@@ -270,10 +270,15 @@ void bias_activation_forward(Activation f, In y, In z16, In z, In bias, double c
   }
   LINATTN_CHECK(z.dtype() == DType::f32, "bias_activation: a bf16 copy is made of a float32 input only, got ",
                 z.str());
-  const Tensor biased = z.clone();  // z is read only
-  bias_forward(biased, bias);
-  activation_forward(f, y, biased, c);
-  cpu::to_bf16(z16.data<bfloat16>(), biased.data<float>(), biased.numel());
+  // z is only read: y holds z + b first (rounded into the copy), then the activation of it, in place
+  float* Y = y.data<float>();
+  const float *Z = z.data<float>(), *b = bias.data<float>();
+  const int64_t cols = bias.numel(), N = z.numel() / cols;
+#pragma omp parallel for if (N * cols > (1 << 15))
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < cols; ++j) Y[i * cols + j] = Z[i * cols + j] + b[j];
+  cpu::to_bf16(z16.data<bfloat16>(), Y, z.numel());
+  activation_forward(f, y, y, c);
 }
 
 void bias_activation_backward(Activation f, In dz, In dbias, In z, In dy, double c) {
@@ -284,7 +289,7 @@ void bias_activation_backward(Activation f, In dz, In dbias, In z, In dy, double
   }
   LINATTN_CHECK(dz.dtype() == DType::bf16 && dy.dtype() == DType::f32, "bias_activation: dz ", dz.str(),
                 " for dy ", dy.str(), " (dz is dy's dtype, or bf16 for a float32 dy)");
-  const Tensor g = Tensor::empty(dy.shape(), DType::f32);  // the gradient before its rounding
+  const Tensor g = Tensor::scratch(dy.shape(), DType::f32);  // the gradient before its rounding
   activation_backward(f, g, z, dy, c, true);
   bias_backward(dbias, g);
   cpu::to_bf16(dz.data<bfloat16>(), g.data<float>(), g.numel());

@@ -10,20 +10,7 @@
 # Usage: ../shared/tools/device-bundle .gpu test_cuda test_train linattn-bench linattn-train linattn-data,
 # then run with carry [".gpu", "data/corpus", "data/cache/sotu-gpt2"]: OUT=$OUT docs/gpu-runs/next/bf16-storage.sh
 set -u
-ROOT=$PWD; R=$(mktemp -d); W=$(mktemp -d)
-B=$(mktemp -d); tar -xJf .gpu/bundle.tar.xz -C "$B"
-SP=$(python3 -c 'import site;print(site.getsitepackages()[0])')
-export LD_LIBRARY_PATH=$B/bundle/lib:$(ls -d "$SP"/nvidia/*/lib | tr '\n' ':')/usr/local/cuda/lib64
-BIN=$B/bundle/bin
-export LINATTN_BUILD_DIR=$BIN
-[ -e /work/main ] || { mkdir -p /work && ln -s "$ROOT" /work/main; }
-step() {
-  local name=$1 t=$2; shift 2
-  local s=$(date +%s%N)
-  timeout -k 3 "$t" "$@" > "$R/$name.txt" 2>&1; local rc=$?
-  echo "$name rc=$rc $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$R/summary.txt"
-  tar -czf "$OUT/results.tgz" -C "$R" .
-}
+. docs/gpu-runs/bundle-env.sh  # BIN, R, W, step
 step test_cuda 60 "$BIN/test_cuda" --gtest_brief=1
 step test_train_gpu 90 "$BIN/test_train" --gtest_brief=1 --gtest_filter='Cuda*:TrainRecompute.*:MemoryPlan.*'
 "$BIN/linattn-data" prepare data/corpus/sotu --tokenizer bytes --out data/cache/sotu-bytes > /dev/null 2>&1
