@@ -119,8 +119,15 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, int32_t ig
 // logits and their gradient, not the whole batch's. The weight's bf16 copy is used as linear uses it.
 // With one chunk (rows x vocabulary within the bound) its results are those of
 // cross_entropy(linear(x, weight)) bit for bit.
+// `seed`, when given, is the gradient backward will seed the loss with (backward({loss}, {seed}), as
+// the trainer does): where the rows that take a loss are known on the host (host targets, or device
+// targets under backend::CheckedDeviceTokens), the backward then runs in the forward pass, on each
+// chunk's logits as they are made (no second product of the logits, no second read of them): the
+// weight's gradient is added to there and x's is held until the node passes it on. The results are
+// those without a seed, bit for bit; a backward given another gradient than the seed is an error.
 constexpr size_t kLossChunkBytes = size_t(256) << 20;
 Variable linear_cross_entropy(const Variable& x, const Variable& weight, const Tensor& targets,
-                              int32_t ignore_index = -100, size_t chunk_bytes = kLossChunkBytes);
+                              int32_t ignore_index = -100, size_t chunk_bytes = kLossChunkBytes,
+                              const Tensor& seed = {});
 
 }  // namespace linattn::ops

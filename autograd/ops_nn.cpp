@@ -625,14 +625,39 @@ static Tensor logits_of_rows(const Tensor& x, const Tensor& w, int64_t r0, int64
   return logits;
 }
 
+// The head's products' backward for the logits' gradient dY of rows [r0, r0 + rows) (the products'
+// operand: bf16 with bf16 products): dx's rows = dY W (written when `fresh`, else added to; dx
+// undefined: not wanted) and dW += dY^T x. xs and ws: x and the weight as the forward's products read
+// them.
+static void head_products_backward(const Tensor& dY, const Tensor& xs, const Variable& weight, const Tensor& ws,
+                                   const Tensor& dx, bool fresh, int64_t r0) {
+  const Device dev = dY.device();
+  const int64_t rows = dY.size(0), V = dY.size(1), in = ws.size(1);
+  if (dx.defined())
+    backend::gemm(dev, false, false, rows, in, V, 1.0, dY, ws, fresh ? 0.0 : 1.0, dx.view_at(r0 * in, {rows, in}));
+  if (weight.requires_grad())
+    backend::gemm(dev, true, false, V, in, rows, 1.0, dY, xs.view_at(r0 * in, {rows, in}), 1.0, weight.ensure_grad());
+}
+
+// The rows of `targets` that take a loss, where the host knows it without waiting for the device:
+// host targets are counted here, device targets checked before their upload
+// (backend::CheckedDeviceTokens) all count; -1 for device targets the host has not checked.
+static int64_t counted_rows(const Tensor& targets, int32_t ignore_index) {
+  if (targets.device() != Device::cpu) return backend::CheckedDeviceTokens::active() ? targets.numel() : -1;
+  const int32_t* t = targets.data<int32_t>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < targets.numel(); ++i) count += t[i] != ignore_index;
+  return count;
+}
+
 Variable linear_cross_entropy(const Variable& x, const Variable& weight, const Tensor& targets, int32_t ignore_index,
-                              size_t chunk_bytes) {
+                              size_t chunk_bytes, const Tensor& seed) {
   check_inputs("linear_cross_entropy", {&x, &weight});
   LINATTN_CHECK(x.shape().ndim() >= 1 && weight.shape().ndim() == 2 && x.shape().last() == weight.shape()[1],
                 "linear_cross_entropy: input ", x.value().str(), " does not match weight ", weight.value().str(),
                 " (expected input [..., in] and weight [vocab, in])");
   LINATTN_CHECK(targets.dtype() == DType::i32, "linear_cross_entropy: targets must be i32, got ", targets.str());
-  const int64_t N = x.shape().rows(), in = weight.shape()[1], V = weight.shape()[0];
+  const int64_t N = x.shape().rows(), V = weight.shape()[0];
   LINATTN_CHECK(targets.numel() == N, "linear_cross_entropy: ", targets.str(), " targets for input ", x.value().str(),
                 " (expected ", N, " targets)");
   LINATTN_CHECK(targets.device() == x.device() || targets.device() == Device::cpu,
@@ -640,25 +665,45 @@ Variable linear_cross_entropy(const Variable& x, const Variable& weight, const T
                 device_name(x.device()), "; move the batch to the model's device");
   const Device dev = x.device();
   const DType dt = x.dtype();
+  if (seed.defined())
+    LINATTN_CHECK(seed.numel() == 1 && seed.dtype() == dt && seed.device() == dev, "linear_cross_entropy: the seed ",
+                  seed.str(), " on the ", device_name(seed.device()), " is not the loss's gradient (one ",
+                  dtype_name(dt), " on the ", device_name(dev), ")");
   const bool bf16 = weight.bf16().defined() && dt == DType::f32;
   // The products' operands: x (or its bf16 copy, which the node keeps) and the weight (or its copy).
   const Tensor xs = bf16 ? detail::bf16_value(x) : x.value();
   auto weight_operand = [bf16](const Variable& w) { return bf16 ? w.bf16() : w.value(); };
   const int64_t chunk = std::clamp<int64_t>(int64_t(chunk_bytes / (size_t(V) * dtype_size(dt))), 1,
                                             std::max<int64_t>(N, 1));
-  Tensor lse = scratch_for_node({N}, dt, dev, needs_grad({&x, &weight}));
+  const bool grad = needs_grad({&x, &weight});
+  // With the seed known and the rows that count too, the backward runs here, on each chunk's logits
+  // as they are made: no second product of the logits in backward and no lse kept.
+  const int64_t ahead_count = grad && seed.defined() ? counted_rows(targets, ignore_index) : -1;
+  const bool ahead = ahead_count > 0;
+  Tensor lse = ahead ? Tensor::scratch({N}, dt, dev) : scratch_for_node({N}, dt, dev, grad);
+  const Tensor dx = ahead && x.requires_grad() ? Tensor::scratch(x.shape(), dt, dev) : Tensor();
   std::vector<std::pair<Tensor, int64_t>> parts;  // each chunk's mean loss and counted rows
   int64_t count = 0;
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int64_t rows = std::min(chunk, N - r0);
     Tensor part = Tensor::scratch({1}, dt, dev);
-    const int64_t c =
-        backend::cross_entropy_forward(dev, part, lse.view_at(r0, {rows}),
-                                       logits_of_rows(xs, weight_operand(weight), r0, rows, dt),
-                                       targets.view_at(r0, {rows}), ignore_index);
+    const Tensor logits = logits_of_rows(xs, weight_operand(weight), r0, rows, dt);
+    const Tensor lse_rows = lse.view_at(r0, {rows}), target_rows = targets.view_at(r0, {rows});
+    int64_t c = 0;
+    if (ahead) {
+      // the loss's backward on these logits as they are made, for the seed: dlogits in the products' dtype
+      const Tensor dY = Tensor::scratch({rows, V}, bf16 ? DType::bf16 : dt, dev);
+      c = backend::cross_entropy_forward_backward(dev, part, lse_rows, dY, logits, target_rows, seed, ahead_count,
+                                                  ignore_index);
+      head_products_backward(dY, xs, weight, weight_operand(weight), dx, true, r0);
+    } else {
+      c = backend::cross_entropy_forward(dev, part, lse_rows, logits, target_rows, ignore_index);
+    }
     parts.emplace_back(part, c);
     count += c;
   }
+  LINATTN_CHECK(!ahead || count == ahead_count, "linear_cross_entropy: ", count, " rows took a loss, ", ahead_count,
+                " were counted ahead");
   Tensor loss;
   if (parts.size() == 1) {
     loss = parts[0].first;  // the single call's mean, as cross_entropy(linear(x, weight)) gives it
@@ -668,34 +713,38 @@ Variable linear_cross_entropy(const Variable& x, const Variable& weight, const T
     for (const auto& [part, c] : parts)
       if (c > 0) backend::axpy(dev, loss, double(c) / double(count), part);  // the mean over every counted row
   }
-  Variable out(loss, needs_grad({&x, &weight}));
+  Variable out(loss, grad);
+  if (!out.requires_grad() || count == 0) return out;
+  if (ahead) {
+    // The weight's gradient is added to already; x's is passed on, for the seed it was made with.
+    record({&x, &weight}, [x = x.without_value(), dx, seed, out = out.without_value()] {
+      if (!out.grad().defined()) return;
+      LINATTN_CHECK(out.grad().raw() == seed.raw(), "linear_cross_entropy: its backward ran ahead for the seed ",
+                    seed.str(), ", but the loss was given another gradient (pass that tensor as the seed, or none)");
+      if (dx.defined()) x.add_grad(dx);
+    });
+    return out;
+  }
   // Saved: x (as the products read it), lse and the targets; the logits are made again, a chunk at a
   // time, in backward.
-  if (out.requires_grad() && count > 0)
-    record({&x, &weight}, [x = bf16 ? x.without_value() : x, xs = bf16 ? xs : Tensor(), weight, targets, lse,
-                           out = out.without_value(), N, in, V, chunk, count, ignore_index, dev, dt, bf16,
-                           weight_operand] {
-      if (!out.grad().defined()) return;
-      const Tensor xin = bf16 ? xs : x.value();
-      bool fresh = false;
-      const Tensor dx = x.requires_grad() ? x.grad_to_write(fresh) : Tensor();
-      for (int64_t r0 = 0; r0 < N; r0 += chunk) {
-        const int64_t rows = std::min(chunk, N - r0);
-        // forward: loss = mean cross-entropy of logits = x W^T  =>  dlogits by the loss's backward,
-        // then dx = dlogits W, dW += dlogits^T x, row chunk by row chunk; dlogits written as the
-        // products' operand (in bf16 with bf16 products: no float32 copy, no conversion)
-        const Tensor dY = Tensor::scratch({rows, V}, bf16 ? DType::bf16 : dt, dev);
-        backend::cross_entropy_backward(dev, dY, logits_of_rows(xin, weight_operand(weight), r0, rows, dt),
-                                        lse.view_at(r0, {rows}), targets.view_at(r0, {rows}), out.grad(), count,
-                                        ignore_index, true);
-        if (dx.defined())
-          backend::gemm(dev, false, false, rows, in, V, 1.0, dY, weight_operand(weight), fresh ? 0.0 : 1.0,
-                        dx.view_at(r0 * in, {rows, in}));
-        if (weight.requires_grad())
-          backend::gemm(dev, true, false, V, in, rows, 1.0, dY, xin.view_at(r0 * in, {rows, in}), 1.0,
-                        weight.ensure_grad());
-      }
-    });
+  record({&x, &weight}, [x = bf16 ? x.without_value() : x, xs = bf16 ? xs : Tensor(), weight, targets, lse,
+                         out = out.without_value(), N, V, chunk, count, ignore_index, dev, dt, bf16, weight_operand] {
+    if (!out.grad().defined()) return;
+    const Tensor xin = bf16 ? xs : x.value();
+    bool fresh = false;
+    const Tensor dx = x.requires_grad() ? x.grad_to_write(fresh) : Tensor();
+    for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+      const int64_t rows = std::min(chunk, N - r0);
+      // forward: loss = mean cross-entropy of logits = x W^T  =>  dlogits by the loss's backward (the
+      // logits made again), then the products' backward; dlogits written as the products' operand
+      // (in bf16 with bf16 products: no float32 copy, no conversion)
+      const Tensor dY = Tensor::scratch({rows, V}, bf16 ? DType::bf16 : dt, dev);
+      backend::cross_entropy_backward(dev, dY, logits_of_rows(xin, weight_operand(weight), r0, rows, dt),
+                                      lse.view_at(r0, {rows}), targets.view_at(r0, {rows}), out.grad(), count,
+                                      ignore_index, true);
+      head_products_backward(dY, xin, weight, weight_operand(weight), dx, fresh, r0);
+    }
+  });
   return out;
 }
 

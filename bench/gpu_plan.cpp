@@ -692,7 +692,7 @@ void add_recompute(std::vector<Launch>& fwd, std::vector<Launch>& bwd, ops::Reco
 
 // One step: the embedding, each kind of layer as often as the model has it (the first block's
 // attn_norm adds nothing and the final norm adds the last block's output: one plain norm a step),
-// the final RMSNorm, the LM head, cross-entropy (whose backward makes the logits again); the
+// the final RMSNorm, the LM head, cross-entropy (whose backward runs on the forward's logits); the
 // backward of each (listed in an order of its own: a sum of times does not depend on it); the
 // gradient norm and AdamW over every parameter. GEMMs and the mixers' products in `precision`; each
 // layer's replay in the step's recompute mode (add_recompute).
@@ -720,16 +720,14 @@ Step training_step(const StepShape& s, MatmulPrecision precision) {
   append(fwd, launches("embedding", cu::embedding_forward_plans(N, d), {pointwise(N * d, 1, 1, 0)}));
   rmsnorm(head_fwd, head_bwd, "final norm", N, d, gemm_bf16);
   linear(head_fwd, head_bwd, "lm_head", N, d, V, gemm_bf16);
-  append(head_fwd, launches("cross-entropy", cu::cross_entropy_forward_plans(N, V),
-                            {{3.0 * N * V, kF32 * N * V}, {2.0 * N, kF32 * 3 * N}}));
-  step.params += V * d * (s.tied ? 1 : 2) + d;
-  // ops::linear_cross_entropy keeps no logits: its backward makes them again, then writes their
-  // gradient as the head's products' operand (bf16 with bf16 products)
-  rest.push_back(gemm("lm_head logits again", N, V, d, false, gemm_bf16));
-  rest.back().again = true;
+  // ops::linear_cross_entropy keeps no logits: seeded ahead (the trainer gives it the loss's
+  // gradient), it runs its backward on each chunk's logits in the forward pass, one read of them: a
+  // block per row makes the row's lse and writes its gradient as the head's products' operand (bf16
+  // with bf16 products), the row read again from L2; no second product of the logits
   const double logits = double(N) * double(V);
-  append(rest, launches("cross-entropy backward", cu::cross_entropy_backward_plans(N, V),
-                        {{4 * logits, logits * (kF32 + (gemm_bf16 ? 2 : kF32))}}));
+  append(head_fwd, launches("cross-entropy and its backward", cu::cross_entropy_forward_backward_plans(N, V),
+                            {{7 * logits, logits * (kF32 + (gemm_bf16 ? 2 : kF32))}, {2.0 * N, kF32 * 3 * N}}));
+  step.params += V * d * (s.tied ? 1 : 2) + d;
   append(rest, head_bwd);
   std::vector<Launch> tail;
   append(tail, launches("embedding backward", {cu::embedding_backward_plan(V)},

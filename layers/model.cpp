@@ -105,11 +105,12 @@ Variable Model::head(const Residual& x) const {
 }
 
 Variable Model::loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments,
-                     size_t loss_chunk_bytes) const {
+                     size_t loss_chunk_bytes, const Tensor& seed) const {
   const Residual x = stream(ids, nullptr, 0, segments);
   ops::SaveInBf16 bf16_saves(params_.has_bf16_copy());
   // host targets: copied over without waiting
-  return ops::linear_cross_entropy(norm_of(norm_, x).second, params_[lm_head_], targets, -100, loss_chunk_bytes);
+  return ops::linear_cross_entropy(norm_of(norm_, x).second, params_[lm_head_], targets, -100, loss_chunk_bytes,
+                                   seed);
 }
 
 std::string Model::unsupported_on(Device device) const {

@@ -20,9 +20,10 @@ class Model {
   // training, autograd/segments.h); empty = each row is one sequence.
   Variable logits(const Tensor& ids, const ops::Segments& segments = {}) const;
   // Mean cross-entropy of next-token prediction: targets i32 [B, T]. The logits are made a chunk of
-  // rows of at most loss_chunk_bytes at a time (ops::linear_cross_entropy).
+  // rows of at most loss_chunk_bytes at a time (ops::linear_cross_entropy). seed: the gradient
+  // backward will seed the loss with, when known (the head's backward then runs in the forward pass).
   Variable loss(const Tensor& ids, const Tensor& targets, const ops::Segments& segments = {},
-                size_t loss_chunk_bytes = ops::kLossChunkBytes) const;
+                size_t loss_chunk_bytes = ops::kLossChunkBytes, const Tensor& seed = {}) const;
 
   // Activation recomputation in training (train.recompute; autograd/checkpoint.h): each block runs as
   // one checkpointed region. Decoding and evaluation (nothing recorded) run the blocks directly.

@@ -93,9 +93,11 @@ ArenaPeaks activation_peaks(Model& model, Arena& arena, int64_t batch, int64_t s
   arena.reset();
   {
     ArenaScope scope(arena);
-    const Variable loss = model.loss(ids, ids, {}, loss_chunk_bytes);
-    Tensor seed = Tensor::scratch(loss.shape(), loss.dtype(), loss.device());
+    // seeded as the trainer seeds it, so that the head's backward runs in the forward pass as there
+    const Tensor& values = model.params().values().all();
+    Tensor seed = Tensor::scratch({1}, values.dtype(), values.device());
     seed.fill_(1.0);
+    const Variable loss = model.loss(ids, ids, {}, loss_chunk_bytes, seed);
     peaks.phases.push_back(arena.take_phase_peak());
     BackwardHooks hooks;
     hooks.after_node = [&] { peaks.phases.push_back(arena.take_phase_peak()); };

@@ -450,8 +450,10 @@ bool Trainer::queue_step_work(int64_t step, bool checked) {
     const StagedBatch& batch = staged_[size_t(micro)];
     try {
       ArenaScope scope(arena_);
-      Variable l = checked ? model_->loss(batch.inputs, batch.targets, batch.segments)
-                           : model_->loss(batch.host_inputs, batch.host_targets, batch.segments);
+      // seed_ is the loss's gradient: the head's backward runs in the forward pass
+      Variable l = checked ? model_->loss(batch.inputs, batch.targets, batch.segments, ops::kLossChunkBytes, seed_)
+                           : model_->loss(batch.host_inputs, batch.host_targets, batch.segments,
+                                          ops::kLossChunkBytes, seed_);
       losses_.view_at(micro, {1}).copy_from(l.value());  // device to device: queued
       // The last micro-batch's backward sums each bucket across ranks as soon as it is complete.
       backward({l}, {seed_}, buckets_ && micro == accumulation_ - 1 ? &buckets_->hooks() : nullptr);

@@ -457,6 +457,14 @@ void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss,
   });
 }
 
+// The two kernels in turn: the backward reads the logits the forward has just read, from cache.
+int64_t cross_entropy_forward_backward(In loss, In lse, In dlogits, In logits, In targets, In dloss, int64_t count,
+                                       int32_t ignore_index) {
+  const int64_t counted = cross_entropy_forward(loss, lse, logits, targets, ignore_index);
+  cross_entropy_backward(dlogits, logits, lse, targets, dloss, count, ignore_index, true);
+  return counted;
+}
+
 // ---- attention and positions ----
 
 void attention_forward(In o, In lse, In q, In k, In v, int64_t window, double scale, Sequences seqs) {

@@ -22,6 +22,35 @@ __global__ void lse_kernel(float* lse, const float* logits, int64_t V) {
   if (threadIdx.x == 0) lse[blockIdx.x] = m + logf(sum);
 }
 
+// lse_kernel, then the row's gradient as cross_entropy_backward_kernel writes it (write, the scale
+// dloss[0] / count), a third strided pass over the row (from L2): the same bits, one read of the
+// logits from memory instead of two.
+__global__ void lse_gradient_kernel(float* lse, FloatsOut dlogits, const float* logits, const int32_t* targets,
+                                    int64_t V, int32_t ignore_index, const float* dloss, float count) {
+  const int64_t i = blockIdx.x;
+  const float* row = logits + i * V;
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, row[j]);
+  m = block_max(m);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) sum += expf(row[j] - m);
+  sum = block_sum(sum);
+  const float row_lse = m + logf(sum);
+  if (threadIdx.x == 0) lse[i] = row_lse;
+  const int32_t t = targets[i];
+  const bool counts = t != ignore_index && t >= 0 && t < V;
+  const float scale = dloss[0] / count;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+    if (!counts) {
+      dlogits.set(i * V + j, 0.0f);
+      continue;
+    }
+    float d = 0.0f + scale * expf(row[j] - row_lse);
+    if (j == t) d -= scale;
+    dlogits.set(i * V + j, d);
+  }
+}
+
 // One block (kCrossEntropySumThreads threads) adds the rows' losses in float64 in a fixed order: the
 // same total on every run.
 __global__ void loss_sum_kernel(double* sums, float* mean, const float* lse, const float* logits,
@@ -75,6 +104,21 @@ void cross_entropy_forward(float* lse, double* sums, float* mean, const float* l
   const LaunchPlans plans = cross_entropy_forward_plans(N, V);
   if (N > 0 && V > 0) {
     LINATTN_LAUNCH_PLAN(plans.front(), stream(), lse_kernel)(lse, logits, V);
+    LINATTN_CUDA_CHECK_LAUNCH();
+  }
+  LINATTN_LAUNCH_PLAN(plans.back(), stream(), loss_sum_kernel)(sums, mean, lse, logits, targets, N, V, ignore_index);
+  LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+void cross_entropy_forward_backward(float* lse, double* sums, float* mean, FloatsOut dlogits, const float* logits,
+                                    const int32_t* targets, int64_t N, int64_t V, int32_t ignore_index,
+                                    const float* dloss, int64_t count) {
+  LINATTN_CHECK(N < (int64_t(1) << 31), "cuda::cross_entropy_forward_backward: ", N,
+                " rows is more than one launch takes (2^31 - 1)");
+  const LaunchPlans plans = cross_entropy_forward_backward_plans(N, V);
+  if (N > 0 && V > 0) {
+    LINATTN_LAUNCH_PLAN(plans.front(), stream(), lse_gradient_kernel)(lse, dlogits, logits, targets, V, ignore_index,
+                                                                      dloss, float(std::max<int64_t>(count, 1)));
     LINATTN_CUDA_CHECK_LAUNCH();
   }
   LINATTN_LAUNCH_PLAN(plans.back(), stream(), loss_sum_kernel)(sums, mean, lse, logits, targets, N, V, ignore_index);

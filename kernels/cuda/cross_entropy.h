@@ -30,6 +30,11 @@ void cross_entropy_backward(FloatsOut dlogits, const float* logits, const float*
 void cross_entropy_backward_mean(FloatsOut dlogits, const float* logits, const float* lse, const int32_t* targets,
                                  int64_t N, int64_t V, int32_t ignore_index, const float* dloss, int64_t count,
                                  bool write = false);
+// cross_entropy_forward (mean set), then cross_entropy_backward_mean (write), in one pass over each
+// row: its block makes the row's lse and writes its gradient while the row is in L2. The same bits.
+void cross_entropy_forward_backward(float* lse, double* sums, float* mean, FloatsOut dlogits, const float* logits,
+                                    const int32_t* targets, int64_t N, int64_t V, int32_t ignore_index,
+                                    const float* dloss, int64_t count);
 #else
 inline void cross_entropy_forward(float*, double*, float*, const float*, const int32_t*, int64_t, int64_t, int32_t) {
   LINATTN_NO_CUDA();
@@ -40,6 +45,10 @@ inline void cross_entropy_backward(FloatsOut, const float*, const float*, const 
 }
 inline void cross_entropy_backward_mean(FloatsOut, const float*, const float*, const int32_t*, int64_t, int64_t, int32_t,
                                         const float*, int64_t, bool = false) {
+  LINATTN_NO_CUDA();
+}
+inline void cross_entropy_forward_backward(float*, double*, float*, FloatsOut, const float*, const int32_t*, int64_t,
+                                           int64_t, int32_t, const float*, int64_t) {
   LINATTN_NO_CUDA();
 }
 #endif

@@ -362,6 +362,39 @@ void cross_entropy_backward(In dlogits, In logits, In lse, In targets, In dloss,
                                     logits.shape().rows(), logits.shape().last(), ignore_index, f32(dl), count, write);
 }
 
+int64_t cross_entropy_forward_backward(In loss, In lse, In dlogits, In logits, In targets, In dloss, int64_t count,
+                                       int32_t ignore_index) {
+  require_f32("cross_entropy", logits);
+  // Device targets the host has not checked: their sums come back first (cross_entropy_forward), so
+  // the backward runs after.
+  if (targets.device() != Device::cpu && !backend::CheckedDeviceTokens::active()) {
+    const int64_t counted = cross_entropy_forward(loss, lse, logits, targets, ignore_index);
+    cross_entropy_backward(dlogits, logits, lse, targets, dloss, count, ignore_index, true);
+    return counted;
+  }
+  Tensor dl = dloss;  // read on the device: a host one is copied over, queued
+  if (dloss.device() == Device::cpu) {
+    dl = Tensor::empty({1}, DType::f32, Device::cuda);
+    upload_pageable(dl.raw(), dloss.raw(), sizeof(float));
+  }
+  const int64_t N = logits.shape().rows(), V = logits.shape().last();
+  int64_t counted = N;  // device targets checked before their upload: every row counts
+  if (targets.device() == Device::cpu) {
+    const int32_t* t = targets.data<int32_t>();
+    counted = 0;
+    for (int64_t i = 0; i < N; ++i) {
+      LINATTN_CHECK(t[i] == ignore_index || (t[i] >= 0 && t[i] < V), "cross_entropy: target id ", t[i], " at row ", i,
+                    " is outside the vocabulary [0, ", V, ") and is not the ignore index ", ignore_index);
+      counted += t[i] != ignore_index;
+    }
+  }
+  Tensor sums = Tensor::empty({3}, DType::f64, Device::cuda);
+  Tensor ids = ids_on_device(targets);
+  cuda::cross_entropy_forward_backward(f32(lse), sums.data<double>(), f32(loss), floats_out("cross_entropy", dlogits),
+                                       f32(logits), ids.data<int32_t>(), N, V, ignore_index, f32(dl), count);
+  return counted;
+}
+
 namespace {
 
 // train.precision: bf16 with dk = dv in {32, 64, 128}: the tensor-core kernels on bf16 copies of the

@@ -92,6 +92,13 @@ LaunchPlans cross_entropy_forward_plans(int64_t N, int64_t V) {
   return plans;
 }
 
+LaunchPlans cross_entropy_forward_backward_plans(int64_t N, int64_t V) {
+  LaunchPlans plans;
+  if (N > 0 && V > 0) plans.push_back({"lse_gradient_kernel", {N}, {kCrossEntropyRowThreads}, 0});
+  plans.push_back({"loss_sum_kernel", {1}, {kCrossEntropySumThreads}, 0});
+  return plans;
+}
+
 LaunchPlans cross_entropy_backward_plans(int64_t N, int64_t V) {
   if (N * V == 0) return {};
   return {pointwise_plan("cross_entropy_backward_kernel", N * V)};

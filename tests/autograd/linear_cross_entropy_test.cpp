@@ -1,7 +1,8 @@
 // ops::linear_cross_entropy: the loss of the logits x W^T made a chunk of rows at a time. Its
 // gradients against float64 finite differences with several chunks; with one chunk, the results of
 // cross_entropy(linear()) bit for bit; with many, the same within float64's roundings and float32's;
-// in an arena, its peak holds one chunk's logits, not the batch's.
+// in an arena, its peak holds one chunk's logits, not the batch's; given its seed ahead (the backward
+// in the forward pass), the results without one bit for bit.
 #include "autograd/ops.h"
 #include "gradcheck.h"
 #include "recompute_testing.h"
@@ -65,6 +66,59 @@ TEST(LinearCrossEntropy, ManyChunksGiveTheSameLossAndGradients) {
     const double tol = dt == DType::f64 ? 1e-12 : 1e-5;
     for (size_t i = 0; i < plain.size(); ++i) EXPECT_CLOSE(chunked[i], plain[i], tol);
   }
+}
+
+// The loss and the gradients of x and W by the chunked op, seeded with `seed_value`: the seed given
+// to the op ahead (its backward runs in the forward pass) or only to backward. w_bf16: the weight's
+// bf16 copy (bf16 products), or undefined.
+std::vector<Tensor> seeded_loss_and_grads(const Tensor& x, const Tensor& w, const Tensor& w_bf16,
+                                          const Tensor& targets, size_t chunk_bytes, double seed_value, bool ahead) {
+  Variable vx(x, true), vw = Variable::parameter(w, Tensor::zeros(w.shape(), w.dtype()), w_bf16);
+  Tensor seed = Tensor::empty({1}, x.dtype());
+  seed.fill_(seed_value);
+  Variable loss = ops::linear_cross_entropy(vx, vw, targets, -100, chunk_bytes, ahead ? seed : Tensor());
+  const Tensor value = loss.value().clone();
+  backward({loss}, {seed});
+  return {value, vx.grad().clone(), vw.grad().clone()};
+}
+
+// Chunks of 5 rows over 64 (13 chunks), some targets ignored, a seed of 0.375: float64, float32, and
+// float32 with bf16 products (the logits' gradient written in bf16), the same bits either way.
+TEST(LinearCrossEntropy, ASeedGivenAheadGivesTheSameBits) {
+  for (DType dt : {DType::f64, DType::f32}) {
+    for (bool bf16 : {false, true}) {
+      if (bf16 && dt != DType::f32) continue;
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (bf16 ? " with bf16 products" : ""));
+      Rng rng(5);
+      const Tensor x = random_tensor({4, 16, 24}, rng, -1, 1, dt), w = random_tensor({50, 24}, rng, -1, 1, dt);
+      const Tensor w_bf16 = bf16 ? w.to(DType::bf16) : Tensor();
+      const Tensor targets = targets_for(64, 50, rng);
+      const size_t five_rows = 5 * 50 * dtype_size(dt);
+      const std::vector<Tensor> ahead = seeded_loss_and_grads(x, w, w_bf16, targets, five_rows, 0.375, true),
+                                after = seeded_loss_and_grads(x, w, w_bf16, targets, five_rows, 0.375, false);
+      for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(bitwise_difference(ahead[i], after[i]), "") << "output " << i;
+      EXPECT_GT(testing::max_abs(ahead[2]), 0.0) << "the weight's gradient was not made";
+    }
+  }
+}
+
+// The backward ran ahead for one seed; given another gradient, the node refuses rather than pass on
+// gradients made for the wrong one.
+TEST(LinearCrossEntropy, ABackwardGivenAnotherGradientThanItsSeedIsAnError) {
+  Rng rng(6);
+  const Tensor targets = targets_for(8, 10, rng);
+  Variable vx(random_tensor({8, 6}, rng), true), vw(random_tensor({10, 6}, rng), true);
+  Tensor seed = Tensor::empty({1}, DType::f64), other = Tensor::empty({1}, DType::f64);
+  seed.fill_(1.0);
+  other.fill_(1.0);
+  Variable loss = ops::linear_cross_entropy(vx, vw, targets, -100, ops::kLossChunkBytes, seed);
+  try {
+    backward({loss}, {other});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("but the loss was given another gradient"), std::string::npos) << e.what();
+  }
+  clear_tape();
 }
 
 // The peak of a forward and backward in an arena: the chunked op holds one chunk's logits and their

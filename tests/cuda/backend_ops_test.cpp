@@ -554,7 +554,7 @@ void add_embedding_conv_loss_cases(std::vector<Case>& cases) {
     Device where;
   };
   for (Loss z : {Loss{{9}, 37, Device::cpu}, Loss{{2, 10}, 300, Device::cuda}})
-    cases.push_back({{"cross_entropy_forward", "cross_entropy_backward"},
+    cases.push_back({{"cross_entropy_forward", "cross_entropy_backward", "cross_entropy_forward_backward"},
                      "rows " + z.rows.str() + " V=" + str(z.V) + " targets and dloss on the " + device_name(z.where),
                      kSums,
                      [z](Side& x) {
@@ -572,6 +572,12 @@ void add_embedding_conv_loss_cases(std::vector<Case>& cases) {
                        // written: the ignored rows too (to 0), nothing read of what was there (NaN)
                        backend::cross_entropy_backward(x.device, x.output("dlogits written", ls), logits, lse, targets,
                                                        dloss, count, kIgnore, true);
+                       // both in one call, for the mean over count rows
+                       Tensor loss2 = x.output("loss of both", {1}), lse2 = x.output("lse of both", {z.rows.numel()});
+                       x.result("count of both",
+                                double(backend::cross_entropy_forward_backward(
+                                    x.device, loss2, lse2, x.output("dlogits of both", ls), logits, targets, dloss,
+                                    count, kIgnore)));
                      }});
 }
 

@@ -2,10 +2,13 @@
 // the chunked loss op (ops::linear_cross_entropy) on the GPU against the CPU's.
 #include "kernels/cuda/cross_entropy.h"
 
+#include <optional>
+
 #include "autograd/ops.h"
 #include "kernel_testing.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cross_entropy.h"
+#include "recompute_testing.h"
 
 namespace linattn {
 namespace {
@@ -160,6 +163,42 @@ TEST(CudaLinearCrossEntropy, ChunksMatchTheCpu) {
   for (size_t i = 0; i < want.size(); ++i) {
     SCOPED_TRACE("output " + std::to_string(i));
     EXPECT_CLOSE(got[i], want[i], kTol);
+  }
+}
+
+// The same op on the GPU given its seed ahead (its backward in the forward pass, as the trainer
+// runs it), with host targets (some ignored) and with device targets checked before their upload,
+// float32 and bf16 products: the bits of the backward seeded afterwards.
+TEST(CudaLinearCrossEntropy, ASeedGivenAheadGivesTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(63);
+  const int64_t N = 64, V = 50, D = 24;
+  const Tensor x = random_f32({N, D}, rng, -1, 1), w = random_f32({V, D}, rng, -1, 1);
+  Tensor targets = Tensor::empty({N}, DType::i32);
+  for (int64_t i = 0; i < N; ++i) targets.data<int32_t>()[i] = int32_t(rng.below(uint64_t(V)));
+  Tensor some_ignored = targets.clone();
+  for (int64_t i = 3; i < N; i += 7) some_ignored.data<int32_t>()[i] = kIgnore;
+  for (bool device_targets : {false, true}) {
+    for (bool bf16 : {false, true}) {
+      SCOPED_TRACE(std::string(device_targets ? "device targets" : "host targets") + (bf16 ? ", bf16 products" : ""));
+      auto run = [&](bool ahead) {
+        std::optional<backend::CheckedDeviceTokens> checked;
+        if (device_targets) checked.emplace();
+        const Tensor t = device_targets ? on_device(targets) : some_ignored;
+        Variable vx(on_device(x), true);
+        Variable vw = Variable::parameter(on_device(w), Tensor::zeros(w.shape(), DType::f32, Device::cuda),
+                                          bf16 ? w.to(DType::bf16).to(Device::cuda) : Tensor());
+        Tensor seed = on_device(Tensor::empty({1}, DType::f32));
+        seed.fill_(0.25);
+        Variable loss = ops::linear_cross_entropy(vx, vw, t, kIgnore, 5 * V * 4, ahead ? seed : Tensor());
+        const Tensor value = loss.value().to(Device::cpu);
+        backward({loss}, {seed});
+        return std::vector<Tensor>{value, vx.grad().to(Device::cpu), vw.grad().to(Device::cpu)};
+      };
+      const std::vector<Tensor> ahead = run(true), after = run(false);
+      for (size_t i = 0; i < after.size(); ++i)
+        EXPECT_EQ(bitwise_difference(ahead[i], after[i]), "") << "output " << i;
+    }
   }
 }
 

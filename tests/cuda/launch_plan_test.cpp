@@ -129,6 +129,10 @@ TEST(LaunchPlan, PointwiseNormsAndReductions) {
                [&] { cuda::cross_entropy_forward(lse, m.f64(2), nullptr, logits, targets, N, V, -100); });
   expect_plans("cross_entropy_backward", cuda::cross_entropy_backward_plans(N, V),
                [&] { cuda::cross_entropy_backward(m.f32(N * V), logits, lse, targets, N, V, -100, 1.0f); });
+  expect_plans("cross_entropy_forward_backward", cuda::cross_entropy_forward_backward_plans(N, V), [&] {
+    cuda::cross_entropy_forward_backward(lse, m.f64(3), m.f32(1), m.f32(N * V), logits, targets, N, V, -100, m.f32(1),
+                                         N);
+  });
   const int64_t big = 600 * 1024;  // more elements than 1024 partial sums of 512 threads take one each
   float* g = m.f32(big);
   expect_plans("sum_squares", cuda::sum_squares_plans(big), [&] { cuda::sum_squares(m.f64(1), g, big); });
