@@ -199,7 +199,7 @@ TEST_F(BenchGpuPlan, ReadsRegistersAndTensorCoresFromTheNvccTables) {
   EXPECT_NE(dx.find("| - | - | 100% (threads) w/o regs | 1.45 | no |"), std::string::npos) << dx;
   EXPECT_NE(dx.find("(f32) |"), std::string::npos) << dx;
   // a kernel neither table lists: unknown, not guessed
-  const std::string lse = row(r.output, "cross-entropy", "lse_kernel");
+  const std::string lse = row(r.output, "cross-entropy and its backward", "lse_gradient_kernel");
   EXPECT_NE(lse.find("| - | - | 100% (threads) w/o regs | 15.52 | - |"), std::string::npos) << lse;
 }
 
