@@ -82,6 +82,15 @@ inline const Tensor& bf16_value(const Variable& v) {
   return v.bf16();
 }
 
+// The bf16 operand of the products whose output is `out`, from its gradient: the copy its writer
+// wrote beside it (Variable::grad_bf16), else one conversion into new scratch.
+inline Tensor bf16_gradient(const Variable& out) {
+  if (out.grad_bf16().defined()) return out.grad_bf16();
+  Tensor g16 = Tensor::scratch(out.grad().shape(), DType::bf16, out.device());
+  backend::convert(out.device(), g16, out.grad());
+  return g16;
+}
+
 // The value of an optional input, or an undefined tensor.
 inline Tensor value_or_none(const Variable& v) { return v.defined() ? v.value() : Tensor(); }
 

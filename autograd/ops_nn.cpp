@@ -51,8 +51,7 @@ static Variable linear_bf16(const Variable& x, const Variable& weight, const Var
       // forward: y = x W^T + b  =>  dx += dy W, dW += dy^T x, db += sum_rows dy (the first dx is
       // written, beta = 0)
       if (x.requires_grad() || weight.requires_grad()) {
-        Tensor dY16 = Tensor::scratch(dY.shape(), DType::bf16, dev);
-        backend::convert(dev, dY16, dY);
+        const Tensor dY16 = detail::bf16_gradient(out);
         if (x.requires_grad()) {
           bool fresh = false;
           const Tensor& dx = x.grad_to_write(fresh);
@@ -247,17 +246,15 @@ namespace {
 
 // The backward of y = h W^T (h [N, in], W [out, in]) for an operand h its node does not keep: dW +=
 // dy^T h, h made again by `remake` into scratch of the products' operand dtype, then dh = dy W,
-// shaped and typed like `like` (undefined unless want_dh). With bf16 products dy is converted once.
-Tensor product_backward_remaking(const Tensor& dy, const Variable& weight, bool bf16, DType operand_dtype, int64_t N,
+// shaped and typed like `like` (undefined unless want_dh). dy: the gradient of `out`, which with bf16
+// products the products read in bf16 (its copy, or converted once: detail::bf16_gradient).
+Tensor product_backward_remaking(const Variable& out, const Variable& weight, bool bf16, DType operand_dtype, int64_t N,
                                  const Variable& like, bool want_dh,
                                  const std::function<void(const Tensor& h)>& remake) {
+  const Tensor& dy = out.grad();
   const Device dev = dy.device();
   const int64_t in = weight.shape()[1], out_features = weight.shape()[0];
-  Tensor dY = dy;
-  if (bf16) {
-    dY = Tensor::scratch(dy.shape(), DType::bf16, dev);
-    backend::convert(dev, dY, dy);
-  }
+  const Tensor dY = bf16 ? detail::bf16_gradient(out) : dy;
   // dW first: the remade h goes before dh is made
   if (weight.requires_grad()) {
     const Tensor h = Tensor::scratch({N, in}, operand_dtype, dev);
@@ -305,7 +302,7 @@ Variable swiglu_linear(const Variable& gate, const Variable& up, const Variable&
       const auto [g, u] = detail::stored_alike(gate, up);
       // forward: y = h W^T, h = silu(gate) * up  =>  dW += dy^T h (h recomputed), dh = dy W, then
       // swiglu's backward
-      const Tensor dh = product_backward_remaking(out.grad(), weight, bf16, operand_dtype, N, gate.var(),
+      const Tensor dh = product_backward_remaking(out, weight, bf16, operand_dtype, N, gate.var(),
                                                   gate.var().requires_grad() || up.var().requires_grad(),
                                                   [&](const Tensor& h) { backend::swiglu_forward(dev, h, g, u); });
       if (!dh.defined()) return;
@@ -364,7 +361,7 @@ Variable rmsnorm_gate_linear(const Variable& gate, const Variable& x, const Vari
              // x, gate and rstd), dh = dy W, then the gated norm's backward
              const bool want_dh = gate.var().requires_grad() || x.var().requires_grad() || norm_weight.requires_grad();
              const Tensor dh = product_backward_remaking(
-                 out.grad(), weight, bf16, operand_dtype, N, gate.var(), want_dh, [&](const Tensor& h) {
+                 out, weight, bf16, operand_dtype, N, gate.var(), want_dh, [&](const Tensor& h) {
                    backend::rmsnorm_gate_forward(dev, h, Tensor(), rstd, xs, gs, norm_weight.value(), eps, true);
                  });
              if (!dh.defined()) return;
@@ -424,12 +421,7 @@ Variable swiglu_mlp(const Variable& x, const Variable& gate, const Variable& up,
                                    down, w_gu, w_down, kept, out = out.without_value(), N, in, I, out_features,
                                    operand, dev, bf16] {
     if (!out.grad().defined()) return;
-    Tensor dY = out.grad();
-    if (bf16) {
-      Tensor dY16 = Tensor::scratch(dY.shape(), DType::bf16, dev);
-      backend::convert(dev, dY16, dY);
-      dY = dY16;
-    }
+    const Tensor dY = bf16 ? detail::bf16_gradient(out) : out.grad();
     // forward: y = h down^T, h = silu(g) u, [g | u] = x [gate; up]^T  =>  d down += dy^T h, dh = dy down,
     // [dg | du] from SwiGLU's rule, dx += [dg | du] [gate; up], d[gate; up] += [dg | du]^T x.
     // [dg | du] first, then the recomputed h in the place dh leaves.
@@ -488,8 +480,8 @@ Variable rmsnorm(const Variable& x, const Variable& weight, double eps, int64_t 
       Tensor prior;
       const Tensor dx = x.var().requires_grad() ? x.var().grad_to_add(prior)
                                                 : Tensor::scratch(x.var().shape(), x.var().dtype(), x.var().device());
-      backend::rmsnorm_backward(weight.device(), dx, grad_or_none(weight), x.stored(), weight.value(), rstd,
-                                out.grad(), prior);
+      backend::rmsnorm_backward(weight.device(), dx, Tensor(), grad_or_none(weight), x.stored(), weight.value(),
+                                rstd, out.grad(), prior);
     });
   return out;
 }
@@ -515,21 +507,26 @@ std::pair<Variable, Variable> add_rmsnorm(const Variable& a, const Variable& b, 
   Variable sum(s, recording), out(y, recording);
   if (s16.defined()) sum.set_bf16(s16);
   if (y16.defined()) out.set_bf16(y16);
+  // Under bf16 products the backward writes ds's bf16 copy in its pass, for b (the branch: a
+  // product's output, whose backward reads the gradient in bf16) to take with ds.
+  const bool ds_copy = y16.defined() && b.requires_grad();
   if (recording)
     record({&a, &b, &weight}, [a = a.without_value(), b = b.without_value(), kept = Saved(sum), weight,
-                               rstd, out = out.without_value()] {
+                               rstd, out = out.without_value(), ds_copy] {
       // forward: s = a + b, y = rmsnorm(s)  =>  ds = (ds from s's other readers) + rmsnorm'(dy),
       // da += ds, db += ds (passed on, as add's)
       const Variable& sv = kept.var();
+      Tensor ds16;
       if (out.grad().defined()) {
         Tensor prior;
         const Tensor& ds = sv.grad_to_add(prior);
-        backend::rmsnorm_backward(weight.device(), ds, grad_or_none(weight), kept.stored(), weight.value(), rstd,
-                                  out.grad(), prior);
+        if (ds_copy) ds16 = Tensor::scratch(ds.shape(), DType::bf16, ds.device());
+        backend::rmsnorm_backward(weight.device(), ds, ds16, grad_or_none(weight), kept.stored(), weight.value(),
+                                  rstd, out.grad(), prior);
       }
       if (!sv.grad().defined()) return;
       accumulate(a, sv.grad());
-      accumulate(b, sv.grad());
+      if (b.requires_grad()) b.add_grad(sv.grad(), ds16);
     });
   return {sum, out};
 }

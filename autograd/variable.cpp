@@ -55,6 +55,7 @@ static bool held_elsewhere(const Tensor& grad) { return grad.storage().use_count
 
 const Tensor& Variable::ensure_grad() const {
   Slot& s = *slot_;
+  s.grad_bf16 = Tensor();  // the caller writes into the gradient
   if (!s.grad.defined()) {
     s.grad = Tensor::scratch_zeros(s.shape, s.dtype, s.device);
   } else if (s.shared && held_elsewhere(s.grad)) {
@@ -68,6 +69,7 @@ const Tensor& Variable::ensure_grad() const {
 
 const Tensor& Variable::grad_to_write(bool& fresh) const {
   Slot& s = *slot_;
+  s.grad_bf16 = Tensor();
   fresh = !s.grad.defined();
   if (fresh) {
     s.grad = Tensor::scratch(s.shape, s.dtype, s.device);
@@ -79,20 +81,27 @@ const Tensor& Variable::grad_to_write(bool& fresh) const {
 
 const Tensor& Variable::grad_to_add(Tensor& prior) const {
   Slot& s = *slot_;
+  s.grad_bf16 = Tensor();
   prior = s.grad;
   if (!s.grad.defined() || (s.shared && held_elsewhere(s.grad))) s.grad = Tensor::scratch(s.shape, s.dtype, s.device);
   s.shared = false;
   return s.grad;
 }
 
-void Variable::add_grad(const Tensor& g) const {
+void Variable::add_grad(const Tensor& g, const Tensor& g16) const {
   Slot& s = *slot_;
   LINATTN_CHECK(g.shape() == s.shape && g.dtype() == s.dtype, "add_grad: a gradient ", g.str(), " for a ",
                 dtype_name(s.dtype), s.shape.str(), " variable");
+  LINATTN_CHECK(!g16.defined() || (g16.dtype() == DType::bf16 && g16.shape() == s.shape), "add_grad: the copy ",
+                g16.str(), " of a gradient ", g.str());
   if (!s.grad.defined()) {
     s.grad = g;  // forward: the first contribution  =>  taken as it is
+    s.grad_bf16 = g16;
     s.shared = true;
-  } else if (s.shared && held_elsewhere(s.grad)) {
+    return;
+  }
+  s.grad_bf16 = Tensor();  // a sum now
+  if (s.shared && held_elsewhere(s.grad)) {
     Tensor sum = Tensor::scratch(s.shape, s.dtype, s.device);  // out of place: the old buffer is not ours
     backend::add(s.device, sum, s.grad, g);
     s.grad = sum;

@@ -59,8 +59,14 @@ class Variable {
   const Tensor& grad_to_add(Tensor& prior) const;
   // grad += g (same shape). The first gradient is taken as it is, without a copy: g is then shared,
   // and is not written through this Variable while another tensor views it (a later add makes a new
-  // buffer).
-  void add_grad(const Tensor& g) const;
+  // buffer). g16: g's bf16 copy, as the kernel that wrote g wrote it beside g (ops::add_rmsnorm's
+  // norm backward), kept with the gradient while it is g as it is (grad_bf16).
+  void add_grad(const Tensor& g, const Tensor& g16 = {}) const;
+  // The gradient's bf16 copy: the bf16 operand of the products whose output this Variable is (their
+  // backward reads it instead of converting the gradient). Undefined unless the gradient is a first
+  // contribution that came with one (add_grad); dropped as soon as anything is added to or written
+  // into the gradient (ensure_grad, grad_to_write, grad_to_add, a second add_grad).
+  const Tensor& grad_bf16() const { return slot_->grad_bf16; }
 
   // A bfloat16 copy of the value for the bf16 matrix products, shared by every copy of this
   // Variable: a parameter's is set when it is made (and rewritten by the optimizer); any other's is
@@ -71,6 +77,7 @@ class Variable {
  private:
   struct Slot {
     Tensor grad;
+    Tensor grad_bf16;  // grad rounded, where its writer wrote that beside it (grad_bf16())
     Tensor bf16;
     Shape shape;
     DType dtype = DType::f32;

@@ -381,14 +381,17 @@ StepShape gla_step(const std::string& name, int64_t B, int64_t T, int64_t H, int
 }
 
 // RMSNorm's backward, in one launch: reads x (the kept bf16 copy under bf16), dy, rstd, writes dx as
-// the prior gradient plus the norm's part (its dx blocks), reads x and dy again for the weight
-// gradient's column sums (its dw blocks), and its last block adds the chunks' partial sums.
-void rmsnorm_backward(std::vector<Launch>& bwd, const std::string& name, int64_t N, int64_t D, bool bf16) {
+// the prior gradient plus the norm's part (its dx blocks; with dx_copy also dx's bf16 copy, the
+// operand of the products of add_rmsnorm's branch), reads x and dy again for the weight gradient's
+// column sums (its dw blocks), and its last block adds the chunks' partial sums.
+void rmsnorm_backward(std::vector<Launch>& bwd, const std::string& name, int64_t N, int64_t D, bool bf16,
+                      bool dx_copy = false) {
   const double n = double(N) * D, x_bytes = bf16 ? 2 : kF32;
   const cu::RowChunks chunks = cu::row_chunks(N, (D + 31) / 32, D);
   append(bwd, launches(name + " backward", cu::rmsnorm_backward_plans(N, D, true),
                        {{9 * n + double(chunks.count) * D,
-                         n * (2 * x_bytes + 4 * kF32) + kF32 * (2 * N + double(chunks.count + 2) * D)}}));
+                         n * (2 * x_bytes + 4 * kF32 + (dx_copy ? 2 : 0)) +
+                             kF32 * (2 * N + double(chunks.count + 2) * D)}}));
 }
 
 // RMSNorm of N rows of D: forward reads x, writes y and rstd, and under bf16 (a SaveInBf16 scope) the
@@ -403,13 +406,15 @@ void rmsnorm(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::stri
 
 // The residual sum and its norm in one pass (ops::add_rmsnorm): the forward reads the stream and the
 // branch's output and writes their sum, y and rstd (under bf16 also the copies of y and of the sum);
-// the backward is RMSNorm's, whose dx is written as the gradient passed on plus the norm's part.
+// the backward is RMSNorm's, whose dx is written as the gradient passed on plus the norm's part, and
+// under bf16 its copy, which the branch's product reads (branch_copy: where the branch's gradient
+// reaches its product as it is; across a recomputed region's edge it is converted there instead).
 void add_rmsnorm(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const std::string& name, int64_t N, int64_t D,
-                 bool bf16) {
+                 bool bf16, bool branch_copy) {
   const double n = double(N) * D;
   append(fwd, launches(name + " forward", cu::rmsnorm_forward_plans(N, D),
                        {{5 * n, n * (4 * kF32 + (bf16 ? 4 : 0)) + kF32 * N}}));
-  rmsnorm_backward(bwd, name, N, D, bf16);
+  rmsnorm_backward(bwd, name, N, D, bf16, bf16 && branch_copy);
 }
 
 void pointwise_op(std::vector<Launch>& to, const std::string& op, const std::string& functor, int64_t n, int reads,
@@ -436,6 +441,14 @@ void bf16_conversions(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const 
   }
   for (int64_t n : gradients) bwd.push_back(conversion("gradient into bf16 for its products", n, true));
   for (int64_t n : widened) bwd.push_back(conversion("saved activation widened", n, false));
+}
+
+// The output gradients a layer's products convert into their bf16 operand: o_proj's and down_proj's
+// come with their bf16 copy from the next norm's backward (ops::add_rmsnorm), but for down_proj's
+// under recomputation, which reaches it from the next region's replay as float32 (n elements).
+std::vector<int64_t> region_gradients(const StepShape& s, int64_t n) {
+  if (s.recompute == ops::Recompute::none) return {};
+  return {n};
 }
 
 // The per-head RMSNorm and swish gate of a mixer's output, h = silu(g) * rmsnorm(o), in one pass that
@@ -511,7 +524,7 @@ LayerPlan gla_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const St
                     MatmulPrecision precision) {
   const bool gemm_bf16 = precision == MatmulPrecision::bf16;  // the GEMMs' operand bytes
   const int64_t N = s.B * s.T, d = s.d, I = s.intermediate, rank = 16, kd = l.H * l.Dk, vd = l.H * l.Dv;
-  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d, gemm_bf16);
+  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d, gemm_bf16, s.recompute == ops::Recompute::none);
   projections(fwd, bwd, "q, k, v, g_proj and gk_proj.0", N, d, 2 * kd + 2 * vd + rank, gemm_bf16);
   // gk_proj.1, its bias and logsigmoid / 16 as one node (ops::linear_activation): the bias pass reads
   // the product and writes the gate and (bf16) the kept input's copy; its backward reads that and
@@ -532,11 +545,11 @@ LayerPlan gla_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, const St
   append(fwd, mixer_fwd);
   gated_norm(fwd, bwd, N * l.H, l.Dv, gemm_bf16);
   linear(fwd, bwd, "o_proj", N, vd, d, gemm_bf16);
-  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d, gemm_bf16);
+  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d, gemm_bf16, true);
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, mixer_bwd);
-  // saved: the gate (by GLA); gradients: o_proj's and down_proj's
-  if (gemm_bf16) bf16_conversions(fwd, bwd, {N * kd}, {N * d, N * d}, {});
+  // saved: the gate (by GLA); gradients: down_proj's across a recomputed region's edge
+  if (gemm_bf16) bf16_conversions(fwd, bwd, {N * kd}, region_gradients(s, N * d), {});
   return {d * (2 * kd + 2 * vd + rank) + rank * kd + kd + l.Dv + vd * d + 2 * d + 3 * d * I,
           {N * d, N * d},  // o_proj, down_proj
           {N * kd, N * kd, N * vd, N * vd, N * rank, N * kd, N * d, N * d}};
@@ -551,7 +564,7 @@ LayerPlan gated_deltanet_layer(std::vector<Launch>& fwd, std::vector<Launch>& bw
                                const LayerShape& l, MatmulPrecision precision) {
   const bool gemm_bf16 = precision == MatmulPrecision::bf16;
   const int64_t N = s.B * s.T, d = s.d, I = s.intermediate, kd = l.H * l.Dk, vd = l.H * l.Dv, W = l.conv;
-  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d, gemm_bf16);
+  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d, gemm_bf16, s.recompute == ops::Recompute::none);
   // the normed input's readers: this product, a_proj and g_proj (the last, whose dx is written)
   projections(fwd, bwd, "q, k, v, b_proj", N, d, 2 * kd + vd + l.H, gemm_bf16, true);
   const std::string silu = cu::activation_functor("ActivationForward", Activation::silu);
@@ -593,7 +606,7 @@ LayerPlan gated_deltanet_layer(std::vector<Launch>& fwd, std::vector<Launch>& bw
   linear(fwd, bwd, "g_proj", N, d, vd, gemm_bf16);
   gated_norm(fwd, bwd, N * l.H, l.Dv, gemm_bf16);
   linear(fwd, bwd, "o_proj", N, vd, d, gemm_bf16);
-  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d, gemm_bf16);
+  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d, gemm_bf16, true);
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, mixer_bwd);
   // saved: the convolutions' outputs (by SiLU), q and k normed, v, beta, a_proj's output (by the
@@ -604,7 +617,9 @@ LayerPlan gated_deltanet_layer(std::vector<Launch>& fwd, std::vector<Launch>& bw
     // without convolutions SiLU keeps the split's outputs, whose copies the split wrote
     std::vector<int64_t> saved = {N * kd, N * kd, N * vd, N * l.H, N * l.H, N * l.H, N * vd};
     if (W > 0) saved.insert(saved.end(), {N * kd, N * kd, N * vd});
-    bf16_conversions(fwd, bwd, saved, {N * l.H, N * vd, N * d, N * d},
+    std::vector<int64_t> gradients = {N * l.H, N * vd};
+    for (int64_t n : region_gradients(s, N * d)) gradients.push_back(n);
+    bf16_conversions(fwd, bwd, saved, gradients,
                      {N * kd, N * kd, N * vd, N * l.H, N * l.H, N * l.H, N * kd, N * kd, N * vd});
   }
   return {d * (2 * kd + vd + l.H) + (2 * kd + vd) * W + d * l.H + 2 * l.H + d * vd + l.Dv + vd * d + 2 * d + 3 * d * I,
@@ -619,7 +634,7 @@ LayerPlan attention_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, co
                           MatmulPrecision precision) {
   const bool gemm_bf16 = precision == MatmulPrecision::bf16;
   const int64_t N = s.B * s.T, d = s.d, I = s.intermediate, qd = l.H * l.Dk, kvd = l.Hkv * l.Dk;
-  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d, gemm_bf16);
+  add_rmsnorm(fwd, bwd, "residual + attn_norm", N, d, gemm_bf16, s.recompute == ops::Recompute::none);
   projections(fwd, bwd, "q, k, v_proj", N, d, qd + 2 * kvd, gemm_bf16);
   for (auto [name, n] : {std::pair{"q", N * qd}, {"k", N * kvd}}) {
     const std::string op = std::string("rope on ") + name;
@@ -641,12 +656,12 @@ LayerPlan attention_layer(std::vector<Launch>& fwd, std::vector<Launch>& bwd, co
   }
   append(fwd, core_fwd);
   linear(fwd, bwd, "o_proj", N, qd, d, gemm_bf16);
-  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d, gemm_bf16);
+  add_rmsnorm(fwd, bwd, "residual + mlp_norm", N, d, gemm_bf16, true);
   swiglu_mlp(fwd, bwd, N, d, I, gemm_bf16);
   append(bwd, core_bwd);
-  // saved: q and k after RoPE, the output (by attention's and o_proj's nodes); gradients: o_proj's,
-  // down_proj's
-  if (gemm_bf16) bf16_conversions(fwd, bwd, {N * qd, N * kvd, N * qd}, {N * d, N * d}, {});
+  // saved: q and k after RoPE, the output (by attention's and o_proj's nodes); gradients: down_proj's
+  // across a recomputed region's edge
+  if (gemm_bf16) bf16_conversions(fwd, bwd, {N * qd, N * kvd, N * qd}, region_gradients(s, N * d), {});
   return {d * (qd + 2 * kvd) + qd * d + 2 * d + 3 * d * I,
           {N * d, N * d},  // o_proj, down_proj
           {N * qd, N * kvd, N * kvd, N * qd, N * d, N * d}};

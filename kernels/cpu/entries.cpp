@@ -328,12 +328,16 @@ void add_rmsnorm_forward(In s, In y, In y16, In s16, In rstd, In a, In b, In w, 
   });
 }
 
-void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy, In prior) {
+void rmsnorm_backward(In dx, In dx16, In dw, In x, In w, In rstd, In dy, In prior) {
+  LINATTN_CHECK(!dx16.defined() ||
+                    (dx16.dtype() == DType::bf16 && dx.dtype() == DType::f32 && dx16.numel() == dx.numel()),
+                "rmsnorm_backward: the copy ", dx16.str(), " of dx ", dx.str(), " must be bf16 of a float32 dx");
   floating_kept("rmsnorm", dy, x, [&](auto t, auto kept) {
     using T = decltype(t);
     using X = decltype(kept);
-    cpu::rmsnorm_backward<T, X>(dx.data<T>(), ptr<T>(dw), x.data<X>(), w.data<T>(), rstd.data<T>(), dy.data<T>(),
-                                ptr<T>(prior), x.shape().rows(), x.shape().last(), norm_groups(x, rstd));
+    cpu::rmsnorm_backward<T, X>(dx.data<T>(), ptr<bfloat16>(dx16), ptr<T>(dw), x.data<X>(), w.data<T>(),
+                                rstd.data<T>(), dy.data<T>(), ptr<T>(prior), x.shape().rows(), x.shape().last(),
+                                norm_groups(x, rstd));
   });
 }
 

@@ -74,8 +74,8 @@ void add_rmsnorm_forward(T* s, T* y, bfloat16* y16, bfloat16* s16, T* rstd, cons
 }
 
 template <class T, class X>
-void rmsnorm_backward(T* dx, T* dw, const X* x, const T* w, const T* rstd, const T* dy, const T* prior, int64_t N,
-                      int64_t D, int64_t G) {
+void rmsnorm_backward(T* dx, bfloat16* dx16, T* dw, const X* x, const T* w, const T* rstd, const T* dy,
+                      const T* prior, int64_t N, int64_t D, int64_t G) {
   // forward, per group row: xhat = x r, y = xhat w, r = (mean(x^2) + eps)^-1/2 (the mean over the group)
   //   =>  dw += sum_rows dy xhat,  dx = prior + r (dy w - xhat mean(dy w xhat))
   const int64_t Dg = D / G;
@@ -97,6 +97,8 @@ void rmsnorm_backward(T* dx, T* dw, const X* x, const T* w, const T* rstd, const
       dxi[j] += rs * (dyi[j] * wi[j] - xhat * mean);
       if (dwi) dwi[j] += dyi[j] * xhat;
     }
+    if (dx16)
+      for (int64_t j = 0; j < Dg; ++j) dx16[r * Dg + j] = from_float(float(dxi[j]));
   });
 }
 
@@ -191,8 +193,8 @@ void l2norm_backward(T* dx, const Y* y, const T* r, const T* dy, int64_t N, int6
   template void rmsnorm_forward<T>(T*, bfloat16*, bfloat16*, T*, const T*, const T*, int64_t, int64_t, T, int64_t); \
   template void add_rmsnorm_forward<T>(T*, T*, bfloat16*, bfloat16*, T*, const T*, const T*, const T*, int64_t,       \
                                        int64_t, T);                                                          \
-  template void rmsnorm_backward<T, T>(T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t, int64_t,    \
-                                       int64_t);                                                             \
+  template void rmsnorm_backward<T, T>(T*, bfloat16*, T*, const T*, const T*, const T*, const T*, const T*, int64_t, \
+                                       int64_t, int64_t);                                                    \
   template void l2norm_forward<T>(T*, T*, const T*, int64_t, int64_t, T);                                   \
   template void l2norm_backward<T, T>(T*, const T*, const T*, const T*, int64_t, int64_t);
 INSTANTIATE(float)
@@ -215,7 +217,7 @@ template void rmsnorm_gate_backward<float, bfloat16>(float*, float*, float*, con
                                                      const float*, const float*, const float*, int64_t, int64_t, bool);
 
 // float32 backwards reading a bf16 copy (stored.h)
-template void rmsnorm_backward<float, bfloat16>(float*, float*, const bfloat16*, const float*, const float*,
+template void rmsnorm_backward<float, bfloat16>(float*, bfloat16*, float*, const bfloat16*, const float*, const float*,
                                                 const float*, const float*, int64_t, int64_t, int64_t);
 template void l2norm_backward<float, bfloat16>(float*, const bfloat16*, const float*, const float*, int64_t, int64_t);
 

@@ -23,10 +23,10 @@ void add_rmsnorm_forward(T* s, T* y, bfloat16* y16, bfloat16* s16, T* rstd, cons
                          int64_t N, int64_t D, T eps);
 // dx = prior + the norm's part: prior is dx itself (+=), null (=: the first writer) or another
 // gradient (out of place: the residual stream's gradient passed on, read but not written).
-// dx, prior: [N, D]; dw: [D] (+=, may be null); dy: [N, D]
+// dx, prior: [N, D]; dx16: dx's bf16 copy (dx rounded), or null; dw: [D] (+=, may be null); dy: [N, D]
 template <class T, class X = T>
-void rmsnorm_backward(T* dx, T* dw, const X* x, const T* w, const T* rstd, const T* dy, const T* prior, int64_t N,
-                      int64_t D, int64_t G = 1);
+void rmsnorm_backward(T* dx, bfloat16* dx16, T* dw, const X* x, const T* w, const T* rstd, const T* dy,
+                      const T* prior, int64_t N, int64_t D, int64_t G = 1);
 
 // The swish-gated RMSNorm of a mixer's output (fla's FusedRMSNormSwishGate), h = silu(gate) *
 // rmsnorm(x) per row, in one pass: what GLA's and Gated DeltaNet's output projections multiply.

@@ -236,10 +236,13 @@ void add_rmsnorm_forward(In s, In y, In y16, In s16, In rstd, In a, In b, In w, 
                             a.shape().rows(), a.shape().last(), float(eps));
 }
 
-void rmsnorm_backward(In dx, In dw, In x, In w, In rstd, In dy, In prior) {
+void rmsnorm_backward(In dx, In dx16, In dw, In x, In w, In rstd, In dy, In prior) {
   require_f32("rmsnorm", dy);
+  LINATTN_CHECK(!dx16.defined() || (dx16.dtype() == DType::bf16 && dx16.numel() == dx.numel()),
+                "rmsnorm_backward: the copy ", dx16.str(), " of dx ", dx.str(), " must be bf16");
   cuda::rmsnorm_backward(f32(dx), f32(dw), floats("rmsnorm", x), f32(w), f32(rstd), f32(dy), f32(prior),
-                         x.shape().rows(), x.shape().last(), norm_groups(x, rstd));
+                         x.shape().rows(), x.shape().last(), norm_groups(x, rstd),
+                         dx16.defined() ? static_cast<uint16_t*>(dx16.raw()) : nullptr);
 }
 
 void rmsnorm_gate_forward(In h, In x16, In rstd, In x, In gate, In w, double eps, bool rstd_given) {

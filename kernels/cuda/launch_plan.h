@@ -67,7 +67,8 @@ inline constexpr int kCrossEntropyRowThreads = 512;
 inline constexpr int kCrossEntropySumThreads = 1024;
 LaunchPlans cross_entropy_forward_plans(int64_t N, int64_t V);
 LaunchPlans cross_entropy_backward_plans(int64_t N, int64_t V);
-LaunchPlans cross_entropy_forward_backward_plans(int64_t N, int64_t V);  // the forward's, its row kernel writing dlogits
+// the forward's, its row kernel writing dlogits too
+LaunchPlans cross_entropy_forward_backward_plans(int64_t N, int64_t V);
 
 // ---- optimizer.cu ----
 inline constexpr int kSumSquaresThreads = 512;

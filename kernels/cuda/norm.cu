@@ -65,9 +65,10 @@ __device__ void finish_dw_block(float* dw, float acc, int64_t chunk, int64_t j, 
 }
 
 // forward: xhat = x r, y = xhat w, r = (mean(x^2) + eps)^-1/2
-//   =>  dx = prior + r (dy w - xhat mean(dy w xhat))  (prior: dx itself, null or another gradient)
-__device__ void rmsnorm_dx_row(float* dx, Floats x, const float* w, const float* rstd, const float* dy,
-                               const float* prior, int64_t row, int64_t Dg, int64_t G) {
+//   =>  dx = prior + r (dy w - xhat mean(dy w xhat))  (prior: dx itself, null or another gradient);
+// dx16: dx's bf16 copy, or null
+__device__ void rmsnorm_dx_row(float* dx, uint16_t* dx16, Floats x, const float* w, const float* rstd,
+                               const float* dy, const float* prior, int64_t row, int64_t Dg, int64_t G) {
   const int lane = threadIdx.x;
   const Floats xr = x + row * Dg;
   const float* dyr = dy + row * Dg;
@@ -78,20 +79,23 @@ __device__ void rmsnorm_dx_row(float* dx, Floats x, const float* w, const float*
   const float mean = warp_sum(dot) / float(Dg);
   float* dxr = dx + row * Dg;
   const float* before = prior ? prior + row * Dg : nullptr;  // may be dxr: each element read, then written
-  for (int64_t j = lane; j < Dg; j += 32)
-    dxr[j] = (before ? before[j] : 0.0f) + r * (dyr[j] * wr[j] - xr[j] * r * mean);
+  for (int64_t j = lane; j < Dg; j += 32) {
+    const float d = (before ? before[j] : 0.0f) + r * (dyr[j] * wr[j] - xr[j] * r * mean);
+    dxr[j] = d;
+    if (dx16) dx16[row * Dg + j] = bf16_bits_from_float(d);
+  }
 }
 
 // forward: y = xhat w  =>  dw += sum over rows of dy xhat. A dw block takes 32 columns of one chunk
 // of rows, its kLanes row lanes split the rows, and lane 0 adds the lanes in order into the chunk's
 // partial sums, which the last dw block adds into dw (column_sums.cuh). Rows are whole rows of D
 // here; column j is in group j / Dg, whose rstd is rstd[i G + j / Dg].
-__global__ void rmsnorm_backward_kernel(float* dx, float* dw, Floats x, const float* w, const float* rstd,
-                                        const float* dy, const float* prior, int64_t N, int64_t D, int64_t G,
-                                        int64_t rows_per_chunk, int64_t dw_tiles, int64_t dw_blocks) {
+__global__ void rmsnorm_backward_kernel(float* dx, uint16_t* dx16, float* dw, Floats x, const float* w,
+                                        const float* rstd, const float* dy, const float* prior, int64_t N, int64_t D,
+                                        int64_t G, int64_t rows_per_chunk, int64_t dw_tiles, int64_t dw_blocks) {
   if (int64_t(blockIdx.x) >= dw_blocks) {
     const int64_t row = (int64_t(blockIdx.x) - dw_blocks) * kLanes + threadIdx.y;
-    if (row < N * G) rmsnorm_dx_row(dx, x, w, rstd, dy, prior, row, D / G, G);  // a whole warp or none
+    if (row < N * G) rmsnorm_dx_row(dx, dx16, x, w, rstd, dy, prior, row, D / G, G);  // a whole warp or none
     return;
   }
   const int64_t tile = int64_t(blockIdx.x) % dw_tiles, chunk = int64_t(blockIdx.x) / dw_tiles;
@@ -227,12 +231,12 @@ void add_rmsnorm_forward(float* s, float* y, uint16_t* y16, uint16_t* s16, float
 }
 
 void rmsnorm_backward(float* dx, float* dw, Floats x, const float* w, const float* rstd, const float* dy,
-                      const float* prior, int64_t N, int64_t D, int64_t G) {
+                      const float* prior, int64_t N, int64_t D, int64_t G, uint16_t* dx16) {
   if (N == 0 || D == 0) return;
   const RowChunks chunks = row_chunks(N, (D + 31) / 32, D);
   const int64_t tiles = (D + 31) / 32, dw_blocks = dw ? tiles * chunks.count : 0;
   LINATTN_LAUNCH_PLAN(rmsnorm_backward_plans(N, D, dw != nullptr, G)[0], stream(), rmsnorm_backward_kernel)(
-      dx, dw, x, w, rstd, dy, prior, N, D, G, chunks.rows, tiles, dw_blocks);
+      dx, dx16, dw, x, w, rstd, dy, prior, N, D, G, chunks.rows, tiles, dw_blocks);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

@@ -23,9 +23,9 @@ void rmsnorm_forward(float* y, uint16_t* y16, uint16_t* x16, float* rstd, const 
 void add_rmsnorm_forward(float* s, float* y, uint16_t* y16, uint16_t* s16, float* rstd, const float* a,
                          const float* b, const float* w, int64_t N, int64_t D, float eps);
 // dx = prior + the norm's part: prior is dx itself (+=), null (=) or another gradient (out of place).
-// dx, prior: [N, D]; dw: [D] (+=, may be null); dy: [N, D]
+// dx, prior: [N, D]; dw: [D] (+=, may be null); dy: [N, D]; dx16: dx's bf16 copy (bits), or null
 void rmsnorm_backward(float* dx, float* dw, Floats x, const float* w, const float* rstd, const float* dy,
-                      const float* prior, int64_t N, int64_t D, int64_t G = 1);
+                      const float* prior, int64_t N, int64_t D, int64_t G = 1, uint16_t* dx16 = nullptr);
 // h = silu(gate) * rmsnorm(x) per row (fla's FusedRMSNormSwishGate). h: [R, D] float32 or bf16, or null
 // (rstd only); x16: x's bf16 copy (bits) or null; rstd: [R], written, or read with rstd_given; x, gate:
 // [R, D] (kept copies alike); w: [D]
@@ -48,7 +48,7 @@ inline void add_rmsnorm_forward(float*, float*, uint16_t*, uint16_t*, float*, co
   LINATTN_NO_CUDA();
 }
 inline void rmsnorm_backward(float*, float*, Floats, const float*, const float*, const float*, const float*, int64_t,
-                             int64_t, int64_t = 1) {
+                             int64_t, int64_t = 1, uint16_t* = nullptr) {
   LINATTN_NO_CUDA();
 }
 inline void rmsnorm_gate_forward(FloatsOut, uint16_t*, float*, Floats, Floats, const float*, int64_t, int64_t, float,

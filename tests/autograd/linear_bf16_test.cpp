@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "autograd/saved.h"
 #include "core/rng.h"
 #include "gemm_bf16_reference.h"
 #include "kernels/backend.h"
+#include "recompute_testing.h"
 #include "testing.h"
 
 namespace linattn {
@@ -170,6 +172,47 @@ TEST(LinearBf16, AWeightWithoutACopyStaysFloat32) {
   const HostMatrix c = matrix(y.value(), 4, 3, false), X = matrix(x, 4, 8, false), W = matrix(w, 3, 8, false);
   const testing::WorstEntry e = testing::worst_entry(c, testing::gemm_reference(false, true, 4, 3, 8, 1, X, W, 0, c, 0));
   EXPECT_LE(e.ratio, 1.0) << "float32 y against float64: error " << e.error << " over " << e.bound;
+}
+
+// A residual sum's norm behind a bf16 product (ops::add_rmsnorm(a, linear(x, W), ...), as the model's
+// blocks have it): the norm's backward writes the sum's gradient and its bf16 copy in one pass, the
+// branch takes both, and the product's backward reads the copy: no conversion of that gradient.
+TEST(LinearBf16, TheBranchGradientsCopyFromTheNormsBackwardIsTheProductsOperand) {
+  Rng rng(33);
+  const int64_t in = 24, d = 40;
+  Tensor x = testing::random_tensor({2, 5, in}, rng, -1, 1, DType::f32);
+  Tensor a = testing::random_tensor({2, 5, d}, rng, -1, 1, DType::f32);
+  Tensor w = testing::random_tensor({d, in}, rng, -1, 1, DType::f32);
+  Tensor norm_w = testing::random_tensor({d}, rng, 0.5, 1.5, DType::f32);
+  Tensor dy = testing::random_tensor({2, 5, d}, rng, -1, 1, DType::f32);
+  Variable xv(x, true), av(a, true), wv = bf16_parameter(w), nv(norm_w, true);
+  Variable branch, y;
+  {
+    ops::SaveInBf16 bf16_saves(true);
+    branch = ops::linear(xv, wv);
+    y = ops::add_rmsnorm(av, branch, nv, 1e-6).second;
+  }
+  backend::ConversionLog log;
+  backward({y}, {dy});
+  ASSERT_TRUE(branch.grad().defined());
+  ASSERT_TRUE(branch.grad_bf16().defined()) << "the norm's backward wrote no copy";
+  EXPECT_EQ(testing::bitwise_difference(branch.grad_bf16(), branch.grad().to(DType::bf16)), "")
+      << "the copy is the gradient rounded";
+  for (const backend::ConversionLog::Entry& e : log.entries())
+    EXPECT_NE(e.from, branch.grad().raw()) << "the product's backward converted the gradient it had a copy of";
+  // a second contribution makes a sum the copy is not of
+  Variable v(Tensor::zeros({3}, DType::f32), true);
+  const Tensor g = Tensor::zeros({3}, DType::f32), g16 = Tensor::zeros({3}, DType::bf16);
+  v.add_grad(g, g16);
+  EXPECT_TRUE(v.grad_bf16().defined());
+  v.add_grad(g);
+  EXPECT_FALSE(v.grad_bf16().defined()) << "kept with a sum";
+  v.add_grad(Tensor::zeros({3}, DType::f32), g16);
+  EXPECT_FALSE(v.grad_bf16().defined()) << "a copy of one contribution kept with a sum";
+  Variable u(Tensor::zeros({3}, DType::f32), true);
+  u.add_grad(g, g16);
+  u.ensure_grad();
+  EXPECT_FALSE(u.grad_bf16().defined()) << "kept with a gradient handed out to be written";
 }
 
 }  // namespace

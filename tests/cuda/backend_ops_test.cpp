@@ -459,7 +459,7 @@ void add_bias_and_norm_cases(std::vector<Case>& cases) {
                        backend::rmsnorm_forward(x.device, x.output("y", s), {}, {}, rstd, in, w, eps);
                        Tensor dx = x.accumulated("dx", s), dwt = dw ? x.accumulated("dw", d) : Tensor();
                        Tensor dy = x.input(s);
-                       backend::rmsnorm_backward(x.device, dx, dwt, in, w, rstd, dy, dx);
+                       backend::rmsnorm_backward(x.device, dx, Tensor(), dwt, in, w, rstd, dy, dx);
                      }});
   // the residual sum and its norm in one pass; the backward's dx written (no prior) and out of place
   for (const Rms& z : {Rms{{2, 7, 37}, true}, Rms{{300, 64}, false}})
@@ -472,9 +472,10 @@ void add_bias_and_norm_cases(std::vector<Case>& cases) {
                        Tensor sum = x.output("s", s), rstd = x.output("rstd", rows);
                        backend::add_rmsnorm_forward(x.device, sum, x.output("y", s), {}, {}, rstd, a, b, w, eps);
                        Tensor dwt = dw ? x.accumulated("dw", d) : Tensor(), dy = x.input(s), prior = x.input(s);
-                       backend::rmsnorm_backward(x.device, x.output("dx written", s), dwt, sum, w, rstd, dy, {});
-                       backend::rmsnorm_backward(x.device, x.output("dx out of place", s), Tensor(), sum, w, rstd,
-                                                 dy, prior);
+                       backend::rmsnorm_backward(x.device, x.output("dx written", s), Tensor(), dwt, sum, w, rstd, dy,
+                                                 {});
+                       backend::rmsnorm_backward(x.device, x.output("dx out of place", s), Tensor(), Tensor(), sum,
+                                                 w, rstd, dy, prior);
                      }});
   // the swish-gated norm of a mixer's output: rows past one chunk and D off 32; the backward added
   // into (with dw) and written (without)

@@ -173,7 +173,7 @@ TEST(CudaKeptInBf16, NormBackwardsReadTheCopy) {
       backend::rmsnorm_forward(device, y, {}, {}, rstd, on(device, x), on(device, w), 1e-6);
       expect_same_from_the_copy(device, x, [&](const Tensor& kept) {
         const Tensor dx = on(device, dx0), dw = on(device, dw0);
-        backend::rmsnorm_backward(device, dx, dw, kept, on(device, w), rstd, on(device, dy), dx);
+        backend::rmsnorm_backward(device, dx, Tensor(), dw, kept, on(device, w), rstd, on(device, dy), dx);
         return std::vector<Tensor>{host(dx), host(dw)};
       });
     }
@@ -208,6 +208,34 @@ TEST(CudaKeptInBf16, RmsnormWritesTheCopiesInItsPass) {
       EXPECT_EQ(bitwise_difference(host(rstd), host(plain_rstd)), "");
       EXPECT_EQ(bitwise_difference(host(y16), host(y).to(DType::bf16)), "");
       EXPECT_EQ(bitwise_difference(host(x16), x.to(DType::bf16)), "");
+    }
+}
+
+// rmsnorm's backward writes dx's bf16 copy in its pass (ops::add_rmsnorm's, for the products of its
+// branch): dx rounded, and dx as without it, whether dx is written, added to in place or out of place.
+TEST(CudaKeptInBf16, RmsnormBackwardWritesTheCopyOfDxInItsPass) {
+  Rng rng(6);
+  const int64_t N = 37, D = 96;
+  const Tensor x = random_f32({N, D}, rng, -3, 3), w = random_f32({D}, rng), dy = random_f32({N, D}, rng);
+  const Tensor dx0 = random_f32({N, D}, rng);
+  for (Device device : devices())
+    for (const char* prior : {"none", "in place", "out of place"}) {
+      SCOPED_TRACE(std::string(device_name(device)) + ", prior " + prior);
+      auto zeros = [&](const Shape& s, DType t) { return Tensor::zeros(s, t, device); };
+      const Tensor y = zeros({N, D}, DType::f32), rstd = zeros({N}, DType::f32);
+      backend::rmsnorm_forward(device, y, {}, {}, rstd, on(device, x), on(device, w), 1e-6);
+      auto run = [&](const Tensor& dx16) {
+        const Tensor dx = on(device, dx0), other = on(device, dx0);
+        const std::string p = prior;
+        const Tensor from = p == "none" ? Tensor() : p == "in place" ? dx : other;
+        backend::rmsnorm_backward(device, dx, dx16, Tensor(), on(device, x), on(device, w), rstd, on(device, dy),
+                                  from);
+        return host(dx);
+      };
+      const Tensor dx16 = zeros({N, D}, DType::bf16);
+      const Tensor with_copy = run(dx16), plain = run(Tensor());
+      EXPECT_EQ(bitwise_difference(with_copy, plain), "");
+      EXPECT_EQ(bitwise_difference(host(dx16), plain.to(DType::bf16)), "") << "the copy: dx rounded";
     }
 }
 
