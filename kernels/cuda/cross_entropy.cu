@@ -8,18 +8,23 @@ namespace linattn::cuda {
 
 namespace {
 
-// One block per row: the row's max, then the sum of exp(logit - max), each a strided pass by the
-// block's threads and a block reduction (the second pass reads the row from L2). Threads:
-// kCrossEntropyRowThreads (launch_plan.h).
-__global__ void lse_kernel(float* lse, const float* logits, int64_t V) {
-  const float* row = logits + int64_t(blockIdx.x) * V;
+// The log-sum-exp of one row of V logits, by its block: the row's max, then the sum of
+// exp(logit - max), each a strided pass by the block's threads and a block reduction (the second
+// pass reads the row from L2); the same value in every thread.
+__device__ float row_lse(const float* row, int64_t V) {
   float m = -INFINITY;
   for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, row[j]);
   m = block_max(m);
   float sum = 0;
   for (int64_t j = threadIdx.x; j < V; j += blockDim.x) sum += expf(row[j] - m);
   sum = block_sum(sum);
-  if (threadIdx.x == 0) lse[blockIdx.x] = m + logf(sum);
+  return m + logf(sum);
+}
+
+// One block per row (kCrossEntropyRowThreads threads, launch_plan.h): its log-sum-exp.
+__global__ void lse_kernel(float* lse, const float* logits, int64_t V) {
+  const float l = row_lse(logits + int64_t(blockIdx.x) * V, V);
+  if (threadIdx.x == 0) lse[blockIdx.x] = l;
 }
 
 // lse_kernel, then the row's gradient as cross_entropy_backward_kernel writes it (write, the scale
@@ -29,14 +34,8 @@ __global__ void lse_gradient_kernel(float* lse, FloatsOut dlogits, const float* 
                                     int64_t V, int32_t ignore_index, const float* dloss, float count) {
   const int64_t i = blockIdx.x;
   const float* row = logits + i * V;
-  float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, row[j]);
-  m = block_max(m);
-  float sum = 0;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) sum += expf(row[j] - m);
-  sum = block_sum(sum);
-  const float row_lse = m + logf(sum);
-  if (threadIdx.x == 0) lse[i] = row_lse;
+  const float l = row_lse(row, V);
+  if (threadIdx.x == 0) lse[i] = l;
   const int32_t t = targets[i];
   const bool counts = t != ignore_index && t >= 0 && t < V;
   const float scale = dloss[0] / count;
@@ -45,7 +44,7 @@ __global__ void lse_gradient_kernel(float* lse, FloatsOut dlogits, const float* 
       dlogits.set(i * V + j, 0.0f);
       continue;
     }
-    float d = 0.0f + scale * expf(row[j] - row_lse);
+    float d = 0.0f + scale * expf(row[j] - l);
     if (j == t) d -= scale;
     dlogits.set(i * V + j, d);
   }
