@@ -10,29 +10,43 @@ namespace linattn::ops {
 
 namespace {
 
-Tensor table_on(const std::vector<int64_t>& offsets, Device device) {
-  std::vector<int32_t> host(offsets.begin(), offsets.end());
-  Tensor t = Tensor::empty({int64_t(host.size())}, DType::i32, device);
-  if (device == Device::cpu) std::copy(host.begin(), host.end(), t.data<int32_t>());
+// Writes the offsets into the i32 table t, the entries past them set to the last (empty sequences).
+void write_table(const std::vector<int64_t>& offsets, const Tensor& t) {
+  LINATTN_CHECK(offsets.back() <= std::numeric_limits<int32_t>::max(), "segments: the batch's ", offsets.back(),
+                " positions exceed the kernels' 32-bit offsets; use fewer rows or shorter ones");
+  std::vector<int32_t> host(size_t(t.numel()), int32_t(offsets.back()));
+  std::copy(offsets.begin(), offsets.end(), host.begin());
+  if (t.device() == Device::cpu) std::copy(host.begin(), host.end(), t.data<int32_t>());
   else cuda::upload_pageable(t.raw(), host.data(), host.size() * sizeof(int32_t));
-  return t;
 }
 
 }  // namespace
 
 Segments& Segments::to(Device device) {
-  if (!offsets.empty() && !(table.defined() && table.device() == device)) {
-    LINATTN_CHECK(offsets.back() <= std::numeric_limits<int32_t>::max(), "segments: the batch's ", offsets.back(),
-                  " positions exceed the kernels' 32-bit offsets; use fewer rows or shorter ones");
-    table = table_on(offsets, device);
+  if (offsets.empty() || (table.defined() && table.device() == device)) return *this;
+  if (table.defined()) {
+    table = table.to(device);  // as it is, its padding included
+  } else {
+    table = Tensor::empty({int64_t(offsets.size())}, DType::i32, device);
+    write_table(offsets, table);
   }
   return *this;
 }
 
+bool Segments::stage(const Tensor& buffer) {
+  LINATTN_CHECK(!offsets.empty(), "Segments::stage: the rows have no table to stage");
+  LINATTN_CHECK(buffer.ndim() == 1 && buffer.dtype() == DType::i32 && buffer.numel() >= 2,
+                "Segments::stage: the buffer must be i32 [capacity + 1], got ", buffer.str());
+  if (int64_t(offsets.size()) > buffer.numel()) return false;
+  write_table(offsets, buffer);
+  table = buffer;
+  return true;
+}
+
 Sequences Segments::sequences(Device device, Tensor& holder) const {
   if (offsets.empty()) return {};
-  holder = table.defined() && table.device() == device ? table : Segments{offsets, {}}.to(device).table;
-  return {holder.data<int32_t>(), int64_t(offsets.size()) - 1};
+  holder = table.defined() && table.device() == device ? table : Segments(*this).to(device).table;
+  return {holder.data<int32_t>(), holder.numel() - 1};
 }
 
 Segments Segments::starting_at(const Tensor& ids, int32_t token, Device device) {

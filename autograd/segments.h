@@ -30,11 +30,20 @@ struct Segments {
   static Segments starting_at(const Tensor& ids, int32_t token, Device device = Device::cpu);
 
   // Puts the table on `device`, for every op of the micro-batch to read (on CUDA one upload, queued
-  // without waiting for the device). Nothing to do for the rows (no offsets).
+  // without waiting for the device); a table on another device is copied as it is (stage's padding
+  // included). Nothing to do for the rows (no offsets).
   Segments& to(Device device);
 
-  // The offsets as the kernels take them on `device`: the table when it is there; else (hand-made
-  // Segments, tests) a table made for the caller, held in `holder` while the kernels run.
+  // Writes the table into `buffer` (i32 [capacity + 1] on any device; on CUDA one queued upload)
+  // padded to `capacity` sequences with empty ones at B * T (kernels/sequences.h), and makes it the
+  // table: the kernels then take `capacity` sequences whatever the batch, so a CUDA graph captured
+  // with one batch's table replays with another's staged into the same buffer. False, staging
+  // nothing, when the batch has more sequences than that. Needs offsets (not the rows).
+  bool stage(const Tensor& buffer);
+
+  // The offsets as the kernels take them on `device`: the table when it is there (its count, the
+  // padding included); else (hand-made Segments, tests) a table made for the caller as to() makes
+  // it, held in `holder` while the kernels run.
   Sequences sequences(Device device, Tensor& holder) const;
 };
 

@@ -37,9 +37,14 @@ LINATTN_HD inline Span sequence(const Sequences& q, int64_t s, int64_t T) {
 // both columns follow: the sequence that starts row b (start % T == 0) starts from the row's initial
 // state and gives its gradient; the one that ends it ((start + len) % T == 0) gives the row's final
 // state and takes its gradient. Every other sequence starts from zeros and its final state is
-// dropped. The row of sequence s < sequence_count(q, B), or -1 where it starts (ends) inside its row;
-// without offsets sequence s is row s (T = 0 included). Divide()(x, T) gives {x / T, x % T} (device
-// code that avoids integer division, kernels/cuda/deltanet_block.h, passes its own).
+// dropped. The row of sequence s < sequence_count(q, B), or -1 where it starts (ends) inside its row
+// or is empty; without offsets sequence s is row s (T = 0 included). Divide()(x, T) gives {x / T, x % T}
+// (device code that avoids integer division, kernels/cuda/deltanet_block.h, passes its own).
+//
+// Empty sequences: a table may end in sequences of no positions (offsets equal to B * T), which every
+// kernel skips: they start no row, end none and own one idle tile index each. A table padded so to a
+// fixed count gives every batch the same grids, so a CUDA graph captured with one batch's table
+// replays with another's (autograd/segments.h's Segments::stage).
 struct Quotient {
   int64_t quot, rem;
 };
@@ -49,12 +54,14 @@ struct Divide {
 template <class D = Divide>
 LINATTN_HD int64_t initial_state_row(const Sequences& q, int64_t s, int64_t T, D div = {}) {
   if (!q.count) return s;
+  if (q.offsets[s] == q.offsets[s + 1]) return -1;
   const Quotient at = div(q.offsets[s], T);
   return at.rem == 0 ? at.quot : -1;
 }
 template <class D = Divide>
 LINATTN_HD int64_t final_state_row(const Sequences& q, int64_t s, int64_t T, D div = {}) {
   if (!q.count) return s;
+  if (q.offsets[s] == q.offsets[s + 1]) return -1;
   const Quotient at = div(q.offsets[s + 1], T);
   return at.rem == 0 ? at.quot - 1 : -1;
 }

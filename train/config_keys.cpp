@@ -287,10 +287,11 @@ const std::vector<ConfigKey<TrainConfig>>& train_keys() {
                  "`CUBLAS_COMPUTE_32F_FAST_TF32`, ~10-bit mantissa inputs); ignored on the CPU and under `precision: bf16`"),
       config_key("cuda_graphs", &T::cuda_graphs,
                  "`device: cuda` only: capture the step's work (forward, backward, clipping, AdamW) at its second "
-                 "step as a CUDA graph and replay it, one launch per step, where the step's shapes are fixed: one "
-                 "rank, `data.document_boundaries: cross` (the sequence tables of `reset` change with each "
-                 "batch) and targets that all take a loss (not MQAR's); elsewhere, and after a capture that fails (a warning says why), the steps launch their "
-                 "kernels one by one ([Training on a GPU](gpu.md#cuda-graphs))"),
+                 "step as a CUDA graph and replay it, one launch per step, on one rank where the targets all take "
+                 "a loss (not MQAR's; with `data.document_boundaries: reset` each batch's sequence table is padded "
+                 "to one size, and a batch that outgrows it is captured anew); elsewhere, and after a capture that "
+                 "fails (a warning says why), the steps launch their kernels one by one ([Training on a GPU]"
+                 "(gpu.md#cuda-graphs))"),
       config_choice("recompute", &T::recompute,
                     {{ops::Recompute::none, {"none", "keep what backward reads"}},
                      {ops::Recompute::selective, {"selective", "recompute the norms, SwiGLUs, gates and mixer cores"}},

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdarg>
 #include <chrono>
 #include <cmath>
@@ -228,10 +229,9 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   staged_.resize(size_t(accumulation_));
   seed_ = Tensor::zeros({1}, dtype_, device_);
   losses_ = Tensor::zeros({accumulation_}, dtype_, device_);
-  // A graph replays fixed shapes: the sequence tables of document_boundaries: reset change with each
-  // batch, and the gradient sums of several ranks run on a second stream.
-  const bool fixed_shapes = world == 1 && config_.data.document_boundaries == DocumentBoundaries::cross;
-  graphs_ = device_ == Device::cuda && t.cuda_graphs && fixed_shapes;
+  // A graph replays fixed shapes, so the sequence tables of document_boundaries: reset are padded to
+  // one size (stage_sequence_tables); the gradient sums of several ranks run on a second stream.
+  graphs_ = device_ == Device::cuda && t.cuda_graphs && world == 1;
   data::LoaderOptions lo;
   lo.batch_size = micro_;
   lo.seq_len = config_.data.seq_len;
@@ -267,9 +267,7 @@ Trainer::Trainer(const Config& config, const std::string& resume, Communicator* 
   if (device_ == Device::cuda)
     say("cuda graphs: %s\n", graphs_ ? "on: the step's work is captured at the second step and replayed"
                              : !t.cuda_graphs ? "off (train.cuda_graphs: false)"
-                             : world > 1      ? "off: not yet with several ranks"
-                                              : "off: data.document_boundaries: reset gives each batch its own "
-                                                "sequence table (cross keeps the shapes fixed)");
+                                              : "off: not yet with several ranks");
   const Parameters& params = model_->params();
   say("memory: parameters %s, gradients %s, AdamW moments %s%s%s (on %s)\n", mib(pbytes).c_str(), mib(pbytes).c_str(),
       mib(2 * pbytes).c_str(), params.has_bf16_copy() ? ", bf16 weight copy " : "",
@@ -412,7 +410,9 @@ bool Trainer::stage_batches() {
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     data::Batch batch = loader_->next();
     StagedBatch& s = staged_[size_t(micro)];
-    s.segments = document_segments(batch.inputs, config_.data.document_boundaries, eot_, device_);
+    // (with graphs the tables are staged below, into buffers that stay put)
+    s.segments = document_segments(batch.inputs, config_.data.document_boundaries, eot_,
+                                   graphs_ ? Device::cpu : device_);
     s.host_inputs = batch.inputs;
     s.host_targets = batch.targets;
     if (device_ == Device::cpu) continue;
@@ -433,7 +433,24 @@ bool Trainer::stage_batches() {
     cuda::upload_pageable(s.inputs.raw(), batch.inputs.raw(), s.inputs.nbytes());
     cuda::upload_pageable(s.targets.raw(), batch.targets.raw(), s.targets.nbytes());
   }
+  stage_sequence_tables();
   return checked;
+}
+
+void Trainer::stage_sequence_tables() {
+  if (!graphs_ || config_.data.document_boundaries != DocumentBoundaries::reset) return;
+  int64_t documents = 0;
+  for (const StagedBatch& s : staged_) documents = std::max(documents, int64_t(s.segments.offsets.size()) - 1);
+  if (documents > table_capacity_) {
+    if (!step_graph_.empty())
+      say("cuda graphs: a micro-batch of %lld documents exceeds the %lld the captured step's sequence tables "
+          "hold; this step is captured anew with room for %lld\n", (long long)documents,
+          (long long)table_capacity_, (long long)std::bit_ceil(uint64_t(documents)));
+    step_graph_ = cuda::Graph();  // it reads the tables that go now
+    table_capacity_ = int64_t(std::bit_ceil(uint64_t(documents)));
+    for (StagedBatch& s : staged_) s.table = Tensor::empty({table_capacity_ + 1}, DType::i32, device_);
+  }
+  for (StagedBatch& s : staged_) LINATTN_CHECK(s.segments.stage(s.table), "a staged table is too small");
 }
 
 bool Trainer::queue_step_work(int64_t step, bool checked) {

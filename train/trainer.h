@@ -73,6 +73,11 @@ class Trainer {
   // Returns whether, on a GPU, the step may read them there unseen by the host
   // (backend::CheckedDeviceTokens: every target takes a loss); throws on an id outside the vocabulary.
   bool stage_batches();
+  // With graphs and document_boundaries: reset, the micro-batches' sequence tables staged into
+  // table_capacity_-sequence buffers that stay put (ops::Segments::stage); a step with more
+  // documents grows them, to the next power of two, and drops the graph, which its step captures
+  // anew.
+  void stage_sequence_tables();
   // The step's work on the staged micro-batches, from zeroing the gradients to the queued AdamW
   // update; replayed as step_graph_ once captured (capture_step). Returns false when a micro-batch
   // met non-finite numbers on the host (the CPU's cross-entropy), which marks the step bad.
@@ -128,12 +133,14 @@ class Trainer {
     Tensor inputs, targets;            // on device_
     Tensor host_inputs, host_targets;  // the loader's
     ops::Segments segments;
+    Tensor table;  // with graphs: where segments' table is staged, on device_ (stage_sequence_tables)
   };
   std::vector<StagedBatch> staged_;
   Tensor seed_, losses_;
   double seed_value_ = 0;   // what seed_ holds
-  bool graphs_ = false;     // train.cuda_graphs, where the step's shapes are fixed
+  bool graphs_ = false;     // train.cuda_graphs, on one GPU
   cuda::Graph step_graph_;  // the captured step work, once captured
+  int64_t table_capacity_ = 0;  // the sequences each staged table holds (0: none made yet)
   StepHooks step_hooks_;
   std::unique_ptr<data::TrainBatches> loader_;
   Arena arena_;

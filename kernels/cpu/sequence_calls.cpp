@@ -18,6 +18,7 @@ std::vector<Call> calls_of(const backend::MixerArgs& r) {
   std::vector<Call> calls;
   for (int64_t s = 0; s < sequence_count(r.seqs, r.B); ++s) {
     const Span seq = sequence(r.seqs, s, r.T);
+    if (seq.len == 0) continue;  // a table's padding (kernels/sequences.h)
     Call* prev = calls.empty() ? nullptr : &calls.back();
     if (seq.len == r.T && prev && prev->len == r.T)
       ++prev->rows;  // whole rows in a row: one call

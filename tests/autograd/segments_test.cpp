@@ -356,6 +356,25 @@ TEST(Segments, WholeRowsShareOneCall) {
   EXPECT_EQ(ops::segment_parts({}, 4, 5).size(), 1u);
 }
 
+// The table staged into a fixed buffer ends in empty sequences at B * T (what the kernels skip), and
+// the host's offsets stay the batch's own.
+TEST(Segments, StagingPadsTheTableWithEmptySequences) {
+  ops::Segments s{{0, 3, 5, 10}};
+  const Tensor buffer = Tensor::empty({6}, DType::i32);
+  ASSERT_TRUE(s.stage(buffer));
+  EXPECT_EQ(s.table.raw(), buffer.raw());
+  const int32_t* t = buffer.data<int32_t>();
+  EXPECT_EQ((std::vector<int32_t>(t, t + 6)), (std::vector<int32_t>{0, 3, 5, 10, 10, 10}));
+  Tensor holder;
+  EXPECT_EQ(s.sequences(Device::cpu, holder).count, 5);
+  EXPECT_EQ(s.offsets.size(), 4u);
+  EXPECT_EQ(ops::segment_parts(s, 2, 5).size(), 3u);
+  ops::Segments more{{0, 1, 2, 3, 4, 5, 10}};  // 6 sequences: more than the buffer's 5
+  EXPECT_FALSE(more.stage(buffer));
+  EXPECT_FALSE(more.table.defined());
+  EXPECT_EQ((std::vector<int32_t>(t, t + 6)), (std::vector<int32_t>{0, 3, 5, 10, 10, 10})) << "nothing staged";
+}
+
 TEST(Segments, OffsetsThatAreNotSequencesOfTheBatchThrow) {
   EXPECT_NE(testing::error_of([] { ops::segment_parts(ops::Segments{{0, 7, 10}}, 2, 5); }).find("crosses the end of row 0"),
             std::string::npos);

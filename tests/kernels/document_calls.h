@@ -27,9 +27,12 @@
 namespace linattn::testing::documents {
 
 // The batch layouts: documents never cross a row (every row start is an offset). B = 2, T = 100.
+// padding: the one call's table ends in that many empty sequences (ops::Segments::stage, as the
+// trainer's CUDA graphs stage every batch's), which must change no bit.
 struct Layout {
   const char* name;
   std::vector<int64_t> offsets;  // empty: the rows
+  int64_t padding = 0;
 };
 inline std::vector<Layout> layouts() {
   std::vector<int64_t> many_short;  // row 0 every 7 positions, row 1 every 3
@@ -40,7 +43,9 @@ inline std::vector<Layout> layouts() {
           {"one document filling each row", {0, 100, 200}},
           {"one-token documents at the starts and ends of rows", {0, 1, 2, 67, 99, 100, 101, 200}},
           {"many short documents", many_short},
-          {"a row of documents beside a whole row", {0, 30, 95, 100, 200}}};
+          {"a row of documents beside a whole row", {0, 30, 95, 100, 200}},
+          {"many short documents, the table padded with 5 empty ones", many_short, 5},
+          {"one document filling each row, the table padded with 1 empty one", {0, 100, 200}, 1}};
 }
 inline constexpr int64_t kB = 2, kT = 100;
 
@@ -63,9 +68,11 @@ inline std::string one_call_mismatches(const Body& body, const std::vector<std::
                                        double tol = 0) {
   std::string mismatches;
   for (const Layout& layout : layouts()) {
-    const ops::Segments segments{layout.offsets};
+    ops::Segments segments{layout.offsets};
     std::map<std::string, Tensor> parts, one;
     body(false, segments, parts);
+    if (layout.padding)
+      segments.stage(Tensor::empty({int64_t(layout.offsets.size()) + layout.padding}, DType::i32, Device::cpu));
     body(true, segments, one);
     for (const auto& entry : one)
       if (!parts.count(entry.first)) mismatches += std::string(layout.name) + ": " + entry.first + ": only in the one call\n";

@@ -57,13 +57,15 @@ std::string base_name(std::string s) {
   return colon == std::string::npos ? s : s.substr(colon + 2);
 }
 
-// Trains `overrides` on configs/bench.yaml for `steps` steps on the emulated GPU and counts each step.
+// Trains `overrides` on configs/bench.yaml for `steps` steps on the emulated GPU, op by op (a replayed
+// CUDA graph is one operation: tests/train/cuda_graph_test.cpp), and counts each step.
 std::vector<StepCount> count_steps(int64_t steps, std::vector<std::string> overrides) {
   const std::string out = (std::filesystem::temp_directory_path() / ("linattn-step-sync-" + std::to_string(getpid()))).string();
   std::filesystem::remove_all(out);
   const std::vector<std::string> run = {"data.path=" + shards(), "train.device=cuda", "train.out_dir=" + out,
                                         "train.max_steps=" + std::to_string(steps), "train.log_every=1",
-                                        "train.eval_every=0", "checkpoint.every=0", "train.sample_every=0"};
+                                        "train.eval_every=0", "checkpoint.every=0", "train.sample_every=0",
+                                        "train.cuda_graphs=false"};
   overrides.insert(overrides.begin(), run.begin(), run.end());
   Trainer trainer(load_config("configs/bench.yaml", overrides));
   std::vector<StepCount> counts;
