@@ -34,10 +34,15 @@ void check_values(const char* op, const char* name, const Variable& x, double lo
     using T = decltype(zero);
     const T* p = x.value().data<T>();
     const int64_t n = x.value().numel();
+    int outside = 0;  // a vectorized pass finds whether any value is outside; only then is it looked for
+#pragma omp parallel for simd reduction(| : outside) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) outside |= !(p[i] >= lo && p[i] <= hi);
     int64_t bad = n;
-#pragma omp parallel for reduction(min : bad) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i)
-      if (!(p[i] >= lo && p[i] <= hi)) bad = std::min(bad, i);
+    for (int64_t i = 0; i < n && outside; ++i)
+      if (!(p[i] >= lo && p[i] <= hi)) {
+        bad = i;
+        break;
+      }
     if (bad < n && !std::isfinite(double(p[bad])))
       throw NonFiniteError(std::string(op) + ": " + name + " " + x.value().str() + " has the value " +
                            std::to_string(double(p[bad])) + " at flat index " + std::to_string(bad) + "; " + name +

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cpu/exp.h"
 #include "kernels/cpu/matmul.h"
 
 namespace linattn::cpu {
@@ -48,32 +49,5 @@ void causal_transposed_times(int64_t n, int64_t N, T alpha, const T* P, int64_t 
   gemm<T>(true, false, h, N, n, alpha, P, ldp, X, ldx, beta, Y, ldy);
   gemm<T>(true, false, n - h, N, n - h, alpha, P + h * ldp + h, ldp, X + h * ldx, ldx, beta, Y + h * ldy, ldy);
 }
-
-// e^x for x <= 0: every exponential the chunkwise kernels take (decays, elu).
-
-// float: a branch-free polynomial that the compiler vectorizes inside `#pragma omp simd` loops
-// (glibc's expf is a scalar call without -ffast-math, ~10x slower in the chunk loops).
-// x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2, then e^r by the degree-7 Taylor-like
-// minimax polynomial of Cephes' expf; about 1 ulp. Results below e^-87 (float's normal range) are 0.
-inline float exp_nonpos(float x) {
-  // No clamp of x (a select there stops GCC's vectorizer): below -87 the exponent bits are garbage
-  // and the mask at the end zeroes them. NaN stays NaN.
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  float r = x - n * 0.693359375f;                                          // ln2 split hi + lo: n * hi is exact
-  r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const float two_n = std::bit_cast<float>((int32_t(n) + 127) << 23);
-  const int32_t keep = -int32_t(!(x < -87.0f));  // all ones, or zero where e^x underflows
-  return std::bit_cast<float>(std::bit_cast<int32_t>(p * two_n) & keep);
-}
-
-// double: the float64 instantiations are the ones the gradient checks use, so take the libm value.
-inline double exp_nonpos(double x) { return std::exp(x); }
 
 }  // namespace linattn::cpu

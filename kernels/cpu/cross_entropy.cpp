@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/cpu/exp.h"
 #include "kernels/cpu/stored.h"
 
 namespace linattn::cpu {
@@ -25,7 +26,7 @@ CrossEntropySum cross_entropy_forward(T* lse, const T* logits, const int32_t* ta
     T m = row[0];
     for (int64_t j = 1; j < V; ++j) m = row[j] > m ? row[j] : m;
     T sum = 0;
-    for (int64_t j = 0; j < V; ++j) sum += std::exp(row[j] - m);
+    for (int64_t j = 0; j < V; ++j) sum += exp_nonpos(row[j] - m);
     lse[i] = m + std::log(sum);
     if (targets[i] == ignore_index) continue;
     double loss = double(lse[i]) - double(row[targets[i]]);
@@ -52,8 +53,10 @@ void cross_entropy_backward(D* dlogits, const T* logits, const T* lse, const int
     }
     const T* row = logits + i * V;
     const int32_t t = targets[i];
+    const T row_lse = lse[i];
+#pragma omp simd
     for (int64_t j = 0; j < V; ++j) {
-      const T d = (write ? T(0) : load(drow[j])) + scale * std::exp(row[j] - lse[i]);
+      const T d = (write ? T(0) : load(drow[j])) + scale * exp_nonpos(row[j] - row_lse);
       store(drow[j], j == t ? d - scale : d);
     }
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/cpu/exp.h"
 #include "kernels/cpu/stored.h"
 
 namespace linattn::cpu {
@@ -50,11 +51,6 @@ void axpy(T* y, T c, const T* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += c * x[i];
 }
 
-template <class T>
-static inline T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
-}
-
 // log(sigmoid(x)) = -log(1 + e^-x), written so that neither branch overflows.
 template <class T>
 static inline T logsigmoid(T x) {
@@ -65,11 +61,11 @@ template <class T>
 void activation_forward(Activation f, T* y, const T* x, int64_t n, T scale) {
   switch (f) {
     case Activation::silu:
-#pragma omp parallel for if (n > kParallelMin)
+#pragma omp parallel for simd if (n > kParallelMin)
       for (int64_t i = 0; i < n; ++i) y[i] = scale * (x[i] * sigmoid(x[i]));
       break;
     case Activation::sigmoid:
-#pragma omp parallel for if (n > kParallelMin)
+#pragma omp parallel for simd if (n > kParallelMin)
       for (int64_t i = 0; i < n; ++i) y[i] = scale * sigmoid(x[i]);
       break;
     case Activation::logsigmoid:
@@ -77,8 +73,8 @@ void activation_forward(Activation f, T* y, const T* x, int64_t n, T scale) {
       for (int64_t i = 0; i < n; ++i) y[i] = scale * logsigmoid(x[i]);
       break;
     case Activation::elu1:  // elu(x) + 1: x + 1 for x > 0, e^x otherwise
-#pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) y[i] = scale * (x[i] > 0 ? x[i] + T(1) : std::exp(x[i]));
+#pragma omp parallel for simd if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) y[i] = scale * (x[i] > 0 ? x[i] + T(1) : exp_nonpos(x[i]));
       break;
     case Activation::relu:
 #pragma omp parallel for simd if (n > kParallelMin)
@@ -87,10 +83,17 @@ void activation_forward(Activation f, T* y, const T* x, int64_t n, T scale) {
   }
 }
 
-// dx += g, or dx = g when `write`.
-template <class T>
-static inline void put(T& dx, T g, bool write) {
-  dx = write ? g : dx + g;
+// dx[i] = g(i) when `write`, else dx[i] += g(i), for i < n: the branch outside the loops, which GCC
+// then vectorizes (a select between the stored and a new value inside them stops it).
+template <class T, class G>
+static inline void put_each(T* dx, int64_t n, bool write, G g) {
+  if (write) {
+#pragma omp parallel for simd if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) dx[i] = g(i);
+  } else {
+#pragma omp parallel for simd if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) dx[i] += g(i);
+  }
 }
 
 // d: the upstream gradient times the forward's scale (y = c f(x)  =>  dx += (c dy) f'(x)).
@@ -98,41 +101,31 @@ template <class T, class X>
 void activation_backward(Activation f, T* dx, const X* x, const T* dy, int64_t n, T scale, bool write) {
   switch (f) {
     case Activation::silu:  // forward: y = x s(x)  =>  dx += dy (s + x s (1 - s))
-#pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) {
+      return put_each(dx, n, write, [&](int64_t i) {
         const T xi = load(x[i]), s = sigmoid(xi), d = scale * dy[i];
-        put(dx[i], d * s * (T(1) + xi * (T(1) - s)), write);
-      }
-      break;
+        return d * s * (T(1) + xi * (T(1) - s));
+      });
     case Activation::sigmoid:  // forward: y = s(x)  =>  dx += dy s (1 - s)
-#pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) {
+      return put_each(dx, n, write, [&](int64_t i) {
         const T s = sigmoid(load(x[i]));
-        put(dx[i], scale * dy[i] * s * (T(1) - s), write);
-      }
-      break;
+        return scale * dy[i] * s * (T(1) - s);
+      });
     case Activation::logsigmoid:  // forward: y = log s(x)  =>  dx += dy (1 - s(x)) = dy s(-x)
-#pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) put(dx[i], scale * dy[i] * sigmoid(-load(x[i])), write);
-      break;
+      return put_each(dx, n, write, [&](int64_t i) { return scale * dy[i] * sigmoid(-load(x[i])); });
     case Activation::elu1:  // forward: y = x + 1 (x > 0), e^x (x <= 0)  =>  dx += dy (1 or e^x)
-#pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) {
+      return put_each(dx, n, write, [&](int64_t i) {
         const T xi = load(x[i]), d = scale * dy[i];
-        put(dx[i], xi > 0 ? d : d * std::exp(xi), write);
-      }
-      break;
+        return xi > 0 ? d : d * exp_nonpos(xi);
+      });
     case Activation::relu:  // forward: y = max(x, 0)  =>  dx += dy [x > 0]
-#pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) put(dx[i], load(x[i]) > T(0) ? scale * dy[i] : T(0), write);
-      break;
+      return put_each(dx, n, write, [&](int64_t i) { return load(x[i]) > T(0) ? scale * dy[i] : T(0); });
   }
 }
 
 template <class Y, class X>
 void swiglu_forward(Y* y, const X* gate, const X* up, int64_t n) {
   using T = decltype(load(X{}) + load(Y{}));  // float, or double for double
-#pragma omp parallel for if (n > kParallelMin)
+#pragma omp parallel for simd if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const T g = load(gate[i]);
     store(y[i], g * sigmoid(g) * load(up[i]));
@@ -141,14 +134,14 @@ void swiglu_forward(Y* y, const X* gate, const X* up, int64_t n) {
 
 template <class T, class X>
 void swiglu_backward(T* dgate, T* dup, const X* gate, const X* up, const T* dy, int64_t n, bool write) {
-#pragma omp parallel for if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const T g = load(gate[i]), u = load(up[i]);
-    T s = sigmoid(g);
-    T silu = g * s;
-    put(dgate[i], dy[i] * u * s * (T(1) + g * (T(1) - s)), write);
-    put(dup[i], dy[i] * silu, write);
-  }
+  put_each(dgate, n, write, [&](int64_t i) {
+    const T g = load(gate[i]), s = sigmoid(g);
+    return dy[i] * load(up[i]) * s * (T(1) + g * (T(1) - s));
+  });
+  put_each(dup, n, write, [&](int64_t i) {
+    const T g = load(gate[i]);
+    return dy[i] * (g * sigmoid(g));
+  });
 }
 
 template <class Y, class X>
@@ -157,6 +150,7 @@ void swiglu_joined_forward(Y* y, bfloat16* copy, const X* x, int64_t rows, int64
 #pragma omp parallel for if (rows * cols > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const X *gate = x + r * 2 * cols, *up = gate + cols;
+#pragma omp simd
     for (int64_t c = 0; c < cols; ++c) {
       const T g = load(gate[c]);
       store(y[r * cols + c], g * sigmoid(g) * load(up[c]));
@@ -173,6 +167,7 @@ void swiglu_joined_backward(D* dx, const X* x, const T* dy, int64_t rows, int64_
   for (int64_t r = 0; r < rows; ++r) {
     const X *gate = x + r * 2 * cols, *up = gate + cols;
     D *dgate = dx + r * 2 * cols, *dup = dgate + cols;
+#pragma omp simd
     for (int64_t c = 0; c < cols; ++c) {
       const T g = load(gate[c]), u = load(up[c]), d = dy[r * cols + c];
       const T s = sigmoid(g), silu = g * s;

@@ -290,9 +290,12 @@ TEST(Model, AWindowOfTwoDocumentsEqualsTheDocumentsRunAloneInFloat32) {
       for (int64_t j = 0; j < g.numel(); ++j) alone_grads[i].data<double>()[j] += g.data<double>()[j] * double(n) / (2.0 * T);
     }
   }
+  // About 1e-6 measured; up to 1.03e-5 for a parameter of a few numbers, each a sum over all 512
+  // tokens with cancellation (Mamba2's A_log and dt_bias, one per head), which the documents add in
+  // another order: 3e-5 there. A state or position leaking across the cut differs by far more.
   for (size_t i = 0; i < alone_grads.size(); ++i) {
     SCOPED_TRACE(model.params().name(int(i)));
-    EXPECT_CLOSE(window_grads[i], alone_grads[i], 1e-5);  // about 1e-6 measured
+    EXPECT_CLOSE(window_grads[i], alone_grads[i], window_grads[i].numel() <= 8 ? 3e-5 : 1e-5);
   }
 }
 
