@@ -1,7 +1,8 @@
 // train.cuda_graphs: the step's work captured at the run's second step and replayed from then on
 // trains exactly as launching it op by op (losses and weights bit for bit, with accumulation,
-// clipping and a learning rate that changes every step), and a replayed step is one graph launch
-// after the uploads of its tokens and AdamW's step numbers, with no host read or wait.
+// clipping and a learning rate that changes every step; over documents, whose sequence tables are
+// padded to one size and grow when a batch outgrows them), and a replayed step is one graph launch
+// after the uploads of its tokens (and tables) and AdamW's step numbers, with no host read or wait.
 #include <unistd.h>
 
 #include <cstdio>
