@@ -14,11 +14,22 @@ inline bool worth_threads(int64_t work) { return work > (1 << 16); }
 
 constexpr int64_t kChannelBlock = 16;  // the channels one task of the weight gradient owns
 
+// w [C, W] as [W, C], so that the loops over the channels read a tap's weights contiguously (and
+// vectorize; the products and their order are the same).
+template <class T>
+std::vector<T> taps_by_column(const T* w, int64_t C, int64_t W) {
+  std::vector<T> taps(size_t(W * C));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = 0; i < W; ++i) taps[size_t(i * C + c)] = w[c * W + i];
+  return taps;
+}
+
 }  // namespace
 
 template <class T>
 void short_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t B, int64_t T_, int64_t C, int64_t W,
                         Sequences seqs) {
+  const std::vector<T> taps = taps_by_column(w, C, W);
 #pragma omp parallel for if (worth_threads(B * T_ * C * W))
   for (int64_t t = 0; t < B * T_; ++t) {
     const int64_t first = sequence(seqs, sequence_of(seqs, t, T_), T_).start;  // no tap reads before it
@@ -27,8 +38,8 @@ void short_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t B, 
     for (int64_t i = 0; i < W; ++i) {
       const int64_t s = t - (W - 1) + i;
       if (s < first) continue;
-      const T* xs = x + s * C;
-      for (int64_t c = 0; c < C; ++c) yt[c] += w[c * W + i] * xs[c];
+      const T *xs = x + s * C, *tap = taps.data() + i * C;
+      for (int64_t c = 0; c < C; ++c) yt[c] += tap[c] * xs[c];
     }
   }
 }
@@ -38,6 +49,7 @@ void short_conv_backward(T* dx, T* dw, T* dbias, const T* x, const T* w, const T
                          int64_t C, int64_t W, Sequences seqs) {
   // forward: y[t] += w[i] x[t - (W-1) + i]  =>  dx[s] += w[i] dy[s + (W-1) - i], dw[i] += dy[t] x[t - (W-1) + i]
   const bool parallel = worth_threads(B * T_ * C * W);
+  const std::vector<T> taps = taps_by_column(w, C, W);
 #pragma omp parallel for if (parallel)
   for (int64_t s = 0; s < B * T_; ++s) {
     const Span seq = sequence(seqs, sequence_of(seqs, s, T_), T_);
@@ -45,8 +57,8 @@ void short_conv_backward(T* dx, T* dw, T* dbias, const T* x, const T* w, const T
     for (int64_t i = 0; i < W; ++i) {
       const int64_t t = s + (W - 1) - i;  // the output that read x[s] through tap i
       if (t >= seq.start + seq.len) continue;
-      const T* dyt = dy + t * C;
-      for (int64_t c = 0; c < C; ++c) dxs[c] += w[c * W + i] * dyt[c];
+      const T *dyt = dy + t * C, *tap = taps.data() + i * C;
+      for (int64_t c = 0; c < C; ++c) dxs[c] += tap[c] * dyt[c];
     }
   }
   // dw and dbias: a task per block of channels adds the positions into them one by one, in order, so
@@ -54,27 +66,29 @@ void short_conv_backward(T* dx, T* dw, T* dbias, const T* x, const T* w, const T
 #pragma omp parallel for if (parallel) schedule(dynamic)
   for (int64_t c0 = 0; c0 < C; c0 += kChannelBlock) {
     const int64_t c1 = std::min(c0 + kChannelBlock, C), n = c1 - c0;
-    std::vector<T> acc(n * (W + 1));  // [n, W] taps, then [n] bias
+    std::vector<T> acc((W + 1) * n);  // [W, n] taps, then [n] bias
     for (int64_t c = c0; c < c1; ++c) {
-      std::copy_n(dw + c * W, W, acc.begin() + (c - c0) * W);
-      acc[n * W + c - c0] = dbias ? dbias[c] : T(0);
+      for (int64_t i = 0; i < W; ++i) acc[i * n + c - c0] = dw[c * W + i];
+      acc[W * n + c - c0] = dbias ? dbias[c] : T(0);
     }
     for (int64_t sq = 0; sq < sequence_count(seqs, B); ++sq) {
       const Span seq = sequence(seqs, sq, T_);
       for (int64_t t = seq.start; t < seq.start + seq.len; ++t) {
-        const T* dyt = dy + t * C;
-        for (int64_t c = c0; c < c1; ++c) acc[n * W + c - c0] += dyt[c];
+        const T* dyt = dy + t * C + c0;
+        T* bias_acc = acc.data() + W * n;
+        for (int64_t c = 0; c < n; ++c) bias_acc[c] += dyt[c];
         for (int64_t i = 0; i < W; ++i) {
           const int64_t s = t - (W - 1) + i;
           if (s < seq.start) continue;
-          const T* xs = x + s * C;
-          for (int64_t c = c0; c < c1; ++c) acc[(c - c0) * W + i] += dyt[c] * xs[c];
+          const T* xs = x + s * C + c0;
+          T* tap_acc = acc.data() + i * n;
+          for (int64_t c = 0; c < n; ++c) tap_acc[c] += dyt[c] * xs[c];
         }
       }
     }
     for (int64_t c = c0; c < c1; ++c) {
-      std::copy_n(acc.begin() + (c - c0) * W, W, dw + c * W);
-      if (dbias) dbias[c] = acc[n * W + c - c0];
+      for (int64_t i = 0; i < W; ++i) dw[c * W + i] = acc[i * n + c - c0];
+      if (dbias) dbias[c] = acc[W * n + c - c0];
     }
   }
 }
