@@ -442,12 +442,13 @@ void Trainer::stage_sequence_tables() {
   int64_t documents = 0;
   for (const StagedBatch& s : staged_) documents = std::max(documents, int64_t(s.segments.offsets.size()) - 1);
   if (documents > table_capacity_) {
+    const int64_t capacity = int64_t(std::bit_ceil(uint64_t(documents)));
     if (!step_graph_.empty())
       say("cuda graphs: a micro-batch of %lld documents exceeds the %lld the captured step's sequence tables "
           "hold; this step is captured anew with room for %lld\n", (long long)documents,
-          (long long)table_capacity_, (long long)std::bit_ceil(uint64_t(documents)));
+          (long long)table_capacity_, (long long)capacity);
     step_graph_ = cuda::Graph();  // it reads the tables that go now
-    table_capacity_ = int64_t(std::bit_ceil(uint64_t(documents)));
+    table_capacity_ = capacity;
     for (StagedBatch& s : staged_) s.table = Tensor::empty({table_capacity_ + 1}, DType::i32, device_);
   }
   for (StagedBatch& s : staged_) LINATTN_CHECK(s.segments.stage(s.table), "a staged table is too small");

@@ -74,7 +74,7 @@ void activation_forward(Activation f, T* y, const T* x, int64_t n, T scale) {
       break;
     case Activation::elu1:  // elu(x) + 1: x + 1 for x > 0, e^x otherwise
 #pragma omp parallel for simd if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) y[i] = scale * (x[i] > 0 ? x[i] + T(1) : exp_nonpos(x[i]));
+      for (int64_t i = 0; i < n; ++i) y[i] = scale * (x[i] > 0 ? x[i] + T(1) : exp_nonpos(-std::abs(x[i])));
       break;
     case Activation::relu:
 #pragma omp parallel for simd if (n > kParallelMin)
@@ -93,6 +93,23 @@ static inline void put_each(T* dx, int64_t n, bool write, G g) {
   } else {
 #pragma omp parallel for simd if (n > kParallelMin)
     for (int64_t i = 0; i < n; ++i) dx[i] += g(i);
+  }
+}
+
+// The same for two gradients that share their work: g(i, a, b) sets both of element i's.
+template <class T, class G>
+static inline void put_each2(T* da, T* db, int64_t n, bool write, G g) {
+  if (write) {
+#pragma omp parallel for simd if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) g(i, da[i], db[i]);
+  } else {
+#pragma omp parallel for simd if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) {
+      T a, b;
+      g(i, a, b);
+      da[i] += a;
+      db[i] += b;
+    }
   }
 }
 
@@ -115,7 +132,7 @@ void activation_backward(Activation f, T* dx, const X* x, const T* dy, int64_t n
     case Activation::elu1:  // forward: y = x + 1 (x > 0), e^x (x <= 0)  =>  dx += dy (1 or e^x)
       return put_each(dx, n, write, [&](int64_t i) {
         const T xi = load(x[i]), d = scale * dy[i];
-        return xi > 0 ? d : d * exp_nonpos(xi);
+        return xi > 0 ? d : d * exp_nonpos(-std::abs(xi));
       });
     case Activation::relu:  // forward: y = max(x, 0)  =>  dx += dy [x > 0]
       return put_each(dx, n, write, [&](int64_t i) { return load(x[i]) > T(0) ? scale * dy[i] : T(0); });
@@ -134,13 +151,10 @@ void swiglu_forward(Y* y, const X* gate, const X* up, int64_t n) {
 
 template <class T, class X>
 void swiglu_backward(T* dgate, T* dup, const X* gate, const X* up, const T* dy, int64_t n, bool write) {
-  put_each(dgate, n, write, [&](int64_t i) {
+  put_each2(dgate, dup, n, write, [&](int64_t i, T& dg, T& du) {
     const T g = load(gate[i]), s = sigmoid(g);
-    return dy[i] * load(up[i]) * s * (T(1) + g * (T(1) - s));
-  });
-  put_each(dup, n, write, [&](int64_t i) {
-    const T g = load(gate[i]);
-    return dy[i] * (g * sigmoid(g));
+    dg = dy[i] * load(up[i]) * s * (T(1) + g * (T(1) - s));
+    du = dy[i] * (g * s);
   });
 }
 
